@@ -1,0 +1,59 @@
+"""The ClusterGateway port: what HyperGuard asks of a cluster, whatever runs it.
+
+Adapters: `simulated` (the local twin), `hyperpod` (boto3 SageMaker) and `kubernetes`
+(lightkube against the EKS API server). Every mutating call is an *ensure*: calling it
+twice has the effect of calling it once, and the return value says whether anything
+changed, so that at-least-once workflow steps stay safe.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from hyperguard.models import Job, Node, RepairOutcome
+
+
+class ClusterError(Exception):
+    """A cluster call failed in a way the caller may retry."""
+
+
+class NodeNotFoundError(ClusterError):
+    """The instance is not (or no longer) part of the cluster."""
+
+    def __init__(self, instance_id: str) -> None:
+        super().__init__(f"node {instance_id} is not in the cluster")
+        self.instance_id = instance_id
+
+
+class DrainResult(BaseModel):
+    evicted: list[str] = Field(default_factory=list, description="pods evicted gracefully")
+    forced: list[str] = Field(default_factory=list, description="pods deleted after deadline")
+    blocked: list[str] = Field(default_factory=list, description="pods a PDB still protects")
+
+    @property
+    def complete(self) -> bool:
+        return not self.blocked
+
+
+class ClusterGateway(Protocol):
+    def list_nodes(self) -> list[Node]: ...
+
+    def node_status(self, instance_id: str) -> Node:
+        """Raises NodeNotFoundError for an instance that is not in the cluster."""
+        ...
+
+    def cordon(self, instance_id: str, *, incident_id: str, reason: str) -> bool: ...
+
+    def uncordon(self, instance_id: str) -> bool: ...
+
+    def drain(self, instance_id: str, *, deadline_s: float) -> DrainResult: ...
+
+    def reboot(self, instance_ids: list[str]) -> RepairOutcome: ...
+
+    def replace(self, instance_ids: list[str]) -> RepairOutcome: ...
+
+    def dispatch(self, job: Job, nodes: list[str]) -> bool: ...
+
+    def stop_job(self, job_id: str) -> bool: ...

@@ -1,0 +1,51 @@
+"""Nodes of the managed clusters, as HyperGuard sees them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class NodeStatus(StrEnum):
+    """SageMaker HyperPod ClusterInstanceStatus values (EKS nodes map onto them)."""
+
+    RUNNING = "Running"
+    FAILURE = "Failure"
+    PENDING = "Pending"
+    SHUTTING_DOWN = "ShuttingDown"
+    SYSTEM_UPDATING = "SystemUpdating"
+    DEEP_HEALTH_CHECK_IN_PROGRESS = "DeepHealthCheckInProgress"
+    NOT_FOUND = "NotFound"
+
+
+class Node(BaseModel):
+    instance_id: str
+    cluster: str
+    pool: str = Field(description="HyperPod instance group or EKS NodePool name")
+    platform: str = Field(description="'hyperpod' or 'eks'")
+    instance_type: str
+    capacity_type: str = "OnDemand"
+    accelerators: int = 0
+    status: NodeStatus = NodeStatus.RUNNING
+    schedulable: bool = True
+    node_name: str | None = Field(default=None, description="Kubernetes node name")
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[dict[str, str]] = Field(default_factory=list)
+    launch_time: datetime | None = None
+    open_incident_id: str | None = None
+    healthy: bool = True
+
+
+class RepairFailure(BaseModel):
+    """One entry of BatchReboot/ReplaceClusterNodes' Failed list."""
+
+    node_id: str
+    error_code: str
+    message: str = ""
+
+
+class RepairOutcome(BaseModel):
+    successful: list[str] = Field(default_factory=list)
+    failed: list[RepairFailure] = Field(default_factory=list)
