@@ -1,0 +1,37 @@
+"""SQS HealthQueue → normalised signals and incidents (partial batch responses)."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from hyperguard.events import ClassifyConfig
+from hyperguard.ingestion import HealthIngestor
+from hyperguard.messaging import Escalator, RecoveryWorkflows
+from hyperguard.observability import logger, metrics, tracer
+from hyperguard.settings import load_settings
+from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore
+
+settings = load_settings("recovery_state_machine_arn")
+ingestor = HealthIngestor(
+    nodes=NodeStore(settings.nodes_table),
+    incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
+    idempotency=IdempotencyStore(settings.idempotency_table, settings.idempotency_ttl_s),
+    workflows=RecoveryWorkflows(settings.recovery_state_machine_arn),
+    escalator=Escalator(settings.escalation_topic_arn),
+    config=ClassifyConfig(rebalance_action=settings.rebalance_action),
+)
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def record_handler(record: SQSRecord) -> None:
+    for outcome in ingestor.ingest_body(record.body):
+        metrics.add_metric(name=f"Signals_{outcome.value}", unit="Count", value=1)
+
+
+@logger.inject_lambda_context(correlation_id_path="Records[0].messageId")
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return process_partial_response(event, record_handler, processor, context)

@@ -1,0 +1,135 @@
+"""Health ingestion: one EventBridge event in, normalised signals and incidents out.
+
+Every effect is idempotent (conditional writes, named executions), and a delivery is
+marked processed only after all its effects succeeded: an exception here makes the SQS
+record fail alone, be retried, and land in the DLQ if it keeps failing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from hyperguard.events import ClassifyConfig, MalformedEventError, classify
+from hyperguard.messaging import Escalator, RecoveryWorkflows
+from hyperguard.models import Action, HealthSignal, Incident
+from hyperguard.observability import logger
+from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore, SignalOutcome
+
+
+class Outcome(StrEnum):
+    OPENED = "opened"
+    MERGED = "merged"
+    DUPLICATE = "duplicate"
+    RESOLVED = "resolved"
+    NOTIFIED = "notified"
+    IGNORED = "ignored"
+    FOREIGN = "foreign"
+    MALFORMED = "malformed"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class HealthIngestor:
+    nodes: NodeStore
+    incidents: IncidentStore
+    idempotency: IdempotencyStore
+    workflows: RecoveryWorkflows
+    escalator: Escalator
+    config: ClassifyConfig = field(default_factory=ClassifyConfig)
+    clock: Callable[[], datetime] = utcnow
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def ingest_body(self, body: str) -> list[Outcome]:
+        """An SQS record body: the EventBridge event as JSON."""
+        try:
+            event = json.loads(body)
+        except json.JSONDecodeError as exc:
+            return self._malformed(f"body is not JSON: {exc}", body)
+        if not isinstance(event, dict):
+            return self._malformed("body is not a JSON object", body)
+        return self.ingest(event)
+
+    def ingest(self, event: Mapping[str, Any]) -> list[Outcome]:
+        try:
+            signals = classify(event, self.config)
+        except MalformedEventError as exc:
+            return self._malformed(str(exc), event)
+        delivery = f"event#{event.get('id')}"
+        if self.idempotency.seen(delivery):
+            return self._count([Outcome.DUPLICATE] * len(signals))
+        outcomes = [self._apply(signal) for signal in signals]
+        self.idempotency.mark(delivery, outcomes=[o.value for o in outcomes])
+        return self._count(outcomes)
+
+    def _apply(self, signal: HealthSignal) -> Outcome:
+        if signal.action is Action.IGNORE or signal.instance_id is None:
+            logger.info("signal ignored", extra={"kind": signal.kind, "reason": signal.reason})
+            return Outcome.IGNORED
+        node = self.nodes.get(signal.instance_id)
+        if node is None or (signal.cluster is not None and signal.cluster != node.cluster):
+            logger.info(
+                "signal for a foreign instance dropped",
+                extra={"instance_id": signal.instance_id, "cluster": signal.cluster},
+            )
+            return Outcome.FOREIGN
+        match signal.action:
+            case Action.OPEN_INCIDENT | Action.DRAIN:
+                incident, outcome = self.incidents.open_or_append(node, signal, self.clock())
+                self._ensure_workflow(incident)
+                return {
+                    SignalOutcome.OPENED: Outcome.OPENED,
+                    SignalOutcome.APPENDED: Outcome.MERGED,
+                    SignalOutcome.DUPLICATE: Outcome.DUPLICATE,
+                }[outcome]
+            case Action.RESOLVE:
+                self.nodes.mark_health(node.instance_id, healthy=True)
+                self._attach(node.instance_id, signal)
+                return Outcome.RESOLVED
+            case Action.NOTIFY:
+                incident_id = self._attach(node.instance_id, signal)
+                self.escalator.notify(
+                    f"HyperGuard: {signal.kind} on {node.instance_id}",
+                    {"incident_id": incident_id, **signal.model_dump(mode="json")},
+                )
+                return Outcome.NOTIFIED
+        raise AssertionError(f"unhandled action {signal.action}")
+
+    def _attach(self, instance_id: str, signal: HealthSignal) -> str | None:
+        incident = self.incidents.open_incident_for(instance_id)
+        if incident is None:
+            return None
+        self.incidents.append_signal(incident.incident_id, signal)
+        return incident.incident_id
+
+    def _ensure_workflow(self, incident: Incident) -> None:
+        if incident.execution_arn is not None:
+            return
+        arn = self.workflows.ensure_started(
+            incident.incident_id,
+            {
+                "incident_id": incident.incident_id,
+                "instance_id": incident.instance_id,
+                "cluster": incident.cluster,
+                "repair": incident.repair.value,
+                "kind": incident.kind,
+            },
+        )
+        self.incidents.set_execution(incident.incident_id, arn)
+        logger.info("recovery started", extra={"incident_id": incident.incident_id, "arn": arn})
+
+    def _malformed(self, why: str, payload: object) -> list[Outcome]:
+        logger.error("malformed event dropped", extra={"why": why, "payload": str(payload)[:2000]})
+        return self._count([Outcome.MALFORMED])
+
+    def _count(self, outcomes: list[Outcome]) -> list[Outcome]:
+        self.counts.update(o.value for o in outcomes)
+        return outcomes

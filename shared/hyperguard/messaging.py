@@ -1,0 +1,86 @@
+"""The service's outbound side effects: its EventBridge bus, SNS escalations, workflows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from hyperguard.aws import client
+
+EVENT_SOURCE = "hyperguard"
+
+
+class PublishError(RuntimeError):
+    """EventBridge rejected an entry; the caller's retry must redo the publish."""
+
+
+class EventPublisher:
+    """Puts HyperGuard's own events (past-tense detail-types) on the service bus."""
+
+    def __init__(self, bus_name: str, events: Any | None = None) -> None:
+        self.bus_name = bus_name
+        self._events = events
+
+    def publish(self, detail_type: str, detail: dict[str, Any], resources: list[str] = []) -> None:  # noqa: B006
+        events = self._events or client("events")
+        result = events.put_events(
+            Entries=[
+                {
+                    "Source": EVENT_SOURCE,
+                    "DetailType": detail_type,
+                    "Detail": json.dumps(detail, default=str),
+                    "EventBusName": self.bus_name,
+                    "Resources": resources,
+                }
+            ]
+        )
+        if result.get("FailedEntryCount"):
+            entry = result["Entries"][0]
+            raise PublishError(f"{detail_type}: {entry.get('ErrorCode')} {entry.get('ErrorMessage')}")
+
+
+class Escalator:
+    """Tells operators, through the SNS escalation topic."""
+
+    def __init__(self, topic_arn: str, sns: Any | None = None) -> None:
+        self.topic_arn = topic_arn
+        self._sns = sns
+
+    def notify(self, subject: str, message: dict[str, Any]) -> None:
+        sns = self._sns or client("sns")
+        sns.publish(
+            TopicArn=self.topic_arn,
+            Subject=subject[:100],
+            Message=json.dumps(message, default=str, indent=2),
+        )
+
+
+class RecoveryWorkflows:
+    """Starts NodeRecovery executions, one per incident, named after it."""
+
+    def __init__(self, state_machine_arn: str, sfn: Any | None = None) -> None:
+        self.state_machine_arn = state_machine_arn
+        self._sfn = sfn
+
+    def execution_arn(self, name: str) -> str:
+        prefix, _, machine = self.state_machine_arn.rpartition(":stateMachine:")
+        return f"{prefix}:execution:{machine}:{name}"
+
+    def ensure_started(self, incident_id: str, payload: dict[str, Any]) -> str:
+        """StartExecution is idempotent for the same name and input; a closed execution
+        of the same name means the incident's workflow already ran."""
+        sfn = self._sfn or client("stepfunctions")
+        try:
+            return str(
+                sfn.start_execution(
+                    stateMachineArn=self.state_machine_arn,
+                    name=incident_id,
+                    input=json.dumps(payload, default=str, sort_keys=True),
+                )["executionArn"]
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
+                return self.execution_arn(incident_id)
+            raise

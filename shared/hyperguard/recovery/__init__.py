@@ -1,0 +1,1 @@
+"""Node recovery: the steps the NodeRecovery state machine runs."""

@@ -1,0 +1,50 @@
+"""Settings: one validated model, read once per Lambda sandbox from its environment."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(RuntimeError):
+    """The function's environment is missing or has an invalid variable."""
+
+
+class Settings(BaseSettings):
+    """Every name a HyperGuard function needs, as template.yaml's Globals set them."""
+
+    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", frozen=True)
+
+    incidents_table: str = Field(min_length=1)
+    nodes_table: str = Field(min_length=1)
+    jobs_table: str = Field(min_length=1)
+    teams_table: str = Field(min_length=1)
+    idempotency_table: str = Field(min_length=1)
+    event_bus_name: str = Field(min_length=1)
+    escalation_topic_arn: str = Field(min_length=1)
+    recovery_state_machine_arn: str = Field(
+        default="", description="only the ingest function starts recoveries"
+    )
+    hyperpod_cluster_name: str = Field(min_length=1)
+    eks_cluster_name: str = ""
+    cluster_backend: Literal["hyperpod", "simulated"] = "hyperpod"
+    rebalance_action: Literal["ignore", "drain", "notify"] = "ignore"
+    idempotency_ttl_s: int = Field(default=86_400, ge=60)
+
+
+def load_settings(*required: str) -> Settings:
+    """The settings, failing at init with every bad or missing name listed.
+
+    `required` names optional fields this function cannot run without.
+    """
+    try:
+        settings = Settings()  # type: ignore[call-arg]
+    except ValidationError as exc:
+        names = ", ".join(str(e["loc"][0]).upper() for e in exc.errors())
+        raise SettingsError(f"invalid or missing environment variables: {names}") from exc
+    missing = [name.upper() for name in required if not getattr(settings, name)]
+    if missing:
+        raise SettingsError(f"missing environment variables: {', '.join(missing)}")
+    return settings

@@ -1,0 +1,238 @@
+"""IncidentsTable: an incident and the signals that reported it.
+
+Key design (pk `incident_id`, sk `sk`):
+- `META`                 the incident itself; carries `entity = "incident"` so that the
+                         sparse GSI `ByOpenedAt` (pk `entity`, sk `opened_at`) lists incidents.
+- `SIGNAL#<dedupe key>`  one item per distinct report; its conditional put is what makes a
+                         redelivered event a no-op.
+The node's `open_incident_id` (NodesTable) is the lock that gives one open incident per
+node: opening writes incident, first signal and lock in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from hyperguard.aws import client
+from hyperguard.models import HealthSignal, Incident, IncidentStatus, Node
+from hyperguard.store.codec import from_wire, plain, to_item, to_wire
+
+META = "META"
+SIGNAL_PREFIX = "SIGNAL#"
+
+
+class SignalOutcome(StrEnum):
+    OPENED = "opened"
+    APPENDED = "appended"
+    DUPLICATE = "duplicate"
+
+
+class IncidentNotFoundError(LookupError):
+    pass
+
+
+def incident_id_for(signal: HealthSignal) -> str:
+    """Readable and deterministic: node, first-signal time, short hash of the report.
+
+    Usable as a Step Functions execution name (≤ 80 chars of [A-Za-z0-9-_]).
+    """
+    digest = hashlib.sha256(signal.dedupe_key.encode()).hexdigest()[:6]
+    return f"{signal.instance_id}-{signal.observed_at:%Y%m%dT%H%M%SZ}-{digest}"
+
+
+def _reasons(exc: ClientError) -> list[str]:
+    return [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+
+
+class IncidentStore:
+    def __init__(self, table_name: str, nodes_table_name: str, ddb: Any | None = None) -> None:
+        self.table_name = table_name
+        self.nodes_table_name = nodes_table_name
+        self._ddb = ddb
+
+    @property
+    def ddb(self) -> Any:
+        if self._ddb is None:
+            self._ddb = client("dynamodb")
+        return self._ddb
+
+    # -- writes ---------------------------------------------------------------------------
+    def open_or_append(
+        self, node: Node, signal: HealthSignal, now: datetime
+    ) -> tuple[Incident, SignalOutcome]:
+        """Open an incident for the node, or attach the signal to the one already open."""
+        incident = Incident(
+            incident_id=incident_id_for(signal),
+            instance_id=node.instance_id,
+            cluster=node.cluster,
+            kind=signal.kind,
+            severity=signal.severity.value,
+            repair=signal.repair,
+            reason=signal.reason,
+            opened_at=now,
+            first_signal_at=signal.observed_at,
+            not_before=signal.not_before,
+            deadline=signal.deadline,
+            sources=[signal.source.value],
+        )
+        meta = to_item(incident, sk=META, entity="incident")
+        meta["sources"] = set(incident.sources)
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table_name,
+                            "Item": to_wire(meta),
+                            "ConditionExpression": "attribute_not_exists(incident_id)",
+                        }
+                    },
+                    {"Put": self._signal_put(incident.incident_id, signal)},
+                    {
+                        "Update": {
+                            "TableName": self.nodes_table_name,
+                            "Key": to_wire({"instance_id": node.instance_id}),
+                            "UpdateExpression": "SET open_incident_id = :id",
+                            "ConditionExpression": "attribute_exists(instance_id) AND "
+                            "attribute_not_exists(open_incident_id)",
+                            "ExpressionAttributeValues": to_wire({":id": incident.incident_id}),
+                        }
+                    },
+                ]
+            )
+            return incident, SignalOutcome.OPENED
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+        open_id = self._open_incident_of(node.instance_id)
+        if open_id is None:
+            # The incident id exists but is closed: this report already had its incident.
+            existing = self.get(incident.incident_id)
+            if existing is None:
+                raise RuntimeError(f"could not open an incident for {node.instance_id}")
+            return existing, SignalOutcome.DUPLICATE
+        outcome = self.append_signal(open_id, signal)
+        current = self.get(open_id)
+        assert current is not None
+        return current, outcome
+
+    def append_signal(self, incident_id: str, signal: HealthSignal) -> SignalOutcome:
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {"Put": self._signal_put(incident_id, signal)},
+                    {
+                        "Update": {
+                            "TableName": self.table_name,
+                            "Key": to_wire({"incident_id": incident_id, "sk": META}),
+                            "UpdateExpression": "ADD signal_count :one, sources :src",
+                            "ConditionExpression": "attribute_exists(incident_id)",
+                            "ExpressionAttributeValues": to_wire(
+                                {":one": 1, ":src": {signal.source.value}}
+                            ),
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = _reasons(exc)
+            if reasons and reasons[0] == "ConditionalCheckFailed":
+                return SignalOutcome.DUPLICATE
+            raise IncidentNotFoundError(incident_id) from exc
+        return SignalOutcome.APPENDED
+
+    def _signal_put(self, incident_id: str, signal: HealthSignal) -> dict[str, Any]:
+        item = to_item(signal, incident_id=incident_id, sk=SIGNAL_PREFIX + signal.dedupe_key)
+        return {
+            "TableName": self.table_name,
+            "Item": to_wire(item),
+            "ConditionExpression": "attribute_not_exists(sk)",
+        }
+
+    def set_execution(self, incident_id: str, execution_arn: str) -> None:
+        self.ddb.update_item(
+            TableName=self.table_name,
+            Key=to_wire({"incident_id": incident_id, "sk": META}),
+            UpdateExpression="SET execution_arn = :arn",
+            ExpressionAttributeValues=to_wire({":arn": execution_arn}),
+        )
+
+    def set_status(
+        self,
+        incident_id: str,
+        status: IncidentStatus,
+        *,
+        timings: dict[str, float] | None = None,
+        note: str | None = None,
+    ) -> None:
+        sets = ["#status = :status"]
+        values: dict[str, Any] = {":status": status.value}
+        for i, (name, seconds) in enumerate((timings or {}).items()):
+            sets.append(f"timings.#t{i} = :t{i}")
+            values[f":t{i}"] = seconds
+        names = {"#status": "status"} | {f"#t{i}": n for i, n in enumerate(timings or {})}
+        if note:
+            sets.append("notes = list_append(if_not_exists(notes, :empty), :note)")
+            values |= {":note": [note], ":empty": []}
+        self.ddb.update_item(
+            TableName=self.table_name,
+            Key=to_wire({"incident_id": incident_id, "sk": META}),
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression="attribute_exists(incident_id)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=to_wire(values),
+        )
+
+    # -- reads ----------------------------------------------------------------------------
+    def _open_incident_of(self, instance_id: str) -> str | None:
+        item = self.ddb.get_item(
+            TableName=self.nodes_table_name,
+            Key=to_wire({"instance_id": instance_id}),
+            ConsistentRead=True,
+        ).get("Item")
+        return from_wire(item).get("open_incident_id") if item else None
+
+    def open_incident_for(self, instance_id: str) -> Incident | None:
+        incident_id = self._open_incident_of(instance_id)
+        return self.get(incident_id) if incident_id else None
+
+    def get(self, incident_id: str) -> Incident | None:
+        item = self.ddb.get_item(
+            TableName=self.table_name,
+            Key=to_wire({"incident_id": incident_id, "sk": META}),
+            ConsistentRead=True,
+        ).get("Item")
+        return _incident(from_wire(item)) if item else None
+
+    def signals(self, incident_id: str) -> list[dict[str, Any]]:
+        pages = self.ddb.get_paginator("query").paginate(
+            TableName=self.table_name,
+            KeyConditionExpression="incident_id = :id AND begins_with(sk, :p)",
+            ExpressionAttributeValues=to_wire({":id": incident_id, ":p": SIGNAL_PREFIX}),
+        )
+        return [plain(from_wire(i)) for page in pages for i in page["Items"]]
+
+    def recent(self, limit: int = 100) -> list[Incident]:
+        """Newest first, through the sparse ByOpenedAt index."""
+        pages = self.ddb.get_paginator("query").paginate(
+            TableName=self.table_name,
+            IndexName="ByOpenedAt",
+            KeyConditionExpression="entity = :e",
+            ExpressionAttributeValues=to_wire({":e": "incident"}),
+            ScanIndexForward=False,
+            PaginationConfig={"MaxItems": limit},
+        )
+        return [_incident(from_wire(i)) for page in pages for i in page["Items"]]
+
+
+def _incident(item: dict[str, Any]) -> Incident:
+    data = plain(item)
+    data["sources"] = sorted(data.get("sources", []))
+    return Incident.model_validate(data)

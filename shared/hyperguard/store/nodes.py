@@ -1,0 +1,52 @@
+"""NodesTable: one item per instance (pk `instance_id`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyperguard.aws import dynamodb_table
+from hyperguard.models import Node
+from hyperguard.store.codec import plain, scan_all, to_item
+
+
+class NodeStore:
+    def __init__(self, table_name: str, table: Any | None = None) -> None:
+        self.table_name = table_name
+        self._table = table
+
+    @property
+    def table(self) -> Any:
+        if self._table is None:
+            self._table = dynamodb_table(self.table_name)
+        return self._table
+
+    def get(self, instance_id: str) -> Node | None:
+        item = self.table.get_item(Key={"instance_id": instance_id}, ConsistentRead=True).get("Item")
+        return Node.model_validate(plain(item)) if item else None
+
+    def upsert_inventory(self, nodes: list[Node]) -> int:
+        """Write what the cluster reports, keeping HyperGuard's own incident link."""
+        for node in nodes:
+            fields = to_item(node)
+            fields.pop("instance_id")
+            fields.pop("open_incident_id", None)
+            names = {f"#{k}": k for k in fields}
+            values = {f":{k}": v for k, v in fields.items()}
+            self.table.update_item(
+                Key={"instance_id": node.instance_id},
+                UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in fields),
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        return len(nodes)
+
+    def mark_health(self, instance_id: str, *, healthy: bool) -> None:
+        self.table.update_item(
+            Key={"instance_id": instance_id},
+            UpdateExpression="SET healthy = :h",
+            ConditionExpression="attribute_exists(instance_id)",
+            ExpressionAttributeValues={":h": healthy},
+        )
+
+    def all(self) -> list[Node]:
+        return sorted((Node.model_validate(i) for i in scan_all(self.table)), key=lambda n: n.instance_id)

@@ -1,0 +1,167 @@
+"""Deploy the real template.yaml into the emulator, as `sam package` + `sam deploy` would.
+
+Local code locations are zipped to the emulator's S3 (CodeUri, ContentUri) or inlined
+(DefinitionUri), the SAM transform runs with aws-sam-translator, and the result is created
+as a CloudFormation stack. Resource types the emulator cannot create are reported, never
+silently skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ARTIFACT_BUCKET = "hyperguard-twin-artifacts"
+
+# What the twin does where the emulator cannot do what AWS does. Keyed by CFN type.
+EMULATOR_GAPS: dict[str, str] = {
+    "AWS::Lambda::Function": "moto runs Lambda code only in Docker; the twin's in-process "
+    "executor imports each function's handler from its CodeUri and runs it with the "
+    "function's deployed environment",
+    "AWS::Lambda::EventSourceMapping": "moto delivers SQS messages one at a time and ignores "
+    "partial batch responses; the twin polls the queue like the Lambda service "
+    "(batch size, ReportBatchItemFailures, redrive to the DLQ)",
+    "AWS::StepFunctions::StateMachine": "moto's CloudFormation ignores DefinitionSubstitutions "
+    "and does not execute; the twin substitutes and registers the machine with moto's "
+    "executing Step Functions interpreter",
+    "AWS::Events::Rule": "moto's default target input leaves `account` out of the event; "
+    "the twin restores the full EventBridge envelope",
+    "AWS::Lambda::LayerVersion": "layer content is uploaded but not mounted; the in-process "
+    "handlers import the same hyperguard package from this checkout",
+    "AWS::CloudWatch::Alarm": "not created by the emulator's CloudFormation; `twin status` "
+    "shows the DLQ depth the alarm watches",
+    "AWS::SQS::QueuePolicy": "not created by the emulator's CloudFormation, which enforces no "
+    "resource policies: EventBridge delivers to the queue without it",
+    "AWS::ApiGateway::RestApi": "moto cannot build SAM's REST API from its OpenAPI body; the "
+    "twin serves the API itself through the same handler",
+}
+
+
+class DeployError(RuntimeError):
+    pass
+
+
+@dataclass
+class Deployment:
+    stack_name: str
+    outputs: dict[str, str]
+    resources: dict[str, dict[str, str]]  # logical id → {type, physical_id, status}
+    functions: dict[str, dict[str, Any]]  # logical id → {code_dir, handler, name}
+    skipped: dict[str, str] = field(default_factory=dict)  # logical id → type
+
+
+def _zip_dir(path: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in sorted(path.rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts:
+                zf.write(file, file.relative_to(path).as_posix())
+    return buf.getvalue()
+
+
+def load_template(path: Path) -> dict[str, Any]:
+    from samtranslator.yaml_helper import yaml_parse
+
+    return dict(yaml_parse(path.read_text()))
+
+
+def package(template: dict[str, Any], root: Path, s3: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns the packaged template and, per function, where its code lives locally."""
+    packaged = copy.deepcopy(template)
+    functions: dict[str, Any] = {}
+    globals_fn = packaged.get("Globals", {}).get("Function", {})
+    s3.create_bucket(Bucket=ARTIFACT_BUCKET)
+    for logical_id, resource in packaged["Resources"].items():
+        props = resource.get("Properties", {})
+        kind = resource["Type"]
+        if kind == "AWS::Serverless::Function":
+            code_dir = root / props["CodeUri"]
+            key = f"{logical_id}.zip"
+            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=key, Body=_zip_dir(code_dir))
+            props["CodeUri"] = {"Bucket": ARTIFACT_BUCKET, "Key": key}
+            functions[logical_id] = {
+                "code_dir": code_dir,
+                "handler": props.get("Handler", globals_fn.get("Handler")),
+                "timeout": props.get("Timeout", globals_fn.get("Timeout", 3)),
+                "memory": props.get("MemorySize", globals_fn.get("MemorySize", 128)),
+            }
+        elif kind == "AWS::Serverless::LayerVersion":
+            key = f"{logical_id}.zip"
+            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=key, Body=_zip_dir(root / props["ContentUri"]))
+            props["ContentUri"] = {"Bucket": ARTIFACT_BUCKET, "Key": key}
+        elif kind == "AWS::Serverless::StateMachine" and "DefinitionUri" in props:
+            props["Definition"] = json.loads((root / props.pop("DefinitionUri")).read_text())
+    return packaged, functions
+
+
+class _StaticPolicyLoader:
+    """AWS managed policy ARNs for the transform (the emulator's IAM has none loaded)."""
+
+    def load(self) -> dict[str, str]:
+        names = {
+            "AWSLambdaBasicExecutionRole": "service-role/AWSLambdaBasicExecutionRole",
+            "AWSXrayWriteOnlyAccess": "AWSXrayWriteOnlyAccess",
+            "AWSXRayDaemonWriteAccess": "AWSXRayDaemonWriteAccess",
+            "AWSLambdaRole": "service-role/AWSLambdaRole",
+        }
+        return {name: f"arn:aws:iam::aws:policy/{path}" for name, path in names.items()}
+
+
+def transform(packaged: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+    from samtranslator.translator.transform import transform as sam_transform
+
+    return dict(sam_transform(packaged, parameters, _StaticPolicyLoader()))
+
+
+def deploy(
+    *,
+    root: Path,
+    stack_name: str,
+    parameters: dict[str, str],
+    cfn: Any,
+    s3: Any,
+    timeout_s: float = 120,
+) -> Deployment:
+    template = load_template(root / "template.yaml")
+    packaged, functions = package(template, root, s3)
+    transformed = transform(packaged, parameters)
+    cfn.create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(transformed),
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"],
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+        if not stack["StackStatus"].endswith("_IN_PROGRESS"):
+            break
+        if time.monotonic() > deadline:
+            raise DeployError(f"stack {stack_name} still {stack['StackStatus']} after {timeout_s}s")
+        time.sleep(0.2)
+    if stack["StackStatus"] != "CREATE_COMPLETE":
+        reason = stack.get("StackStatusReason", "")
+        raise DeployError(f"stack {stack_name} ended {stack['StackStatus']}: {reason}")
+    resources: dict[str, dict[str, str]] = {}
+    for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name):
+        for r in page["StackResourceSummaries"]:
+            resources[r["LogicalResourceId"]] = {
+                "type": r["ResourceType"],
+                "physical_id": r.get("PhysicalResourceId", ""),
+                "status": r["ResourceStatus"],
+            }
+    skipped = {
+        logical_id: res["Type"]
+        for logical_id, res in transformed["Resources"].items()
+        if logical_id not in resources
+    }
+    for logical_id, fn in functions.items():
+        fn["name"] = resources[logical_id]["physical_id"]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    return Deployment(stack_name, outputs, resources, functions, skipped)

@@ -1,0 +1,151 @@
+"""The embedded AWS emulator: moto in server mode on 127.0.0.1, in this process.
+
+Three emulator gaps are closed here, in-process, and reported by `hyperguard twin status`:
+- moto runs Lambda code only in Docker: `LambdaFunction._invoke_lambda` is routed to the
+  twin's in-process executor (so Step Functions' lambda:invoke tasks run the real handlers);
+- moto's CloudFormation ignores `DefinitionSubstitutions` and registers state machines in a
+  backend that does not execute them: the twin substitutes and registers them with moto's
+  executing Step Functions interpreter instead;
+- moto's EventBridge drops `account` from the events it delivers to targets: restored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+Invoker = Callable[[str, Any], tuple[str, bool, str]]
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
+
+_invoker: Invoker | None = None
+
+
+def _patch_lambda_invoke() -> None:
+    from moto.awslambda.models import LambdaFunction
+
+    def invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
+        if _invoker is None:
+            raise RuntimeError("no in-process executor is installed")
+        return _invoker(self.function_name, event)
+
+    LambdaFunction._invoke_lambda = invoke_in_process  # type: ignore[method-assign]
+
+
+def _patch_event_envelope() -> None:
+    """moto's default EventBridge target input leaves out `account`; AWS always sends it."""
+    from moto.events.utils import EventTemplateParser
+
+    template = EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE
+    if '"account"' not in template:
+        EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE = template.replace(
+            '"version": "0",', '"version": "0", "account": "<account>",'
+        )
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        return None
+
+
+def substitute(definition: str, substitutions: dict[str, Any]) -> str:
+    """Apply DefinitionSubstitutions the way Step Functions does: `${Name}` → value."""
+    for name, value in substitutions.items():
+        definition = definition.replace("${" + name + "}", str(value))
+    return definition
+
+
+def _patch_state_machine_resource() -> None:
+    from moto.stepfunctions.models import StateMachine
+    from moto.stepfunctions.responses import get_backend
+
+    def create(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **_: Any
+    ) -> Any:
+        props = cloudformation_json["Properties"]
+        definition = substitute(
+            props.get("DefinitionString", ""), props.get("DefinitionSubstitutions") or {}
+        )
+        json.loads(definition)  # an unresolved or broken definition fails the stack, loudly
+        return get_backend(account_id, region_name).create_state_machine(
+            name=props.get("StateMachineName", resource_name),
+            definition=definition,
+            roleArn=props.get("RoleArn", ""),
+            tags=[{"key": t["Key"], "value": t["Value"]} for t in props.get("Tags", [])],
+        )
+
+    StateMachine.create_from_cloudformation_json = classmethod(create)  # type: ignore[method-assign, assignment]
+
+
+def detach_inline_sqs_triggers() -> int:
+    """Stop moto from invoking functions inline on SendMessage; the twin's poller delivers."""
+    from moto.sqs.models import sqs_backends
+
+    detached = 0
+    for _account, _region, backend in sqs_backends.iter_backends():
+        for queue in backend.queues.values():
+            detached += len(queue.lambda_event_source_mappings)
+            queue.lambda_event_source_mappings.clear()
+    return detached
+
+
+class Emulator:
+    """moto's server app behind a thread-per-request WSGI server, plus the twin's own routes."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 4566) -> None:
+        self.host = host
+        self.port = port
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, invoker: Invoker) -> None:
+        global _invoker
+        os.environ["MOTO_PORT"] = str(self.port)  # Step Functions calls Lambda through it
+        from moto.core.config import default_user_config
+        from moto.server import DomainDispatcherApplication, create_backend_app
+
+        default_user_config["stepfunctions"] = {"execute_state_machine": True}
+        _invoker = invoker
+        _patch_lambda_invoke()
+        _patch_state_machine_resource()
+        _patch_event_envelope()
+        moto_app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server(
+            self.host, self.port, self._wrap(moto_app), threaded=True, request_handler=_QuietHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto")
+        self._thread.start()
+
+    def _wrap(self, moto_app: WSGIApp) -> WSGIApp:
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+            path = environ.get("PATH_INFO", "")
+            route = self.routes.get(path)
+            if route is None:
+                return moto_app(environ, start_response)
+            try:
+                status, body = route(environ)
+            except Exception as exc:  # reported to the caller, never kills the server
+                status, body = 500, {"error": f"{type(exc).__name__}: {exc}"}
+            payload = json.dumps(body, default=str).encode()
+            start_response(
+                f"{status} {'OK' if status < 400 else 'Error'}",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
+            )
+            return [payload]
+
+        return app
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

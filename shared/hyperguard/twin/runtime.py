@@ -1,0 +1,213 @@
+"""The running twin: emulator + deployed stack + in-process functions + simulated cluster."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hyperguard.cluster.clock import ScaledClock
+from hyperguard.cluster.simulated import SimulatedCluster
+from hyperguard.models import Checkpoint
+from hyperguard.store import JobStore, NodeStore
+from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy
+from hyperguard.twin.emulator import Emulator, detach_inline_sqs_triggers
+from hyperguard.twin.executor import FunctionSpec, InProcessExecutor
+from hyperguard.twin.poller import SqsMapping, SqsPoller
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+TWIN_ENV = {
+    "AWS_ACCESS_KEY_ID": "twin",
+    "AWS_SECRET_ACCESS_KEY": "twin",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+
+
+@dataclass
+class TwinConfig:
+    root: Path
+    host: str = "127.0.0.1"
+    port: int = 4566
+    stack_name: str = "hyperguard"
+    cluster_name: str = "hyperguard-twin"
+    eks_cluster_name: str = "hyperguard-burst"
+    hyperpod_nodes: int = 16
+    time_scale: float = 60.0
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return {
+            "HyperPodClusterName": self.cluster_name,
+            "HyperPodClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{self.cluster_name}",
+            "EksClusterName": self.eks_cluster_name,
+            "ClusterBackend": "simulated",
+        }
+
+
+@dataclass
+class Twin:
+    config: TwinConfig
+    emulator: Emulator = field(init=False)
+    executor: InProcessExecutor = field(init=False)
+    cluster: SimulatedCluster = field(init=False)
+    deployment: Deployment | None = None
+    poller: SqsPoller | None = None
+    started_at: float = 0.0
+    jobs: JobStore | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.emulator = Emulator(self.config.host, self.config.port)
+        self.executor = InProcessExecutor(REGION, ACCOUNT)
+        self.cluster = SimulatedCluster(
+            ScaledClock(self.config.time_scale), checkpoint_sink=self._record_checkpoint
+        )
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.emulator.endpoint, region_name=REGION)
+
+    def up(self) -> Deployment:
+        os.environ.update(TWIN_ENV)
+        os.environ["AWS_ENDPOINT_URL"] = self.emulator.endpoint
+        self.emulator.start(self.executor.invoke)
+        self.started_at = time.time()
+        self.deployment = deploy(
+            root=self.config.root,
+            stack_name=self.config.stack_name,
+            parameters=self.config.parameters,
+            cfn=self.client("cloudformation"),
+            s3=self.client("s3"),
+        )
+        self._register_functions(self.deployment)
+        detach_inline_sqs_triggers()
+        self.poller = SqsPoller(self.client("sqs"), self.executor, self._sqs_mappings(), REGION)
+        self._seed_cluster(self.deployment)
+        self.emulator.routes["/_hyperguard/status"] = lambda _env: (200, self.status())
+        self.emulator.routes["/_hyperguard/nodes"] = lambda _env: (200, self.cluster.snapshot())
+        self._spawn("sqs-poller", lambda: self.poller.run(self._stop) if self.poller else None)
+        self._spawn("cluster-clock", self._tick)
+        return self.deployment
+
+    def _spawn(self, name: str, target: Any) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _register_functions(self, deployment: Deployment) -> None:
+        lam = self.client("lambda")
+        for logical_id, fn in deployment.functions.items():
+            config = lam.get_function_configuration(FunctionName=fn["name"])
+            self.executor.register(
+                FunctionSpec(
+                    name=fn["name"],
+                    logical_id=logical_id,
+                    code_dir=fn["code_dir"],
+                    handler=fn["handler"],
+                    environment=config.get("Environment", {}).get("Variables", {}),
+                    timeout_s=int(fn["timeout"]),
+                    memory_mb=int(fn["memory"]),
+                )
+            )
+
+    def _sqs_mappings(self) -> list[SqsMapping]:
+        lam, sqs = self.client("lambda"), self.client("sqs")
+        mappings = []
+        for esm in lam.list_event_source_mappings()["EventSourceMappings"]:
+            queue_arn = esm["EventSourceArn"]
+            if ":sqs:" not in queue_arn:
+                continue
+            queue_name = queue_arn.rsplit(":", 1)[1]
+            mappings.append(
+                SqsMapping(
+                    queue_url=sqs.get_queue_url(QueueName=queue_name)["QueueUrl"],
+                    queue_arn=queue_arn,
+                    function_name=esm["FunctionArn"].rsplit(":", 1)[1],
+                    batch_size=int(esm.get("BatchSize", 10)),
+                    report_batch_item_failures="ReportBatchItemFailures"
+                    in esm.get("FunctionResponseTypes", []),
+                )
+            )
+        return mappings
+
+    def _seed_cluster(self, deployment: Deployment) -> None:
+        """Seed the simulator and write its inventory and jobs where the service reads them."""
+        self.cluster.seed_default(
+            cluster_name=self.config.cluster_name,
+            hyperpod_nodes=self.config.hyperpod_nodes,
+            eks_cluster=self.config.eks_cluster_name,
+        )
+        NodeStore(deployment.outputs["NodesTableName"]).upsert_inventory(self.cluster.list_nodes())
+        self.jobs = JobStore(deployment.outputs["JobsTableName"])
+        for job in self.cluster.jobs():
+            self.jobs.put(job)
+
+    def _record_checkpoint(self, job_id: str, step: int, uri: str) -> None:
+        """The simulated jobs report each complete checkpoint, as a training job would."""
+        if self.jobs is not None:
+            checkpoint = Checkpoint(step=step, uri=uri, completed_at=datetime.now(UTC))
+            self.jobs.record_checkpoint(job_id, checkpoint)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            self.cluster.advance()
+
+    def status(self) -> dict[str, Any]:
+        assert self.deployment is not None
+        present = {r["type"] for r in self.deployment.resources.values()}
+        present |= set(self.deployment.skipped.values())
+        gaps = [
+            {
+                "type": kind,
+                "created": kind not in set(self.deployment.skipped.values()),
+                "twin_does": what,
+            }
+            for kind, what in EMULATOR_GAPS.items()
+            if kind in present
+        ]
+        sqs = self.client("sqs")
+        depth: dict[str, int] = {}
+        for key in ("HealthQueueUrl", "HealthDLQUrl"):
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=self.deployment.outputs[key],
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
+            depth[key.removesuffix("Url")] = int(attrs["ApproximateNumberOfMessages"]) + int(
+                attrs["ApproximateNumberOfMessagesNotVisible"]
+            )
+        executions: Counter[str] = Counter()
+        sfn = self.client("stepfunctions")
+        for page in sfn.get_paginator("list_executions").paginate(
+            stateMachineArn=self.deployment.outputs["NodeRecoveryStateMachineArn"]
+        ):
+            executions.update(e["status"] for e in page["executions"])
+        return {
+            "endpoint": self.emulator.endpoint,
+            "stack": self.deployment.stack_name,
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "time_scale": self.config.time_scale,
+            "outputs": self.deployment.outputs,
+            "resources": self.deployment.resources,
+            "not_created": self.deployment.skipped,
+            "emulator_gaps": gaps,
+            "invocations": dict(self.executor.invocations),
+            "function_errors": dict(self.executor.errors),
+            "sqs_poller": dict(self.poller.stats) if self.poller else {},
+            "queue_depth": depth,
+            "executions": dict(executions),
+        }
+
+    def down(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=2)
+        self.emulator.stop()
