@@ -14,10 +14,13 @@ import threading
 import traceback
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from hyperguard.twin.telemetry import capture_output
 
 
 class FunctionNotDeployedError(LookupError):
@@ -56,9 +59,15 @@ _env_lock = threading.Lock()
 
 
 class InProcessExecutor:
-    def __init__(self, region: str = "us-east-1", account: str = "123456789012") -> None:
+    def __init__(
+        self,
+        region: str = "us-east-1",
+        account: str = "123456789012",
+        output_sink: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.region = region
         self.account = account
+        self.output_sink = output_sink
         self.functions: dict[str, FunctionSpec] = {}
         self._handlers: dict[str, Any] = {}
         self._locks: dict[str, threading.Lock] = {}
@@ -99,20 +108,26 @@ class InProcessExecutor:
             raise FunctionNotDeployedError(f"function {name} is not deployed on the twin")
         if isinstance(event, str | bytes):
             event = json.loads(event or "{}")
-        with self._locks[name]:
+        with self._locks[name], capture_output() as output:
             self.invocations[spec.logical_id] += 1
             try:
                 handler = self._handlers.get(name)
                 if handler is None:
                     handler = self._handlers[name] = self._load(spec)
                 result = handler(event, LambdaContext(spec, self.region, self.account))
-                return json.dumps(result, default=str), False, ""
+                payload, errored = json.dumps(result, default=str), False
             except Exception as exc:
                 self.errors[spec.logical_id] += 1
                 tb = traceback.format_exception(exc)
-                error = {
-                    "errorMessage": str(exc),
-                    "errorType": type(exc).__name__,
-                    "stackTrace": [line.rstrip() for line in tb[-6:]],
-                }
-                return json.dumps(error), True, "".join(tb)
+                print("".join(tb))
+                payload, errored = json.dumps(
+                    {
+                        "errorMessage": str(exc),
+                        "errorType": type(exc).__name__,
+                        "stackTrace": [line.rstrip() for line in tb[-6:]],
+                    }
+                ), True
+        logs = output.getvalue()
+        if self.output_sink is not None:
+            self.output_sink(name, logs)
+        return payload, errored, logs[-4096:]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +21,7 @@ from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy
 from hyperguard.twin.emulator import Emulator, detach_inline_sqs_triggers
 from hyperguard.twin.executor import FunctionSpec, InProcessExecutor
 from hyperguard.twin.poller import SqsMapping, SqsPoller
+from hyperguard.twin.telemetry import CloudWatchSink, install_stdout_router
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -61,22 +64,35 @@ class Twin:
     poller: SqsPoller | None = None
     started_at: float = 0.0
     jobs: JobStore | None = None
+    sink: CloudWatchSink | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.emulator = Emulator(self.config.host, self.config.port)
-        self.executor = InProcessExecutor(REGION, ACCOUNT)
+        self.executor = InProcessExecutor(REGION, ACCOUNT, output_sink=self._ship_output)
         self.cluster = SimulatedCluster(
             ScaledClock(self.config.time_scale), checkpoint_sink=self._record_checkpoint
         )
+
+    region: str = REGION
+    account: str = ACCOUNT
 
     def client(self, service: str) -> Any:
         import boto3
 
         return boto3.client(service, endpoint_url=self.emulator.endpoint, region_name=REGION)
 
+    def _ship_output(self, function_name: str, output: str) -> None:
+        if self.sink is None:
+            self.sink = CloudWatchSink(self.client("logs"), self.client("cloudwatch"))
+        self.sink.ship(function_name, output)
+
     def up(self) -> Deployment:
+        install_stdout_router()  # before any handler creates its powertools Logger
+        # The emulator's own notes on what it cannot create are reported by status().
+        warnings.filterwarnings("ignore", message="Tried to parse", category=UserWarning)
+        logging.getLogger("moto").setLevel(logging.ERROR)
         os.environ.update(TWIN_ENV)
         os.environ["AWS_ENDPOINT_URL"] = self.emulator.endpoint
         self.emulator.start(self.executor.invoke)

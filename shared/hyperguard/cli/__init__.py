@@ -1,0 +1,1 @@
+"""The `hyperguard` operator CLI (never imported by a Lambda)."""

@@ -1,0 +1,181 @@
+"""The demo scenario: real AWS sample events, a duplicate storm, and what became of them.
+
+Runs against a twin started in this process. The samples are tests/events/*.json, the
+unmodified AWS documentation examples, aimed at the twin's nodes with `retarget`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hyperguard.store import IncidentStore
+from hyperguard.twin.inject import put_entry, retarget
+from hyperguard.twin.runtime import Twin
+
+REDELIVERIES = 3  # at-least-once: each delivered event arrives this many more times
+REPORTS = 5  # the HyperPod agent re-reporting the same fault, as new events
+
+
+def _load(events_dir: Path, name: str) -> dict[str, Any]:
+    return dict(json.loads((events_dir / f"{name}.json").read_text()))
+
+
+def _envelope(event: dict[str, Any], event_id: str, account: str, region: str) -> dict[str, Any]:
+    """The event as EventBridge delivers it to the queue (for redelivering it verbatim)."""
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": event["detail-type"],
+        "source": event["source"],
+        "account": account,
+        "time": event.get("time"),
+        "region": region,
+        "resources": event.get("resources", []),
+        "detail": event["detail"],
+    }
+
+
+def wait_until_settled(twin: Twin, timeout_s: float = 120) -> bool:
+    """Queue empty, nothing in flight, no execution running."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = twin.status()
+        running = status["executions"].get("RUNNING", 0)
+        if status["queue_depth"]["HealthQueue"] == 0 and running == 0:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def run_scenario(twin: Twin, events_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+    assert twin.deployment is not None
+    outputs = twin.deployment.outputs
+    events, sqs = twin.client("events"), twin.client("sqs")
+    cluster = twin.config.cluster_name
+    nodes = twin.cluster.list_nodes()
+    hyperpod = [n for n in nodes if n.platform == "hyperpod"]
+    busy = {i for job in twin.cluster.jobs() for i in job.nodes}
+    faulty = next(n for n in hyperpod if n.instance_id in busy)
+    idle = [n for n in hyperpod if n.instance_id not in busy]
+    retiring, restarting = idle[0], idle[1]
+    spot = next(n for n in nodes if n.platform == "eks" and n.capacity_type == "Spot")
+
+    hp = _load(events_dir, "hyperpod-node-health-unhealthy")
+    plan: list[tuple[str, dict[str, Any]]] = [
+        ("GPU fault (HyperPod agent)", retarget(hp, faulty.instance_id, cluster)),
+        ("same node, AWS Health retirement", retarget(_load(events_dir, "aws-health-ec2-retirement"), faulty.instance_id)),
+        ("state change to pending", retarget(_load(events_dir, "ec2-instance-state-change"), restarting.instance_id)),
+        ("spot interruption warning", retarget(_load(events_dir, "ec2-spot-interruption-warning"), spot.instance_id)),
+        ("rebalance recommendation", retarget(_load(events_dir, "ec2-rebalance-recommendation"), spot.instance_id)),
+        ("scheduled retirement", retarget(_load(events_dir, "aws-health-ec2-retirement"), retiring.instance_id)),
+        ("foreign cluster (sample as published)", hp),
+    ]
+    say(f"injecting {len(plan)} real sample events into the twin:")
+    delivered: list[dict[str, Any]] = []
+    for label, event in plan:
+        result = events.put_events(Entries=[put_entry(event, outputs["EventBusName"])])
+        event_id = result["Entries"][0]["EventId"]
+        delivered.append(_envelope(event, event_id, twin.account, twin.region))
+        say(f"  {label:<40} {event['detail-type']}")
+    # Constructed here, not a sample: a spot warning whose detail lost its instance-id.
+    events.put_events(
+        Entries=[
+            {
+                "Source": "aws.ec2",
+                "DetailType": "EC2 Spot Instance Interruption Warning",
+                "Detail": json.dumps({"instance-action": "terminate"}),
+            }
+        ]
+    )
+    say("  malformed event (constructed)            EC2 Spot Instance Interruption Warning")
+    wait_until_settled(twin)
+
+    say(f"duplicate storm: {len(delivered)} deliveries x{REDELIVERIES} redelivered, "
+        f"the GPU fault reported {REPORTS} more times")
+    for _ in range(REDELIVERIES):
+        for body in delivered:
+            sqs.send_message(QueueUrl=outputs["HealthQueueUrl"], MessageBody=json.dumps(body))
+    for _ in range(REPORTS):
+        events.put_events(Entries=[put_entry(plan[0][1], outputs["EventBusName"])])
+    settled = wait_until_settled(twin)
+    return report(twin, settled)
+
+
+def signal_counts(twin: Twin) -> dict[str, int]:
+    """The ingest function's Signals_* metrics, as CloudWatch has them."""
+    cw = twin.client("cloudwatch")
+    now = datetime.now(UTC)
+    counts: dict[str, int] = {}
+    for metric in cw.list_metrics(Namespace="HyperGuard")["Metrics"]:
+        name = metric["MetricName"]
+        if not name.startswith("Signals_"):
+            continue
+        stats = cw.get_metric_statistics(
+            Namespace="HyperGuard",
+            MetricName=name,
+            Dimensions=metric["Dimensions"],
+            StartTime=now - timedelta(hours=1),
+            EndTime=now + timedelta(minutes=5),
+            Period=3600,
+            Statistics=["Sum"],
+        )
+        counts[name.removeprefix("Signals_")] = int(sum(p["Sum"] for p in stats["Datapoints"]))
+    return dict(sorted(counts.items()))
+
+
+def report(twin: Twin, settled: bool) -> dict[str, Any]:
+    assert twin.deployment is not None
+    outputs = twin.deployment.outputs
+    store = IncidentStore(outputs["IncidentsTableName"], outputs["NodesTableName"])
+    sfn = twin.client("stepfunctions")
+    incidents = []
+    for incident in store.recent():
+        execution = (
+            sfn.describe_execution(executionArn=incident.execution_arn)["status"]
+            if incident.execution_arn
+            else None
+        )
+        incidents.append(
+            {
+                "incident_id": incident.incident_id,
+                "instance_id": incident.instance_id,
+                "kind": incident.kind,
+                "repair": incident.repair.value,
+                "status": incident.status.value,
+                "signals": incident.signal_count,
+                "sources": incident.sources,
+                "execution": execution,
+            }
+        )
+    status = twin.status()
+    return {
+        "settled": settled,
+        "deliveries": status["sqs_poller"].get("records", 0),
+        "signals": signal_counts(twin),
+        "incidents": incidents,
+        "executions": status["executions"],
+        "dlq_depth": status["queue_depth"]["HealthDLQ"],
+        "invocations": status["invocations"],
+        "function_errors": status["function_errors"],
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = ["", "what happened:"]
+    lines.append(f"  deliveries processed: {result['deliveries']}")
+    lines.append("  signals: " + ", ".join(f"{k} {v}" for k, v in result["signals"].items()))
+    lines.append(f"  incidents: {len(result['incidents'])}")
+    for i in result["incidents"]:
+        lines.append(
+            f"    {i['incident_id']:<46} {i['kind']:<26} {i['status']:<9} "
+            f"signals {i['signals']:<3} sources {','.join(i['sources']):<20} execution {i['execution']}"
+        )
+    lines.append("  executions: " + ", ".join(f"{k} {v}" for k, v in result["executions"].items()))
+    lines.append(f"  dead-letter queue: {result['dlq_depth']}")
+    lines.append(f"  handler errors: {sum(result['function_errors'].values())}")
+    return "\n".join(lines)
