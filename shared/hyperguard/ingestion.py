@@ -63,7 +63,9 @@ class HealthIngestor:
             signals = classify(event, self.config)
         except MalformedEventError as exc:
             return self._malformed(str(exc), event)
-        delivery = f"event#{event.get('id')}"
+        # EventBridge ids are unique per event, but AWS's own published samples reuse one id
+        # across sources, so the delivery key names the source and type too.
+        delivery = f"event#{event.get('source')}#{event.get('detail-type')}#{event.get('id')}"
         if self.idempotency.seen(delivery):
             return self._count([Outcome.DUPLICATE] * len(signals))
         outcomes = [self._apply(signal) for signal in signals]

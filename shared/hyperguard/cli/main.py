@@ -42,7 +42,7 @@ def cmd_events_classify(args: argparse.Namespace) -> int:
         try:
             event = json.loads(Path(name).read_text())
             if not isinstance(event, dict):
-                raise MalformedEventError("the file does not hold a JSON object")
+                raise ValueError("the file does not hold a JSON object")
             for s in classify(event, config):
                 print(
                     json.dumps(
@@ -63,7 +63,7 @@ def cmd_events_classify(args: argparse.Namespace) -> int:
                         }
                     )
                 )
-        except (OSError, json.JSONDecodeError, MalformedEventError) as exc:
+        except (OSError, ValueError, MalformedEventError) as exc:
             failed += 1
             print(json.dumps({"file": name, "error": f"{type(exc).__name__}: {exc}"}))
     return 1 if failed else 0

@@ -1,0 +1,77 @@
+# Targets are what CI runs. Python comes from .python-version (3.13) through pyenv.
+SHELL := /bin/bash
+PYTHON ?= python3.13
+VENV := .venv
+SAM_VENV := .venv-sam
+PY := $(VENV)/bin/python
+SAM := $(SAM_VENV)/bin/sam
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: help install sam-install demo test test-unit test-integration test-e2e lint typecheck \
+        validate check-asl layer-requirements build bench clean
+
+help:
+	@echo "make demo   - start the local twin and run the demo scenario"
+	@echo "make test   - every quality gate: lint, types, template, ASL, unit, integration, e2e"
+	@echo "make build  - sam build (arm64 wheels, no Docker)"
+	@echo "make bench  - run the benchmarks (JSON on stdout)"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# aws-sam-cli pins older boto3/pydantic than the project: it lives in its own venv.
+$(SAM_VENV)/.installed:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet 'aws-sam-cli>=1.130'
+	touch $@
+
+sam-install: $(SAM_VENV)/.installed
+
+demo: install
+	$(VENV)/bin/hyperguard twin demo
+
+lint: install
+	$(VENV)/bin/ruff check shared functions tests bench
+	$(VENV)/bin/ruff format --check shared functions tests bench
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+validate: install sam-install
+	$(VENV)/bin/cfn-lint template.yaml
+	$(SAM) validate --lint --region us-east-1
+
+check-asl: install
+	$(PY) -m pytest -q tests/unit/test_asl.py tests/unit/test_template.py
+
+test-unit: install
+	$(PY) -m pytest -q tests/unit
+
+test-integration: install
+	$(PY) -m pytest -q tests/integration
+
+test-e2e: install
+	$(PY) -m pytest -q tests/e2e
+
+test: lint typecheck validate
+	$(PY) -m pytest -q tests
+
+# shared/requirements.txt is what `sam build` installs into the layer; it is generated
+# from pyproject.toml (a unit test fails if the two disagree).
+layer-requirements: install
+	$(PY) -m hyperguard.tools.layer_requirements > shared/requirements.txt
+
+build: sam-install
+	$(SAM) build --parallel
+
+bench: install
+	$(PY) bench/ingest.py
+	$(PY) bench/scheduler.py --shape baseline
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

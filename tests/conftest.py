@@ -1,0 +1,110 @@
+"""Shared fixtures: the AWS side comes from moto, built from template.yaml's own definitions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = ROOT / "tests" / "events"
+REGION = "us-east-1"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return dict(json.loads((EVENTS / f"{name}.json").read_text()))
+
+
+def template() -> dict[str, Any]:
+    from hyperguard.twin.deploy import load_template
+
+    return load_template(ROOT / "template.yaml")
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    from moto import mock_aws
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    from hyperguard import aws
+
+    aws.client.cache_clear()
+    aws.dynamodb_table.cache_clear()
+    with mock_aws():
+        yield
+    aws.client.cache_clear()
+    aws.dynamodb_table.cache_clear()
+
+
+@dataclass
+class Stack:
+    tables: dict[str, str]
+    bus_name: str
+    topic_arn: str
+    state_machine_arn: str
+    queue_url: str
+
+    def env(self) -> dict[str, str]:
+        return {
+            "INCIDENTS_TABLE": self.tables["IncidentsTable"],
+            "NODES_TABLE": self.tables["NodesTable"],
+            "JOBS_TABLE": self.tables["JobsTable"],
+            "TEAMS_TABLE": self.tables["TeamsTable"],
+            "IDEMPOTENCY_TABLE": self.tables["IdempotencyTable"],
+            "EVENT_BUS_NAME": self.bus_name,
+            "ESCALATION_TOPIC_ARN": self.topic_arn,
+            "RECOVERY_STATE_MACHINE_ARN": self.state_machine_arn,
+            "HYPERPOD_CLUSTER_NAME": "hyperguard-twin",
+        }
+
+
+@pytest.fixture
+def stack(aws_env: None) -> Stack:
+    """The template's tables (same keys and indexes), bus, topic, queue and a state machine."""
+    import boto3
+
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    tables = {}
+    for logical_id, resource in template()["Resources"].items():
+        if resource["Type"] != "AWS::DynamoDB::Table":
+            continue
+        props = resource["Properties"]
+        name = f"test-{logical_id}"
+        kwargs: dict[str, Any] = {
+            "TableName": name,
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "KeySchema": props["KeySchema"],
+            "BillingMode": props["BillingMode"],
+        }
+        if "GlobalSecondaryIndexes" in props:
+            kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+        ddb.create_table(**kwargs)
+        tables[logical_id] = name
+    events = boto3.client("events", region_name=REGION)
+    events.create_event_bus(Name="test-bus")
+    topic = boto3.client("sns", region_name=REGION).create_topic(Name="test-escalations")
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    machine = sfn.create_state_machine(
+        name="test-recovery",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/test",
+    )
+    queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="test-health")
+    return Stack(
+        tables,
+        "test-bus",
+        topic["TopicArn"],
+        machine["stateMachineArn"],
+        queue["QueueUrl"],
+    )

@@ -1,0 +1,26 @@
+"""The e2e tier runs the twin: the real template on moto, the real handlers, in-process."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from hyperguard.twin.runtime import Twin, TwinConfig
+from tests.conftest import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="package")
+def twin() -> Iterator[Twin]:
+    # moto's backends are process-global: one twin per test process.
+    running = Twin(TwinConfig(root=ROOT, port=free_port()))
+    running.up()
+    yield running
+    running.down()

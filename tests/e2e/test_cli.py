@@ -1,0 +1,109 @@
+"""The command surface scripts rely on, against `hyperguard twin up` in another process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EVENTS, ROOT
+from tests.e2e.conftest import free_port
+
+CLI = [sys.executable, "-m", "hyperguard.cli.main"]
+
+
+def run(*args: str, endpoint: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"HYPERGUARD_ENDPOINT": endpoint}
+    env.pop("AWS_ENDPOINT_URL", None)
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=60, check=check)
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("twin") / "twin.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*CLI, "twin", "up", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{url}/_hyperguard/status", timeout=2)
+                break
+            except OSError:
+                assert proc.poll() is None, log.read_text()
+                time.sleep(0.3)
+        else:
+            proc.kill()
+            pytest.fail(f"twin did not come up: {log.read_text()}")
+        yield url
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert f"HyperGuard twin up at {url}" in log.read_text()
+
+
+def lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def test_classify_prints_one_json_object_per_signal() -> None:
+    files = sorted(str(p) for p in Path(EVENTS).glob("*.json"))
+    out = lines(run("events", "classify", *files, endpoint="unused"))
+    by_file = {Path(o["file"]).stem: o for o in out}
+    assert by_file["hyperpod-node-health-unhealthy"]["action"] == "open_incident"
+    assert by_file["hyperpod-node-health-unhealthy"]["instance_id"] == "i-12345678abcdefghi"
+    assert by_file["ec2-spot-interruption-warning"]["action"] == "drain"
+    assert by_file["ec2-instance-state-change"]["action"] == "ignore"
+    assert by_file["aws-health-ec2-retirement"]["severity"] == "scheduled"
+    for o in out:
+        assert {"source", "kind", "instance_id", "cluster", "severity", "action", "repair", "reason"} <= set(o)
+
+
+def test_classify_reports_bad_files_and_exits_nonzero(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    proc = run("events", "classify", str(bad), str(EVENTS / "ec2-spot-interruption-warning.json"), endpoint="x", check=False)
+    assert proc.returncode == 1
+    out = lines(proc)
+    assert "error" in out[0] and out[1]["action"] == "drain"
+
+
+def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str) -> None:
+    status = json.loads(run("twin", "status", "--json", endpoint=endpoint).stdout)
+    assert status["endpoint"] == endpoint
+    assert status["outputs"]["NodeRecoveryStateMachineArn"].startswith("arn:aws:states:")
+    nodes = json.loads(run("twin", "nodes", "--json", endpoint=endpoint).stdout)["nodes"]
+    hyperpod = [n for n in nodes if n["platform"] == "hyperpod"]
+    assert len(hyperpod) == 16 and {n["instance_type"] for n in hyperpod} == {"ml.p5.48xlarge"}
+    target = hyperpod[3]["instance_id"]
+
+    injected = lines(
+        run("twin", "inject", str(EVENTS / "hyperpod-node-health-unhealthy.json"), "--instance-id", target, endpoint=endpoint)
+    )
+    assert injected[0]["event_id"] and injected[0]["error"] is None
+    deadline = time.monotonic() + 30
+    incidents: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        incidents = json.loads(run("incidents", "list", "--json", endpoint=endpoint).stdout)
+        if incidents and incidents[0]["status"] == "detected":
+            break
+        time.sleep(0.5)
+    assert [i["instance_id"] for i in incidents] == [target]
+    assert incidents[0]["status"] == "detected"
+    shown = json.loads(run("incidents", "show", incidents[0]["incident_id"], "--json", endpoint=endpoint).stdout)
+    assert shown["execution_arn"].endswith(incidents[0]["incident_id"])
+    assert len(shown["signals"]) == 1
+
+
+def test_commands_say_clearly_when_no_twin_answers() -> None:
+    proc = run("twin", "status", endpoint=f"http://127.0.0.1:{free_port()}", check=False)
+    assert proc.returncode == 2
+    assert "no twin answers" in proc.stderr and "hyperguard twin up" in proc.stderr

@@ -1,0 +1,159 @@
+"""The ingest Lambda handler on SQS batches of the real sample events (moto for AWS)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import uuid
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+
+from hyperguard.models import Node
+from hyperguard.store import IncidentStore, NodeStore
+from tests.conftest import REGION, ROOT, Stack, load_event
+
+OURS = {
+    # instance id → cluster, as the published samples name them
+    "i-12345678abcdefghi": "sample-cluster",
+    "i-1234567890abcdef0": "sample-cluster",
+    "i-0b662ef9931388ba0": "sample-cluster",
+}
+
+
+def load_handler(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    spec = importlib.util.spec_from_file_location(
+        f"ingest_app_{uuid.uuid4().hex}", ROOT / "functions" / "ingest_health" / "app.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def context() -> Any:
+    return SimpleNamespace(
+        function_name="ingest",
+        memory_limit_in_mb=512,
+        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:ingest",
+        aws_request_id=str(uuid.uuid4()),
+    )
+
+
+def record(body: str) -> dict[str, Any]:
+    return {
+        "messageId": str(uuid.uuid4()),
+        "receiptHandle": "rh",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:test-health",
+        "awsRegion": REGION,
+    }
+
+
+@pytest.fixture
+def seeded(stack: Stack) -> Stack:
+    NodeStore(stack.tables["NodesTable"]).upsert_inventory(
+        [
+            Node(instance_id=i, cluster=c, pool="workers", platform="hyperpod", instance_type="ml.p5.48xlarge")
+            for i, c in OURS.items()
+        ]
+    )
+    return stack
+
+
+def executions(stack: Stack) -> list[str]:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    return sorted(e["name"] for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"])
+
+
+def test_a_mixed_batch_opens_exactly_the_incidents_the_facts_call_for(
+    seeded: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = load_handler(seeded.env(), monkeypatch)
+    hyperpod = json.dumps(load_event("hyperpod-node-health-unhealthy"))
+    batch = [
+        record(hyperpod),
+        record(json.dumps(load_event("aws-health-ec2-retirement"))),
+        record(json.dumps(load_event("ec2-instance-state-change"))),  # pending: informational
+        record(json.dumps(load_event("ec2-spot-interruption-warning"))),
+        record(json.dumps(load_event("ec2-rebalance-recommendation"))),  # ignored by default
+        record("{not json"),
+        record(hyperpod),  # redelivery of the first event
+    ]
+    result = app.handler({"Records": batch}, context())
+    assert result == {"batchItemFailures": []}
+    assert app.ingestor.counts == {"opened": 3, "ignored": 2, "malformed": 1, "duplicate": 1}
+    incidents = IncidentStore(seeded.tables["IncidentsTable"], seeded.tables["NodesTable"]).recent()
+    by_node = {i.instance_id: i for i in incidents}
+    assert set(by_node) == set(OURS)
+    assert by_node["i-0b662ef9931388ba0"].repair.value == "drain"
+    assert by_node["i-1234567890abcdef0"].not_before is not None
+    assert executions(seeded) == sorted(i.incident_id for i in incidents)
+    assert all(i.execution_arn and i.execution_arn.endswith(i.incident_id) for i in incidents)
+
+
+def test_a_transient_failure_fails_only_its_record_and_the_retry_completes_it(
+    seeded: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = load_handler(seeded.env(), monkeypatch)
+    real_start = app.ingestor.workflows.ensure_started
+    calls = {"n": 0}
+
+    def flaky_start(incident_id: str, payload: dict[str, Any]) -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ConnectionError("Step Functions endpoint unreachable")
+        return real_start(incident_id, payload)
+
+    monkeypatch.setattr(app.ingestor.workflows, "ensure_started", flaky_start)
+    failing = record(json.dumps(load_event("hyperpod-node-health-unhealthy")))
+    healthy = record(json.dumps(load_event("ec2-spot-interruption-warning")))
+    result = app.handler({"Records": [failing, healthy]}, context())
+    assert result == {"batchItemFailures": [{"itemIdentifier": failing["messageId"]}]}
+    store = IncidentStore(seeded.tables["IncidentsTable"], seeded.tables["NodesTable"])
+    pending = store.open_incident_for("i-12345678abcdefghi")
+    assert pending is not None and pending.execution_arn is None  # written, not yet started
+
+    retry = app.handler({"Records": [failing]}, context())
+    assert retry == {"batchItemFailures": []}
+    incident = store.open_incident_for("i-12345678abcdefghi")
+    assert incident is not None and incident.execution_arn is not None
+    assert incident.incident_id == pending.incident_id
+    assert len(executions(seeded)) == 2  # one per incident, none lost, none doubled
+
+
+def test_events_for_other_clusters_and_unknown_instances_are_dropped(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    NodeStore(stack.tables["NodesTable"]).upsert_inventory(
+        [Node(instance_id="i-12345678abcdefghi", cluster="our-cluster", pool="w", platform="hyperpod", instance_type="ml.p5.48xlarge")]
+    )
+    app = load_handler(stack.env(), monkeypatch)
+    batch = [
+        record(json.dumps(load_event("hyperpod-node-health-unhealthy"))),  # sample-cluster ≠ ours
+        record(json.dumps(load_event("ec2-spot-interruption-warning"))),  # unknown instance
+    ]
+    assert app.handler({"Records": batch}, context()) == {"batchItemFailures": []}
+    assert app.ingestor.counts == {"foreign": 2}
+    assert executions(stack) == []
+
+
+def test_a_missing_setting_fails_at_init_naming_it(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hyperguard.settings import SettingsError
+
+    env = stack.env()
+    del env["NODES_TABLE"]
+    monkeypatch.delenv("NODES_TABLE", raising=False)
+    with pytest.raises(SettingsError, match="NODES_TABLE"):
+        load_handler(env, monkeypatch)
+    env = stack.env() | {"RECOVERY_STATE_MACHINE_ARN": ""}
+    with pytest.raises(SettingsError, match="RECOVERY_STATE_MACHINE_ARN"):
+        load_handler(env, monkeypatch)
