@@ -74,23 +74,9 @@ def stack(aws_env: None) -> Stack:
     """The template's tables (same keys and indexes), bus, topic, queue and a state machine."""
     import boto3
 
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    tables = {}
-    for logical_id, resource in template()["Resources"].items():
-        if resource["Type"] != "AWS::DynamoDB::Table":
-            continue
-        props = resource["Properties"]
-        name = f"test-{logical_id}"
-        kwargs: dict[str, Any] = {
-            "TableName": name,
-            "AttributeDefinitions": props["AttributeDefinitions"],
-            "KeySchema": props["KeySchema"],
-            "BillingMode": props["BillingMode"],
-        }
-        if "GlobalSecondaryIndexes" in props:
-            kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
-        ddb.create_table(**kwargs)
-        tables[logical_id] = name
+    from hyperguard.twin.deploy import create_tables
+
+    tables = create_tables(template(), boto3.client("dynamodb", region_name=REGION), "test-")
     events = boto3.client("events", region_name=REGION)
     events.create_event_bus(Name="test-bus")
     topic = boto3.client("sns", region_name=REGION).create_topic(Name="test-escalations")

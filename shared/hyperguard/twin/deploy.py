@@ -71,6 +71,24 @@ def load_template(path: Path) -> dict[str, Any]:
     return dict(yaml_parse(path.read_text()))
 
 
+def create_tables(template: dict[str, Any], ddb: Any, prefix: str) -> dict[str, str]:
+    """The template's DynamoDB tables (same keys and indexes) under `prefix`; logical id → name.
+
+    For tests and benchmarks that want the real key design without a whole stack.
+    """
+    names = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::DynamoDB::Table":
+            continue
+        props = resource["Properties"]
+        kwargs = {k: props[k] for k in ("AttributeDefinitions", "KeySchema", "BillingMode")}
+        if "GlobalSecondaryIndexes" in props:
+            kwargs["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+        names[logical_id] = f"{prefix}{logical_id}"
+        ddb.create_table(TableName=names[logical_id], **kwargs)
+    return names
+
+
 def package(template: dict[str, Any], root: Path, s3: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns the packaged template and, per function, where its code lives locally."""
     packaged = copy.deepcopy(template)

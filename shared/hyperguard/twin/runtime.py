@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hyperguard import aws
 from hyperguard.cluster.clock import ScaledClock
 from hyperguard.cluster.simulated import SimulatedCluster
 from hyperguard.models import Checkpoint
@@ -95,6 +96,8 @@ class Twin:
         logging.getLogger("moto").setLevel(logging.ERROR)
         os.environ.update(TWIN_ENV)
         os.environ["AWS_ENDPOINT_URL"] = self.emulator.endpoint
+        aws.client.cache_clear()  # clients made before now point elsewhere
+        aws.dynamodb_table.cache_clear()
         self.emulator.start(self.executor.invoke)
         self.started_at = time.time()
         self.deployment = deploy(
