@@ -3,7 +3,7 @@
 Key design (pk `incident_id`, sk `sk`):
 - `META`                 the incident itself; carries `entity = "incident"` so that the
                          sparse GSI `ByOpenedAt` (pk `entity`, sk `opened_at`) lists incidents.
-- `SIGNAL#<dedupe key>`  one item per distinct report; its conditional put is what makes a
+- `SIGNAL#<source>#<dedupe key>`  one item per distinct report; its conditional put is what makes a
                          redelivered event a no-op.
 The node's `open_incident_id` (NodesTable) is the lock that gives one open incident per
 node: opening writes incident, first signal and lock in one transaction.
@@ -165,7 +165,9 @@ class IncidentStore:
         return SignalOutcome.APPENDED
 
     def _signal_put(self, incident_id: str, signal: HealthSignal) -> dict[str, Any]:
-        item = to_item(signal, incident_id=incident_id, sk=SIGNAL_PREFIX + signal.dedupe_key)
+        # The source is part of the key: AWS's published samples reuse event ids across sources.
+        sk = f"{SIGNAL_PREFIX}{signal.source.value}#{signal.dedupe_key}"
+        item = to_item(signal, incident_id=incident_id, sk=sk)
         return {
             "TableName": self.table_name,
             "Item": to_wire(item),

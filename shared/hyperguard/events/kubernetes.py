@@ -1,0 +1,114 @@
+"""Kubernetes node conditions, put on HyperGuard's bus by the in-cluster node forwarder.
+
+Plain EKS sends no node-health events to EventBridge, so this contract is HyperGuard's own
+(docs/events.md, "Kubernetes node forwarder contract").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field
+
+from hyperguard.events.base import (
+    DetailModel,
+    EventEnvelope,
+    UtcDatetime,
+    malformed_field,
+    new_signal,
+    parse_event,
+)
+from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
+
+FORWARDER_SOURCE = "hyperguard.node-forwarder"
+NODE_CONDITION_CHANGED = "Kubernetes Node Condition Changed"
+
+# aws:///us-west-2a/i-0abc... (the node's spec.providerID on EKS and HyperPod EKS).
+_PROVIDER_ID = re.compile(r"aws:///[^/]*/(i-[0-9A-Za-z]+)")
+
+# Repair per "*Ready" condition: hardware and storage faults need a new instance, software
+# faults usually clear on reboot. Ready=False says nothing about the cause, so it is treated
+# as the worst case. Unlisted *Ready types and problem conditions (node-problem-detector's
+# KernelDeadlock, ReadonlyFilesystem, ...) get a reboot, the least destructive repair.
+_READY_REPAIRS = {
+    "Ready": Repair.REPLACE,
+    "AcceleratedHardwareReady": Repair.REPLACE,
+    "StorageReady": Repair.REPLACE,
+    "KernelReady": Repair.REBOOT,
+    "ContainerRuntimeReady": Repair.REBOOT,
+    "NetworkingReady": Repair.REBOOT,
+}
+_DEFAULT_REPAIR = Repair.REBOOT
+
+
+class NodeConditionDetail(DetailModel):
+    cluster_name: str = Field(alias="clusterName", min_length=1)
+    node_name: str = Field(alias="nodeName", min_length=1)
+    instance_id: str | None = Field(default=None, alias="instanceId")
+    provider_id: str | None = Field(default=None, alias="providerId")
+    condition_type: str = Field(alias="conditionType", min_length=1)
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    observed_time: UtcDatetime = Field(alias="observedTime")
+
+    def resolved_instance_id(self) -> str | None:
+        if self.instance_id:
+            return self.instance_id
+        match = _PROVIDER_ID.fullmatch(self.provider_id or "")
+        return match.group(1) if match else None
+
+    def is_problem(self) -> bool:
+        # "*Ready" conditions are healthy when True; problem conditions are unhealthy when True.
+        if self.condition_type.endswith("Ready"):
+            return self.status != "True"
+        return self.status == "True"
+
+
+class NodeConditionEvent(EventEnvelope):
+    detail: NodeConditionDetail
+
+
+def classify_node_condition(event: Mapping[str, Any]) -> list[HealthSignal]:
+    parsed = parse_event(NodeConditionEvent, event)
+    detail = parsed.detail
+    instance_id = detail.resolved_instance_id()
+    if instance_id is None:
+        raise malformed_field(
+            event,
+            "detail.instanceId",
+            "detail.instanceId is required unless detail.providerId is aws:///<zone>/<instance id>",
+        )
+    condition = f"{detail.condition_type}={detail.status}"
+    if detail.is_problem():
+        severity, action = Severity.DEGRADED, Action.OPEN_INCIDENT
+        repair = _READY_REPAIRS.get(detail.condition_type, _DEFAULT_REPAIR)
+        reason = f"node {detail.node_name} {condition}"
+    else:
+        severity, action, repair = Severity.HEALTHY, Action.RESOLVE, Repair.NONE
+        reason = f"node {detail.node_name} {condition}: condition cleared"
+    if detail.reason:
+        reason += f" ({detail.reason})"
+    return [
+        new_signal(
+            parsed,
+            source=SignalSource.KUBERNETES,
+            kind="node_condition",
+            instance_id=instance_id,
+            cluster=detail.cluster_name,
+            severity=severity,
+            action=action,
+            repair=repair,
+            reason=reason,
+            facts={
+                "node_name": detail.node_name,
+                "condition_type": detail.condition_type,
+                "status": detail.status,
+                "reason": detail.reason,
+                "message": detail.message,
+                "observed_time": detail.observed_time.isoformat(),
+            },
+        )
+    ]
