@@ -38,10 +38,11 @@ def test_the_scenario_settles_with_no_errors_and_an_empty_dlq(result: dict[str, 
 
 
 def test_each_event_gets_exactly_the_outcome_its_facts_call_for(result: dict[str, Any]) -> None:
-    well_formed = 7
+    well_formed = 8
     assert result["signals"] == {
         "opened": 3,  # GPU fault, spot interruption, scheduled retirement
         "merged": 1 + REPORTS,  # AWS Health on the faulty node + the agent re-reporting
+        "notified": 1,  # HyperPod's failed replacement, attached to the node's incident
         "duplicate": well_formed * REDELIVERIES,
         "ignored": 2,  # state change to pending, rebalance recommendation
         "foreign": 1,  # the sample as published names another cluster
@@ -54,7 +55,7 @@ def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict
     incidents = {i["kind"]: i for i in result["incidents"]}
     assert set(incidents) == {"hyperpod_node_health", "spot_interruption", "health_scheduled_change"}
     gpu = incidents["hyperpod_node_health"]
-    assert gpu["signals"] == 2 + REPORTS and gpu["sources"] == ["aws_health", "hyperpod"]
+    assert gpu["signals"] == 3 + REPORTS and gpu["sources"] == ["aws_health", "hyperpod"]
     assert incidents["spot_interruption"]["repair"] == "drain"
     assert all(i["execution"] == "SUCCEEDED" and i["status"] == "detected" for i in result["incidents"])
     assert result["executions"] == {"SUCCEEDED": 3}

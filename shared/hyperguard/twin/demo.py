@@ -69,6 +69,7 @@ def run_scenario(twin: Twin, events_dir: Path, say: Callable[[str], None] = prin
     plan: list[tuple[str, dict[str, Any]]] = [
         ("GPU fault (HyperPod agent)", retarget(hp, faulty.instance_id, cluster)),
         ("same node, AWS Health retirement", retarget(_load(events_dir, "aws-health-ec2-retirement"), faulty.instance_id)),
+        ("same node, HyperPod replacement failed", retarget(_load(events_dir, "hyperpod-cluster-event-instance-error"), faulty.instance_id, cluster)),
         ("state change to pending", retarget(_load(events_dir, "ec2-instance-state-change"), restarting.instance_id)),
         ("spot interruption warning", retarget(_load(events_dir, "ec2-spot-interruption-warning"), spot.instance_id)),
         ("rebalance recommendation", retarget(_load(events_dir, "ec2-rebalance-recommendation"), spot.instance_id)),

@@ -15,37 +15,48 @@ class InjectError(ValueError):
     pass
 
 
+_INSTANCE_KEYS = {"instance-id", "InstanceId", "instanceId", "providerId", "entityValue"}
+_CLUSTER_KEYS = {"ClusterName", "clusterName"}
+
+
 def retarget(event: dict[str, Any], instance_id: str, cluster: str | None = None) -> dict[str, Any]:
     """The same event, about another instance (and, where it names one, another cluster).
 
-    Every place a source names its instance is rewritten: resources ARNs, EC2's
-    `instance-id`, HyperPod's `InstanceId`, AWS Health's affected entities (bare id or ARN
-    alike), the forwarder's `instanceId`/`providerId`.
+    Every place a source names its instance is rewritten, however deep: resources ARNs,
+    EC2's `instance-id`, HyperPod's `InstanceId` (also inside cluster events'
+    `EventDetails`), AWS Health's affected entities (bare id or ARN alike), the forwarder's
+    `instanceId`/`providerId`; with `cluster`, every `ClusterName`/`ClusterArn`.
     """
     out = copy.deepcopy(event)
-    detail = out.get("detail")
-    if not isinstance(detail, dict):
+    if not isinstance(out.get("detail"), dict):
         raise InjectError("event has no detail object to retarget")
 
     def swap(text: str) -> str:
         return _INSTANCE_ID.sub(instance_id, text)
 
-    out["resources"] = [swap(r) for r in out.get("resources", []) if isinstance(r, str)]
-    for key in ("instance-id", "InstanceId", "instanceId", "providerId"):
-        if isinstance(detail.get(key), str):
-            detail[key] = swap(detail[key])
-    for entity in detail.get("affectedEntities", []) or []:
-        if isinstance(entity, dict) and isinstance(entity.get("entityValue"), str):
-            entity["entityValue"] = swap(entity["entityValue"])
-    if cluster is not None:
-        for key in ("ClusterName", "clusterName"):
-            if key in detail:
-                detail[key] = cluster
-        if isinstance(detail.get("ClusterArn"), str):
-            detail["ClusterArn"] = detail["ClusterArn"].rsplit("/", 1)[0] + "/" + cluster
-            out["resources"] = [
-                detail["ClusterArn"] if ":cluster/" in r else r for r in out["resources"]
-            ]
+    def rename_cluster(arn: str) -> str:
+        return arn.rsplit("/", 1)[0] + "/" + cluster if cluster and ":cluster/" in arn else arn
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _INSTANCE_KEYS and isinstance(value, str):
+                    node[key] = swap(value)
+                elif key in _CLUSTER_KEYS and cluster and isinstance(value, str):
+                    node[key] = cluster
+                elif key == "ClusterArn" and isinstance(value, str):
+                    node[key] = rename_cluster(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+        return node
+
+    walk(out["detail"])
+    out["resources"] = [
+        rename_cluster(swap(r)) for r in out.get("resources", []) if isinstance(r, str)
+    ]
     return out
 
 
