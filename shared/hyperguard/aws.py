@@ -6,22 +6,24 @@ emulator without the code knowing.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from botocore.config import Config
 
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=2, read_timeout=10)
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5}, connect_timeout=2, read_timeout=10
+)
 
 
-@lru_cache(maxsize=None)
+@cache
 def client(service: str) -> Any:
     import boto3
 
-    return boto3.session.Session().client(service, config=_CONFIG)  # type: ignore[call-overload]
+    return boto3.session.Session().client(service, config=_CONFIG)
 
 
-@lru_cache(maxsize=None)
+@cache
 def dynamodb_table(name: str) -> Any:
     import boto3
 

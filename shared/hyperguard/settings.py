@@ -40,7 +40,7 @@ def load_settings(*required: str) -> Settings:
     `required` names optional fields this function cannot run without.
     """
     try:
-        settings = Settings()  # type: ignore[call-arg]
+        settings = Settings()
     except ValidationError as exc:
         names = ", ".join(str(e["loc"][0]).upper() for e in exc.errors())
         raise SettingsError(f"invalid or missing environment variables: {names}") from exc

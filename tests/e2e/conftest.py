@@ -6,9 +6,9 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from tests.conftest import ROOT
 
 from hyperguard.twin.runtime import Twin, TwinConfig
-from tests.conftest import ROOT
 
 
 def free_port() -> int:

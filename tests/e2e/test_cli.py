@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.conftest import EVENTS, ROOT
 from tests.e2e.conftest import free_port
 
@@ -23,7 +22,9 @@ CLI = [sys.executable, "-m", "hyperguard.cli.main"]
 def run(*args: str, endpoint: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"HYPERGUARD_ENDPOINT": endpoint}
     env.pop("AWS_ENDPOINT_URL", None)
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=60, check=check)
+    return subprocess.run(
+        [*CLI, *args], env=env, capture_output=True, text=True, timeout=60, check=check
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,12 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log = tmp_path_factory.mktemp("twin") / "twin.log"
     with log.open("w") as out:
-        proc = subprocess.Popen([*CLI, "twin", "up", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            [*CLI, "twin", "up", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -64,13 +70,29 @@ def test_classify_prints_one_json_object_per_signal() -> None:
     assert by_file["ec2-instance-state-change"]["action"] == "ignore"
     assert by_file["aws-health-ec2-retirement"]["severity"] == "scheduled"
     for o in out:
-        assert {"source", "kind", "instance_id", "cluster", "severity", "action", "repair", "reason"} <= set(o)
+        assert {
+            "source",
+            "kind",
+            "instance_id",
+            "cluster",
+            "severity",
+            "action",
+            "repair",
+            "reason",
+        } <= set(o)
 
 
 def test_classify_reports_bad_files_and_exits_nonzero(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
-    proc = run("events", "classify", str(bad), str(EVENTS / "ec2-spot-interruption-warning.json"), endpoint="x", check=False)
+    proc = run(
+        "events",
+        "classify",
+        str(bad),
+        str(EVENTS / "ec2-spot-interruption-warning.json"),
+        endpoint="x",
+        check=False,
+    )
     assert proc.returncode == 1
     out = lines(proc)
     assert "error" in out[0] and out[1]["action"] == "drain"
@@ -86,7 +108,14 @@ def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str)
     target = hyperpod[3]["instance_id"]
 
     injected = lines(
-        run("twin", "inject", str(EVENTS / "hyperpod-node-health-unhealthy.json"), "--instance-id", target, endpoint=endpoint)
+        run(
+            "twin",
+            "inject",
+            str(EVENTS / "hyperpod-node-health-unhealthy.json"),
+            "--instance-id",
+            target,
+            endpoint=endpoint,
+        )
     )
     assert injected[0]["event_id"] and injected[0]["error"] is None
     deadline = time.monotonic() + 30
@@ -98,7 +127,9 @@ def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str)
         time.sleep(0.5)
     assert [i["instance_id"] for i in incidents] == [target]
     assert incidents[0]["status"] == "detected"
-    shown = json.loads(run("incidents", "show", incidents[0]["incident_id"], "--json", endpoint=endpoint).stdout)
+    shown = json.loads(
+        run("incidents", "show", incidents[0]["incident_id"], "--json", endpoint=endpoint).stdout
+    )
     assert shown["execution_arn"].endswith(incidents[0]["incident_id"])
     assert len(shown["signals"]) == 1
 

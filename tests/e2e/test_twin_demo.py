@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from tests.conftest import EVENTS
 
 from hyperguard.store import IncidentStore
 from hyperguard.twin.demo import REDELIVERIES, REPORTS, run_scenario
 from hyperguard.twin.runtime import Twin
-from tests.conftest import EVENTS
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +19,13 @@ def published_queue(twin: Twin) -> str:
     assert twin.deployment is not None
     sqs, events = twin.client("sqs"), twin.client("events")
     url = sqs.create_queue(QueueName="hyperguard-events-subscriber")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     bus = twin.deployment.outputs["EventBusName"]
-    events.put_rule(Name="subscriber", EventBusName=bus, EventPattern=json.dumps({"source": ["hyperguard"]}))
+    events.put_rule(
+        Name="subscriber", EventBusName=bus, EventPattern=json.dumps({"source": ["hyperguard"]})
+    )
     events.put_targets(Rule="subscriber", EventBusName=bus, Targets=[{"Id": "q", "Arn": arn}])
     return url
 
@@ -53,19 +57,25 @@ def test_each_event_gets_exactly_the_outcome_its_facts_call_for(result: dict[str
 
 def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict[str, Any]) -> None:
     incidents = {i["kind"]: i for i in result["incidents"]}
-    assert set(incidents) == {"hyperpod_node_health", "spot_interruption", "health_scheduled_change"}
+    assert set(incidents) == {
+        "hyperpod_node_health",
+        "spot_interruption",
+        "health_scheduled_change",
+    }
     gpu = incidents["hyperpod_node_health"]
     assert gpu["signals"] == 3 + REPORTS and gpu["sources"] == ["aws_health", "hyperpod"]
     assert incidents["spot_interruption"]["repair"] == "drain"
-    assert all(i["execution"] == "SUCCEEDED" and i["status"] == "detected" for i in result["incidents"])
+    assert all(
+        i["execution"] == "SUCCEEDED" and i["status"] == "detected" for i in result["incidents"]
+    )
     assert result["executions"] == {"SUCCEEDED": 3}
     assert twin.deployment is not None
     sfn = twin.client("stepfunctions")
     names = {
         e["name"]
-        for e in sfn.list_executions(stateMachineArn=twin.deployment.outputs["NodeRecoveryStateMachineArn"])[
-            "executions"
-        ]
+        for e in sfn.list_executions(
+            stateMachineArn=twin.deployment.outputs["NodeRecoveryStateMachineArn"]
+        )["executions"]
     }
     assert names == {i["incident_id"] for i in result["incidents"]}
 
@@ -80,7 +90,9 @@ def test_detection_is_timed_and_incident_opened_is_published(
         assert "signal_to_detected_s" in incident.timings
     sqs = twin.client("sqs")
     published = []
-    while batch := sqs.receive_message(QueueUrl=published_queue, MaxNumberOfMessages=10).get("Messages"):
+    while batch := sqs.receive_message(QueueUrl=published_queue, MaxNumberOfMessages=10).get(
+        "Messages"
+    ):
         published += [json.loads(m["Body"]) for m in batch]
         for m in batch:
             sqs.delete_message(QueueUrl=published_queue, ReceiptHandle=m["ReceiptHandle"])
@@ -92,7 +104,10 @@ def test_detection_is_timed_and_incident_opened_is_published(
 
 def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str, Any]) -> None:
     status = twin.status()
-    assert set(status["not_created"].values()) == {"AWS::SQS::QueuePolicy", "AWS::CloudWatch::Alarm"}
+    assert set(status["not_created"].values()) == {
+        "AWS::SQS::QueuePolicy",
+        "AWS::CloudWatch::Alarm",
+    }
     covered = {g["type"] for g in status["emulator_gaps"]}
     assert {
         "AWS::Lambda::Function",
@@ -101,4 +116,8 @@ def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str,
         "AWS::SQS::QueuePolicy",
         "AWS::CloudWatch::Alarm",
     } <= covered
-    assert all(g["created"] is False for g in status["emulator_gaps"] if g["type"] in status["not_created"].values())
+    assert all(
+        g["created"] is False
+        for g in status["emulator_gaps"]
+        if g["type"] in status["not_created"].values()
+    )

@@ -5,16 +5,26 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from tests.conftest import Stack
 
-from hyperguard.models import Action, HealthSignal, IncidentStatus, Node, Repair, Severity, SignalSource
+from hyperguard.models import (
+    Action,
+    HealthSignal,
+    IncidentStatus,
+    Node,
+    Repair,
+    Severity,
+    SignalSource,
+)
 from hyperguard.store import IncidentStore, NodeStore, SignalOutcome
 from hyperguard.store.incidents import IncidentNotFoundError
-from tests.conftest import Stack
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
-def signal(key: str, source: SignalSource = SignalSource.HYPERPOD, instance: str = "i-0aaa") -> HealthSignal:
+def signal(
+    key: str, source: SignalSource = SignalSource.HYPERPOD, instance: str = "i-0aaa"
+) -> HealthSignal:
     return HealthSignal(
         source=source,
         kind="hyperpod_node_health",
@@ -34,7 +44,13 @@ def stores(stack: Stack) -> tuple[IncidentStore, NodeStore]:
     nodes = NodeStore(stack.tables["NodesTable"])
     nodes.upsert_inventory(
         [
-            Node(instance_id=i, cluster="c1", pool="workers", platform="hyperpod", instance_type="ml.p5.48xlarge")
+            Node(
+                instance_id=i,
+                cluster="c1",
+                pool="workers",
+                platform="hyperpod",
+                instance_type="ml.p5.48xlarge",
+            )
             for i in ("i-0aaa", "i-0bbb")
         ]
     )
@@ -53,7 +69,9 @@ def test_first_signal_opens_and_locks_the_node(stores: tuple[IncidentStore, Node
     assert stored is not None and stored.status is IncidentStatus.OPEN and stored.signal_count == 1
 
 
-def test_other_sources_append_and_redelivery_is_a_duplicate(stores: tuple[IncidentStore, NodeStore]) -> None:
+def test_other_sources_append_and_redelivery_is_a_duplicate(
+    stores: tuple[IncidentStore, NodeStore],
+) -> None:
     incidents, nodes = stores
     node = nodes.get("i-0aaa")
     assert node is not None
@@ -95,7 +113,9 @@ def test_status_timings_and_notes_are_recorded(stores: tuple[IncidentStore, Node
     node = nodes.get("i-0aaa")
     assert node is not None
     incident, _ = incidents.open_or_append(node, signal("e1"), NOW)
-    incidents.set_status(incident.incident_id, IncidentStatus.DETECTED, timings={"signal_to_detected_s": 1.25})
+    incidents.set_status(
+        incident.incident_id, IncidentStatus.DETECTED, timings={"signal_to_detected_s": 1.25}
+    )
     incidents.set_status(incident.incident_id, IncidentStatus.NEEDS_OPERATOR, note="replace failed")
     stored = incidents.get(incident.incident_id)
     assert stored is not None
@@ -104,7 +124,9 @@ def test_status_timings_and_notes_are_recorded(stores: tuple[IncidentStore, Node
     assert stored.notes == ["replace failed"]
 
 
-def test_appending_to_a_missing_incident_is_an_error(stores: tuple[IncidentStore, NodeStore]) -> None:
+def test_appending_to_a_missing_incident_is_an_error(
+    stores: tuple[IncidentStore, NodeStore],
+) -> None:
     incidents, _ = stores
     with pytest.raises(IncidentNotFoundError):
         incidents.append_signal("no-such-incident", signal("e9"))

@@ -10,10 +10,10 @@ from typing import Any
 
 import boto3
 import pytest
+from tests.conftest import REGION, ROOT, Stack, load_event
 
 from hyperguard.models import Node
 from hyperguard.store import IncidentStore, NodeStore
-from tests.conftest import REGION, ROOT, Stack, load_event
 
 OURS = {
     # instance id → cluster, as the published samples name them
@@ -62,7 +62,13 @@ def record(body: str) -> dict[str, Any]:
 def seeded(stack: Stack) -> Stack:
     NodeStore(stack.tables["NodesTable"]).upsert_inventory(
         [
-            Node(instance_id=i, cluster=c, pool="workers", platform="hyperpod", instance_type="ml.p5.48xlarge")
+            Node(
+                instance_id=i,
+                cluster=c,
+                pool="workers",
+                platform="hyperpod",
+                instance_type="ml.p5.48xlarge",
+            )
             for i, c in OURS.items()
         ]
     )
@@ -71,7 +77,10 @@ def seeded(stack: Stack) -> Stack:
 
 def executions(stack: Stack) -> list[str]:
     sfn = boto3.client("stepfunctions", region_name=REGION)
-    return sorted(e["name"] for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"])
+    return sorted(
+        e["name"]
+        for e in sfn.list_executions(stateMachineArn=stack.state_machine_arn)["executions"]
+    )
 
 
 def test_a_mixed_batch_opens_exactly_the_incidents_the_facts_call_for(
@@ -134,7 +143,15 @@ def test_events_for_other_clusters_and_unknown_instances_are_dropped(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     NodeStore(stack.tables["NodesTable"]).upsert_inventory(
-        [Node(instance_id="i-12345678abcdefghi", cluster="our-cluster", pool="w", platform="hyperpod", instance_type="ml.p5.48xlarge")]
+        [
+            Node(
+                instance_id="i-12345678abcdefghi",
+                cluster="our-cluster",
+                pool="w",
+                platform="hyperpod",
+                instance_type="ml.p5.48xlarge",
+            )
+        ]
     )
     app = load_handler(stack.env(), monkeypatch)
     batch = [
@@ -146,7 +163,9 @@ def test_events_for_other_clusters_and_unknown_instances_are_dropped(
     assert executions(stack) == []
 
 
-def test_a_missing_setting_fails_at_init_naming_it(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_setting_fails_at_init_naming_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from hyperguard.settings import SettingsError
 
     env = stack.env()

@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 import boto3
+from tests.conftest import REGION
 
 from hyperguard.twin.poller import SqsMapping, SqsPoller
-from tests.conftest import REGION
 
 
 class RecordingInvoker:
@@ -22,27 +22,42 @@ class RecordingInvoker:
         self.batches.append(event["Records"])
         if self.crash:
             return json.dumps({"errorMessage": "boom", "errorType": "RuntimeError"}), True, ""
-        failures = [{"itemIdentifier": r["messageId"]} for r in event["Records"] if r["body"] in self.fail_bodies]
+        failures = [
+            {"itemIdentifier": r["messageId"]}
+            for r in event["Records"]
+            if r["body"] in self.fail_bodies
+        ]
         return json.dumps({"batchItemFailures": failures}), False, ""
 
 
 def queues(max_receive: int = 2) -> tuple[Any, str, str, str]:
     sqs = boto3.client("sqs", region_name=REGION)
     dlq = sqs.create_queue(QueueName="dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     url = sqs.create_queue(
         QueueName="health",
-        Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive})},
+        Attributes={
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive}
+            )
+        },
     )["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     return sqs, url, arn, dlq
 
 
 def depth(sqs: Any, url: str) -> int:
     attrs = sqs.get_queue_attributes(
-        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+    return int(attrs["ApproximateNumberOfMessages"]) + int(
+        attrs["ApproximateNumberOfMessagesNotVisible"]
+    )
 
 
 def test_batches_deliver_lambda_shaped_records_and_delete_successes(aws_env: None) -> None:
@@ -50,7 +65,9 @@ def test_batches_deliver_lambda_shaped_records_and_delete_successes(aws_env: Non
     for i in range(12):
         sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
     invoker = RecordingInvoker()
-    poller = SqsPoller(sqs, invoker, [SqsMapping(url, arn, "fn", batch_size=10, report_batch_item_failures=True)])
+    poller = SqsPoller(
+        sqs, invoker, [SqsMapping(url, arn, "fn", batch_size=10, report_batch_item_failures=True)]
+    )
     assert poller.poll_once() == 10
     assert poller.poll_once() == 2
     first = invoker.batches[0][0]
@@ -64,7 +81,12 @@ def test_only_reported_failures_return_and_end_in_the_dlq(aws_env: None) -> None
     for body in ("good", "bad"):
         sqs.send_message(QueueUrl=url, MessageBody=body)
     invoker = RecordingInvoker(fail_bodies={"bad"})
-    poller = SqsPoller(sqs, invoker, [SqsMapping(url, arn, "fn", report_batch_item_failures=True)], retry_visibility_s=0)
+    poller = SqsPoller(
+        sqs,
+        invoker,
+        [SqsMapping(url, arn, "fn", report_batch_item_failures=True)],
+        retry_visibility_s=0,
+    )
     for _ in range(4):
         poller.poll_once()
         time.sleep(0.01)
@@ -80,7 +102,11 @@ def test_only_reported_failures_return_and_end_in_the_dlq(aws_env: None) -> None
 def test_a_crashed_invocation_fails_the_whole_batch(aws_env: None) -> None:
     sqs, url, arn, _ = queues(max_receive=5)
     sqs.send_message(QueueUrl=url, MessageBody="x")
-    poller = SqsPoller(sqs, RecordingInvoker(crash=True), [SqsMapping(url, arn, "fn", report_batch_item_failures=True)])
+    poller = SqsPoller(
+        sqs,
+        RecordingInvoker(crash=True),
+        [SqsMapping(url, arn, "fn", report_batch_item_failures=True)],
+    )
     poller.poll_once()
     assert depth(sqs, url) == 1
     assert poller.stats["failed_records"] == 1

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.conftest import ROOT, template
 
 LAMBDA_SERVICE_ERRORS = {
@@ -67,7 +66,9 @@ def test_every_task_retries_lambda_service_errors_and_catches(path: Path) -> Non
     assert tasks
     for name, task in tasks.items():
         retried = {e for r in task.get("Retry", []) for e in r["ErrorEquals"]}
-        assert LAMBDA_SERVICE_ERRORS <= retried, f"{name} does not retry {LAMBDA_SERVICE_ERRORS - retried}"
+        assert retried >= LAMBDA_SERVICE_ERRORS, (
+            f"{name} does not retry {LAMBDA_SERVICE_ERRORS - retried}"
+        )
         caught = {e for c in task.get("Catch", []) for e in c["ErrorEquals"]}
         assert "States.ALL" in caught, f"{name} does not catch States.ALL"
         for c in task.get("Catch", []):

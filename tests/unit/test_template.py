@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperguard.tools.layer_requirements import layer_requirements
 from tests.conftest import ROOT, template
+
+from hyperguard.tools.layer_requirements import layer_requirements
 
 
 def _resources(kind: str) -> dict[str, dict[str, Any]]:
@@ -35,7 +36,9 @@ def test_every_function_has_its_own_least_privilege_policies_and_a_real_handler(
 
 def test_tables_have_pitr_and_encryption() -> None:
     tables = _resources("AWS::DynamoDB::Table")
-    assert {"IncidentsTable", "NodesTable", "JobsTable", "TeamsTable", "IdempotencyTable"} <= set(tables)
+    assert {"IncidentsTable", "NodesTable", "JobsTable", "TeamsTable", "IdempotencyTable"} <= set(
+        tables
+    )
     for name, table in tables.items():
         props = table["Properties"]
         assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"], name

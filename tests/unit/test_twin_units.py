@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.conftest import EVENTS, load_event
 
 from hyperguard.events import classify
 from hyperguard.twin.emulator import substitute
 from hyperguard.twin.inject import InjectError, put_entry, retarget
 from hyperguard.twin.telemetry import emf_metrics
-from tests.conftest import EVENTS, load_event
 
 TARGET = "i-0fedcba9876543210"
 FIXTURES = sorted(p.stem for p in EVENTS.glob("*.json"))
@@ -26,7 +26,12 @@ def test_retargeted_events_classify_to_the_new_instance_only(name: str) -> None:
     assert all(s.cluster in (None, "twin-cluster") for s in signals)
     assert load_event(name) == original  # the recorded event is not touched
     text = json.dumps(moved)
-    for old in ("i-12345678abcdefghi", "i-1234567890abcdef0", "i-0b662ef9931388ba0", "i-0391f86fa0fe0d465"):
+    for old in (
+        "i-12345678abcdefghi",
+        "i-1234567890abcdef0",
+        "i-0b662ef9931388ba0",
+        "i-0391f86fa0fe0d465",
+    ):
         assert old not in text
     # structured names only; free-text descriptions keep what they said
     assert '"sample-cluster"' not in text and 'cluster/sample-cluster"' not in text
@@ -41,7 +46,11 @@ def test_retarget_without_cluster_keeps_it() -> None:
 def test_put_entry_routes_forwarder_events_to_the_service_bus() -> None:
     aws_entry = put_entry(load_event("ec2-spot-interruption-warning"), "svc-bus")
     assert aws_entry["EventBusName"] == "default" and aws_entry["Source"] == "aws.ec2"
-    forwarded = {"source": "hyperguard.node-forwarder", "detail-type": "Kubernetes Node Condition Changed", "detail": {}}
+    forwarded = {
+        "source": "hyperguard.node-forwarder",
+        "detail-type": "Kubernetes Node Condition Changed",
+        "detail": {},
+    }
     assert put_entry(forwarded, "svc-bus")["EventBusName"] == "svc-bus"
     with pytest.raises(InjectError, match="detail-type"):
         put_entry({"source": "aws.ec2", "detail": {}}, "svc-bus")
@@ -55,7 +64,11 @@ def test_emf_lines_become_metric_points() -> None:
             "_aws": {
                 "Timestamp": 1,
                 "CloudWatchMetrics": [
-                    {"Namespace": "HyperGuard", "Dimensions": [["service"]], "Metrics": [{"Name": "Signals_opened", "Unit": "Count"}]}
+                    {
+                        "Namespace": "HyperGuard",
+                        "Dimensions": [["service"]],
+                        "Metrics": [{"Name": "Signals_opened", "Unit": "Count"}],
+                    }
                 ],
             },
             "service": "hyperguard",

@@ -7,6 +7,7 @@ http://127.0.0.1:4566, or $HYPERGUARD_ENDPOINT; `aws` for a real deployment) and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -87,16 +88,18 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     twin = _start_twin(args)
     status = twin.status()
     print(f"HyperGuard twin up at {twin.emulator.endpoint}  (stack {status['stack']})")
-    print(f"  try: aws --endpoint-url {twin.emulator.endpoint} stepfunctions list-executions "
-          f"--state-machine-arn {status['outputs']['NodeRecoveryStateMachineArn']}")
-    print(f"  emulator gaps the twin covers: {len(status['emulator_gaps'])} (hyperguard twin status)")
+    print(
+        f"  try: aws --endpoint-url {twin.emulator.endpoint} stepfunctions list-executions "
+        f"--state-machine-arn {status['outputs']['NodeRecoveryStateMachineArn']}"
+    )
+    print(
+        f"  emulator gaps the twin covers: {len(status['emulator_gaps'])} (hyperguard twin status)"
+    )
     sys.stdout.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
-    except KeyboardInterrupt:
-        pass
     twin.down()
     return 0
 
@@ -107,13 +110,17 @@ def cmd_twin_demo(args: argparse.Namespace) -> int:
     print(f"starting the twin on 127.0.0.1:{args.port} (real template.yaml on moto) ...")
     twin = _start_twin(args)
     status = twin.status()
-    print(f"  stack {status['stack']}: {len(status['resources'])} resources created, "
-          f"{len(status['not_created'])} the emulator cannot create "
-          f"({', '.join(sorted(set(status['not_created'].values())))})")
+    print(
+        f"  stack {status['stack']}: {len(status['resources'])} resources created, "
+        f"{len(status['not_created'])} the emulator cannot create "
+        f"({', '.join(sorted(set(status['not_created'].values())))})"
+    )
     nodes = twin.cluster.list_nodes()
-    print(f"  simulated cluster: {sum(n.platform == 'hyperpod' for n in nodes)} HyperPod nodes, "
-          f"{sum(n.platform == 'eks' for n in nodes)} EKS burst nodes, "
-          f"{len(twin.cluster.jobs())} training jobs")
+    print(
+        f"  simulated cluster: {sum(n.platform == 'hyperpod' for n in nodes)} HyperPod nodes, "
+        f"{sum(n.platform == 'eks' for n in nodes)} EKS burst nodes, "
+        f"{len(twin.cluster.jobs())} training jobs"
+    )
     try:
         result = run_scenario(twin, ROOT / "tests" / "events")
     finally:
@@ -136,8 +143,10 @@ def cmd_twin_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(status)
         return 0
-    print(f"twin at {status['endpoint']}, stack {status['stack']}, up {status['uptime_s']} s, "
-          f"time x{status['time_scale']}")
+    print(
+        f"twin at {status['endpoint']}, stack {status['stack']}, up {status['uptime_s']} s, "
+        f"time x{status['time_scale']}"
+    )
     print(f"resources: {len(status['resources'])} created")
     for logical_id, kind in status["not_created"].items():
         print(f"  not created by the emulator: {logical_id} ({kind})")
@@ -156,7 +165,15 @@ def cmd_twin_nodes(args: argparse.Namespace) -> int:
         return 0
     _table(
         snapshot["nodes"],
-        ["instance_id", "platform", "pool", "instance_type", "capacity_type", "status", "schedulable"],
+        [
+            "instance_id",
+            "platform",
+            "pool",
+            "instance_type",
+            "capacity_type",
+            "status",
+            "schedulable",
+        ],
     )
     return 0
 
@@ -173,11 +190,17 @@ def cmd_twin_inject(args: argparse.Namespace) -> int:
             event = json.loads(Path(name).read_text())
             if args.instance_id:
                 event = retarget(event, args.instance_id, cluster)
-            result = events.put_events(Entries=[put_entry(event, status["outputs"]["EventBusName"])])
+            result = events.put_events(
+                Entries=[put_entry(event, status["outputs"]["EventBusName"])]
+            )
         except (OSError, json.JSONDecodeError, InjectError) as exc:
             raise CliError(f"{name}: {exc}") from exc
         entry = result["Entries"][0]
-        print(json.dumps({"file": name, "event_id": entry.get("EventId"), "error": entry.get("ErrorCode")}))
+        print(
+            json.dumps(
+                {"file": name, "event_id": entry.get("EventId"), "error": entry.get("ErrorCode")}
+            )
+        )
     return 0
 
 
@@ -194,7 +217,10 @@ def cmd_incidents_list(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(incidents)
         return 0
-    _table(incidents, ["incident_id", "instance_id", "kind", "severity", "repair", "status", "signal_count"])
+    _table(
+        incidents,
+        ["incident_id", "instance_id", "kind", "severity", "repair", "status", "signal_count"],
+    )
     return 0
 
 
@@ -214,8 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", required=True)
 
     def service_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--endpoint", help="twin URL, or 'aws' (default $HYPERGUARD_ENDPOINT "
-                       "or http://127.0.0.1:4566)")
+        p.add_argument(
+            "--endpoint",
+            help="twin URL, or 'aws' (default $HYPERGUARD_ENDPOINT or http://127.0.0.1:4566)",
+        )
         p.add_argument("--stack", default="hyperguard", help="CloudFormation stack name")
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -227,15 +255,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebalance-action", default="ignore", choices=["ignore", "drain", "notify"])
     p.set_defaults(func=cmd_events_classify)
 
-    twin = groups.add_parser("twin", help="the local twin").add_subparsers(dest="cmd", required=True)
+    twin = groups.add_parser("twin", help="the local twin").add_subparsers(
+        dest="cmd", required=True
+    )
     for name, func, text in (
         ("up", cmd_twin_up, "start the twin and serve until interrupted"),
         ("demo", cmd_twin_demo, "start a twin, run the demo scenario, print what happened"),
     ):
         p = twin.add_parser(name, help=text)
         p.add_argument("--port", type=int, default=4566)
-        p.add_argument("--time-scale", type=float, default=60.0,
-                       help="simulated seconds per wall-clock second")
+        p.add_argument(
+            "--time-scale", type=float, default=60.0, help="simulated seconds per wall-clock second"
+        )
         p.add_argument("--nodes", type=int, default=16, help="HyperPod nodes to simulate")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
@@ -252,7 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     service_options(p)
     p.set_defaults(func=cmd_twin_inject)
 
-    incidents = groups.add_parser("incidents", help="incidents").add_subparsers(dest="cmd", required=True)
+    incidents = groups.add_parser("incidents", help="incidents").add_subparsers(
+        dest="cmd", required=True
+    )
     p = incidents.add_parser("list", help="newest first")
     p.add_argument("--limit", type=int, default=100)
     service_options(p)

@@ -14,9 +14,7 @@ _deserializer = TypeDeserializer()
 
 
 def to_item(model: BaseModel, **extra: Any) -> dict[str, Any]:
-    item: dict[str, Any] = json.loads(
-        model.model_dump_json(exclude_none=True), parse_float=Decimal
-    )
+    item: dict[str, Any] = json.loads(model.model_dump_json(exclude_none=True), parse_float=Decimal)
     item.update(extra)
     return item
 

@@ -192,10 +192,11 @@ class IncidentStore:
     ) -> None:
         sets = ["#status = :status"]
         values: dict[str, Any] = {":status": status.value}
+        names = {"#status": "status"}
         for i, (name, seconds) in enumerate((timings or {}).items()):
             sets.append(f"timings.#t{i} = :t{i}")
             values[f":t{i}"] = seconds
-        names = {"#status": "status"} | {f"#t{i}": n for i, n in enumerate(timings or {})}
+            names[f"#t{i}"] = name
         if note:
             sets.append("notes = list_append(if_not_exists(notes, :empty), :note)")
             values |= {":note": [note], ":empty": []}

@@ -21,7 +21,9 @@ class NodeStore:
         return self._table
 
     def get(self, instance_id: str) -> Node | None:
-        item = self.table.get_item(Key={"instance_id": instance_id}, ConsistentRead=True).get("Item")
+        item = self.table.get_item(Key={"instance_id": instance_id}, ConsistentRead=True).get(
+            "Item"
+        )
         return Node.model_validate(plain(item)) if item else None
 
     def upsert_inventory(self, nodes: list[Node]) -> int:
@@ -49,4 +51,6 @@ class NodeStore:
         )
 
     def all(self) -> list[Node]:
-        return sorted((Node.model_validate(i) for i in scan_all(self.table)), key=lambda n: n.instance_id)
+        return sorted(
+            (Node.model_validate(i) for i in scan_all(self.table)), key=lambda n: n.instance_id
+        )

@@ -52,7 +52,9 @@ def wait_until_settled(twin: Twin, timeout_s: float = 120) -> bool:
     return False
 
 
-def run_scenario(twin: Twin, events_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+def run_scenario(
+    twin: Twin, events_dir: Path, say: Callable[[str], None] = print
+) -> dict[str, Any]:
     assert twin.deployment is not None
     outputs = twin.deployment.outputs
     events, sqs = twin.client("events"), twin.client("sqs")
@@ -68,12 +70,34 @@ def run_scenario(twin: Twin, events_dir: Path, say: Callable[[str], None] = prin
     hp = _load(events_dir, "hyperpod-node-health-unhealthy")
     plan: list[tuple[str, dict[str, Any]]] = [
         ("GPU fault (HyperPod agent)", retarget(hp, faulty.instance_id, cluster)),
-        ("same node, AWS Health retirement", retarget(_load(events_dir, "aws-health-ec2-retirement"), faulty.instance_id)),
-        ("same node, HyperPod replacement failed", retarget(_load(events_dir, "hyperpod-cluster-event-instance-error"), faulty.instance_id, cluster)),
-        ("state change to pending", retarget(_load(events_dir, "ec2-instance-state-change"), restarting.instance_id)),
-        ("spot interruption warning", retarget(_load(events_dir, "ec2-spot-interruption-warning"), spot.instance_id)),
-        ("rebalance recommendation", retarget(_load(events_dir, "ec2-rebalance-recommendation"), spot.instance_id)),
-        ("scheduled retirement", retarget(_load(events_dir, "aws-health-ec2-retirement"), retiring.instance_id)),
+        (
+            "same node, AWS Health retirement",
+            retarget(_load(events_dir, "aws-health-ec2-retirement"), faulty.instance_id),
+        ),
+        (
+            "same node, HyperPod replacement failed",
+            retarget(
+                _load(events_dir, "hyperpod-cluster-event-instance-error"),
+                faulty.instance_id,
+                cluster,
+            ),
+        ),
+        (
+            "state change to pending",
+            retarget(_load(events_dir, "ec2-instance-state-change"), restarting.instance_id),
+        ),
+        (
+            "spot interruption warning",
+            retarget(_load(events_dir, "ec2-spot-interruption-warning"), spot.instance_id),
+        ),
+        (
+            "rebalance recommendation",
+            retarget(_load(events_dir, "ec2-rebalance-recommendation"), spot.instance_id),
+        ),
+        (
+            "scheduled retirement",
+            retarget(_load(events_dir, "aws-health-ec2-retirement"), retiring.instance_id),
+        ),
         ("foreign cluster (sample as published)", hp),
     ]
     say(f"injecting {len(plan)} real sample events into the twin:")
@@ -96,8 +120,10 @@ def run_scenario(twin: Twin, events_dir: Path, say: Callable[[str], None] = prin
     say("  malformed event (constructed)            EC2 Spot Instance Interruption Warning")
     wait_until_settled(twin)
 
-    say(f"duplicate storm: {len(delivered)} deliveries x{REDELIVERIES} redelivered, "
-        f"the GPU fault reported {REPORTS} more times")
+    say(
+        f"duplicate storm: {len(delivered)} deliveries x{REDELIVERIES} redelivered, "
+        f"the GPU fault reported {REPORTS} more times"
+    )
     for _ in range(REDELIVERIES):
         for body in delivered:
             sqs.send_message(QueueUrl=outputs["HealthQueueUrl"], MessageBody=json.dumps(body))
@@ -174,7 +200,8 @@ def render(result: dict[str, Any]) -> str:
     for i in result["incidents"]:
         lines.append(
             f"    {i['incident_id']:<46} {i['kind']:<26} {i['status']:<9} "
-            f"signals {i['signals']:<3} sources {','.join(i['sources']):<20} execution {i['execution']}"
+            f"signals {i['signals']:<3} sources {','.join(i['sources']):<20} "
+            f"execution {i['execution']}"
         )
     lines.append("  executions: " + ", ".join(f"{k} {v}" for k, v in result["executions"].items()))
     lines.append(f"  dead-letter queue: {result['dlq_depth']}")

@@ -111,7 +111,9 @@ def package(template: dict[str, Any], root: Path, s3: Any) -> tuple[dict[str, An
             }
         elif kind == "AWS::Serverless::LayerVersion":
             key = f"{logical_id}.zip"
-            s3.put_object(Bucket=ARTIFACT_BUCKET, Key=key, Body=_zip_dir(root / props["ContentUri"]))
+            s3.put_object(
+                Bucket=ARTIFACT_BUCKET, Key=key, Body=_zip_dir(root / props["ContentUri"])
+            )
             props["ContentUri"] = {"Bucket": ARTIFACT_BUCKET, "Key": key}
         elif kind == "AWS::Serverless::StateMachine" and "DefinitionUri" in props:
             props["Definition"] = json.loads((root / props.pop("DefinitionUri")).read_text())

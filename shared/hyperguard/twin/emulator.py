@@ -64,7 +64,13 @@ def _patch_state_machine_resource() -> None:
     from moto.stepfunctions.responses import get_backend
 
     def create(
-        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **_: Any
+        cls: Any,
+        /,
+        resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+        **_: Any,
     ) -> Any:
         props = cloudformation_json["Properties"]
         definition = substitute(
@@ -86,6 +92,7 @@ def detach_inline_sqs_triggers() -> int:
     from moto.sqs.models import sqs_backends
 
     detached = 0
+    backend: Any
     for _account, _region, backend in sqs_backends.iter_backends():
         for queue in backend.queues.values():
             detached += len(queue.lambda_event_source_mappings)
@@ -111,7 +118,7 @@ class Emulator:
         global _invoker
         os.environ["MOTO_PORT"] = str(self.port)  # Step Functions calls Lambda through it
         from moto.core.config import default_user_config
-        from moto.server import DomainDispatcherApplication, create_backend_app
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
         default_user_config["stepfunctions"] = {"execute_state_machine": True}
         _invoker = invoker

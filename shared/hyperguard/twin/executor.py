@@ -120,13 +120,16 @@ class InProcessExecutor:
                 self.errors[spec.logical_id] += 1
                 tb = traceback.format_exception(exc)
                 print("".join(tb))
-                payload, errored = json.dumps(
-                    {
-                        "errorMessage": str(exc),
-                        "errorType": type(exc).__name__,
-                        "stackTrace": [line.rstrip() for line in tb[-6:]],
-                    }
-                ), True
+                payload, errored = (
+                    json.dumps(
+                        {
+                            "errorMessage": str(exc),
+                            "errorType": type(exc).__name__,
+                            "stackTrace": [line.rstrip() for line in tb[-6:]],
+                        }
+                    ),
+                    True,
+                )
         logs = output.getvalue()
         if self.output_sink is not None:
             self.output_sink(name, logs)

@@ -47,9 +47,10 @@ class TwinConfig:
 
     @property
     def parameters(self) -> dict[str, str]:
+        arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{self.cluster_name}"
         return {
             "HyperPodClusterName": self.cluster_name,
-            "HyperPodClusterArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{self.cluster_name}",
+            "HyperPodClusterArn": arn,
             "EksClusterName": self.eks_cluster_name,
             "ClusterBackend": "simulated",
         }
@@ -198,7 +199,10 @@ class Twin:
         for key in ("HealthQueueUrl", "HealthDLQUrl"):
             attrs = sqs.get_queue_attributes(
                 QueueUrl=self.deployment.outputs[key],
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
             )["Attributes"]
             depth[key.removesuffix("Url")] = int(attrs["ApproximateNumberOfMessages"]) + int(
                 attrs["ApproximateNumberOfMessagesNotVisible"]

@@ -37,7 +37,7 @@ def install_stdout_router() -> None:
         sys.stdout = _ThreadRoutedStdout(sys.stdout)
 
 
-class capture_output:  # noqa: N801 - used as a context manager, like contextlib's
+class capture_output:
     def __enter__(self) -> io.StringIO:
         self.buffer = io.StringIO()
         _local.buffer = self.buffer
@@ -108,4 +108,6 @@ class CloudWatchSink:
                 by_namespace.setdefault(point.pop("Namespace"), []).append(point)
         for namespace, data in by_namespace.items():
             for start in range(0, len(data), 500):
-                self.cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start : start + 500])
+                self.cloudwatch.put_metric_data(
+                    Namespace=namespace, MetricData=data[start : start + 500]
+                )

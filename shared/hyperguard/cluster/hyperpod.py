@@ -1,0 +1,201 @@
+"""SageMaker HyperPod node inventory and node repair, through the SageMaker API.
+
+Shapes follow botocore's sagemaker service model: ListClusterNodes (MaxResults ≤ 100),
+DescribeClusterNode, BatchRebootClusterNodes / BatchReplaceClusterNodes (≤ 25 NodeIds per
+call, partial failure reported per node in `Failed`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
+from hyperguard.models import Node, NodeStatus, RepairFailure, RepairOutcome
+
+PLATFORM = "hyperpod"
+LIST_PAGE_SIZE = 100
+BATCH_LIMIT = 25
+# Per-node failures worth another try: the node is busy or in a transient state. An unknown
+# node (InstanceIdNotFound) will not appear by retrying.
+RETRYABLE_NODE_ERRORS = frozenset(
+    {"InstanceIdInUse", "InvalidInstanceStatus", "InternalServerError"}
+)
+NOT_FOUND_ERRORS = frozenset({"ResourceNotFound", "ValidationException"})
+
+ACCELERATORS_BY_INSTANCE_TYPE = {
+    "ml.p5.48xlarge": 8,
+    "ml.p5e.48xlarge": 8,
+    "ml.p5en.48xlarge": 8,
+    "ml.p4d.24xlarge": 8,
+    "ml.p4de.24xlarge": 8,
+    "ml.g5.48xlarge": 8,
+    "ml.trn1.32xlarge": 16,
+    "ml.trn1n.32xlarge": 16,
+}
+
+
+def accelerators_for(instance_type: str) -> int:
+    return ACCELERATORS_BY_INSTANCE_TYPE.get(instance_type, 0)
+
+
+@lru_cache(maxsize=1)
+def default_sagemaker_client() -> Any:
+    return boto3.client("sagemaker", config=Config(retries={"mode": "standard"}))
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class HyperPodAdapter:
+    """Node inventory, status, reboot and replace for one HyperPod cluster."""
+
+    def __init__(
+        self,
+        cluster_name: str,
+        *,
+        client: Any | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        max_attempts: int = 4,
+        base_delay_s: float = 2.0,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.cluster_name = cluster_name
+        self._client = client
+        self._sleep = sleep
+        self._max_attempts = max_attempts
+        self._base_delay_s = base_delay_s
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = default_sagemaker_client()
+        return self._client
+
+    def list_nodes(self) -> list[Node]:
+        nodes: list[Node] = []
+        request: dict[str, Any] = {"ClusterName": self.cluster_name, "MaxResults": LIST_PAGE_SIZE}
+        seen_tokens: set[str] = set()
+        while True:
+            page = self._call("list_cluster_nodes", **request)
+            nodes.extend(self._to_node(summary) for summary in page.get("ClusterNodeSummaries", []))
+            token = page.get("NextToken")
+            if not token:
+                return nodes
+            if token in seen_tokens:
+                # A paginator that hands back a token twice would loop for ever.
+                raise ClusterError(f"ListClusterNodes on {self.cluster_name} repeated a NextToken")
+            seen_tokens.add(token)
+            request["NextToken"] = token
+
+    def node_status(self, instance_id: str) -> Node:
+        try:
+            response = self.client.describe_cluster_node(
+                ClusterName=self.cluster_name, NodeId=instance_id
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] in NOT_FOUND_ERRORS:
+                raise NodeNotFoundError(instance_id) from error
+            raise ClusterError(f"DescribeClusterNode {instance_id}: {error}") from error
+        except BotoCoreError as error:
+            raise ClusterError(f"DescribeClusterNode {instance_id}: {error}") from error
+        return self._to_node(response["NodeDetails"])
+
+    def reboot(self, instance_ids: list[str]) -> RepairOutcome:
+        return self._batch("batch_reboot_cluster_nodes", instance_ids)
+
+    def replace(self, instance_ids: list[str]) -> RepairOutcome:
+        """Replace nodes with new instances. Destroys the instances' volumes."""
+        return self._batch("batch_replace_cluster_nodes", instance_ids)
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            response: dict[str, Any] = getattr(self.client, operation)(**kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise ClusterError(f"{operation} on {self.cluster_name}: {error}") from error
+        return response
+
+    def _batch(self, operation: str, instance_ids: list[str]) -> RepairOutcome:
+        outcome = RepairOutcome()
+        pending = list(dict.fromkeys(instance_ids))
+        for attempt in range(self._max_attempts):
+            if attempt:
+                self._sleep(self._base_delay_s * 2 ** (attempt - 1))
+            last_attempt = attempt == self._max_attempts - 1
+            retry: list[str] = []
+            for chunk in _chunks(pending, BATCH_LIMIT):
+                successful, failed = self._batch_call(operation, chunk)
+                outcome.successful.extend(successful)
+                for failure in failed:
+                    if failure.error_code in RETRYABLE_NODE_ERRORS and not last_attempt:
+                        retry.append(failure.node_id)
+                    else:
+                        outcome.failed.append(failure)
+            if not retry:
+                break
+            pending = retry
+        return outcome
+
+    def _batch_call(
+        self, operation: str, node_ids: list[str]
+    ) -> tuple[list[str], list[RepairFailure]]:
+        """One Batch*ClusterNodes call. A call that fails as a whole fails each of its nodes,
+        so nodes already repaired by earlier chunks are reported rather than repaired again
+        by a caller retrying on an exception."""
+        try:
+            response = getattr(self.client, operation)(
+                ClusterName=self.cluster_name, NodeIds=node_ids
+            )
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            message = error.response["Error"].get("Message", "")
+            return [], [
+                RepairFailure(node_id=n, error_code=code, message=message) for n in node_ids
+            ]
+        except BotoCoreError as error:
+            code = type(error).__name__
+            return [], [
+                RepairFailure(node_id=n, error_code=code, message=str(error)) for n in node_ids
+            ]
+        failed = [
+            RepairFailure(
+                node_id=item["NodeId"],
+                error_code=item["ErrorCode"],
+                message=item.get("Message", ""),
+            )
+            for item in response.get("Failed", [])
+        ]
+        return list(response.get("Successful", [])), failed
+
+    def _to_node(self, details: dict[str, Any]) -> Node:
+        """Map a ClusterNodeSummary or ClusterNodeDetails onto Node."""
+        instance_type = details["InstanceType"]
+        status = NodeStatus(details["InstanceStatus"]["Status"])
+        kubernetes = details.get("KubernetesConfig") or {}
+        taints = [
+            {key.lower(): value for key, value in taint.items()}
+            for taint in kubernetes.get("CurrentTaints", [])
+        ]
+        return Node(
+            instance_id=details["InstanceId"],
+            cluster=self.cluster_name,
+            pool=details["InstanceGroupName"],
+            platform=PLATFORM,
+            instance_type=instance_type,
+            capacity_type=details.get("CapacityType", "OnDemand"),
+            accelerators=accelerators_for(instance_type),
+            status=status,
+            labels=dict(kubernetes.get("CurrentLabels", {})),
+            taints=taints,
+            launch_time=details.get("LaunchTime"),
+            healthy=status is NodeStatus.RUNNING,
+        )

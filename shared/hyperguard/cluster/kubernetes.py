@@ -1,0 +1,439 @@
+"""Kubernetes side of a cluster: cordon, drain, node labels and Jobs, through lightkube.
+
+The client is built from the EKS endpoint, its CA data and an EKS bearer token (see
+eks_token), and rebuilt when the token is refreshed. Nodes are found by instance id through
+`spec.providerID` (`aws:///<az>/<instance-id>`); the API server offers no field selector on
+that field, so the adapter lists nodes once and remembers the instance → node name mapping.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Collection
+from datetime import datetime
+from enum import StrEnum
+from functools import lru_cache, partial
+from typing import Any, Protocol, cast
+
+import boto3
+import httpx2
+import msgspec
+from lightkube import ALL_NS, ApiError, Client, KubeConfig
+from lightkube.config.models import Cluster, User
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Node as KubeNodeResource
+from lightkube.resources.core_v1 import Pod
+from lightkube.types import CascadeType, PatchType
+from pydantic import BaseModel, Field
+
+from hyperguard.cluster.eks_token import EksTokenSource
+from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
+
+INCIDENT_TAINT = "hyperguard.io/incident"
+REASON_LABEL = "hyperguard.io/reason"
+# Set when HyperGuard cordons a node someone else had already cordoned, so that uncordon
+# leaves that operator's decision alone.
+PRIOR_UNSCHEDULABLE_ANNOTATION = "hyperguard.io/prior-unschedulable"
+HEALTH_STATUS_LABEL = "sagemaker.amazonaws.com/node-health-status"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+FIELD_MANAGER = "hyperguard"
+CONFLICT_ATTEMPTS = 3
+EVICTION_RETRY_S = 5.0
+
+# ApiError is an httpx2.HTTPError; a body lightkube cannot decode is a msgspec.DecodeError.
+TRANSPORT_ERRORS = (httpx2.HTTPError, msgspec.DecodeError)
+
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class TokenSource(Protocol):
+    def token(self) -> str: ...
+
+
+class HyperPodHealthStatus(StrEnum):
+    """Values of HyperPod's node-health-status label; the Pending values trigger HyperPod's
+    own reboot or replacement of the node."""
+
+    SCHEDULABLE = "Schedulable"
+    UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
+    UNSCHEDULABLE_PENDING_REBOOT = "UnschedulablePendingReboot"
+
+
+class NodeCondition(BaseModel):
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
+
+
+class KubeNode(BaseModel):
+    """A Kubernetes node as the adapter reports it."""
+
+    name: str
+    instance_id: str | None
+    unschedulable: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[dict[str, str]] = Field(default_factory=list)
+    conditions: list[NodeCondition] = Field(default_factory=list)
+
+
+def label_safe(value: str, *, fallback: str = "unspecified") -> str:
+    """A Kubernetes label (or taint) value: ≤ 63 of [A-Za-z0-9_.-], alphanumeric at both ends."""
+    cleaned = _LABEL_UNSAFE.sub("-", value)[:63].strip("-_.")
+    return cleaned or fallback
+
+
+def instance_id_from_provider_id(provider_id: str | None) -> str | None:
+    if not provider_id or not provider_id.startswith("aws://"):
+        return None
+    return provider_id.rsplit("/", 1)[-1] or None
+
+
+def _code(error: ApiError) -> int:
+    return int(error.status.code or error.response.status_code)
+
+
+@lru_cache(maxsize=8)
+def _eks_connection(cluster_name: str) -> tuple[str, str]:
+    cluster = boto3.client("eks").describe_cluster(name=cluster_name)["cluster"]
+    return cluster["endpoint"], cluster["certificateAuthority"]["data"]
+
+
+class KubernetesAdapter:
+    """Cordon, drain, label and Job calls against one EKS cluster's API server.
+
+    `cluster_name` is the EKS cluster name (it is signed into the token). Without `endpoint`
+    and `ca_data` the adapter reads them once with eks:DescribeCluster. Pass `client` to use
+    a prepared lightkube Client instead (tests inject one with an httpx2 MockTransport).
+    """
+
+    def __init__(
+        self,
+        cluster_name: str,
+        *,
+        endpoint: str | None = None,
+        ca_data: str | None = None,
+        client: Client | None = None,
+        tokens: TokenSource | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        eviction_retry_s: float = EVICTION_RETRY_S,
+    ) -> None:
+        self.cluster_name = cluster_name
+        self._endpoint = endpoint
+        self._ca_data = ca_data
+        self._injected_client = client
+        self._tokens: TokenSource = tokens or EksTokenSource(cluster_name)
+        self._sleep = sleep
+        self._clock = clock
+        self._eviction_retry_s = eviction_retry_s
+        self._built: tuple[str, Client] | None = None
+        self._node_names: dict[str, str] = {}
+
+    @property
+    def client(self) -> Client:
+        if self._injected_client is not None:
+            return self._injected_client
+        token = self._tokens.token()
+        if self._built is None or self._built[0] != token:
+            if self._built is not None:
+                self._built[1].close()
+            if self._endpoint is None or self._ca_data is None:
+                self._endpoint, self._ca_data = _eks_connection(self.cluster_name)
+            config = KubeConfig.from_one(
+                cluster=Cluster(server=self._endpoint, certificate_auth_data=self._ca_data),
+                user=User(token=token),
+            )
+            client = Client(config=config, trust_env=False, field_manager=FIELD_MANAGER)
+            self._built = (token, client)
+        return self._built[1]
+
+    # nodes
+
+    def list_nodes(self) -> list[KubeNode]:
+        nodes = [
+            self._view(node) for node in self._api(lambda: list(self.client.list(KubeNodeResource)))
+        ]
+        self._node_names = {n.instance_id: n.name for n in nodes if n.instance_id}
+        return nodes
+
+    def find_node(self, instance_id: str) -> KubeNode:
+        """Raises NodeNotFoundError when no node has this instance id as its providerID."""
+        return self._view(self._get_node(instance_id))
+
+    def node_conditions(self, instance_id: str) -> list[NodeCondition]:
+        return self.find_node(instance_id).conditions
+
+    def cordon(self, instance_id: str, *, incident_id: str, reason: str) -> bool:
+        """Mark the node unschedulable for `incident_id`. Returns False when this incident has
+        already cordoned it: the node is never touched twice for one incident."""
+        incident = label_safe(incident_id)
+
+        def change(node: KubeNodeResource) -> dict[str, Any] | None:
+            taints = node.spec.taints if node.spec and node.spec.taints else []
+            ours = [t for t in taints if t.key == INCIDENT_TAINT]
+            if any(t.value == incident for t in ours):
+                return None
+            metadata: dict[str, Any] = {"labels": {REASON_LABEL: label_safe(reason)}}
+            if node.spec and node.spec.unschedulable and not ours:
+                metadata["annotations"] = {PRIOR_UNSCHEDULABLE_ANNOTATION: "true"}
+            kept = [t.to_dict() for t in taints if t.key != INCIDENT_TAINT]
+            new_taint = {"key": INCIDENT_TAINT, "value": incident, "effect": "NoSchedule"}
+            return {
+                "metadata": metadata,
+                "spec": {"unschedulable": True, "taints": [*kept, new_taint]},
+            }
+
+        return self._patch_node(instance_id, change)
+
+    def uncordon(self, instance_id: str) -> bool:
+        """Remove HyperGuard's taint and label; make the node schedulable unless it was
+        cordoned before HyperGuard cordoned it. Returns False when there was nothing to undo."""
+
+        def change(node: KubeNodeResource) -> dict[str, Any] | None:
+            taints = node.spec.taints if node.spec and node.spec.taints else []
+            labels = node.metadata.labels if node.metadata and node.metadata.labels else {}
+            annotations = node.metadata.annotations if node.metadata else None
+            ours = [t for t in taints if t.key == INCIDENT_TAINT]
+            if not ours and REASON_LABEL not in labels:
+                return None
+            prior = (annotations or {}).get(PRIOR_UNSCHEDULABLE_ANNOTATION) == "true"
+            spec: dict[str, Any] = {
+                "taints": [t.to_dict() for t in taints if t.key != INCIDENT_TAINT]
+            }
+            if not prior:
+                spec["unschedulable"] = False
+            metadata = {
+                "labels": {REASON_LABEL: None},
+                "annotations": {PRIOR_UNSCHEDULABLE_ANNOTATION: None},
+            }
+            return {"metadata": metadata, "spec": spec}
+
+        return self._patch_node(instance_id, change)
+
+    def set_node_health_status(self, instance_id: str, status: HyperPodHealthStatus) -> bool:
+        """Set HyperPod's node-health-status label. Returns False when it already has `status`."""
+        value = HyperPodHealthStatus(status).value
+
+        def change(node: KubeNodeResource) -> dict[str, Any] | None:
+            labels = node.metadata.labels if node.metadata and node.metadata.labels else {}
+            if labels.get(HEALTH_STATUS_LABEL) == value:
+                return None
+            return {"metadata": {"labels": {HEALTH_STATUS_LABEL: value}}}
+
+        return self._patch_node(instance_id, change)
+
+    def drain(self, instance_id: str, *, deadline_s: float) -> DrainResult:
+        """Evict every pod but DaemonSet and mirror pods. Evictions a PodDisruptionBudget
+        refuses (429) are retried until `deadline_s`; pods left then are deleted with a zero
+        grace period and reported as forced."""
+        node_name = self._get_node_name(instance_id)
+        deadline = self._clock() + deadline_s
+        pods = self._api(
+            lambda: list(
+                self.client.list(Pod, namespace=ALL_NS, fields={"spec.nodeName": node_name})
+            )
+        )
+        pending = [
+            f"{pod.metadata.namespace}/{pod.metadata.name}"
+            for pod in pods
+            if pod.metadata is not None and _evictable(pod)
+        ]
+        result = DrainResult()
+        while True:
+            still_blocked = []
+            for key in pending:
+                if self._evict(key):
+                    result.evicted.append(key)
+                else:
+                    still_blocked.append(key)
+            pending = still_blocked
+            remaining = deadline - self._clock()
+            if not pending or remaining <= 0:
+                break
+            self._sleep(min(self._eviction_retry_s, remaining))
+        for key in pending:
+            if self._force_delete(key):
+                result.forced.append(key)
+            else:
+                result.blocked.append(key)
+        return result
+
+    # jobs
+
+    def create_job(self, manifest: dict[str, Any]) -> bool:
+        """Create a batch/v1 Job. Returns False when it already exists (409)."""
+        job = cast(Job, Job.from_dict(manifest))
+        what = f"create Job {manifest['metadata']['name']}"
+        return self._request(what, lambda: self.client.create(job), expected=(409,)) is None
+
+    def delete_jobs(self, labels: dict[str, str]) -> bool:
+        """Delete, with their pods, the Jobs in any namespace carrying `labels`. Returns False
+        when none was left to delete (absent, or already being deleted)."""
+        selector: dict[str, Any] = dict(labels)
+        jobs = self._api(lambda: list(self.client.list(Job, namespace=ALL_NS, labels=selector)))
+        deleted = False
+        for job in jobs:
+            meta = job.metadata
+            if meta is None or meta.name is None or meta.deletionTimestamp is not None:
+                continue
+            name, namespace = meta.name, meta.namespace
+            gone = self._request(
+                f"delete Job {namespace}/{name}",
+                partial(
+                    self.client.delete,
+                    Job,
+                    name,
+                    namespace=namespace,
+                    cascade=CascadeType.BACKGROUND,
+                ),
+                expected=(404,),
+            )
+            deleted = deleted or gone is None
+        return deleted
+
+    def node_name(self, instance_id: str) -> str:
+        return self._get_node_name(instance_id)
+
+    # internals
+
+    def _api[T](self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except TRANSPORT_ERRORS as error:
+            raise ClusterError(f"Kubernetes API on {self.cluster_name}: {error}") from error
+
+    def _request(
+        self, what: str, call: Callable[[], object], *, expected: Collection[int] = ()
+    ) -> int | None:
+        """Make one API call: None when it succeeds, the HTTP status when it fails with one
+        of `expected`; any other failure is a ClusterError."""
+        try:
+            call()
+        except ApiError as error:
+            if _code(error) in expected:
+                return _code(error)
+            raise ClusterError(f"{what} on {self.cluster_name}: {error}") from error
+        except TRANSPORT_ERRORS as error:
+            raise ClusterError(f"{what} on {self.cluster_name}: {error}") from error
+        return None
+
+    def _get_node(self, instance_id: str) -> KubeNodeResource:
+        name = self._node_names.get(instance_id)
+        if name is not None:
+            try:
+                node = self.client.get(KubeNodeResource, name)
+            except ApiError as error:
+                if _code(error) != 404:
+                    raise ClusterError(f"get node {name}: {error}") from error
+            except TRANSPORT_ERRORS as error:
+                raise ClusterError(f"get node {name}: {error}") from error
+            else:
+                if node.spec and instance_id_from_provider_id(node.spec.providerID) == instance_id:
+                    return node
+        for node in self._api(lambda: list(self.client.list(KubeNodeResource))):
+            provider_id = node.spec.providerID if node.spec else None
+            found = instance_id_from_provider_id(provider_id)
+            if found and node.metadata and node.metadata.name:
+                self._node_names[found] = node.metadata.name
+            if found == instance_id:
+                return node
+        raise NodeNotFoundError(instance_id)
+
+    def _get_node_name(self, instance_id: str) -> str:
+        name = self._node_names.get(instance_id)
+        if name is None:
+            node = self._get_node(instance_id)
+            name = node.metadata.name if node.metadata and node.metadata.name else None
+        if name is None:
+            raise NodeNotFoundError(instance_id)
+        return name
+
+    def _patch_node(
+        self,
+        instance_id: str,
+        change: Callable[[KubeNodeResource], dict[str, Any] | None],
+    ) -> bool:
+        """Read the node, compute a JSON merge patch and apply it guarded by the node's
+        resourceVersion, so a concurrent writer (the kubelet, HyperPod's agents) makes us
+        re-read rather than overwrite its taints."""
+        for _ in range(CONFLICT_ATTEMPTS):
+            node = self._get_node(instance_id)
+            patch = change(node)
+            if patch is None:
+                return False
+            meta = node.metadata or ObjectMeta()
+            name = meta.name or ""
+            patch.setdefault("metadata", {})["resourceVersion"] = meta.resourceVersion
+            conflict = self._request(
+                f"patch node {name}",
+                partial(
+                    self.client.patch, KubeNodeResource, name, patch, patch_type=PatchType.MERGE
+                ),
+                expected=(409,),
+            )
+            if conflict is None:
+                return True
+        raise ClusterError(
+            f"node for {instance_id} kept changing; gave up after {CONFLICT_ATTEMPTS} tries"
+        )
+
+    def _evict(self, key: str) -> bool:
+        """True when the pod is evicted or already gone; False when a PDB refuses (429)."""
+        namespace, name = key.split("/", 1)
+        eviction = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
+        refused = self._request(
+            f"evict pod {key}",
+            lambda: self.client.create(eviction, name=name, namespace=namespace),
+            expected=(404, 429),
+        )
+        return refused != 429
+
+    def _force_delete(self, key: str) -> bool:
+        namespace, name = key.split("/", 1)
+        try:
+            self.client.delete(Pod, name, namespace=namespace, grace_period=0)
+        except ApiError as error:
+            return _code(error) == 404
+        except TRANSPORT_ERRORS:
+            return False
+        return True
+
+    @staticmethod
+    def _view(node: KubeNodeResource) -> KubeNode:
+        meta = node.metadata or ObjectMeta()
+        spec = node.spec
+        conditions = node.status.conditions if node.status and node.status.conditions else []
+        return KubeNode(
+            name=meta.name or "",
+            instance_id=instance_id_from_provider_id(spec.providerID if spec else None),
+            unschedulable=bool(spec and spec.unschedulable),
+            labels=dict(meta.labels or {}),
+            taints=[
+                {k: str(v) for k, v in t.to_dict().items()}
+                for t in (spec.taints if spec and spec.taints else [])
+            ],
+            conditions=[
+                NodeCondition(
+                    type=c.type,
+                    status=c.status,
+                    reason=c.reason,
+                    message=c.message,
+                    last_transition_time=c.lastTransitionTime,
+                )
+                for c in conditions
+            ],
+        )
+
+
+def _evictable(pod: Pod) -> bool:
+    meta = pod.metadata
+    if meta is None:
+        return False
+    if meta.annotations and MIRROR_POD_ANNOTATION in meta.annotations:
+        return False
+    return not any(owner.kind == "DaemonSet" for owner in meta.ownerReferences or [])

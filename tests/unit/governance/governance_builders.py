@@ -1,0 +1,109 @@
+"""Builders shared by the governance tests: quotas, scheduler configs, workloads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hyperguard.governance import EngineSettings, GovernanceState, Workload
+from hyperguard.models.governance import ComputeQuota, SchedulerConfig, accelerator_share
+
+P5 = "ml.p5.48xlarge"
+CLASSES = {"low": 10, "mid": 50, "high": 100}
+
+
+def quota(
+    team: str,
+    gpus: int,
+    *,
+    strategy: str = "LendAndBorrow",
+    borrow: int | None = 50,
+    absolute: int | None = None,
+    weight: int = 0,
+    preempt: str = "LowerPriority",
+    active: str = "Enabled",
+) -> ComputeQuota:
+    sharing: dict[str, Any] = {"Strategy": strategy}
+    if borrow is not None:
+        sharing["BorrowLimit"] = borrow
+    if absolute is not None:
+        sharing["AbsoluteBorrowLimits"] = [{"InstanceType": P5, "Accelerators": absolute}]
+    return ComputeQuota.model_validate(
+        {
+            "Name": team,
+            "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdefabcdef",
+            "ComputeQuotaConfig": {
+                "ComputeQuotaResources": [{"InstanceType": P5, "Accelerators": gpus}],
+                "ResourceSharingConfig": sharing,
+                "PreemptTeamTasks": preempt,
+            },
+            "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": weight},
+            "ActivationState": active,
+        }
+    )
+
+
+def scheduler(*, fair_share: str = "Enabled", idle: str = "Enabled") -> SchedulerConfig:
+    return SchedulerConfig.model_validate(
+        {
+            "PriorityClasses": [{"Name": n, "Weight": w} for n, w in CLASSES.items()],
+            "FairShare": fair_share,
+            "IdleResourceSharing": idle,
+        }
+    )
+
+
+def job(
+    job_id: str,
+    team: str,
+    gpus: int,
+    *,
+    cls: str | None = "low",
+    at: float = 0.0,
+    replicas: int = 1,
+    min_replicas: int | None = None,
+    max_replicas: int | None = None,
+) -> Workload:
+    """`gpus` per replica of a p5 instance."""
+    return Workload(
+        job_id,
+        team,
+        P5,
+        accelerator_share(P5, gpus),
+        replicas,
+        cls,
+        at,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+    )
+
+
+def running(workload: Workload, replicas: int | None = None, *, since: float = 0.0) -> Workload:
+    workload.admitted = replicas if replicas is not None else workload.replicas
+    workload.started_at = since
+    return workload
+
+
+def cluster(
+    quotas: list[ComputeQuota],
+    instances: int,
+    jobs: list[Workload] = (),  # type: ignore[assignment]
+    *,
+    fair_share: str = "Enabled",
+    idle: str = "Enabled",
+    min_runtime: float = 0.0,
+    now: float = 1000.0,
+) -> GovernanceState:
+    state = GovernanceState(
+        quotas,
+        scheduler(fair_share=fair_share, idle=idle),
+        {P5: instances},
+        EngineSettings(min_runtime_s=min_runtime),
+        now,
+    )
+    for workload in jobs:
+        state.add(workload)
+    return state
+
+
+def gpus_used(state: GovernanceState, team: str) -> int:
+    return state.team_usage(team, P5).accelerators

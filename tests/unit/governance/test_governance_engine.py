@@ -1,0 +1,404 @@
+"""Table-driven tests of each admission rule of the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from governance_builders import P5, cluster, gpus_used, job, quota, running
+
+from hyperguard.governance import DecisionKind, Decisions, GovernanceState, schedule
+from hyperguard.governance.state import Workload
+
+
+def admitted(decisions: Decisions) -> dict[str, int]:
+    return {d.job_id: d.replicas for d in decisions.admitted}
+
+
+def preempted(decisions: Decisions) -> set[str]:
+    return {d.job_id for d in decisions.preempted}
+
+
+@dataclass
+class Case:
+    name: str
+    quotas: list
+    instances: int
+    jobs: list[Workload]
+    admit: dict[str, int]
+    preempt: set[str] = field(default_factory=set)
+    pending_reason: dict[str, str] = field(default_factory=dict)
+    kwargs: dict = field(default_factory=dict)
+
+
+CASES = [
+    Case(
+        "within nominal admits",
+        [quota("a", 16)],
+        2,
+        [job("j1", "a", 8, replicas=2)],
+        {"j1": 2},
+    ),
+    Case(
+        "borrow limit percent caps borrowing",
+        [quota("a", 16, borrow=50), quota("b", 16)],
+        4,
+        [job("j1", "a", 8, replicas=2, at=1), job("j2", "a", 8, replicas=2, at=2)],
+        {"j1": 2},
+        pending_reason={"j2": "team a at nominal 16/16 GPUs of ml.p5.48xlarge and borrow "
+                        "limit 8 reached"},
+    ),
+    Case(
+        "absolute borrow limit replaces the percentage",
+        [quota("a", 16, borrow=500, absolute=8), quota("b", 32)],
+        6,
+        [job("j1", "a", 8, replicas=2, at=1), job("j2", "a", 8, replicas=2, at=2)],
+        {"j1": 2},
+        pending_reason={"j2": "borrow limit 8 reached"},
+    ),
+    Case(
+        "Lend strategy does not borrow",
+        [quota("a", 8, strategy="Lend"), quota("b", 16)],
+        3,
+        [job("j1", "a", 8, at=1), job("j2", "a", 8, at=2)],
+        {"j1": 1},
+        pending_reason={"j2": "strategy Lend does not borrow"},
+    ),
+    Case(
+        "DontLend quota is not borrowable by others",
+        [quota("a", 16, strategy="DontLend"), quota("b", 8, borrow=200)],
+        3,
+        [job("j1", "b", 8, replicas=2)],
+        {},
+        pending_reason={"j1": "shared GPUs of ml.p5.48xlarge exhausted"},
+    ),
+    Case(
+        "Lend quota is borrowable",
+        [quota("a", 16, strategy="Lend"), quota("b", 8, borrow=200)],
+        3,
+        [job("j1", "b", 8, replicas=3)],
+        {"j1": 3},
+    ),
+    Case(
+        "IdleResourceSharing Enabled lends unallocated capacity",
+        [quota("a", 8, borrow=100)],
+        2,
+        [job("j1", "a", 8, replicas=2)],
+        {"j1": 2},
+    ),
+    Case(
+        "IdleResourceSharing Disabled keeps unallocated capacity out of the pool",
+        [quota("a", 8, borrow=100)],
+        2,
+        [job("j1", "a", 8, replicas=2)],
+        {},
+        pending_reason={"j1": "shared GPUs"},
+        kwargs={"idle": "Disabled"},
+    ),
+    Case(
+        "quota above installed capacity waits with a capacity reason",
+        [quota("a", 16, strategy="DontLend"), quota("b", 16, strategy="DontLend")],
+        3,
+        [running(job("r1", "a", 8, replicas=2)), job("j1", "b", 8, replicas=2)],
+        {},
+        pending_reason={"j1": "installed capacity of ml.p5.48xlarge exhausted: 16/24 GPUs "
+                        "in use (team quotas total 32: quota exceeds installed capacity)"},
+    ),
+    Case(
+        "request larger than the team limit is structural",
+        [quota("a", 8, borrow=0)],
+        4,
+        [job("j1", "a", 8, replicas=2)],
+        {},
+        pending_reason={"j1": "exceeds team a's limit 8"},
+    ),
+    Case(
+        "team without an enabled quota waits",
+        [quota("a", 8, active="Disabled")],
+        4,
+        [job("j1", "a", 8)],
+        {},
+        pending_reason={"j1": "team a has no enabled compute quota"},
+    ),
+    Case(
+        "priority order within the team, FIFO within a class",
+        [quota("a", 16, borrow=0)],
+        2,
+        [
+            job("old-low", "a", 8, cls="low", at=1),
+            job("new-high", "a", 8, cls="high", at=3),
+            job("old-high", "a", 8, cls="high", at=2),
+        ],
+        {"old-high": 1, "new-high": 1},
+    ),
+    Case(
+        "a job naming no class ranks below every class",
+        [quota("a", 8, borrow=0)],
+        1,
+        [job("none", "a", 8, cls=None, at=1), job("weight0", "a", 8, cls="low", at=2)],
+        {"weight0": 1},
+    ),
+    Case(
+        "best effort: a blocked big job does not block a smaller one",
+        [quota("a", 16, borrow=0)],
+        2,
+        [running(job("r1", "a", 8)), job("big", "a", 16, cls="high", at=1),
+         job("small", "a", 8, at=2)],
+        {"small": 1},
+    ),
+    Case(
+        "in-quota jobs are admitted before borrowers",
+        [quota("a", 8, borrow=100), quota("b", 8, borrow=100)],
+        2,
+        [job("borrow", "a", 8, replicas=2, cls="high", at=1), job("own", "b", 8, at=2)],
+        {"own": 1},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_admission_rules(case: Case) -> None:
+    state = cluster(case.quotas, case.instances, case.jobs, **case.kwargs)
+    decisions = schedule(state)
+    assert admitted(decisions) == case.admit
+    assert preempted(decisions) == case.preempt
+    reasons = decisions.pending_reasons
+    for job_id, fragment in case.pending_reason.items():
+        assert fragment in reasons[job_id], reasons[job_id]
+    for action in decisions.actions:
+        assert action.reason
+
+
+@dataclass
+class PreemptCase:
+    name: str
+    quotas: list
+    instances: int
+    jobs: list[Workload]
+    admit: dict[str, int]
+    preempt: set[str]
+    shrink: dict[str, int] = field(default_factory=dict)
+    reason: str = ""
+    min_runtime: float = 0.0
+
+
+PREEMPT_CASES = [
+    PreemptCase(
+        "higher priority preempts own lower priority, newest first",
+        [quota("a", 16, borrow=0)],
+        2,
+        [running(job("low-old", "a", 8, at=1), since=10), running(job("low-new", "a", 8, at=2),
+         since=20), job("high", "a", 8, cls="high", at=3)],
+        {"high": 1},
+        {"low-new"},
+        reason="for higher-priority job high of the same team",
+    ),
+    PreemptCase(
+        "PreemptTeamTasks Never keeps lower-priority jobs",
+        [quota("a", 16, borrow=0, preempt="Never")],
+        2,
+        [running(job("low", "a", 8, replicas=2)), job("high", "a", 8, cls="high")],
+        {},
+        set(),
+        reason="no job may be preempted",
+    ),
+    PreemptCase(
+        "equal priority is never preempted within the team",
+        [quota("a", 8, borrow=0)],
+        1,
+        [running(job("first", "a", 8, cls="mid")), job("second", "a", 8, cls="mid")],
+        {},
+        set(),
+    ),
+    PreemptCase(
+        "lender reclaims from a borrower regardless of priority",
+        [quota("a", 8), quota("b", 8, borrow=100)],
+        2,
+        [running(job("b-own", "b", 8, cls="high", at=1)),
+         running(job("b-borrow", "b", 8, cls="high", at=2), since=5),
+         job("a1", "a", 8, cls="low", at=3)],
+        {"a1": 1},
+        {"b-borrow"},
+        reason="to reclaim lent quota: team b was borrowing",
+    ),
+    PreemptCase(
+        "reclaim stops once the borrower is back at nominal",
+        [quota("a", 16), quota("b", 8, borrow=100)],
+        3,
+        [running(job("b1", "b", 8, at=1), since=1), running(job("b2", "b", 8, at=2), since=2),
+         job("a1", "a", 8, replicas=2, at=3)],
+        {},
+        set(),
+    ),
+    PreemptCase(
+        "a borrowing job never preempts another team",
+        [quota("a", 8, borrow=100), quota("b", 8, borrow=100)],
+        2,
+        [running(job("b-borrow", "b", 8, cls="low"), 2), job("a-big", "a", 8, replicas=2,
+         cls="high")],
+        {},
+        set(),
+    ),
+    PreemptCase(
+        "minimum run time protects young jobs",
+        [quota("a", 8), quota("b", 8, borrow=100)],
+        2,
+        [running(job("b1", "b", 8, replicas=2), since=950), job("a1", "a", 8)],
+        {},
+        set(),
+        reason="minimum run time 600s",
+        min_runtime=600,
+    ),
+    PreemptCase(
+        "minimum run time elapsed allows reclaim",
+        [quota("a", 8), quota("b", 8, borrow=100)],
+        2,
+        [running(job("b1", "b", 8), since=100), running(job("b2", "b", 8), since=200),
+         job("a1", "a", 8)],
+        {"a1": 1},
+        {"b2"},
+        min_runtime=600,
+    ),
+    PreemptCase(
+        "elastic jobs shrink before anyone is preempted",
+        [quota("a", 16, borrow=0)],
+        2,
+        [running(job("el", "a", 8, replicas=2, min_replicas=1, max_replicas=2)),
+         job("high", "a", 8, cls="high")],
+        {"high": 1},
+        set(),
+        shrink={"el": 1},
+        reason="shrunk from 2 to 1",
+    ),
+    PreemptCase(
+        "shrinking is allowed for jobs inside the minimum run time",
+        [quota("a", 8), quota("b", 8, borrow=100)],
+        2,
+        [running(job("el", "b", 8, replicas=2, min_replicas=1, max_replicas=2), since=999),
+         job("a1", "a", 8)],
+        {"a1": 1},
+        set(),
+        shrink={"el": 1},
+        min_runtime=600,
+    ),
+    PreemptCase(
+        "only as many victims as needed",
+        [quota("a", 24, borrow=0)],
+        3,
+        [running(job(f"low{i}", "a", 8, at=i), since=i) for i in range(3)]
+        + [job("high", "a", 8, cls="high", at=9)],
+        {"high": 1},
+        {"low2"},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", PREEMPT_CASES, ids=lambda c: c.name)
+def test_preemption_rules(case: PreemptCase) -> None:
+    state = cluster(case.quotas, case.instances, case.jobs, min_runtime=case.min_runtime)
+    decisions = schedule(state)
+    assert admitted(decisions) == case.admit
+    assert preempted(decisions) == case.preempt
+    assert {d.job_id: d.replicas for d in decisions.of_kind(DecisionKind.SHRINK)} == case.shrink
+    if case.reason:
+        texts = [a.reason for a in decisions.actions] + [p.reason for p in decisions.pending]
+        assert any(case.reason in text for text in texts), texts
+    victims_first = [a.kind for a in decisions.actions]
+    if DecisionKind.ADMIT in victims_first and case.preempt:
+        assert victims_first.index(DecisionKind.PREEMPT) < victims_first.index(DecisionKind.ADMIT)
+
+
+def test_fair_share_gives_idle_capacity_to_the_lower_weighted_share() -> None:
+    quotas = [quota("a", 8, borrow=200, weight=1), quota("b", 8, borrow=200, weight=3),
+              quota("idle", 32, strategy="Lend")]
+    jobs = [job(f"a{i}", "a", 8, at=i) for i in range(4)]
+    jobs += [job(f"b{i}", "b", 8, at=10 + i) for i in range(4)]
+    decisions = schedule(cluster(quotas, 6, jobs))
+    counts = {t: sum(1 for d in decisions.admitted if d.team == t) for t in ("a", "b")}
+    assert counts == {"a": 2, "b": 4}
+
+
+def test_fair_share_disabled_is_first_come_first_serve() -> None:
+    quotas = [quota("a", 8, borrow=200, weight=1), quota("b", 8, borrow=200, weight=3),
+              quota("idle", 32, strategy="Lend")]
+    jobs = [job(f"a{i}", "a", 8, at=i) for i in range(4)]
+    jobs += [job(f"b{i}", "b", 8, at=10 + i) for i in range(4)]
+    decisions = schedule(cluster(quotas, 6, jobs, fair_share="Disabled"))
+    counts = {t: sum(1 for d in decisions.admitted if d.team == t) for t in ("a", "b")}
+    assert counts == {"a": 3, "b": 3}
+
+
+def test_weight_zero_is_not_an_infinite_share() -> None:
+    """Kueue would never let a weight-0 queue borrow while others want to; HyperPod's
+    default weight 0 must share like weight 1."""
+    quotas = [quota("zero", 8, borrow=200, weight=0), quota("one", 8, borrow=200, weight=1),
+              quota("idle", 16, strategy="Lend")]
+    jobs = [job(f"z{i}", "zero", 8, at=i) for i in range(3)]
+    jobs += [job(f"o{i}", "one", 8, at=10 + i) for i in range(3)]
+    decisions = schedule(cluster(quotas, 4, jobs))
+    counts = {t: sum(1 for d in decisions.admitted if d.team == t) for t in ("zero", "one")}
+    assert counts == {"zero": 2, "one": 2}
+
+
+def test_elastic_job_admitted_with_fewer_replicas_when_that_is_all_that_fits() -> None:
+    state = cluster([quota("a", 24, borrow=0)], 3,
+                    [running(job("r", "a", 8)), job("el", "a", 8, replicas=3, min_replicas=1)])
+    assert admitted(schedule(state)) == {"el": 2}
+
+
+def test_elastic_job_grows_into_idle_capacity_only_when_nobody_waits() -> None:
+    state = cluster([quota("a", 32, borrow=0)], 4,
+                    [running(job("el", "a", 8, replicas=1, min_replicas=1, max_replicas=4))])
+    grown = schedule(state).of_kind(DecisionKind.GROW)
+    assert [(d.job_id, d.replicas) for d in grown] == [("el", 4)]
+
+    state = cluster([quota("a", 32, borrow=0)], 4,
+                    [running(job("el", "a", 8, replicas=1, min_replicas=1, max_replicas=4)),
+                     running(job("r", "a", 8, replicas=2)),
+                     job("wait", "a", 16, cls="low")])
+    decisions = schedule(state)
+    assert decisions.of_kind(DecisionKind.GROW) == []
+    assert "wait" in decisions.pending_reasons
+
+
+def test_apply_moves_usage_and_queues() -> None:
+    state = cluster([quota("a", 8), quota("b", 8, borrow=100)], 2,
+                    [running(job("b1", "b", 8), since=1), running(job("b2", "b", 8), since=2),
+                     job("a1", "a", 8)])
+    decisions = schedule(state)
+    state.apply(decisions)
+    assert gpus_used(state, "a") == 8
+    assert gpus_used(state, "b") == 8
+    assert state.workloads["b2"].admitted == 0
+    assert [w.job_id for q in state.pending.values() for w in q] == ["b2"]
+    again = schedule(state)
+    assert again.actions == []
+    assert "b2" in again.pending_reasons
+
+
+def test_remove_releases_quota() -> None:
+    state = cluster([quota("a", 8, borrow=0)], 1, [running(job("r", "a", 8)), job("p", "a", 8)])
+    state.remove("r")
+    assert gpus_used(state, "a") == 0
+    assert admitted(schedule(state)) == {"p": 1}
+
+
+def test_from_jobs_builds_the_snapshot_from_job_records() -> None:
+    from datetime import UTC, datetime
+
+    from hyperguard.models.jobs import Job, JobStatus
+
+    jobs = [
+        Job(job_id="run", team="a", replicas=1, status=JobStatus.RUNNING,
+            submitted_at=datetime(2025, 1, 1, tzinfo=UTC)),
+        Job(job_id="wait", team="a", replicas=1, status=JobStatus.PENDING,
+            submitted_at=datetime(2025, 1, 2, tzinfo=UTC)),
+        Job(job_id="gone", team="a", replicas=1, status=JobStatus.SUCCEEDED),
+    ]
+    state = GovernanceState.from_jobs(
+        jobs, quotas=[quota("a", 8, borrow=0)], scheduler=cluster([], 0).scheduler,
+        capacity={P5: 2},
+    )
+    assert set(state.workloads) == {"run", "wait"}
+    assert gpus_used(state, "a") == 8
+    assert "team a at nominal 8/8" in schedule(state).pending_reasons["wait"]

@@ -1,0 +1,827 @@
+"""Kubernetes adapter and the HyperPod-on-EKS gateway, tested at the HTTP boundary.
+
+No API server is available here. lightkube's Client is given an httpx2.MockTransport whose
+handler is a small in-memory API server: it answers real-shaped Node / PodList / Job /
+Status JSON, applies JSON merge patches (RFC 7386) honouring metadata.resourceVersion, and
+records every request so tests can check method, path, query, content type and body
+against the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+import boto3
+import httpx2
+import pytest
+from botocore.stub import Stubber
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from lightkube import Client, KubeConfig
+from lightkube.config.models import Cluster, User
+
+from hyperguard.cluster import ClusterError, NodeNotFoundError
+from hyperguard.cluster.hyperpod import HyperPodAdapter
+from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway, job_name
+from hyperguard.cluster.kubernetes import (
+    HyperPodHealthStatus,
+    KubernetesAdapter,
+    label_safe,
+)
+from hyperguard.models import Job, NodeStatus
+
+MERGE_PATCH = "application/merge-patch+json"
+SERVER = "https://ABCDEF0123456789.gr7.us-west-2.eks.amazonaws.com"
+INSTANCE = "i-0123456789abcdef0"
+OTHER_INSTANCE = "i-0fedcba9876543210"
+NODE = f"hyperpod-{INSTANCE}"
+OTHER_NODE = f"hyperpod-{OTHER_INSTANCE}"
+
+
+def status(code: int, reason: str, message: str, **details: Any) -> httpx2.Response:
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success" if code < 400 else "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return httpx2.Response(code, json=body)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def node_json(name: str, instance_id: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1000",
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
+                "sagemaker.amazonaws.com/compute-type": "hyperpod",
+                "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+            },
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"providerID": f"aws:///us-west-2a/{instance_id}", **spec},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "lastHeartbeatTime": "2025-01-01T01:00:00Z",
+                    "lastTransitionTime": "2025-01-01T00:01:00Z",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                },
+                {
+                    "type": "AcceleratedHardwareReady",
+                    "status": "False",
+                    "lastHeartbeatTime": "2025-01-01T01:00:00Z",
+                    "lastTransitionTime": "2025-01-01T00:59:00Z",
+                    "reason": "NvidiaXID79Error",
+                    "message": "GPU has fallen off the bus",
+                },
+            ],
+            "nodeInfo": {
+                "machineID": "ec2a1b2c3d4e5f60718293a4b5c6d7e8",
+                "systemUUID": "ec2a1b2c-3d4e-5f60-7182-93a4b5c6d7e8",
+                "bootID": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+                "kernelVersion": "5.10.230-223.885.amzn2.x86_64",
+                "osImage": "Amazon Linux 2",
+                "containerRuntimeVersion": "containerd://1.7.23",
+                "kubeletVersion": "v1.31.4-eks-aeac579",
+                "kubeProxyVersion": "v1.31.4-eks-aeac579",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def pod_json(
+    name: str, namespace: str, node: str, *, owner: str | None = None, mirror: bool = False
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}",
+        "resourceVersion": "2000",
+    }
+    if owner:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1" if owner != "Job" else "batch/v1",
+                "kind": owner,
+                "name": f"{name}-owner",
+                "uid": f"uid-{name}-owner",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    if mirror:
+        metadata["annotations"] = {"kubernetes.io/config.mirror": "0c5f8c5e0a"}
+    return {
+        "metadata": metadata,
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    content_type: str | None
+    body: Any
+    authorization: str | None
+
+
+@dataclass
+class FakeApiServer:
+    """The few Kubernetes API endpoints the adapter uses, in memory."""
+
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pdb_refusals: dict[str, int] = field(default_factory=dict)
+    conflicts: int = 0
+    requests: list[Request] = field(default_factory=list)
+    version: int = 1000
+
+    def add_node(self, node: dict[str, Any]) -> None:
+        self.nodes[node["metadata"]["name"]] = node
+
+    def add_pod(self, pod: dict[str, Any]) -> None:
+        self.pods[f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"] = pod
+
+    def calls(self, method: str | None = None) -> list[Request]:
+        return [r for r in self.requests if method is None or r.method == method]
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content) if request.content else None
+        query = parse_qs(
+            request.url.query.decode()
+            if isinstance(request.url.query, bytes)
+            else request.url.query
+        )
+        self.requests.append(
+            Request(
+                request.method,
+                request.url.path,
+                query,
+                request.headers.get("content-type"),
+                body,
+                request.headers.get("authorization"),
+            )
+        )
+        parts = request.url.path.strip("/").split("/")
+        match request.method, parts:
+            case "GET", ["api", "v1", "nodes"]:
+                return self._list("NodeList", "v1", list(self.nodes.values()))
+            case "GET", ["api", "v1", "nodes", name]:
+                return self._get(self.nodes, name, "nodes")
+            case "PATCH", ["api", "v1", "nodes", name]:
+                return self._patch_node(name, body)
+            case "GET", ["api", "v1", "pods"]:
+                selector = query["fieldSelector"][0]
+                node_name = selector.removeprefix("spec.nodeName=")
+                items = [p for p in self.pods.values() if p["spec"]["nodeName"] == node_name]
+                return self._list("PodList", "v1", items)
+            case "POST", ["api", "v1", "namespaces", ns, "pods", name, "eviction"]:
+                return self._evict(f"{ns}/{name}")
+            case "DELETE", ["api", "v1", "namespaces", ns, "pods", name]:
+                if self.pods.pop(f"{ns}/{name}", None) is None:
+                    return status(
+                        404, "NotFound", f'pods "{name}" not found', name=name, kind="pods"
+                    )
+                return status(200, "", "")
+            case "POST", ["apis", "batch", "v1", "namespaces", ns, "jobs"]:
+                return self._create_job(ns, body)
+            case "GET", ["apis", "batch", "v1", "jobs"]:
+                wanted = dict(p.split("=", 1) for p in query["labelSelector"][0].split(","))
+                items = [
+                    j
+                    for j in self.jobs.values()
+                    if wanted.items() <= j["metadata"].get("labels", {}).items()
+                ]
+                return self._list("JobList", "batch/v1", items)
+            case "DELETE", ["apis", "batch", "v1", "namespaces", ns, "jobs", name]:
+                if self.jobs.pop(f"{ns}/{name}", None) is None:
+                    return status(
+                        404,
+                        "NotFound",
+                        f'jobs.batch "{name}" not found',
+                        name=name,
+                        group="batch",
+                        kind="jobs",
+                    )
+                return status(200, "", "")
+        return status(404, "NotFound", "the server could not find the requested resource")
+
+    def _list(self, kind: str, api_version: str, items: list[dict[str, Any]]) -> httpx2.Response:
+        return httpx2.Response(
+            200,
+            json={
+                "kind": kind,
+                "apiVersion": api_version,
+                "metadata": {"resourceVersion": str(self.version)},
+                "items": items,
+            },
+        )
+
+    def _get(self, store: dict[str, dict[str, Any]], name: str, kind: str) -> httpx2.Response:
+        if name not in store:
+            return status(404, "NotFound", f'{kind} "{name}" not found', name=name, kind=kind)
+        return httpx2.Response(200, json=store[name])
+
+    def _patch_node(self, name: str, patch: dict[str, Any]) -> httpx2.Response:
+        if name not in self.nodes:
+            return status(404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes")
+        node = self.nodes[name]
+        wanted_version = patch.get("metadata", {}).get("resourceVersion")
+        if self.conflicts:
+            # another writer got there first
+            self.conflicts -= 1
+            self.version += 1
+            node["metadata"]["resourceVersion"] = str(self.version)
+        if wanted_version is not None and wanted_version != node["metadata"]["resourceVersion"]:
+            return status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
+                "please apply your changes to the latest version and try again",
+                name=name,
+                kind="nodes",
+            )
+        self.version += 1
+        updated = merge_patch(node, patch)
+        updated["metadata"]["resourceVersion"] = str(self.version)
+        self.nodes[name] = updated
+        return httpx2.Response(200, json=updated)
+
+    def _evict(self, key: str) -> httpx2.Response:
+        if key not in self.pods:
+            return status(404, "NotFound", f'pods "{key.split("/")[1]}" not found')
+        if self.pdb_refusals.get(key, 0) != 0:
+            self.pdb_refusals[key] -= 1
+            return status(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+                causes=[
+                    {
+                        "reason": "DisruptionBudget",
+                        "message": "The disruption budget trainer-pdb needs 1 healthy pods "
+                        "and has 1 currently",
+                    }
+                ],
+            )
+        del self.pods[key]
+        return status(201, "", "")
+
+    def _create_job(self, namespace: str, job: dict[str, Any]) -> httpx2.Response:
+        name = job["metadata"]["name"]
+        key = f"{namespace}/{name}"
+        if key in self.jobs:
+            return status(
+                409,
+                "AlreadyExists",
+                f'jobs.batch "{name}" already exists',
+                name=name,
+                group="batch",
+                kind="jobs",
+            )
+        self.version += 1
+        stored = merge_patch(
+            job, {"metadata": {"uid": f"uid-{name}", "resourceVersion": str(self.version)}}
+        )
+        self.jobs[key] = stored
+        return httpx2.Response(201, json=stored)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def api() -> FakeApiServer:
+    server = FakeApiServer()
+    server.add_node(
+        node_json(
+            NODE,
+            INSTANCE,
+            taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+        )
+    )
+    server.add_node(node_json(OTHER_NODE, OTHER_INSTANCE))
+    return server
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def lightkube_client(api: FakeApiServer) -> Client:
+    config = KubeConfig.from_one(cluster=Cluster(server=SERVER), user=User(token="k8s-aws-v1.test"))
+    return Client(config=config, transport=httpx2.MockTransport(api), trust_env=False)
+
+
+@pytest.fixture
+def kube(api: FakeApiServer, clock: FakeClock) -> KubernetesAdapter:
+    return KubernetesAdapter(
+        "gpu-eks", client=lightkube_client(api), sleep=clock.sleep, clock=clock
+    )
+
+
+# node lookup
+
+
+def test_finds_a_node_by_provider_id_and_remembers_its_name(kube, api):
+    node = kube.find_node(INSTANCE)
+    assert node.name == NODE
+    assert node.instance_id == INSTANCE
+    assert [(r.method, r.path) for r in api.requests] == [("GET", "/api/v1/nodes")]
+
+    kube.find_node(INSTANCE)
+    assert (api.requests[-1].method, api.requests[-1].path) == ("GET", f"/api/v1/nodes/{NODE}")
+
+
+def test_unknown_instance_is_node_not_found(kube):
+    with pytest.raises(NodeNotFoundError):
+        kube.find_node("i-00000000000000000")
+
+
+def test_node_conditions(kube):
+    conditions = {c.type: c for c in kube.node_conditions(INSTANCE)}
+    assert conditions["Ready"].status == "True"
+    hardware = conditions["AcceleratedHardwareReady"]
+    assert (hardware.status, hardware.reason) == ("False", "NvidiaXID79Error")
+    assert hardware.last_transition_time == dt.datetime(2025, 1, 1, 0, 59, tzinfo=dt.UTC)
+
+
+# cordon and uncordon
+
+
+def test_cordon_patches_unschedulable_taint_and_label_in_one_merge_patch(kube, api):
+    assert kube.cordon(INSTANCE, incident_id="inc-42", reason="GPU XID 79: fell off the bus")
+
+    (patch,) = api.calls("PATCH")
+    assert patch.path == f"/api/v1/nodes/{NODE}"
+    assert patch.content_type == MERGE_PATCH
+    assert patch.body == {
+        "metadata": {
+            "labels": {"hyperguard.io/reason": "GPU-XID-79-fell-off-the-bus"},
+            "resourceVersion": "1000",
+        },
+        "spec": {
+            "unschedulable": True,
+            "taints": [
+                {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+                {"key": "hyperguard.io/incident", "value": "inc-42", "effect": "NoSchedule"},
+            ],
+        },
+    }
+    assert api.nodes[NODE]["spec"]["unschedulable"] is True
+    assert api.nodes[OTHER_NODE]["spec"].get("unschedulable") is None
+
+
+def test_cordon_twice_for_one_incident_changes_nothing(kube, api):
+    assert kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
+    assert not kube.cordon(INSTANCE, incident_id="inc-42", reason="a different reason")
+    assert len(api.calls("PATCH")) == 1
+
+
+def test_cordon_for_a_new_incident_replaces_the_old_incident_taint(kube, api):
+    kube.cordon(INSTANCE, incident_id="inc-1", reason="xid")
+    assert kube.cordon(INSTANCE, incident_id="inc-2", reason="ecc")
+    taints = api.nodes[NODE]["spec"]["taints"]
+    assert [t["value"] for t in taints if t["key"] == "hyperguard.io/incident"] == ["inc-2"]
+
+
+def test_cordon_rereads_the_node_after_a_conflict(kube, api):
+    api.conflicts = 1
+    assert kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
+    first, second = api.calls("PATCH")
+    assert first.body["metadata"]["resourceVersion"] == "1000"
+    assert second.body["metadata"]["resourceVersion"] == "1001"
+    assert api.nodes[NODE]["spec"]["unschedulable"] is True
+
+
+def test_cordon_gives_up_when_the_node_keeps_changing(kube, api):
+    api.conflicts = 10
+    with pytest.raises(ClusterError):
+        kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
+
+
+def test_uncordon_removes_only_what_cordon_added(kube, api):
+    kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
+    assert kube.uncordon(INSTANCE)
+
+    patch = api.calls("PATCH")[-1]
+    assert patch.content_type == MERGE_PATCH
+    assert patch.body["metadata"]["labels"] == {"hyperguard.io/reason": None}
+    assert patch.body["spec"] == {
+        "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+        "unschedulable": False,
+    }
+    node = api.nodes[NODE]
+    assert node["spec"]["unschedulable"] is False
+    assert "hyperguard.io/reason" not in node["metadata"]["labels"]
+    assert not kube.uncordon(INSTANCE)
+    assert len(api.calls("PATCH")) == 2
+
+
+def test_uncordon_leaves_a_node_an_operator_had_cordoned_unschedulable(kube, api):
+    api.nodes[NODE]["spec"]["unschedulable"] = True
+    kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
+    assert api.calls("PATCH")[0].body["metadata"]["annotations"] == {
+        "hyperguard.io/prior-unschedulable": "true"
+    }
+
+    kube.uncordon(INSTANCE)
+
+    node = api.nodes[NODE]
+    assert node["spec"]["unschedulable"] is True
+    assert "hyperguard.io/prior-unschedulable" not in node["metadata"]["annotations"]
+    assert all(t["key"] != "hyperguard.io/incident" for t in node["spec"]["taints"])
+
+
+def test_label_safe_values():
+    assert label_safe("GPU XID 79: fell off the bus") == "GPU-XID-79-fell-off-the-bus"
+    assert label_safe("-" * 5) == "unspecified"
+    long = label_safe("a" * 62 + "-bcd")
+    assert len(long) <= 63 and long[-1].isalnum()
+
+
+# HyperPod node-health-status label
+
+
+def test_set_node_health_status_label(kube, api):
+    assert kube.set_node_health_status(INSTANCE, HyperPodHealthStatus.UNSCHEDULABLE_PENDING_REBOOT)
+    (patch,) = api.calls("PATCH")
+    assert patch.content_type == MERGE_PATCH
+    assert patch.body == {
+        "metadata": {
+            "labels": {"sagemaker.amazonaws.com/node-health-status": "UnschedulablePendingReboot"},
+            "resourceVersion": "1000",
+        }
+    }
+    assert not kube.set_node_health_status(
+        INSTANCE, HyperPodHealthStatus.UNSCHEDULABLE_PENDING_REBOOT
+    )
+    assert len(api.calls("PATCH")) == 1
+
+
+# drain
+
+
+def add_workload(api: FakeApiServer) -> None:
+    api.add_pod(pod_json("trainer-0", "hyperpod-ns-team-a", NODE, owner="Job"))
+    api.add_pod(pod_json("notebook", "hyperpod-ns-team-b", NODE))
+    api.add_pod(pod_json("dcgm-exporter-x7k2p", "kube-system", NODE, owner="DaemonSet"))
+    api.add_pod(pod_json("kube-proxy-static", "kube-system", NODE, mirror=True))
+    api.add_pod(pod_json("elsewhere", "hyperpod-ns-team-a", OTHER_NODE, owner="Job"))
+
+
+def test_drain_evicts_pods_but_not_daemonset_or_mirror_pods(kube, api):
+    add_workload(api)
+
+    result = kube.drain(INSTANCE, deadline_s=60)
+
+    assert sorted(result.evicted) == ["hyperpod-ns-team-a/trainer-0", "hyperpod-ns-team-b/notebook"]
+    assert result.forced == [] and result.blocked == [] and result.complete
+    pod_list = next(r for r in api.requests if r.path == "/api/v1/pods")
+    assert pod_list.query == {"fieldSelector": [f"spec.nodeName={NODE}"]}
+    evictions = api.calls("POST")
+    assert {r.path for r in evictions} == {
+        "/api/v1/namespaces/hyperpod-ns-team-a/pods/trainer-0/eviction",
+        "/api/v1/namespaces/hyperpod-ns-team-b/pods/notebook/eviction",
+    }
+    trainer = next(r for r in evictions if "trainer-0" in r.path)
+    assert trainer.content_type == "application/json"
+    assert trainer.body == {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": "trainer-0", "namespace": "hyperpod-ns-team-a"},
+    }
+    assert "kube-system/dcgm-exporter-x7k2p" in api.pods
+    assert "kube-system/kube-proxy-static" in api.pods
+    assert "hyperpod-ns-team-a/elsewhere" in api.pods
+    assert api.calls("DELETE") == []
+
+
+def test_drain_retries_a_pdb_refusal_until_the_eviction_is_allowed(kube, api, clock):
+    add_workload(api)
+    api.pdb_refusals["hyperpod-ns-team-a/trainer-0"] = 2
+
+    result = kube.drain(INSTANCE, deadline_s=60)
+
+    assert sorted(result.evicted) == ["hyperpod-ns-team-a/trainer-0", "hyperpod-ns-team-b/notebook"]
+    assert result.forced == []
+    assert clock.sleeps == [5.0, 5.0]
+    assert len([r for r in api.calls("POST") if "trainer-0" in r.path]) == 3
+
+
+def test_drain_force_deletes_what_a_pdb_still_protects_at_the_deadline(kube, api, clock):
+    add_workload(api)
+    api.pdb_refusals["hyperpod-ns-team-a/trainer-0"] = -1  # refuses for ever
+
+    result = kube.drain(INSTANCE, deadline_s=12)
+
+    assert result.evicted == ["hyperpod-ns-team-b/notebook"]
+    assert result.forced == ["hyperpod-ns-team-a/trainer-0"]
+    assert result.blocked == []
+    assert clock.sleeps == [5.0, 5.0, 2.0]
+    (delete,) = api.calls("DELETE")
+    assert delete.path == "/api/v1/namespaces/hyperpod-ns-team-a/pods/trainer-0"
+    assert delete.query == {"gracePeriodSeconds": ["0"]}
+    assert "hyperpod-ns-team-a/trainer-0" not in api.pods
+
+
+def test_drain_of_an_unknown_instance_is_node_not_found(kube):
+    with pytest.raises(NodeNotFoundError):
+        kube.drain("i-00000000000000000", deadline_s=10)
+
+
+# client construction from endpoint + CA data + EKS token
+
+
+@pytest.fixture(scope="module")
+def ca_data() -> str:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+class CountingTokens:
+    def __init__(self) -> None:
+        self.current = "k8s-aws-v1.first"
+
+    def token(self) -> str:
+        return self.current
+
+
+def test_client_is_built_from_endpoint_ca_and_token_and_rebuilt_on_refresh(
+    api, ca_data, monkeypatch
+):
+    built: list[Client] = []
+    real_client = Client
+
+    def client_with_mock_transport(*args: Any, **kwargs: Any) -> Client:
+        client = real_client(*args, transport=httpx2.MockTransport(api), **kwargs)
+        built.append(client)
+        return client
+
+    monkeypatch.setattr("hyperguard.cluster.kubernetes.Client", client_with_mock_transport)
+    tokens = CountingTokens()
+    kube = KubernetesAdapter("gpu-eks", endpoint=SERVER, ca_data=ca_data, tokens=tokens)
+
+    kube.find_node(INSTANCE)
+    kube.find_node(INSTANCE)
+    tokens.current = "k8s-aws-v1.second"
+    kube.find_node(INSTANCE)
+
+    assert len(built) == 2
+    assert built[0].config.cluster.server == SERVER
+    assert built[0].config.cluster.certificate_auth_data == ca_data
+    assert [r.authorization for r in api.requests] == [
+        "Bearer k8s-aws-v1.first",
+        "Bearer k8s-aws-v1.first",
+        "Bearer k8s-aws-v1.second",
+    ]
+
+
+# HyperPod on EKS: the composite gateway
+
+
+@pytest.fixture
+def sagemaker():
+    client = boto3.client(
+        "sagemaker", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+@pytest.fixture
+def gateway(sagemaker, kube) -> HyperPodEksGateway:
+    client, _ = sagemaker
+    return HyperPodEksGateway(HyperPodAdapter("ml-cluster", client=client), kube)
+
+
+def summary(instance_id: str, status: str = "Running") -> dict[str, Any]:
+    return {
+        "InstanceGroupName": "gpu-workers",
+        "InstanceId": instance_id,
+        "InstanceType": "ml.p5.48xlarge",
+        "LaunchTime": dt.datetime(2025, 1, 1, tzinfo=dt.UTC),
+        "InstanceStatus": {"Status": status, "Message": ""},
+    }
+
+
+def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(gateway, sagemaker, api):
+    _, stubber = sagemaker
+    api.nodes[NODE]["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"] = (
+        "UnschedulablePendingReboot"
+    )
+    api.nodes[NODE]["spec"]["unschedulable"] = True
+    stubber.add_response(
+        "list_cluster_nodes",
+        {
+            "ClusterNodeSummaries": [
+                summary(INSTANCE),
+                summary(OTHER_INSTANCE),
+                summary("i-0aaaaaaaaaaaaaaaa", "Pending"),
+            ]
+        },
+    )
+
+    nodes = {n.instance_id: n for n in gateway.list_nodes()}
+
+    assert nodes[INSTANCE].node_name == NODE
+    assert not nodes[INSTANCE].schedulable
+    assert not nodes[INSTANCE].healthy
+    assert nodes[OTHER_INSTANCE].healthy and nodes[OTHER_INSTANCE].schedulable
+    pending = nodes["i-0aaaaaaaaaaaaaaaa"]
+    assert pending.node_name is None and pending.status is NodeStatus.PENDING
+
+
+def test_gateway_node_status_without_a_kubernetes_node(gateway, sagemaker):
+    _, stubber = sagemaker
+    stubber.add_response(
+        "describe_cluster_node", {"NodeDetails": summary("i-0aaaaaaaaaaaaaaaa", "Pending")}
+    )
+    node = gateway.node_status("i-0aaaaaaaaaaaaaaaa")
+    assert node.status is NodeStatus.PENDING and node.node_name is None
+
+
+def test_gateway_repairs_through_sagemaker_and_cordons_through_kubernetes(gateway, sagemaker, api):
+    _, stubber = sagemaker
+    stubber.add_response(
+        "batch_reboot_cluster_nodes",
+        {"Successful": [INSTANCE]},
+        {"ClusterName": "ml-cluster", "NodeIds": [INSTANCE]},
+    )
+    assert gateway.cordon(INSTANCE, incident_id="inc-1", reason="xid")
+    assert gateway.drain(INSTANCE, deadline_s=1).complete
+    assert gateway.reboot([INSTANCE]).successful == [INSTANCE]
+    assert gateway.uncordon(INSTANCE)
+
+
+def training_job(**overrides: Any) -> Job:
+    values: dict[str, Any] = {
+        "job_id": "llama-70b-pretrain",
+        "team": "team-a",
+        "priority_class": "training",
+        "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainer:1.0",
+        "command": ["torchrun", "train.py"],
+        "replicas": 2,
+    }
+    values.update(overrides)
+    return Job(**values)
+
+
+def test_dispatch_creates_a_kueue_job_in_the_team_namespace(gateway, api):
+    assert gateway.dispatch(training_job(auto_resume=True), [INSTANCE, OTHER_INSTANCE])
+
+    (create,) = api.calls("POST")
+    assert create.path == "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs"
+    assert create.content_type == "application/json"
+    job = create.body
+    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
+    assert job["metadata"]["name"] == "llama-70b-pretrain"
+    assert job["metadata"]["namespace"] == "hyperpod-ns-team-a"
+    assert job["metadata"]["labels"] == {
+        "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
+        "kueue.x-k8s.io/priority-class": "training-priority",
+        "hyperguard.io/job-id": "llama-70b-pretrain",
+    }
+    assert job["metadata"]["annotations"] == {
+        "hyperguard.io/job-id": "llama-70b-pretrain",
+        "sagemaker.amazonaws.com/enable-job-auto-resume": "true",
+    }
+    spec = job["spec"]
+    assert spec["suspend"] is True
+    assert (spec["parallelism"], spec["completions"]) == (2, 2)
+    pod = spec["template"]["spec"]
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE, OTHER_NODE]}]
+    }
+    (container,) = pod["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert container["command"] == ["torchrun", "train.py"]
+
+
+def test_dispatch_twice_is_already_dispatched(gateway, api):
+    assert gateway.dispatch(training_job(), [])
+    assert not gateway.dispatch(training_job(), [])
+    assert len(api.jobs) == 1
+
+
+def test_a_restart_is_a_new_job_and_stop_job_stops_every_run(gateway, api):
+    assert gateway.dispatch(training_job(), [INSTANCE])
+    assert gateway.dispatch(training_job(restart_count=1), [OTHER_INSTANCE])
+    assert not gateway.dispatch(training_job(restart_count=1), [OTHER_INSTANCE])
+
+    assert sorted(api.jobs) == [
+        "hyperpod-ns-team-a/llama-70b-pretrain",
+        "hyperpod-ns-team-a/llama-70b-pretrain-restart-1",
+    ]
+    restart = api.jobs["hyperpod-ns-team-a/llama-70b-pretrain-restart-1"]
+    assert restart["metadata"]["labels"]["hyperguard.io/job-id"] == "llama-70b-pretrain"
+    assert gateway.stop_job("llama-70b-pretrain")
+    assert api.jobs == {}
+
+
+def test_job_without_priority_class_or_auto_resume(gateway, api):
+    gateway.dispatch(
+        training_job(
+            priority_class=None, instance_type="ml.trn1.32xlarge", accelerators_per_replica=16
+        ),
+        [],
+    )
+    job = api.calls("POST")[0].body
+    assert "kueue.x-k8s.io/priority-class" not in job["metadata"]["labels"]
+    assert "sagemaker.amazonaws.com/enable-job-auto-resume" not in job["metadata"]["annotations"]
+    assert "affinity" not in job["spec"]["template"]["spec"]
+    limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"aws.amazon.com/neuron": "16"}
+
+
+def test_stop_job_deletes_it_with_its_pods_and_then_reports_nothing_to_stop(gateway, api):
+    gateway.dispatch(training_job(), [])
+
+    assert gateway.stop_job("llama-70b-pretrain")
+
+    listing = api.calls("GET")[-1]
+    assert listing.path == "/apis/batch/v1/jobs"
+    assert listing.query == {"labelSelector": ["hyperguard.io/job-id=llama-70b-pretrain"]}
+    (delete,) = api.calls("DELETE")
+    assert delete.path == "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/llama-70b-pretrain"
+    assert delete.query == {"propagationPolicy": ["Background"]}
+    assert api.jobs == {}
+    assert not gateway.stop_job("llama-70b-pretrain")
+
+
+def test_job_names_are_dns_labels_and_distinct():
+    assert job_name("llama-70b") == "llama-70b"
+    rewritten = job_name("Team_A/Llama 70B run#1")
+    assert rewritten.startswith("team-a-llama-70b-run-1-")
+    assert job_name("a" * 80) != job_name("a" * 81)
+    assert all(len(job_name(x)) <= 63 for x in ("a" * 80, "B" * 200, "x"))
+    assert job_name("UPPER") != job_name("upper")
