@@ -2,7 +2,11 @@
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -21,6 +25,7 @@ ingestor = HealthIngestor(
     workflows=RecoveryWorkflows(settings.recovery_state_machine_arn),
     escalator=Escalator(settings.escalation_topic_arn),
     config=ClassifyConfig(rebalance_action=settings.rebalance_action),
+    orchestrator=settings.eks_cluster_name,
 )
 processor = BatchProcessor(event_type=EventType.SQS)
 

@@ -45,6 +45,8 @@ class HealthIngestor:
     workflows: RecoveryWorkflows
     escalator: Escalator
     config: ClassifyConfig = field(default_factory=ClassifyConfig)
+    # The EKS cluster that orchestrates the HyperPod cluster and holds the burst pools.
+    orchestrator: str = ""
     clock: Callable[[], datetime] = utcnow
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -77,7 +79,9 @@ class HealthIngestor:
             logger.info("signal ignored", extra={"kind": signal.kind, "reason": signal.reason})
             return Outcome.IGNORED
         node = self.nodes.get(signal.instance_id)
-        if node is None or (signal.cluster is not None and signal.cluster != node.cluster):
+        # Kubernetes signals name the EKS cluster, HyperPod's name the HyperPod cluster.
+        names = {node.cluster, self.orchestrator} if node else set()
+        if node is None or (signal.cluster is not None and signal.cluster not in names):
             logger.info(
                 "signal for a foreign instance dropped",
                 extra={"instance_id": signal.instance_id, "cluster": signal.cluster},

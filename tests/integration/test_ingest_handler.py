@@ -176,3 +176,50 @@ def test_a_missing_setting_fails_at_init_naming_it(
     env = stack.env() | {"RECOVERY_STATE_MACHINE_ARN": ""}
     with pytest.raises(SettingsError, match="RECOVERY_STATE_MACHINE_ARN"):
         load_handler(env, monkeypatch)
+
+
+def test_kubernetes_conditions_name_the_eks_cluster_and_still_reach_hyperpod_nodes(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    instance = "i-0abc1234def567890"
+    NodeStore(stack.tables["NodesTable"]).upsert_inventory(
+        [
+            Node(
+                instance_id=instance,
+                cluster="hyperpod-prod",
+                pool="workers",
+                platform="hyperpod",
+                instance_type="ml.p5.48xlarge",
+            )
+        ]
+    )
+    app = load_handler(stack.env() | {"EKS_CLUSTER_NAME": "training-eks"}, monkeypatch)
+
+    def condition(cluster: str, event_id: str) -> str:
+        # Constructed: HyperGuard's own forwarder contract (docs/events.md), not an AWS sample.
+        return json.dumps(
+            {
+                "version": "0",
+                "id": event_id,
+                "detail-type": "Kubernetes Node Condition Changed",
+                "source": "hyperguard.node-forwarder",
+                "account": "123456789012",
+                "time": "2026-03-01T12:00:00Z",
+                "region": REGION,
+                "resources": [],
+                "detail": {
+                    "clusterName": cluster,
+                    "nodeName": f"hyperpod-{instance}",
+                    "providerId": f"aws:///us-east-1a/{instance}",
+                    "conditionType": "AcceleratedHardwareReady",
+                    "status": "False",
+                    "reason": "NvidiaXID79Error",
+                    "message": "GPU has fallen off the bus",
+                    "observedTime": "2026-03-01T11:59:58Z",
+                },
+            }
+        )
+
+    batch = [record(condition("other-eks", "e-1")), record(condition("training-eks", "e-2"))]
+    assert app.handler({"Records": batch}, context()) == {"batchItemFailures": []}
+    assert app.ingestor.counts == {"foreign": 1, "opened": 1}
