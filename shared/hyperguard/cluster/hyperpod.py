@@ -16,6 +16,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperguard.cluster.conventions import (
+    INSTANCE_ID_IN_USE,
+    INTERNAL_SERVER_ERROR,
+    INVALID_INSTANCE_STATUS,
+)
 from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus, RepairFailure, RepairOutcome
 
@@ -25,7 +30,7 @@ BATCH_LIMIT = 25
 # Per-node failures worth another try: the node is busy or in a transient state. An unknown
 # node (InstanceIdNotFound) will not appear by retrying.
 RETRYABLE_NODE_ERRORS = frozenset(
-    {"InstanceIdInUse", "InvalidInstanceStatus", "InternalServerError"}
+    {INSTANCE_ID_IN_USE, INVALID_INSTANCE_STATUS, INTERNAL_SERVER_ERROR}
 )
 NOT_FOUND_ERRORS = frozenset({"ResourceNotFound", "ValidationException"})
 

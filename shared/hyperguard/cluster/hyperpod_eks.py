@@ -12,9 +12,10 @@ import hashlib
 import re
 from typing import Any
 
+from hyperguard.cluster.conventions import HEALTH_LABEL, INSTANCE_TYPE_LABEL
 from hyperguard.cluster.gateway import DrainResult, NodeNotFoundError
 from hyperguard.cluster.hyperpod import HyperPodAdapter
-from hyperguard.cluster.kubernetes import HEALTH_STATUS_LABEL, KubeNode, KubernetesAdapter
+from hyperguard.cluster.kubernetes import KubeNode, KubernetesAdapter
 from hyperguard.models import Job, Node, RepairOutcome
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -22,7 +23,6 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_ID_LABEL = "hyperguard.io/job-id"
 JOB_ID_ANNOTATION = "hyperguard.io/job-id"
 AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 )
@@ -169,7 +169,7 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
     """HyperPod's view of a node, completed with what the API server knows about it."""
     if kube is None:
         return node
-    health_label = kube.labels.get(HEALTH_STATUS_LABEL)
+    health_label = kube.labels.get(HEALTH_LABEL)
     return node.model_copy(
         update={
             "node_name": kube.name,

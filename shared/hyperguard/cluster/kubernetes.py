@@ -8,7 +8,6 @@ that field, so the adapter lists nodes once and remembers the instance → node 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -28,15 +27,13 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import CascadeType, PatchType
 from pydantic import BaseModel, Field
 
+from hyperguard.cluster.conventions import HEALTH_LABEL, INCIDENT_TAINT, REASON_LABEL, label_safe
 from hyperguard.cluster.eks_token import EksTokenSource
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
 
-INCIDENT_TAINT = "hyperguard.io/incident"
-REASON_LABEL = "hyperguard.io/reason"
 # Set when HyperGuard cordons a node someone else had already cordoned, so that uncordon
 # leaves that operator's decision alone.
 PRIOR_UNSCHEDULABLE_ANNOTATION = "hyperguard.io/prior-unschedulable"
-HEALTH_STATUS_LABEL = "sagemaker.amazonaws.com/node-health-status"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 FIELD_MANAGER = "hyperguard"
 CONFLICT_ATTEMPTS = 3
@@ -44,8 +41,6 @@ EVICTION_RETRY_S = 5.0
 
 # ApiError is an httpx2.HTTPError; a body lightkube cannot decode is a msgspec.DecodeError.
 TRANSPORT_ERRORS = (httpx2.HTTPError, msgspec.DecodeError)
-
-_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class TokenSource(Protocol):
@@ -79,12 +74,6 @@ class KubeNode(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, str]] = Field(default_factory=list)
     conditions: list[NodeCondition] = Field(default_factory=list)
-
-
-def label_safe(value: str, *, fallback: str = "unspecified") -> str:
-    """A Kubernetes label (or taint) value: ≤ 63 of [A-Za-z0-9_.-], alphanumeric at both ends."""
-    cleaned = _LABEL_UNSAFE.sub("-", value)[:63].strip("-_.")
-    return cleaned or fallback
 
 
 def instance_id_from_provider_id(provider_id: str | None) -> str | None:
@@ -221,9 +210,9 @@ class KubernetesAdapter:
 
         def change(node: KubeNodeResource) -> dict[str, Any] | None:
             labels = node.metadata.labels if node.metadata and node.metadata.labels else {}
-            if labels.get(HEALTH_STATUS_LABEL) == value:
+            if labels.get(HEALTH_LABEL) == value:
                 return None
-            return {"metadata": {"labels": {HEALTH_STATUS_LABEL: value}}}
+            return {"metadata": {"labels": {HEALTH_LABEL: value}}}
 
         return self._patch_node(instance_id, change)
 

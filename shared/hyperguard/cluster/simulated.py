@@ -22,7 +22,6 @@ from __future__ import annotations
 import heapq
 import logging
 import random
-import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -35,6 +34,15 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hyperguard.cluster.clock import Clock
+from hyperguard.cluster.conventions import (
+    HEALTH_LABEL,
+    INCIDENT_TAINT,
+    INSTANCE_ID_IN_USE,
+    INSTANCE_ID_NOT_FOUND,
+    INSTANCE_TYPE_LABEL,
+    REASON_LABEL,
+    label_safe,
+)
 from hyperguard.cluster.gateway import DrainResult, NodeNotFoundError
 from hyperguard.models import (
     Checkpoint,
@@ -54,18 +62,9 @@ CheckpointSink = Callable[[str, int, str], None]
 
 FaultKind = Literal["gpu", "persistent"]
 
-INCIDENT_TAINT = "hyperguard.io/incident"
-REASON_LABEL = "hyperguard.io/reason"
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
-
-INSTANCE_ID_NOT_FOUND = "InstanceIdNotFound"
-INSTANCE_ID_IN_USE = "InstanceIdInUse"
-
-_LABEL_VALUE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class SimTimings(BaseModel):
@@ -178,11 +177,6 @@ class _JobRun:
 
 def checkpoint_uri(location: str, step: int) -> str:
     return f"{location.rstrip('/')}/step-{step:08d}/"
-
-
-def _label_value(text: str) -> str:
-    """A Kubernetes label value (<= 63 chars, alphanumeric at both ends) saying `text`."""
-    return _LABEL_VALUE_UNSAFE.sub("-", text)[:63].strip("-._") or "unspecified"
 
 
 def _set_health_label(node: Node, value: str) -> None:
@@ -538,7 +532,7 @@ class SimulatedCluster:
                 return False
             node.schedulable = False
             node.taints = [t for t in node.taints if t.get("key") != INCIDENT_TAINT] + [taint]
-            node.labels[REASON_LABEL] = _label_value(reason)
+            node.labels[REASON_LABEL] = label_safe(reason)
             node.open_incident_id = incident_id
             return True
 

@@ -1,0 +1,28 @@
+"""Names HyperGuard and HyperPod put on nodes, shared by every adapter (real and simulated)."""
+
+from __future__ import annotations
+
+import re
+
+# HyperGuard's own marks on a node it is repairing.
+INCIDENT_TAINT = "hyperguard.io/incident"
+REASON_LABEL = "hyperguard.io/reason"
+
+# HyperPod's Kubernetes contract: the health agent's label; the Pending* values trigger
+# HyperPod's own recovery.
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+# BatchReboot/ReplaceClusterNodes per-node ErrorCode values (SageMaker API model).
+INSTANCE_ID_NOT_FOUND = "InstanceIdNotFound"
+INSTANCE_ID_IN_USE = "InstanceIdInUse"
+INVALID_INSTANCE_STATUS = "InvalidInstanceStatus"
+INTERNAL_SERVER_ERROR = "InternalServerError"
+
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def label_safe(value: str, *, fallback: str = "unspecified") -> str:
+    """A Kubernetes label (or taint) value: ≤ 63 of [A-Za-z0-9_.-], alphanumeric at both ends."""
+    cleaned = _LABEL_UNSAFE.sub("-", value)[:63].strip("-_.")
+    return cleaned or fallback
