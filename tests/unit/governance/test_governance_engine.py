@@ -45,8 +45,9 @@ CASES = [
         4,
         [job("j1", "a", 8, replicas=2, at=1), job("j2", "a", 8, replicas=2, at=2)],
         {"j1": 2},
-        pending_reason={"j2": "team a at nominal 16/16 GPUs of ml.p5.48xlarge and borrow "
-                        "limit 8 reached"},
+        pending_reason={
+            "j2": "team a at nominal 16/16 GPUs of ml.p5.48xlarge and borrow limit 8 reached"
+        },
     ),
     Case(
         "absolute borrow limit replaces the percentage",
@@ -70,7 +71,7 @@ CASES = [
         3,
         [job("j1", "b", 8, replicas=2)],
         {},
-        pending_reason={"j1": "shared GPUs of ml.p5.48xlarge exhausted"},
+        pending_reason={"j1": "exceeds the 8 GPUs of ml.p5.48xlarge team b can ever use"},
     ),
     Case(
         "Lend quota is borrowable",
@@ -92,7 +93,7 @@ CASES = [
         2,
         [job("j1", "a", 8, replicas=2)],
         {},
-        pending_reason={"j1": "shared GPUs"},
+        pending_reason={"j1": "exceeds the 8 GPUs of ml.p5.48xlarge team a can ever use"},
         kwargs={"idle": "Disabled"},
     ),
     Case(
@@ -101,8 +102,10 @@ CASES = [
         3,
         [running(job("r1", "a", 8, replicas=2)), job("j1", "b", 8, replicas=2)],
         {},
-        pending_reason={"j1": "installed capacity of ml.p5.48xlarge exhausted: 16/24 GPUs "
-                        "in use (team quotas total 32: quota exceeds installed capacity)"},
+        pending_reason={
+            "j1": "installed capacity of ml.p5.48xlarge exhausted: 16/24 GPUs "
+            "in use (team quotas total 32: quota exceeds installed capacity)"
+        },
     ),
     Case(
         "request larger than the team limit is structural",
@@ -142,8 +145,11 @@ CASES = [
         "best effort: a blocked big job does not block a smaller one",
         [quota("a", 16, borrow=0)],
         2,
-        [running(job("r1", "a", 8)), job("big", "a", 16, cls="high", at=1),
-         job("small", "a", 8, at=2)],
+        [
+            running(job("r1", "a", 8)),
+            job("big", "a", 16, cls="high", at=1),
+            job("small", "a", 8, at=2),
+        ],
         {"small": 1},
     ),
     Case(
@@ -187,8 +193,11 @@ PREEMPT_CASES = [
         "higher priority preempts own lower priority, newest first",
         [quota("a", 16, borrow=0)],
         2,
-        [running(job("low-old", "a", 8, at=1), since=10), running(job("low-new", "a", 8, at=2),
-         since=20), job("high", "a", 8, cls="high", at=3)],
+        [
+            running(job("low-old", "a", 8, at=1), since=10),
+            running(job("low-new", "a", 8, at=2), since=20),
+            job("high", "a", 8, cls="high", at=3),
+        ],
         {"high": 1},
         {"low-new"},
         reason="for higher-priority job high of the same team",
@@ -214,9 +223,11 @@ PREEMPT_CASES = [
         "lender reclaims from a borrower regardless of priority",
         [quota("a", 8), quota("b", 8, borrow=100)],
         2,
-        [running(job("b-own", "b", 8, cls="high", at=1)),
-         running(job("b-borrow", "b", 8, cls="high", at=2), since=5),
-         job("a1", "a", 8, cls="low", at=3)],
+        [
+            running(job("b-own", "b", 8, cls="high", at=1)),
+            running(job("b-borrow", "b", 8, cls="high", at=2), since=5),
+            job("a1", "a", 8, cls="low", at=3),
+        ],
         {"a1": 1},
         {"b-borrow"},
         reason="to reclaim lent quota: team b was borrowing",
@@ -225,17 +236,31 @@ PREEMPT_CASES = [
         "reclaim stops once the borrower is back at nominal",
         [quota("a", 16), quota("b", 8, borrow=100)],
         3,
-        [running(job("b1", "b", 8, at=1), since=1), running(job("b2", "b", 8, at=2), since=2),
-         job("a1", "a", 8, replicas=2, at=3)],
+        [
+            running(job("b1", "b", 8, at=1), since=1),
+            running(job("b2", "b", 8, at=2), since=2),
+            job("a1", "a", 8, replicas=2, at=3),
+        ],
+        {"a1": 2},
+        {"b2"},
+    ),
+    PreemptCase(
+        "no reclaim from a team within its nominal when capacity falls short of quotas",
+        [quota("a", 16), quota("b", 16)],
+        2,
+        [running(job("b1", "b", 8, replicas=2)), job("a1", "a", 8)],
         {},
         set(),
+        reason="installed capacity of ml.p5.48xlarge exhausted",
     ),
     PreemptCase(
         "a borrowing job never preempts another team",
         [quota("a", 8, borrow=100), quota("b", 8, borrow=100)],
         2,
-        [running(job("b-borrow", "b", 8, cls="low"), 2), job("a-big", "a", 8, replicas=2,
-         cls="high")],
+        [
+            running(job("b-borrow", "b", 8, cls="low"), 2),
+            job("a-big", "a", 8, replicas=2, cls="high"),
+        ],
         {},
         set(),
     ),
@@ -253,8 +278,11 @@ PREEMPT_CASES = [
         "minimum run time elapsed allows reclaim",
         [quota("a", 8), quota("b", 8, borrow=100)],
         2,
-        [running(job("b1", "b", 8), since=100), running(job("b2", "b", 8), since=200),
-         job("a1", "a", 8)],
+        [
+            running(job("b1", "b", 8), since=100),
+            running(job("b2", "b", 8), since=200),
+            job("a1", "a", 8),
+        ],
         {"a1": 1},
         {"b2"},
         min_runtime=600,
@@ -263,8 +291,10 @@ PREEMPT_CASES = [
         "elastic jobs shrink before anyone is preempted",
         [quota("a", 16, borrow=0)],
         2,
-        [running(job("el", "a", 8, replicas=2, min_replicas=1, max_replicas=2)),
-         job("high", "a", 8, cls="high")],
+        [
+            running(job("el", "a", 8, replicas=2, min_replicas=1, max_replicas=2)),
+            job("high", "a", 8, cls="high"),
+        ],
         {"high": 1},
         set(),
         shrink={"el": 1},
@@ -274,8 +304,10 @@ PREEMPT_CASES = [
         "shrinking is allowed for jobs inside the minimum run time",
         [quota("a", 8), quota("b", 8, borrow=100)],
         2,
-        [running(job("el", "b", 8, replicas=2, min_replicas=1, max_replicas=2), since=999),
-         job("a1", "a", 8)],
+        [
+            running(job("el", "b", 8, replicas=2, min_replicas=1, max_replicas=2), since=999),
+            job("a1", "a", 8),
+        ],
         {"a1": 1},
         set(),
         shrink={"el": 1},
@@ -309,8 +341,11 @@ def test_preemption_rules(case: PreemptCase) -> None:
 
 
 def test_fair_share_gives_idle_capacity_to_the_lower_weighted_share() -> None:
-    quotas = [quota("a", 8, borrow=200, weight=1), quota("b", 8, borrow=200, weight=3),
-              quota("idle", 32, strategy="Lend")]
+    quotas = [
+        quota("a", 8, borrow=1000, weight=1),
+        quota("b", 8, borrow=1000, weight=3),
+        quota("idle", 32, strategy="Lend"),
+    ]
     jobs = [job(f"a{i}", "a", 8, at=i) for i in range(4)]
     jobs += [job(f"b{i}", "b", 8, at=10 + i) for i in range(4)]
     decisions = schedule(cluster(quotas, 6, jobs))
@@ -319,20 +354,26 @@ def test_fair_share_gives_idle_capacity_to_the_lower_weighted_share() -> None:
 
 
 def test_fair_share_disabled_is_first_come_first_serve() -> None:
-    quotas = [quota("a", 8, borrow=200, weight=1), quota("b", 8, borrow=200, weight=3),
-              quota("idle", 32, strategy="Lend")]
+    quotas = [
+        quota("a", 8, borrow=1000, weight=1),
+        quota("b", 8, borrow=1000, weight=3),
+        quota("idle", 32, strategy="Lend"),
+    ]
     jobs = [job(f"a{i}", "a", 8, at=i) for i in range(4)]
     jobs += [job(f"b{i}", "b", 8, at=10 + i) for i in range(4)]
     decisions = schedule(cluster(quotas, 6, jobs, fair_share="Disabled"))
     counts = {t: sum(1 for d in decisions.admitted if d.team == t) for t in ("a", "b")}
-    assert counts == {"a": 3, "b": 3}
+    assert counts == {"a": 4, "b": 2}
 
 
 def test_weight_zero_is_not_an_infinite_share() -> None:
     """Kueue would never let a weight-0 queue borrow while others want to; HyperPod's
     default weight 0 must share like weight 1."""
-    quotas = [quota("zero", 8, borrow=200, weight=0), quota("one", 8, borrow=200, weight=1),
-              quota("idle", 16, strategy="Lend")]
+    quotas = [
+        quota("zero", 8, borrow=200, weight=0),
+        quota("one", 8, borrow=200, weight=1),
+        quota("idle", 16, strategy="Lend"),
+    ]
     jobs = [job(f"z{i}", "zero", 8, at=i) for i in range(3)]
     jobs += [job(f"o{i}", "one", 8, at=10 + i) for i in range(3)]
     decisions = schedule(cluster(quotas, 4, jobs))
@@ -341,30 +382,47 @@ def test_weight_zero_is_not_an_infinite_share() -> None:
 
 
 def test_elastic_job_admitted_with_fewer_replicas_when_that_is_all_that_fits() -> None:
-    state = cluster([quota("a", 24, borrow=0)], 3,
-                    [running(job("r", "a", 8)), job("el", "a", 8, replicas=3, min_replicas=1)])
+    state = cluster(
+        [quota("a", 24, borrow=0)],
+        3,
+        [running(job("r", "a", 8)), job("el", "a", 8, replicas=3, min_replicas=1)],
+    )
     assert admitted(schedule(state)) == {"el": 2}
 
 
 def test_elastic_job_grows_into_idle_capacity_only_when_nobody_waits() -> None:
-    state = cluster([quota("a", 32, borrow=0)], 4,
-                    [running(job("el", "a", 8, replicas=1, min_replicas=1, max_replicas=4))])
+    state = cluster(
+        [quota("a", 32, borrow=0)],
+        4,
+        [running(job("el", "a", 8, replicas=1, min_replicas=1, max_replicas=4))],
+    )
     grown = schedule(state).of_kind(DecisionKind.GROW)
     assert [(d.job_id, d.replicas) for d in grown] == [("el", 4)]
 
-    state = cluster([quota("a", 32, borrow=0)], 4,
-                    [running(job("el", "a", 8, replicas=1, min_replicas=1, max_replicas=4)),
-                     running(job("r", "a", 8, replicas=2)),
-                     job("wait", "a", 16, cls="low")])
+    state = cluster(
+        [quota("a", 32, borrow=0)],
+        4,
+        [
+            running(job("el", "a", 8, replicas=1, min_replicas=1, max_replicas=4)),
+            running(job("r", "a", 8, replicas=2)),
+            job("wait", "a", 16, cls="low"),
+        ],
+    )
     decisions = schedule(state)
     assert decisions.of_kind(DecisionKind.GROW) == []
     assert "wait" in decisions.pending_reasons
 
 
 def test_apply_moves_usage_and_queues() -> None:
-    state = cluster([quota("a", 8), quota("b", 8, borrow=100)], 2,
-                    [running(job("b1", "b", 8), since=1), running(job("b2", "b", 8), since=2),
-                     job("a1", "a", 8)])
+    state = cluster(
+        [quota("a", 8), quota("b", 8, borrow=100)],
+        2,
+        [
+            running(job("b1", "b", 8), since=1),
+            running(job("b2", "b", 8), since=2),
+            job("a1", "a", 8),
+        ],
+    )
     decisions = schedule(state)
     state.apply(decisions)
     assert gpus_used(state, "a") == 8
@@ -389,14 +447,26 @@ def test_from_jobs_builds_the_snapshot_from_job_records() -> None:
     from hyperguard.models.jobs import Job, JobStatus
 
     jobs = [
-        Job(job_id="run", team="a", replicas=1, status=JobStatus.RUNNING,
-            submitted_at=datetime(2025, 1, 1, tzinfo=UTC)),
-        Job(job_id="wait", team="a", replicas=1, status=JobStatus.PENDING,
-            submitted_at=datetime(2025, 1, 2, tzinfo=UTC)),
+        Job(
+            job_id="run",
+            team="a",
+            replicas=1,
+            status=JobStatus.RUNNING,
+            submitted_at=datetime(2025, 1, 1, tzinfo=UTC),
+        ),
+        Job(
+            job_id="wait",
+            team="a",
+            replicas=1,
+            status=JobStatus.PENDING,
+            submitted_at=datetime(2025, 1, 2, tzinfo=UTC),
+        ),
         Job(job_id="gone", team="a", replicas=1, status=JobStatus.SUCCEEDED),
     ]
     state = GovernanceState.from_jobs(
-        jobs, quotas=[quota("a", 8, borrow=0)], scheduler=cluster([], 0).scheduler,
+        jobs,
+        quotas=[quota("a", 8, borrow=0)],
+        scheduler=cluster([], 0).scheduler,
         capacity={P5: 2},
     )
     assert set(state.workloads) == {"run", "wait"}

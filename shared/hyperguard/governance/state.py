@@ -1,0 +1,350 @@
+"""The in-memory snapshot the admission engine reads: one cluster (a Kueue cohort), its
+teams' quotas, its installed capacity, and its pending and running workloads.
+
+The snapshot keeps per-team usage and per-shape pending queues up to date as workloads are
+added, removed and decisions applied, so a scheduling pass costs in proportion to the number
+of queue shapes and decisions, not to the number of jobs.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hyperguard.governance.decisions import Decision, DecisionKind, Decisions
+from hyperguard.models.governance import (
+    ZERO,
+    ActivationState,
+    ComputeQuota,
+    PreemptTeamTasks,
+    ResourceAmount,
+    SchedulerConfig,
+    SharingStrategy,
+    Toggle,
+    accelerator_share,
+    instance_amount,
+    resolve_quota_resources,
+)
+from hyperguard.models.jobs import Job, JobStatus
+
+DEFAULT_BORROW_LIMIT_PERCENT = 50
+"""SageMaker's default when ResourceSharingConfig omits BorrowLimit."""
+
+ZERO_WEIGHT_AS = 1.0
+"""FairShareWeight 0 is HyperPod's default ("not set"), so most teams carry it. Kueue reads a
+weight of 0 as an infinite share: such a queue never borrows and is preempted first. Mapping
+HyperPod's 0 onto that would starve every team that kept the default. 0 is therefore treated
+as the smallest positive weight the API accepts (1): teams that all keep the default share
+idle capacity equally, and a team given a higher weight still gets proportionally more."""
+
+NO_CLASS_PRIORITY = -1
+"""Priority of a job that names no priority class (or an unknown one): below every class,
+whose weights are 0..100."""
+
+_RUNNING_STATUSES = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
+_PENDING_STATUSES = frozenset({JobStatus.PENDING, JobStatus.PREEMPTED, JobStatus.SUSPENDED})
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    min_runtime_s: float = 0.0
+    """A running job younger than this is never preempted (shrinking is allowed: the job
+    keeps running)."""
+
+
+@dataclass(slots=True)
+class Workload:
+    """One job as the engine sees it. Times are epoch seconds (floats keep the hot loop
+    cheap); `admitted` is the number of replicas currently holding quota (0 = pending)."""
+
+    job_id: str
+    team: str
+    instance_type: str
+    per_replica: ResourceAmount
+    replicas: int = 1
+    priority_class: str | None = None
+    submitted_at: float = 0.0
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    admitted: int = 0
+    started_at: float | None = None
+    priority: int = NO_CLASS_PRIORITY
+    seq: int = 0
+
+    @property
+    def is_elastic(self) -> bool:
+        return self.min_replicas is not None or self.max_replicas is not None
+
+    @property
+    def floor(self) -> int:
+        """Fewest replicas the job can run with."""
+        return min(self.min_replicas or self.replicas, self.replicas)
+
+    @property
+    def ceiling(self) -> int:
+        """Most replicas the job may grow to."""
+        return max(self.max_replicas or self.replicas, self.replicas)
+
+    @classmethod
+    def from_job(cls, job: Job, *, started_at: datetime | None = None) -> Workload:
+        if job.accelerators_per_replica > 0:
+            per_replica = accelerator_share(job.instance_type, job.accelerators_per_replica)
+        else:
+            per_replica = instance_amount(job.instance_type)
+        running = job.status in _RUNNING_STATUSES
+        return cls(
+            job_id=job.job_id,
+            team=job.team,
+            instance_type=job.instance_type,
+            per_replica=per_replica,
+            replicas=job.replicas,
+            priority_class=job.priority_class,
+            submitted_at=job.submitted_at.timestamp() if job.submitted_at else float("inf"),
+            min_replicas=job.min_replicas,
+            max_replicas=job.max_replicas,
+            admitted=job.replicas if running else 0,
+            started_at=started_at.timestamp() if running and started_at else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TeamPolicy:
+    """A ComputeQuota reduced to what the engine needs."""
+
+    team: str
+    nominal: Mapping[str, ResourceAmount]
+    limit: Mapping[str, ResourceAmount]
+    """nominal + borrow allowance, per instance type."""
+    lends: bool
+    borrows: bool
+    preempt_lower_priority: bool
+    weight: float
+    strategy: SharingStrategy
+
+    @classmethod
+    def from_quota(cls, quota: ComputeQuota) -> TeamPolicy:
+        """Only LendAndBorrow borrows; Lend lends only; DontLend neither lends nor borrows.
+        BorrowLimit is a percent of the team's own quota per instance type; an
+        AbsoluteBorrowLimits entry replaces the percentage for its instance type."""
+        config = quota.compute_quota_config
+        sharing = config.resource_sharing_config
+        nominal = resolve_quota_resources(config.compute_quota_resources)
+        borrows = sharing.strategy is SharingStrategy.LEND_AND_BORROW
+        percent = (
+            sharing.borrow_limit
+            if sharing.borrow_limit is not None
+            else DEFAULT_BORROW_LIMIT_PERCENT
+        )
+        absolute = resolve_quota_resources(sharing.absolute_borrow_limits or [])
+        limit: dict[str, ResourceAmount] = {}
+        for flavor in nominal.keys() | absolute.keys():
+            own = nominal.get(flavor, ZERO)
+            if not borrows:
+                allowance = ZERO
+            elif flavor in absolute:
+                allowance = absolute[flavor]
+            else:
+                allowance = ResourceAmount(*(amount * percent // 100 for amount in own))
+            limit[flavor] = own + allowance
+        weight = quota.compute_quota_target.fair_share_weight
+        return cls(
+            team=quota.compute_quota_target.team_name,
+            nominal=nominal,
+            limit=limit,
+            lends=sharing.strategy is not SharingStrategy.DONT_LEND,
+            borrows=borrows,
+            preempt_lower_priority=config.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY,
+            weight=float(weight) if weight > 0 else ZERO_WEIGHT_AS,
+            strategy=sharing.strategy,
+        )
+
+
+@dataclass(slots=True)
+class FlavorTotals:
+    """Cluster-wide figures for one instance type (static for a snapshot)."""
+
+    capacity: ResourceAmount
+    nominal_total: ResourceAmount
+    unallocated: ResourceAmount
+    pool: ResourceAmount
+    """What lenders and borrowers share: lenders' quotas plus, with IdleResourceSharing,
+    the unallocated capacity. IdleResourceSharing governs only that unallocated part
+    (installed but in no team's quota); teams still borrow each other's lent quota when it
+    is Disabled."""
+
+
+BucketKey = tuple[str, str, int, ResourceAmount, int]
+"""(team, instance type, priority, per-replica request, fewest replicas): jobs with the same
+key are interchangeable for admission, so if the first one does not fit none does."""
+
+
+def _bucket_key(workload: Workload) -> BucketKey:
+    return (
+        workload.team,
+        workload.instance_type,
+        workload.priority,
+        workload.per_replica,
+        workload.floor,
+    )
+
+
+def _queue_order(workload: Workload) -> tuple[float, int]:
+    return (workload.submitted_at, workload.seq)
+
+
+@dataclass
+class GovernanceState:
+    """One cluster's governance snapshot. `now` is the clock the pass judges minimum run
+    time against; the caller sets it before calling `schedule`."""
+
+    quotas: Iterable[ComputeQuota]
+    scheduler: SchedulerConfig
+    capacity: Mapping[str, int]
+    """Installed instances per instance type."""
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    now: float = 0.0
+    teams: dict[str, TeamPolicy] = field(init=False)
+    flavors: dict[str, FlavorTotals] = field(init=False)
+    class_weights: dict[str, int] = field(init=False)
+    workloads: dict[str, Workload] = field(init=False, default_factory=dict)
+    pending: dict[BucketKey, list[Workload]] = field(init=False, default_factory=dict)
+    running: dict[tuple[str, str], dict[str, Workload]] = field(init=False, default_factory=dict)
+    usage: dict[tuple[str, str], list[int]] = field(init=False, default_factory=dict)
+    elastic: set[str] = field(init=False, default_factory=set)
+    _seq: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.quotas = list(self.quotas)
+        idle_sharing = self.scheduler.idle_resource_sharing is Toggle.ENABLED
+        self.teams = {}
+        for quota in self.quotas:
+            if quota.activation_state is ActivationState.ENABLED:
+                policy = TeamPolicy.from_quota(quota)
+                self.teams[policy.team] = policy
+        self.class_weights = {pc.name: pc.weight for pc in self.scheduler.priority_classes}
+        names = set(self.capacity)
+        for policy in self.teams.values():
+            names |= policy.limit.keys()
+        self.flavors = {}
+        for name in names:
+            capacity = instance_amount(name, self.capacity.get(name, 0))
+            nominal_total = _sum(p.nominal.get(name, ZERO) for p in self.teams.values())
+            lent = _sum(p.nominal.get(name, ZERO) for p in self.teams.values() if p.lends)
+            unallocated = ResourceAmount(
+                *(max(0, c - n) for c, n in zip(capacity, nominal_total, strict=True))
+            )
+            pool = lent + unallocated if idle_sharing else lent
+            self.flavors[name] = FlavorTotals(capacity, nominal_total, unallocated, pool)
+
+    @classmethod
+    def from_jobs(
+        cls,
+        jobs: Iterable[Job],
+        *,
+        quotas: Iterable[ComputeQuota],
+        scheduler: SchedulerConfig,
+        capacity: Mapping[str, int],
+        started_at: Mapping[str, datetime] | None = None,
+        settings: EngineSettings | None = None,
+        now: float = 0.0,
+    ) -> GovernanceState:
+        """Build from Job records; terminal jobs are ignored."""
+        state = cls(quotas, scheduler, capacity, settings or EngineSettings(), now)
+        starts = started_at or {}
+        for job in jobs:
+            if job.status in _RUNNING_STATUSES or job.status in _PENDING_STATUSES:
+                state.add(Workload.from_job(job, started_at=starts.get(job.job_id)))
+        return state
+
+    def priority_of(self, priority_class: str | None) -> int:
+        if priority_class is None:
+            return NO_CLASS_PRIORITY
+        return self.class_weights.get(priority_class, NO_CLASS_PRIORITY)
+
+    def add(self, workload: Workload) -> None:
+        """Track a new pending (admitted == 0) or running workload."""
+        if workload.job_id in self.workloads:
+            raise ValueError(f"workload {workload.job_id} already tracked")
+        workload.priority = self.priority_of(workload.priority_class)
+        workload.seq = self._seq
+        self._seq += 1
+        self.workloads[workload.job_id] = workload
+        if workload.is_elastic:
+            self.elastic.add(workload.job_id)
+        if workload.admitted:
+            started = workload.started_at if workload.started_at is not None else self.now
+            self._start(workload, workload.admitted, started)
+        else:
+            self._enqueue(workload)
+
+    def remove(self, job_id: str) -> Workload:
+        """Forget a workload that finished or was cancelled, releasing its quota."""
+        workload = self.workloads.pop(job_id)
+        self.elastic.discard(job_id)
+        if workload.admitted:
+            self._release(workload)
+        else:
+            self._dequeue(workload)
+        return workload
+
+    def apply(self, decisions: Decisions) -> None:
+        """Apply a pass's decisions in order (what the caller does once its conditional
+        writes succeed)."""
+        for decision in decisions.actions:
+            self.apply_one(decision)
+
+    def apply_one(self, decision: Decision) -> None:
+        workload = self.workloads[decision.job_id]
+        if decision.kind is DecisionKind.ADMIT:
+            self._dequeue(workload)
+            self._start(workload, decision.replicas, self.now)
+        elif decision.kind is DecisionKind.PREEMPT:
+            self._release(workload)
+            self._enqueue(workload)
+        else:
+            self._resize(workload, decision.replicas)
+
+    def team_usage(self, team: str, instance_type: str) -> ResourceAmount:
+        return ResourceAmount(*self.usage.get((team, instance_type), (0, 0, 0)))
+
+    def _enqueue(self, workload: Workload) -> None:
+        workload.admitted = 0
+        workload.started_at = None
+        bisect.insort(
+            self.pending.setdefault(_bucket_key(workload), []), workload, key=_queue_order
+        )
+
+    def _dequeue(self, workload: Workload) -> None:
+        key = _bucket_key(workload)
+        bucket = self.pending[key]
+        bucket.pop(bisect.bisect_left(bucket, _queue_order(workload), key=_queue_order))
+        if not bucket:
+            del self.pending[key]
+
+    def _start(self, workload: Workload, replicas: int, started_at: float) -> None:
+        workload.admitted = 0
+        workload.started_at = started_at
+        self.running.setdefault((workload.team, workload.instance_type), {})[workload.job_id] = (
+            workload
+        )
+        self._resize(workload, replicas)
+
+    def _release(self, workload: Workload) -> None:
+        self._resize(workload, 0)
+        del self.running[(workload.team, workload.instance_type)][workload.job_id]
+
+    def _resize(self, workload: Workload, replicas: int) -> None:
+        delta = replicas - workload.admitted
+        used = self.usage.setdefault((workload.team, workload.instance_type), [0, 0, 0])
+        for index, amount in enumerate(workload.per_replica):
+            used[index] += amount * delta
+        workload.admitted = replicas
+
+
+def _sum(amounts: Iterable[ResourceAmount]) -> ResourceAmount:
+    total = ZERO
+    for amount in amounts:
+        total = total + amount
+    return total

@@ -1,0 +1,261 @@
+"""Task-governance shapes, field for field as SageMaker's CreateComputeQuota and
+CreateClusterSchedulerConfig APIs spell them, plus the instance catalogue that turns a
+quota into accelerators, vCPU and memory.
+
+Python fields are snake_case; their aliases are the AWS PascalCase names (VCpu and MemoryInGiB
+spelled out where PascalCase conversion would get them wrong), and models serialise by alias,
+so `Model.model_validate(aws_json)` and `model.model_dump(mode="json", exclude_none=True)`
+round-trip the API JSON unchanged. Snake_case keeps field names from shadowing the class names
+AWS reuses (`ComputeQuotaConfig.ResourceSharingConfig: ResourceSharingConfig`). The two fields
+DescribeComputeQuota adds are `version` (ComputeQuotaVersion) and `status` (Status).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_pascal
+
+NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+TEAM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$"
+
+
+class _AwsShape(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        alias_generator=to_pascal,
+    )
+
+
+class SharingStrategy(StrEnum):
+    LEND = "Lend"
+    DONT_LEND = "DontLend"
+    LEND_AND_BORROW = "LendAndBorrow"
+
+
+class PreemptTeamTasks(StrEnum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class ActivationState(StrEnum):
+    ENABLED = "Enabled"
+    DISABLED = "Disabled"
+
+
+class Toggle(StrEnum):
+    """The Enabled | Disabled switches of SchedulerConfig."""
+
+    ENABLED = "Enabled"
+    DISABLED = "Disabled"
+
+
+class ComputeQuotaStatus(StrEnum):
+    CREATING = "Creating"
+    CREATE_FAILED = "CreateFailed"
+    CREATE_ROLLBACK_FAILED = "CreateRollbackFailed"
+    CREATED = "Created"
+    UPDATING = "Updating"
+    UPDATE_FAILED = "UpdateFailed"
+    UPDATE_ROLLBACK_FAILED = "UpdateRollbackFailed"
+    UPDATED = "Updated"
+    DELETING = "Deleting"
+    DELETE_FAILED = "DeleteFailed"
+    DELETE_ROLLBACK_FAILED = "DeleteRollbackFailed"
+    DELETED = "Deleted"
+
+
+class AcceleratorPartitionConfig(_AwsShape):
+    type: str = Field(min_length=1, description="MIG profile, e.g. mig-1g.10gb")
+    count: int = Field(ge=0)
+
+
+class ComputeQuotaResourceConfig(_AwsShape):
+    instance_type: str = Field(min_length=1)
+    count: int | None = Field(default=None, ge=0, description="whole instances")
+    accelerators: int | None = Field(default=None, ge=0)
+    vcpu: float | None = Field(default=None, ge=0, alias="VCpu")
+    memory_in_gib: float | None = Field(default=None, ge=0, alias="MemoryInGiB")
+    accelerator_partition: AcceleratorPartitionConfig | None = None
+
+
+class ResourceSharingConfig(_AwsShape):
+    strategy: SharingStrategy = SharingStrategy.LEND_AND_BORROW
+    borrow_limit: int | None = Field(
+        default=None, ge=0, le=10000, description="percent of the team's own quota"
+    )
+    absolute_borrow_limits: list[ComputeQuotaResourceConfig] | None = Field(
+        default=None, max_length=15
+    )
+
+
+class ComputeQuotaConfig(_AwsShape):
+    compute_quota_resources: list[ComputeQuotaResourceConfig] = Field(
+        default_factory=list, max_length=15
+    )
+    resource_sharing_config: ResourceSharingConfig = Field(default_factory=ResourceSharingConfig)
+    preempt_team_tasks: PreemptTeamTasks = PreemptTeamTasks.LOWER_PRIORITY
+
+
+class ComputeQuotaTarget(_AwsShape):
+    team_name: str = Field(pattern=TEAM_NAME_PATTERN, min_length=1, max_length=63)
+    fair_share_weight: int = Field(default=0, ge=0, le=100)
+
+
+class ComputeQuota(_AwsShape):
+    name: str = Field(pattern=NAME_PATTERN, min_length=1, max_length=63)
+    description: str | None = Field(default=None, max_length=1024)
+    cluster_arn: str = Field(min_length=1, max_length=256)
+    compute_quota_config: ComputeQuotaConfig
+    compute_quota_target: ComputeQuotaTarget
+    activation_state: ActivationState = ActivationState.ENABLED
+    version: int = Field(default=1, ge=1, alias="ComputeQuotaVersion")
+    status: ComputeQuotaStatus = Field(default=ComputeQuotaStatus.CREATED, alias="Status")
+
+
+class PriorityClass(_AwsShape):
+    name: str = Field(pattern=TEAM_NAME_PATTERN, min_length=1, max_length=63)
+    weight: int = Field(ge=0, le=100)
+
+
+class SchedulerConfig(_AwsShape):
+    priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
+    fair_share: Toggle = Toggle.ENABLED
+    idle_resource_sharing: Toggle = Toggle.ENABLED
+
+    @model_validator(mode="after")
+    def _unique_class_names(self) -> SchedulerConfig:
+        names = [pc.name for pc in self.priority_classes]
+        if len(names) != len(set(names)):
+            raise ValueError("PriorityClasses names must be unique")
+        return self
+
+
+class InstanceSpec(NamedTuple):
+    accelerators: int
+    vcpu: int
+    memory_gib: int
+
+
+_ML_SPECS: dict[str, InstanceSpec] = {
+    "p5.48xlarge": InstanceSpec(8, 192, 2048),
+    "p5e.48xlarge": InstanceSpec(8, 192, 2048),
+    "p5en.48xlarge": InstanceSpec(8, 192, 2048),
+    "p4d.24xlarge": InstanceSpec(8, 96, 1152),
+    "p4de.24xlarge": InstanceSpec(8, 96, 1152),
+    "g5.48xlarge": InstanceSpec(8, 192, 768),
+    "g5.12xlarge": InstanceSpec(4, 48, 192),
+    "g6e.48xlarge": InstanceSpec(8, 192, 1536),
+    "trn1.32xlarge": InstanceSpec(16, 128, 512),
+    "trn2.48xlarge": InstanceSpec(16, 192, 2048),
+}
+
+INSTANCE_CATALOGUE: dict[str, InstanceSpec] = {
+    **{f"ml.{name}": spec for name, spec in _ML_SPECS.items()},
+    **_ML_SPECS,
+}
+"""Accelerators, vCPUs and memory (GiB) per instance, from the EC2 / SageMaker instance-type
+pages. HyperPod names carry the `ml.` prefix; the bare EC2 names are the EKS node types."""
+
+
+class UnknownInstanceTypeError(KeyError):
+    """The instance type is not in INSTANCE_CATALOGUE, so a quota cannot be resolved."""
+
+
+class ResourceAmount(NamedTuple):
+    """Exact integer amounts: accelerators, milli-vCPU, MiB. Integers so that sums over
+    thousands of jobs never drift the way float sums would."""
+
+    accelerators: int
+    vcpu_milli: int
+    memory_mib: int
+
+    @property
+    def vcpu(self) -> float:
+        return self.vcpu_milli / 1000
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / 1024
+
+    def __add__(self, other: object) -> ResourceAmount:
+        if not isinstance(other, ResourceAmount):
+            return NotImplemented
+        return ResourceAmount(
+            self.accelerators + other.accelerators,
+            self.vcpu_milli + other.vcpu_milli,
+            self.memory_mib + other.memory_mib,
+        )
+
+    def scaled(self, factor: int) -> ResourceAmount:
+        return ResourceAmount(
+            self.accelerators * factor, self.vcpu_milli * factor, self.memory_mib * factor
+        )
+
+
+ZERO = ResourceAmount(0, 0, 0)
+
+
+def instance_spec(instance_type: str) -> InstanceSpec:
+    try:
+        return INSTANCE_CATALOGUE[instance_type]
+    except KeyError:
+        raise UnknownInstanceTypeError(instance_type) from None
+
+
+def instance_amount(instance_type: str, count: int = 1) -> ResourceAmount:
+    spec = instance_spec(instance_type)
+    return ResourceAmount(spec.accelerators, spec.vcpu * 1000, spec.memory_gib * 1024).scaled(count)
+
+
+def accelerator_share(instance_type: str, accelerators: int) -> ResourceAmount:
+    """`accelerators` GPUs/Neuron devices plus the same fraction of the instance's vCPUs and
+    memory (2 of 8 GPUs → 2/8 of them), rounded down to milli-vCPU and MiB."""
+    spec = instance_spec(instance_type)
+    if spec.accelerators == 0:
+        raise ValueError(f"{instance_type} has no accelerators")
+    return ResourceAmount(
+        accelerators,
+        spec.vcpu * 1000 * accelerators // spec.accelerators,
+        spec.memory_gib * 1024 * accelerators // spec.accelerators,
+    )
+
+
+def resolve_quota_resource(resource: ComputeQuotaResourceConfig) -> ResourceAmount:
+    """What one ComputeQuotaResources entry grants.
+
+    Count → that many whole instances (all three resources). Otherwise Accelerators, VCpu
+    and MemoryInGiB as given; when only Accelerators is set, vCPU and memory follow in
+    proportion to the instance's accelerators, as HyperPod does. AcceleratorPartition (MIG)
+    is not converted: partitions are not whole GPUs.
+    """
+    if resource.count is not None:
+        return instance_amount(resource.instance_type, resource.count)
+    accelerators = resource.accelerators or 0
+    proportional = accelerator_share(resource.instance_type, accelerators) if accelerators else ZERO
+    vcpu_milli = (
+        round(resource.vcpu * 1000) if resource.vcpu is not None else proportional.vcpu_milli
+    )
+    memory_mib = (
+        round(resource.memory_in_gib * 1024)
+        if resource.memory_in_gib is not None
+        else proportional.memory_mib
+    )
+    return ResourceAmount(accelerators, vcpu_milli, memory_mib)
+
+
+def resolve_quota_resources(
+    resources: list[ComputeQuotaResourceConfig],
+) -> dict[str, ResourceAmount]:
+    """Sum the entries per instance type (an instance type may appear more than once)."""
+    totals: dict[str, ResourceAmount] = {}
+    for resource in resources:
+        totals[resource.instance_type] = totals.get(resource.instance_type, ZERO) + (
+            resolve_quota_resource(resource)
+        )
+    return totals

@@ -1,0 +1,140 @@
+"""Task-governance models: AWS JSON round-trips, validation, quota resolution."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from hyperguard.models.governance import (
+    ComputeQuota,
+    ComputeQuotaResourceConfig,
+    ResourceAmount,
+    SchedulerConfig,
+    UnknownInstanceTypeError,
+    resolve_quota_resource,
+    resolve_quota_resources,
+)
+
+AWS_QUOTA = {
+    "Name": "ml-a-quota",
+    "Description": "team a",
+    "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdefabcdef",
+    "ComputeQuotaConfig": {
+        "ComputeQuotaResources": [
+            {"InstanceType": "ml.p5.48xlarge", "Accelerators": 2},
+            {"InstanceType": "ml.g5.12xlarge", "Count": 1, "VCpu": 4.0, "MemoryInGiB": 16.0},
+            {
+                "InstanceType": "ml.p4d.24xlarge",
+                "AcceleratorPartition": {"Type": "mig-1g.5gb", "Count": 7},
+            },
+        ],
+        "ResourceSharingConfig": {
+            "Strategy": "LendAndBorrow",
+            "BorrowLimit": 150,
+            "AbsoluteBorrowLimits": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": 8}],
+        },
+        "PreemptTeamTasks": "Never",
+    },
+    "ComputeQuotaTarget": {"TeamName": "ml-a", "FairShareWeight": 10},
+    "ActivationState": "Enabled",
+    "ComputeQuotaVersion": 4,
+    "Status": "Updated",
+}
+
+
+def test_compute_quota_round_trips_aws_json() -> None:
+    quota = ComputeQuota.model_validate(AWS_QUOTA)
+    assert quota.version == 4
+    assert quota.compute_quota_config.resource_sharing_config.borrow_limit == 150
+    assert quota.model_dump(mode="json", exclude_none=True) == AWS_QUOTA
+
+
+def test_defaults_match_the_api() -> None:
+    quota = ComputeQuota.model_validate(
+        {
+            "Name": "q",
+            "ClusterArn": "arn",
+            "ComputeQuotaConfig": {},
+            "ComputeQuotaTarget": {"TeamName": "t"},
+        }
+    )
+    assert quota.compute_quota_config.preempt_team_tasks == "LowerPriority"
+    assert quota.compute_quota_target.fair_share_weight == 0
+    config = SchedulerConfig.model_validate({})
+    assert (config.fair_share, config.idle_resource_sharing) == ("Enabled", "Enabled")
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("Name",), "-bad"),
+        (("Name",), "a" * 64),
+        (("Description",), "x" * 1025),
+        (("ComputeQuotaTarget", "TeamName"), "Upper"),
+        (("ComputeQuotaTarget", "TeamName"), "ends-"),
+        (("ComputeQuotaTarget", "FairShareWeight"), 101),
+        (("ComputeQuotaConfig", "ResourceSharingConfig", "BorrowLimit"), 10001),
+        (("ComputeQuotaConfig", "ResourceSharingConfig", "Strategy"), "Borrow"),
+        (("ComputeQuotaConfig", "PreemptTeamTasks"), "Always"),
+        (("ComputeQuotaConfig", "ComputeQuotaResources"), [{"InstanceType": "x"}] * 16),
+        (("ActivationState",), "On"),
+    ],
+)
+def test_invalid_quota_fields_are_rejected(path: tuple[str, ...], value: object) -> None:
+    import copy
+
+    body = copy.deepcopy(AWS_QUOTA)
+    target = body
+    for key in path[:-1]:
+        target = target[key]  # type: ignore[assignment]
+    target[path[-1]] = value
+    with pytest.raises(ValidationError):
+        ComputeQuota.model_validate(body)
+
+
+def test_scheduler_config_limits() -> None:
+    too_many = [{"Name": f"c{i}", "Weight": i} for i in range(11)]
+    with pytest.raises(ValidationError):
+        SchedulerConfig.model_validate({"PriorityClasses": too_many})
+    with pytest.raises(ValidationError):
+        SchedulerConfig.model_validate({"PriorityClasses": [{"Name": "a", "Weight": 101}]})
+    with pytest.raises(ValidationError):
+        SchedulerConfig.model_validate(
+            {"PriorityClasses": [{"Name": "a", "Weight": 1}, {"Name": "a", "Weight": 2}]}
+        )
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [
+        ({"InstanceType": "ml.p5.48xlarge", "Accelerators": 2}, (2, 48, 512)),
+        ({"InstanceType": "ml.p4d.24xlarge", "Accelerators": 4}, (4, 48, 576)),
+        ({"InstanceType": "ml.g5.12xlarge", "Accelerators": 1}, (1, 12, 48)),
+        ({"InstanceType": "ml.trn1.32xlarge", "Accelerators": 4}, (4, 32, 128)),
+        ({"InstanceType": "p5.48xlarge", "Count": 2}, (16, 384, 4096)),
+        ({"InstanceType": "ml.g5.48xlarge", "Count": 1}, (8, 192, 768)),
+        ({"InstanceType": "ml.p5.48xlarge", "Accelerators": 8, "VCpu": 10}, (8, 10, 2048)),
+        ({"InstanceType": "ml.p5.48xlarge", "VCpu": 4, "MemoryInGiB": 8}, (0, 4, 8)),
+    ],
+)
+def test_resolve_quota_resource(resource: dict, expected: tuple[int, float, float]) -> None:
+    amount = resolve_quota_resource(ComputeQuotaResourceConfig.model_validate(resource))
+    assert (amount.accelerators, amount.vcpu, amount.memory_gib) == expected
+
+
+def test_entries_for_the_same_instance_type_add_up() -> None:
+    resources = [
+        ComputeQuotaResourceConfig.model_validate({"InstanceType": "ml.p5.48xlarge", "Count": 1}),
+        ComputeQuotaResourceConfig.model_validate(
+            {"InstanceType": "ml.p5.48xlarge", "Accelerators": 4}
+        ),
+    ]
+    totals = resolve_quota_resources(resources)
+    assert totals == {"ml.p5.48xlarge": ResourceAmount(12, 288_000, 3072 * 1024)}
+
+
+def test_unknown_instance_type_is_a_typed_error() -> None:
+    with pytest.raises(UnknownInstanceTypeError):
+        resolve_quota_resource(
+            ComputeQuotaResourceConfig.model_validate({"InstanceType": "ml.x9", "Count": 1})
+        )

@@ -1,0 +1,150 @@
+"""Property tests of the engine's invariants over random clusters and job mixes."""
+
+from __future__ import annotations
+
+from governance_builders import CLASSES, P5, cluster, job, quota
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hyperguard.governance import DecisionKind, GovernanceState, schedule
+from hyperguard.models.governance import ZERO
+
+MAX_PASSES = 40
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list]:
+    teams = draw(st.integers(min_value=1, max_value=4))
+    quotas = [
+        quota(
+            f"t{i}",
+            draw(st.sampled_from([0, 8, 16, 24, 32])),
+            strategy=draw(st.sampled_from(["Lend", "DontLend", "LendAndBorrow"])),
+            borrow=draw(st.sampled_from([0, 50, 100, 300])),
+            weight=draw(st.integers(min_value=0, max_value=100)),
+            preempt=draw(st.sampled_from(["Never", "LowerPriority"])),
+        )
+        for i in range(teams)
+    ]
+    instances = draw(st.integers(min_value=0, max_value=12))
+    state = cluster(
+        quotas,
+        instances,
+        fair_share=draw(st.sampled_from(["Enabled", "Disabled"])),
+        idle=draw(st.sampled_from(["Enabled", "Disabled"])),
+        min_runtime=draw(st.sampled_from([0.0, 30.0])),
+        now=0.0,
+    )
+    waves = []
+    for wave in range(draw(st.integers(min_value=1, max_value=3))):
+        jobs = []
+        for index in range(draw(st.integers(min_value=1, max_value=10))):
+            elastic = draw(st.booleans())
+            replicas = draw(st.integers(min_value=1, max_value=3))
+            jobs.append(
+                job(
+                    f"w{wave}j{index}",
+                    f"t{draw(st.integers(min_value=0, max_value=teams - 1))}",
+                    draw(st.sampled_from([1, 2, 4, 8])),
+                    cls=draw(st.sampled_from([None, *CLASSES])),
+                    at=float(wave * 100 + index),
+                    replicas=replicas,
+                    min_replicas=1 if elastic else None,
+                    max_replicas=replicas + 2 if elastic else None,
+                )
+            )
+        waves.append(jobs)
+    return state, waves
+
+
+def check_limits(state: GovernanceState) -> None:
+    totals = state.flavors[P5]
+    used_total = [0, 0, 0]
+    lent = [0, 0, 0]
+    for (team, _), used in state.usage.items():
+        policy = state.teams[team]
+        limit = policy.limit.get(P5, ZERO)
+        assert all(u <= q for u, q in zip(used, limit, strict=True)), (team, used, limit)
+        for i in range(3):
+            used_total[i] += used[i]
+            if policy.lends:
+                lent[i] += used[i]
+    assert all(u <= c for u, c in zip(used_total, totals.capacity, strict=True))
+    assert all(u <= p for u, p in zip(lent, totals.pool, strict=True))
+
+
+def check_preemptions_justified(state: GovernanceState, decisions) -> None:
+    borrowing_before = {
+        team
+        for (team, _), used in state.usage.items()
+        if any(u > n for u, n in zip(used, state.teams[team].nominal.get(P5, ZERO), strict=True))
+    }
+    for action in decisions.actions:
+        if action.kind not in (DecisionKind.PREEMPT, DecisionKind.SHRINK):
+            continue
+        victim = state.workloads[action.job_id]
+        preemptor = state.workloads[action.for_job]
+        if victim.team == preemptor.team:
+            assert victim.priority < preemptor.priority, action.reason
+        else:
+            assert victim.team in borrowing_before, action.reason
+            assert "reclaim" in action.reason
+        if action.kind is DecisionKind.PREEMPT and state.settings.min_runtime_s:
+            assert victim.started_at is not None
+            assert state.now - victim.started_at >= state.settings.min_runtime_s
+
+
+def run_to_fixed_point(state: GovernanceState) -> int:
+    for passes in range(1, MAX_PASSES + 1):
+        decisions = schedule(state)
+        check_preemptions_justified(state, decisions)
+        state.apply(decisions)
+        check_limits(state)
+        if not decisions.actions:
+            return passes
+    raise AssertionError(f"no fixed point after {MAX_PASSES} passes: {decisions.actions}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters())
+def test_invariants_hold_and_passes_reach_a_fixed_point(case) -> None:
+    state, waves = case
+    for wave, jobs in enumerate(waves):
+        state.now = wave * 100.0
+        for workload in jobs:
+            state.add(workload)
+        run_to_fixed_point(state)
+        again = schedule(state)
+        assert again.actions == []
+        pending = set(again.pending_reasons)
+        assert pending == {w.job_id for w in state.workloads.values() if w.admitted == 0}
+        assert all(reason.startswith("pending: ") for reason in again.pending_reasons.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.data())
+def test_finishing_jobs_never_cause_preemption_ping_pong(case, data) -> None:
+    """Jobs finish one by one; after each, passes settle without a job being preempted
+    twice in a row on a state that no longer changes."""
+    state, waves = case
+    for workload in (w for jobs in waves for w in jobs):
+        state.add(workload)
+    run_to_fixed_point(state)
+    while state.workloads:
+        running = sorted(w.job_id for w in state.workloads.values() if w.admitted)
+        if not running:
+            break
+        state.now += 50.0
+        state.remove(data.draw(st.sampled_from(running)))
+        preempted: list[str] = []
+        for _ in range(MAX_PASSES):
+            decisions = schedule(state)
+            check_preemptions_justified(state, decisions)
+            preempted += [d.job_id for d in decisions.preempted]
+            state.apply(decisions)
+            check_limits(state)
+            if not decisions.actions:
+                break
+        else:
+            raise AssertionError("no fixed point")
+        assert len(preempted) == len(set(preempted)), preempted
