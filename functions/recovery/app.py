@@ -1,27 +1,37 @@
-"""NodeRecovery's Lambda tasks: {"step": <name>, ...payload} → the step's result."""
+"""NodeRecovery's Lambda tasks: {"step": <name>, "recovery": <state>} → the new state."""
 
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.settings import load_settings
-from hyperguard.store import IncidentStore
+from hyperguard.store import IncidentStore, JobStore, NodeStore
+from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.policy import RepairPolicyStore
 
 settings = load_settings()
 steps = RecoverySteps(
     incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
+    nodes=NodeStore(settings.nodes_table),
+    jobs=JobStore(settings.jobs_table),
+    policies=RepairPolicyStore(settings.teams_table),
+    checkpoints=CheckpointStore(),
+    gateway=gateway_for(settings),
     publisher=EventPublisher(settings.event_bus_name),
     escalator=Escalator(settings.escalation_topic_arn),
+    time_scale=settings.time_scale,
 )
 
 
-@logger.inject_lambda_context(correlation_id_path="incident_id")
+@logger.inject_lambda_context(correlation_id_path="recovery.incident_id")
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    result = steps.run(str(event.get("step")), event)
-    metrics.add_metric(name=f"RecoveryStep_{event.get('step')}", unit="Count", value=1)
-    return result
+    recovery = dict(event.get("recovery") or {})
+    if "task_token" in event:
+        recovery["task_token"] = event["task_token"]
+    return steps.run(str(event.get("step")), recovery)

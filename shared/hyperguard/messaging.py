@@ -38,7 +38,9 @@ class EventPublisher:
         )
         if result.get("FailedEntryCount"):
             entry = result["Entries"][0]
-            raise PublishError(f"{detail_type}: {entry.get('ErrorCode')} {entry.get('ErrorMessage')}")
+            raise PublishError(
+                f"{detail_type}: {entry.get('ErrorCode')} {entry.get('ErrorMessage')}"
+            )
 
 
 class Escalator:
@@ -84,3 +86,13 @@ class RecoveryWorkflows:
             if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
                 return self.execution_arn(incident_id)
             raise
+
+    def resume(self, task_token: str, output: dict[str, Any]) -> None:
+        """An operator approved a paused recovery."""
+        sfn = self._sfn or client("stepfunctions")
+        sfn.send_task_success(taskToken=task_token, output=json.dumps(output, default=str))
+
+    def refuse(self, task_token: str, error: str, cause: str) -> None:
+        """An operator vetoed a paused recovery: the workflow escalates."""
+        sfn = self._sfn or client("stepfunctions")
+        sfn.send_task_failure(taskToken=task_token, error=error, cause=cause[:32768])

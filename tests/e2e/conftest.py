@@ -17,9 +17,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def twin() -> Iterator[Twin]:
-    # moto's backends are process-global: one twin per test process.
+    # moto's backends are process-global: one twin at a time; down() resets them.
     running = Twin(TwinConfig(root=ROOT, port=free_port()))
     running.up()
     yield running

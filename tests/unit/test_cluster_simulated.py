@@ -390,7 +390,7 @@ def test_dispatch_of_a_new_job_starts_at_step_zero_without_a_restart(
     assert progress.step == 3 and progress.job.restart_count == 0
 
 
-def test_dispatch_of_an_unseen_job_with_a_checkpoint_counts_a_restart(
+def test_dispatch_keeps_a_restart_count_the_caller_already_raised(
     sim: SimulatedCluster, clock: ManualClock
 ) -> None:
     checkpoint = Checkpoint(step=50, uri="s3://ckpt/moved/step-00000050/", completed_at=clock.now())
@@ -398,7 +398,10 @@ def test_dispatch_of_an_unseen_job_with_a_checkpoint_counts_a_restart(
     sim.dispatch(job, [free_node(sim)])
 
     progress = sim.progress()["moved"]
-    assert progress.step == 50 and progress.job.restart_count == 3
+    assert progress.step == 50 and progress.job.restart_count == 2
+    # re-dispatching with the same count elsewhere is one more restart, counted here
+    sim.dispatch(job, [free_node(sim)])
+    assert sim.progress()["moved"].job.restart_count == 3
 
 
 def test_dispatch_to_unknown_node_raises(sim: SimulatedCluster) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -234,6 +235,74 @@ def cmd_incidents_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _operator(args: argparse.Namespace) -> Any:
+    from hyperguard.messaging import RecoveryWorkflows
+    from hyperguard.recovery.operator import RecoveryOperator
+    from hyperguard.store import IncidentStore, NodeStore
+
+    outputs = _service(args).outputs
+    return RecoveryOperator(
+        IncidentStore(outputs["IncidentsTableName"], outputs["NodesTableName"]),
+        NodeStore(outputs["NodesTableName"]),
+        RecoveryWorkflows(outputs["NodeRecoveryStateMachineArn"]),
+    )
+
+
+def _operator_call(args: argparse.Namespace, action: str, *call_args: Any) -> int:
+    from hyperguard.recovery.operator import OperatorActionError
+
+    try:
+        _print_json(getattr(_operator(args), action)(*call_args))
+    except OperatorActionError as exc:
+        raise CliError(str(exc)) from exc
+    return 0
+
+
+def cmd_incidents_approve(args: argparse.Namespace) -> int:
+    return _operator_call(args, "approve", args.incident_id, args.by)
+
+
+def cmd_incidents_veto(args: argparse.Namespace) -> int:
+    return _operator_call(args, "veto", args.incident_id, args.by, args.reason)
+
+
+def cmd_incidents_redrive(args: argparse.Namespace) -> int:
+    return _operator_call(args, "redrive", args.incident_id)
+
+
+def cmd_nodes_veto(args: argparse.Namespace) -> int:
+    return _operator_call(args, "veto_node", args.instance_id, None if args.lift else args.reason)
+
+
+def cmd_twin_fault(args: argparse.Namespace) -> int:
+    _print_json(
+        _service(args).twin_post("fault", {"instance_id": args.instance_id, "kind": args.kind})
+    )
+    return 0
+
+
+def cmd_jobs_list(args: argparse.Namespace) -> int:
+    from hyperguard.store import JobStore
+
+    jobs = JobStore(_service(args).outputs["JobsTableName"]).all()
+    rows = [
+        {
+            "job_id": j.job_id,
+            "team": j.team,
+            "nodes": ",".join(j.nodes),
+            "status": j.status.value,
+            "checkpoint_step": j.last_checkpoint.step if j.last_checkpoint else None,
+            "restarts": j.restart_count,
+        }
+        for j in jobs
+    ]
+    if args.json:
+        _print_json(rows)
+        return 0
+    _table(rows, ["job_id", "team", "status", "checkpoint_step", "restarts", "nodes"])
+    return 0
+
+
 # ---- parser -------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hyperguard", description=__doc__.split("\n")[0])
@@ -283,9 +352,46 @@ def build_parser() -> argparse.ArgumentParser:
     service_options(p)
     p.set_defaults(func=cmd_twin_inject)
 
+    p = twin.add_parser("fault", help="break a simulated node; its health agent reports it")
+    p.add_argument("instance_id")
+    p.add_argument(
+        "--kind",
+        default="gpu",
+        choices=["gpu", "persistent"],
+        help="gpu: a reboot cures it; persistent: only a replacement does",
+    )
+    service_options(p)
+    p.set_defaults(func=cmd_twin_fault)
+
+    jobs = groups.add_parser("jobs", help="training jobs").add_subparsers(dest="cmd", required=True)
+    p = jobs.add_parser("list", help="jobs with nodes, status, last checkpoint, restarts")
+    service_options(p)
+    p.set_defaults(func=cmd_jobs_list)
+
+    nodes = groups.add_parser("nodes", help="node actions").add_subparsers(
+        dest="cmd", required=True
+    )
+    p = nodes.add_parser("veto", help="make every repair of a node wait for approval")
+    p.add_argument("instance_id")
+    p.add_argument("--reason", default="operator veto")
+    p.add_argument("--lift", action="store_true", help="lift the veto")
+    service_options(p)
+    p.set_defaults(func=cmd_nodes_veto)
+
     incidents = groups.add_parser("incidents", help="incidents").add_subparsers(
         dest="cmd", required=True
     )
+    for name, func, text in (
+        ("approve", cmd_incidents_approve, "let a paused recovery proceed"),
+        ("veto", cmd_incidents_veto, "stop a paused recovery: it escalates, node stays cordoned"),
+        ("redrive", cmd_incidents_redrive, "run an escalated incident's recovery again"),
+    ):
+        p = incidents.add_parser(name, help=text)
+        p.add_argument("incident_id")
+        p.add_argument("--by", default=os.environ.get("USER", "operator"))
+        p.add_argument("--reason", default="vetoed by an operator")
+        service_options(p)
+        p.set_defaults(func=func)
     p = incidents.add_parser("list", help="newest first")
     p.add_argument("--limit", type=int, default=100)
     service_options(p)

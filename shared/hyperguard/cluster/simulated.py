@@ -635,9 +635,10 @@ class SimulatedCluster:
                 return False
             placed = job.model_copy(deep=True, update={"nodes": list(nodes)})
             if known is not None or job.last_checkpoint is not None:
-                placed.restart_count = 1 + max(
-                    job.restart_count, known.job.restart_count if known else 0
-                )
+                # The caller's count wins when it already counts this restart (as the
+                # Kubernetes adapter needs it to, to name the run); else count it here.
+                before = known.job.restart_count if known else 0
+                placed.restart_count = max(job.restart_count, before + 1)
             run = _JobRun(job=placed, anchor_step=0, ready_at=now, emitted_step=0)
             self._restart(run, now + timedelta(seconds=self.timings.job_restart_s))
             self._runs[job.job_id] = run

@@ -1,8 +1,8 @@
 """Pydantic domain models shared by every layer."""
 
-from hyperguard.models.incidents import Incident, IncidentStatus
+from hyperguard.models.incidents import Incident, IncidentStatus, ProtectedJob
 from hyperguard.models.jobs import Checkpoint, Job, JobStatus
-from hyperguard.models.nodes import Node, NodeStatus, RepairOutcome, RepairFailure
+from hyperguard.models.nodes import Node, NodeStatus, RepairFailure, RepairOutcome
 from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "JobStatus",
     "Node",
     "NodeStatus",
+    "ProtectedJob",
     "Repair",
     "RepairFailure",
     "RepairOutcome",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -13,13 +14,23 @@ from hyperguard.models.signals import Repair
 class IncidentStatus(StrEnum):
     OPEN = "open"
     DETECTED = "detected"
+    WAITING = "waiting"
+    AWAITING_APPROVAL = "awaiting_approval"
     RECOVERING = "recovering"
     RESOLVED = "resolved"
     NEEDS_OPERATOR = "needs_operator"
 
-    @property
-    def is_open(self) -> bool:
-        return self not in (IncidentStatus.RESOLVED,)
+
+class ProtectedJob(BaseModel):
+    """A job that was on the node when the incident began, and what recovery does with it."""
+
+    job_id: str
+    strategy: str = Field(description="wait_for_repair | move_to_spare | hyperpod_auto_resume")
+    checkpoint_step: int | None = None
+    checkpoint_uri: str | None = None
+    nodes: list[str] = Field(default_factory=list, description="where it ran")
+    spare: str | None = None
+    resumed: bool = False
 
 
 class Incident(BaseModel):
@@ -38,5 +49,14 @@ class Incident(BaseModel):
     execution_arn: str | None = None
     signal_count: int = 1
     sources: list[str] = Field(default_factory=list)
+    facts: dict[str, Any] = Field(default_factory=dict, description="the first signal's facts")
     notes: list[str] = Field(default_factory=list)
-    timings: dict[str, float] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(
+        default_factory=dict, description="seconds from the first signal to each milestone"
+    )
+    action: str | None = Field(default=None, description="the repair being carried out")
+    replacement_instance_id: str | None = None
+    jobs: list[ProtectedJob] = Field(default_factory=list)
+    resolution: str | None = None
+    task_token: str | None = Field(default=None, description="set while awaiting approval")
+    redrives: int = 0

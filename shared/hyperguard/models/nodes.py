@@ -36,6 +36,10 @@ class Node(BaseModel):
     launch_time: datetime | None = None
     open_incident_id: str | None = None
     healthy: bool = True
+    veto: str | None = Field(default=None, description="operator veto: repairs wait for approval")
+    repairs: list[dict[str, str]] = Field(
+        default_factory=list, description="HyperGuard's repairs of this node: {at, action}"
+    )
 
 
 class RepairFailure(BaseModel):

@@ -1,15 +1,59 @@
-"""NodeRecovery workflow steps. Each is an *ensure* step: safe to run twice."""
+"""NodeRecovery workflow steps. Each is an *ensure* step: safe to run twice.
+
+Every step receives the workflow's state (`recovery`, a plain dict that the state machine
+passes along) and returns it updated; the state machine's Choice states read `verdict`,
+`action` and `health`. Steps raise typed errors (names ending in Error) that the state
+machine retries or catches by name.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from hyperguard.cluster import ClusterGateway, NodeNotFoundError
+from hyperguard.cluster.conventions import INSTANCE_ID_NOT_FOUND
 from hyperguard.messaging import Escalator, EventPublisher
-from hyperguard.models import Incident, IncidentStatus
-from hyperguard.store import IncidentStore
+from hyperguard.models import (
+    Incident,
+    IncidentStatus,
+    Job,
+    JobStatus,
+    Node,
+    NodeStatus,
+    ProtectedJob,
+    Repair,
+)
+from hyperguard.observability import logger, metrics
+from hyperguard.recovery.policy import NodeRepairConfig, decide
+from hyperguard.store import IncidentStore, JobStore, NodeStore
+from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.policy import RepairPolicyStore
+
+Recovery = dict[str, Any]
+
+# Kinds whose incident is about a node that is fine now but will not be for long: the node
+# being healthy is no reason to close them.
+PLANNED_KINDS = frozenset(
+    {
+        "spot_interruption",
+        "capacity_reservation_interruption",
+        "rebalance_recommendation",
+        "health_scheduled_change",
+    }
+)
+
+
+REPAIRING_STATUSES = frozenset(
+    {
+        NodeStatus.PENDING,
+        NodeStatus.SHUTTING_DOWN,
+        NodeStatus.SYSTEM_UPDATING,
+        NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS,
+    }
+)
 
 
 class UnknownStepError(ValueError):
@@ -20,6 +64,18 @@ class IncidentMissingError(LookupError):
     pass
 
 
+class RepairRetryableError(RuntimeError):
+    """The cluster refused the repair for now (InstanceIdInUse, InternalServerError, ...)."""
+
+
+class RepairRejectedError(RuntimeError):
+    """The cluster cannot repair the node (InstanceIdNotFound): an operator must look."""
+
+
+class RecoveryTimeoutError(RuntimeError):
+    """The repaired node did not become healthy within the health budget."""
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -27,60 +83,441 @@ def _now() -> datetime:
 @dataclass
 class RecoverySteps:
     incidents: IncidentStore
+    nodes: NodeStore
+    jobs: JobStore
+    policies: RepairPolicyStore
+    checkpoints: CheckpointStore
+    gateway: ClusterGateway
     publisher: EventPublisher
     escalator: Escalator
+    time_scale: float = 1.0
     clock: Callable[[], datetime] = _now
 
-    def run(self, step: str, payload: dict[str, Any]) -> dict[str, Any]:
-        action = {"detect": self.detect, "escalate": self.escalate}.get(step)
+    def run(self, step: str, recovery: Recovery) -> Recovery:
+        action = getattr(self, step, None) if step in STEPS else None
         if action is None:
             raise UnknownStepError(f"unknown recovery step {step!r}")
-        return action(payload)
+        result: Recovery = action(dict(recovery))
+        metrics.add_metric(name=f"RecoveryStep_{step}", unit="Count", value=1)
+        return result
 
-    def _incident(self, payload: dict[str, Any]) -> Incident:
-        incident_id = payload.get("incident_id")
+    # -- helpers --------------------------------------------------------------------------
+    def _incident(self, recovery: Recovery) -> Incident:
+        incident_id = recovery.get("incident_id")
         incident = self.incidents.get(str(incident_id)) if incident_id else None
         if incident is None:
             raise IncidentMissingError(f"incident {incident_id!r} does not exist")
         return incident
 
-    def detect(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Record the incident as detected and announce it (IncidentOpened)."""
-        incident = self._incident(payload)
+    def _mark(self, incident: Incident, milestone: str) -> None:
+        self.incidents.mark(
+            incident.incident_id,
+            milestone,
+            (self.clock() - incident.first_signal_at).total_seconds(),
+        )
+
+    def _policy(self) -> NodeRepairConfig:
+        return self.policies.get()
+
+    def _seconds(self, seconds: float) -> float:
+        return max(seconds / self.time_scale, 1.0)
+
+    # -- steps ----------------------------------------------------------------------------
+    def diagnose(self, r: Recovery) -> Recovery:
+        """Record detection, re-read the node, decide the repair (or that none is needed)."""
+        incident = self._incident(r)
         if incident.status is IncidentStatus.OPEN:
-            detect_s = (self.clock() - incident.first_signal_at).total_seconds()
-            self.incidents.set_status(
-                incident.incident_id,
-                IncidentStatus.DETECTED,
-                timings={"signal_to_detected_s": round(max(detect_s, 0.0), 3)},
+            self._mark(incident, "detected")
+            self.incidents.set_status(incident.incident_id, IncidentStatus.DETECTED)
+            self.publisher.publish("IncidentOpened", _announcement(incident))
+        policy = self._policy()
+        # An integer: a Wait state's SecondsPath must resolve to one, or the execution fails.
+        r["poll_s"] = round(self._seconds(policy.poll_interval_s))
+        try:
+            node = self.gateway.node_status(incident.instance_id)
+        except NodeNotFoundError:
+            r["verdict"], r["resolution"] = "recovered", "instance_gone"
+            return r
+        if (
+            incident.kind not in PLANNED_KINDS
+            and node.status is NodeStatus.RUNNING
+            and node.healthy
+        ):
+            r["verdict"], r["resolution"] = "recovered", "recovered_on_its_own"
+            return r
+        stored = self.nodes.get(incident.instance_id)
+        history = node.model_copy(update={"repairs": stored.repairs if stored else []})
+        decision = decide(policy, incident, history, self.clock(), self.time_scale)
+        r["action"] = decision.action.value
+        r["reason"] = decision.reason
+        if decision.action is Repair.NONE:
+            r["verdict"], r["resolution"] = "recovered", "no_action_by_policy"
+        elif decision.not_before and decision.not_before > self.clock():
+            r["verdict"], r["wait_until"] = "wait", decision.not_before.isoformat()
+            self.incidents.set_status(incident.incident_id, IncidentStatus.WAITING)
+        else:
+            r["verdict"] = "repair"
+            self.incidents.update(incident.incident_id, action=decision.action.value)
+        return r
+
+    def guard(self, r: Recovery) -> Recovery:
+        """The blast-radius brake: too much of the pool unhealthy, too many repairs at
+        once, or an operator veto → hold for approval."""
+        incident = self._incident(r)
+        policy = self._policy()
+        nodes = self.nodes.all()
+        me = next((n for n in nodes if n.instance_id == incident.instance_id), None)
+        pool = [n for n in nodes if me and n.pool == me.pool and n.status != NodeStatus.NOT_FOUND]
+        unhealthy = sum(1 for n in pool if n.open_incident_id)
+        repairing = sum(
+            1 for i in self.incidents.recent(1000) if i.status is IncidentStatus.RECOVERING
+        )
+        reasons = []
+        if me and me.veto:
+            reasons.append(f"operator veto on {me.instance_id}: {me.veto}")
+        if pool and unhealthy > policy.limit("max_unhealthy_node_threshold", len(pool)):
+            reasons.append(
+                f"{unhealthy} of {len(pool)} nodes in pool {me.pool if me else '?'} are "
+                f"unhealthy, above the limit of "
+                f"{policy.limit('max_unhealthy_node_threshold', len(pool))}"
             )
-            # Published after the write: a retry re-publishes at most once more, and
-            # consumers key on incident_id (documented in docs/events.md).
+        if pool and repairing >= policy.limit("max_parallel_nodes_repaired", len(pool)):
+            reasons.append(
+                f"{repairing} repairs already running, the limit is "
+                f"{policy.limit('max_parallel_nodes_repaired', len(pool))}"
+            )
+        r["verdict"] = "hold" if reasons and not r.get("approval") else "proceed"
+        r["hold_reasons"] = reasons
+        return r
+
+    def request_approval(self, r: Recovery) -> Recovery:
+        """Park the incident until an operator approves (SendTaskSuccess) or vetoes."""
+        incident = self._incident(r)
+        token = r.pop("task_token")
+        self.incidents.update(incident.incident_id, task_token=token)
+        self.incidents.set_status(incident.incident_id, IncidentStatus.AWAITING_APPROVAL)
+        self.escalator.notify(
+            f"HyperGuard: repair of {incident.instance_id} needs approval",
+            {
+                "incident_id": incident.incident_id,
+                "instance_id": incident.instance_id,
+                "why": r.get("hold_reasons", []),
+                "approve": f"hyperguard incidents approve {incident.incident_id}",
+                "veto": f"hyperguard incidents veto {incident.incident_id}",
+            },
+        )
+        return r
+
+    def cordon(self, r: Recovery) -> Recovery:
+        incident = self._incident(r)
+        self.gateway.cordon(
+            incident.instance_id, incident_id=incident.incident_id, reason=incident.kind
+        )
+        self.incidents.set_status(incident.incident_id, IncidentStatus.RECOVERING)
+        self._mark(incident, "cordoned")
+        return r
+
+    def protect_jobs(self, r: Recovery) -> Recovery:
+        """Every job on the node: its latest complete checkpoint and its strategy."""
+        incident = self._incident(r)
+        if incident.jobs:  # a retried step keeps the first plan
+            return r
+        nodes = self.nodes.all()
+        me = next((n for n in nodes if n.instance_id == incident.instance_id), None)
+        busy = {i for job in self.jobs.all() if job.status is JobStatus.RUNNING for i in job.nodes}
+        spares = [
+            n.instance_id
+            for n in nodes
+            if me
+            and n.pool == me.pool
+            and n.instance_id not in busy
+            and n.schedulable
+            and n.healthy
+            and not n.open_incident_id
+            and n.status is NodeStatus.RUNNING
+        ]
+        protected = []
+        for job in self.jobs.on_node(incident.instance_id):
+            if job.status not in (JobStatus.RUNNING, JobStatus.ADMITTED):
+                continue
+            checkpoint = self._latest_checkpoint(job)
+            if job.auto_resume:
+                strategy, spare = "hyperpod_auto_resume", None
+            elif spares:
+                strategy, spare = "move_to_spare", spares.pop(0)
+            elif incident.repair is Repair.DRAIN:  # the node will not come back
+                strategy, spare = "requeue", None
+            else:
+                strategy, spare = "wait_for_repair", None
+            protected.append(
+                ProtectedJob(
+                    job_id=job.job_id,
+                    strategy=strategy,
+                    checkpoint_step=checkpoint.step if checkpoint else None,
+                    checkpoint_uri=checkpoint.uri if checkpoint else None,
+                    nodes=job.nodes,
+                    spare=spare,
+                )
+            )
+        self.incidents.update(incident.incident_id, jobs=protected)
+        r["jobs"] = [p.job_id for p in protected]
+        return r
+
+    def _latest_checkpoint(self, job: Job) -> Any:
+        found = (
+            self.checkpoints.latest_complete(job.checkpoint_location)
+            if job.checkpoint_location
+            else None
+        )
+        reported = job.last_checkpoint
+        candidates = [c for c in (found, reported) if c is not None]
+        best = max(candidates, key=lambda c: c.step, default=None)
+        if best is not None and (reported is None or best.step > reported.step):
+            self.jobs.record_checkpoint(job.job_id, best)
+        return best
+
+    def drain(self, r: Recovery) -> Recovery:
+        """Evict the node's pods within the deadline; jobs with a spare restart there now."""
+        incident = self._incident(r)
+        policy = self._policy()
+        deadline = float(policy.drain_deadline_s)
+        if incident.deadline is not None:
+            deadline = max((incident.deadline - self.clock()).total_seconds(), 0.0)
+        result = self.gateway.drain(incident.instance_id, deadline_s=deadline)
+        r["drain"] = {"evicted": len(result.evicted), "forced": len(result.forced)}
+        moved = self._resume(incident, only_strategy="move_to_spare")
+        r["moved_to_spare"] = moved
+        return r
+
+    def repair(self, r: Recovery) -> Recovery:
+        incident = self._incident(r)
+        action = Repair(r.get("action") or incident.action or incident.repair)
+        pool = self._pool_ids(incident.instance_id)
+        outcome = (
+            self.gateway.reboot([incident.instance_id])
+            if action is Repair.REBOOT
+            else self.gateway.replace([incident.instance_id])
+        )
+        for failure in outcome.failed:
+            if failure.error_code == INSTANCE_ID_NOT_FOUND:
+                raise RepairRejectedError(
+                    f"{failure.node_id}: {failure.error_code} {failure.message}"
+                )
+            raise RepairRetryableError(f"{failure.node_id}: {failure.error_code} {failure.message}")
+        now = self.clock()
+        self.nodes.record_repair(incident.instance_id, now.isoformat(), action.value)
+        self.incidents.update(incident.incident_id, action=action.value)
+        self._mark(incident, "repair_requested")
+        budget = timedelta(seconds=self._seconds(self._policy().health_budget_mins * 60))
+        r.update(
+            action=action.value,
+            pool_before=pool,
+            health_deadline=(now + budget).isoformat(),
+            health="pending",
+        )
+        return r
+
+    def _pool_ids(self, instance_id: str) -> list[str]:
+        nodes = self.gateway.list_nodes()
+        me = next((n for n in nodes if n.instance_id == instance_id), None)
+        return sorted(n.instance_id for n in nodes if me and n.pool == me.pool)
+
+    def check_health(self, r: Recovery) -> Recovery:
+        """healthy / pending; a reboot that does not cure the fault → replace (the ladder);
+        past the budget → RecoveryTimeoutError."""
+        incident = self._incident(r)
+        action = Repair(r["action"])
+        if action is Repair.REBOOT:
+            node = self.gateway.node_status(incident.instance_id)
+            if node.status in REPAIRING_STATUSES:
+                r["saw_repairing"] = True
+            elif node.status is NodeStatus.RUNNING and node.healthy:
+                r["health"] = "healthy"
+                return r
+            elif r.get("saw_repairing"):  # back from the reboot, still faulty
+                r["health"], r["action"] = "escalate_replace", Repair.REPLACE.value
+                r["reason"] = "the reboot did not cure the fault: replace"
+                return r
+        else:
+            replacement = self._replacement(incident, r.get("pool_before", []))
+            if (
+                replacement is not None
+                and replacement.status is NodeStatus.RUNNING
+                and replacement.healthy
+            ):
+                r["health"], r["replacement"] = "healthy", replacement.instance_id
+                return r
+        if self.clock() > datetime.fromisoformat(r["health_deadline"]):
+            if action is Repair.REBOOT:
+                r["health"], r["action"] = "escalate_replace", Repair.REPLACE.value
+                r["reason"] = "not healthy within the budget after a reboot: replace"
+                return r
+            raise RecoveryTimeoutError(
+                f"{incident.instance_id}: no healthy replacement by {r['health_deadline']}"
+            )
+        r["health"] = "pending"
+        return r
+
+    def _replacement(self, incident: Incident, pool_before: list[str]) -> Node | None:
+        before = set(pool_before)
+        nodes = self.gateway.list_nodes()
+        pool = next(
+            (n.pool for n in self.nodes.all() if n.instance_id == incident.instance_id), None
+        )
+        fresh = [n for n in nodes if n.pool == pool and n.instance_id not in before]
+        return fresh[0] if fresh else None
+
+    def return_to_service(self, r: Recovery) -> Recovery:
+        """Uncordon a rebooted node; admit a replacement into the inventory."""
+        incident = self._incident(r)
+        if r["action"] == Repair.REBOOT.value:
+            self.gateway.uncordon(incident.instance_id)
+            self.nodes.upsert_inventory([self.gateway.node_status(incident.instance_id)])
+        else:
+            new = self.gateway.node_status(r["replacement"])
+            self.nodes.upsert_inventory([new])
+            self.nodes.retire(incident.instance_id)
+            self.incidents.update(incident.incident_id, replacement_instance_id=new.instance_id)
+        self._mark(incident, "healthy")
+        return r
+
+    def resume_jobs(self, r: Recovery) -> Recovery:
+        """Jobs that waited for the repair restart on the repaired node or its replacement;
+        jobs whose node will not come back go back to the queue with their checkpoint."""
+        incident = self._incident(r)
+        r["resumed"] = self._resume(
+            incident, only_strategy="wait_for_repair", target=r.get("replacement")
+        )
+        r["requeued"] = self._requeue(incident)
+        self._mark(incident, "resumed")
+        return r
+
+    def _requeue(self, incident: Incident) -> list[str]:
+        requeued = []
+        for protected in incident.jobs:
+            if protected.strategy != "requeue" or protected.resumed:
+                continue
+            job = self.jobs.get(protected.job_id)
+            if job is None or job.status in (JobStatus.CANCELLED, JobStatus.SUCCEEDED):
+                continue
+            self.jobs.record_placement(
+                job.model_copy(update={"nodes": [], "status": JobStatus.PENDING})
+            )
+            protected.resumed = True
+            requeued.append(job.job_id)
+        if requeued:
+            self.incidents.update(incident.incident_id, jobs=incident.jobs)
+        return requeued
+
+    def _resume(
+        self, incident: Incident, *, only_strategy: str, target: str | None = None
+    ) -> list[str]:
+        """Re-dispatch protected jobs of one strategy from their latest checkpoint."""
+        resumed = []
+        changed = False
+        for protected in incident.jobs:
+            if protected.strategy != only_strategy or protected.resumed:
+                continue
+            job = self.jobs.get(protected.job_id)
+            if job is None or job.status in (JobStatus.CANCELLED, JobStatus.SUCCEEDED):
+                continue
+            swap = protected.spare if only_strategy == "move_to_spare" else target
+            nodes = [swap if n == incident.instance_id and swap else n for n in protected.nodes]
+            restarted = job.model_copy(
+                update={
+                    "nodes": nodes,
+                    "status": JobStatus.RUNNING,
+                    "restart_count": job.restart_count + 1,
+                }
+            )
+            self.gateway.dispatch(restarted, nodes)
+            self.jobs.record_placement(restarted)
+            protected.resumed = True
+            changed = True
+            resumed.append(job.job_id)
+        if changed:
+            self.incidents.update(incident.incident_id, jobs=incident.jobs)
+        return resumed
+
+    def close(self, r: Recovery) -> Recovery:
+        """Resolve with timings, release the node, announce IncidentResolved."""
+        incident = self._incident(r)
+        resolution = r.get("resolution") or {
+            Repair.REBOOT.value: "rebooted",
+            Repair.REPLACE.value: "replaced",
+            Repair.DRAIN.value: "drained",
+        }.get(str(r.get("action")), "resolved")
+        self._mark(incident, "resolved")
+        if self.incidents.close(incident, resolution):
+            closed = self.incidents.get(incident.incident_id) or incident
             self.publisher.publish(
-                "IncidentOpened",
+                "IncidentResolved",
+                {
+                    **_announcement(closed),
+                    "resolution": resolution,
+                    "timings": closed.timings,
+                    "replacement_instance_id": closed.replacement_instance_id,
+                    "jobs": [j.model_dump(mode="json") for j in closed.jobs],
+                },
+            )
+            for name, seconds in closed.timings.items():
+                metrics.add_metric(name=f"Incident_{name}", unit="Seconds", value=seconds)
+            logger.info(
+                "incident resolved",
+                extra={"incident_id": incident.incident_id, "resolution": resolution},
+            )
+        r["resolution"] = resolution
+        return r
+
+    def escalate(self, r: Recovery) -> Recovery:
+        """Hand the incident to an operator; the node stays as it is (cordoned if it was)."""
+        incident = self._incident(r)
+        error = r.get("error") or {}
+        note = f"escalated: {error.get('Error', 'unknown error')}: {error.get('Cause', '')}"[:1000]
+        if incident.status is not IncidentStatus.NEEDS_OPERATOR:
+            self.incidents.set_status(
+                incident.incident_id, IncidentStatus.NEEDS_OPERATOR, note=note
+            )
+            self.escalator.notify(
+                f"HyperGuard incident {incident.incident_id} needs an operator",
                 {
                     "incident_id": incident.incident_id,
                     "instance_id": incident.instance_id,
-                    "cluster": incident.cluster,
-                    "kind": incident.kind,
-                    "severity": incident.severity,
-                    "repair": incident.repair.value,
-                    "reason": incident.reason,
-                    "first_signal_at": incident.first_signal_at.isoformat(),
-                    "execution_arn": incident.execution_arn,
+                    "why": note,
+                    "redrive": f"hyperguard incidents redrive {incident.incident_id}",
                 },
             )
-        return {"incident_id": incident.incident_id, "status": IncidentStatus.DETECTED.value}
+        r["status"] = IncidentStatus.NEEDS_OPERATOR.value
+        return r
 
-    def escalate(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Hand the incident to an operator; the node stays as it is (cordoned if it was)."""
-        incident = self._incident(payload)
-        error = payload.get("error") or {}
-        note = f"escalated: {error.get('Error', 'unknown error')}: {error.get('Cause', '')}"[:1000]
-        if incident.status is not IncidentStatus.NEEDS_OPERATOR:
-            self.incidents.set_status(incident.incident_id, IncidentStatus.NEEDS_OPERATOR, note=note)
-            self.escalator.notify(
-                f"HyperGuard incident {incident.incident_id} needs an operator",
-                {"incident_id": incident.incident_id, "instance_id": incident.instance_id, "why": note},
-            )
-        return {"incident_id": incident.incident_id, "status": IncidentStatus.NEEDS_OPERATOR.value}
+
+STEPS = frozenset(
+    {
+        "diagnose",
+        "guard",
+        "request_approval",
+        "cordon",
+        "protect_jobs",
+        "drain",
+        "repair",
+        "check_health",
+        "return_to_service",
+        "resume_jobs",
+        "close",
+        "escalate",
+    }
+)
+
+
+def _announcement(incident: Incident) -> dict[str, Any]:
+    return {
+        "incident_id": incident.incident_id,
+        "instance_id": incident.instance_id,
+        "cluster": incident.cluster,
+        "kind": incident.kind,
+        "severity": incident.severity,
+        "repair": incident.repair.value,
+        "reason": incident.reason,
+        "first_signal_at": incident.first_signal_at.isoformat(),
+        "execution_arn": incident.execution_arn,
+    }

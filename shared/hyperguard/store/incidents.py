@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
+from pydantic import BaseModel
 
 from hyperguard.aws import client
 from hyperguard.models import HealthSignal, Incident, IncidentStatus, Node
@@ -89,6 +90,7 @@ class IncidentStore:
             not_before=signal.not_before,
             deadline=signal.deadline,
             sources=[signal.source.value],
+            facts=signal.facts,
         )
         meta = to_item(incident, sk=META, entity="incident")
         meta["sources"] = set(incident.sources)
@@ -209,6 +211,65 @@ class IncidentStore:
             ExpressionAttributeValues=to_wire(values),
         )
 
+    def update(self, incident_id: str, **fields: Any) -> None:
+        """SET the given incident fields (models are stored as their JSON form)."""
+        values = {f":{k}": _jsonable(v) for k, v in fields.items()}
+        self.ddb.update_item(
+            TableName=self.table_name,
+            Key=to_wire({"incident_id": incident_id, "sk": META}),
+            UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in fields),
+            ConditionExpression="attribute_exists(incident_id)",
+            ExpressionAttributeNames={f"#{k}": k for k in fields},
+            ExpressionAttributeValues=to_wire(values),
+        )
+
+    def mark(self, incident_id: str, milestone: str, seconds: float) -> None:
+        """Record `signal_to_<milestone>_s` once: a retried step keeps the first time."""
+        self.ddb.update_item(
+            TableName=self.table_name,
+            Key=to_wire({"incident_id": incident_id, "sk": META}),
+            UpdateExpression="SET timings.#m = if_not_exists(timings.#m, :s)",
+            ConditionExpression="attribute_exists(incident_id)",
+            ExpressionAttributeNames={"#m": f"signal_to_{milestone}_s"},
+            ExpressionAttributeValues=to_wire({":s": round(max(seconds, 0.0), 3)}),
+        )
+
+    def close(self, incident: Incident, resolution: str) -> bool:
+        """Resolve the incident and release its node, in one transaction. False if it
+        was already closed (a retried Close step)."""
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table_name,
+                            "Key": to_wire({"incident_id": incident.incident_id, "sk": META}),
+                            "UpdateExpression": "SET #s = :resolved, resolution = :why "
+                            "REMOVE task_token",
+                            "ConditionExpression": "#s <> :resolved",
+                            "ExpressionAttributeNames": {"#s": "status"},
+                            "ExpressionAttributeValues": to_wire(
+                                {":resolved": IncidentStatus.RESOLVED.value, ":why": resolution}
+                            ),
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.nodes_table_name,
+                            "Key": to_wire({"instance_id": incident.instance_id}),
+                            "UpdateExpression": "REMOVE open_incident_id",
+                            "ConditionExpression": "open_incident_id = :id",
+                            "ExpressionAttributeValues": to_wire({":id": incident.incident_id}),
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            return False
+        return True
+
     # -- reads ----------------------------------------------------------------------------
     def _open_incident_of(self, instance_id: str) -> str | None:
         item = self.ddb.get_item(
@@ -249,6 +310,14 @@ class IncidentStore:
             PaginationConfig={"MaxItems": limit},
         )
         return [_incident(from_wire(i)) for page in pages for i in page["Items"]]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 def _incident(item: dict[str, Any]) -> Incident:

@@ -26,12 +26,16 @@ class NodeStore:
         )
         return Node.model_validate(plain(item)) if item else None
 
+    # Attributes HyperGuard owns; an inventory sync never overwrites them.
+    OWN_FIELDS = ("open_incident_id", "veto", "repairs")
+
     def upsert_inventory(self, nodes: list[Node]) -> int:
-        """Write what the cluster reports, keeping HyperGuard's own incident link."""
+        """Write what the cluster reports, keeping HyperGuard's own attributes."""
         for node in nodes:
             fields = to_item(node)
             fields.pop("instance_id")
-            fields.pop("open_incident_id", None)
+            for own in self.OWN_FIELDS:
+                fields.pop(own, None)
             names = {f"#{k}": k for k in fields}
             values = {f":{k}": v for k, v in fields.items()}
             self.table.update_item(
@@ -48,6 +52,32 @@ class NodeStore:
             UpdateExpression="SET healthy = :h",
             ConditionExpression="attribute_exists(instance_id)",
             ExpressionAttributeValues={":h": healthy},
+        )
+
+    def set_veto(self, instance_id: str, reason: str | None) -> None:
+        """An operator veto makes every repair of the node wait for approval."""
+        expression = "SET veto = :v" if reason else "REMOVE veto"
+        self.table.update_item(
+            Key={"instance_id": instance_id},
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(instance_id)",
+            **({"ExpressionAttributeValues": {":v": reason}} if reason else {}),
+        )
+
+    def record_repair(self, instance_id: str, at: str, action: str) -> None:
+        self.table.update_item(
+            Key={"instance_id": instance_id},
+            UpdateExpression="SET repairs = list_append(if_not_exists(repairs, :none), :r)",
+            ExpressionAttributeValues={":r": [{"at": at, "action": action}], ":none": []},
+        )
+
+    def retire(self, instance_id: str) -> None:
+        """A replaced instance: kept for its history, no longer part of any pool."""
+        self.table.update_item(
+            Key={"instance_id": instance_id},
+            UpdateExpression="SET #s = :gone, schedulable = :f, healthy = :f",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":gone": "NotFound", ":f": False},
         )
 
     def all(self) -> list[Node]:

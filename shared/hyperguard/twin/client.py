@@ -57,6 +57,23 @@ class ServiceClient:
                 f"no twin answers at {self.endpoint} ({exc}); start one with `hyperguard twin up`"
             ) from exc
 
+    def twin_post(self, path: str, body: dict[str, Any]) -> Any:
+        if not self.is_twin:
+            raise TwinUnreachableError("this command needs the local twin (not --endpoint aws)")
+        request = urllib.request.Request(
+            f"{self.endpoint}/_hyperguard/{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            raise TwinUnreachableError(f"twin refused: {exc.read().decode()}") from exc
+        except (urllib.error.URLError, ConnectionError) as exc:
+            raise TwinUnreachableError(f"no twin answers at {self.endpoint} ({exc})") from exc
+
     @cached_property
     def outputs(self) -> dict[str, str]:
         try:

@@ -27,6 +27,26 @@ class FunctionNotDeployedError(LookupError):
     pass
 
 
+class InjectedFault(Exception):
+    """A function error the twin was told to produce (fault-injection tests)."""
+
+
+def _status_error(code: str, status: int) -> Exception:
+    """An error of the Lambda *service* (the Invoke API), not of the function: callers such
+    as Step Functions see it as `Lambda.<code>`, as on AWS."""
+    from moto.core.exceptions import JsonRESTError
+
+    error = JsonRESTError(code, f"{code} (injected by the twin)")
+    error.code = status
+    return error
+
+
+FAULTS = {
+    "throttle": lambda: _status_error("TooManyRequestsException", 429),
+    "service": lambda: _status_error("ServiceException", 500),
+}
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     name: str
@@ -73,6 +93,14 @@ class InProcessExecutor:
         self._locks: dict[str, threading.Lock] = {}
         self.invocations: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self._faults: dict[str, list[str]] = {}
+
+    def inject(self, logical_id: str, fault: str, count: int = 1) -> None:
+        """The function's next `count` invocations fail: `throttle` and `service` as the
+        Lambda service would (429 / 500), `error` as the function itself would."""
+        if fault not in (*FAULTS, "error"):
+            raise ValueError(f"unknown fault {fault!r}")
+        self._faults.setdefault(logical_id, []).extend([fault] * count)
 
     def register(self, spec: FunctionSpec) -> None:
         self.functions[spec.name] = spec
@@ -108,9 +136,15 @@ class InProcessExecutor:
             raise FunctionNotDeployedError(f"function {name} is not deployed on the twin")
         if isinstance(event, str | bytes):
             event = json.loads(event or "{}")
+        pending = self._faults.get(spec.logical_id)
+        fault = pending.pop(0) if pending else None
+        if fault in FAULTS:
+            raise FAULTS[fault]()
         with self._locks[name], capture_output() as output:
             self.invocations[spec.logical_id] += 1
             try:
+                if fault == "error":
+                    raise InjectedFault(f"{spec.logical_id}: injected function error")
                 handler = self._handlers.get(name)
                 if handler is None:
                     handler = self._handlers[name] = self._load(spec)

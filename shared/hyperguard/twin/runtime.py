@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -14,18 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from hyperguard import aws
+from hyperguard.cluster import NodeNotFoundError, factory
 from hyperguard.cluster.clock import ScaledClock
 from hyperguard.cluster.simulated import SimulatedCluster
 from hyperguard.models import Checkpoint
 from hyperguard.store import JobStore, NodeStore
+from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy
 from hyperguard.twin.emulator import Emulator, detach_inline_sqs_triggers
 from hyperguard.twin.executor import FunctionSpec, InProcessExecutor
+from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.poller import SqsMapping, SqsPoller
 from hyperguard.twin.telemetry import CloudWatchSink, install_stdout_router
 
 REGION = "us-east-1"
+CHECKPOINT_BUCKET = "hyperguard-twin-checkpoints"
 ACCOUNT = "123456789012"
+AGENT_SAMPLE = "hyperpod-node-health-unhealthy.json"
 TWIN_ENV = {
     "AWS_ACCESS_KEY_ID": "twin",
     "AWS_SECRET_ACCESS_KEY": "twin",
@@ -53,6 +59,8 @@ class TwinConfig:
             "HyperPodClusterArn": arn,
             "EksClusterName": self.eks_cluster_name,
             "ClusterBackend": "simulated",
+            "CheckpointBucketName": CHECKPOINT_BUCKET,
+            "TimeScale": str(self.time_scale),
         }
 
 
@@ -108,12 +116,14 @@ class Twin:
             cfn=self.client("cloudformation"),
             s3=self.client("s3"),
         )
+        factory.use_simulated(self.cluster)
         self._register_functions(self.deployment)
         detach_inline_sqs_triggers()
         self.poller = SqsPoller(self.client("sqs"), self.executor, self._sqs_mappings(), REGION)
         self._seed_cluster(self.deployment)
         self.emulator.routes["/_hyperguard/status"] = lambda _env: (200, self.status())
         self.emulator.routes["/_hyperguard/nodes"] = lambda _env: (200, self.cluster.snapshot())
+        self.emulator.routes["/_hyperguard/fault"] = self._fault_route
         self._spawn("sqs-poller", lambda: self.poller.run(self._stop) if self.poller else None)
         self._spawn("cluster-clock", self._tick)
         return self.deployment
@@ -133,7 +143,11 @@ class Twin:
                     logical_id=logical_id,
                     code_dir=fn["code_dir"],
                     handler=fn["handler"],
-                    environment=config.get("Environment", {}).get("Variables", {}),
+                    # Lambda environment values are strings; moto keeps Number parameters as floats.
+                    environment={
+                        k: str(v)
+                        for k, v in config.get("Environment", {}).get("Variables", {}).items()
+                    },
                     timeout_s=int(fn["timeout"]),
                     memory_mb=int(fn["memory"]),
                 )
@@ -159,6 +173,31 @@ class Twin:
             )
         return mappings
 
+    def _fault_route(self, environ: dict[str, Any]) -> tuple[int, Any]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+        try:
+            return 200, self.fault(body["instance_id"], body.get("kind", "gpu"))
+        except (KeyError, NodeNotFoundError) as exc:
+            return 404, {"error": f"no such node: {exc}"}
+
+    def fault(self, instance_id: str, kind: str = "gpu") -> dict[str, Any]:
+        """Break a node the way hardware does, and report it the way HyperPod's health
+        agent does: the node goes to Failure and a node health event (the published
+        sample's shape) reaches EventBridge."""
+        assert self.deployment is not None
+        self.cluster.inject_fault(instance_id, kind="persistent" if kind == "persistent" else "gpu")
+        sample = json.loads((self.config.root / "tests" / "events" / AGENT_SAMPLE).read_text())
+        event = retarget(sample, instance_id, self.config.cluster_name)
+        result = self.client("events").put_events(
+            Entries=[put_entry(event, self.deployment.outputs["EventBusName"])]
+        )
+        return {
+            "instance_id": instance_id,
+            "kind": kind,
+            "event_id": result["Entries"][0].get("EventId"),
+        }
+
     def _seed_cluster(self, deployment: Deployment) -> None:
         """Seed the simulator and write its inventory and jobs where the service reads them."""
         self.cluster.seed_default(
@@ -167,15 +206,22 @@ class Twin:
             eks_cluster=self.config.eks_cluster_name,
         )
         NodeStore(deployment.outputs["NodesTableName"]).upsert_inventory(self.cluster.list_nodes())
+        self.client("s3").create_bucket(Bucket=CHECKPOINT_BUCKET)
         self.jobs = JobStore(deployment.outputs["JobsTableName"])
         for job in self.cluster.jobs():
             self.jobs.put(job)
 
     def _record_checkpoint(self, job_id: str, step: int, uri: str) -> None:
-        """The simulated jobs report each complete checkpoint, as a training job would."""
-        if self.jobs is not None:
-            checkpoint = Checkpoint(step=step, uri=uri, completed_at=datetime.now(UTC))
-            self.jobs.record_checkpoint(job_id, checkpoint)
+        """The simulated jobs checkpoint as a training job should: shards, then the
+        completion marker, in S3; then they report it (what POST .../checkpoints does)."""
+        if self.jobs is None:
+            return
+        job = next((j for j in self.cluster.jobs() if j.job_id == job_id), None)
+        if job is None or job.checkpoint_location is None:
+            return
+        folder = CheckpointStore(self.client("s3")).write(job.checkpoint_location, step)
+        checkpoint = Checkpoint(step=step, uri=folder, completed_at=datetime.now(UTC))
+        self.jobs.record_checkpoint(job_id, checkpoint)
 
     def _tick(self) -> None:
         while not self._stop.wait(0.5):
@@ -230,7 +276,13 @@ class Twin:
         }
 
     def down(self) -> None:
+        """Stop serving and forget every emulated resource: moto's state is per process,
+        so a later twin in the same process starts clean."""
+        from moto.moto_api._internal.models import moto_api_backend
+
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=2)
         self.emulator.stop()
+        factory.use_simulated(None)
+        moto_api_backend.reset()

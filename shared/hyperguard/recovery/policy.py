@@ -1,0 +1,181 @@
+"""The repair policy: EKS's NodeRepairConfig shape, plus the waits and ladder HyperGuard adds.
+
+Field names (by alias) are exactly those of the EKS nodeRepairConfig, so a policy written
+for EKS auto repair reads here unchanged. Stored in DynamoDB (TeamsTable, pk `POLICY`,
+sk `NODE_REPAIR`); these defaults apply until one is stored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from hyperguard.models import Incident, Node, Repair
+
+ACCELERATOR_CONDITIONS = frozenset({"AcceleratedHardwareReady"})
+ACCELERATOR_REASON_PREFIXES = ("Nvidia", "DCGM", "Neuron")
+
+
+class RepairAction(StrEnum):
+    REPLACE = "Replace"
+    REBOOT = "Reboot"
+    NO_ACTION = "NoAction"
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
+    )
+
+
+class NodeRepairConfigOverride(_Camel):
+    node_monitoring_condition: str
+    node_unhealthy_reason: str
+    min_repair_wait_time_mins: int = Field(ge=0)
+    repair_action: RepairAction
+
+
+class NodeRepairConfig(_Camel):
+    enabled: bool = True
+    max_unhealthy_node_threshold_count: int | None = Field(default=None, ge=1)
+    max_unhealthy_node_threshold_percentage: int | None = Field(default=20, ge=1, le=100)
+    max_parallel_nodes_repaired_count: int | None = Field(default=None, ge=1)
+    max_parallel_nodes_repaired_percentage: int | None = Field(default=20, ge=1, le=100)
+    node_repair_config_overrides: list[NodeRepairConfigOverride] = Field(default_factory=list)
+    # HyperGuard's additions (not in the EKS shape):
+    accelerator_fault_wait_mins: int = Field(default=10, ge=0)
+    other_fault_wait_mins: int = Field(default=30, ge=0)
+    repeat_fault_window_mins: int = Field(default=1440, ge=0)
+    scheduled_change_lead_mins: int = Field(default=60, ge=0)
+    health_budget_mins: int = Field(default=45, ge=1)
+    drain_deadline_s: int = Field(default=120, ge=0)
+    poll_interval_s: int = Field(default=30, ge=1)
+
+    @model_validator(mode="after")
+    def _one_of_count_or_percentage(self) -> Self:
+        for what in ("max_unhealthy_node_threshold", "max_parallel_nodes_repaired"):
+            if getattr(self, f"{what}_count") is not None:
+                setattr(self, f"{what}_percentage", None)
+        return self
+
+    def limit(self, what: str, pool_size: int) -> int:
+        """An absolute node count for a count-or-percentage limit of a pool of `pool_size`."""
+        count = getattr(self, f"{what}_count")
+        if count is not None:
+            return int(count)
+        percentage = getattr(self, f"{what}_percentage") or 100
+        return max(1, pool_size * percentage // 100)
+
+
+class RepairDecision(BaseModel):
+    action: Repair
+    not_before: datetime | None = None
+    reason: str
+
+
+def _is_accelerator_fault(facts: dict[str, object]) -> bool:
+    reason = str(facts.get("reason", ""))
+    return facts.get("condition_type") in ACCELERATOR_CONDITIONS or reason.startswith(
+        ACCELERATOR_REASON_PREFIXES
+    )
+
+
+def decide(
+    policy: NodeRepairConfig,
+    incident: Incident,
+    node: Node,
+    now: datetime,
+    time_scale: float = 1.0,
+) -> RepairDecision:
+    """What to do about the incident's node, and not before when.
+
+    Waits count from `incident.opened_at` — when HyperGuard first saw the fault, kept in
+    DynamoDB — not from a condition's transition time, which resets when a fault repeats.
+    `time_scale` > 1 shortens every wait (the local twin runs on scaled time).
+    """
+
+    def minutes(m: float) -> timedelta:
+        return timedelta(minutes=m / time_scale)
+
+    if incident.repair is Repair.DRAIN:
+        return RepairDecision(action=Repair.DRAIN, reason=f"{incident.kind}: drain before it goes")
+    if not policy.enabled:
+        return RepairDecision(action=Repair.NONE, reason="node repair is disabled by policy")
+    facts = incident.facts
+    for override in policy.node_repair_config_overrides:
+        if override.node_monitoring_condition == facts.get(
+            "condition_type"
+        ) and override.node_unhealthy_reason in (facts.get("reason"), "*"):
+            action = {
+                RepairAction.REPLACE: Repair.REPLACE,
+                RepairAction.REBOOT: Repair.REBOOT,
+                RepairAction.NO_ACTION: Repair.NONE,
+            }[override.repair_action]
+            return _ladder(
+                policy,
+                node,
+                now,
+                time_scale,
+                RepairDecision(
+                    action=action,
+                    not_before=incident.opened_at + minutes(override.min_repair_wait_time_mins),
+                    reason=f"override for {override.node_monitoring_condition}/"
+                    f"{override.node_unhealthy_reason}: {override.repair_action.value}",
+                ),
+            )
+    action = (
+        incident.repair if incident.repair in (Repair.REBOOT, Repair.REPLACE) else Repair.REPLACE
+    )
+    if incident.severity == "scheduled" and incident.not_before is not None:
+        start = incident.not_before - minutes(policy.scheduled_change_lead_mins)
+        decision = RepairDecision(
+            action=action,
+            not_before=start,
+            reason=f"scheduled change at {incident.not_before.isoformat()}: act "
+            f"{policy.scheduled_change_lead_mins} min before",
+        )
+    elif incident.severity == "degraded":
+        wait = (
+            policy.accelerator_fault_wait_mins
+            if _is_accelerator_fault(facts)
+            else policy.other_fault_wait_mins
+        )
+        decision = RepairDecision(
+            action=action,
+            not_before=incident.opened_at + minutes(wait),
+            reason=f"degraded: wait {wait} min from first seen before repairing",
+        )
+    else:
+        decision = RepairDecision(action=action, reason=f"{incident.severity}: act at once")
+    return _ladder(policy, node, now, time_scale, decision)
+
+
+def _ladder(
+    policy: NodeRepairConfig,
+    node: Node,
+    now: datetime,
+    time_scale: float,
+    decision: RepairDecision,
+) -> RepairDecision:
+    """A node that needed a reboot again within the window gets replaced instead."""
+    if decision.action is not Repair.REBOOT:
+        return decision
+    window = timedelta(minutes=policy.repeat_fault_window_mins / time_scale)
+    recent = [
+        r
+        for r in node.repairs
+        if r.get("action") == Repair.REBOOT.value and now - datetime.fromisoformat(r["at"]) < window
+    ]
+    if recent:
+        return decision.model_copy(
+            update={
+                "action": Repair.REPLACE,
+                "reason": f"{decision.reason}; rebooted {len(recent)}x within "
+                f"{policy.repeat_fault_window_mins} min, so replace",
+            }
+        )
+    return decision
