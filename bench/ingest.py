@@ -44,13 +44,23 @@ def _calls_counter() -> Counter[str]:
 
 
 def _sqs_record(body: dict[str, Any]) -> dict[str, Any]:
-    return {"messageId": str(uuid.uuid4()), "receiptHandle": "rh", "body": json.dumps(body),
-            "attributes": {}, "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"}
+    return {
+        "messageId": str(uuid.uuid4()),
+        "receiptHandle": "rh",
+        "body": json.dumps(body),
+        "attributes": {},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
+        "awsRegion": "us-east-1",
+    }
 
 
 def in_process(nodes: int) -> dict[str, Any]:
-    os.environ.update(AWS_ACCESS_KEY_ID="b", AWS_SECRET_ACCESS_KEY="b", AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="b", AWS_SECRET_ACCESS_KEY="b", AWS_DEFAULT_REGION="us-east-1"
+    )
     os.environ.pop("AWS_ENDPOINT_URL", None)
     import boto3
     from moto import mock_aws
@@ -61,34 +71,57 @@ def in_process(nodes: int) -> dict[str, Any]:
     from hyperguard.twin.inject import retarget
 
     with mock_aws():
-        tables = create_tables(load_template(ROOT / "template.yaml"), boto3.client("dynamodb"), "b-")
+        tables = create_tables(
+            load_template(ROOT / "template.yaml"), boto3.client("dynamodb"), "b-"
+        )
         sfn = boto3.client("stepfunctions")
         machine = sfn.create_state_machine(
-            name="b", roleArn="arn:aws:iam::123456789012:role/b",
-            definition=json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}}))
+            name="b",
+            roleArn="arn:aws:iam::123456789012:role/b",
+            definition=json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}}),
+        )
         env = {
-            "INCIDENTS_TABLE": tables["IncidentsTable"], "NODES_TABLE": tables["NodesTable"],
-            "JOBS_TABLE": tables["JobsTable"], "TEAMS_TABLE": tables["TeamsTable"],
-            "IDEMPOTENCY_TABLE": tables["IdempotencyTable"], "EVENT_BUS_NAME": "default",
+            "INCIDENTS_TABLE": tables["IncidentsTable"],
+            "NODES_TABLE": tables["NodesTable"],
+            "JOBS_TABLE": tables["JobsTable"],
+            "TEAMS_TABLE": tables["TeamsTable"],
+            "IDEMPOTENCY_TABLE": tables["IdempotencyTable"],
+            "EVENT_BUS_NAME": "default",
             "ESCALATION_TOPIC_ARN": boto3.client("sns").create_topic(Name="b")["TopicArn"],
             "RECOVERY_STATE_MACHINE_ARN": machine["stateMachineArn"],
-            "HYPERPOD_CLUSTER_NAME": "bench", "POWERTOOLS_LOG_LEVEL": "WARNING",
+            "HYPERPOD_CLUSTER_NAME": "bench",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
             "POWERTOOLS_METRICS_DISABLED": "true",
         }
         os.environ.update(env)
         ids = [f"i-0{n:016x}" for n in range(nodes)]
-        NodeStore(tables["NodesTable"]).upsert_inventory([
-            Node(instance_id=i, cluster="bench", pool="w", platform="hyperpod", instance_type="ml.p5.48xlarge")
-            for i in ids])
+        NodeStore(tables["NodesTable"]).upsert_inventory(
+            [
+                Node(
+                    instance_id=i,
+                    cluster="bench",
+                    pool="w",
+                    platform="hyperpod",
+                    instance_type="ml.p5.48xlarge",
+                )
+                for i in ids
+            ]
+        )
         t0 = time.perf_counter()
-        spec = importlib.util.spec_from_file_location("bench_ingest_app", ROOT / "functions/ingest_health/app.py")
+        spec = importlib.util.spec_from_file_location(
+            "bench_ingest_app", ROOT / "functions/ingest_health/app.py"
+        )
         assert spec and spec.loader
         app = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(app)
         init_s = time.perf_counter() - t0
         calls = _calls_counter()
-        ctx = SimpleNamespace(function_name="b", memory_limit_in_mb=512, aws_request_id="r",
-                              invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:b")
+        ctx = SimpleNamespace(
+            function_name="b",
+            memory_limit_in_mb=512,
+            aws_request_id="r",
+            invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:b",
+        )
         hp = json.loads((EVENTS / "hyperpod-node-health-unhealthy.json").read_text())
         health = json.loads((EVENTS / "aws-health-ec2-retirement.json").read_text())
         phases: dict[str, list[dict[str, Any]]] = {
@@ -102,7 +135,7 @@ def in_process(nodes: int) -> dict[str, Any]:
             per_record = []
             cpu0 = time.process_time()
             for start in range(0, len(events), 10):
-                batch = [_sqs_record(e) for e in events[start:start + 10]]
+                batch = [_sqs_record(e) for e in events[start : start + 10]]
                 t = time.perf_counter()
                 out = app.handler({"Records": batch}, ctx)
                 per_record.append((time.perf_counter() - t) / len(batch))
@@ -141,7 +174,11 @@ def on_twin(samples: int) -> dict[str, Any]:
     to_incident, to_detected = [], []
     for instance in nodes:
         t = time.perf_counter()
-        events.put_events(Entries=[put_entry(retarget(hp, instance, twin.config.cluster_name), out["EventBusName"])])
+        events.put_events(
+            Entries=[
+                put_entry(retarget(hp, instance, twin.config.cluster_name), out["EventBusName"])
+            ]
+        )
         opened = None
         while time.perf_counter() - t < 30:
             incident = store.open_incident_for(instance)

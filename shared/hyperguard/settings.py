@@ -32,6 +32,16 @@ class Settings(BaseSettings):
     cluster_backend: Literal["hyperpod", "simulated"] = "hyperpod"
     rebalance_action: Literal["ignore", "drain", "notify"] = "ignore"
     idempotency_ttl_s: int = Field(default=86_400, ge=60)
+    scheduler_queue_url: str = Field(
+        default="", description="the scheduler's FIFO wake-up queue; empty: the tick only"
+    )
+    admin_principal_arns: str = Field(
+        default="", description="comma-separated IAM ARNs that are API admins from the start"
+    )
+    scheduler_lease_s: int = Field(default=120, ge=10, description="a pass's lease")
+    time_scale: float = Field(
+        default=1.0, gt=0, description="the local twin runs policy waits this much faster"
+    )
 
 
 def load_settings(*required: str) -> Settings:

@@ -33,7 +33,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("twin") / "twin.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [*CLI, "twin", "up", "--port", str(port)],
+            [*CLI, "twin", "up", "--port", str(port), "--api-port", str(free_port())],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,

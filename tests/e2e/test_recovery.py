@@ -25,7 +25,7 @@ WALL_LIMIT_S = 120  # the issue's bound for a full recovery, replacement include
 
 @pytest.fixture(scope="module")
 def twin() -> Iterator[Twin]:
-    running = Twin(TwinConfig(root=ROOT, port=free_port(), hyperpod_nodes=9))
+    running = Twin(TwinConfig(root=ROOT, port=free_port(), api_port=free_port(), hyperpod_nodes=9))
     running.up()
     yield running
     running.down()

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from hyperguard.cli.jobs import add_jobs_parser
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -76,7 +78,13 @@ def _start_twin(args: argparse.Namespace) -> Any:
     from hyperguard.twin.runtime import Twin, TwinConfig
 
     twin = Twin(
-        TwinConfig(root=ROOT, port=args.port, time_scale=args.time_scale, hyperpod_nodes=args.nodes)
+        TwinConfig(
+            root=ROOT,
+            port=args.port,
+            api_port=args.api_port,
+            time_scale=args.time_scale,
+            hyperpod_nodes=args.nodes,
+        )
     )
     try:
         twin.up()
@@ -89,6 +97,7 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     twin = _start_twin(args)
     status = twin.status()
     print(f"HyperGuard twin up at {twin.emulator.endpoint}  (stack {status['stack']})")
+    print(f"  API at {twin.api_endpoint}  (caller: X-HyperGuard-Principal header, default admin)")
     print(
         f"  try: aws --endpoint-url {twin.emulator.endpoint} stepfunctions list-executions "
         f"--state-machine-arn {status['outputs']['NodeRecoveryStateMachineArn']}"
@@ -113,7 +122,7 @@ def cmd_twin_demo(args: argparse.Namespace) -> int:
     status = twin.status()
     print(
         f"  stack {status['stack']}: {len(status['resources'])} resources created, "
-        f"{len(status['not_created'])} the emulator cannot create "
+        f"{len(status['not_created'])} the emulator cannot create, covered by the twin "
         f"({', '.join(sorted(set(status['not_created'].values())))})"
     )
     nodes = twin.cluster.list_nodes()
@@ -206,6 +215,12 @@ def cmd_twin_inject(args: argparse.Namespace) -> int:
 
 
 # ---- incidents ----------------------------------------------------------------------------
+def _job_store(args: argparse.Namespace) -> Any:
+    from hyperguard.store import JobStore
+
+    return JobStore(_service(args).outputs["JobsTableName"])
+
+
 def _incident_store(args: argparse.Namespace) -> Any:
     from hyperguard.store import IncidentStore
 
@@ -281,28 +296,6 @@ def cmd_twin_fault(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_jobs_list(args: argparse.Namespace) -> int:
-    from hyperguard.store import JobStore
-
-    jobs = JobStore(_service(args).outputs["JobsTableName"]).all()
-    rows = [
-        {
-            "job_id": j.job_id,
-            "team": j.team,
-            "nodes": ",".join(j.nodes),
-            "status": j.status.value,
-            "checkpoint_step": j.last_checkpoint.step if j.last_checkpoint else None,
-            "restarts": j.restart_count,
-        }
-        for j in jobs
-    ]
-    if args.json:
-        _print_json(rows)
-        return 0
-    _table(rows, ["job_id", "team", "status", "checkpoint_step", "restarts", "nodes"])
-    return 0
-
-
 # ---- parser -------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hyperguard", description=__doc__.split("\n")[0])
@@ -332,7 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("demo", cmd_twin_demo, "start a twin, run the demo scenario, print what happened"),
     ):
         p = twin.add_parser(name, help=text)
-        p.add_argument("--port", type=int, default=4566)
+        p.add_argument("--port", type=int, default=4566, help="AWS emulator port")
+        p.add_argument("--api-port", type=int, default=3000, help="HyperGuard API port")
         p.add_argument(
             "--time-scale", type=float, default=60.0, help="simulated seconds per wall-clock second"
         )
@@ -363,10 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     service_options(p)
     p.set_defaults(func=cmd_twin_fault)
 
-    jobs = groups.add_parser("jobs", help="training jobs").add_subparsers(dest="cmd", required=True)
-    p = jobs.add_parser("list", help="jobs with nodes, status, last checkpoint, restarts")
-    service_options(p)
-    p.set_defaults(func=cmd_jobs_list)
+    add_jobs_parser(groups, service_options, _job_store)
 
     nodes = groups.add_parser("nodes", help="node actions").add_subparsers(
         dest="cmd", required=True

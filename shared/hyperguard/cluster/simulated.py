@@ -225,6 +225,7 @@ class SimulatedCluster:
         instance_type: str = "ml.p5.48xlarge",
         eks_cluster: str = "hyperguard-burst",
         burst_nodes: int = 4,
+        jobs: bool = True,
     ) -> Self:
         """Populate an empty simulator with the twin's default clusters and jobs.
 
@@ -243,7 +244,7 @@ class SimulatedCluster:
             for index in range(burst_nodes):
                 self._add_eks_node(eks_cluster, "gpu-burst", spot=index % 2 == 1, now=now)
             first = 0
-            for job_id, team, count, auto_resume, start_step in _SEED_JOBS:
+            for job_id, team, count, auto_resume, start_step in _SEED_JOBS if jobs else ():
                 if first + count > len(hyperpod_ids):
                     continue
                 location = f"s3://hyperguard-twin-checkpoints/{job_id}/"

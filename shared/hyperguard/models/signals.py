@@ -14,6 +14,7 @@ class SignalSource(StrEnum):
     EC2 = "ec2"
     AWS_HEALTH = "aws_health"
     KUBERNETES = "kubernetes"
+    OPERATOR = "operator"
     UNKNOWN = "unknown"
 
 

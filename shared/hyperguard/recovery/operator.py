@@ -3,13 +3,25 @@ node, re-drive an escalated incident. Used by the API and the CLI alike."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from hyperguard.api.errors import NodeActionRejectedError
+from hyperguard.cluster import ClusterGateway, NodeNotFoundError
 from hyperguard.messaging import RecoveryWorkflows
-from hyperguard.models import Incident, IncidentStatus
-from hyperguard.store import IncidentStore, NodeStore
+from hyperguard.models import (
+    Action,
+    HealthSignal,
+    Incident,
+    IncidentStatus,
+    Node,
+    Repair,
+    Severity,
+    SignalSource,
+)
+from hyperguard.store import IncidentStore, NodeStore, SignalOutcome
 
 VETO_ERROR = "OperatorVeto"
 
@@ -85,3 +97,91 @@ class RecoveryOperator:
         self.incidents.update(incident_id, redrives=attempt, execution_arn=arn)
         self.incidents.set_status(incident_id, IncidentStatus.DETECTED, note=f"re-driven ({arn})")
         return {"incident_id": incident_id, "execution_arn": arn, "redrive": attempt}
+
+
+@dataclass
+class OperatorNodeActions:
+    """The API's node actions (POST /nodes/{nodeId}/actions). Cordon and uncordon act at
+    once; reboot and replace open an operator incident and run the NodeRecovery workflow,
+    so jobs are protected and the blast-radius brake applies as for any fault."""
+
+    operator: RecoveryOperator
+    gateway: ClusterGateway
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    def _node(self, instance_id: str) -> Node:
+        node = self.operator.nodes.get(instance_id)
+        if node is None:
+            raise NodeNotFoundError(instance_id)
+        return node
+
+    def cordon(self, instance_id: str) -> dict[str, Any]:
+        self._node(instance_id)
+        changed = self.gateway.cordon(instance_id, incident_id="operator", reason="operator")
+        self.operator.nodes.upsert_inventory([self.gateway.node_status(instance_id)])
+        return {"instance_id": instance_id, "action": "cordon", "changed": changed}
+
+    def uncordon(self, instance_id: str) -> dict[str, Any]:
+        node = self._node(instance_id)
+        if node.open_incident_id:
+            raise NodeActionRejectedError(
+                f"{instance_id} has open incident {node.open_incident_id}; its recovery "
+                "returns it to service"
+            )
+        changed = self.gateway.uncordon(instance_id)
+        self.operator.nodes.upsert_inventory([self.gateway.node_status(instance_id)])
+        return {"instance_id": instance_id, "action": "uncordon", "changed": changed}
+
+    def reboot(self, instance_id: str) -> dict[str, Any]:
+        return self._repair(instance_id, Repair.REBOOT)
+
+    def replace(self, instance_id: str) -> dict[str, Any]:
+        return self._repair(instance_id, Repair.REPLACE)
+
+    def _repair(self, instance_id: str, repair: Repair) -> dict[str, Any]:
+        node = self._node(instance_id)
+        now = self.clock()
+        signal = HealthSignal(
+            source=SignalSource.OPERATOR,
+            kind=f"operator_{repair.value}",
+            instance_id=instance_id,
+            cluster=node.cluster,
+            severity=Severity.FATAL,
+            action=Action.OPEN_INCIDENT,
+            repair=repair,
+            reason=f"an operator asked to {repair.value} the node",
+            observed_at=now,
+            dedupe_key=f"operator-{repair.value}-{now.isoformat()}",
+        )
+        incident, outcome = self.operator.incidents.open_or_append(node, signal, now)
+        if outcome is not SignalOutcome.OPENED:
+            raise NodeActionRejectedError(
+                f"{instance_id} already has open incident {incident.incident_id}"
+            )
+        arn = self.operator.workflows.ensure_started(
+            incident.incident_id,
+            {
+                "incident_id": incident.incident_id,
+                "instance_id": instance_id,
+                "cluster": node.cluster,
+                "repair": repair.value,
+                "kind": incident.kind,
+            },
+        )
+        self.operator.incidents.set_execution(incident.incident_id, arn)
+        return {
+            "instance_id": instance_id,
+            "action": repair.value,
+            "incident_id": incident.incident_id,
+            "execution_arn": arn,
+        }
+
+    def veto(self, instance_id: str, reason: str) -> dict[str, Any]:
+        self._node(instance_id)
+        return self.operator.veto_node(instance_id, reason)
+
+    def approve(self, incident_id: str) -> dict[str, Any]:
+        try:
+            return self.operator.approve(incident_id, by="api")
+        except OperatorActionError as exc:
+            raise NodeActionRejectedError(str(exc)) from exc

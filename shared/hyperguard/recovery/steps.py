@@ -34,14 +34,16 @@ from hyperguard.store.policy import RepairPolicyStore
 
 Recovery = dict[str, Any]
 
-# Kinds whose incident is about a node that is fine now but will not be for long: the node
-# being healthy is no reason to close them.
+# Kinds whose incident is about a node that is fine now but will not be for long, or that
+# an operator asked to repair: the node being healthy is no reason to close them.
 PLANNED_KINDS = frozenset(
     {
         "spot_interruption",
         "capacity_reservation_interruption",
         "rebalance_recommendation",
         "health_scheduled_change",
+        "operator_reboot",
+        "operator_replace",
     }
 )
 

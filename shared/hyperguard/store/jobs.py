@@ -1,18 +1,150 @@
-"""JobsTable: one item per job (pk `job_id`), GSI `ByTeam` (pk `team`, sk `submitted_at`)."""
+"""JobsTable: one item per job (pk `job_id`), GSI `ByTeam` (pk `team`, sk `submitted_at`).
+
+Besides the `Job` fields an item carries what the governance API shows about it:
+- `reason`   why the job is in its current status (the engine's own words);
+- `history`  a list of `JobHistoryEntry` maps, appended in the same conditional update that
+             changes the status, so history and status never disagree. Status changes are
+             few per job; checkpoint entries stop being appended once the list holds
+             `MAX_HISTORY` entries (the newest checkpoint is always `last_checkpoint`), which
+             keeps an item far below DynamoDB's 400 KB;
+- `first_admitted_at`, `started_at` (this run), `ended_at`, `admitted_replicas`;
+- `stop_pending`  set when a job with pods is cancelled: the scheduler stops it on the
+             cluster and clears the flag (the API never talks to the cluster).
+Status changes are conditional on the status the writer saw (`transition`).
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import time
+from collections.abc import Collection
+from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, Field
+
 from hyperguard.aws import dynamodb_table
-from hyperguard.models import Checkpoint, Job
+from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.store.codec import plain, scan_all, to_item
+
+MAX_HISTORY = 500
+ACTIVE_STATUSES = frozenset(
+    {
+        JobStatus.PENDING,
+        JobStatus.ADMITTED,
+        JobStatus.RUNNING,
+        JobStatus.PREEMPTED,
+        JobStatus.SUSPENDED,
+    }
+)
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class JobEvent(StrEnum):
+    SUBMITTED = "submitted"
+    ADMITTED = "admitted"
+    DISPATCHED = "dispatched"
+    REQUEUED = "requeued"
+    PREEMPTED = "preempted"
+    SHRUNK = "shrunk"
+    GROWN = "grown"
+    RESTARTED = "restarted"
+    CHECKPOINT = "checkpoint"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"
+    FINISHED = "finished"
+
+
+class JobHistoryEntry(BaseModel):
+    at: datetime
+    event: JobEvent
+    status: JobStatus | None = None
+    reason: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobRecord(BaseModel):
+    """A job with what the API shows about it."""
+
+    job: Job
+    reason: str = ""
+    history: list[JobHistoryEntry] = Field(default_factory=list)
+    first_admitted_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    admitted_replicas: int | None = None
+    stop_pending: bool = False
+    principal: str | None = None
+
+
+class TransitionOutcome(StrEnum):
+    APPLIED = "applied"
+    STALE = "stale"
+    """The job was not in an expected status (or is gone)."""
+    CHECK_FAILED = "check_failed"
+    """One of the caller's extra condition checks failed."""
+
+
+class IdempotencyKeyReusedError(Exception):
+    """The Idempotency-Key was used before with a different request."""
+
+    def __init__(self, key: str, job_id: str) -> None:
+        super().__init__(f"Idempotency-Key {key!r} was used for another request (job {job_id})")
+        self.key = key
+        self.job_id = job_id
+
+
+class InvalidCursorError(ValueError):
+    """A pagination token that this store did not issue."""
+
+
+_RECORD_FIELDS = frozenset(JobRecord.model_fields) - {"job"}
+
+
+def record_from_item(item: dict[str, Any]) -> JobRecord:
+    data = plain(item)
+    return JobRecord.model_validate(
+        {"job": data, **{k: v for k, v in data.items() if k in _RECORD_FIELDS}}
+    )
+
+
+def _entry(entry: JobHistoryEntry) -> list[dict[str, Any]]:
+    return [to_item(entry)]
+
+
+def encode_cursor(key: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(plain(key), sort_keys=True).encode()).decode()
+
+
+def decode_cursor(token: str, fields: Collection[str]) -> dict[str, Any]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidCursorError(token) from exc
+    if not isinstance(key, dict) or set(key) != set(fields):
+        raise InvalidCursorError(token)
+    if not all(isinstance(v, str) for v in key.values()):
+        raise InvalidCursorError(token)
+    return key
 
 
 class JobStore:
-    def __init__(self, table_name: str, table: Any | None = None) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        table: Any | None = None,
+        *,
+        idempotency_table_name: str = "",
+        idempotency_ttl_s: int = 86_400,
+    ) -> None:
         self.table_name = table_name
         self._table = table
+        self.idempotency_table_name = idempotency_table_name
+        self.idempotency_ttl_s = idempotency_ttl_s
 
     @property
     def table(self) -> Any:
@@ -36,8 +168,6 @@ class JobStore:
 
     def record_checkpoint(self, job_id: str, checkpoint: Checkpoint) -> bool:
         """Keep the newest complete checkpoint; an older or equal step never overwrites."""
-        from botocore.exceptions import ClientError
-
         try:
             self.table.update_item(
                 Key={"job_id": job_id},
@@ -51,3 +181,297 @@ class JobStore:
                 return False
             raise
         return True
+
+    def record_placement(self, job: Job, *, reason: str = "node recovery") -> None:
+        """Store where the job runs now (nodes, pool, status, restart count), as node
+        recovery moves or requeues it, with a history entry saying so."""
+        requeued = not job.nodes
+        entry = JobHistoryEntry(
+            at=datetime.now(UTC),
+            event=JobEvent.REQUEUED if requeued else JobEvent.RESTARTED,
+            status=job.status,
+            reason=f"{'requeued' if requeued else 'restarted'} by {reason}",
+            details={"nodes": list(job.nodes)},
+        )
+        self.table.update_item(
+            Key={"job_id": job.job_id},
+            UpdateExpression="SET nodes = :nodes, #status = :status, restart_count = :restarts, "
+            "#pool = :pool, #reason = :reason, "
+            "history = list_append(if_not_exists(history, :empty), :entry)",
+            ConditionExpression="attribute_exists(job_id)",
+            ExpressionAttributeNames={"#status": "status", "#reason": "reason", "#pool": "pool"},
+            ExpressionAttributeValues={
+                ":nodes": list(job.nodes),
+                ":status": job.status.value,
+                ":restarts": job.restart_count,
+                ":pool": job.pool,
+                ":reason": entry.reason,
+                ":empty": [],
+                ":entry": _entry(entry),
+            },
+        )
+
+    # -- governance: records, submission, transitions --------------------------------------
+    def record(self, job_id: str) -> JobRecord | None:
+        item = self.table.get_item(Key={"job_id": job_id}, ConsistentRead=True).get("Item")
+        return record_from_item(item) if item else None
+
+    def records(self) -> list[JobRecord]:
+        return [record_from_item(i) for i in scan_all(self.table)]
+
+    def active(self) -> list[JobRecord]:
+        """Every job that holds or waits for quota, or still has pods to stop: one strongly
+        consistent scan, so a scheduling pass never works from a stale copy of a status."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "ConsistentRead": True,
+            "FilterExpression": "#status IN (:s0, :s1, :s2, :s3, :s4) OR stop_pending = :t",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                **{f":s{i}": s.value for i, s in enumerate(sorted(ACTIVE_STATUSES))},
+                ":t": True,
+            },
+        }
+        while True:
+            page = self.table.scan(**kwargs)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return [record_from_item(i) for i in items]
+
+    def submit(
+        self,
+        record: JobRecord,
+        *,
+        idempotency_key: str | None = None,
+        request_hash: str = "",
+    ) -> tuple[JobRecord, bool]:
+        """Store a new job. With an idempotency key the job and the key are written in one
+        transaction; a repeat of the same request returns the job of the first one (and
+        False), a different request with the same key raises IdempotencyKeyReusedError."""
+        item = {**to_item(record.job), **to_item(record, exclude={"job"})}
+        item.pop("job", None)
+        put = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(job_id)",
+            }
+        }
+        if idempotency_key is None:
+            self.table.put_item(Item=item, ConditionExpression="attribute_not_exists(job_id)")
+            return record, True
+        now = int(time.time())
+        claim = {
+            "Put": {
+                "TableName": self.idempotency_table_name,
+                "Item": {
+                    "id": idempotency_key,
+                    "job_id": record.job.job_id,
+                    "request_hash": request_hash,
+                    "expiration": now + self.idempotency_ttl_s,
+                },
+                "ConditionExpression": "attribute_not_exists(id) OR expiration < :now",
+                "ExpressionAttributeValues": {":now": now},
+            }
+        }
+        try:
+            self.table.meta.client.transact_write_items(TransactItems=[claim, put])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            existing = (
+                dynamodb_table(self.idempotency_table_name)
+                .get_item(Key={"id": idempotency_key}, ConsistentRead=True)
+                .get("Item")
+            )
+            if existing is None:
+                raise
+            if existing.get("request_hash") != request_hash:
+                raise IdempotencyKeyReusedError(idempotency_key, str(existing["job_id"])) from exc
+            first = self.record(str(existing["job_id"]))
+            if first is None:
+                raise
+            return first, False
+        return record, True
+
+    def transition(
+        self,
+        job_id: str,
+        *,
+        expect: Collection[JobStatus],
+        status: JobStatus | None,
+        entry: JobHistoryEntry,
+        sets: dict[str, Any] | None = None,
+        remove: Collection[str] = (),
+        add: dict[str, int] | None = None,
+        checks: list[dict[str, Any]] | None = None,
+    ) -> TransitionOutcome:
+        """Move the job to `status` (None: keep it) if it is in one of `expect`, append
+        `entry` to its history, set/remove/add the given attributes, all in one write.
+        With `checks` (TransactWriteItems ConditionChecks) the write is a transaction that
+        also fails when any check does."""
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            ":entry": _entry(entry),
+            ":empty": [],
+            ":reason": entry.reason,
+        }
+        clauses = [
+            "history = list_append(if_not_exists(history, :empty), :entry)",
+            "#reason = :reason",
+        ]
+        names["#reason"] = "reason"
+        if status is not None:
+            clauses.append("#status = :status")
+            values[":status"] = status.value
+        for index, (name, value) in enumerate((sets or {}).items()):
+            names[f"#a{index}"] = name
+            values[f":a{index}"] = value
+            clauses.append(f"#a{index} = :a{index}")
+        expression = "SET " + ", ".join(clauses)
+        if remove:
+            for index, name in enumerate(remove):
+                names[f"#r{index}"] = name
+            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(remove)))
+        if add:
+            for index, (name, amount) in enumerate(add.items()):
+                names[f"#n{index}"] = name
+                values[f":n{index}"] = amount
+            expression += " ADD " + ", ".join(f"#n{i} :n{i}" for i in range(len(add)))
+        expected = sorted(s.value for s in expect)
+        for index, value in enumerate(expected):
+            values[f":e{index}"] = value
+        condition = "#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")"
+        update = {
+            "Key": {"job_id": job_id},
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        try:
+            if checks:
+                self.table.meta.client.transact_write_items(
+                    TransactItems=[*checks, {"Update": {"TableName": self.table_name, **update}}]
+                )
+            else:
+                self.table.update_item(**update)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "ConditionalCheckFailedException":
+                return TransitionOutcome.STALE
+            if code != "TransactionCanceledException":
+                raise
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if any(r == "ConditionalCheckFailed" for r in reasons[: len(checks or [])]):
+                return TransitionOutcome.CHECK_FAILED
+            if reasons and reasons[-1] == "ConditionalCheckFailed":
+                return TransitionOutcome.STALE
+            raise
+        return TransitionOutcome.APPLIED
+
+    def set_reason(self, job_id: str, reason: str, *, expect: Collection[JobStatus]) -> bool:
+        """Why a waiting job still waits; no history entry (it changes every pass)."""
+        expected = sorted(s.value for s in expect)
+        try:
+            self.table.update_item(
+                Key={"job_id": job_id},
+                UpdateExpression="SET #reason = :r",
+                ConditionExpression="#status IN ("
+                + ", ".join(f":e{i}" for i in range(len(expected)))
+                + ")",
+                ExpressionAttributeNames={"#reason": "reason", "#status": "status"},
+                ExpressionAttributeValues={
+                    ":r": reason,
+                    **{f":e{i}": v for i, v in enumerate(expected)},
+                },
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def report_checkpoint(self, job_id: str, checkpoint: Checkpoint, at: datetime) -> bool:
+        """`record_checkpoint` plus a history entry while the history has room."""
+        if not self.record_checkpoint(job_id, checkpoint):
+            return False
+        entry = JobHistoryEntry(
+            at=at,
+            event=JobEvent.CHECKPOINT,
+            reason=f"checkpoint at step {checkpoint.step}",
+            details={"step": checkpoint.step, "uri": checkpoint.uri},
+        )
+        try:
+            self.table.update_item(
+                Key={"job_id": job_id},
+                UpdateExpression="SET history = list_append(if_not_exists(history, :empty), :e)",
+                ConditionExpression="attribute_not_exists(history) OR size(history) < :max",
+                ExpressionAttributeValues={":e": _entry(entry), ":empty": [], ":max": MAX_HISTORY},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+        return True
+
+    def page(
+        self,
+        *,
+        team: str | None,
+        status: JobStatus | None = None,
+        priority_class: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[JobRecord], str | None]:
+        """One page of jobs, and the token of the next page (None on the last).
+
+        With a team: newest first through ByTeam; without (admins): a filtered scan, in
+        table order. Filters are applied by DynamoDB, so a page is filled across as many
+        reads as it takes."""
+        filters: list[str] = []
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        if status is not None:
+            filters.append("#status = :status")
+            names["#status"] = "status"
+            values[":status"] = status.value
+        if priority_class is not None:
+            filters.append("priority_class = :pc")
+            values[":pc"] = priority_class
+        kwargs: dict[str, Any] = {"Limit": limit}
+        if team is not None:
+            key_fields: tuple[str, ...] = ("job_id", "team", "submitted_at")
+            kwargs |= {
+                "IndexName": "ByTeam",
+                "KeyConditionExpression": "team = :team",
+                "ScanIndexForward": False,
+            }
+            values[":team"] = team
+            read = self.table.query
+        else:
+            key_fields = ("job_id",)
+            read = self.table.scan
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        if values:
+            kwargs["ExpressionAttributeValues"] = values
+        if cursor is not None:
+            kwargs["ExclusiveStartKey"] = decode_cursor(cursor, key_fields)
+        items: list[dict[str, Any]] = []
+        more = True
+        while len(items) < limit and more:
+            result = read(**kwargs)
+            items.extend(result.get("Items", []))
+            more = "LastEvaluatedKey" in result
+            if more:
+                kwargs["ExclusiveStartKey"] = result["LastEvaluatedKey"]
+        if len(items) > limit or (len(items) == limit and more):
+            items = items[:limit]
+            token = encode_cursor({k: items[-1][k] for k in key_fields})
+        else:
+            token = None
+        return [record_from_item(i) for i in items], token

@@ -38,13 +38,48 @@ EMULATOR_GAPS: dict[str, str] = {
     "shows the DLQ depth the alarm watches",
     "AWS::SQS::QueuePolicy": "not created by the emulator's CloudFormation, which enforces no "
     "resource policies: EventBridge delivers to the queue without it",
-    "AWS::ApiGateway::RestApi": "moto cannot build SAM's REST API from its OpenAPI body; the "
-    "twin serves the API itself through the same handler",
+    "AWS::Events::Rule (Schedule)": "moto creates schedule rules but delivers only to SQS, "
+    "logs and buses, never to Lambda; the twin invokes the scheduler on the same rate, "
+    "time-scaled",
+    "AWS::ApiGateway::RestApi": "moto cannot build SAM's REST API from its OpenAPI body; left "
+    "out, with its Deployment, Stage and invoke permissions: the twin serves the API on "
+    "127.0.0.1:3000 through the same handler with API Gateway's proxy events",
 }
+
+
+# The emulator's CloudFormation fails the whole stack on these (SAM's REST API has a Body and
+# no Name, which moto requires); the twin leaves them out and serves the API itself.
+LEFT_OUT_TYPES = frozenset(
+    {"AWS::ApiGateway::RestApi", "AWS::ApiGateway::Deployment", "AWS::ApiGateway::Stage"}
+)
 
 
 class DeployError(RuntimeError):
     pass
+
+
+def _refers_to(fragment: Any, logical_ids: set[str]) -> bool:
+    text = json.dumps(fragment)
+    return any(
+        f'"Ref": "{i}"' in text or f'"Fn::GetAtt": ["{i}"' in text or "${" + i in text
+        for i in logical_ids
+    )
+
+
+def leave_out_unsupported(template: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The template without the resources the emulator cannot create, and without what
+    depends on them (their permissions, outputs); returns what was left out, by type."""
+    resources = template["Resources"]
+    dropped = {i for i, r in resources.items() if r["Type"] in LEFT_OUT_TYPES}
+    while True:
+        more = {i for i, r in resources.items() if i not in dropped and _refers_to(r, dropped)}
+        if not more:
+            break
+        dropped |= more
+    kept = {i: r for i, r in resources.items() if i not in dropped}
+    outputs = {k: v for k, v in template.get("Outputs", {}).items() if not _refers_to(v, dropped)}
+    left_out = {i: resources[i]["Type"] for i in sorted(dropped)}
+    return {**template, "Resources": kept, "Outputs": outputs}, left_out
 
 
 @dataclass
@@ -150,7 +185,7 @@ def deploy(
 ) -> Deployment:
     template = load_template(root / "template.yaml")
     packaged, functions = package(template, root, s3)
-    transformed = transform(packaged, parameters)
+    transformed, left_out = leave_out_unsupported(transform(packaged, parameters))
     cfn.create_stack(
         StackName=stack_name,
         TemplateBody=json.dumps(transformed),
@@ -176,7 +211,7 @@ def deploy(
                 "physical_id": r.get("PhysicalResourceId", ""),
                 "status": r["ResourceStatus"],
             }
-    skipped = {
+    skipped = left_out | {
         logical_id: res["Type"]
         for logical_id, res in transformed["Resources"].items()
         if logical_id not in resources

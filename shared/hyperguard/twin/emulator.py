@@ -47,7 +47,7 @@ def _patch_event_envelope() -> None:
         )
 
 
-class _QuietHandler(WSGIRequestHandler):
+class QuietRequestHandler(WSGIRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
 
@@ -127,7 +127,11 @@ class Emulator:
         _patch_event_envelope()
         moto_app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server(
-            self.host, self.port, self._wrap(moto_app), threaded=True, request_handler=_QuietHandler
+            self.host,
+            self.port,
+            self._wrap(moto_app),
+            threaded=True,
+            request_handler=QuietRequestHandler,
         )
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto")
         self._thread.start()

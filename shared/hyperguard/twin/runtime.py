@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -14,15 +15,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from werkzeug.serving import make_server
+
 from hyperguard import aws
 from hyperguard.cluster import NodeNotFoundError, factory
 from hyperguard.cluster.clock import ScaledClock
 from hyperguard.cluster.simulated import SimulatedCluster
 from hyperguard.models import Checkpoint
-from hyperguard.store import JobStore, NodeStore
+from hyperguard.models.governance import ComputeQuota, SchedulerConfig
+from hyperguard.store import JobStore, NodeStore, TeamStore
 from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
 from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy
-from hyperguard.twin.emulator import Emulator, detach_inline_sqs_triggers
+from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
 from hyperguard.twin.executor import FunctionSpec, InProcessExecutor
 from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.poller import SqsMapping, SqsPoller
@@ -32,6 +37,37 @@ REGION = "us-east-1"
 CHECKPOINT_BUCKET = "hyperguard-twin-checkpoints"
 ACCOUNT = "123456789012"
 AGENT_SAMPLE = "hyperpod-node-health-unhealthy.json"
+# The seeded jobs' teams and their nominal quotas in ml.p5.48xlarge instances.
+SEED_QUOTAS = {"nlp": 8, "vision": 4}
+SEED_POLICY = SchedulerConfig.model_validate(
+    {
+        "PriorityClasses": [
+            {"Name": "inference", "Weight": 100},
+            {"Name": "training", "Weight": 50},
+            {"Name": "experiment", "Weight": 10},
+        ],
+        "FairShare": "Enabled",
+        "IdleResourceSharing": "Enabled",
+    }
+)
+
+
+def seed_quota(team: str, instances: int, cluster_arn: str) -> ComputeQuota:
+    return ComputeQuota.model_validate(
+        {
+            "Name": f"{team}-quota",
+            "ClusterArn": cluster_arn,
+            "ComputeQuotaConfig": {
+                "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": instances}],
+                "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+                "PreemptTeamTasks": "LowerPriority",
+            },
+            "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
+            "ActivationState": "Enabled",
+        }
+    )
+
+
 TWIN_ENV = {
     "AWS_ACCESS_KEY_ID": "twin",
     "AWS_SECRET_ACCESS_KEY": "twin",
@@ -50,6 +86,9 @@ class TwinConfig:
     eks_cluster_name: str = "hyperguard-burst"
     hyperpod_nodes: int = 16
     time_scale: float = 60.0
+    api_port: int = 3000
+    seed_jobs: bool = True
+    burst_nodes: int = 4
 
     @property
     def parameters(self) -> dict[str, str]:
@@ -61,6 +100,7 @@ class TwinConfig:
             "ClusterBackend": "simulated",
             "CheckpointBucketName": CHECKPOINT_BUCKET,
             "TimeScale": str(self.time_scale),
+            "AdminPrincipalArns": DEFAULT_PRINCIPAL,
         }
 
 
@@ -74,6 +114,8 @@ class Twin:
     poller: SqsPoller | None = None
     started_at: float = 0.0
     jobs: JobStore | None = None
+    ticks: int = 0
+    _api_server: Any = None
     sink: CloudWatchSink | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -126,7 +168,55 @@ class Twin:
         self.emulator.routes["/_hyperguard/fault"] = self._fault_route
         self._spawn("sqs-poller", lambda: self.poller.run(self._stop) if self.poller else None)
         self._spawn("cluster-clock", self._tick)
+        self._spawn("scheduler-tick", self._schedule_tick)
+        self._serve_api(self.deployment)
         return self.deployment
+
+    @property
+    def api_endpoint(self) -> str:
+        return f"http://{self.config.host}:{self.config.api_port}"
+
+    def _serve_api(self, deployment: Deployment) -> None:
+        """API Gateway in front of the API function, as `sam local start-api` would."""
+        paths = json.loads((self.config.root / "docs" / "openapi.json").read_text())["paths"]
+        name = deployment.functions["ApiFunction"]["name"]
+
+        def invoke(event: dict[str, Any]) -> dict[str, Any]:
+            payload, errored, _ = self.executor.invoke(name, event)
+            if errored:  # what API Gateway answers when the integration fails
+                return {"statusCode": 502, "body": json.dumps({"message": "Internal server error"})}
+            return dict(json.loads(payload))
+
+        proxy = ApiGatewayProxy(invoke, paths)
+        self._api_server = make_server(
+            self.config.host,
+            self.config.api_port,
+            proxy,
+            threaded=True,
+            request_handler=QuietRequestHandler,
+        )
+        self._spawn("api-gateway", self._api_server.serve_forever)
+
+    def _schedule_tick(self) -> None:
+        """The `rate(1 minute)` schedule of the scheduler, on the twin's scaled time: moto
+        creates the rule but delivers to SQS, logs and buses only, never to Lambda."""
+        assert self.deployment is not None
+        name = self.deployment.functions["SchedulerFunction"]["name"]
+        period = max(60.0 / self.config.time_scale, 0.5)
+        while not self._stop.wait(period):
+            event = {
+                "version": "0",
+                "id": str(uuid.uuid4()),
+                "detail-type": "Scheduled Event",
+                "source": "aws.events",
+                "account": ACCOUNT,
+                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "region": REGION,
+                "resources": [],
+                "detail": {},
+            }
+            self.executor.invoke(name, event)
+            self.ticks += 1
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -199,12 +289,21 @@ class Twin:
         }
 
     def _seed_cluster(self, deployment: Deployment) -> None:
-        """Seed the simulator and write its inventory and jobs where the service reads them."""
+        """Seed the simulator and write its inventory and jobs where the service reads them;
+        the seeded jobs' teams get quotas that cover them, so the scheduler governs them."""
         self.cluster.seed_default(
             cluster_name=self.config.cluster_name,
             hyperpod_nodes=self.config.hyperpod_nodes,
             eks_cluster=self.config.eks_cluster_name,
+            jobs=self.config.seed_jobs,
+            burst_nodes=self.config.burst_nodes,
         )
+        teams = TeamStore(deployment.outputs["TeamsTableName"])
+        for team, instances in SEED_QUOTAS.items() if self.config.seed_jobs else ():
+            quota = seed_quota(team, instances, self.config.parameters["HyperPodClusterArn"])
+            teams.put_quota(quota, target_version=None)
+        if self.config.seed_jobs:
+            teams.put_scheduler_config(SEED_POLICY, target_version=None)
         NodeStore(deployment.outputs["NodesTableName"]).upsert_inventory(self.cluster.list_nodes())
         self.client("s3").create_bucket(Bucket=CHECKPOINT_BUCKET)
         self.jobs = JobStore(deployment.outputs["JobsTableName"])
@@ -234,11 +333,11 @@ class Twin:
         gaps = [
             {
                 "type": kind,
-                "created": kind not in set(self.deployment.skipped.values()),
+                "created": kind.split(" ")[0] not in set(self.deployment.skipped.values()),
                 "twin_does": what,
             }
             for kind, what in EMULATOR_GAPS.items()
-            if kind in present
+            if kind.split(" ")[0] in present
         ]
         sqs = self.client("sqs")
         depth: dict[str, int] = {}
@@ -284,5 +383,8 @@ class Twin:
         for thread in self._threads:
             thread.join(timeout=2)
         self.emulator.stop()
+        if self._api_server is not None:
+            self._api_server.shutdown()
+            self._api_server.server_close()
         factory.use_simulated(None)
         moto_api_backend.reset()

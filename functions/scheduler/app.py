@@ -1,0 +1,34 @@
+"""One scheduling pass per invocation: a batch from the FIFO wake-up queue, or the tick."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from hyperguard.cluster.factory import gateway_for
+from hyperguard.governance.service import SchedulerBusyError, SchedulerService
+from hyperguard.observability import logger, metrics, tracer
+from hyperguard.settings import load_settings
+from hyperguard.store import JobStore, TeamStore
+
+settings = load_settings()
+service = SchedulerService(
+    jobs=JobStore(settings.jobs_table),
+    teams=TeamStore(settings.teams_table),
+    gateway=gateway_for(settings),
+    cluster=settings.hyperpod_cluster_name,
+    lease_ttl_s=settings.scheduler_lease_s,
+)
+
+
+@logger.inject_lambda_context(correlation_id_path="Records[0].messageId")
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    result = service.run_pass()
+    if not result.acquired and event.get("Records"):
+        # Another pass holds the lease: fail the batch so SQS delivers the wake-up again.
+        raise SchedulerBusyError(settings.hyperpod_cluster_name)
+    for name, count in result.counts().items():
+        metrics.add_metric(name=f"Scheduler_{name}", unit="Count", value=count)
+    metrics.add_metric(name="SchedulerPassMs", unit="Milliseconds", value=result.duration_s * 1e3)
+    return {"acquired": result.acquired, **result.counts()}

@@ -1,0 +1,14 @@
+"""The governance REST API (API Gateway REST, IAM auth) as one powertools resolver."""
+
+from hyperguard.api.app import ApiDependencies, create_app, openapi_json
+from hyperguard.api.auth import Caller
+from hyperguard.api.nodes import NodeActions, UnavailableNodeActions
+
+__all__ = [
+    "ApiDependencies",
+    "Caller",
+    "NodeActions",
+    "UnavailableNodeActions",
+    "create_app",
+    "openapi_json",
+]

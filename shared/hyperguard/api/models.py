@@ -1,0 +1,334 @@
+"""Request and response bodies of the HyperGuard API.
+
+Governance resources (compute quotas, the scheduler config) keep SageMaker's PascalCase
+shapes field for field; jobs, views and incidents are HyperGuard's own and use snake_case,
+like the `Job` model they come from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hyperguard.models import Checkpoint, JobStatus
+from hyperguard.models.governance import (
+    NAME_PATTERN,
+    ActivationState,
+    ComputeQuota,
+    ComputeQuotaConfig,
+    ComputeQuotaTarget,
+    PriorityClass,
+    SchedulerConfig,
+    Toggle,
+)
+from hyperguard.models.governance import _AwsShape as _Pascal
+from hyperguard.store.jobs import JobHistoryEntry, JobRecord
+
+S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
+IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,128}$"
+INSTANCE_ID = r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$"
+
+
+# -- jobs ---------------------------------------------------------------------------------
+class JobTemplate(StrEnum):
+    PRODUCTION = "production"
+    DEVELOPMENT = "development"
+    RESEARCH = "research"
+
+
+class AcceleratorKind(StrEnum):
+    """Accelerator names a job may ask for instead of an instance type."""
+
+    H100 = "h100"
+    H200 = "h200"
+    A100 = "a100"
+    A10G = "a10g"
+    L40S = "l40s"
+    TRAINIUM = "trainium"
+    TRAINIUM2 = "trainium2"
+
+
+ACCELERATOR_INSTANCE: dict[AcceleratorKind, str] = {
+    AcceleratorKind.H100: "ml.p5.48xlarge",
+    AcceleratorKind.H200: "ml.p5e.48xlarge",
+    AcceleratorKind.A100: "ml.p4d.24xlarge",
+    AcceleratorKind.A10G: "ml.g5.48xlarge",
+    AcceleratorKind.L40S: "ml.g6e.48xlarge",
+    AcceleratorKind.TRAINIUM: "ml.trn1.32xlarge",
+    AcceleratorKind.TRAINIUM2: "ml.trn2.48xlarge",
+}
+
+
+class JobSubmission(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team: str | None = Field(
+        default=None, description="defaults to the caller's team; admins must name one"
+    )
+    priority_class: str | None = Field(
+        default=None, description="a PriorityClasses name; none → the lowest priority"
+    )
+    template: JobTemplate = JobTemplate.PRODUCTION
+    instance_type: str | None = Field(default=None, description="e.g. ml.p5.48xlarge")
+    accelerator: AcceleratorKind | None = Field(
+        default=None, description="instead of instance_type: the accelerator kind"
+    )
+    accelerators_per_replica: int = Field(default=8, ge=1, le=64)
+    replicas: int = Field(default=1, ge=1, le=1024)
+    min_replicas: int | None = Field(default=None, ge=1, le=1024)
+    max_replicas: int | None = Field(default=None, ge=1, le=1024)
+    image: str = Field(min_length=1, max_length=1024)
+    command: list[str] = Field(default_factory=list, max_length=256)
+    checkpoint_location: str | None = Field(default=None, pattern=S3_URI)
+    auto_resume: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSubmission:
+        if (self.instance_type is None) == (self.accelerator is None):
+            raise ValueError("name exactly one of instance_type and accelerator")
+        if self.min_replicas is not None and self.min_replicas > self.replicas:
+            raise ValueError("min_replicas must not exceed replicas")
+        if self.max_replicas is not None and self.max_replicas < self.replicas:
+            raise ValueError("max_replicas must not be below replicas")
+        return self
+
+
+class CheckpointReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0)
+    uri: str = Field(pattern=S3_URI)
+    completed_at: datetime | None = Field(default=None, description="defaults to now")
+
+
+class JobView(BaseModel):
+    job_id: str
+    team: str
+    priority_class: str | None
+    template: str
+    instance_type: str
+    accelerators_per_replica: int
+    replicas: int
+    min_replicas: int | None
+    max_replicas: int | None
+    image: str
+    command: list[str]
+    checkpoint_location: str | None
+    auto_resume: bool
+    status: JobStatus
+    reason: str = Field(description="why the job is in its current status")
+    nodes: list[str] = Field(description="one instance id per replica")
+    pool: str | None
+    last_checkpoint: Checkpoint | None
+    restart_count: int
+    submitted_at: datetime | None
+    first_admitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    history: list[JobHistoryEntry] | None = Field(
+        default=None, description="admissions, placements, preemptions, restarts, checkpoints"
+    )
+
+    @classmethod
+    def of(cls, record: JobRecord, *, with_history: bool = False) -> JobView:
+        job = record.job
+        return cls(
+            **job.model_dump(exclude={"nodes"}),
+            nodes=list(job.nodes),
+            reason=record.reason,
+            first_admitted_at=record.first_admitted_at,
+            started_at=record.started_at,
+            ended_at=record.ended_at,
+            history=list(record.history) if with_history else None,
+        )
+
+
+class JobPage(BaseModel):
+    jobs: list[JobView]
+    next_token: str | None = Field(description="pass as next_token for the next page")
+
+
+# -- compute quotas -----------------------------------------------------------------------
+class ComputeQuotaRequest(_Pascal):
+    """CreateComputeQuota's request (without ClusterArn being optional), plus TargetVersion
+    for updates (UpdateComputeQuota): omit it to create, give the version you read to
+    update."""
+
+    name: str = Field(pattern=NAME_PATTERN, min_length=1, max_length=63)
+    description: str | None = Field(default=None, max_length=1024)
+    cluster_arn: str = Field(min_length=1, max_length=256)
+    compute_quota_config: ComputeQuotaConfig
+    compute_quota_target: ComputeQuotaTarget
+    activation_state: ActivationState = ActivationState.ENABLED
+    target_version: int | None = Field(default=None, ge=1)
+
+    def quota(self) -> ComputeQuota:
+        return ComputeQuota.model_validate(
+            self.model_dump(exclude={"target_version"}, exclude_none=True)
+        )
+
+
+class ResolvedResource(_Pascal):
+    instance_type: str
+    accelerators: int
+    vcpu: float = Field(alias="VCpu")
+    memory_in_gib: float = Field(alias="MemoryInGiB")
+
+
+class ComputeQuotaView(_Pascal):
+    """DescribeComputeQuota's shape plus what the quota resolves to."""
+
+    compute_quota_id: str
+    name: str
+    description: str | None = None
+    cluster_arn: str
+    compute_quota_config: ComputeQuotaConfig
+    compute_quota_target: ComputeQuotaTarget
+    activation_state: ActivationState
+    compute_quota_version: int
+    status: str
+    resolved_resources: list[ResolvedResource] = Field(
+        description="the team's nominal quota; Accelerators-only entries get vCPU and memory "
+        "in proportion to the instance's accelerators"
+    )
+    resolved_limits: list[ResolvedResource] = Field(
+        description="nominal plus what the team may borrow"
+    )
+
+
+class ComputeQuotaList(_Pascal):
+    compute_quotas: list[ComputeQuotaView]
+    next_token: str | None = None
+
+
+# -- scheduler config ---------------------------------------------------------------------
+class SchedulerConfigRequest(_Pascal):
+    priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
+    fair_share: Toggle = Toggle.ENABLED
+    idle_resource_sharing: Toggle = Toggle.ENABLED
+    target_version: int | None = Field(
+        default=None, ge=0, description="the version you read (0: none was set yet)"
+    )
+
+    @model_validator(mode="after")
+    def _valid_config(self) -> SchedulerConfigRequest:
+        try:
+            self.config()
+        except ValidationError as exc:
+            raise ValueError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        return self
+
+    def config(self) -> SchedulerConfig:
+        return SchedulerConfig.model_validate(self.model_dump(exclude={"target_version"}))
+
+
+class SchedulerConfigView(_Pascal):
+    scheduler_config: SchedulerConfig
+    version: int
+
+
+# -- principals ---------------------------------------------------------------------------
+class PrincipalGrantBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    principal_arn: str = Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$")
+    team: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$")
+    admin: bool = False
+
+
+class PrincipalList(BaseModel):
+    principals: list[PrincipalGrantBody]
+
+
+# -- views --------------------------------------------------------------------------------
+class TeamView(BaseModel):
+    team: str
+    activation_state: ActivationState | None
+    fair_share_weight: int | None
+    allocated_gpus: int = Field(description="nominal accelerators of the team's quota")
+    limit_gpus: int = Field(description="nominal plus borrow allowance")
+    gpus_in_use: int = Field(description="accelerators held by the team's admitted jobs")
+    borrowed_gpus: int = Field(description="accelerators in use above the nominal quota")
+    utilisation: float | None = Field(description="gpus_in_use / allocated_gpus")
+    running_jobs: int
+    pending_jobs: int
+
+
+class PriorityClassView(BaseModel):
+    priority_class: str | None = Field(description="null: jobs that name no class")
+    weight: int | None
+    running: int
+    pending: int
+    preempted: int
+    average_run_s: float | None
+    longest_run_s: float | None
+    average_wait_s: float | None
+    longest_wait_s: float | None
+
+
+class ClusterView(BaseModel):
+    instances: int
+    instances_by_status: dict[str, int]
+    schedulable_instances: int
+    pending_recovery: int = Field(description="instances with an open incident")
+    running_jobs: int
+    pending_jobs: int
+    gpus: int
+    gpus_in_use: int
+    vcpus: int
+    memory_gib: int
+
+
+class TeamViews(BaseModel):
+    teams: list[TeamView]
+
+
+class PriorityClassViews(BaseModel):
+    priority_classes: list[PriorityClassView]
+
+
+# -- incidents and nodes ------------------------------------------------------------------
+class IncidentList(BaseModel):
+    incidents: list[dict[str, Any]]
+
+
+class NodeActionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["cordon", "uncordon", "reboot", "replace", "veto", "approve"]
+    reason: str | None = Field(default=None, min_length=1, max_length=1024)
+    incident_id: str | None = Field(
+        default=None, description="approve: defaults to the node's open incident"
+    )
+
+    @model_validator(mode="after")
+    def _veto_needs_reason(self) -> NodeActionRequest:
+        if self.action == "veto" and not self.reason:
+            raise ValueError("a veto needs a reason")
+        return self
+
+
+class NodeActionResult(BaseModel):
+    node_id: str
+    action: str
+    result: dict[str, Any]
+
+
+class ErrorBody(BaseModel):
+    error: str
+    field: str | None
+
+
+def resolved(resources: dict[str, Any]) -> list[ResolvedResource]:
+    return [
+        ResolvedResource(
+            instance_type=name,
+            accelerators=amount.accelerators,
+            vcpu=amount.vcpu,
+            memory_in_gib=amount.memory_gib,
+        )
+        for name, amount in sorted(resources.items())
+    ]

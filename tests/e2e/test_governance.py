@@ -1,0 +1,165 @@
+"""Governance end to end on the twin, over HTTP: the API function behind the twin's API
+Gateway stand-in, the scheduler woken by submissions and its tick, the simulated cluster.
+Three teams, quotas, borrowing, lenders reclaiming, and a high-priority job preempting a
+low-priority one of its own team."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.conftest import ROOT
+from tests.e2e.conftest import free_port
+
+from hyperguard.twin.runtime import Twin, TwinConfig
+
+ADMIN = "arn:aws:iam::123456789012:role/hyperguard-admin"
+CLUSTER_ARN = "arn:aws:sagemaker:us-east-1:123456789012:cluster/hyperguard-twin"
+
+
+def member(team: str) -> str:
+    return f"arn:aws:iam::123456789012:role/{team}-engineer"
+
+
+@pytest.fixture(scope="module")
+def twin() -> Iterator[Twin]:
+    running = Twin(
+        # No EKS burst pool: the engine counts burst capacity as admissible, and a production
+        # job admitted against it would wait for HyperPod instead of reclaiming (a known gap).
+        TwinConfig(
+            root=ROOT,
+            port=free_port(),
+            api_port=free_port(),
+            hyperpod_nodes=4,
+            burst_nodes=0,
+            seed_jobs=False,
+        )
+    )
+    running.up()
+    yield running
+    running.down()
+
+
+class Http:
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def __call__(
+        self, method: str, path: str, body: Any = None, principal: str = ADMIN
+    ) -> tuple[int, Any]:
+        request = urllib.request.Request(
+            self.base + path,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json", "X-HyperGuard-Principal": principal},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def quota(
+        self, team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int | None = 100
+    ) -> int:
+        sharing: dict[str, Any] = {"Strategy": strategy}
+        if borrow is not None:
+            sharing["BorrowLimit"] = borrow
+        body = {
+            "Name": f"{team}-quota",
+            "ClusterArn": CLUSTER_ARN,
+            "ComputeQuotaConfig": {
+                "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
+                "ResourceSharingConfig": sharing,
+                "PreemptTeamTasks": "LowerPriority",
+            },
+            "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 0},
+        }
+        return self("PUT", f"/teams/{team}/compute-quota", body)[0]
+
+    def submit(self, team: str, gpus: int, replicas: int = 1, priority_class: str = "low") -> str:
+        status, body = self(
+            "POST",
+            "/jobs",
+            {
+                "team": team,
+                "instance_type": "ml.p5.48xlarge",
+                "accelerators_per_replica": gpus,
+                "replicas": replicas,
+                "priority_class": priority_class,
+                "image": "trainer:1",
+                "checkpoint_location": f"s3://hyperguard-twin-checkpoints/{team}/",
+            },
+            principal=member(team),
+        )
+        assert status == 201, body
+        return str(body["job_id"])
+
+    def status_of(self, job_id: str) -> str:
+        return str(self("GET", f"/jobs/{job_id}")[1]["status"])
+
+    def wait(self, expected: dict[str, str], timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        seen: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            seen = {job: self.status_of(job) for job in expected}
+            if seen == expected:
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"expected {expected}, have {seen}")
+
+
+@pytest.fixture(scope="module")
+def http(twin: Twin) -> Http:
+    api = Http(twin.api_endpoint)
+    for team in ("alpha", "beta", "gamma"):
+        status, _ = api("PUT", "/principals", {"principal_arn": member(team), "team": team})
+        assert status in (200, 201)
+    assert api.quota("alpha", 16) == 201
+    assert api.quota("beta", 8, borrow=200) == 201
+    assert api.quota("gamma", 8, strategy="Lend", borrow=None) == 201
+    config = {"PriorityClasses": [{"Name": "low", "Weight": 10}, {"Name": "high", "Weight": 100}]}
+    assert api("PUT", "/scheduler-config", config)[0] == 200
+    return api
+
+
+def test_borrowing_reclaiming_and_priority_preemption_over_http(twin: Twin, http: Http) -> None:
+    beta = [http.submit("beta", 8) for _ in range(3)]
+    http.wait({job: "Running" for job in beta})  # 8 own + 16 borrowed
+    view = next(v for v in http("GET", "/views/teams")[1]["teams"] if v["team"] == "beta")
+    assert (view["gpus_in_use"], view["borrowed_gpus"]) == (24, 16)
+
+    time.sleep(1)
+    alpha_low = http.submit("alpha", 8, replicas=2)
+    http.wait({alpha_low: "Running", beta[2]: "Preempted"})
+    history = http("GET", f"/jobs/{beta[2]}", principal=member("beta"))[1]["history"]
+    assert history[-1]["event"] == "preempted" and "reclaim lent quota" in history[-1]["reason"]
+
+    time.sleep(1)
+    gamma = http.submit("gamma", 8)
+    http.wait({gamma: "Running", beta[1]: "Preempted", beta[0]: "Running"})
+
+    time.sleep(1)
+    alpha_high = http.submit("alpha", 8, replicas=2, priority_class="high")
+    http.wait({alpha_high: "Running", alpha_low: "Preempted"})
+
+    running = {j.job_id for j in twin.cluster.jobs() if j.status.value == "Running"}
+    assert running == {beta[0], gamma, alpha_high}  # 8 + 8 + 16 = the cluster's 32 GPUs
+
+
+def test_teams_only_see_their_own_jobs_and_bad_bodies_write_nothing(http: Http) -> None:
+    own = http.submit("gamma", 1)
+    assert http("GET", f"/jobs/{own}", principal=member("beta"))[0] == 404
+    before = http("GET", "/jobs")[1]["jobs"]
+    status, body = http("POST", "/jobs", {"team": "beta", "replicas": 0}, principal=member("beta"))
+    assert status in (400, 422) and body["field"]
+    assert http("GET", "/jobs")[1]["jobs"] == before
+    assert (
+        http("PUT", "/scheduler-config", {"FairShare": "Enabled"}, principal=member("beta"))[0]
+        == 403
+    )

@@ -1,0 +1,138 @@
+"""Quotas, scheduler policy and principals through the API handler."""
+
+from __future__ import annotations
+
+from tests.conftest import Stack
+from tests.integration.api_harness import Api, member, quota_body
+
+
+def test_create_then_update_with_target_version_and_reject_a_stale_one(stack: Stack) -> None:
+    api = Api(stack)
+    created = api.quota("nlp", 16)
+    assert created.status == 201 and created.body["ComputeQuotaVersion"] == 1
+    updated = api.call("PUT", "/teams/nlp/compute-quota", quota_body("nlp", 24, version=1))
+    assert updated.status == 200 and updated.body["ComputeQuotaVersion"] == 2
+    assert updated.body["Status"] == "Updated"
+    stale = api.call("PUT", "/teams/nlp/compute-quota", quota_body("nlp", 8, version=1))
+    assert stale.status == 409
+    assert stale.body == {
+        "error": "stale TargetVersion: current version is 2, request targets 1",
+        "field": "TargetVersion",
+    }
+    unversioned = api.call("PUT", "/teams/nlp/compute-quota", quota_body("nlp", 8))
+    assert unversioned.status == 409
+    quota = api.call("GET", "/teams/nlp/compute-quota").body
+    assert quota["ComputeQuotaVersion"] == 2
+    assert quota["ResolvedResources"][0]["Accelerators"] == 24
+    assert api.wakeup.reasons == ["quota changed", "quota changed"]
+
+
+def test_a_gpu_only_quota_shows_resolved_vcpu_and_memory(stack: Stack) -> None:
+    api = Api(stack)
+    api.quota("nlp", 2)
+    body = api.call("GET", "/teams/nlp/compute-quota").body
+    assert body["ResolvedResources"] == [
+        {"InstanceType": "ml.p5.48xlarge", "Accelerators": 2, "VCpu": 48.0, "MemoryInGiB": 512.0}
+    ]
+
+
+def test_invalid_quotas_name_the_field_and_write_nothing(stack: Stack) -> None:
+    api = Api(stack)
+    cases = [
+        (
+            quota_body("nlp", 8) | {"ComputeQuotaTarget": {"TeamName": "cv"}},
+            422,
+            "ComputeQuotaTarget.TeamName",
+        ),
+        ({**quota_body("nlp", 8), "Bogus": 1}, 422, "Bogus"),
+        (
+            {
+                **quota_body("nlp", 8),
+                "ComputeQuotaConfig": {
+                    "ComputeQuotaResources": [{"InstanceType": "ml.nope", "Accelerators": 1}]
+                },
+            },
+            422,
+            "ComputeQuotaConfig.ComputeQuotaResources[0].InstanceType",
+        ),
+        (
+            {
+                **quota_body("nlp", 8),
+                "ComputeQuotaConfig": {"ResourceSharingConfig": {"BorrowLimit": 10001}},
+            },
+            422,
+            "ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit",
+        ),
+        (
+            {
+                **quota_body("nlp", 8),
+                "ComputeQuotaTarget": {"TeamName": "nlp", "FairShareWeight": 101},
+            },
+            422,
+            "ComputeQuotaTarget.FairShareWeight",
+        ),
+    ]
+    for body, status, field in cases:
+        reply = api.call("PUT", "/teams/nlp/compute-quota", body)
+        assert (reply.status, reply.body["field"]) == (status, field), body
+    assert api.call("PUT", "/teams/nlp/compute-quota", raw="{").status == 400
+    assert api.teams.quotas() == [] and api.wakeup.reasons == []
+
+
+def test_quota_and_policy_changes_need_the_admin_role(stack: Stack) -> None:
+    api = Api(stack)
+    api.call("PUT", "/principals", {"principal_arn": member("nlp"), "team": "nlp"})
+    api.quota("nlp", 8)
+    forbidden = api.call(
+        "PUT",
+        "/teams/nlp/compute-quota",
+        quota_body("nlp", 80, version=1),
+        principal=member("nlp"),
+    )
+    assert forbidden.status == 403 and forbidden.body["field"] is None
+    assert api.teams.get_quota("nlp").version == 1  # type: ignore[union-attr]
+    assert api.call("PUT", "/scheduler-config", {}, principal=member("nlp")).status == 403
+    assert api.call("DELETE", "/teams/nlp/compute-quota", principal=member("nlp")).status == 403
+    assert api.call("GET", "/teams/nlp/compute-quota", principal=member("nlp")).status == 200
+    assert api.call("GET", "/teams/cv/compute-quota", principal=member("nlp")).status == 403
+    stranger = "arn:aws:iam::123456789012:user/mallory"
+    reply = api.call("GET", "/jobs", principal=stranger)
+    assert reply.status == 403 and reply.body["error"] == f"{stranger} is not mapped to a team"
+
+
+def test_list_teams_is_paginated_and_delete_checks_the_version(stack: Stack) -> None:
+    api = Api(stack)
+    for team in ("a", "b", "c"):
+        api.quota(team, 8)
+    first = api.call("GET", "/teams", query={"limit": "2"}).body
+    assert [q["ComputeQuotaId"] for q in first["ComputeQuotas"]] == ["a", "b"]
+    second = api.call("GET", "/teams", query={"limit": "2", "next_token": first["NextToken"]})
+    assert [q["ComputeQuotaId"] for q in second.body["ComputeQuotas"]] == ["c"]
+    assert second.body["NextToken"] is None
+    bad = api.call("GET", "/teams", query={"next_token": "garbage!"})
+    assert bad.status == 400 and bad.body["field"] == "next_token"
+    stale = api.call("DELETE", "/teams/a/compute-quota", query={"TargetVersion": "7"})
+    assert stale.status == 409 and api.teams.get_quota("a") is not None
+    assert api.call("DELETE", "/teams/a/compute-quota").status == 204
+    assert api.call("DELETE", "/teams/a/compute-quota").status == 404
+    assert api.call("GET", "/teams/a/compute-quota").status == 404
+
+
+def test_scheduler_config_round_trips_with_its_version(stack: Stack) -> None:
+    api = Api(stack)
+    assert api.call("GET", "/scheduler-config").body == {
+        "SchedulerConfig": {
+            "PriorityClasses": [],
+            "FairShare": "Enabled",
+            "IdleResourceSharing": "Enabled",
+        },
+        "Version": 0,
+    }
+    config = {"PriorityClasses": [{"Name": "high", "Weight": 100}], "FairShare": "Disabled"}
+    assert api.call("PUT", "/scheduler-config", config | {"TargetVersion": 0}).body["Version"] == 1
+    assert api.call("PUT", "/scheduler-config", config | {"TargetVersion": 0}).status == 409
+    duplicate = {"PriorityClasses": [{"Name": "a", "Weight": 1}, {"Name": "a", "Weight": 2}]}
+    reply = api.call("PUT", "/scheduler-config", duplicate)
+    assert reply.status == 422 and "unique" in reply.body["error"]
+    got = api.call("GET", "/scheduler-config").body
+    assert got["Version"] == 1 and got["SchedulerConfig"]["FairShare"] == "Disabled"

@@ -1,0 +1,244 @@
+"""The scheduling pass on moto tables and the simulated cluster: single writer, conditional
+writes, placement and dispatch."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from botocore.client import BaseClient
+from tests.conftest import Stack
+from tests.integration.api_harness import Api, member
+from tests.integration.scheduler_harness import empty_cluster, scheduler
+
+from hyperguard.cluster.clock import ManualClock
+from hyperguard.cluster.gateway import ClusterError
+from hyperguard.cluster.simulated import SimulatedCluster
+from hyperguard.models import Job, JobStatus, Node
+from hyperguard.store.jobs import JobStore
+
+
+def _holding_gpus(jobs: JobStore, team: str) -> int:
+    return sum(
+        r.job.accelerators_per_replica * (r.admitted_replicas or r.job.replicas)
+        for r in jobs.records()
+        if r.job.team == team and r.job.status in (JobStatus.ADMITTED, JobStatus.RUNNING)
+    )
+
+
+@pytest.fixture
+def atomic_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each DynamoDB call is atomic, as it is on AWS. moto's in-process backend is not
+    thread-safe (a transaction deep-copies tables other threads are changing), so calls are
+    serialised one by one; passes and submissions still interleave between calls."""
+    lock = threading.Lock()
+    original = BaseClient._make_api_call
+
+    def atomic(self: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        with lock:
+            return original(self, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", atomic)
+
+
+@pytest.mark.usefixtures("atomic_calls")
+def test_fifty_concurrent_submissions_never_exceed_the_quota(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock, hyperpod_nodes=4)  # 32 GPUs installed
+    api = Api(stack)
+    api.call("PUT", "/principals", {"principal_arn": member("solo"), "team": "solo"})
+    api.quota("solo", 16, strategy="DontLend", borrow=None)
+    services = [scheduler(stack, cluster, clock) for _ in range(4)]
+    done = threading.Event()
+    passes: list[Any] = []
+    over: list[int] = []
+
+    def keep_scheduling(index: int) -> None:
+        while not done.is_set():
+            passes.append(services[index].run_pass())
+            used = _holding_gpus(api.jobs, "solo")
+            if used > 16:
+                over.append(used)
+
+    def submit(_: int) -> int:
+        return api.submit("solo", 1, principal=member("solo")).status
+
+    with ThreadPoolExecutor(max_workers=54) as pool:
+        schedulers = [pool.submit(keep_scheduling, i) for i in range(4)]
+        statuses = list(pool.map(submit, range(50)))
+        done.set()
+        for future in schedulers:
+            future.result()
+    services[0].run_pass()
+
+    assert statuses == [201] * 50
+    assert over == []
+    assert _holding_gpus(api.jobs, "solo") == 16
+    records = api.jobs.records()
+    assert sum(r.job.status is JobStatus.RUNNING for r in records) == 16
+    assert sum(r.job.status is JobStatus.PENDING for r in records) == 34
+    assert any(not p.acquired for p in passes), "passes never contended for the lease"
+    running = [j for j in cluster.jobs() if j.status is JobStatus.RUNNING]
+    assert len(running) == 16
+
+
+def test_a_pass_does_nothing_while_another_holds_the_lease(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock)
+    api = Api(stack)
+    api.quota("solo", 16)
+    job_id = api.submit("solo", 8).body["job_id"]
+    assert api.teams.acquire_lease("hyperguard-twin", "someone-else", 60) is not None
+    result = scheduler(stack, cluster, clock).run_pass()
+    assert not result.acquired
+    assert api.jobs.record(job_id).job.status is JobStatus.PENDING  # type: ignore[union-attr]
+    assert cluster.jobs() == [] or all(j.job_id != job_id for j in cluster.jobs())
+
+
+class CancelsDuringThePass(SimulatedCluster):
+    """Reading the nodes happens after the pass read the jobs: a cancel arriving then makes
+    the snapshot stale."""
+
+    api: Api
+    victim: str
+
+    def list_nodes(self) -> list[Node]:
+        assert self.api.call("DELETE", f"/jobs/{self.victim}").status == 200
+        return super().list_nodes()
+
+
+def test_a_job_cancelled_after_the_snapshot_is_not_admitted(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock, kind=CancelsDuringThePass)
+    api = Api(stack)
+    api.quota("solo", 16)
+    victim = api.submit("solo", 8).body["job_id"]
+    cluster.api, cluster.victim = api, victim
+    result = scheduler(stack, cluster, clock).run_pass()
+    assert result.admitted == [] and result.conflicts == 1
+    record = api.jobs.record(victim)
+    assert record is not None and record.job.status is JobStatus.CANCELLED
+    assert record.job.nodes == [] and all(j.job_id != victim for j in cluster.jobs())
+
+
+def test_a_stale_quota_version_stops_the_pass_before_it_admits(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock)
+    api = Api(stack)
+    api.quota("solo", 16)
+    job_id = api.submit("solo", 8).body["job_id"]
+    service = scheduler(stack, cluster, clock)
+    read_quotas = service.teams.quotas
+
+    def quotas_then_update() -> Any:
+        snapshot = read_quotas()
+        assert api.quota("solo", 8, version=1).status == 200
+        return snapshot
+
+    service.teams.quotas = quotas_then_update  # type: ignore[method-assign]
+    result = service.run_pass()
+    assert result.admitted == [] and result.conflicts == 1
+    assert api.jobs.record(job_id).job.status is JobStatus.PENDING  # type: ignore[union-attr]
+
+
+def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock, hyperpod_nodes=1, burst_nodes=4)  # 2 of 4 are spot
+    api = Api(stack)
+    api.quota("solo", 64, borrow=0)
+    research = api.submit("solo", 8, template="research", replicas=2).body["job_id"]
+    first = api.submit("solo", 8).body["job_id"]
+    second = api.submit("solo", 8).body["job_id"]
+    result = scheduler(stack, cluster, clock).run_pass()
+    assert sorted(result.dispatched) == sorted([research, first])
+    placed = api.call("GET", f"/jobs/{research}").body
+    assert placed["pool"] == "gpu-burst-spot" and len(set(placed["nodes"])) == 2
+    assert api.call("GET", f"/jobs/{first}").body["pool"] == "workers"
+    waiting = api.call("GET", f"/jobs/{second}").body
+    assert waiting["status"] == "Pending"
+    assert waiting["reason"].startswith("admissible but not placeable: waiting: no hyperpod")
+
+
+def test_fractional_jobs_share_a_node_best_fit(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock, hyperpod_nodes=2)
+    api = Api(stack)
+    api.quota("solo", 16, borrow=0)
+    ids = [api.submit("solo", gpus).body["job_id"] for gpus in (4, 2, 2, 8)]
+    scheduler(stack, cluster, clock).run_pass()
+    nodes = [api.jobs.record(i).job.nodes for i in ids]  # type: ignore[union-attr]
+    assert nodes[0] == nodes[1] == nodes[2] and nodes[3] != nodes[0]
+
+
+class RefusesDispatch(SimulatedCluster):
+    def dispatch(self, job: Job, nodes: list[str]) -> bool:
+        raise ClusterError("admission webhook denied the job")
+
+
+def test_a_refused_dispatch_puts_the_job_back_to_pending(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock, hyperpod_nodes=2, kind=RefusesDispatch)
+    api = Api(stack)
+    api.quota("solo", 16)
+    job_id = api.submit("solo", 8).body["job_id"]
+    result = scheduler(stack, cluster, clock).run_pass()
+    assert result.admitted == [job_id] and result.dispatched == []
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["status"] == "Pending" and view["nodes"] == []
+    assert view["history"][-1]["reason"] == "dispatch failed: admission webhook denied the job"
+
+
+def test_cancelling_a_running_job_stops_its_pods_on_the_next_pass(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock)
+    api = Api(stack)
+    api.quota("solo", 16)
+    job_id = api.submit("solo", 8).body["job_id"]
+    service = scheduler(stack, cluster, clock)
+    service.run_pass()
+    assert api.call("DELETE", f"/jobs/{job_id}").body["status"] == "Cancelled"
+    assert api.wakeup.reasons[-1] == "job cancelled"
+    result = service.run_pass()
+    assert result.stopped == [job_id]
+    sim = next(j for j in cluster.jobs() if j.job_id == job_id)
+    assert sim.status is JobStatus.SUSPENDED
+    record = api.jobs.record(job_id)
+    assert record is not None and not record.stop_pending and record.job.nodes == []
+    assert [h.event.value for h in record.history][-2:] == ["cancelled", "stopped"]
+
+
+def test_a_preempted_job_restarts_from_its_checkpoint(stack: Stack) -> None:
+    clock = ManualClock()
+    cluster = empty_cluster(clock, hyperpod_nodes=1)
+    api = Api(stack)
+    api.call(
+        "PUT",
+        "/scheduler-config",
+        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
+    )
+    api.quota("solo", 8, borrow=0)
+    low = api.submit("solo", 8, priority_class="low").body["job_id"]
+    service = scheduler(stack, cluster, clock)
+    service.run_pass()
+    checkpoint = {"step": 500, "uri": "s3://ckpt-bucket/low/500"}
+    assert api.call("POST", f"/jobs/{low}/checkpoints", checkpoint).status == 201
+    high = api.submit("solo", 8, priority_class="high").body["job_id"]
+    assert service.run_pass().preempted == [low]
+    assert api.call("DELETE", f"/jobs/{high}").status == 200
+    result = service.run_pass()
+    assert result.admitted == [low] and result.stopped == [high]
+    view = api.call("GET", f"/jobs/{low}").body
+    assert view["status"] == "Running" and view["restart_count"] == 1
+    assert [h["event"] for h in view["history"]] == [
+        "submitted",
+        "admitted",
+        "dispatched",
+        "checkpoint",
+        "preempted",
+        "restarted",
+        "dispatched",
+    ]
+    sim = next(j for j in cluster.jobs() if j.job_id == low)
+    assert sim.last_checkpoint is not None and sim.last_checkpoint.step == 500

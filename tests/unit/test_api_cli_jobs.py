@@ -1,0 +1,38 @@
+"""`jobs list` rows and table."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hyperguard.cli.jobs import job_rows, render
+from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.store.jobs import JobRecord
+
+T0 = datetime(2025, 1, 6, tzinfo=UTC)
+
+
+def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
+    older = Job(
+        job_id="a",
+        team="nlp",
+        status=JobStatus.RUNNING,
+        nodes=["i-1", "i-1", "i-2"],
+        restart_count=2,
+        last_checkpoint=Checkpoint(step=700, uri="s3://b/a/700", completed_at=T0),
+        submitted_at=T0,
+    )
+    newer = Job(job_id="b", team="cv", submitted_at=T0 + timedelta(seconds=1))
+    rows = job_rows([JobRecord(job=older), JobRecord(job=newer, reason="pending: x")])
+    assert [r["job_id"] for r in rows] == ["b", "a"]
+    assert rows[1] == {
+        "job_id": "a",
+        "team": "nlp",
+        "nodes": "i-1,i-2",
+        "status": "Running",
+        "checkpoint_step": 700,
+        "restarts": 2,
+        "reason": "",
+    }
+    table = render(rows).splitlines()
+    assert table[0].split() == ["JOB_ID", "TEAM", "NODES", "STATUS", "CHECKPOINT_STEP", "RESTARTS"]
+    assert table[2].split() == ["a", "nlp", "i-1,i-2", "Running", "700", "2"]

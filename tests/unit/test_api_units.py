@@ -1,0 +1,160 @@
+"""Pure parts of the API: views, caller mapping, error fields."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from hyperguard.api.auth import resolve_caller, role_arn
+from hyperguard.api.errors import ForbiddenError, UnauthenticatedError, _field
+from hyperguard.api.views import cluster_view, priority_class_views, quota_view, team_views
+from hyperguard.models import Job, JobStatus, Node, NodeStatus
+from hyperguard.models.governance import ComputeQuota, SchedulerConfig
+from hyperguard.store.jobs import JobRecord
+from hyperguard.store.teams import PrincipalGrant
+
+T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
+
+
+def _quota(team: str, accelerators: int, borrow: int = 50) -> ComputeQuota:
+    return ComputeQuota.model_validate(
+        {
+            "Name": team,
+            "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/x",
+            "ComputeQuotaConfig": {
+                "ComputeQuotaResources": [
+                    {"InstanceType": "ml.p5.48xlarge", "Accelerators": accelerators}
+                ],
+                "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": borrow},
+            },
+            "ComputeQuotaTarget": {"TeamName": team},
+        }
+    )
+
+
+def _record(job_id: str, team: str, status: JobStatus, gpus: int = 8, **kw: Any) -> JobRecord:
+    fields = {k: kw.pop(k) for k in ("priority_class", "replicas") if k in kw}
+    job = Job(
+        job_id=job_id,
+        team=team,
+        status=status,
+        accelerators_per_replica=gpus,
+        submitted_at=kw.pop("submitted_at", T0),
+        **fields,
+    )
+    return JobRecord(job=job, **kw)
+
+
+def test_a_gpu_only_quota_resolves_vcpu_and_memory_in_proportion() -> None:
+    view = quota_view(_quota("nlp", 2)).model_dump(mode="json")
+    assert view["ResolvedResources"] == [
+        {"InstanceType": "ml.p5.48xlarge", "Accelerators": 2, "VCpu": 48.0, "MemoryInGiB": 512.0}
+    ]
+    assert view["ResolvedLimits"][0]["Accelerators"] == 3
+    assert view["ComputeQuotaVersion"] == 1 and view["ComputeQuotaId"] == "nlp"
+
+
+def test_team_view_counts_use_borrowing_and_utilisation() -> None:
+    records = [
+        _record("a", "nlp", JobStatus.RUNNING, replicas=2),
+        _record("b", "nlp", JobStatus.ADMITTED, gpus=4),
+        _record("c", "nlp", JobStatus.PENDING),
+        _record("d", "nlp", JobStatus.SUCCEEDED),
+        _record("e", "cv", JobStatus.RUNNING, admitted_replicas=1, replicas=3),
+    ]
+    views = {v.team: v for v in team_views([_quota("nlp", 16)], records)}
+    nlp = views["nlp"]
+    assert (nlp.allocated_gpus, nlp.limit_gpus, nlp.gpus_in_use, nlp.borrowed_gpus) == (
+        16,
+        24,
+        20,
+        4,
+    )
+    assert nlp.utilisation == 1.25 and (nlp.running_jobs, nlp.pending_jobs) == (2, 1)
+    cv = views["cv"]  # jobs but no quota: everything it uses is borrowed
+    assert (cv.allocated_gpus, cv.gpus_in_use, cv.borrowed_gpus, cv.utilisation) == (0, 8, 8, None)
+
+
+def test_priority_class_view_run_and_wait_times() -> None:
+    config = SchedulerConfig.model_validate({"PriorityClasses": [{"Name": "high", "Weight": 9}]})
+    now = T0 + timedelta(seconds=100)
+    records = [
+        _record(
+            "a",
+            "t",
+            JobStatus.RUNNING,
+            priority_class="high",
+            first_admitted_at=T0 + timedelta(seconds=10),
+            started_at=T0 + timedelta(seconds=40),
+        ),
+        _record(
+            "b",
+            "t",
+            JobStatus.SUCCEEDED,
+            priority_class="high",
+            first_admitted_at=T0 + timedelta(seconds=30),
+            started_at=T0 + timedelta(seconds=30),
+            ended_at=T0 + timedelta(seconds=50),
+        ),
+        _record("c", "t", JobStatus.PREEMPTED, priority_class="high"),
+        _record("d", "t", JobStatus.PENDING),
+    ]
+    views = {v.priority_class: v for v in priority_class_views(config, records, now)}
+    high = views["high"]
+    assert (high.running, high.pending, high.preempted) == (1, 0, 1)
+    assert (high.average_run_s, high.longest_run_s) == (40.0, 60.0)
+    assert (high.average_wait_s, high.longest_wait_s) == (round(140 / 3, 3), 100.0)
+    assert views[None].pending == 1 and views[None].weight is None
+
+
+def test_cluster_view_sums_installed_capacity() -> None:
+    nodes = [
+        Node(
+            instance_id=f"i-{n:017x}",
+            cluster="c",
+            pool="workers",
+            platform="hyperpod",
+            instance_type="ml.p5.48xlarge",
+            accelerators=8,
+            status=status,
+            open_incident_id="inc" if status is NodeStatus.FAILURE else None,
+            schedulable=status is NodeStatus.RUNNING,
+        )
+        for n, status in enumerate([NodeStatus.RUNNING, NodeStatus.FAILURE, NodeStatus.NOT_FOUND])
+    ]
+    view = cluster_view(nodes, [_record("a", "t", JobStatus.RUNNING)])
+    assert (view.instances, view.schedulable_instances, view.pending_recovery) == (2, 1, 1)
+    assert (view.gpus, view.vcpus, view.memory_gib, view.gpus_in_use) == (16, 384, 4096, 8)
+    assert view.instances_by_status == {"Running": 1, "Failure": 1}
+
+
+class _Grants:
+    def __init__(self, grants: dict[str, PrincipalGrant]) -> None:
+        self.grants = grants
+
+    def principal(self, arn: str) -> PrincipalGrant | None:
+        return self.grants.get(arn)
+
+
+def test_a_role_session_maps_through_its_role() -> None:
+    session = "arn:aws:sts::123456789012:assumed-role/nlp-engineers/alice"
+    role = "arn:aws:iam::123456789012:role/nlp-engineers"
+    assert role_arn(session) == role
+    assert role_arn(role) is None
+    teams: Any = _Grants({role: PrincipalGrant(role, "nlp", False)})
+    caller = resolve_caller(session, teams, frozenset())
+    assert (caller.team, caller.admin, caller.principal) == ("nlp", False, session)
+    assert resolve_caller(role, _Grants({}), frozenset({role})).admin  # type: ignore[arg-type]
+    with pytest.raises(ForbiddenError):
+        resolve_caller("arn:aws:iam::123456789012:user/bob", teams, frozenset())
+    with pytest.raises(UnauthenticatedError):
+        resolve_caller(None, teams, frozenset())
+
+
+def test_error_fields_name_the_json_path() -> None:
+    loc = ("body", "ComputeQuotaConfig", "ComputeQuotaResources", 0, "InstanceType")
+    assert _field(loc) == "ComputeQuotaConfig.ComputeQuotaResources[0].InstanceType"
+    assert _field(("query", "limit")) == "limit"
+    assert _field(("body",)) == "body"
