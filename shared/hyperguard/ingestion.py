@@ -17,7 +17,7 @@ from typing import Any
 
 from hyperguard.events import ClassifyConfig, MalformedEventError, classify
 from hyperguard.messaging import Escalator, RecoveryWorkflows
-from hyperguard.models import Action, HealthSignal, Incident
+from hyperguard.models import Action, HealthSignal, Incident, NodeStatus
 from hyperguard.observability import logger
 from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore, SignalOutcome
 
@@ -81,7 +81,8 @@ class HealthIngestor:
         node = self.nodes.get(signal.instance_id)
         # Kubernetes signals name the EKS cluster, HyperPod's name the HyperPod cluster.
         names = {node.cluster, self.orchestrator} if node else set()
-        if node is None or (signal.cluster is not None and signal.cluster not in names):
+        gone = node is not None and node.status is NodeStatus.NOT_FOUND  # replaced earlier
+        if node is None or gone or (signal.cluster is not None and signal.cluster not in names):
             logger.info(
                 "signal for a foreign instance dropped",
                 extra={"instance_id": signal.instance_id, "cluster": signal.cluster},

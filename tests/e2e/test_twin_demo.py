@@ -66,8 +66,21 @@ def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict
     assert gpu["signals"] == 3 + REPORTS and gpu["sources"] == ["aws_health", "hyperpod"]
     assert incidents["spot_interruption"]["repair"] == "drain"
     assert all(
-        i["execution"] == "SUCCEEDED" and i["status"] == "detected" for i in result["incidents"]
+        i["execution"] == "SUCCEEDED" and i["status"] == "resolved" for i in result["incidents"]
     )
+    assert {k: i["resolution"] for k, i in incidents.items()} == {
+        "hyperpod_node_health": "replaced",
+        "spot_interruption": "drained",  # the instance goes away; AWS replaces spot capacity
+        "health_scheduled_change": "replaced",  # its start time has passed: act now
+    }
+    # Each replaced node has its own replacement (HyperPod's NodeLogicalId names it).
+    replacements = [i["replacement"] for i in result["incidents"] if i["replacement"]]
+    assert len(replacements) == len(set(replacements)) == 2
+    # The faulty node's job moved to a hot spare, from its latest complete checkpoint.
+    (job,) = gpu["jobs"]
+    assert job["strategy"] == "move_to_spare" and job["checkpoint_step"] >= 1200
+    assert result["jobs"][job["job_id"]]["restarts"] == 1
+    assert result["jobs"][job["job_id"]]["step"] > job["checkpoint_step"]
     assert result["executions"] == {"SUCCEEDED": 3}
     assert twin.deployment is not None
     sfn = twin.client("stepfunctions")
@@ -110,7 +123,8 @@ def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str,
         "AWS::ApiGateway::RestApi",
         "AWS::ApiGateway::Deployment",
         "AWS::ApiGateway::Stage",
-        "AWS::Lambda::Permission",  # API Gateway's right to invoke, left out with it
+        "AWS::Lambda::Permission",  # the right to invoke, left out with the callers
+        "AWS::Events::Rule (Schedule)",
     }
     covered = {g["type"] for g in status["emulator_gaps"]}
     assert {

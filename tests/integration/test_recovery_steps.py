@@ -300,3 +300,21 @@ def test_an_operator_veto_holds_even_a_single_repair(world: World) -> None:
     assert r["verdict"] == "hold" and "firmware investigation" in r["hold_reasons"][0]
     approved = world.run("guard", r={**r, "approval": {"approved_by": "ops"}})
     assert approved["verdict"] == "proceed"
+
+
+def test_two_replacements_in_one_pool_each_find_their_own_node(world: World) -> None:
+    first, second = busy_node(world, index=0), busy_node(world, "vit-h14-pretrain", 0)
+    recoveries = []
+    for faulty in (first, second):
+        world.cluster.inject_fault(faulty)
+        r = world.run(
+            "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
+        )
+        recoveries.append(r)
+    done = [world.until_healthy(r) for r in recoveries]
+    replacements = [r["replacement"] for r in done]
+    assert len(set(replacements)) == 2
+    assert replacements == [
+        world.cluster.replacement_of(first),
+        world.cluster.replacement_of(second),
+    ]

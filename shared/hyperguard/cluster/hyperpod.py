@@ -192,6 +192,7 @@ class HyperPodAdapter:
         ]
         return Node(
             instance_id=details["InstanceId"],
+            logical_id=details.get("NodeLogicalId"),
             cluster=self.cluster_name,
             pool=details["InstanceGroupName"],
             platform=PLATFORM,

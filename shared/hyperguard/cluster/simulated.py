@@ -23,6 +23,7 @@ import heapq
 import logging
 import random
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -293,6 +294,7 @@ class SimulatedCluster:
         instance_id = self._new_instance_id()
         node = Node(
             instance_id=instance_id,
+            logical_id=str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
             cluster=cluster,
             pool=group,
             platform="hyperpod",
@@ -429,6 +431,7 @@ class SimulatedCluster:
         }
         self._nodes[new_id] = Node(
             instance_id=new_id,
+            logical_id=old.logical_id,
             cluster=old.cluster,
             pool=old.pool,
             platform=old.platform,

@@ -31,6 +31,10 @@ class Node(BaseModel):
     status: NodeStatus = NodeStatus.RUNNING
     schedulable: bool = True
     node_name: str | None = Field(default=None, description="Kubernetes node name")
+    logical_id: str | None = Field(
+        default=None,
+        description="HyperPod NodeLogicalId: the node's slot, kept by its replacement",
+    )
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, str]] = Field(default_factory=list)
     launch_time: datetime | None = None

@@ -171,8 +171,11 @@ class RecoverySteps:
         me = next((n for n in nodes if n.instance_id == incident.instance_id), None)
         pool = [n for n in nodes if me and n.pool == me.pool and n.status != NodeStatus.NOT_FOUND]
         unhealthy = sum(1 for n in pool if n.open_incident_id)
+        in_pool = {n.instance_id for n in pool}
         repairing = sum(
-            1 for i in self.incidents.recent(1000) if i.status is IncidentStatus.RECOVERING
+            1
+            for i in self.incidents.recent(1000)
+            if i.status is IncidentStatus.RECOVERING and i.instance_id in in_pool
         )
         reasons = []
         if me and me.veto:
@@ -188,6 +191,10 @@ class RecoverySteps:
                 f"{repairing} repairs already running, the limit is "
                 f"{policy.limit('max_parallel_nodes_repaired', len(pool))}"
             )
+        if incident.repair is Repair.DRAIN:
+            # The instance goes away whatever HyperGuard does: draining it is never the
+            # risk the brake guards against (Karpenter does not brake interruptions either).
+            reasons = []
         r["verdict"] = "hold" if reasons and not r.get("approval") else "proceed"
         r["hold_reasons"] = reasons
         return r
@@ -361,11 +368,15 @@ class RecoverySteps:
         return r
 
     def _replacement(self, incident: Incident, pool_before: list[str]) -> Node | None:
+        """HyperPod keeps a node's NodeLogicalId across a replacement, which names the
+        replacement exactly even when several nodes of a pool are replaced at once; without
+        one (EKS), a node that was not in the pool when the repair began stands in."""
+        old = self.nodes.get(incident.instance_id)
+        nodes = [n for n in self.gateway.list_nodes() if n.instance_id != incident.instance_id]
+        if old is not None and old.logical_id:
+            return next((n for n in nodes if n.logical_id == old.logical_id), None)
         before = set(pool_before)
-        nodes = self.gateway.list_nodes()
-        pool = next(
-            (n.pool for n in self.nodes.all() if n.instance_id == incident.instance_id), None
-        )
+        pool = old.pool if old else None
         fresh = [n for n in nodes if n.pool == pool and n.instance_id not in before]
         return fresh[0] if fresh else None
 

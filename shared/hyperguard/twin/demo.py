@@ -40,15 +40,18 @@ def _envelope(event: dict[str, Any], event_id: str, account: str, region: str) -
     }
 
 
-def wait_until_settled(twin: Twin, timeout_s: float = 120) -> bool:
-    """Queue empty, nothing in flight, no execution running."""
+def wait_until_settled(twin: Twin, timeout_s: float = 180) -> bool:
+    """Queue empty, nothing in flight, no execution running (twice in a row: a delivery
+    being processed has left the queue but not yet started its execution)."""
     deadline = time.monotonic() + timeout_s
+    quiet = 0
     while time.monotonic() < deadline:
         status = twin.status()
         running = status["executions"].get("RUNNING", 0)
-        if status["queue_depth"]["HealthQueue"] == 0 and running == 0:
+        quiet = quiet + 1 if status["queue_depth"]["HealthQueue"] == 0 and running == 0 else 0
+        if quiet >= 2:
             return True
-        time.sleep(0.25)
+        time.sleep(0.5)
     return False
 
 
@@ -100,6 +103,8 @@ def run_scenario(
         ),
         ("foreign cluster (sample as published)", hp),
     ]
+    say("a GPU on a node of a training job fails; the simulated HyperPod health agent reports it")
+    twin.cluster.inject_fault(faulty.instance_id)
     say(f"injecting {len(plan)} real sample events into the twin:")
     delivered: list[dict[str, Any]] = []
     for label, event in plan:
@@ -118,8 +123,6 @@ def run_scenario(
         ]
     )
     say("  malformed event (constructed)            EC2 Spot Instance Interruption Warning")
-    wait_until_settled(twin)
-
     say(
         f"duplicate storm: {len(delivered)} deliveries x{REDELIVERIES} redelivered, "
         f"the GPU fault reported {REPORTS} more times"
@@ -129,6 +132,7 @@ def run_scenario(
             sqs.send_message(QueueUrl=outputs["HealthQueueUrl"], MessageBody=json.dumps(body))
     for _ in range(REPORTS):
         events.put_events(Entries=[put_entry(plan[0][1], outputs["EventBusName"])])
+    say("recovering (cordon, protect jobs, drain, repair, wait until healthy, resume) ...")
     settled = wait_until_settled(twin)
     return report(twin, settled)
 
@@ -174,14 +178,23 @@ def report(twin: Twin, settled: bool) -> dict[str, Any]:
                 "kind": incident.kind,
                 "repair": incident.repair.value,
                 "status": incident.status.value,
+                "resolution": incident.resolution,
+                "replacement": incident.replacement_instance_id,
                 "signals": incident.signal_count,
                 "sources": incident.sources,
                 "execution": execution,
+                "timings": incident.timings,
+                "jobs": [j.model_dump(mode="json") for j in incident.jobs],
             }
         )
     status = twin.status()
+    jobs = {
+        job_id: {"step": p.step, "nodes": p.job.nodes, "restarts": p.job.restart_count}
+        for job_id, p in twin.cluster.progress().items()
+    }
     return {
         "settled": settled,
+        "jobs": jobs,
         "deliveries": status["sqs_poller"].get("records", 0),
         "signals": signal_counts(twin),
         "incidents": incidents,
@@ -199,10 +212,26 @@ def render(result: dict[str, Any]) -> str:
     lines.append(f"  incidents: {len(result['incidents'])}")
     for i in result["incidents"]:
         lines.append(
-            f"    {i['incident_id']:<46} {i['kind']:<26} {i['status']:<9} "
+            f"    {i['incident_id']:<46} {i['kind']:<24} {i['status']}/{i['resolution'] or '-':<9} "
             f"signals {i['signals']:<3} sources {','.join(i['sources']):<20} "
             f"execution {i['execution']}"
         )
+        if i["replacement"]:
+            lines.append(f"      replaced by {i['replacement']}")
+        for job in i["jobs"]:
+            lines.append(
+                f"      job {job['job_id']}: {job['strategy']}, "
+                f"from checkpoint step {job['checkpoint_step']}"
+            )
+        if i["timings"]:
+            marks = ", ".join(
+                f"{k.removeprefix('signal_to_').removesuffix('_s')} {v:.1f}s"
+                for k, v in sorted(i["timings"].items(), key=lambda kv: kv[1])
+            )
+            lines.append(f"      from first signal (wall time, cluster at x60): {marks}")
+    lines.append("  jobs now:")
+    for job_id, job in sorted(result["jobs"].items()):
+        lines.append(f"    {job_id:<22} step {job['step']:<6} restarts {job['restarts']}")
     lines.append("  executions: " + ", ".join(f"{k} {v}" for k, v in result["executions"].items()))
     lines.append(f"  dead-letter queue: {result['dlq_depth']}")
     lines.append(f"  handler errors: {sum(result['function_errors'].values())}")

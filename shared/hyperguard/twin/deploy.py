@@ -38,9 +38,9 @@ EMULATOR_GAPS: dict[str, str] = {
     "shows the DLQ depth the alarm watches",
     "AWS::SQS::QueuePolicy": "not created by the emulator's CloudFormation, which enforces no "
     "resource policies: EventBridge delivers to the queue without it",
-    "AWS::Events::Rule (Schedule)": "moto creates schedule rules but delivers only to SQS, "
-    "logs and buses, never to Lambda; the twin invokes the scheduler on the same rate, "
-    "time-scaled",
+    "AWS::Events::Rule (Schedule)": "moto cannot deliver to a Lambda target (it fails every "
+    "PutEvents on the bus); left out with its permission: the twin invokes the scheduler on "
+    "the same rate, time-scaled",
     "AWS::ApiGateway::RestApi": "moto cannot build SAM's REST API from its OpenAPI body; left "
     "out, with its Deployment, Stage and invoke permissions: the twin serves the API on "
     "127.0.0.1:3000 through the same handler with API Gateway's proxy events",
@@ -50,7 +50,12 @@ EMULATOR_GAPS: dict[str, str] = {
 # The emulator's CloudFormation fails the whole stack on these (SAM's REST API has a Body and
 # no Name, which moto requires); the twin leaves them out and serves the API itself.
 LEFT_OUT_TYPES = frozenset(
-    {"AWS::ApiGateway::RestApi", "AWS::ApiGateway::Deployment", "AWS::ApiGateway::Stage"}
+    {
+        "AWS::ApiGateway::RestApi",
+        "AWS::ApiGateway::Deployment",
+        "AWS::ApiGateway::Stage",
+        "AWS::Events::Rule (Schedule)",
+    }
 )
 
 
@@ -66,11 +71,21 @@ def _refers_to(fragment: Any, logical_ids: set[str]) -> bool:
     )
 
 
+def _kind(resource: dict[str, Any]) -> str:
+    """The resource type, told apart where the twin treats a variant differently."""
+    if resource["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in resource["Properties"]:
+        return "AWS::Events::Rule (Schedule)"
+    return str(resource["Type"])
+
+
 def leave_out_unsupported(template: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The template without the resources the emulator cannot create, and without what
-    depends on them (their permissions, outputs); returns what was left out, by type."""
+    """The template without the resources the emulator cannot create or run, and without
+    what depends on them (their permissions, outputs); returns what was left out.
+
+    Schedule rules are left out too: moto matches them against every event on the bus
+    and fails the whole PutEvents on their Lambda target; the twin runs the schedule."""
     resources = template["Resources"]
-    dropped = {i for i, r in resources.items() if r["Type"] in LEFT_OUT_TYPES}
+    dropped = {i for i, r in resources.items() if _kind(r) in LEFT_OUT_TYPES}
     while True:
         more = {i for i, r in resources.items() if i not in dropped and _refers_to(r, dropped)}
         if not more:
@@ -78,7 +93,7 @@ def leave_out_unsupported(template: dict[str, Any]) -> tuple[dict[str, Any], dic
         dropped |= more
     kept = {i: r for i, r in resources.items() if i not in dropped}
     outputs = {k: v for k, v in template.get("Outputs", {}).items() if not _refers_to(v, dropped)}
-    left_out = {i: resources[i]["Type"] for i in sorted(dropped)}
+    left_out = {i: _kind(resources[i]) for i in sorted(dropped)}
     return {**template, "Resources": kept, "Outputs": outputs}, left_out
 
 

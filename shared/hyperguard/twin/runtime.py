@@ -330,14 +330,15 @@ class Twin:
         assert self.deployment is not None
         present = {r["type"] for r in self.deployment.resources.values()}
         present |= set(self.deployment.skipped.values())
+        skipped = set(self.deployment.skipped.values())
         gaps = [
             {
                 "type": kind,
-                "created": kind.split(" ")[0] not in set(self.deployment.skipped.values()),
+                "created": kind not in skipped,
                 "twin_does": what,
             }
             for kind, what in EMULATOR_GAPS.items()
-            if kind.split(" ")[0] in present
+            if kind in present
         ]
         sqs = self.client("sqs")
         depth: dict[str, int] = {}
