@@ -58,8 +58,9 @@ test-integration: install
 test-e2e: install
 	$(PY) -m pytest -q tests/e2e
 
+# Tiers in order: fast feedback first; the e2e tier starts the twin.
 test: lint typecheck validate
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests/unit tests/integration tests/e2e
 
 # shared/requirements.txt is what `sam build` installs into the layer; it is generated
 # from pyproject.toml (a unit test fails if the two disagree).

@@ -118,15 +118,19 @@ def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str)
         )
     )
     assert injected[0]["event_id"] and injected[0]["error"] is None
+    # The node is healthy in the simulator: the recovery checks and closes the incident.
     deadline = time.monotonic() + 30
     incidents: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         incidents = json.loads(run("incidents", "list", "--json", endpoint=endpoint).stdout)
-        if incidents and incidents[0]["status"] == "detected":
+        if incidents and incidents[0]["status"] == "resolved":
             break
         time.sleep(0.5)
     assert [i["instance_id"] for i in incidents] == [target]
-    assert incidents[0]["status"] == "detected"
+    assert (incidents[0]["status"], incidents[0]["resolution"]) == (
+        "resolved",
+        "recovered_on_its_own",
+    )
     shown = json.loads(
         run("incidents", "show", incidents[0]["incident_id"], "--json", endpoint=endpoint).stdout
     )
@@ -138,3 +142,20 @@ def test_commands_say_clearly_when_no_twin_answers() -> None:
     proc = run("twin", "status", endpoint=f"http://127.0.0.1:{free_port()}", check=False)
     assert proc.returncode == 2
     assert "no twin answers" in proc.stderr and "hyperguard twin up" in proc.stderr
+
+
+def test_jobs_list_and_twin_fault_through_the_cli(endpoint: str) -> None:
+    jobs = json.loads(run("jobs", "list", "--json", endpoint=endpoint).stdout)
+    assert {j["job_id"] for j in jobs} == {
+        "llama3-70b-pretrain",
+        "mistral-7b-sft",
+        "vit-h14-pretrain",
+    }
+    assert all(isinstance(j["checkpoint_step"], int) for j in jobs)
+    node = next(j for j in jobs if j["job_id"] == "vit-h14-pretrain")["nodes"].split(",")[0]
+    faulted = json.loads(
+        run("twin", "fault", node, "--kind", "persistent", endpoint=endpoint).stdout
+    )
+    assert faulted["instance_id"] == node and faulted["event_id"]
+    refused = run("twin", "fault", "i-0doesnotexist0000", endpoint=endpoint, check=False)
+    assert refused.returncode == 2 and "no such node" in refused.stderr

@@ -116,6 +116,7 @@ class Twin:
     jobs: JobStore | None = None
     ticks: int = 0
     _api_server: Any = None
+    _saved_env: dict[str, str | None] = field(default_factory=dict)
     sink: CloudWatchSink | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -145,8 +146,9 @@ class Twin:
         # The emulator's own notes on what it cannot create are reported by status().
         warnings.filterwarnings("ignore", message="Tried to parse", category=UserWarning)
         logging.getLogger("moto").setLevel(logging.ERROR)
-        os.environ.update(TWIN_ENV)
-        os.environ["AWS_ENDPOINT_URL"] = self.emulator.endpoint
+        changed = {**TWIN_ENV, "AWS_ENDPOINT_URL": self.emulator.endpoint}
+        self._saved_env = {k: os.environ.get(k) for k in changed}
+        os.environ.update(changed)
         aws.client.cache_clear()  # clients made before now point elsewhere
         aws.dynamodb_table.cache_clear()
         self.emulator.start(self.executor.invoke)
@@ -389,3 +391,10 @@ class Twin:
             self._api_server.server_close()
         factory.use_simulated(None)
         moto_api_backend.reset()
+        for key, value in self._saved_env.items():  # leave the process as it found it
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        aws.client.cache_clear()
+        aws.dynamodb_table.cache_clear()
