@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import threading
+import time
 import traceback
 import uuid
 from collections import Counter
@@ -93,6 +94,7 @@ class InProcessExecutor:
         self._locks: dict[str, threading.Lock] = {}
         self.invocations: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self.cpu_s: Counter[str] = Counter()  # handler CPU time (this thread's), per function
         self._faults: dict[str, list[str]] = {}
 
     def inject(self, logical_id: str, fault: str, count: int = 1) -> None:
@@ -140,8 +142,9 @@ class InProcessExecutor:
         fault = pending.pop(0) if pending else None
         if fault in FAULTS:
             raise FAULTS[fault]()
-        with self._locks[name], capture_output() as output:
+        with self._locks[name], capture_output(spec.logical_id) as output:
             self.invocations[spec.logical_id] += 1
+            started = time.thread_time()
             try:
                 if fault == "error":
                     raise InjectedFault(f"{spec.logical_id}: injected function error")
@@ -164,6 +167,7 @@ class InProcessExecutor:
                     ),
                     True,
                 )
+        self.cpu_s[spec.logical_id] += time.thread_time() - started
         logs = output.getvalue()
         if self.output_sink is not None:
             self.output_sink(name, logs)

@@ -31,7 +31,11 @@ from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inlin
 from hyperguard.twin.executor import FunctionSpec, InProcessExecutor
 from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.poller import SqsMapping, SqsPoller
-from hyperguard.twin.telemetry import CloudWatchSink, install_stdout_router
+from hyperguard.twin.telemetry import (
+    CloudWatchSink,
+    install_stdout_router,
+    outside_invocation,
+)
 
 REGION = "us-east-1"
 CHECKPOINT_BUCKET = "hyperguard-twin-checkpoints"
@@ -317,6 +321,11 @@ class Twin:
         completion marker, in S3; then they report it (what POST .../checkpoints does)."""
         if self.jobs is None:
             return
+        with outside_invocation():
+            self._write_checkpoint(job_id, step)
+
+    def _write_checkpoint(self, job_id: str, step: int) -> None:
+        assert self.jobs is not None
         job = next((j for j in self.cluster.jobs() if j.job_id == job_id), None)
         if job is None or job.checkpoint_location is None:
             return

@@ -37,14 +37,36 @@ def install_stdout_router() -> None:
         sys.stdout = _ThreadRoutedStdout(sys.stdout)
 
 
+def current_function() -> str | None:
+    """The function whose invocation this thread is running, if any (for measurements)."""
+    return getattr(_local, "function", None)
+
+
 class capture_output:
+    def __init__(self, function: str | None = None) -> None:
+        self.function = function
+
     def __enter__(self) -> io.StringIO:
         self.buffer = io.StringIO()
         _local.buffer = self.buffer
+        _local.function = self.function
         return self.buffer
 
     def __exit__(self, *exc: object) -> None:
         _local.buffer = None
+        _local.function = None
+
+
+class outside_invocation:
+    """Work done on a function's thread that is not the function's own (the simulated
+    cluster's training jobs writing checkpoints while a handler calls the cluster)."""
+
+    def __enter__(self) -> None:
+        self.saved = current_function()
+        _local.function = None
+
+    def __exit__(self, *exc: object) -> None:
+        _local.function = self.saved
 
 
 def emf_metrics(line: str) -> list[dict[str, Any]]:
