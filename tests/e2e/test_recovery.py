@@ -233,3 +233,23 @@ def test_an_operator_veto_pauses_the_repair_until_approval(service: Service) -> 
     service.operator.approve(incident.incident_id, "ops@example.com")
     assert service.finish(incident.execution_arn)["status"] == "SUCCEEDED"
     assert "AwaitOperatorApproval" in service.states(incident.execution_arn)
+
+
+def test_a_function_error_escalates_and_a_redrive_completes_the_recovery(service: Service) -> None:
+    twin = service.twin
+    faulty = service.job("llama3-70b-pretrain").nodes[0]
+    twin.executor.inject("RecoveryFunction", "error", 1)  # the function itself fails once
+    twin.fault(faulty)
+    incident = service.incident_for(faulty)
+    failed = service.finish(incident.execution_arn)
+    assert failed["status"] == "FAILED"
+    escalated = service.incidents.get(incident.incident_id)
+    assert escalated is not None and escalated.status is IncidentStatus.NEEDS_OPERATOR
+    assert "InjectedFault" in escalated.notes[-1]  # function errors are not retried blindly
+
+    redriven = service.operator.redrive(incident.incident_id)
+    assert redriven["execution_arn"].endswith(f"{incident.incident_id}-r1")
+    assert service.finish(redriven["execution_arn"])["status"] == "SUCCEEDED"
+    closed = service.incidents.get(incident.incident_id)
+    assert closed is not None and closed.status is IncidentStatus.RESOLVED
+    assert closed.resolution == "replaced" and closed.redrives == 1

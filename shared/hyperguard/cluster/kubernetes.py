@@ -4,6 +4,7 @@ The client is built from the EKS endpoint, its CA data and an EKS bearer token (
 eks_token), and rebuilt when the token is refreshed. Nodes are found by instance id through
 `spec.providerID` (`aws:///<az>/<instance-id>`); the API server offers no field selector on
 that field, so the adapter lists nodes once and remembers the instance → node name mapping.
+EKS burst nodes belong to Karpenter: deleting a node's NodeClaim is how one is replaced.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import httpx2
 import msgspec
 from lightkube import ALL_NS, ApiError, Client, KubeConfig
 from lightkube.config.models import Cluster, User
+from lightkube.generic_resource import create_global_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Node as KubeNodeResource
@@ -38,6 +40,12 @@ MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 FIELD_MANAGER = "hyperguard"
 CONFLICT_ATTEMPTS = 3
 EVICTION_RETRY_S = 5.0
+
+# Karpenter (karpenter.sh/v1): the labels it puts on its nodes, and the cluster-scoped
+# NodeClaim that stands for one instance and its node.
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
 
 # ApiError is an httpx2.HTTPError; a body lightkube cannot decode is a msgspec.DecodeError.
 TRANSPORT_ERRORS = (httpx2.HTTPError, msgspec.DecodeError)
@@ -71,6 +79,8 @@ class KubeNode(BaseModel):
     name: str
     instance_id: str | None
     unschedulable: bool = False
+    deleting: bool = False
+    created: datetime | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, str]] = Field(default_factory=list)
     conditions: list[NodeCondition] = Field(default_factory=list)
@@ -288,6 +298,31 @@ class KubernetesAdapter:
     def node_name(self, instance_id: str) -> str:
         return self._get_node_name(instance_id)
 
+    # Karpenter
+
+    def delete_nodeclaim(self, instance_id: str) -> bool:
+        """Delete the Karpenter NodeClaim of the instance; Karpenter then drains the node and
+        terminates the instance. Returns False when there was none left to delete (no
+        NodeClaim has this instance as its providerID, or it is already being deleted).
+
+        The NodeClaim is found by its status.providerID rather than through the node, so
+        that an instance whose node never registered, or is already gone, is found too."""
+        claims = self._api(lambda: list(self.client.list(NodeClaim)))
+        for claim in claims:
+            status = claim.get("status") or {}
+            if instance_id_from_provider_id(status.get("providerID")) != instance_id:
+                continue
+            meta = claim.metadata
+            if meta is None or meta.name is None or meta.deletionTimestamp is not None:
+                return False
+            gone = self._request(
+                f"delete NodeClaim {meta.name}",
+                partial(self.client.delete, NodeClaim, meta.name),
+                expected=(404,),
+            )
+            return gone is None
+        return False
+
     # internals
 
     def _api[T](self, call: Callable[[], T]) -> T:
@@ -401,6 +436,8 @@ class KubernetesAdapter:
             name=meta.name or "",
             instance_id=instance_id_from_provider_id(spec.providerID if spec else None),
             unschedulable=bool(spec and spec.unschedulable),
+            deleting=meta.deletionTimestamp is not None,
+            created=meta.creationTimestamp,
             labels=dict(meta.labels or {}),
             taints=[
                 {k: str(v) for k, v in t.to_dict().items()}
