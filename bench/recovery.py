@@ -68,7 +68,7 @@ def main() -> None:
     sfn = twin.client("stepfunctions")
     busy = [n for job in twin.cluster.jobs() for n in job.nodes]
     to_cordon, total, results = [], [], []
-    cpu_before, inv_before = Counter(twin.executor.cpu_s), Counter(twin.executor.invocations)
+    cpu_before, inv_before = dict(twin.executor.cpu_s), Counter(twin.executor.invocations)
     calls.clear()
     for instance_id in busy[: args.faults]:
         started = time.perf_counter()
@@ -86,8 +86,7 @@ def main() -> None:
             time.sleep(0.1)
         total.append(time.perf_counter() - started)
         results.append(status)
-    cpu = Counter(twin.executor.cpu_s)
-    cpu.subtract(cpu_before)
+    cpu = {k: v - cpu_before.get(k, 0.0) for k, v in twin.executor.cpu_s.items()}
     invocations = Counter(twin.executor.invocations)
     invocations.subtract(inv_before)
     twin.down()
@@ -107,7 +106,9 @@ def main() -> None:
                     "note": "replacement included; the simulated cluster runs x60",
                 },
                 "per_incident": {
-                    "handler_cpu_ms": {k: round(cpu[k] / n * 1000, 1) for k in INCIDENT_FUNCTIONS},
+                    "handler_cpu_ms": {
+                        k: round(cpu.get(k, 0.0) / n * 1000, 1) for k in INCIDENT_FUNCTIONS
+                    },
                     "invocations": {k: round(invocations[k] / n, 1) for k in INCIDENT_FUNCTIONS},
                     "aws_calls": round(sum(calls.values()) / n, 1),
                     "aws_calls_by_operation": {

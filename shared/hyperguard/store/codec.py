@@ -9,6 +9,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from pydantic import BaseModel
 
+from hyperguard.aws import dynamodb_table
+
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -47,6 +49,21 @@ def plain(value: Any) -> Any:
     if isinstance(value, list | set):
         return [plain(v) for v in value]
     return value
+
+
+class TableStore:
+    """A repository over one DynamoDB table, opened on first use (nothing connects at import);
+    tests hand in a table."""
+
+    def __init__(self, table_name: str, table: Any | None = None) -> None:
+        self.table_name = table_name
+        self._table = table
+
+    @property
+    def table(self) -> Any:
+        if self._table is None:
+            self._table = dynamodb_table(self.table_name)
+        return self._table
 
 
 def scan_all(table: Any) -> list[dict[str, Any]]:

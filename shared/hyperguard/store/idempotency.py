@@ -9,20 +9,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hyperguard.aws import dynamodb_table
+from hyperguard.store.codec import TableStore
 
 
-class IdempotencyStore:
+class IdempotencyStore(TableStore):
     def __init__(self, table_name: str, ttl_s: int = 86_400, table: Any | None = None) -> None:
-        self.table_name = table_name
+        super().__init__(table_name, table)
         self.ttl_s = ttl_s
-        self._table = table
-
-    @property
-    def table(self) -> Any:
-        if self._table is None:
-            self._table = dynamodb_table(self.table_name)
-        return self._table
 
     def seen(self, key: str) -> bool:
         item = self.table.get_item(Key={"id": key}, ConsistentRead=True).get("Item")

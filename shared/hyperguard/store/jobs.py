@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
-from hyperguard.store.codec import plain, scan_all, to_item
+from hyperguard.store.codec import TableStore, plain, scan_all, to_item
 
 MAX_HISTORY = 500
 ACTIVE_STATUSES = frozenset(
@@ -132,7 +132,7 @@ def decode_cursor(token: str, fields: Collection[str]) -> dict[str, Any]:
     return key
 
 
-class JobStore:
+class JobStore(TableStore):
     def __init__(
         self,
         table_name: str,
@@ -141,16 +141,9 @@ class JobStore:
         idempotency_table_name: str = "",
         idempotency_ttl_s: int = 86_400,
     ) -> None:
-        self.table_name = table_name
-        self._table = table
+        super().__init__(table_name, table)
         self.idempotency_table_name = idempotency_table_name
         self.idempotency_ttl_s = idempotency_ttl_s
-
-    @property
-    def table(self) -> Any:
-        if self._table is None:
-            self._table = dynamodb_table(self.table_name)
-        return self._table
 
     def put(self, job: Job) -> None:
         self.table.put_item(Item=to_item(job))

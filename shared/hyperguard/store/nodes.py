@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from hyperguard.aws import dynamodb_table
 from hyperguard.models import Node
-from hyperguard.store.codec import plain, scan_all, to_item
+from hyperguard.store.codec import TableStore, plain, scan_all, to_item
 
 
-class NodeStore:
-    def __init__(self, table_name: str, table: Any | None = None) -> None:
-        self.table_name = table_name
-        self._table = table
-
-    @property
-    def table(self) -> Any:
-        if self._table is None:
-            self._table = dynamodb_table(self.table_name)
-        return self._table
-
+class NodeStore(TableStore):
     def get(self, instance_id: str) -> Node | None:
         item = self.table.get_item(Key={"instance_id": instance_id}, ConsistentRead=True).get(
             "Item"

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from hyperguard.aws import dynamodb_table
 from hyperguard.recovery.policy import NodeRepairConfig
-from hyperguard.store.codec import plain
+from hyperguard.store.codec import TableStore, plain
 
 KEY = {"pk": "POLICY", "sk": "NODE_REPAIR"}
 
 
-class RepairPolicyStore:
-    def __init__(self, table_name: str, table: Any | None = None) -> None:
-        self.table_name = table_name
-        self._table = table
-
-    @property
-    def table(self) -> Any:
-        if self._table is None:
-            self._table = dynamodb_table(self.table_name)
-        return self._table
-
+class RepairPolicyStore(TableStore):
     def get(self) -> NodeRepairConfig:
         """The stored policy, or the documented defaults when none is stored."""
         item = self.table.get_item(Key=KEY, ConsistentRead=True).get("Item")

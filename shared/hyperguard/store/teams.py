@@ -20,9 +20,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hyperguard.aws import dynamodb_table
 from hyperguard.models.governance import ComputeQuota, ComputeQuotaStatus, SchedulerConfig
-from hyperguard.store.codec import plain, to_item
+from hyperguard.store.codec import TableStore, plain, to_item
 
 QUOTA_PK = "QUOTA"
 SCHEDULER_PK = "SCHEDULER_CONFIG"
@@ -64,17 +63,7 @@ def _conditional_failed(exc: ClientError) -> bool:
     return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
-class TeamStore:
-    def __init__(self, table_name: str, table: Any | None = None) -> None:
-        self.table_name = table_name
-        self._table = table
-
-    @property
-    def table(self) -> Any:
-        if self._table is None:
-            self._table = dynamodb_table(self.table_name)
-        return self._table
-
+class TeamStore(TableStore):
     def _query(self, pk: str, *, limit: int | None = None, start: str | None = None) -> Any:
         kwargs: dict[str, Any] = {
             "KeyConditionExpression": "pk = :pk",

@@ -14,7 +14,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +94,7 @@ class InProcessExecutor:
         self._locks: dict[str, threading.Lock] = {}
         self.invocations: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
-        self.cpu_s: Counter[str] = Counter()  # handler CPU time (this thread's), per function
+        self.cpu_s: defaultdict[str, float] = defaultdict(float)  # handler CPU time, per function
         self._faults: dict[str, list[str]] = {}
 
     def inject(self, logical_id: str, fault: str, count: int = 1) -> None:
