@@ -318,3 +318,24 @@ def test_two_replacements_in_one_pool_each_find_their_own_node(world: World) -> 
         world.cluster.replacement_of(first),
         world.cluster.replacement_of(second),
     ]
+
+
+def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(world: World) -> None:
+    eks = next(n for n in world.cluster.list_nodes() if n.platform == "eks")
+    world.cluster.inject_fault(eks.instance_id)
+    r = world.run(
+        "diagnose",
+        "guard",
+        "cordon",
+        "protect_jobs",
+        "drain",
+        "repair",
+        r=world.open(eks.instance_id),
+    )
+    assert r["action"] == "replace"
+    r = world.until_healthy(r)
+    assert (r["health"], r["replacement"]) == ("healthy", None)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    retired = world.nodes.get(eks.instance_id)
+    assert retired is not None and retired.status.value == "NotFound"
+    assert r["resolution"] == "replaced"

@@ -125,6 +125,99 @@ def node_json(name: str, instance_id: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def burst_node_json(
+    name: str, instance_id: str, *, nodepool: str = "gpu-burst", capacity_type: str = "spot"
+) -> dict[str, Any]:
+    """A node Karpenter launched for NodePool `nodepool`, owned by its NodeClaim."""
+    node = node_json(name, instance_id)
+    node["metadata"]["labels"] = {
+        "kubernetes.io/hostname": name,
+        "node.kubernetes.io/instance-type": "p5.48xlarge",
+        "karpenter.sh/nodepool": nodepool,
+        "karpenter.sh/capacity-type": capacity_type,
+        "karpenter.sh/initialized": "true",
+        "karpenter.sh/registered": "true",
+        "karpenter.k8s.aws/ec2nodeclass": "gpu",
+    }
+    node["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "name": nodeclaim_name(instance_id),
+            "uid": f"uid-{nodeclaim_name(instance_id)}",
+            "blockOwnerDeletion": True,
+        }
+    ]
+    node["spec"]["providerID"] = f"aws:///us-west-2b/{instance_id}"
+    return node
+
+
+def nodeclaim_name(instance_id: str, nodepool: str = "gpu-burst") -> str:
+    return f"{nodepool}-{instance_id[-5:]}"
+
+
+def nodeclaim_json(
+    instance_id: str, node_name: str | None, *, nodepool: str = "gpu-burst"
+) -> dict[str, Any]:
+    """A karpenter.sh/v1 NodeClaim as Karpenter writes it, after launch and registration."""
+    name = nodeclaim_name(instance_id, nodepool)
+    status: dict[str, Any] = {
+        "providerID": f"aws:///us-west-2b/{instance_id}",
+        "imageID": "ami-0a1b2c3d4e5f67890",
+        "capacity": {"cpu": "192", "memory": "2063937Mi", "nvidia.com/gpu": "8", "pods": "100"},
+        "conditions": [
+            {
+                "type": "Launched",
+                "status": "True",
+                "reason": "Launched",
+                "message": "",
+                "lastTransitionTime": "2025-01-01T00:00:30Z",
+            }
+        ],
+    }
+    if node_name:
+        status["nodeName"] = node_name
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "3000",
+            "generation": 1,
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "finalizers": ["karpenter.sh/termination"],
+            "labels": {
+                "karpenter.sh/nodepool": nodepool,
+                "karpenter.sh/capacity-type": "spot",
+                "node.kubernetes.io/instance-type": "p5.48xlarge",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "karpenter.sh/v1",
+                    "kind": "NodePool",
+                    "name": nodepool,
+                    "uid": f"uid-{nodepool}",
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "gpu"},
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": [nodepool]},
+                {
+                    "key": "node.kubernetes.io/instance-type",
+                    "operator": "In",
+                    "values": ["p5.48xlarge"],
+                },
+            ],
+            "expireAfter": "720h",
+        },
+        "status": status,
+    }
+
+
 def pod_json(
     name: str, namespace: str, node: str, *, owner: str | None = None, mirror: bool = False
 ) -> dict[str, Any]:
@@ -171,13 +264,22 @@ class FakeApiServer:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodeclaims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # NodeClaims a list still returns although they are gone (a list served from a lagging
+    # cache): a DELETE that follows finds nothing.
+    stale_nodeclaims: list[dict[str, Any]] = field(default_factory=list)
     pdb_refusals: dict[str, int] = field(default_factory=dict)
+    # (method, path) → HTTP status the server answers with instead of serving the request
+    errors: dict[tuple[str, str], int] = field(default_factory=dict)
     conflicts: int = 0
     requests: list[Request] = field(default_factory=list)
     version: int = 1000
 
     def add_node(self, node: dict[str, Any]) -> None:
         self.nodes[node["metadata"]["name"]] = node
+
+    def add_nodeclaim(self, claim: dict[str, Any]) -> None:
+        self.nodeclaims[claim["metadata"]["name"]] = claim
 
     def add_pod(self, pod: dict[str, Any]) -> None:
         self.pods[f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"] = pod
@@ -202,6 +304,9 @@ class FakeApiServer:
                 request.headers.get("authorization"),
             )
         )
+        if (request.method, request.url.path) in self.errors:
+            code = self.errors[(request.method, request.url.path)]
+            return status(code, "InternalError", "etcdserver: request timed out")
         parts = request.url.path.strip("/").split("/")
         match request.method, parts:
             case "GET", ["api", "v1", "nodes"]:
@@ -223,6 +328,11 @@ class FakeApiServer:
                         404, "NotFound", f'pods "{name}" not found', name=name, kind="pods"
                     )
                 return status(200, "", "")
+            case "GET", ["apis", "karpenter.sh", "v1", "nodeclaims"]:
+                items = [*self.nodeclaims.values(), *self.stale_nodeclaims]
+                return self._list("NodeClaimList", "karpenter.sh/v1", items)
+            case "DELETE", ["apis", "karpenter.sh", "v1", "nodeclaims", name]:
+                return self._delete_nodeclaim(name)
             case "POST", ["apis", "batch", "v1", "namespaces", ns, "jobs"]:
                 return self._create_job(ns, body)
             case "GET", ["apis", "batch", "v1", "jobs"]:
@@ -286,6 +396,31 @@ class FakeApiServer:
         updated["metadata"]["resourceVersion"] = str(self.version)
         self.nodes[name] = updated
         return httpx2.Response(200, json=updated)
+
+    def _delete_nodeclaim(self, name: str) -> httpx2.Response:
+        """Karpenter's termination finalizer keeps a deleted NodeClaim, with its
+        deletionTimestamp set, until the instance is gone."""
+        claim = self.nodeclaims.get(name)
+        if claim is None:
+            return status(
+                404,
+                "NotFound",
+                f'nodeclaims.karpenter.sh "{name}" not found',
+                name=name,
+                group="karpenter.sh",
+                kind="nodeclaims",
+            )
+        meta = claim["metadata"]
+        if not meta.get("finalizers"):
+            del self.nodeclaims[name]
+        elif "deletionTimestamp" not in meta:
+            self.version += 1
+            meta.update(
+                deletionTimestamp="2025-01-01T02:00:00Z",
+                deletionGracePeriodSeconds=0,
+                resourceVersion=str(self.version),
+            )
+        return httpx2.Response(200, json=claim)
 
     def _evict(self, key: str) -> httpx2.Response:
         if key not in self.pods:
@@ -581,6 +716,85 @@ def test_drain_of_an_unknown_instance_is_node_not_found(kube):
         kube.drain("i-00000000000000000", deadline_s=10)
 
 
+# Karpenter NodeClaims
+
+BURST_INSTANCE = "i-0b0b0b0b0b0b0b0b0"
+BURST_NODE = "ip-10-0-12-34.us-west-2.compute.internal"
+BURST_CLAIM = nodeclaim_name(BURST_INSTANCE)
+NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+
+
+@pytest.fixture
+def burst(api: FakeApiServer) -> FakeApiServer:
+    """The API server with one Karpenter node and its NodeClaim next to the HyperPod nodes,
+    and a NodeClaim launched for another instance whose node has not registered yet."""
+    api.add_node(burst_node_json(BURST_NODE, BURST_INSTANCE))
+    api.add_nodeclaim(nodeclaim_json(BURST_INSTANCE, BURST_NODE))
+    api.add_nodeclaim(nodeclaim_json("i-0c0c0c0c0c0c0c0c0", None))
+    return api
+
+
+def test_delete_nodeclaim_finds_the_claim_by_provider_id_and_deletes_it(kube, burst):
+    assert kube.delete_nodeclaim(BURST_INSTANCE)
+
+    assert [(r.method, r.path, r.query) for r in burst.requests] == [
+        ("GET", NODECLAIMS, {}),
+        ("DELETE", f"{NODECLAIMS}/{BURST_CLAIM}", {}),
+    ]
+    assert burst.nodeclaims[BURST_CLAIM]["metadata"]["deletionTimestamp"]
+    other = burst.nodeclaims[nodeclaim_name("i-0c0c0c0c0c0c0c0c0")]
+    assert "deletionTimestamp" not in other["metadata"]
+
+
+def test_delete_nodeclaim_twice_deletes_once(kube, burst):
+    assert kube.delete_nodeclaim(BURST_INSTANCE)
+    assert not kube.delete_nodeclaim(BURST_INSTANCE)
+
+    assert len(burst.calls("DELETE")) == 1
+    assert len(burst.calls("GET")) == 2
+
+
+def test_delete_nodeclaim_of_a_claim_that_is_already_gone(kube, burst):
+    del burst.nodeclaims[BURST_CLAIM]
+    assert not kube.delete_nodeclaim(BURST_INSTANCE)
+    assert burst.calls("DELETE") == []
+
+
+def test_delete_nodeclaim_that_vanishes_between_list_and_delete_is_false(kube, burst):
+    burst.stale_nodeclaims.append(burst.nodeclaims.pop(BURST_CLAIM))
+
+    assert not kube.delete_nodeclaim(BURST_INSTANCE)
+
+    (delete,) = burst.calls("DELETE")
+    assert delete.path == f"{NODECLAIMS}/{BURST_CLAIM}"
+
+
+def test_a_hyperpod_node_has_no_nodeclaim(kube, burst):
+    assert not kube.delete_nodeclaim(INSTANCE)
+    assert burst.calls("DELETE") == []
+
+
+def test_delete_nodeclaim_api_failures_are_cluster_errors(kube, burst):
+    burst.errors[("DELETE", f"{NODECLAIMS}/{BURST_CLAIM}")] = 500
+    with pytest.raises(ClusterError):
+        kube.delete_nodeclaim(BURST_INSTANCE)
+    burst.errors = {("GET", NODECLAIMS): 503}
+    with pytest.raises(ClusterError):
+        kube.delete_nodeclaim(BURST_INSTANCE)
+
+
+def test_list_nodes_reports_karpenter_nodes_with_their_labels(kube, burst):
+    burst.nodes[BURST_NODE]["metadata"]["deletionTimestamp"] = "2025-01-01T02:00:00Z"
+
+    nodes = {n.instance_id: n for n in kube.list_nodes()}
+
+    node = nodes[BURST_INSTANCE]
+    assert node.name == BURST_NODE
+    assert node.labels["karpenter.sh/nodepool"] == "gpu-burst"
+    assert node.deleting and not nodes[INSTANCE].deleting
+    assert node.created == dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+
 # client construction from endpoint + CA data + EKS token
 
 
@@ -709,6 +923,11 @@ def test_gateway_node_status_without_a_kubernetes_node(gateway, sagemaker):
 def test_gateway_repairs_through_sagemaker_and_cordons_through_kubernetes(gateway, sagemaker, api):
     _, stubber = sagemaker
     stubber.add_response(
+        "list_cluster_nodes",
+        {"ClusterNodeSummaries": [summary(INSTANCE), summary(OTHER_INSTANCE)]},
+        {"ClusterName": "ml-cluster", "MaxResults": 100},
+    )
+    stubber.add_response(
         "batch_reboot_cluster_nodes",
         {"Successful": [INSTANCE]},
         {"ClusterName": "ml-cluster", "NodeIds": [INSTANCE]},
@@ -717,6 +936,8 @@ def test_gateway_repairs_through_sagemaker_and_cordons_through_kubernetes(gatewa
     assert gateway.drain(INSTANCE, deadline_s=1).complete
     assert gateway.reboot([INSTANCE]).successful == [INSTANCE]
     assert gateway.uncordon(INSTANCE)
+    # every id was SageMaker's: only cordon's node lookup listed the API server's nodes
+    assert [r.path for r in api.calls("GET")].count("/api/v1/nodes") == 1
 
 
 def training_job(**overrides: Any) -> Job:

@@ -12,6 +12,11 @@ REASON_LABEL = "hyperguard.io/reason"
 # HyperPod's own recovery.
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+
+# Karpenter v1's labels on the nodes it launches (the EKS burst pools).
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 
 # BatchReboot/ReplaceClusterNodes per-node ErrorCode values (SageMaker API model).
 INSTANCE_ID_NOT_FOUND = "InstanceIdNotFound"

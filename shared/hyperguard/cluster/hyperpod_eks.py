@@ -4,19 +4,36 @@ SageMaker is the authority on the node inventory and repairs nodes; the EKS API 
 where pods are kept off a node and where jobs run. Jobs follow HyperPod task governance's
 conventions: namespace `hyperpod-ns-<team>`, Kueue local queue
 `hyperpod-ns-<team>-localqueue`, priority class label `<class>-priority`.
+
+The API server also holds EKS burst nodes, which Karpenter provisions and SageMaker does not
+know. SageMaker's inventory decides who owns a node: HyperPod nodes are repaired by
+SageMaker; Karpenter nodes (labelled with their NodePool) are replaced by deleting their
+NodeClaim and rebooted through EC2, since Karpenter has no reboot.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any
 
-from hyperguard.cluster.conventions import HEALTH_LABEL, INSTANCE_TYPE_LABEL
-from hyperguard.cluster.gateway import DrainResult, NodeNotFoundError
-from hyperguard.cluster.hyperpod import HyperPodAdapter
-from hyperguard.cluster.kubernetes import KubeNode, KubernetesAdapter
-from hyperguard.models import Job, Node, RepairOutcome
+from hyperguard.cluster.conventions import (
+    CAPACITY_TYPE_LABEL,
+    HEALTH_LABEL,
+    INSTANCE_ID_NOT_FOUND,
+    INSTANCE_TYPE_LABEL,
+    NODEPOOL_LABEL,
+)
+from hyperguard.cluster.ec2 import Ec2Adapter
+from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
+from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_for
+from hyperguard.cluster.kubernetes import (
+    KubeNode,
+    KubernetesAdapter,
+    NodeCondition,
+)
+from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -26,6 +43,9 @@ AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
 UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 )
+EKS_PLATFORM = "eks"
+
+RepairCall = Callable[[list[str]], RepairOutcome]
 
 _NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
 
@@ -118,20 +138,47 @@ def job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
 
 
 class HyperPodEksGateway:
-    """The full ClusterGateway port for a HyperPod cluster whose orchestrator is EKS."""
+    """The full ClusterGateway port for a HyperPod cluster whose orchestrator is EKS, with
+    the cluster's EKS burst nodes."""
 
-    def __init__(self, hyperpod: HyperPodAdapter, kubernetes: KubernetesAdapter) -> None:
+    def __init__(
+        self,
+        hyperpod: HyperPodAdapter,
+        kubernetes: KubernetesAdapter,
+        *,
+        ec2: Ec2Adapter | None = None,
+    ) -> None:
         self.hyperpod = hyperpod
         self.kubernetes = kubernetes
+        self._ec2 = ec2
+
+    @property
+    def ec2(self) -> Ec2Adapter:
+        if self._ec2 is None:
+            self._ec2 = Ec2Adapter()
+        return self._ec2
 
     def list_nodes(self) -> list[Node]:
         kube_nodes = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
-        return [
-            _merge(node, kube_nodes.get(node.instance_id)) for node in self.hyperpod.list_nodes()
+        hyperpod = [
+            _merge(node, kube_nodes.pop(node.instance_id, None))
+            for node in self.hyperpod.list_nodes()
         ]
+        burst = [
+            self._burst_node(instance_id, kube)
+            for instance_id, kube in kube_nodes.items()
+            if NODEPOOL_LABEL in kube.labels
+        ]
+        return [*hyperpod, *burst]
 
     def node_status(self, instance_id: str) -> Node:
-        node = self.hyperpod.node_status(instance_id)
+        try:
+            node = self.hyperpod.node_status(instance_id)
+        except NodeNotFoundError:
+            kube = self.kubernetes.find_node(instance_id)
+            if NODEPOOL_LABEL not in kube.labels:
+                raise
+            return self._burst_node(instance_id, kube)
         try:
             kube = self.kubernetes.find_node(instance_id)
         except NodeNotFoundError:
@@ -149,10 +196,13 @@ class HyperPodEksGateway:
         return self.kubernetes.drain(instance_id, deadline_s=deadline_s)
 
     def reboot(self, instance_ids: list[str]) -> RepairOutcome:
-        return self.hyperpod.reboot(instance_ids)
+        return self._repair(instance_ids, self.hyperpod.reboot, self.ec2.reboot)
 
     def replace(self, instance_ids: list[str]) -> RepairOutcome:
-        return self.hyperpod.replace(instance_ids)
+        """HyperPod nodes get new instances from SageMaker (their volumes are destroyed);
+        a Karpenter node's NodeClaim is deleted, and Karpenter provisions a new node if
+        pods are left waiting for one."""
+        return self._repair(instance_ids, self.hyperpod.replace, self._delete_nodeclaims)
 
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
         """Submit this run of `job` pinned to `nodes` (instance ids). False when this run
@@ -163,6 +213,103 @@ class HyperPodEksGateway:
     def stop_job(self, job_id: str) -> bool:
         """Delete every run of the job, with its pods. False when none was left to stop."""
         return self.kubernetes.delete_jobs({JOB_ID_LABEL: job_name(job_id)})
+
+    def _repair(
+        self, instance_ids: list[str], hyperpod: RepairCall, burst: RepairCall
+    ) -> RepairOutcome:
+        """Send each node to whoever owns it and merge the outcomes. An id that neither
+        SageMaker nor Karpenter owns fails with InstanceIdNotFound, as SageMaker reports it."""
+        ids = list(dict.fromkeys(instance_ids))
+        owned = {node.instance_id for node in self.hyperpod.list_nodes()}
+        hyperpod_ids = [i for i in ids if i in owned]
+        burst_ids: list[str] = []
+        unknown: list[str] = []
+        if len(hyperpod_ids) < len(ids):
+            kube_nodes = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
+            for instance_id in ids:
+                if instance_id in owned:
+                    continue
+                kube = kube_nodes.get(instance_id)
+                if kube is not None and NODEPOOL_LABEL in kube.labels:
+                    burst_ids.append(instance_id)
+                else:
+                    unknown.append(instance_id)
+        outcome = RepairOutcome()
+        for part, repair in ((hyperpod_ids, hyperpod), (burst_ids, burst)):
+            if part:
+                result = repair(part)
+                outcome.successful.extend(result.successful)
+                outcome.failed.extend(result.failed)
+        outcome.failed.extend(
+            RepairFailure(
+                node_id=instance_id,
+                error_code=INSTANCE_ID_NOT_FOUND,
+                message=f"{instance_id} is neither a HyperPod node nor a Karpenter node",
+            )
+            for instance_id in unknown
+        )
+        return outcome
+
+    def _delete_nodeclaims(self, instance_ids: list[str]) -> RepairOutcome:
+        """A NodeClaim already being deleted, or already gone, means the replacement is
+        under way: that node's replace succeeded, which keeps a retried step harmless. A
+        failed API call fails only its node, so earlier repairs in the batch are reported
+        rather than repeated by a caller retrying on an exception."""
+        outcome = RepairOutcome()
+        for instance_id in instance_ids:
+            try:
+                self.kubernetes.delete_nodeclaim(instance_id)
+            except ClusterError as error:
+                outcome.failed.append(
+                    RepairFailure(
+                        node_id=instance_id, error_code=type(error).__name__, message=str(error)
+                    )
+                )
+            else:
+                outcome.successful.append(instance_id)
+        return outcome
+
+    def _burst_node(self, instance_id: str, kube: KubeNode) -> Node:
+        """An EKS node as Karpenter labels it; its catalogue entry is the ml. instance type."""
+        instance_type = kube.labels.get(INSTANCE_TYPE_LABEL, "")
+        status = _kube_status(kube)
+        spot = kube.labels.get(CAPACITY_TYPE_LABEL) == "spot"
+        return Node(
+            instance_id=instance_id,
+            cluster=self.kubernetes.cluster_name,
+            pool=kube.labels[NODEPOOL_LABEL],
+            platform=EKS_PLATFORM,
+            instance_type=instance_type,
+            capacity_type="Spot" if spot else "OnDemand",
+            accelerators=accelerators_for(f"ml.{instance_type}"),
+            status=status,
+            schedulable=not kube.unschedulable,
+            node_name=kube.name,
+            labels=kube.labels,
+            taints=kube.taints,
+            launch_time=kube.created,
+            healthy=status is NodeStatus.RUNNING
+            and not any(_is_problem(c) for c in kube.conditions),
+        )
+
+
+def _kube_status(kube: KubeNode) -> NodeStatus:
+    """HyperPod's status vocabulary for a plain Kubernetes node: being deleted → ShuttingDown;
+    not Ready yet (no Ready condition) → Pending; Ready → Running; otherwise Failure."""
+    if kube.deleting:
+        return NodeStatus.SHUTTING_DOWN
+    ready = next((c for c in kube.conditions if c.type == "Ready"), None)
+    if ready is None:
+        return NodeStatus.PENDING
+    return NodeStatus.RUNNING if ready.status == "True" else NodeStatus.FAILURE
+
+
+def _is_problem(condition: NodeCondition) -> bool:
+    # "*Ready" conditions (the EKS node monitoring agent's) are healthy when True; problem
+    # conditions (MemoryPressure, node-problem-detector's KernelDeadlock, ...) when not True.
+    if condition.type.endswith("Ready"):
+        return condition.status != "True"
+    return condition.status == "True"
 
 
 def _merge(node: Node, kube: KubeNode | None) -> Node:

@@ -29,7 +29,12 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import CascadeType, PatchType
 from pydantic import BaseModel, Field
 
-from hyperguard.cluster.conventions import HEALTH_LABEL, INCIDENT_TAINT, REASON_LABEL, label_safe
+from hyperguard.cluster.conventions import (
+    HEALTH_LABEL,
+    INCIDENT_TAINT,
+    REASON_LABEL,
+    label_safe,
+)
 from hyperguard.cluster.eks_token import EksTokenSource
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
 
@@ -43,8 +48,6 @@ EVICTION_RETRY_S = 5.0
 
 # Karpenter (karpenter.sh/v1): the labels it puts on its nodes, and the cluster-scoped
 # NodeClaim that stands for one instance and its node.
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
-CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
 
 # ApiError is an httpx2.HTTPError; a body lightkube cannot decode is a msgspec.DecodeError.

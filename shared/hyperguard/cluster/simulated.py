@@ -36,11 +36,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hyperguard.cluster.clock import Clock
 from hyperguard.cluster.conventions import (
+    CAPACITY_TYPE_LABEL,
     HEALTH_LABEL,
     INCIDENT_TAINT,
+    INSTANCE_GROUP_LABEL,
     INSTANCE_ID_IN_USE,
     INSTANCE_ID_NOT_FOUND,
     INSTANCE_TYPE_LABEL,
+    NODEPOOL_LABEL,
     REASON_LABEL,
     label_safe,
 )
@@ -62,10 +65,6 @@ CheckpointSink = Callable[[str, int, str], None]
 """Called as sink(job_id, step, uri) once for every checkpoint a job completes."""
 
 FaultKind = Literal["gpu", "persistent"]
-
-INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
-CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 
 
 class SimTimings(BaseModel):

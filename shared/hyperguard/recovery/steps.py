@@ -254,7 +254,9 @@ class RecoverySteps:
                 strategy, spare = "hyperpod_auto_resume", None
             elif spares:
                 strategy, spare = "move_to_spare", spares.pop(0)
-            elif incident.repair is Repair.DRAIN:  # the node will not come back
+            elif incident.repair is Repair.DRAIN or (me and me.platform == "eks"):
+                # The node will not come back as such: Karpenter provisions capacity for
+                # pending work, not a one-for-one replacement. The scheduler re-places it.
                 strategy, spare = "requeue", None
             else:
                 strategy, spare = "wait_for_repair", None
@@ -347,6 +349,13 @@ class RecoverySteps:
                 r["health"], r["action"] = "escalate_replace", Repair.REPLACE.value
                 r["reason"] = "the reboot did not cure the fault: replace"
                 return r
+        elif self._is_eks(incident):
+            # Karpenter replaces capacity, not the node: done once the old node is gone.
+            try:
+                self.gateway.node_status(incident.instance_id)
+            except NodeNotFoundError:
+                r["health"], r["replacement"] = "healthy", None
+                return r
         else:
             replacement = self._replacement(incident, r.get("pool_before", []))
             if (
@@ -367,6 +376,10 @@ class RecoverySteps:
         r["health"] = "pending"
         return r
 
+    def _is_eks(self, incident: Incident) -> bool:
+        node = self.nodes.get(incident.instance_id)
+        return node is not None and node.platform == "eks"
+
     def _replacement(self, incident: Incident, pool_before: list[str]) -> Node | None:
         """HyperPod keeps a node's NodeLogicalId across a replacement, which names the
         replacement exactly even when several nodes of a pool are replaced at once; without
@@ -386,11 +399,13 @@ class RecoverySteps:
         if r["action"] == Repair.REBOOT.value:
             self.gateway.uncordon(incident.instance_id)
             self.nodes.upsert_inventory([self.gateway.node_status(incident.instance_id)])
-        else:
+        elif r.get("replacement"):
             new = self.gateway.node_status(r["replacement"])
             self.nodes.upsert_inventory([new])
             self.nodes.retire(incident.instance_id)
             self.incidents.update(incident.incident_id, replacement_instance_id=new.instance_id)
+        else:  # an EKS node whose capacity Karpenter provisions anew
+            self.nodes.retire(incident.instance_id)
         self._mark(incident, "healthy")
         return r
 
