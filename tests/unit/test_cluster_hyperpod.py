@@ -172,6 +172,7 @@ def test_node_status_maps_capacity_kubernetes_labels_and_taints(stubbed):
             "NodeDetails": {
                 "InstanceGroupName": "trn-workers",
                 "InstanceId": instance_id(7),
+                "NodeLogicalId": "df268d19-f035-4f28-9b80-b956b92ae21e",
                 "InstanceStatus": {"Status": "Failure", "Message": "Node health check failed"},
                 "InstanceType": "ml.trn1.32xlarge",
                 "LaunchTime": datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
@@ -196,6 +197,7 @@ def test_node_status_maps_capacity_kubernetes_labels_and_taints(stubbed):
     node = HyperPodAdapter(CLUSTER, client=client).node_status(instance_id(7))
 
     assert node.pool == "trn-workers"
+    assert node.logical_id == "df268d19-f035-4f28-9b80-b956b92ae21e"  # survives a replace
     assert node.capacity_type == "Spot"
     assert node.accelerators == 16
     assert node.status is NodeStatus.FAILURE
