@@ -27,9 +27,10 @@ class CheckpointLocationError(ValueError):
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
-    if not uri.startswith("s3://") or ("/" not in uri[5:] and not uri[5:]):
+    """(bucket, key prefix ending in "/" or empty) of an s3:// location."""
+    if not uri.startswith("s3://"):
         raise CheckpointLocationError(f"not an s3:// location: {uri!r}")
-    bucket, _, prefix = uri[5:].partition("/")
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     if not bucket:
         raise CheckpointLocationError(f"no bucket in {uri!r}")
     return bucket, prefix if not prefix or prefix.endswith("/") else prefix + "/"

@@ -1,0 +1,50 @@
+"""The checkpoint convention on S3 (moto): only folders with the _COMPLETE marker count."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from tests.conftest import REGION
+
+from hyperguard.store.checkpoints import (
+    CheckpointLocationError,
+    CheckpointStore,
+    checkpoint_folder,
+    split_s3_uri,
+)
+
+LOCATION = "s3://ckpts/team-a/llama/"
+
+
+@pytest.fixture
+def store(aws_env: None) -> CheckpointStore:
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket="ckpts")
+    return CheckpointStore()
+
+
+def test_the_newest_complete_checkpoint_wins_and_a_cut_short_one_is_ignored(
+    store: CheckpointStore,
+) -> None:
+    store.write(LOCATION, 100)
+    store.write(LOCATION, 1200)
+    s3 = boto3.client("s3", region_name=REGION)
+    # step 1300 was being written when the node failed: shards, no marker
+    s3.put_object(Bucket="ckpts", Key="team-a/llama/step-00001300/model.pt", Body=b"partial")
+    # another job's newer checkpoint under a sibling prefix does not leak in
+    store.write("s3://ckpts/team-a/llama-v2/", 9000)
+    latest = store.latest_complete(LOCATION)
+    assert latest is not None
+    assert (latest.step, latest.uri) == (1200, "s3://ckpts/team-a/llama/step-00001200/")
+
+
+def test_no_checkpoint_yet_is_none(store: CheckpointStore) -> None:
+    assert store.latest_complete(LOCATION) is None
+
+
+def test_locations_are_checked() -> None:
+    assert split_s3_uri("s3://b/p/q") == ("b", "p/q/")
+    assert split_s3_uri("s3://b") == ("b", "")
+    assert checkpoint_folder("s3://b/p/", 7) == "s3://b/p/step-00000007/"
+    for bad in ("gs://b/p", "s3:///p", "b/p"):
+        with pytest.raises(CheckpointLocationError):
+            split_s3_uri(bad)
