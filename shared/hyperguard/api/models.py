@@ -17,6 +17,7 @@ from hyperguard.models import Checkpoint, JobStatus
 from hyperguard.models.governance import (
     NAME_PATTERN,
     ActivationState,
+    AwsShape,
     ComputeQuota,
     ComputeQuotaConfig,
     ComputeQuotaTarget,
@@ -24,7 +25,6 @@ from hyperguard.models.governance import (
     SchedulerConfig,
     Toggle,
 )
-from hyperguard.models.governance import _AwsShape as _Pascal
 from hyperguard.store.jobs import JobHistoryEntry, JobRecord
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
@@ -152,7 +152,7 @@ class JobPage(BaseModel):
 
 
 # -- compute quotas -----------------------------------------------------------------------
-class ComputeQuotaRequest(_Pascal):
+class ComputeQuotaRequest(AwsShape):
     """CreateComputeQuota's request (without ClusterArn being optional), plus TargetVersion
     for updates (UpdateComputeQuota): omit it to create, give the version you read to
     update."""
@@ -171,14 +171,14 @@ class ComputeQuotaRequest(_Pascal):
         )
 
 
-class ResolvedResource(_Pascal):
+class ResolvedResource(AwsShape):
     instance_type: str
     accelerators: int
     vcpu: float = Field(alias="VCpu")
     memory_in_gib: float = Field(alias="MemoryInGiB")
 
 
-class ComputeQuotaView(_Pascal):
+class ComputeQuotaView(AwsShape):
     """DescribeComputeQuota's shape plus what the quota resolves to."""
 
     compute_quota_id: str
@@ -199,13 +199,13 @@ class ComputeQuotaView(_Pascal):
     )
 
 
-class ComputeQuotaList(_Pascal):
+class ComputeQuotaList(AwsShape):
     compute_quotas: list[ComputeQuotaView]
     next_token: str | None = None
 
 
 # -- scheduler config ---------------------------------------------------------------------
-class SchedulerConfigRequest(_Pascal):
+class SchedulerConfigRequest(AwsShape):
     priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
     fair_share: Toggle = Toggle.ENABLED
     idle_resource_sharing: Toggle = Toggle.ENABLED
@@ -225,7 +225,7 @@ class SchedulerConfigRequest(_Pascal):
         return SchedulerConfig.model_validate(self.model_dump(exclude={"target_version"}))
 
 
-class SchedulerConfigView(_Pascal):
+class SchedulerConfigView(AwsShape):
     scheduler_config: SchedulerConfig
     version: int
 

@@ -22,7 +22,7 @@ NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 TEAM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$"
 
 
-class _AwsShape(BaseModel):
+class AwsShape(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         validate_by_name=True,
@@ -70,12 +70,12 @@ class ComputeQuotaStatus(StrEnum):
     DELETED = "Deleted"
 
 
-class AcceleratorPartitionConfig(_AwsShape):
+class AcceleratorPartitionConfig(AwsShape):
     type: str = Field(min_length=1, description="MIG profile, e.g. mig-1g.10gb")
     count: int = Field(ge=0)
 
 
-class ComputeQuotaResourceConfig(_AwsShape):
+class ComputeQuotaResourceConfig(AwsShape):
     instance_type: str = Field(min_length=1)
     count: int | None = Field(default=None, ge=0, description="whole instances")
     accelerators: int | None = Field(default=None, ge=0)
@@ -84,7 +84,7 @@ class ComputeQuotaResourceConfig(_AwsShape):
     accelerator_partition: AcceleratorPartitionConfig | None = None
 
 
-class ResourceSharingConfig(_AwsShape):
+class ResourceSharingConfig(AwsShape):
     strategy: SharingStrategy = SharingStrategy.LEND_AND_BORROW
     borrow_limit: int | None = Field(
         default=None, ge=0, le=10000, description="percent of the team's own quota"
@@ -94,7 +94,7 @@ class ResourceSharingConfig(_AwsShape):
     )
 
 
-class ComputeQuotaConfig(_AwsShape):
+class ComputeQuotaConfig(AwsShape):
     compute_quota_resources: list[ComputeQuotaResourceConfig] = Field(
         default_factory=list, max_length=15
     )
@@ -102,12 +102,12 @@ class ComputeQuotaConfig(_AwsShape):
     preempt_team_tasks: PreemptTeamTasks = PreemptTeamTasks.LOWER_PRIORITY
 
 
-class ComputeQuotaTarget(_AwsShape):
+class ComputeQuotaTarget(AwsShape):
     team_name: str = Field(pattern=TEAM_NAME_PATTERN, min_length=1, max_length=63)
     fair_share_weight: int = Field(default=0, ge=0, le=100)
 
 
-class ComputeQuota(_AwsShape):
+class ComputeQuota(AwsShape):
     name: str = Field(pattern=NAME_PATTERN, min_length=1, max_length=63)
     description: str | None = Field(default=None, max_length=1024)
     cluster_arn: str = Field(min_length=1, max_length=256)
@@ -118,12 +118,12 @@ class ComputeQuota(_AwsShape):
     status: ComputeQuotaStatus = Field(default=ComputeQuotaStatus.CREATED, alias="Status")
 
 
-class PriorityClass(_AwsShape):
+class PriorityClass(AwsShape):
     name: str = Field(pattern=TEAM_NAME_PATTERN, min_length=1, max_length=63)
     weight: int = Field(ge=0, le=100)
 
 
-class SchedulerConfig(_AwsShape):
+class SchedulerConfig(AwsShape):
     priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
     fair_share: Toggle = Toggle.ENABLED
     idle_resource_sharing: Toggle = Toggle.ENABLED
