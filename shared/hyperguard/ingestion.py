@@ -11,13 +11,13 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from hyperguard.events import ClassifyConfig, MalformedEventError, classify
 from hyperguard.messaging import Escalator, RecoveryWorkflows
-from hyperguard.models import Action, HealthSignal, Incident, NodeStatus
+from hyperguard.models import Action, HealthSignal, Incident, NodeStatus, utcnow
 from hyperguard.observability import logger
 from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore, SignalOutcome
 
@@ -31,10 +31,6 @@ class Outcome(StrEnum):
     IGNORED = "ignored"
     FOREIGN = "foreign"
     MALFORMED = "malformed"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -23,7 +24,9 @@ class EventPublisher:
         self.bus_name = bus_name
         self._events = events
 
-    def publish(self, detail_type: str, detail: dict[str, Any], resources: list[str] = []) -> None:  # noqa: B006
+    def publish(
+        self, detail_type: str, detail: dict[str, Any], resources: Sequence[str] = ()
+    ) -> None:
         events = self._events or client("events")
         result = events.put_events(
             Entries=[
@@ -32,7 +35,7 @@ class EventPublisher:
                     "DetailType": detail_type,
                     "Detail": json.dumps(detail, default=str),
                     "EventBusName": self.bus_name,
-                    "Resources": resources,
+                    "Resources": list(resources),
                 }
             ]
         )

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -50,7 +50,7 @@ from hyperguard.api.models import (
 from hyperguard.api.nodes import NodeActions
 from hyperguard.api.views import cluster_view, priority_class_views, quota_view, team_views
 from hyperguard.governance.service import SchedulerWakeup, wakeup_for
-from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.models import Checkpoint, Job, JobStatus, utcnow
 from hyperguard.models.governance import (
     TEAM_NAME_PATTERN,
     UnknownInstanceTypeError,
@@ -89,7 +89,7 @@ class ApiDependencies:
     node_actions: NodeActions
     wakeup: SchedulerWakeup
     admin_principals: frozenset[str] = frozenset()
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    clock: Callable[[], datetime] = utcnow
 
     @classmethod
     def from_settings(cls, settings: Settings, node_actions: NodeActions) -> ApiDependencies:

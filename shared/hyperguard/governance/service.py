@@ -26,7 +26,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 from hyperguard.aws import client
@@ -40,7 +40,7 @@ from hyperguard.governance.placement import (
     place,
 )
 from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
-from hyperguard.models import Job, JobStatus, Node, NodeStatus
+from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
 from hyperguard.models.governance import instance_spec
 from hyperguard.observability import logger
 from hyperguard.settings import Settings
@@ -211,7 +211,7 @@ class SchedulerService:
         cluster: str,
         lease_ttl_s: float = 120.0,
         settings: EngineSettings | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utcnow,
         prices: Mapping[tuple[PoolKind, str], float] = DEFAULT_HOURLY_PRICES,
     ) -> None:
         self.jobs = jobs

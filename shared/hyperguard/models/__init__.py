@@ -1,9 +1,17 @@
 """Pydantic domain models shared by every layer."""
 
+from datetime import UTC, datetime
+
 from hyperguard.models.incidents import Incident, IncidentStatus, ProtectedJob
 from hyperguard.models.jobs import Checkpoint, Job, JobStatus
 from hyperguard.models.nodes import Node, NodeStatus, RepairFailure, RepairOutcome
 from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
+
+
+def utcnow() -> datetime:
+    """The default clock of every service object (tests inject their own)."""
+    return datetime.now(UTC)
+
 
 __all__ = [
     "Action",
@@ -21,4 +29,5 @@ __all__ = [
     "RepairOutcome",
     "Severity",
     "SignalSource",
+    "utcnow",
 ]

@@ -4,7 +4,7 @@ node, re-drive an escalated incident. Used by the API and the CLI alike."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from hyperguard.models import (
     Repair,
     Severity,
     SignalSource,
+    utcnow,
 )
 from hyperguard.store import IncidentStore, NodeStore, SignalOutcome
 
@@ -107,7 +108,7 @@ class OperatorNodeActions:
 
     operator: RecoveryOperator
     gateway: ClusterGateway
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    clock: Callable[[], datetime] = utcnow
 
     def _node(self, instance_id: str) -> Node:
         node = self.operator.nodes.get(instance_id)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hyperguard.cluster import ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import INSTANCE_ID_NOT_FOUND
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.models import (
+    Checkpoint,
     Incident,
     IncidentStatus,
     Job,
@@ -25,6 +26,7 @@ from hyperguard.models import (
     NodeStatus,
     ProtectedJob,
     Repair,
+    utcnow,
 )
 from hyperguard.observability import logger, metrics
 from hyperguard.recovery.policy import NodeRepairConfig, decide
@@ -78,10 +80,6 @@ class RecoveryTimeoutError(RuntimeError):
     """The repaired node did not become healthy within the health budget."""
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 @dataclass
 class RecoverySteps:
     incidents: IncidentStore
@@ -93,7 +91,7 @@ class RecoverySteps:
     publisher: EventPublisher
     escalator: Escalator
     time_scale: float = 1.0
-    clock: Callable[[], datetime] = _now
+    clock: Callable[[], datetime] = utcnow
 
     def run(self, step: str, recovery: Recovery) -> Recovery:
         action = getattr(self, step, None) if step in STEPS else None
@@ -274,7 +272,7 @@ class RecoverySteps:
         r["jobs"] = [p.job_id for p in protected]
         return r
 
-    def _latest_checkpoint(self, job: Job) -> Any:
+    def _latest_checkpoint(self, job: Job) -> Checkpoint | None:
         found = (
             self.checkpoints.latest_complete(job.checkpoint_location)
             if job.checkpoint_location

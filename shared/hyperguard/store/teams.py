@@ -205,12 +205,6 @@ class TeamStore(TableStore):
             item["team"] = team
         self.table.put_item(Item=item)
 
-    def revoke(self, principal_arn: str) -> bool:
-        old = self.table.delete_item(
-            Key={"pk": PRINCIPAL_PK, "sk": principal_arn}, ReturnValues="ALL_OLD"
-        )
-        return bool(old.get("Attributes"))
-
     def principal(self, principal_arn: str) -> PrincipalGrant | None:
         item = self.table.get_item(
             Key={"pk": PRINCIPAL_PK, "sk": principal_arn}, ConsistentRead=True
