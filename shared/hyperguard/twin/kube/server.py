@@ -1,0 +1,344 @@
+"""The twin's stand-in for an EKS cluster's Kubernetes API server: the REST API over HTTPS
+on 127.0.0.1, backed by an ObjectStore, so that lightkube (and the service's adapter on it)
+runs unchanged against it.
+
+Emulated: the resource URL layout (/api/v1, /apis/<group>/<version>, namespaced and
+cluster-scoped paths, cluster-wide lists of namespaced resources), list / get / create /
+patch (merge and strategic-merge, the latter applied as merge) / update / delete with
+DeleteOptions, the status and pods/eviction subresources, label and field selectors, Status
+error bodies, bearer-token authentication, /version and minimal discovery (/api, /apis). As
+on a real cluster, a create through the API drops `.status` where there is a status
+subresource; the twin's controllers, writing to the store directly, set it.
+
+Not emulated: watches (a watch request gets 400), pagination (limit and continue are
+ignored: a list returns everything), dry runs (400), deletecollection, RBAC authorization,
+admission, server-side apply, JSON patch, protobuf, table output.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import logging
+import tempfile
+import threading
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request, Response
+
+from hyperguard.twin.kube.auth import Authenticator
+from hyperguard.twin.kube.store import (
+    PODS,
+    RESOURCES,
+    KubeError,
+    Obj,
+    ObjectStore,
+    ResourceType,
+    resource_for,
+)
+from hyperguard.twin.kube.tls import generate_certificates
+
+GIT_VERSION = "v1.31.0-eks-twin"
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+}
+_log = logging.getLogger(__name__)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log(self, type: str, message: str, *args: Any) -> None:
+        # Request lines would drown the twin's own output; keep them for debugging only.
+        _log.debug(message, *args)
+
+
+def _json(code: int, body: Any) -> Response:
+    # lightkube turns an error into ApiError only when Content-Type is exactly this.
+    return Response(json.dumps(body), status=code, content_type="application/json")
+
+
+def _status(
+    code: int,
+    reason: str | None = None,
+    message: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> Obj:
+    status: Obj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success" if code < 400 else "Failure",
+        "code": code,
+    }
+    if message:
+        status["message"] = message
+    if reason:
+        status["reason"] = reason
+    if details:
+        status["details"] = details
+    return status
+
+
+def _no_route() -> KubeError:
+    return KubeError(404, "NotFound", "the server could not find the requested resource")
+
+
+def _body(request: Request, *, required: bool = True) -> Any:
+    data = request.get_data()
+    if not data and not required:
+        return {}
+    try:
+        return json.loads(data)
+    except ValueError as error:
+        raise KubeError(400, "BadRequest", f"the request body is not valid JSON: {error}") from None
+
+
+def _object(request: Request) -> Obj:
+    body = _body(request)
+    if not isinstance(body, dict):
+        raise KubeError(400, "BadRequest", "the request body must be a JSON object")
+    return body
+
+
+class KubeApiServer:
+    """A Kubernetes API server on `host`:`port` (0: any free port); the object is also the
+    WSGI application. `stats` counts requests as "<verb> <resource>[/<subresource>]",
+    `calls_by_user` the same per authenticated user."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        authenticator: Authenticator,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.store = store
+        self.authenticator = authenticator
+        self.host = host
+        self.port = port
+        self.stats: collections.Counter[str] = collections.Counter()
+        self.calls_by_user: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self._ca_pem: bytes | None = None
+
+    def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError("the Kubernetes API server is already running")
+        # The server loads its certificate and key at once; the files need not outlive it.
+        with tempfile.TemporaryDirectory(prefix="hyperguard-kube-") as directory:
+            ca_pem, cert, key = generate_certificates(directory)
+            server = make_server(
+                self.host,
+                self.port,
+                self,
+                threaded=True,
+                request_handler=_QuietHandler,
+                ssl_context=(str(cert), str(key)),
+            )
+        self._ca_pem, self._server = ca_pem, server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="kube-api", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = self._thread = None
+
+    def __enter__(self) -> KubeApiServer:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the Kubernetes API server is not running")
+        return f"https://{self.host}:{self._server.server_port}"
+
+    @property
+    def ca_data(self) -> str:
+        """Base64 of the CA's PEM, as EKS DescribeCluster's certificateAuthority.data."""
+        if self._ca_pem is None:
+            raise RuntimeError("the Kubernetes API server has not been started")
+        return base64.b64encode(self._ca_pem).decode()
+
+    # WSGI
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        return self._respond(Request(environ))(environ, start_response)
+
+    def _respond(self, request: Request) -> Response:
+        try:
+            if request.path == "/version":
+                return _json(200, {"major": "1", "minor": "31", "gitVersion": GIT_VERSION})
+            user = self._authenticate(request)
+            with self.store.lock:
+                return self._dispatch(request, user)
+        except KubeError as error:
+            status = _status(error.code, error.reason, error.message, error.details)
+            return _json(error.code, status)
+        except Exception as error:
+            _log.exception("kube API %s %s failed", request.method, request.path)
+            return _json(500, _status(500, "InternalError", f"internal error: {error}"))
+
+    def _authenticate(self, request: Request) -> str:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        user = self.authenticator.authenticate(token.strip()) if scheme == "Bearer" else None
+        if user is None:
+            raise KubeError(401, "Unauthorized", "Unauthorized")
+        return user
+
+    def _dispatch(self, request: Request, user: str) -> Response:
+        parts = [p for p in request.path.split("/") if p]
+        if parts in (["api"], ["apis"]):
+            return _json(200, self._discovery(parts))
+        if parts[:2] == ["api", "v1"] and len(parts) > 2:
+            group, version, rest = "", "v1", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) > 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise _no_route()
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            candidate = RESOURCES.get(f"{rest[2]}.{group}" if group else rest[2])
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise _no_route()
+        rt = resource_for(group, version, rest[0])
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if rt.namespaced and namespace is None and (name is not None or request.method != "GET"):
+            raise _no_route()
+        args = request.args
+        if args.get("watch") in ("true", "1"):
+            raise KubeError(400, "BadRequest", "watch is not supported by the twin's API server")
+        if "dryRun" in args:
+            raise KubeError(400, "BadRequest", "dryRun is not supported by the twin's API server")
+        verb = self._verb(request.method, rt, name, sub)
+        call = f"{verb} {rt.plural}" + (f"/{sub}" if sub else "")
+        self.stats[call] += 1
+        self.calls_by_user[(user, call)] += 1
+        return self._perform(verb, request, rt, namespace, name, sub, user)
+
+    @staticmethod
+    def _verb(method: str, rt: ResourceType, name: str | None, sub: str | None) -> str:
+        if name is None:
+            verbs = {"GET": "list", "POST": "create"}
+        elif sub is None:
+            verbs = {"GET": "get", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+        elif sub == "status" and rt.status_subresource:
+            verbs = {"GET": "get", "PATCH": "patch", "PUT": "update"}
+        elif sub == "eviction" and rt == PODS:
+            verbs = {"POST": "create"}
+        else:
+            raise _no_route()
+        if method not in verbs:
+            message = f"the server does not allow this method on the requested resource: {method}"
+            raise KubeError(405, "MethodNotAllowed", message)
+        return verbs[method]
+
+    def _perform(
+        self,
+        verb: str,
+        request: Request,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str | None,
+        sub: str | None,
+        user: str,
+    ) -> Response:
+        store, args = self.store, request.args
+        if verb == "list":
+            items = store.list(rt, namespace, args.get("labelSelector"), args.get("fieldSelector"))
+            return _json(
+                200,
+                {
+                    "apiVersion": rt.api_version,
+                    "kind": f"{rt.kind}List",
+                    "metadata": {"resourceVersion": store.current_resource_version},
+                    "items": items,
+                },
+            )
+        if verb == "create" and sub == "eviction":
+            assert name is not None and namespace is not None
+            eviction = _object(request)
+            if (eviction.get("metadata") or {}).get("name") not in (None, name):
+                raise KubeError(400, "BadRequest", "name in URL does not match name in Eviction")
+            store.evict(namespace, name, user=user)
+            return _json(201, _status(201))
+        if verb == "create":
+            obj = _object(request)
+            for field, expected in (("apiVersion", rt.api_version), ("kind", rt.kind)):
+                if obj.get(field) not in (None, expected):
+                    message = f"{field} {obj[field]!r} does not match {expected!r} of the URL"
+                    raise KubeError(400, "BadRequest", message)
+            if rt.status_subresource:
+                # As Kubernetes: status is the controllers' to write, not the creator's.
+                obj.pop("status", None)
+            return _json(201, store.create(rt, obj, namespace, user=user))
+        assert name is not None
+        if verb == "get":
+            return _json(200, store.get(rt, name, namespace))
+        if verb == "patch":
+            patch_type = PATCH_TYPES.get(request.mimetype, request.mimetype)
+            patched = store.patch(
+                rt,
+                name,
+                _body(request),
+                namespace,
+                patch_type=patch_type,
+                subresource=sub,
+                user=user,
+            )
+            return _json(200, patched)
+        if verb == "update":
+            obj = _object(request)
+            if (obj.get("metadata") or {}).get("name") != name:
+                raise KubeError(400, "BadRequest", "the name of the object does not match the URL")
+            return _json(200, store.replace(rt, name, obj, namespace, subresource=sub, user=user))
+        options = _body(request, required=False)
+        if not isinstance(options, dict):
+            raise KubeError(400, "BadRequest", "DeleteOptions must be a JSON object")
+        propagation = args.get("propagationPolicy") or options.get("propagationPolicy")
+        if propagation is None and options.get("orphanDependents") is not None:
+            propagation = "Orphan" if options["orphanDependents"] else "Background"
+        grace = args.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+        try:
+            grace_period_s = None if grace is None else int(grace)
+        except (TypeError, ValueError):
+            raise KubeError(400, "BadRequest", "gracePeriodSeconds must be an integer") from None
+        deleted = store.delete(
+            rt, name, namespace, grace_period_s=grace_period_s, propagation=propagation, user=user
+        )
+        return _json(200, deleted)
+
+    @staticmethod
+    def _discovery(parts: list[str]) -> Obj:
+        if parts == ["api"]:
+            return {"kind": "APIVersions", "apiVersion": "v1", "versions": ["v1"]}
+        versions = sorted({(rt.group, rt.api_version) for rt in RESOURCES.values() if rt.group})
+        groups = [
+            {
+                "name": group,
+                "versions": [{"groupVersion": api_version, "version": api_version.split("/")[1]}],
+                "preferredVersion": {
+                    "groupVersion": api_version,
+                    "version": api_version.split("/")[1],
+                },
+            }
+            for group, api_version in versions
+        ]
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
