@@ -67,12 +67,15 @@ test: lint typecheck validate
 layer-requirements: install
 	$(PY) -m hyperguard.tools.layer_requirements > shared/requirements.txt
 
+# The layer's recipe (shared/Makefile) runs pip with the project's Python.
 build: sam-install
-	$(SAM) build --parallel
+	PYTHON=$(abspath $(PY)) $(SAM) build --parallel
 
 bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/scheduler.py --shape baseline
+	$(PY) bench/lambda_init.py
+	$(PY) bench/recovery.py
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
