@@ -6,17 +6,29 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+if TYPE_CHECKING:
+    from hyperguard.catalogue import StaticCatalogue
+
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "tests" / "events"
+FIXTURES = ROOT / "tests" / "fixtures"
 REGION = "us-east-1"
 
 
 def load_event(name: str) -> dict[str, Any]:
     return dict(json.loads((EVENTS / f"{name}.json").read_text()))
+
+
+def catalogue() -> StaticCatalogue:
+    """The instance catalogue from EC2's own figures (tests/fixtures)."""
+    from hyperguard.catalogue import StaticCatalogue
+
+    data = json.loads((FIXTURES / "ec2-describe-instance-types.json").read_text())
+    return StaticCatalogue.from_instance_types(data["InstanceTypes"])
 
 
 def template() -> dict[str, Any]:
@@ -66,6 +78,7 @@ class Stack:
             "ESCALATION_TOPIC_ARN": self.topic_arn,
             "RECOVERY_STATE_MACHINE_ARN": self.state_machine_arn,
             "HYPERPOD_CLUSTER_NAME": "hyperguard-twin",
+            "EKS_CLUSTER_NAME": "hyperguard-eks",
         }
 
 
