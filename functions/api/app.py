@@ -6,6 +6,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.api import ApiDependencies, create_app
+from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import RecoveryWorkflows
 from hyperguard.observability import logger, metrics, tracer
@@ -14,13 +15,14 @@ from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, NodeStore
 
 settings = load_settings("recovery_state_machine_arn")
+catalogue = Ec2InstanceCatalogue()
 operator = RecoveryOperator(
     IncidentStore(settings.incidents_table, settings.nodes_table),
     NodeStore(settings.nodes_table),
     RecoveryWorkflows(settings.recovery_state_machine_arn),
 )
-node_actions = OperatorNodeActions(operator, gateway_for(settings))
-app = create_app(ApiDependencies.from_settings(settings, node_actions=node_actions))
+node_actions = OperatorNodeActions(operator, gateway_for(settings, catalogue))
+app = create_app(ApiDependencies.from_settings(settings, node_actions, catalogue))
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -10,16 +10,21 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
+from hyperguard.cluster.factory import gateway_for
 from hyperguard.events import ClassifyConfig
 from hyperguard.ingestion import HealthIngestor
+from hyperguard.inventory import NodeLookup
 from hyperguard.messaging import Escalator, RecoveryWorkflows
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore
 
 settings = load_settings("recovery_state_machine_arn")
+nodes = NodeStore(settings.nodes_table)
 ingestor = HealthIngestor(
-    nodes=NodeStore(settings.nodes_table),
+    nodes=nodes,
+    lookup=NodeLookup(nodes, gateway_for(settings, Ec2InstanceCatalogue())),
     incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
     idempotency=IdempotencyStore(settings.idempotency_table, settings.idempotency_ttl_s),
     workflows=RecoveryWorkflows(settings.recovery_state_machine_arn),

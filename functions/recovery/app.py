@@ -4,6 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.observability import logger, metrics, tracer
@@ -20,10 +21,9 @@ steps = RecoverySteps(
     jobs=JobStore(settings.jobs_table),
     policies=RepairPolicyStore(settings.teams_table),
     checkpoints=CheckpointStore(),
-    gateway=gateway_for(settings),
+    gateway=gateway_for(settings, Ec2InstanceCatalogue()),
     publisher=EventPublisher(settings.event_bus_name),
     escalator=Escalator(settings.escalation_topic_arn),
-    time_scale=settings.time_scale,
 )
 
 

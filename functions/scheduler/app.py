@@ -4,6 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.governance.service import SchedulerBusyError, SchedulerService
 from hyperguard.observability import logger, metrics, tracer
@@ -11,10 +12,12 @@ from hyperguard.settings import load_settings
 from hyperguard.store import JobStore, TeamStore
 
 settings = load_settings()
+catalogue = Ec2InstanceCatalogue()
 service = SchedulerService(
     jobs=JobStore(settings.jobs_table),
     teams=TeamStore(settings.teams_table),
-    gateway=gateway_for(settings),
+    gateway=gateway_for(settings, catalogue),
+    catalogue=catalogue,
     cluster=settings.hyperpod_cluster_name,
     lease_ttl_s=settings.scheduler_lease_s,
 )

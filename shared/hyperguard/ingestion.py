@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from hyperguard.events import ClassifyConfig, MalformedEventError, classify
+from hyperguard.inventory import NodeLookup
 from hyperguard.messaging import Escalator, RecoveryWorkflows
 from hyperguard.models import Action, HealthSignal, Incident, NodeStatus, utcnow
 from hyperguard.observability import logger
@@ -36,6 +37,7 @@ class Outcome(StrEnum):
 @dataclass
 class HealthIngestor:
     nodes: NodeStore
+    lookup: NodeLookup
     incidents: IncidentStore
     idempotency: IdempotencyStore
     workflows: RecoveryWorkflows
@@ -74,7 +76,7 @@ class HealthIngestor:
         if signal.action is Action.IGNORE or signal.instance_id is None:
             logger.info("signal ignored", extra={"kind": signal.kind, "reason": signal.reason})
             return Outcome.IGNORED
-        node = self.nodes.get(signal.instance_id)
+        node = self.lookup.find(signal.instance_id)
         # Kubernetes signals name the EKS cluster, HyperPod's name the HyperPod cluster.
         names = {node.cluster, self.orchestrator} if node else set()
         gone = node is not None and node.status is NodeStatus.NOT_FOUND  # replaced earlier

@@ -28,8 +28,9 @@ class Settings(BaseSettings):
         default="", description="only the ingest function starts recoveries"
     )
     hyperpod_cluster_name: str = Field(min_length=1)
-    eks_cluster_name: str = ""
-    cluster_backend: Literal["hyperpod", "simulated"] = "hyperpod"
+    eks_cluster_name: str = Field(
+        min_length=1, description="the EKS cluster that orchestrates HyperPod (and bursts)"
+    )
     rebalance_action: Literal["ignore", "drain", "notify"] = "ignore"
     idempotency_ttl_s: int = Field(default=86_400, ge=60)
     scheduler_queue_url: str = Field(
@@ -39,9 +40,6 @@ class Settings(BaseSettings):
         default="", description="comma-separated IAM ARNs that are API admins from the start"
     )
     scheduler_lease_s: int = Field(default=120, ge=10, description="a pass's lease")
-    time_scale: float = Field(
-        default=1.0, gt=0, description="the local twin runs policy waits this much faster"
-    )
 
 
 def load_settings(*required: str) -> Settings:

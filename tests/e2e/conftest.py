@@ -20,7 +20,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def twin() -> Iterator[Twin]:
     # moto's backends are process-global: one twin at a time; down() resets them.
-    running = Twin(TwinConfig(root=ROOT, port=free_port(), api_port=free_port()))
+    running = Twin(TwinConfig(root=ROOT, port=0, api_port=0))
     running.up()
     yield running
     running.down()

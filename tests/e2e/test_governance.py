@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from tests.conftest import ROOT
-from tests.e2e.conftest import free_port
 
 from hyperguard.twin.runtime import Twin, TwinConfig
 
@@ -33,8 +32,8 @@ def twin() -> Iterator[Twin]:
         # job admitted against it would wait for HyperPod instead of reclaiming (a known gap).
         TwinConfig(
             root=ROOT,
-            port=free_port(),
-            api_port=free_port(),
+            port=0,
+            api_port=0,
             hyperpod_nodes=4,
             burst_nodes=0,
             seed_jobs=False,
@@ -134,21 +133,18 @@ def test_borrowing_reclaiming_and_priority_preemption_over_http(twin: Twin, http
     view = next(v for v in http("GET", "/views/teams")[1]["teams"] if v["team"] == "beta")
     assert (view["gpus_in_use"], view["borrowed_gpus"]) == (24, 16)
 
-    time.sleep(1)
     alpha_low = http.submit("alpha", 8, replicas=2)
     http.wait({alpha_low: "Running", beta[2]: "Preempted"})
     history = http("GET", f"/jobs/{beta[2]}", principal=member("beta"))[1]["history"]
     assert history[-1]["event"] == "preempted" and "reclaim lent quota" in history[-1]["reason"]
 
-    time.sleep(1)
     gamma = http.submit("gamma", 8)
     http.wait({gamma: "Running", beta[1]: "Preempted", beta[0]: "Running"})
 
-    time.sleep(1)
     alpha_high = http.submit("alpha", 8, replicas=2, priority_class="high")
     http.wait({alpha_high: "Running", alpha_low: "Preempted"})
 
-    running = {j.job_id for j in twin.cluster.jobs() if j.status.value == "Running"}
+    running = {job_id for job_id, run in twin.cluster.runs().items() if run.state == "running"}
     assert running == {beta[0], gamma, alpha_high}  # 8 + 8 + 16 = the cluster's 32 GPUs
 
 

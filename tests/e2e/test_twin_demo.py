@@ -44,15 +44,17 @@ def test_the_scenario_settles_with_no_errors_and_an_empty_dlq(result: dict[str, 
 def test_each_event_gets_exactly_the_outcome_its_facts_call_for(result: dict[str, Any]) -> None:
     well_formed = 8
     assert result["signals"] == {
-        "opened": 3,  # GPU fault, spot interruption, scheduled retirement
-        "merged": 1 + REPORTS,  # AWS Health on the faulty node + the agent re-reporting
+        "opened": 3,  # GPU fault (the health agent's event), spot interruption, retirement
+        # the fault reported again, AWS Health on the faulty node, and the re-reports
+        "merged": 2 + REPORTS,
         "notified": 1,  # HyperPod's failed replacement, attached to the node's incident
         "duplicate": well_formed * REDELIVERIES,
         "ignored": 2,  # state change to pending, rebalance recommendation
         "foreign": 1,  # the sample as published names another cluster
         "malformed": 1,
     }
-    assert result["deliveries"] == well_formed + 1 + REPORTS + well_formed * REDELIVERIES
+    agent = 1  # the simulated health agent's own report of the fault
+    assert result["deliveries"] == agent + well_formed + 1 + REPORTS + well_formed * REDELIVERIES
 
 
 def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict[str, Any]) -> None:
@@ -63,7 +65,7 @@ def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict
         "health_scheduled_change",
     }
     gpu = incidents["hyperpod_node_health"]
-    assert gpu["signals"] == 3 + REPORTS and gpu["sources"] == ["aws_health", "hyperpod"]
+    assert gpu["signals"] == 4 + REPORTS and gpu["sources"] == ["aws_health", "hyperpod"]
     assert incidents["spot_interruption"]["repair"] == "drain"
     assert all(
         i["execution"] == "SUCCEEDED" and i["status"] == "resolved" for i in result["incidents"]
@@ -79,8 +81,9 @@ def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict
     # The faulty node's job moved to a hot spare, from its latest complete checkpoint.
     (job,) = gpu["jobs"]
     assert job["strategy"] == "move_to_spare" and job["checkpoint_step"] >= 1200
-    assert result["jobs"][job["job_id"]]["restarts"] == 1
-    assert result["jobs"][job["job_id"]]["step"] > job["checkpoint_step"]
+    (moved,) = [j for j in result["jobs"].values() if j["job_id"] == job["job_id"]]
+    assert moved["run"].endswith("-restart-1")  # a new run, on the spare
+    assert moved["step"] >= job["checkpoint_step"]  # resumed, not started over
     assert result["executions"] == {"SUCCEEDED": 3}
     assert twin.deployment is not None
     sfn = twin.client("stepfunctions")
@@ -124,7 +127,7 @@ def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str,
         "AWS::ApiGateway::Deployment",
         "AWS::ApiGateway::Stage",
         "AWS::Lambda::Permission",  # the right to invoke, left out with the callers
-        "AWS::Events::Rule (Schedule)",
+        "AWS::EKS::AccessEntry",
     }
     covered = {g["type"] for g in status["emulator_gaps"]}
     assert {
@@ -134,7 +137,10 @@ def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str,
         "AWS::SQS::QueuePolicy",
         "AWS::CloudWatch::Alarm",
         "AWS::ApiGateway::RestApi",
-        "AWS::Events::Rule (Schedule)",
+        "AWS::EKS::AccessEntry",
+        "AWS::Events::Rule",
+        "SageMaker HyperPod API",
+        "EKS and Kubernetes API",
     } <= covered
     assert all(
         g["created"] is False

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.conftest import Stack
+from tests.conftest import Stack, catalogue
 
 from hyperguard.api import ApiDependencies, create_app
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
+from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
 
 ADMIN = DEFAULT_PRINCIPAL
@@ -85,6 +86,8 @@ class Api:
                 nodes=self.nodes,
                 node_actions=self.node_actions,
                 wakeup=self.wakeup,
+                catalogue=catalogue(),
+                policies=RepairPolicyStore(stack.tables["TeamsTable"]),
                 admin_principals=frozenset({ADMIN}),
                 clock=clock or (lambda: datetime.now(UTC)),
             )

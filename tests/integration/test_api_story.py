@@ -8,10 +8,8 @@ from typing import Any
 
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
-from tests.integration.scheduler_harness import empty_cluster, scheduler
-
-from hyperguard.cluster.clock import ManualClock
-from hyperguard.models import JobStatus
+from tests.integration.conftest import MakeCluster
+from tests.integration.scheduler_harness import running_jobs, scheduler
 
 
 def _status(api: Api, job_id: str) -> str:
@@ -23,10 +21,12 @@ def _team(api: Api, team: str) -> dict[str, Any]:
     return next(v for v in views if v["team"] == team)
 
 
-def test_three_teams_borrow_reclaim_and_preempt_by_priority(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock, hyperpod_nodes=4)  # 32 GPUs
-    service = scheduler(stack, cluster, clock)
+def test_three_teams_borrow_reclaim_and_preempt_by_priority(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=4)  # 32 GPUs
+    clock = apis.clock
+    service = scheduler(stack, apis)
     api = Api(stack, clock=clock.now)
     for team in ("alpha", "beta", "gamma"):
         api.call("PUT", "/principals", {"principal_arn": member(team), "team": team})
@@ -45,7 +45,7 @@ def test_three_teams_borrow_reclaim_and_preempt_by_priority(stack: Stack) -> Non
         beta.append(reply.body["job_id"])
     result = service.run_pass()
     assert sorted(result.admitted) == sorted(beta) and result.dispatched == result.admitted
-    assert {j.job_id for j in cluster.jobs() if j.status is JobStatus.RUNNING} == set(beta)
+    assert running_jobs(apis) == set(beta)
     view = _team(api, "beta")
     assert (view["allocated_gpus"], view["gpus_in_use"], view["borrowed_gpus"]) == (8, 24, 16)
     assert view["utilisation"] == 3.0
@@ -87,8 +87,7 @@ def test_three_teams_borrow_reclaim_and_preempt_by_priority(stack: Stack) -> Non
         "dispatched",
         "preempted",
     ]
-    running = {j.job_id for j in cluster.jobs() if j.status is JobStatus.RUNNING}
-    assert running == {beta[0], g1, a2_id}
+    assert running_jobs(apis) == {beta[0], g1, a2_id}
 
     # Nothing moves on a stable state; waiting jobs say why.
     result = service.run_pass()

@@ -1,4 +1,5 @@
-"""The checkpoint convention on S3 (moto): only folders with the _COMPLETE marker count."""
+"""The checkpoint convention on S3 (moto): only folders with the _COMPLETE marker count.
+Checkpoints are written the way the twin's simulated training jobs write them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hyperguard.store.checkpoints import (
     checkpoint_folder,
     split_s3_uri,
 )
+from hyperguard.twin.effects import write_checkpoint
 
 LOCATION = "s3://ckpts/team-a/llama/"
 
@@ -25,13 +27,13 @@ def store(aws_env: None) -> CheckpointStore:
 def test_the_newest_complete_checkpoint_wins_and_a_cut_short_one_is_ignored(
     store: CheckpointStore,
 ) -> None:
-    store.write(LOCATION, 100)
-    store.write(LOCATION, 1200)
     s3 = boto3.client("s3", region_name=REGION)
+    write_checkpoint(s3, LOCATION, 100)
+    write_checkpoint(s3, LOCATION, 1200)
     # step 1300 was being written when the node failed: shards, no marker
     s3.put_object(Bucket="ckpts", Key="team-a/llama/step-00001300/model.pt", Body=b"partial")
     # another job's newer checkpoint under a sibling prefix does not leak in
-    store.write("s3://ckpts/team-a/llama-v2/", 9000)
+    write_checkpoint(s3, "s3://ckpts/team-a/llama-v2/", 9000)
     latest = store.latest_complete(LOCATION)
     assert latest is not None
     assert (latest.step, latest.uri) == (1200, "s3://ckpts/team-a/llama/step-00001200/")

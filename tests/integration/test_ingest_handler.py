@@ -1,16 +1,19 @@
-"""The ingest Lambda handler on SQS batches of the real sample events (moto for AWS)."""
+"""The ingest Lambda handler on SQS batches of the real sample events (moto for AWS, the
+simulated cluster behind SageMaker and the Kubernetes API for instances it looks up)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import uuid
+from collections.abc import Iterator
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
 from tests.conftest import REGION, ROOT, Stack, load_event
+from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
 from hyperguard.models import Node
 from hyperguard.store import IncidentStore, NodeStore
@@ -56,6 +59,13 @@ def record(body: str) -> dict[str, Any]:
         "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:test-health",
         "awsRegion": REGION,
     }
+
+
+@pytest.fixture(autouse=True)
+def apis(stack: Stack) -> Iterator[ClusterApis]:
+    """The HyperPod and EKS clusters the handler looks unknown instances up in."""
+    with cluster_apis(hyperpod_nodes=2, burst_nodes=1) as running:
+        yield running
 
 
 @pytest.fixture
@@ -223,3 +233,44 @@ def test_kubernetes_conditions_name_the_eks_cluster_and_still_reach_hyperpod_nod
     batch = [record(condition("other-eks", "e-1")), record(condition("training-eks", "e-2"))]
     assert app.handler({"Records": batch}, context()) == {"batchItemFailures": []}
     assert app.ingestor.counts == {"foreign": 1, "opened": 1}
+
+
+def test_an_instance_the_inventory_has_not_seen_yet_is_looked_up_in_the_cluster(
+    stack: Stack, apis: ClusterApis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node added since the last inventory sync: ingestion asks SageMaker before it
+    calls the event foreign, stores the node, and opens the incident."""
+    app = load_handler(stack.env(), monkeypatch)
+    newcomer = apis.hyperpod[0]
+    event = load_event("hyperpod-node-health-unhealthy")
+    event["detail"]["InstanceId"] = newcomer  # constructed: the sample aimed at our node
+    event["detail"]["ClusterName"] = "hyperguard-twin"
+    assert app.handler({"Records": [record(json.dumps(event))]}, context()) == {
+        "batchItemFailures": []
+    }
+    assert app.ingestor.counts == {"opened": 1}
+    stored = NodeStore(stack.tables["NodesTable"]).get(newcomer)
+    assert stored is not None and stored.cluster == "hyperguard-twin" and stored.accelerators == 8
+
+
+def test_a_storm_for_an_unknown_instance_costs_one_lookup_per_window(
+    stack: Stack, apis: ClusterApis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = load_handler(stack.env(), monkeypatch)
+    looked_up: list[str] = []
+    real = app.ingestor.lookup.gateway.node_status
+
+    def counted(instance_id: str) -> Any:
+        looked_up.append(instance_id)
+        return real(instance_id)
+
+    monkeypatch.setattr(app.ingestor.lookup.gateway, "node_status", counted)
+    spot = load_event("ec2-spot-interruption-warning")
+    batch = []
+    for n in range(20):
+        event = dict(spot, id=f"storm-{n}")  # constructed: 20 deliveries of new events
+        batch.append(record(json.dumps(event)))
+    assert app.handler({"Records": batch[:10]}, context()) == {"batchItemFailures": []}
+    assert app.handler({"Records": batch[10:]}, context()) == {"batchItemFailures": []}
+    assert app.ingestor.counts == {"foreign": 20}
+    assert looked_up == [spot["detail"]["instance-id"]]

@@ -1,16 +1,17 @@
-"""NodeRecovery's steps in the order the state machine runs them, on moto and the
-simulated cluster with a manual clock (the state machine itself runs in tests/e2e)."""
+"""NodeRecovery's steps in the order the state machine runs them, on moto and the simulated
+cluster behind real APIs (SageMaker, EKS, the Kubernetes API server), reached through the
+service's own adapters, with a manual clock (the state machine itself runs in tests/e2e)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from tests.conftest import REGION, Stack
+from tests.conftest import Stack
+from tests.integration.cluster_harness import ClusterApis, cluster_apis, seed_jobs
 
-from hyperguard.cluster.clock import ManualClock
-from hyperguard.cluster.simulated import SimulatedCluster
+from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.models import (
     Action,
@@ -30,22 +31,21 @@ from hyperguard.recovery.steps import (
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.policy import RepairPolicyStore
-
-BUCKET = "hyperguard-twin-checkpoints"
+from hyperguard.twin.cluster import SimulatedCluster
 
 
 class World:
-    def __init__(self, stack: Stack) -> None:
-        self.clock = ManualClock()
-        self.checkpoints = CheckpointStore()
-        boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
-        self.cluster = SimulatedCluster(self.clock, checkpoint_sink=self._sink).seed_default()
+    def __init__(self, stack: Stack, apis: ClusterApis) -> None:
+        self.apis = apis
+        self.clock = apis.clock
+        self.cluster: SimulatedCluster = apis.cluster
+        self.gateway = apis.gateway
         self.nodes = NodeStore(stack.tables["NodesTable"])
         self.jobs = JobStore(stack.tables["JobsTable"])
         self.incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
-        self.nodes.upsert_inventory(self.cluster.list_nodes())
-        for job in self.cluster.jobs():
-            self.jobs.put(job)
+        seed_jobs(apis, self.jobs)
+        self.sync = InventorySync(self.nodes, apis.gateway, frozenset({"hyperguard-twin"}))
+        self.sync.sync()
         self.published: list[tuple[str, dict[str, Any]]] = []
         publisher = EventPublisher(stack.bus_name)
         publisher.publish = lambda t, d, resources=[]: self.published.append((t, d))  # type: ignore[method-assign]
@@ -54,17 +54,12 @@ class World:
             nodes=self.nodes,
             jobs=self.jobs,
             policies=RepairPolicyStore(stack.tables["TeamsTable"]),
-            checkpoints=self.checkpoints,
-            gateway=self.cluster,
+            checkpoints=CheckpointStore(),
+            gateway=apis.gateway,
             publisher=publisher,
             escalator=Escalator(stack.topic_arn),
             clock=self.clock.now,
         )
-
-    def _sink(self, job_id: str, step: int, uri: str) -> None:
-        job = next(j for j in self.cluster.jobs() if j.job_id == job_id)
-        assert job.checkpoint_location
-        self.checkpoints.write(job.checkpoint_location, step)
 
     def open(
         self, instance_id: str, repair: Repair = Repair.REPLACE, kind: str = "hyperpod_node_health"
@@ -88,6 +83,7 @@ class World:
 
     def run(self, *names: str, r: dict[str, Any]) -> dict[str, Any]:
         for name in names:
+            self.apis.settle()
             r = self.steps.run(name, r)
         return r
 
@@ -95,38 +91,43 @@ class World:
         self, r: dict[str, Any], step_s: float = 30, limit: int = 200
     ) -> dict[str, Any]:
         for _ in range(limit):
-            self.clock.advance(step_s)
+            self.apis.advance(step_s)
             r = self.steps.run("check_health", r)
             if r["health"] != "pending":
                 return r
         raise AssertionError("never healthy")
 
+    def schedulable(self, instance_id: str) -> bool:
+        """What the Kubernetes API says, read through the service's adapter."""
+        return self.gateway.node_status(instance_id).schedulable
+
 
 @pytest.fixture
-def world(stack: Stack) -> World:
-    return World(stack)
+def world(stack: Stack) -> Iterator[World]:
+    with cluster_apis() as apis:
+        yield World(stack, apis)
 
 
 def busy_node(world: World, job_id: str = "llama3-70b-pretrain", index: int = 1) -> str:
-    return next(j for j in world.cluster.jobs() if j.job_id == job_id).nodes[index]
+    return world.cluster.job_instances(job_id)[index]
 
 
 def occupy_spares(world: World) -> None:
-    """Cordon every idle HyperPod node, so no hot spare is left."""
-    busy = {n for j in world.cluster.jobs() for n in j.nodes}
-    for node in world.cluster.list_nodes():
-        if node.platform == "hyperpod" and node.instance_id not in busy:
-            world.cluster.cordon(node.instance_id, incident_id="maintenance", reason="maintenance")
-    world.nodes.upsert_inventory(world.cluster.list_nodes())
+    """Cordon every idle HyperPod node (through the Kubernetes API), so no spare is left."""
+    busy = {i for job_id in world.cluster.runs() for i in world.cluster.job_instances(job_id)}
+    for instance_id in world.apis.hyperpod:
+        if instance_id not in busy:
+            world.gateway.cordon(instance_id, incident_id="maintenance", reason="maintenance")
+    world.sync.sync()
 
 
 def test_replace_with_no_spare_resumes_the_job_on_the_replacement_from_its_checkpoint(
     world: World,
 ) -> None:
     occupy_spares(world)
-    world.clock.advance(30 * 25)  # the jobs take 25 steps: two more checkpoints land in S3
+    world.apis.advance(60 + 30 * 25)  # start, then 25 steps: two more checkpoints land in S3
     faulty = busy_node(world)
-    step_before = world.cluster.progress()["llama3-70b-pretrain"].step
+    step_before = world.cluster.step_of("llama3-70b-pretrain")
     world.cluster.inject_fault(faulty)
     r = world.open(faulty)
     r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=r)
@@ -136,18 +137,18 @@ def test_replace_with_no_spare_resumes_the_job_on_the_replacement_from_its_check
     plan = incident.jobs[0]
     assert plan.strategy == "wait_for_repair"
     assert plan.checkpoint_step == step_before - step_before % 10  # the newest complete one
-    assert world.cluster.node_status(faulty).schedulable is False
+    assert world.schedulable(faulty) is False
 
     r = world.until_healthy(r)
     assert r["health"] == "healthy" and r["replacement"] != faulty
     r = world.run("return_to_service", "resume_jobs", "close", r=r)
     assert r["resumed"] == ["llama3-70b-pretrain"] and r["resolution"] == "replaced"
 
-    world.clock.advance(60 + 30 * 3)  # restart overhead, then three steps
-    progress = world.cluster.progress()["llama3-70b-pretrain"]
-    assert r["replacement"] in progress.job.nodes and faulty not in progress.job.nodes
-    assert progress.step >= plan.checkpoint_step + 3  # continues from the checkpoint
-    assert progress.job.restart_count == 1
+    world.apis.advance(60 + 30 * 3)  # restart overhead, then three steps
+    placed = world.cluster.job_instances("llama3-70b-pretrain")
+    assert r["replacement"] in placed and faulty not in placed
+    assert world.cluster.step_of("llama3-70b-pretrain") >= plan.checkpoint_step + 3
+    assert world.cluster.runs()["llama3-70b-pretrain"].name == "llama3-70b-pretrain-restart-1"
     stored = world.jobs.get("llama3-70b-pretrain")
     assert stored is not None and stored.restart_count == 1 and stored.status is JobStatus.RUNNING
     closed = world.incidents.get(r["incident_id"])
@@ -172,7 +173,8 @@ def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> N
     assert incident is not None and incident.jobs[0].strategy == "move_to_spare"
     spare = incident.jobs[0].spare
     assert r["moved_to_spare"] == ["llama3-70b-pretrain"]
-    assert spare in world.cluster.progress()["llama3-70b-pretrain"].job.nodes
+    world.apis.settle()
+    assert spare in world.cluster.job_instances("llama3-70b-pretrain")
 
 
 def test_auto_resume_jobs_are_left_to_hyperpod(world: World) -> None:
@@ -215,23 +217,44 @@ def test_a_node_that_recovered_on_its_own_is_closed_and_released(world: World) -
     assert (r["verdict"], r["resolution"]) == ("recovered", "recovered_on_its_own")
     r = world.run("close", r=r)
     assert world.nodes.get(healthy).open_incident_id is None  # type: ignore[union-attr]
-    assert world.cluster.node_status(healthy).schedulable  # never cordoned
+    assert world.schedulable(healthy)  # never cordoned
+
+
+def test_a_node_condition_on_a_hyperpod_node_is_not_recovered_on_its_own(world: World) -> None:
+    """SageMaker still says Running; the Kubernetes node says KernelReady=False."""
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty, kind="kernel")
+    r = world.run("diagnose", r=world.open(faulty, Repair.REBOOT, kind="node_condition"))
+    assert r["verdict"] == "repair" and r["action"] == "reboot"
 
 
 @pytest.mark.parametrize(
-    ("code", "error"),
-    [("InstanceIdInUse", RepairRetryableError), ("InstanceIdNotFound", RepairRejectedError)],
+    ("code", "times", "error"),
+    [
+        # The HyperPod adapter tries a busy node 4 times before the step gives up on it.
+        ("InstanceIdInUse", 4, RepairRetryableError),
+        ("InstanceIdNotFound", 1, RepairRejectedError),
+    ],
 )
 def test_refused_repairs_raise_the_error_the_state_machine_routes(
-    world: World, code: str, error: type[Exception]
+    world: World, code: str, times: int, error: type[Exception]
 ) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
     r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", r=world.open(faulty))
-    world.cluster.fail_next_repairs(code)
+    world.cluster.fail_next_repairs(code, times)
     with pytest.raises(error, match=code):
         world.run("repair", r=r)
-    assert world.cluster.node_status(faulty).schedulable is False  # left cordoned
+    assert world.schedulable(faulty) is False  # left cordoned
+
+
+def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: World) -> None:
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", r=world.open(faulty))
+    world.cluster.fail_next_repairs("InstanceIdInUse", 3)
+    r = world.run("repair", r=r)
+    assert r["action"] == "replace" and r["health"] == "pending"
 
 
 def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
@@ -253,44 +276,44 @@ def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
 
 
 def test_a_storm_over_a_fifth_of_the_pool_trips_the_brake(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = SimulatedCluster(clock).seed_default(hyperpod_nodes=256, burst_nodes=0)
-    world_nodes = NodeStore(stack.tables["NodesTable"])
-    world_nodes.upsert_inventory(cluster.list_nodes())
-    incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
-    steps = RecoverySteps(
-        incidents=incidents,
-        nodes=world_nodes,
-        jobs=JobStore(stack.tables["JobsTable"]),
-        policies=RepairPolicyStore(stack.tables["TeamsTable"]),
-        checkpoints=CheckpointStore(),
-        gateway=cluster,
-        publisher=EventPublisher(stack.bus_name),
-        escalator=Escalator(stack.topic_arn),
-        clock=clock.now,
-    )
-    hyperpod = [n for n in cluster.list_nodes() if n.platform == "hyperpod"]
-    verdicts: list[str] = []
-    for n, node in enumerate(hyperpod[:64]):
-        signal = HealthSignal(
-            source=SignalSource.HYPERPOD,
-            kind="hyperpod_node_health",
-            instance_id=node.instance_id,
-            cluster=node.cluster,
-            severity=Severity.FATAL,
-            action=Action.OPEN_INCIDENT,
-            repair=Repair.REPLACE,
-            reason="storm",
-            observed_at=clock.now(),
-            dedupe_key=f"s{n}",
+    with cluster_apis(hyperpod_nodes=256, burst_nodes=0) as apis:
+        world_nodes = NodeStore(stack.tables["NodesTable"])
+        InventorySync(world_nodes, apis.gateway, frozenset({"hyperguard-twin"})).sync()
+        incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
+        steps = RecoverySteps(
+            incidents=incidents,
+            nodes=world_nodes,
+            jobs=JobStore(stack.tables["JobsTable"]),
+            policies=RepairPolicyStore(stack.tables["TeamsTable"]),
+            checkpoints=CheckpointStore(),
+            gateway=apis.gateway,
+            publisher=EventPublisher(stack.bus_name),
+            escalator=Escalator(stack.topic_arn),
+            clock=apis.clock.now,
         )
-        incident, _ = incidents.open_or_append(node, signal, clock.now())
-        verdicts.append(steps.run("guard", {"incident_id": incident.incident_id})["verdict"])
-    # 51 of 256 (20 %) may be unhealthy; from the 52nd open incident on, repairs hold.
-    assert verdicts[:51] == ["proceed"] * 51
-    assert set(verdicts[51:]) == {"hold"}
-    held = steps.run("guard", {"incident_id": incidents.recent(1)[0].incident_id})
-    assert "64 of 256 nodes in pool workers are unhealthy" in held["hold_reasons"][0]
+        verdicts: list[str] = []
+        for n, instance_id in enumerate(apis.hyperpod[:64]):
+            node = world_nodes.get(instance_id)
+            assert node is not None
+            signal = HealthSignal(
+                source=SignalSource.HYPERPOD,
+                kind="hyperpod_node_health",
+                instance_id=instance_id,
+                cluster=node.cluster,
+                severity=Severity.FATAL,
+                action=Action.OPEN_INCIDENT,
+                repair=Repair.REPLACE,
+                reason="storm",
+                observed_at=apis.clock.now(),
+                dedupe_key=f"s{n}",
+            )
+            incident, _ = incidents.open_or_append(node, signal, apis.clock.now())
+            verdicts.append(steps.run("guard", {"incident_id": incident.incident_id})["verdict"])
+        # 51 of 256 (20 %) may be unhealthy; from the 52nd open incident on, repairs hold.
+        assert verdicts[:51] == ["proceed"] * 51
+        assert set(verdicts[51:]) == {"hold"}
+        held = steps.run("guard", {"incident_id": incidents.recent(1)[0].incident_id})
+        assert "64 of 256 nodes in pool workers are unhealthy" in held["hold_reasons"][0]
 
 
 def test_an_operator_veto_holds_even_a_single_repair(world: World) -> None:
@@ -321,21 +344,15 @@ def test_two_replacements_in_one_pool_each_find_their_own_node(world: World) -> 
 
 
 def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(world: World) -> None:
-    eks = next(n for n in world.cluster.list_nodes() if n.platform == "eks")
-    world.cluster.inject_fault(eks.instance_id)
+    eks = world.apis.burst[0]
+    world.cluster.inject_fault(eks)
     r = world.run(
-        "diagnose",
-        "guard",
-        "cordon",
-        "protect_jobs",
-        "drain",
-        "repair",
-        r=world.open(eks.instance_id),
+        "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(eks)
     )
     assert r["action"] == "replace"
     r = world.until_healthy(r)
     assert (r["health"], r["replacement"]) == ("healthy", None)
     r = world.run("return_to_service", "resume_jobs", "close", r=r)
-    retired = world.nodes.get(eks.instance_id)
+    retired = world.nodes.get(eks)
     assert retired is not None and retired.status.value == "NotFound"
     assert r["resolution"] == "replaced"

@@ -11,11 +11,11 @@ import pytest
 from botocore.client import BaseClient
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
-from tests.integration.scheduler_harness import empty_cluster, scheduler
+from tests.integration.conftest import MakeCluster
+from tests.integration.scheduler_harness import running_jobs, scheduler
 
-from hyperguard.cluster.clock import ManualClock
 from hyperguard.cluster.gateway import ClusterError
-from hyperguard.cluster.simulated import SimulatedCluster
+from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store.jobs import JobStore
 
@@ -44,13 +44,14 @@ def atomic_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("atomic_calls")
-def test_fifty_concurrent_submissions_never_exceed_the_quota(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock, hyperpod_nodes=4)  # 32 GPUs installed
+def test_fifty_concurrent_submissions_never_exceed_the_quota(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=4)  # 32 GPUs installed
     api = Api(stack)
     api.call("PUT", "/principals", {"principal_arn": member("solo"), "team": "solo"})
     api.quota("solo", 16, strategy="DontLend", borrow=None)
-    services = [scheduler(stack, cluster, clock) for _ in range(4)]
+    services = [scheduler(stack, apis) for _ in range(4)]
     done = threading.Event()
     passes: list[Any] = []
     over: list[int] = []
@@ -80,24 +81,24 @@ def test_fifty_concurrent_submissions_never_exceed_the_quota(stack: Stack) -> No
     assert sum(r.job.status is JobStatus.RUNNING for r in records) == 16
     assert sum(r.job.status is JobStatus.PENDING for r in records) == 34
     assert any(not p.acquired for p in passes), "passes never contended for the lease"
-    running = [j for j in cluster.jobs() if j.status is JobStatus.RUNNING]
-    assert len(running) == 16
+    assert len(running_jobs(apis)) == 16
 
 
-def test_a_pass_does_nothing_while_another_holds_the_lease(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock)
+def test_a_pass_does_nothing_while_another_holds_the_lease(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster()
     api = Api(stack)
     api.quota("solo", 16)
     job_id = api.submit("solo", 8).body["job_id"]
     assert api.teams.acquire_lease("hyperguard-twin", "someone-else", 60) is not None
-    result = scheduler(stack, cluster, clock).run_pass()
+    result = scheduler(stack, apis).run_pass()
     assert not result.acquired
     assert api.jobs.record(job_id).job.status is JobStatus.PENDING  # type: ignore[union-attr]
-    assert cluster.jobs() == [] or all(j.job_id != job_id for j in cluster.jobs())
+    assert job_id not in running_jobs(apis)
 
 
-class CancelsDuringThePass(SimulatedCluster):
+class CancelsDuringThePass(HyperPodEksGateway):
     """Reading the nodes happens after the pass read the jobs: a cancel arriving then makes
     the snapshot stale."""
 
@@ -109,27 +110,30 @@ class CancelsDuringThePass(SimulatedCluster):
         return super().list_nodes()
 
 
-def test_a_job_cancelled_after_the_snapshot_is_not_admitted(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock, kind=CancelsDuringThePass)
+def test_a_job_cancelled_after_the_snapshot_is_not_admitted(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster()
     api = Api(stack)
     api.quota("solo", 16)
     victim = api.submit("solo", 8).body["job_id"]
-    cluster.api, cluster.victim = api, victim
-    result = scheduler(stack, cluster, clock).run_pass()
+    gateway = CancelsDuringThePass(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    gateway.api, gateway.victim = api, victim
+    result = scheduler(stack, apis, gateway).run_pass()
     assert result.admitted == [] and result.conflicts == 1
     record = api.jobs.record(victim)
     assert record is not None and record.job.status is JobStatus.CANCELLED
-    assert record.job.nodes == [] and all(j.job_id != victim for j in cluster.jobs())
+    assert record.job.nodes == [] and victim not in running_jobs(apis)
 
 
-def test_a_stale_quota_version_stops_the_pass_before_it_admits(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock)
+def test_a_stale_quota_version_stops_the_pass_before_it_admits(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster()
     api = Api(stack)
     api.quota("solo", 16)
     job_id = api.submit("solo", 8).body["job_id"]
-    service = scheduler(stack, cluster, clock)
+    service = scheduler(stack, apis)
     read_quotas = service.teams.quotas
 
     def quotas_then_update() -> Any:
@@ -143,16 +147,18 @@ def test_a_stale_quota_version_stops_the_pass_before_it_admits(stack: Stack) -> 
     assert api.jobs.record(job_id).job.status is JobStatus.PENDING  # type: ignore[union-attr]
 
 
-def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock, hyperpod_nodes=1, burst_nodes=4)  # 2 of 4 are spot
+def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)  # 2 of 4 are spot
     api = Api(stack)
     api.quota("solo", 64, borrow=0)
     research = api.submit("solo", 8, template="research", replicas=2).body["job_id"]
     first = api.submit("solo", 8).body["job_id"]
     second = api.submit("solo", 8).body["job_id"]
-    result = scheduler(stack, cluster, clock).run_pass()
+    result = scheduler(stack, apis).run_pass()
     assert sorted(result.dispatched) == sorted([research, first])
+    assert running_jobs(apis) == {research, first}
     placed = api.call("GET", f"/jobs/{research}").body
     assert placed["pool"] == "gpu-burst-spot" and len(set(placed["nodes"])) == 2
     assert api.call("GET", f"/jobs/{first}").body["pool"] == "workers"
@@ -161,57 +167,61 @@ def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(stack: Stac
     assert waiting["reason"].startswith("admissible but not placeable: waiting: no hyperpod")
 
 
-def test_fractional_jobs_share_a_node_best_fit(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock, hyperpod_nodes=2)
+def test_fractional_jobs_share_a_node_best_fit(stack: Stack, make_cluster: MakeCluster) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
     api = Api(stack)
     api.quota("solo", 16, borrow=0)
     ids = [api.submit("solo", gpus).body["job_id"] for gpus in (4, 2, 2, 8)]
-    scheduler(stack, cluster, clock).run_pass()
+    scheduler(stack, apis).run_pass()
     nodes = [api.jobs.record(i).job.nodes for i in ids]  # type: ignore[union-attr]
     assert nodes[0] == nodes[1] == nodes[2] and nodes[3] != nodes[0]
 
 
-class RefusesDispatch(SimulatedCluster):
+class RefusesDispatch(HyperPodEksGateway):
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
         raise ClusterError("admission webhook denied the job")
 
 
-def test_a_refused_dispatch_puts_the_job_back_to_pending(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock, hyperpod_nodes=2, kind=RefusesDispatch)
+def test_a_refused_dispatch_puts_the_job_back_to_pending(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
     api = Api(stack)
     api.quota("solo", 16)
     job_id = api.submit("solo", 8).body["job_id"]
-    result = scheduler(stack, cluster, clock).run_pass()
+    gateway = RefusesDispatch(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    result = scheduler(stack, apis, gateway).run_pass()
     assert result.admitted == [job_id] and result.dispatched == []
     view = api.call("GET", f"/jobs/{job_id}").body
     assert view["status"] == "Pending" and view["nodes"] == []
     assert view["history"][-1]["reason"] == "dispatch failed: admission webhook denied the job"
 
 
-def test_cancelling_a_running_job_stops_its_pods_on_the_next_pass(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock)
+def test_cancelling_a_running_job_stops_its_pods_on_the_next_pass(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster()
     api = Api(stack)
     api.quota("solo", 16)
     job_id = api.submit("solo", 8).body["job_id"]
-    service = scheduler(stack, cluster, clock)
+    service = scheduler(stack, apis)
     service.run_pass()
+    assert running_jobs(apis) == {job_id}
     assert api.call("DELETE", f"/jobs/{job_id}").body["status"] == "Cancelled"
     assert api.wakeup.reasons[-1] == "job cancelled"
     result = service.run_pass()
     assert result.stopped == [job_id]
-    sim = next(j for j in cluster.jobs() if j.job_id == job_id)
-    assert sim.status is JobStatus.SUSPENDED
+    assert running_jobs(apis) == set()
+    assert apis.cluster.runs()[job_id].state == "stopped"
     record = api.jobs.record(job_id)
     assert record is not None and not record.stop_pending and record.job.nodes == []
     assert [h.event.value for h in record.history][-2:] == ["cancelled", "stopped"]
 
 
-def test_a_preempted_job_restarts_from_its_checkpoint(stack: Stack) -> None:
-    clock = ManualClock()
-    cluster = empty_cluster(clock, hyperpod_nodes=1)
+def test_a_preempted_job_restarts_from_its_checkpoint(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1)
     api = Api(stack)
     api.call(
         "PUT",
@@ -220,9 +230,9 @@ def test_a_preempted_job_restarts_from_its_checkpoint(stack: Stack) -> None:
     )
     api.quota("solo", 8, borrow=0)
     low = api.submit("solo", 8, priority_class="low").body["job_id"]
-    service = scheduler(stack, cluster, clock)
+    service = scheduler(stack, apis)
     service.run_pass()
-    checkpoint = {"step": 500, "uri": "s3://ckpt-bucket/low/500"}
+    checkpoint = {"step": 500, "uri": "s3://ckpt-bucket/low/step-00000500/"}
     assert api.call("POST", f"/jobs/{low}/checkpoints", checkpoint).status == 201
     high = api.submit("solo", 8, priority_class="high").body["job_id"]
     assert service.run_pass().preempted == [low]
@@ -240,5 +250,7 @@ def test_a_preempted_job_restarts_from_its_checkpoint(stack: Stack) -> None:
         "restarted",
         "dispatched",
     ]
-    sim = next(j for j in cluster.jobs() if j.job_id == low)
-    assert sim.last_checkpoint is not None and sim.last_checkpoint.step == 500
+    # The restarted run is told where to resume from, and does.
+    run = apis.cluster.runs()[low]
+    assert run.state == "running" and run.name.endswith("-restart-1")
+    assert run.anchor_step == 500

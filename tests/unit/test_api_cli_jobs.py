@@ -14,6 +14,7 @@ T0 = datetime(2025, 1, 6, tzinfo=UTC)
 def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
     older = Job(
         job_id="a",
+        name="llama",
         team="nlp",
         status=JobStatus.RUNNING,
         nodes=["i-1", "i-1", "i-2"],
@@ -26,6 +27,7 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
     assert [r["job_id"] for r in rows] == ["b", "a"]
     assert rows[1] == {
         "job_id": "a",
+        "name": "llama",
         "team": "nlp",
         "nodes": "i-1,i-2",
         "status": "Running",
@@ -34,5 +36,14 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
         "reason": "",
     }
     table = render(rows).splitlines()
-    assert table[0].split() == ["JOB_ID", "TEAM", "NODES", "STATUS", "CHECKPOINT_STEP", "RESTARTS"]
-    assert table[2].split() == ["a", "nlp", "i-1,i-2", "Running", "700", "2"]
+    assert table[0].split() == [
+        "JOB_ID",
+        "NAME",
+        "TEAM",
+        "NODES",
+        "STATUS",
+        "CHECKPOINT_STEP",
+        "RESTARTS",
+    ]
+    assert table[1].split()[:2] == ["b", "-"]  # no name given
+    assert table[2].split() == ["a", "llama", "nlp", "i-1,i-2", "Running", "700", "2"]

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from tests.conftest import catalogue
 
 from hyperguard.api.auth import resolve_caller, role_arn
 from hyperguard.api.errors import ForbiddenError, UnauthenticatedError, _field
@@ -14,6 +15,8 @@ from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
 from hyperguard.store.jobs import JobRecord
 from hyperguard.store.teams import PrincipalGrant
+
+CATALOGUE = catalogue()
 
 T0 = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
 
@@ -48,7 +51,7 @@ def _record(job_id: str, team: str, status: JobStatus, gpus: int = 8, **kw: Any)
 
 
 def test_a_gpu_only_quota_resolves_vcpu_and_memory_in_proportion() -> None:
-    view = quota_view(_quota("nlp", 2)).model_dump(mode="json")
+    view = quota_view(_quota("nlp", 2), CATALOGUE).model_dump(mode="json")
     assert view["ResolvedResources"] == [
         {"InstanceType": "ml.p5.48xlarge", "Accelerators": 2, "VCpu": 48.0, "MemoryInGiB": 512.0}
     ]
@@ -64,7 +67,7 @@ def test_team_view_counts_use_borrowing_and_utilisation() -> None:
         _record("d", "nlp", JobStatus.SUCCEEDED),
         _record("e", "cv", JobStatus.RUNNING, admitted_replicas=1, replicas=3),
     ]
-    views = {v.team: v for v in team_views([_quota("nlp", 16)], records)}
+    views = {v.team: v for v in team_views([_quota("nlp", 16)], records, CATALOGUE)}
     nlp = views["nlp"]
     assert (nlp.allocated_gpus, nlp.limit_gpus, nlp.gpus_in_use, nlp.borrowed_gpus) == (
         16,
@@ -124,7 +127,7 @@ def test_cluster_view_sums_installed_capacity() -> None:
         )
         for n, status in enumerate([NodeStatus.RUNNING, NodeStatus.FAILURE, NodeStatus.NOT_FOUND])
     ]
-    view = cluster_view(nodes, [_record("a", "t", JobStatus.RUNNING)])
+    view = cluster_view(nodes, [_record("a", "t", JobStatus.RUNNING)], CATALOGUE)
     assert (view.instances, view.schedulable_instances, view.pending_recovery) == (2, 1, 1)
     assert (view.gpus, view.vcpus, view.memory_gib, view.gpus_in_use) == (16, 384, 4096, 8)
     assert view.instances_by_status == {"Running": 1, "Failure": 1}

@@ -103,11 +103,11 @@ def test_no_client_is_created_until_first_use(monkeypatch, ec2):
     client, (a, _), calls = ec2
     created: list[Any] = []
 
-    def factory() -> Any:
+    def factory(service: str) -> Any:
         created.append(client)
         return client
 
-    monkeypatch.setattr("hyperguard.cluster.ec2.default_ec2_client", factory)
+    monkeypatch.setattr("hyperguard.cluster.ec2.client", factory)
     adapter = Ec2Adapter()
     assert created == []
     assert adapter.reboot([a]).successful == [a]

@@ -10,10 +10,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from tests.conftest import catalogue
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
-from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_for
+from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.models import NodeStatus
+
+CATALOGUE = catalogue()
 
 REGION = "us-east-1"
 CLUSTER = "ml-cluster"
@@ -78,9 +81,9 @@ def test_list_nodes_from_moto(moto_sagemaker):
         lambda params, **_: calls.append(dict(params)),
     )
 
-    nodes = HyperPodAdapter(CLUSTER, client=moto_sagemaker).list_nodes()
+    nodes = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=moto_sagemaker).list_nodes()
 
-    assert calls == [{"ClusterName": CLUSTER, "MaxResults": 100}]
+    assert calls == [{"ClusterName": CLUSTER, "MaxResults": 100, "IncludeNodeLogicalIds": True}]
     assert len(nodes) == 52
     gpu = next(n for n in nodes if n.pool == "gpu-workers")
     assert gpu.platform == "hyperpod"
@@ -110,15 +113,20 @@ def test_list_nodes_follows_next_token_over_more_than_100_nodes(stubbed):
     stubber.add_response(
         "list_cluster_nodes",
         {"ClusterNodeSummaries": [summary(n) for n in range(100)], "NextToken": "page-2"},
-        {"ClusterName": CLUSTER, "MaxResults": 100},
+        {"ClusterName": CLUSTER, "MaxResults": 100, "IncludeNodeLogicalIds": True},
     )
     stubber.add_response(
         "list_cluster_nodes",
         {"ClusterNodeSummaries": [summary(n, "Failure") for n in range(100, 130)]},
-        {"ClusterName": CLUSTER, "MaxResults": 100, "NextToken": "page-2"},
+        {
+            "ClusterName": CLUSTER,
+            "MaxResults": 100,
+            "IncludeNodeLogicalIds": True,
+            "NextToken": "page-2",
+        },
     )
 
-    nodes = HyperPodAdapter(CLUSTER, client=client).list_nodes()
+    nodes = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).list_nodes()
 
     assert [n.instance_id for n in nodes] == [instance_id(n) for n in range(130)]
     assert nodes[129].status is NodeStatus.FAILURE
@@ -132,11 +140,13 @@ def test_a_repeated_next_token_stops_listing_instead_of_looping(stubbed):
             "list_cluster_nodes", {"ClusterNodeSummaries": [summary(1)], "NextToken": "same"}
         )
     with pytest.raises(ClusterError):
-        HyperPodAdapter(CLUSTER, client=client).list_nodes()
+        HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).list_nodes()
 
 
 def test_node_status_from_moto(moto_sagemaker):
-    node = HyperPodAdapter(CLUSTER, client=moto_sagemaker).node_status("gpu-workers-3")
+    node = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=moto_sagemaker).node_status(
+        "gpu-workers-3"
+    )
     assert node.instance_id == "gpu-workers-3"
     assert node.pool == "gpu-workers"
     assert node.status is NodeStatus.RUNNING
@@ -145,7 +155,9 @@ def test_node_status_from_moto(moto_sagemaker):
 def test_unknown_node_is_node_not_found_with_moto(moto_sagemaker):
     # moto answers ValidationException, as the real service does for an unknown node id
     with pytest.raises(NodeNotFoundError) as raised:
-        HyperPodAdapter(CLUSTER, client=moto_sagemaker).node_status("i-0000000000000dead")
+        HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=moto_sagemaker).node_status(
+            "i-0000000000000dead"
+        )
     assert raised.value.instance_id == "i-0000000000000dead"
 
 
@@ -153,14 +165,14 @@ def test_resource_not_found_is_node_not_found(stubbed):
     client, stubber = stubbed
     stubber.add_client_error("describe_cluster_node", "ResourceNotFound", "no such node")
     with pytest.raises(NodeNotFoundError):
-        HyperPodAdapter(CLUSTER, client=client).node_status(instance_id(1))
+        HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).node_status(instance_id(1))
 
 
 def test_other_errors_are_retryable_cluster_errors(stubbed):
     client, stubber = stubbed
     stubber.add_client_error("describe_cluster_node", "ThrottlingException", "slow down", 400)
     with pytest.raises(ClusterError) as raised:
-        HyperPodAdapter(CLUSTER, client=client).node_status(instance_id(1))
+        HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).node_status(instance_id(1))
     assert not isinstance(raised.value, NodeNotFoundError)
 
 
@@ -194,7 +206,7 @@ def test_node_status_maps_capacity_kubernetes_labels_and_taints(stubbed):
         {"ClusterName": CLUSTER, "NodeId": instance_id(7)},
     )
 
-    node = HyperPodAdapter(CLUSTER, client=client).node_status(instance_id(7))
+    node = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).node_status(instance_id(7))
 
     assert node.pool == "trn-workers"
     assert node.logical_id == "df268d19-f035-4f28-9b80-b956b92ae21e"  # survives a replace
@@ -217,13 +229,15 @@ def test_node_status_maps_capacity_kubernetes_labels_and_taints(stubbed):
     [
         ("ml.p5.48xlarge", 8),
         ("ml.p4d.24xlarge", 8),
-        ("ml.g5.48xlarge", 8),
-        ("ml.trn1.32xlarge", 16),
-        ("ml.c5.large", 0),
+        ("ml.g5.12xlarge", 4),
+        ("g6e.48xlarge", 8),
+        ("ml.trn2.48xlarge", 16),
+        ("ml.c5.2xlarge", 0),
+        ("ml.x9.unknown", 0),  # EC2 does not know it: counted as none, not a crash
     ],
 )
-def test_accelerator_catalogue(instance_type, accelerators):
-    assert accelerators_for(instance_type) == accelerators
+def test_accelerators_come_from_ec2s_figures(instance_type, accelerators):
+    assert accelerators_of(CATALOGUE, instance_type) == accelerators
 
 
 # reboot and replace
@@ -245,7 +259,7 @@ def test_sixty_nodes_go_in_chunks_of_25_25_10(stubbed, operation):
     for chunk in (ids[:25], ids[25:50], ids[50:]):
         stubber.add_response(api, ok(chunk), {"ClusterName": CLUSTER, "NodeIds": chunk})
 
-    outcome = getattr(HyperPodAdapter(CLUSTER, client=client), operation)(ids)
+    outcome = getattr(HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client), operation)(ids)
 
     assert outcome.successful == ids
     assert outcome.failed == []
@@ -258,7 +272,9 @@ def test_duplicate_ids_are_sent_once(stubbed):
         ok([instance_id(1)]),
         {"ClusterName": CLUSTER, "NodeIds": [instance_id(1)]},
     )
-    outcome = HyperPodAdapter(CLUSTER, client=client).reboot([instance_id(1), instance_id(1)])
+    outcome = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).reboot(
+        [instance_id(1), instance_id(1)]
+    )
     assert outcome.successful == [instance_id(1)]
 
 
@@ -283,9 +299,9 @@ def test_transient_per_node_failures_are_retried_with_backoff_until_they_succeed
     )
     sleeps = Sleeps()
 
-    outcome = HyperPodAdapter(CLUSTER, client=client, sleep=sleeps, base_delay_s=2).reboot(
-        [a, b, c]
-    )
+    outcome = HyperPodAdapter(
+        CLUSTER, catalogue=CATALOGUE, client=client, sleep=sleeps, base_delay_s=2
+    ).reboot([a, b, c])
 
     assert outcome.successful == [a, c, b]
     assert outcome.failed == []
@@ -302,7 +318,9 @@ def test_instance_id_not_found_is_never_retried(stubbed):
     )
     sleeps = Sleeps()
 
-    outcome = HyperPodAdapter(CLUSTER, client=client, sleep=sleeps).replace([a, gone])
+    outcome = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client, sleep=sleeps).replace(
+        [a, gone]
+    )
 
     assert outcome.successful == [a]
     assert [(f.node_id, f.error_code) for f in outcome.failed] == [(gone, "InstanceIdNotFound")]
@@ -323,7 +341,7 @@ def test_exhausted_retries_are_reported_as_failed(stubbed):
     sleeps = Sleeps()
 
     outcome = HyperPodAdapter(
-        CLUSTER, client=client, sleep=sleeps, max_attempts=3, base_delay_s=1
+        CLUSTER, catalogue=CATALOGUE, client=client, sleep=sleeps, max_attempts=3, base_delay_s=1
     ).reboot([busy])
 
     assert outcome.successful == []
@@ -345,7 +363,7 @@ def test_a_chunk_that_fails_as_a_whole_fails_its_nodes_and_keeps_the_others(stub
         expected_params={"ClusterName": CLUSTER, "NodeIds": ids[25:]},
     )
 
-    outcome = HyperPodAdapter(CLUSTER, client=client).reboot(ids)
+    outcome = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).reboot(ids)
 
     assert outcome.successful == ids[:25]
     assert {f.node_id for f in outcome.failed} == set(ids[25:])
@@ -354,11 +372,9 @@ def test_a_chunk_that_fails_as_a_whole_fails_its_nodes_and_keeps_the_others(stub
 
 def test_no_client_is_created_until_first_use(monkeypatch):
     created: list[str] = []
-    monkeypatch.setattr(
-        "hyperguard.cluster.hyperpod.default_sagemaker_client", lambda: created.append("x")
-    )
-    adapter = HyperPodAdapter(CLUSTER)
+    monkeypatch.setattr("hyperguard.cluster.hyperpod.client", created.append)
+    adapter = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE)
     assert created == []
     with pytest.raises(AttributeError):
         adapter.list_nodes()
-    assert created == ["x"]
+    assert created == ["sagemaker"]

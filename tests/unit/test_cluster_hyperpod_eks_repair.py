@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+from tests.conftest import catalogue
 from tests.unit.test_cluster_ec2 import moto_ec2
 from tests.unit.test_cluster_kubernetes import (
     BURST_CLAIM,
@@ -36,6 +37,8 @@ from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import KubernetesAdapter
 from hyperguard.models import NodeStatus
+
+CATALOGUE = catalogue()
 
 REGION = "us-west-2"
 CLUSTER = "ml-cluster"
@@ -92,7 +95,7 @@ def sagemaker():
 @pytest.fixture
 def gateway(sagemaker, api, ec2) -> HyperPodEksGateway:
     return HyperPodEksGateway(
-        HyperPodAdapter(CLUSTER, client=sagemaker[0], max_attempts=1),
+        HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=sagemaker[0], max_attempts=1),
         KubernetesAdapter("gpu-eks", client=lightkube_client(api)),
         ec2=Ec2Adapter(client=ec2[0]),
     )
@@ -102,7 +105,7 @@ def hyperpod_inventory(stubber: Stubber, *instance_ids: str) -> None:
     stubber.add_response(
         "list_cluster_nodes",
         {"ClusterNodeSummaries": [summary(i) for i in instance_ids]},
-        {"ClusterName": CLUSTER, "MaxResults": 100},
+        {"ClusterName": CLUSTER, "MaxResults": 100, "IncludeNodeLogicalIds": True},
     )
 
 
@@ -229,13 +232,13 @@ def test_the_ec2_adapter_is_created_only_for_a_burst_reboot(sagemaker, api, ec2,
     )
     created: list[Any] = []
 
-    def factory() -> Any:
+    def factory(service: str) -> Any:
         created.append(client)
         return client
 
-    monkeypatch.setattr("hyperguard.cluster.ec2.default_ec2_client", factory)
+    monkeypatch.setattr("hyperguard.cluster.ec2.client", factory)
     gateway = HyperPodEksGateway(
-        HyperPodAdapter(CLUSTER, client=sagemaker[0]),
+        HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=sagemaker[0]),
         KubernetesAdapter("gpu-eks", client=lightkube_client(api)),
     )
     _, stubber = sagemaker

@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from lightkube import Client, KubeConfig
 from lightkube.config.models import Cluster, User
+from tests.conftest import catalogue
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
 from hyperguard.cluster.hyperpod import HyperPodAdapter
@@ -36,6 +37,8 @@ from hyperguard.cluster.kubernetes import (
     label_safe,
 )
 from hyperguard.models import Job, NodeStatus
+
+CATALOGUE = catalogue()
 
 MERGE_PATCH = "application/merge-patch+json"
 SERVER = "https://ABCDEF0123456789.gr7.us-west-2.eks.amazonaws.com"
@@ -871,7 +874,9 @@ def sagemaker():
 @pytest.fixture
 def gateway(sagemaker, kube) -> HyperPodEksGateway:
     client, _ = sagemaker
-    return HyperPodEksGateway(HyperPodAdapter("ml-cluster", client=client), kube)
+    return HyperPodEksGateway(
+        HyperPodAdapter("ml-cluster", catalogue=CATALOGUE, client=client), kube
+    )
 
 
 def summary(instance_id: str, status: str = "Running") -> dict[str, Any]:
@@ -890,6 +895,11 @@ def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(gateway, sagem
         "UnschedulablePendingReboot"
     )
     api.nodes[NODE]["spec"]["unschedulable"] = True
+    # The other node: SageMaker says Running, HyperPod's label says Schedulable, and the EKS
+    # node monitoring agent reports its GPUs fine; a third says AcceleratedHardwareReady=False.
+    for condition in api.nodes[OTHER_NODE]["status"]["conditions"]:
+        condition["status"] = "True"
+    api.add_node(node_json("hyperpod-i-0bbbbbbbbbbbbbbbb", "i-0bbbbbbbbbbbbbbbb"))
     stubber.add_response(
         "list_cluster_nodes",
         {
@@ -897,6 +907,7 @@ def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(gateway, sagem
                 summary(INSTANCE),
                 summary(OTHER_INSTANCE),
                 summary("i-0aaaaaaaaaaaaaaaa", "Pending"),
+                summary("i-0bbbbbbbbbbbbbbbb"),
             ]
         },
     )
@@ -907,6 +918,9 @@ def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(gateway, sagem
     assert not nodes[INSTANCE].schedulable
     assert not nodes[INSTANCE].healthy
     assert nodes[OTHER_INSTANCE].healthy and nodes[OTHER_INSTANCE].schedulable
+    # Running and Schedulable, but a node condition reports a fault: not healthy.
+    assert nodes["i-0bbbbbbbbbbbbbbbb"].status is NodeStatus.RUNNING
+    assert not nodes["i-0bbbbbbbbbbbbbbbb"].healthy
     pending = nodes["i-0aaaaaaaaaaaaaaaa"]
     assert pending.node_name is None and pending.status is NodeStatus.PENDING
 
@@ -925,7 +939,7 @@ def test_gateway_repairs_through_sagemaker_and_cordons_through_kubernetes(gatewa
     stubber.add_response(
         "list_cluster_nodes",
         {"ClusterNodeSummaries": [summary(INSTANCE), summary(OTHER_INSTANCE)]},
-        {"ClusterName": "ml-cluster", "MaxResults": 100},
+        {"ClusterName": "ml-cluster", "MaxResults": 100, "IncludeNodeLogicalIds": True},
     )
     stubber.add_response(
         "batch_reboot_cluster_nodes",

@@ -52,7 +52,7 @@ def test_the_eks_shape_reads_unchanged() -> None:
             {
                 "nodeMonitoringCondition": "AcceleratedHardwareReady",
                 "nodeUnhealthyReason": "NvidiaXID79Error",
-                "minRepairWaitTimeMins": 0,
+                "minRepairWaitTimeMins": 1,
                 "repairAction": "Replace",
             }
         ],
@@ -65,6 +65,14 @@ def test_the_eks_shape_reads_unchanged() -> None:
     assert dumped["nodeRepairConfigOverrides"][0]["repairAction"] == "Replace"
     with pytest.raises(ValidationError):
         NodeRepairConfig.model_validate({"maxUnhealthyNodeThresholdPercentage": 101})
+    with pytest.raises(ValidationError):  # EKS's model: minRepairWaitTimeMins is NonZeroInteger
+        NodeRepairConfig.model_validate(
+            {
+                "nodeRepairConfigOverrides": [
+                    {**eks["nodeRepairConfigOverrides"][0], "minRepairWaitTimeMins": 0}
+                ]
+            }
+        )
     with pytest.raises(ValidationError):
         NodeRepairConfig.model_validate(
             {"nodeRepairConfigOverrides": [{"repairAction": "Explode"}]}
@@ -122,16 +130,16 @@ def test_a_repeated_reboot_within_the_window_becomes_a_replace() -> None:
     assert long_ago.action is Repair.REBOOT
 
 
-def test_scheduled_changes_act_lead_time_before_start_and_time_scale_shrinks_waits() -> None:
+def test_scheduled_changes_act_lead_time_before_start_and_waits_are_data() -> None:
     start = OPENED + timedelta(days=2)
     decision = decide(NodeRepairConfig(), incident("scheduled", not_before=start), node(), OPENED)
     assert decision.not_before == start - timedelta(minutes=60)
+    # A policy stored with shorter waits (as the twin stores one for its fast clock).
     fast = decide(
-        NodeRepairConfig(),
+        NodeRepairConfig(other_fault_wait_mins=0.5),
         incident("degraded", facts={"condition_type": "KernelReady"}),
         node(),
         OPENED,
-        60,
     )
     assert fast.not_before == OPENED + timedelta(seconds=30)
 

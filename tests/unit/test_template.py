@@ -50,7 +50,15 @@ def test_tables_have_pitr_and_encryption() -> None:
 
 
 def test_every_health_rule_targets_the_queue_with_retries_and_a_dlq() -> None:
-    rules = _resources("AWS::Events::Rule")
+    health_sources = {"aws.sagemaker", "aws.ec2", "aws.health", "hyperguard.node-forwarder"}
+    rules = {
+        name: rule
+        for name, rule in _resources("AWS::Events::Rule").items()
+        if "EventPattern" in rule["Properties"] and name != "HyperPodClusterChangeRule"
+    }
+    assert set().union(*(r["Properties"]["EventPattern"]["source"] for r in rules.values())) == (
+        health_sources
+    )
     patterns = {name: r["Properties"]["EventPattern"] for name, r in rules.items()}
     detail_types = {t for p in patterns.values() for t in p["detail-type"]}
     assert {
@@ -83,3 +91,60 @@ def test_the_ingest_function_reports_partial_batch_failures_and_the_queue_redriv
 
 def test_layer_requirements_match_pyproject() -> None:
     assert (ROOT / "shared" / "requirements.txt").read_text() == layer_requirements()
+
+
+def test_nothing_in_the_template_is_for_the_twin() -> None:
+    doc = template()
+    assert not {"ClusterBackend", "TimeScale"} & set(doc["Parameters"])
+    variables = doc["Globals"]["Function"]["Environment"]["Variables"]
+    assert not {"CLUSTER_BACKEND", "TIME_SCALE"} & set(variables)
+
+
+def test_the_layer_is_built_by_the_shared_makefile_without_the_operator_side() -> None:
+    layer = _resources("AWS::Serverless::LayerVersion")["HyperGuardLayer"]
+    assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
+    makefile = (ROOT / "shared" / "Makefile").read_text()
+    assert "build-HyperGuardLayer:" in makefile
+    assert "OPERATOR_SIDE := hyperguard/cli hyperguard/twin hyperguard/tools" in makefile
+
+
+def test_schedules_reach_their_functions_through_queues_with_retries_and_a_dlq() -> None:
+    rules = {
+        name: rule["Properties"]
+        for name, rule in _resources("AWS::Events::Rule").items()
+        if "ScheduleExpression" in rule["Properties"]
+    }
+    assert {r["ScheduleExpression"] for r in rules.values()} == {
+        "rate(1 minute)",
+        "rate(5 minutes)",
+    }
+    queues = _resources("AWS::SQS::Queue")
+    for name, rule in rules.items():
+        (target,) = rule["Targets"]
+        queue = target["Arn"]["Fn::GetAtt"][0]
+        assert queue in queues, name
+        assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["EventsDLQ", "Arn"]}, name
+        assert target["RetryPolicy"]["MaximumRetryAttempts"] == 185, name
+        assert "RedrivePolicy" in queues[queue]["Properties"], name
+    # EventBridge delivers to a FIFO queue only with content-based deduplication.
+    scheduler_queue = queues["SchedulerQueue"]["Properties"]
+    assert scheduler_queue["FifoQueue"] and scheduler_queue["ContentBasedDeduplication"]
+
+
+def test_every_function_has_an_eks_access_entry_and_the_catalogue_permission() -> None:
+    entries = _resources("AWS::EKS::AccessEntry")
+    functions = _resources("AWS::Serverless::Function")
+    principals = {e["Properties"]["PrincipalArn"]["Fn::GetAtt"][0] for e in entries.values()}
+    assert principals == {f"{name}Role" for name in functions}
+    assert all(e["Properties"]["KubernetesGroups"] == ["hyperguard"] for e in entries.values())
+    assert all(e["Condition"] == "EksAccessEntries" for e in entries.values())
+    rbac = (ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml").read_text()
+    assert "name: hyperguard" in rbac and "pods/eviction" in rbac
+    for name, fn in functions.items():
+        actions = [
+            s["Action"]
+            for p in fn["Properties"]["Policies"]
+            if "Statement" in p
+            for s in p["Statement"]
+        ]
+        assert "ec2:DescribeInstanceTypes" in actions, name

@@ -49,14 +49,11 @@ from hyperguard.api.models import (
 )
 from hyperguard.api.nodes import NodeActions
 from hyperguard.api.views import cluster_view, priority_class_views, quota_view, team_views
+from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
 from hyperguard.governance.service import SchedulerWakeup, wakeup_for
 from hyperguard.models import Checkpoint, Job, JobStatus, utcnow
-from hyperguard.models.governance import (
-    TEAM_NAME_PATTERN,
-    UnknownInstanceTypeError,
-    instance_spec,
-    resolve_quota_resources,
-)
+from hyperguard.models.governance import TEAM_NAME_PATTERN, resolve_quota_resources
+from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.settings import Settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.jobs import (
@@ -68,6 +65,7 @@ from hyperguard.store.jobs import (
     decode_cursor,
     encode_cursor,
 )
+from hyperguard.store.policy import RepairPolicyStore
 
 TITLE = "HyperGuard API"
 VERSION = "1.0.0"
@@ -88,11 +86,15 @@ class ApiDependencies:
     nodes: NodeStore
     node_actions: NodeActions
     wakeup: SchedulerWakeup
+    catalogue: InstanceCatalogue
+    policies: RepairPolicyStore
     admin_principals: frozenset[str] = frozenset()
     clock: Callable[[], datetime] = utcnow
 
     @classmethod
-    def from_settings(cls, settings: Settings, node_actions: NodeActions) -> ApiDependencies:
+    def from_settings(
+        cls, settings: Settings, node_actions: NodeActions, catalogue: InstanceCatalogue
+    ) -> ApiDependencies:
         """The deployed wiring: stores on the stack's tables, the scheduler's queue."""
         return cls(
             jobs=JobStore(
@@ -105,6 +107,8 @@ class ApiDependencies:
             nodes=NodeStore(settings.nodes_table),
             node_actions=node_actions,
             wakeup=wakeup_for(settings),
+            catalogue=catalogue,
+            policies=RepairPolicyStore(settings.teams_table),
             admin_principals=frozenset(
                 arn.strip() for arn in settings.admin_principal_arns.split(",") if arn.strip()
             ),
@@ -115,16 +119,20 @@ def _ok(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> 
     return Response(status_code=status, content_type=_JSON, body=body, headers=headers)
 
 
-def _instance_type(submission: JobSubmission) -> str:
-    if submission.accelerator is not None:
-        return ACCELERATOR_INSTANCE[submission.accelerator]
-    name = submission.instance_type or ""
-    candidate = name if name.startswith("ml.") else f"ml.{name}"
+def _instance_type(submission: JobSubmission, catalogue: InstanceCatalogue) -> tuple[str, int]:
+    """HyperPod's name of the job's instance type and its accelerators per instance."""
+    name = (
+        ACCELERATOR_INSTANCE[submission.accelerator]
+        if submission.accelerator is not None
+        else submission.instance_type or ""
+    )
     try:
-        instance_spec(candidate)
+        accelerators = catalogue.spec(name).accelerators
     except UnknownInstanceTypeError:
         raise InvalidRequestError(f"unknown instance type {name!r}", "instance_type") from None
-    return candidate
+    if accelerators == 0:
+        raise InvalidRequestError(f"{name} has no accelerators", "instance_type")
+    return ml_name(name), accelerators
 
 
 def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
@@ -172,8 +180,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
                 f"(defined: {', '.join(sorted(classes)) or 'none'})",
                 "priority_class",
             )
-        instance_type = _instance_type(submission)
-        per_instance = instance_spec(instance_type).accelerators
+        instance_type, per_instance = _instance_type(submission, deps.catalogue)
         if submission.accelerators_per_replica > per_instance:
             raise InvalidRequestError(
                 f"{instance_type} has {per_instance} accelerators; a replica cannot ask "
@@ -183,6 +190,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
         now = deps.clock()
         job = Job(
             job_id=f"{team}-{now:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}",
+            name=submission.name,
             team=team,
             priority_class=submission.priority_class,
             template=submission.template.value,
@@ -312,7 +320,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
             ),
         ):
             try:
-                resolve_quota_resources(resources)
+                resolve_quota_resources(resources, deps.catalogue)
             except (UnknownInstanceTypeError, ValueError):
                 raise InvalidRequestError(
                     f"unknown or accelerator-less instance type {resources[0].instance_type!r}",
@@ -320,7 +328,9 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
                 ) from None
         stored = deps.teams.put_quota(request.quota(), target_version=request.target_version)
         deps.wakeup.wake("quota changed")
-        return _ok(quota_view(stored), 201 if request.target_version is None else 200)
+        return _ok(
+            quota_view(stored, deps.catalogue), 201 if request.target_version is None else 200
+        )
 
     @app.get("/teams/<team>/compute-quota", summary="A team's quota, resolved", tags=["teams"])
     def get_quota(team: TeamName) -> Response[ComputeQuotaView]:
@@ -328,7 +338,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
         quota = deps.teams.get_quota(team)
         if quota is None:
             raise NotFoundError(f"team {team} has no compute quota", "team")
-        return _ok(quota_view(quota))
+        return _ok(quota_view(quota, deps.catalogue))
 
     @app.delete("/teams/<team>/compute-quota", summary="Delete a quota", tags=["teams"])
     def delete_quota(
@@ -345,12 +355,14 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
         who = caller()
         if not who.admin:
             own = deps.teams.get_quota(who.team) if who.team else None
-            return _ok(ComputeQuotaList(compute_quotas=[quota_view(own)] if own else []))
+            return _ok(
+                ComputeQuotaList(compute_quotas=[quota_view(own, deps.catalogue)] if own else [])
+            )
         after = decode_cursor(next_token, ("sk",))["sk"] if next_token else None
         quotas, last = deps.teams.quota_page(limit, after)
         return _ok(
             ComputeQuotaList(
-                compute_quotas=[quota_view(q) for q in quotas],
+                compute_quotas=[quota_view(q, deps.catalogue) for q in quotas],
                 next_token=encode_cursor({"sk": last}) if last else None,
             )
         )
@@ -371,6 +383,19 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
         caller()
         config, version = deps.teams.scheduler_config()
         return _ok(SchedulerConfigView(scheduler_config=config, version=version))
+
+    @app.put("/policies/node-repair", summary="Set the node repair policy", tags=["policy"])
+    def put_repair_policy(
+        policy: Annotated[NodeRepairConfig, Body()],
+    ) -> Response[NodeRepairConfig]:
+        caller().require_admin()
+        deps.policies.put(policy)
+        return _ok(policy)
+
+    @app.get("/policies/node-repair", summary="The node repair policy", tags=["policy"])
+    def get_repair_policy() -> Response[NodeRepairConfig]:
+        caller()
+        return _ok(deps.policies.get())
 
     @app.put("/principals", summary="Map an IAM principal to a team / admin", tags=["access"])
     def put_principal(grant: Annotated[PrincipalGrantBody, Body()]) -> Response[PrincipalGrantBody]:
@@ -393,7 +418,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
     @app.get("/views/teams", summary="GPUs allocated, in use, borrowed per team", tags=["views"])
     def view_teams() -> Response[TeamViews]:
         who = caller()
-        views = team_views(deps.teams.quotas(), deps.jobs.records())
+        views = team_views(deps.teams.quotas(), deps.jobs.records(), deps.catalogue)
         return _ok(TeamViews(teams=[v for v in views if who.may_see_team(v.team)]))
 
     @app.get("/views/priority-classes", summary="Run and wait times per class", tags=["views"])
@@ -406,7 +431,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
     @app.get("/views/cluster", summary="Instances, jobs and capacity", tags=["views"])
     def view_cluster() -> Response[ClusterView]:
         caller()
-        return _ok(cluster_view(deps.nodes.all(), deps.jobs.records()))
+        return _ok(cluster_view(deps.nodes.all(), deps.jobs.records(), deps.catalogue))
 
     # -- incidents and node actions -----------------------------------------------------
     @app.get("/incidents", summary="Incidents, newest first", tags=["incidents"])
@@ -465,6 +490,7 @@ def openapi_json(app: APIGatewayRestResolver | None = None) -> str:
     Without an app, one is built on placeholder stores, which connect to nothing."""
     if app is None:
         from hyperguard.api.nodes import UnavailableNodeActions
+        from hyperguard.catalogue import StaticCatalogue
         from hyperguard.governance.service import NoWakeup
 
         app = create_app(
@@ -475,6 +501,8 @@ def openapi_json(app: APIGatewayRestResolver | None = None) -> str:
                 nodes=NodeStore("-"),
                 node_actions=UnavailableNodeActions(),
                 wakeup=NoWakeup(),
+                catalogue=StaticCatalogue({}),
+                policies=RepairPolicyStore("-"),
             )
         )
     return str(

@@ -13,8 +13,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from hyperguard.catalogue import UnknownInstanceTypeError
 from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
-from hyperguard.models.governance import UnknownInstanceTypeError
 from hyperguard.observability import logger
 from hyperguard.store.jobs import IdempotencyKeyReusedError, InvalidCursorError
 from hyperguard.store.teams import QuotaNotFoundError, VersionConflictError

@@ -68,6 +68,12 @@ class JobSubmission(BaseModel):
     team: str | None = Field(
         default=None, description="defaults to the caller's team; admins must name one"
     )
+    name: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        max_length=63,
+        description="your name for the job (need not be unique); HyperGuard gives it an id",
+    )
     priority_class: str | None = Field(
         default=None, description="a PriorityClasses name; none → the lowest priority"
     )
@@ -106,6 +112,7 @@ class CheckpointReport(BaseModel):
 
 class JobView(BaseModel):
     job_id: str
+    name: str | None
     team: str
     priority_class: str | None
     template: str

@@ -13,18 +13,16 @@ from hyperguard.api.models import (
     TeamView,
     resolved,
 )
+from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
 from hyperguard.governance.state import TeamPolicy
 from hyperguard.models import JobStatus, Node, NodeStatus
 from hyperguard.models.governance import (
     ZERO,
     ComputeQuota,
-    InstanceSpec,
     ResourceAmount,
     SchedulerConfig,
-    UnknownInstanceTypeError,
     accelerator_share,
     instance_amount,
-    instance_spec,
 )
 from hyperguard.store.jobs import JobRecord
 
@@ -32,8 +30,8 @@ HOLDING = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
 WAITING = frozenset({JobStatus.PENDING, JobStatus.SUSPENDED})
 
 
-def quota_view(quota: ComputeQuota) -> ComputeQuotaView:
-    policy = TeamPolicy.from_quota(quota)
+def quota_view(quota: ComputeQuota, catalogue: InstanceCatalogue) -> ComputeQuotaView:
+    policy = TeamPolicy.from_quota(quota, catalogue)
     return ComputeQuotaView(
         compute_quota_id=quota.compute_quota_target.team_name,
         name=quota.name,
@@ -49,29 +47,28 @@ def quota_view(quota: ComputeQuota) -> ComputeQuotaView:
     )
 
 
-def held(record: JobRecord) -> ResourceAmount:
+def held(record: JobRecord, catalogue: InstanceCatalogue) -> ResourceAmount:
     """What an admitted job holds (its admitted replicas of its per-replica request)."""
     job = record.job
     if job.status not in HOLDING:
         return ZERO
     replicas = record.admitted_replicas or job.replicas
+    spec = catalogue.spec(job.instance_type)
     if job.accelerators_per_replica:
-        return accelerator_share(job.instance_type, job.accelerators_per_replica).scaled(replicas)
-    return instance_amount(job.instance_type, replicas)
+        return accelerator_share(spec, job.accelerators_per_replica).scaled(replicas)
+    return instance_amount(spec, replicas)
 
 
-def _flavor(instance_type: str) -> str:
-    return instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
-
-
-def team_views(quotas: Iterable[ComputeQuota], records: Iterable[JobRecord]) -> list[TeamView]:
+def team_views(
+    quotas: Iterable[ComputeQuota], records: Iterable[JobRecord], catalogue: InstanceCatalogue
+) -> list[TeamView]:
     used: dict[str, Counter[str]] = defaultdict(Counter)
     running: Counter[str] = Counter()
     pending: Counter[str] = Counter()
     for record in records:
         job = record.job
         if job.status in HOLDING:
-            used[job.team][_flavor(job.instance_type)] += held(record).accelerators
+            used[job.team][ml_name(job.instance_type)] += held(record, catalogue).accelerators
             running[job.team] += 1
         elif job.status in WAITING or job.status is JobStatus.PREEMPTED:
             pending[job.team] += 1
@@ -79,7 +76,7 @@ def team_views(quotas: Iterable[ComputeQuota], records: Iterable[JobRecord]) -> 
     views = []
     for team in sorted(by_team.keys() | used.keys() | pending.keys()):
         quota = by_team.get(team)
-        policy = TeamPolicy.from_quota(quota) if quota else None
+        policy = TeamPolicy.from_quota(quota, catalogue) if quota else None
         nominal = {k: v.accelerators for k, v in policy.nominal.items()} if policy else {}
         limit = sum(v.accelerators for v in policy.limit.values()) if policy else 0
         in_use = sum(used[team].values())
@@ -157,17 +154,19 @@ def priority_class_views(
     return views
 
 
-def cluster_view(nodes: Iterable[Node], records: Iterable[JobRecord]) -> ClusterView:
+def cluster_view(
+    nodes: Iterable[Node], records: Iterable[JobRecord], catalogue: InstanceCatalogue
+) -> ClusterView:
     present = [n for n in nodes if n.status is not NodeStatus.NOT_FOUND]
     gpus = vcpus = memory = 0
     for node in present:
+        gpus += node.accelerators
         try:
-            spec = instance_spec(node.instance_type)
+            spec = catalogue.spec(node.instance_type)
         except UnknownInstanceTypeError:
-            spec = InstanceSpec(node.accelerators, 0, 0)
-        gpus += node.accelerators or spec.accelerators
+            continue  # counted for its accelerators; EC2 has no figures for it
         vcpus += spec.vcpu
-        memory += spec.memory_gib
+        memory += spec.memory_mib // 1024
     jobs = list(records)
     return ClusterView(
         instances=len(present),
@@ -181,7 +180,7 @@ def cluster_view(nodes: Iterable[Node], records: Iterable[JobRecord]) -> Cluster
             r.job.status in WAITING or r.job.status is JobStatus.PREEMPTED for r in jobs
         ),
         gpus=gpus,
-        gpus_in_use=sum(held(r).accelerators for r in jobs),
+        gpus_in_use=sum(held(r, catalogue).accelerators for r in jobs),
         vcpus=vcpus,
         memory_gib=memory,
     )

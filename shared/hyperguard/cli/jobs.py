@@ -9,7 +9,7 @@ from typing import Any
 
 from hyperguard.store.jobs import JobRecord, JobStore
 
-COLUMNS = ["job_id", "team", "nodes", "status", "checkpoint_step", "restarts"]
+COLUMNS = ["job_id", "name", "team", "nodes", "status", "checkpoint_step", "restarts"]
 
 
 def job_rows(records: list[JobRecord]) -> list[dict[str, Any]]:
@@ -20,6 +20,7 @@ def job_rows(records: list[JobRecord]) -> list[dict[str, Any]]:
     return [
         {
             "job_id": r.job.job_id,
+            "name": r.job.name or "-",
             "team": r.job.team,
             "nodes": ",".join(dict.fromkeys(r.job.nodes)) or "-",
             "status": r.job.status.value,

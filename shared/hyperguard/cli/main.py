@@ -125,11 +125,11 @@ def cmd_twin_demo(args: argparse.Namespace) -> int:
         f"{len(status['not_created'])} the emulator cannot create, covered by the twin "
         f"({', '.join(sorted(set(status['not_created'].values())))})"
     )
-    nodes = twin.cluster.list_nodes()
+    instances = twin.cluster.instances()
     print(
-        f"  simulated cluster: {sum(n.platform == 'hyperpod' for n in nodes)} HyperPod nodes, "
-        f"{sum(n.platform == 'eks' for n in nodes)} EKS burst nodes, "
-        f"{len(twin.cluster.jobs())} training jobs"
+        f"  simulated cluster: {sum(i.platform == 'hyperpod' for i in instances)} HyperPod "
+        f"nodes, {sum(i.platform == 'eks' for i in instances)} EKS burst nodes, "
+        f"{len(twin.cluster.runs())} training jobs (submitted through the API)"
     )
     try:
         result = run_scenario(twin, ROOT / "tests" / "events")
@@ -351,8 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kind",
         default="gpu",
-        choices=["gpu", "persistent"],
-        help="gpu: a reboot cures it; persistent: only a replacement does",
+        choices=["gpu", "persistent", "kernel"],
+        help="gpu: a reboot cures it; persistent: only a replacement does; kernel: "
+        "KernelReady=False, seen only through Kubernetes (a reboot cures it)",
     )
     service_options(p)
     p.set_defaults(func=cmd_twin_fault)

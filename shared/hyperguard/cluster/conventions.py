@@ -11,6 +11,8 @@ REASON_LABEL = "hyperguard.io/reason"
 # HyperPod's Kubernetes contract: the health agent's label; the Pending* values trigger
 # HyperPod's own recovery.
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+# Progress of HyperPod's deep health checks on a node: InProgress, Passed or Failed.
+DEEP_HEALTH_CHECK_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 

@@ -8,13 +8,11 @@ repair names one or a few), so each gets its own outcome without reading message
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperguard.aws import client
 from hyperguard.cluster.conventions import INSTANCE_ID_NOT_FOUND, INVALID_INSTANCE_STATUS
 from hyperguard.models import RepairFailure, RepairOutcome
 
@@ -26,11 +24,6 @@ ERROR_CODES = {
 }
 
 
-@lru_cache(maxsize=1)
-def default_ec2_client() -> Any:
-    return boto3.client("ec2", config=Config(retries={"mode": "standard"}))
-
-
 class Ec2Adapter:
     """Reboots EC2 instances, reporting each instance's outcome like SageMaker does."""
 
@@ -40,7 +33,7 @@ class Ec2Adapter:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = default_ec2_client()
+            self._client = client("ec2")
         return self._client
 
     def reboot(self, instance_ids: list[str]) -> RepairOutcome:

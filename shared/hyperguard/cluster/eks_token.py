@@ -11,10 +11,9 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
-import boto3
+from hyperguard.aws import client
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
@@ -23,11 +22,6 @@ PRESIGN_EXPIRES_S = 60
 # as its expiry and we refresh a minute before that.
 TOKEN_LIFETIME_S = 14 * 60
 REFRESH_MARGIN_S = 60
-
-
-@lru_cache(maxsize=8)
-def default_sts_client(region: str | None = None) -> Any:
-    return boto3.client("sts", region_name=region)
 
 
 def generate_eks_token(cluster_name: str, sts_client: Any) -> str:
@@ -59,12 +53,10 @@ class EksTokenSource:
         cluster_name: str,
         *,
         sts_client: Any | None = None,
-        region: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster_name = cluster_name
         self._sts_client = sts_client
-        self._region = region
         self._clock = clock
         self._token: str | None = None
         self._signed_at = 0.0
@@ -72,7 +64,7 @@ class EksTokenSource:
     def token(self) -> str:
         now = self._clock()
         if self._token is None or now - self._signed_at >= TOKEN_LIFETIME_S - REFRESH_MARGIN_S:
-            sts = self._sts_client or default_sts_client(self._region)
+            sts = self._sts_client or client("sts")
             self._token = generate_eks_token(self.cluster_name, sts)
             self._signed_at = now
         return self._token

@@ -1,9 +1,11 @@
 """The ClusterGateway port: what HyperGuard asks of a cluster, whatever runs it.
 
-Adapters: `simulated` (the local twin), `hyperpod` (boto3 SageMaker) and `kubernetes`
-(lightkube against the EKS API server). Every mutating call is an *ensure*: calling it
-twice has the effect of calling it once, and the return value says whether anything
-changed, so that at-least-once workflow steps stay safe.
+One implementation ships: `hyperpod_eks.HyperPodEksGateway`, which combines the SageMaker
+API (`hyperpod`), the EKS cluster's Kubernetes API (`kubernetes`, lightkube) and EC2 (`ec2`,
+for Karpenter's burst nodes). The local twin serves those same APIs rather than replacing
+this port. Every mutating call is an *ensure*: calling it twice has the effect of calling it
+once, and the return value says whether anything changed, so that at-least-once workflow
+steps stay safe.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class ClusterGateway(Protocol):
     def reboot(self, instance_ids: list[str]) -> RepairOutcome: ...
 
     def replace(self, instance_ids: list[str]) -> RepairOutcome: ...
+
+    def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool: ...
 
     def dispatch(self, job: Job, nodes: list[str]) -> bool: ...
 

@@ -1,21 +1,22 @@
 """SageMaker HyperPod node inventory and node repair, through the SageMaker API.
 
-Shapes follow botocore's sagemaker service model: ListClusterNodes (MaxResults ≤ 100),
+Shapes follow botocore's sagemaker service model: ListClusterNodes (MaxResults ≤ 100;
+IncludeNodeLogicalIds so that every node carries the NodeLogicalId its replacement keeps),
 DescribeClusterNode, BatchRebootClusterNodes / BatchReplaceClusterNodes (≤ 25 NodeIds per
-call, partial failure reported per node in `Failed`).
+call, partial failure reported per node in `Failed`), StartClusterHealthCheck (deep health
+checks per instance group).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from functools import lru_cache
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hyperguard.aws import client
+from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError
 from hyperguard.cluster.conventions import (
     INSTANCE_ID_IN_USE,
     INTERNAL_SERVER_ERROR,
@@ -23,6 +24,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus, RepairFailure, RepairOutcome
+from hyperguard.observability import logger
 
 PLATFORM = "hyperpod"
 LIST_PAGE_SIZE = 100
@@ -34,25 +36,17 @@ RETRYABLE_NODE_ERRORS = frozenset(
 )
 NOT_FOUND_ERRORS = frozenset({"ResourceNotFound", "ValidationException"})
 
-ACCELERATORS_BY_INSTANCE_TYPE = {
-    "ml.p5.48xlarge": 8,
-    "ml.p5e.48xlarge": 8,
-    "ml.p5en.48xlarge": 8,
-    "ml.p4d.24xlarge": 8,
-    "ml.p4de.24xlarge": 8,
-    "ml.g5.48xlarge": 8,
-    "ml.trn1.32xlarge": 16,
-    "ml.trn1n.32xlarge": 16,
-}
+DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation")
 
 
-def accelerators_for(instance_type: str) -> int:
-    return ACCELERATORS_BY_INSTANCE_TYPE.get(instance_type, 0)
-
-
-@lru_cache(maxsize=1)
-def default_sagemaker_client() -> Any:
-    return boto3.client("sagemaker", config=Config(retries={"mode": "standard"}))
+def accelerators_of(catalogue: InstanceCatalogue, instance_type: str) -> int:
+    """A node's accelerators; a type EC2 does not know counts as none (and is logged), so one
+    odd node never stops the inventory."""
+    try:
+        return catalogue.spec(instance_type).accelerators
+    except UnknownInstanceTypeError:
+        logger.warning("instance type unknown to EC2", extra={"instance_type": instance_type})
+        return 0
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
@@ -67,6 +61,7 @@ class HyperPodAdapter:
         self,
         cluster_name: str,
         *,
+        catalogue: InstanceCatalogue,
         client: Any | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 4,
@@ -75,6 +70,7 @@ class HyperPodAdapter:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self.cluster_name = cluster_name
+        self.catalogue = catalogue
         self._client = client
         self._sleep = sleep
         self._max_attempts = max_attempts
@@ -83,16 +79,26 @@ class HyperPodAdapter:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = default_sagemaker_client()
+            self._client = client("sagemaker")
         return self._client
 
     def list_nodes(self) -> list[Node]:
         nodes: list[Node] = []
-        request: dict[str, Any] = {"ClusterName": self.cluster_name, "MaxResults": LIST_PAGE_SIZE}
+        request: dict[str, Any] = {
+            "ClusterName": self.cluster_name,
+            "MaxResults": LIST_PAGE_SIZE,
+            "IncludeNodeLogicalIds": True,
+        }
         seen_tokens: set[str] = set()
         while True:
             page = self._call("list_cluster_nodes", **request)
-            nodes.extend(self._to_node(summary) for summary in page.get("ClusterNodeSummaries", []))
+            nodes.extend(
+                self._to_node(summary)
+                for summary in page.get("ClusterNodeSummaries", [])
+                # With IncludeNodeLogicalIds, a node still being provisioned is listed
+                # before it has an instance: it is not a node of ours yet.
+                if summary.get("InstanceId")
+            )
             token = page.get("NextToken")
             if not token:
                 return nodes
@@ -121,6 +127,26 @@ class HyperPodAdapter:
     def replace(self, instance_ids: list[str]) -> RepairOutcome:
         """Replace nodes with new instances. Destroys the instances' volumes."""
         return self._batch("batch_replace_cluster_nodes", instance_ids)
+
+    def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool:
+        """Run deep health checks on the nodes (HyperPod reboots or replaces a node that
+        fails them). False when there was nothing to check."""
+        groups: dict[str, list[str]] = {}
+        wanted = set(instance_ids)
+        for node in self.list_nodes():
+            if node.instance_id in wanted:
+                groups.setdefault(node.pool, []).append(node.instance_id)
+        if not groups or not checks:
+            return False
+        self._call(
+            "start_cluster_health_check",
+            ClusterName=self.cluster_name,
+            DeepHealthCheckConfigurations=[
+                {"InstanceGroupName": group, "InstanceIds": ids, "DeepHealthChecks": list(checks)}
+                for group, ids in sorted(groups.items())
+            ],
+        )
+        return True
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         try:
@@ -198,7 +224,7 @@ class HyperPodAdapter:
             platform=PLATFORM,
             instance_type=instance_type,
             capacity_type=details.get("CapacityType", "OnDemand"),
-            accelerators=accelerators_for(instance_type),
+            accelerators=accelerators_of(self.catalogue, instance_type),
             status=status,
             labels=dict(kubernetes.get("CurrentLabels", {})),
             taints=taints,

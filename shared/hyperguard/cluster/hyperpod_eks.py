@@ -27,7 +27,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
-from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_for
+from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.kubernetes import (
     KubeNode,
     KubernetesAdapter,
@@ -40,6 +40,13 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_ID_LABEL = "hyperguard.io/job-id"
 JOB_ID_ANNOTATION = "hyperguard.io/job-id"
 AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
+# What a training container is told: which job it is, where it checkpoints (to report new
+# checkpoints: POST /jobs/{jobId}/checkpoints), and, on a restart, the latest complete
+# checkpoint to resume from (by the `_COMPLETE` marker convention, hyperguard.store.checkpoints).
+JOB_ID_ENV = "HYPERGUARD_JOB_ID"
+CHECKPOINT_ENV = "HYPERGUARD_CHECKPOINT_URI"
+RESUME_FROM_ENV = "HYPERGUARD_RESUME_FROM"
+RESUME_STEP_ENV = "HYPERGUARD_RESUME_STEP"
 UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 )
@@ -91,9 +98,16 @@ def job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
     if job.auto_resume:
         annotations[AUTO_RESUME_ANNOTATION] = "true"
     accelerators = {accelerator_resource(job.instance_type): str(job.accelerators_per_replica)}
+    env = [{"name": JOB_ID_ENV, "value": job.job_id}]
+    if job.checkpoint_location:
+        env.append({"name": CHECKPOINT_ENV, "value": job.checkpoint_location})
+    if job.last_checkpoint is not None:
+        env.append({"name": RESUME_FROM_ENV, "value": job.last_checkpoint.uri})
+        env.append({"name": RESUME_STEP_ENV, "value": str(job.last_checkpoint.step)})
     container: dict[str, Any] = {
         "name": "main",
         "image": job.image,
+        "env": env,
         "resources": {"requests": accelerators, "limits": accelerators},
     }
     if job.command:
@@ -204,6 +218,10 @@ class HyperPodEksGateway:
         pods are left waiting for one."""
         return self._repair(instance_ids, self.hyperpod.replace, self._delete_nodeclaims)
 
+    def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool:
+        """HyperPod's deep health checks; EKS burst nodes have none (False)."""
+        return self.hyperpod.start_deep_health_check(instance_ids, checks)
+
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
         """Submit this run of `job` pinned to `nodes` (instance ids). False when this run
         (same job id and restart count) was already submitted."""
@@ -270,7 +288,7 @@ class HyperPodEksGateway:
         return outcome
 
     def _burst_node(self, instance_id: str, kube: KubeNode) -> Node:
-        """An EKS node as Karpenter labels it; its catalogue entry is the ml. instance type."""
+        """An EKS node as Karpenter labels it (its instance type is the EC2 name)."""
         instance_type = kube.labels.get(INSTANCE_TYPE_LABEL, "")
         status = _kube_status(kube)
         spot = kube.labels.get(CAPACITY_TYPE_LABEL) == "spot"
@@ -281,15 +299,14 @@ class HyperPodEksGateway:
             platform=EKS_PLATFORM,
             instance_type=instance_type,
             capacity_type="Spot" if spot else "OnDemand",
-            accelerators=accelerators_for(f"ml.{instance_type}"),
+            accelerators=accelerators_of(self.hyperpod.catalogue, instance_type),
             status=status,
             schedulable=not kube.unschedulable,
             node_name=kube.name,
             labels=kube.labels,
             taints=kube.taints,
             launch_time=kube.created,
-            healthy=status is NodeStatus.RUNNING
-            and not any(_is_problem(c) for c in kube.conditions),
+            healthy=status is NodeStatus.RUNNING and not _problems(kube),
         )
 
 
@@ -312,6 +329,10 @@ def _is_problem(condition: NodeCondition) -> bool:
     return condition.status == "True"
 
 
+def _problems(kube: KubeNode) -> list[NodeCondition]:
+    return [c for c in kube.conditions if _is_problem(c)]
+
+
 def _merge(node: Node, kube: KubeNode | None) -> Node:
     """HyperPod's view of a node, completed with what the API server knows about it."""
     if kube is None:
@@ -323,6 +344,10 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
             "schedulable": not kube.unschedulable,
             "labels": kube.labels,
             "taints": kube.taints,
-            "healthy": node.healthy and health_label not in UNHEALTHY_LABEL_VALUES,
+            # SageMaker can say Running while the kubelet or the EKS node monitoring agent
+            # reports a problem (KernelReady=False): the node is not healthy then.
+            "healthy": node.healthy
+            and health_label not in UNHEALTHY_LABEL_VALUES
+            and not _problems(kube),
         }
     )

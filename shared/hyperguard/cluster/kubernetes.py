@@ -16,7 +16,6 @@ from enum import StrEnum
 from functools import lru_cache, partial
 from typing import Any, Protocol, cast
 
-import boto3
 import httpx2
 import msgspec
 from lightkube import ALL_NS, ApiError, Client, KubeConfig
@@ -29,6 +28,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import CascadeType, PatchType
 from pydantic import BaseModel, Field
 
+from hyperguard.aws import client
 from hyperguard.cluster.conventions import (
     HEALTH_LABEL,
     INCIDENT_TAINT,
@@ -101,7 +101,7 @@ def _code(error: ApiError) -> int:
 
 @lru_cache(maxsize=8)
 def _eks_connection(cluster_name: str) -> tuple[str, str]:
-    cluster = boto3.client("eks").describe_cluster(name=cluster_name)["cluster"]
+    cluster = client("eks").describe_cluster(name=cluster_name)["cluster"]
     return cluster["endpoint"], cluster["certificateAuthority"]["data"]
 
 

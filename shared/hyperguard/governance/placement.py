@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from hyperguard.models.governance import instance_spec
+from hyperguard.catalogue import ec2_name
 
 
 class PoolKind(StrEnum):
@@ -57,6 +57,8 @@ class Pool:
     kind: PoolKind
     instance_type: str
     free_accelerators: int
+    per_instance: int
+    """Accelerators of one of the pool's instances."""
     committed: bool = False
     hourly_price: float | None = None
     """Per instance; None → DEFAULT_HOURLY_PRICES."""
@@ -76,10 +78,6 @@ _ALLOWED: Mapping[str, tuple[PoolKind, ...]] = {
 }
 
 
-def ec2_name(instance_type: str) -> str:
-    return instance_type.removeprefix("ml.")
-
-
 def hourly_cost(
     pool: Pool, accelerators: int, prices: Mapping[tuple[PoolKind, str], float]
 ) -> float:
@@ -89,8 +87,7 @@ def hourly_cost(
     price = pool.hourly_price
     if price is None:
         price = prices.get((pool.kind, pool.instance_type), float("inf"))
-    per_instance = instance_spec(pool.instance_type).accelerators or 1
-    return price * accelerators / per_instance
+    return price * accelerators / max(pool.per_instance, 1)
 
 
 def place(

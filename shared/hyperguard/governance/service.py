@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from hyperguard.aws import client
+from hyperguard.catalogue import InstanceCatalogue, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
@@ -41,7 +42,6 @@ from hyperguard.governance.placement import (
 )
 from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
-from hyperguard.models.governance import instance_spec
 from hyperguard.observability import logger
 from hyperguard.settings import Settings
 from hyperguard.store.jobs import (
@@ -96,12 +96,6 @@ def wakeup_for(settings: Settings) -> SchedulerWakeup:
     return NoWakeup()
 
 
-def flavor(instance_type: str) -> str:
-    """The quota name of an instance type: HyperPod's `ml.` spelling (EKS nodes report the
-    EC2 name of the same hardware)."""
-    return instance_type if instance_type.startswith("ml.") else f"ml.{instance_type}"
-
-
 def usable(node: Node) -> bool:
     return node.status is NodeStatus.RUNNING and node.healthy and node.schedulable
 
@@ -114,10 +108,6 @@ def pool_of(node: Node) -> tuple[str, PoolKind]:
     if node.capacity_type.lower() == "spot":
         return f"{node.pool}-spot", PoolKind.EKS_SPOT
     return f"{node.pool}-on-demand", PoolKind.EKS_ON_DEMAND
-
-
-def per_replica_accelerators(job: Job) -> int:
-    return job.accelerators_per_replica or instance_spec(job.instance_type).accelerators
 
 
 @dataclass
@@ -158,11 +148,13 @@ class LeaseLostError(RuntimeError):
 class _Occupancy:
     """Free accelerators per usable node as the pass changes them."""
 
-    def __init__(self, nodes: Iterable[Node], holding: Iterable[JobRecord]) -> None:
+    def __init__(self, nodes: Iterable[Node], holding: Iterable[tuple[list[str], int]]) -> None:
+        """`holding`: the nodes of each job that holds capacity, and its accelerators per
+        replica."""
         self.nodes = {n.instance_id: n for n in nodes if usable(n)}
         self.free = {i: n.accelerators for i, n in self.nodes.items()}
-        for record in holding:
-            self.take(record.job.nodes, per_replica_accelerators(record.job))
+        for held_nodes, per in holding:
+            self.take(held_nodes, per)
 
     def copy(self) -> _Occupancy:
         clone = _Occupancy((), ())
@@ -180,11 +172,15 @@ class _Occupancy:
                 self.free[node] += per
 
     def pools(self, per: int) -> list[Pool]:
-        free: Counter[tuple[str, PoolKind, str]] = Counter()
+        free: Counter[tuple[str, PoolKind, str, int]] = Counter()
         for instance_id, node in self.nodes.items():
             name, kind = pool_of(node)
-            free[(name, kind, node.instance_type)] += self.free[instance_id] // per * per
-        return [Pool(name, kind, itype, amount) for (name, kind, itype), amount in free.items()]
+            key = (name, kind, node.instance_type, node.accelerators)
+            free[key] += self.free[instance_id] // per * per
+        return [
+            Pool(name, kind, itype, amount, per_instance)
+            for (name, kind, itype, per_instance), amount in free.items()
+        ]
 
     def choose(self, pool: str, per: int, replicas: int) -> list[str]:
         """Best fit: the fullest nodes that still take a replica, then by id."""
@@ -208,6 +204,7 @@ class SchedulerService:
         jobs: JobStore,
         teams: TeamStore,
         gateway: ClusterGateway,
+        catalogue: InstanceCatalogue,
         cluster: str,
         lease_ttl_s: float = 120.0,
         settings: EngineSettings | None = None,
@@ -217,6 +214,7 @@ class SchedulerService:
         self.jobs = jobs
         self.teams = teams
         self.gateway = gateway
+        self.catalogue = catalogue
         self.cluster = cluster
         self.lease_ttl_s = lease_ttl_s
         self.settings = settings or EngineSettings()
@@ -278,6 +276,13 @@ class _PassRun:
             at=self.service.clock(), event=event, status=status, reason=reason, details=details
         )
 
+    def per_replica(self, job: Job) -> int:
+        """Accelerators one replica of the job holds on its node."""
+        return (
+            job.accelerators_per_replica
+            or self.service.catalogue.spec(job.instance_type).accelerators
+        )
+
     def run(self) -> None:
         now = self.service.clock()
         snapshot = self.jobs.active()
@@ -290,15 +295,21 @@ class _PassRun:
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
         nodes = self.gateway.list_nodes()
-        capacity = Counter(flavor(n.instance_type) for n in nodes if usable(n))
-        state = GovernanceState(quotas, config, capacity, self.service.settings, now.timestamp())
+        capacity = Counter(ml_name(n.instance_type) for n in nodes if usable(n))
+        catalogue = self.service.catalogue
+        state = GovernanceState(
+            quotas, config, capacity, catalogue, self.service.settings, now.timestamp()
+        )
         for record in active:
-            workload = Workload.from_job(record.job, started_at=record.started_at)
+            workload = Workload.from_job(record.job, catalogue, started_at=record.started_at)
             if record.job.status in HOLDING and record.admitted_replicas:
                 workload.admitted = record.admitted_replicas
             state.add(workload)
         decisions = schedule(state)
-        self.occupancy = _Occupancy(nodes, (r for r in active if r.job.status in HOLDING))
+        self.occupancy = _Occupancy(
+            nodes,
+            ((r.job.nodes, self.per_replica(r.job)) for r in active if r.job.status in HOLDING),
+        )
         victims: dict[str, list[Decision]] = defaultdict(list)
         for action in decisions.actions:
             if action.for_job is not None:
@@ -335,11 +346,11 @@ class _PassRun:
         no allowed pool can place it (its victims are then left alone)."""
         record = self.records[action.job_id]
         job = record.job
-        per = per_replica_accelerators(job)
+        per = self.per_replica(job)
         trial = self.occupancy.copy()
         for victim in victims:
             held = self.records[victim.job_id].job
-            trial.give(held.nodes[victim.replicas :], per_replica_accelerators(held))
+            trial.give(held.nodes[victim.replicas :], self.per_replica(held))
         placement = place(
             template=job.template,
             instance_type=job.instance_type,
@@ -454,7 +465,7 @@ class _PassRun:
     def grow(self, action: Decision) -> None:
         record = self.records[action.job_id]
         job = record.job
-        per = per_replica_accelerators(job)
+        per = self.per_replica(job)
         extra = action.replicas - len(job.nodes)
         if extra <= 0 or job.pool is None:
             return

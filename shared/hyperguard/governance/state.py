@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.governance.decisions import Decision, DecisionKind, Decisions
 from hyperguard.models.governance import (
     ZERO,
@@ -88,11 +89,14 @@ class Workload:
         return max(self.max_replicas or self.replicas, self.replicas)
 
     @classmethod
-    def from_job(cls, job: Job, *, started_at: datetime | None = None) -> Workload:
+    def from_job(
+        cls, job: Job, catalogue: InstanceCatalogue, *, started_at: datetime | None = None
+    ) -> Workload:
+        spec = catalogue.spec(job.instance_type)
         if job.accelerators_per_replica > 0:
-            per_replica = accelerator_share(job.instance_type, job.accelerators_per_replica)
+            per_replica = accelerator_share(spec, job.accelerators_per_replica)
         else:
-            per_replica = instance_amount(job.instance_type)
+            per_replica = instance_amount(spec)
         running = job.status in _RUNNING_STATUSES
         return cls(
             job_id=job.job_id,
@@ -124,20 +128,20 @@ class TeamPolicy:
     strategy: SharingStrategy
 
     @classmethod
-    def from_quota(cls, quota: ComputeQuota) -> TeamPolicy:
+    def from_quota(cls, quota: ComputeQuota, catalogue: InstanceCatalogue) -> TeamPolicy:
         """Only LendAndBorrow borrows; Lend lends only; DontLend neither lends nor borrows.
         BorrowLimit is a percent of the team's own quota per instance type; an
         AbsoluteBorrowLimits entry replaces the percentage for its instance type."""
         config = quota.compute_quota_config
         sharing = config.resource_sharing_config
-        nominal = resolve_quota_resources(config.compute_quota_resources)
+        nominal = resolve_quota_resources(config.compute_quota_resources, catalogue)
         borrows = sharing.strategy is SharingStrategy.LEND_AND_BORROW
         percent = (
             sharing.borrow_limit
             if sharing.borrow_limit is not None
             else DEFAULT_BORROW_LIMIT_PERCENT
         )
-        absolute = resolve_quota_resources(sharing.absolute_borrow_limits or [])
+        absolute = resolve_quota_resources(sharing.absolute_borrow_limits or [], catalogue)
         limit: dict[str, ResourceAmount] = {}
         for flavor in nominal.keys() | absolute.keys():
             own = nominal.get(flavor, ZERO)
@@ -202,7 +206,8 @@ class GovernanceState:
     quotas: Iterable[ComputeQuota]
     scheduler: SchedulerConfig
     capacity: Mapping[str, int]
-    """Installed instances per instance type."""
+    """Installed instances per instance type (HyperPod's `ml.` names)."""
+    catalogue: InstanceCatalogue
     settings: EngineSettings = field(default_factory=EngineSettings)
     now: float = 0.0
     teams: dict[str, TeamPolicy] = field(init=False)
@@ -221,7 +226,7 @@ class GovernanceState:
         self.teams = {}
         for quota in self.quotas:
             if quota.activation_state is ActivationState.ENABLED:
-                policy = TeamPolicy.from_quota(quota)
+                policy = TeamPolicy.from_quota(quota, self.catalogue)
                 self.teams[policy.team] = policy
         self.class_weights = {pc.name: pc.weight for pc in self.scheduler.priority_classes}
         names = set(self.capacity)
@@ -229,7 +234,7 @@ class GovernanceState:
             names |= policy.limit.keys()
         self.flavors = {}
         for name in names:
-            capacity = instance_amount(name, self.capacity.get(name, 0))
+            capacity = instance_amount(self.catalogue.spec(name), self.capacity.get(name, 0))
             nominal_total = _sum(p.nominal.get(name, ZERO) for p in self.teams.values())
             lent = _sum(p.nominal.get(name, ZERO) for p in self.teams.values() if p.lends)
             unallocated = ResourceAmount(
@@ -246,16 +251,17 @@ class GovernanceState:
         quotas: Iterable[ComputeQuota],
         scheduler: SchedulerConfig,
         capacity: Mapping[str, int],
+        catalogue: InstanceCatalogue,
         started_at: Mapping[str, datetime] | None = None,
         settings: EngineSettings | None = None,
         now: float = 0.0,
     ) -> GovernanceState:
         """Build from Job records; terminal jobs are ignored."""
-        state = cls(quotas, scheduler, capacity, settings or EngineSettings(), now)
+        state = cls(quotas, scheduler, capacity, catalogue, settings or EngineSettings(), now)
         starts = started_at or {}
         for job in jobs:
             if job.status in _RUNNING_STATUSES or job.status in _PENDING_STATUSES:
-                state.add(Workload.from_job(job, started_at=starts.get(job.job_id)))
+                state.add(Workload.from_job(job, catalogue, started_at=starts.get(job.job_id)))
         return state
 
     def priority_of(self, priority_class: str | None) -> int:

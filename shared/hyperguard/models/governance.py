@@ -1,6 +1,6 @@
 """Task-governance shapes, field for field as SageMaker's CreateComputeQuota and
-CreateClusterSchedulerConfig APIs spell them, plus the instance catalogue that turns a
-quota into accelerators, vCPU and memory.
+CreateClusterSchedulerConfig APIs spell them, and how a quota resolves into accelerators,
+vCPU and memory (with the instance figures of hyperguard.catalogue).
 
 Python fields are snake_case; their aliases are the AWS PascalCase names (VCpu and MemoryInGiB
 spelled out where PascalCase conversion would get them wrong), and models serialise by alias,
@@ -17,6 +17,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_pascal
+
+from hyperguard.catalogue import InstanceCatalogue, InstanceSpec, ml_name
 
 NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 TEAM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$"
@@ -136,37 +138,6 @@ class SchedulerConfig(AwsShape):
         return self
 
 
-class InstanceSpec(NamedTuple):
-    accelerators: int
-    vcpu: int
-    memory_gib: int
-
-
-_ML_SPECS: dict[str, InstanceSpec] = {
-    "p5.48xlarge": InstanceSpec(8, 192, 2048),
-    "p5e.48xlarge": InstanceSpec(8, 192, 2048),
-    "p5en.48xlarge": InstanceSpec(8, 192, 2048),
-    "p4d.24xlarge": InstanceSpec(8, 96, 1152),
-    "p4de.24xlarge": InstanceSpec(8, 96, 1152),
-    "g5.48xlarge": InstanceSpec(8, 192, 768),
-    "g5.12xlarge": InstanceSpec(4, 48, 192),
-    "g6e.48xlarge": InstanceSpec(8, 192, 1536),
-    "trn1.32xlarge": InstanceSpec(16, 128, 512),
-    "trn2.48xlarge": InstanceSpec(16, 192, 2048),
-}
-
-INSTANCE_CATALOGUE: dict[str, InstanceSpec] = {
-    **{f"ml.{name}": spec for name, spec in _ML_SPECS.items()},
-    **_ML_SPECS,
-}
-"""Accelerators, vCPUs and memory (GiB) per instance, from the EC2 / SageMaker instance-type
-pages. HyperPod names carry the `ml.` prefix; the bare EC2 names are the EKS node types."""
-
-
-class UnknownInstanceTypeError(KeyError):
-    """The instance type is not in INSTANCE_CATALOGUE, so a quota cannot be resolved."""
-
-
 class ResourceAmount(NamedTuple):
     """Exact integer amounts: accelerators, milli-vCPU, MiB. Integers so that sums over
     thousands of jobs never drift the way float sums would."""
@@ -201,61 +172,62 @@ class ResourceAmount(NamedTuple):
 ZERO = ResourceAmount(0, 0, 0)
 
 
-def instance_spec(instance_type: str) -> InstanceSpec:
-    try:
-        return INSTANCE_CATALOGUE[instance_type]
-    except KeyError:
-        raise UnknownInstanceTypeError(instance_type) from None
+def instance_amount(spec: InstanceSpec, count: int = 1) -> ResourceAmount:
+    return ResourceAmount(spec.accelerators, spec.vcpu * 1000, spec.memory_mib).scaled(count)
 
 
-def instance_amount(instance_type: str, count: int = 1) -> ResourceAmount:
-    spec = instance_spec(instance_type)
-    return ResourceAmount(spec.accelerators, spec.vcpu * 1000, spec.memory_gib * 1024).scaled(count)
-
-
-def accelerator_share(instance_type: str, accelerators: int) -> ResourceAmount:
+def accelerator_share(spec: InstanceSpec, accelerators: int) -> ResourceAmount:
     """`accelerators` GPUs/Neuron devices plus the same fraction of the instance's vCPUs and
     memory (2 of 8 GPUs → 2/8 of them), rounded down to milli-vCPU and MiB."""
-    spec = instance_spec(instance_type)
     if spec.accelerators == 0:
-        raise ValueError(f"{instance_type} has no accelerators")
+        raise ValueError("the instance type has no accelerators")
     return ResourceAmount(
         accelerators,
         spec.vcpu * 1000 * accelerators // spec.accelerators,
-        spec.memory_gib * 1024 * accelerators // spec.accelerators,
+        spec.memory_mib * accelerators // spec.accelerators,
     )
 
 
-def resolve_quota_resource(resource: ComputeQuotaResourceConfig) -> ResourceAmount:
+def resolve_quota_resource(
+    resource: ComputeQuotaResourceConfig, catalogue: InstanceCatalogue
+) -> ResourceAmount:
     """What one ComputeQuotaResources entry grants.
 
-    Count → that many whole instances (all three resources). Otherwise Accelerators, VCpu
-    and MemoryInGiB as given; when only Accelerators is set, vCPU and memory follow in
-    proportion to the instance's accelerators, as HyperPod does. AcceleratorPartition (MIG)
-    is not converted: partitions are not whole GPUs.
+    Count → that many whole instances. Otherwise each of Accelerators, VCpu and MemoryInGiB
+    the admin gives is kept, and the ones left out follow in proportion to the instance,
+    the proportion set by the first one given (2 of a p5.48xlarge's 8 GPUs → 48 of its 192
+    vCPUs and 512 of its 2048 GiB, as HyperPod resolves them). Accelerators are never
+    derived: an entry that names none grants none. AcceleratorPartition (MIG) is not
+    converted: partitions are not whole GPUs.
     """
+    spec = catalogue.spec(resource.instance_type)
     if resource.count is not None:
-        return instance_amount(resource.instance_type, resource.count)
-    accelerators = resource.accelerators or 0
-    proportional = accelerator_share(resource.instance_type, accelerators) if accelerators else ZERO
+        return instance_amount(spec, resource.count)
+    whole = instance_amount(spec)
+    given = (
+        (resource.accelerators, whole.accelerators),
+        (resource.vcpu, whole.vcpu),
+        (resource.memory_in_gib, whole.memory_gib),
+    )
+    ratio = next((value / total for value, total in given if value is not None and total), 0.0)
     vcpu_milli = (
-        round(resource.vcpu * 1000) if resource.vcpu is not None else proportional.vcpu_milli
+        round(resource.vcpu * 1000) if resource.vcpu is not None else int(whole.vcpu_milli * ratio)
     )
     memory_mib = (
         round(resource.memory_in_gib * 1024)
         if resource.memory_in_gib is not None
-        else proportional.memory_mib
+        else int(whole.memory_mib * ratio)
     )
-    return ResourceAmount(accelerators, vcpu_milli, memory_mib)
+    return ResourceAmount(resource.accelerators or 0, vcpu_milli, memory_mib)
 
 
 def resolve_quota_resources(
-    resources: list[ComputeQuotaResourceConfig],
+    resources: list[ComputeQuotaResourceConfig], catalogue: InstanceCatalogue
 ) -> dict[str, ResourceAmount]:
-    """Sum the entries per instance type (an instance type may appear more than once)."""
+    """Sum the entries per instance type (an instance type may appear more than once), keyed
+    by HyperPod's `ml.` name."""
     totals: dict[str, ResourceAmount] = {}
     for resource in resources:
-        totals[resource.instance_type] = totals.get(resource.instance_type, ZERO) + (
-            resolve_quota_resource(resource)
-        )
+        name = ml_name(resource.instance_type)
+        totals[name] = totals.get(name, ZERO) + resolve_quota_resource(resource, catalogue)
     return totals

@@ -27,6 +27,7 @@ class Checkpoint(BaseModel):
 
 class Job(BaseModel):
     job_id: str
+    name: str | None = Field(default=None, description="the submitter's name for the job")
     team: str
     priority_class: str | None = None
     template: str = "production"

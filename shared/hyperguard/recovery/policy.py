@@ -32,28 +32,48 @@ class _Camel(BaseModel):
     )
 
 
+class DeepHealthCheck(StrEnum):
+    """SageMaker's DeepHealthCheckType values (StartClusterHealthCheck)."""
+
+    INSTANCE_STRESS = "InstanceStress"
+    INSTANCE_CONNECTIVITY = "InstanceConnectivity"
+    MULTI_NODE_TRAINING_VALIDATION = "MultiNodeTrainingValidation"
+
+
+WEEK_MINS = 7 * 24 * 60
+
+
 class NodeRepairConfigOverride(_Camel):
-    node_monitoring_condition: str
-    node_unhealthy_reason: str
-    min_repair_wait_time_mins: int = Field(ge=0)
+    node_monitoring_condition: str = Field(min_length=1, max_length=128)
+    node_unhealthy_reason: str = Field(min_length=1, max_length=128)
+    min_repair_wait_time_mins: int = Field(ge=1, le=WEEK_MINS)
     repair_action: RepairAction
 
 
 class NodeRepairConfig(_Camel):
     enabled: bool = True
-    max_unhealthy_node_threshold_count: int | None = Field(default=None, ge=1)
+    max_unhealthy_node_threshold_count: int | None = Field(default=None, ge=1, le=100_000)
     max_unhealthy_node_threshold_percentage: int | None = Field(default=20, ge=1, le=100)
-    max_parallel_nodes_repaired_count: int | None = Field(default=None, ge=1)
+    max_parallel_nodes_repaired_count: int | None = Field(default=None, ge=1, le=100_000)
     max_parallel_nodes_repaired_percentage: int | None = Field(default=20, ge=1, le=100)
-    node_repair_config_overrides: list[NodeRepairConfigOverride] = Field(default_factory=list)
-    # HyperGuard's additions (not in the EKS shape):
-    accelerator_fault_wait_mins: int = Field(default=10, ge=0)
-    other_fault_wait_mins: int = Field(default=30, ge=0)
-    repeat_fault_window_mins: int = Field(default=1440, ge=0)
-    scheduled_change_lead_mins: int = Field(default=60, ge=0)
-    health_budget_mins: int = Field(default=45, ge=1)
-    drain_deadline_s: int = Field(default=120, ge=0)
-    poll_interval_s: int = Field(default=30, ge=1)
+    node_repair_config_overrides: list[NodeRepairConfigOverride] = Field(
+        default_factory=list, max_length=100
+    )
+    # HyperGuard's additions (not in the EKS shape). Durations are data: a deployment that
+    # wants faster or slower recovery stores other values (PUT /policies/node-repair).
+    accelerator_fault_wait_mins: float = Field(default=10, ge=0, le=WEEK_MINS)
+    other_fault_wait_mins: float = Field(default=30, ge=0, le=WEEK_MINS)
+    repeat_fault_window_mins: float = Field(default=1440, ge=0, le=WEEK_MINS)
+    scheduled_change_lead_mins: float = Field(default=60, ge=0, le=WEEK_MINS)
+    health_budget_mins: float = Field(default=45, gt=0, le=WEEK_MINS)
+    drain_deadline_s: float = Field(default=120, ge=0, le=3600)
+    # A Wait state's SecondsPath must be a whole number of seconds.
+    poll_interval_s: int = Field(default=30, ge=1, le=3600)
+    deep_health_checks: list[DeepHealthCheck] = Field(
+        default_factory=list,
+        max_length=3,
+        description="run after a reboot, before the node returns to service; empty: none",
+    )
 
     @model_validator(mode="after")
     def _one_of_count_or_percentage(self) -> Self:
@@ -85,22 +105,13 @@ def _is_accelerator_fault(facts: dict[str, object]) -> bool:
 
 
 def decide(
-    policy: NodeRepairConfig,
-    incident: Incident,
-    node: Node,
-    now: datetime,
-    time_scale: float = 1.0,
+    policy: NodeRepairConfig, incident: Incident, node: Node, now: datetime
 ) -> RepairDecision:
     """What to do about the incident's node, and not before when.
 
     Waits count from `incident.opened_at` — when HyperGuard first saw the fault, kept in
     DynamoDB — not from a condition's transition time, which resets when a fault repeats.
-    `time_scale` > 1 shortens every wait (the local twin runs on scaled time).
     """
-
-    def minutes(m: float) -> timedelta:
-        return timedelta(minutes=m / time_scale)
-
     if incident.repair is Repair.DRAIN:
         return RepairDecision(action=Repair.DRAIN, reason=f"{incident.kind}: drain before it goes")
     if not policy.enabled:
@@ -119,10 +130,10 @@ def decide(
                 policy,
                 node,
                 now,
-                time_scale,
                 RepairDecision(
                     action=action,
-                    not_before=incident.opened_at + minutes(override.min_repair_wait_time_mins),
+                    not_before=incident.opened_at
+                    + timedelta(minutes=override.min_repair_wait_time_mins),
                     reason=f"override for {override.node_monitoring_condition}/"
                     f"{override.node_unhealthy_reason}: {override.repair_action.value}",
                 ),
@@ -131,7 +142,7 @@ def decide(
         incident.repair if incident.repair in (Repair.REBOOT, Repair.REPLACE) else Repair.REPLACE
     )
     if incident.severity == "scheduled" and incident.not_before is not None:
-        start = incident.not_before - minutes(policy.scheduled_change_lead_mins)
+        start = incident.not_before - timedelta(minutes=policy.scheduled_change_lead_mins)
         decision = RepairDecision(
             action=action,
             not_before=start,
@@ -146,25 +157,21 @@ def decide(
         )
         decision = RepairDecision(
             action=action,
-            not_before=incident.opened_at + minutes(wait),
+            not_before=incident.opened_at + timedelta(minutes=wait),
             reason=f"degraded: wait {wait} min from first seen before repairing",
         )
     else:
         decision = RepairDecision(action=action, reason=f"{incident.severity}: act at once")
-    return _ladder(policy, node, now, time_scale, decision)
+    return _ladder(policy, node, now, decision)
 
 
 def _ladder(
-    policy: NodeRepairConfig,
-    node: Node,
-    now: datetime,
-    time_scale: float,
-    decision: RepairDecision,
+    policy: NodeRepairConfig, node: Node, now: datetime, decision: RepairDecision
 ) -> RepairDecision:
     """A node that needed a reboot again within the window gets replaced instead."""
     if decision.action is not Repair.REBOOT:
         return decision
-    window = timedelta(minutes=policy.repeat_fault_window_mins / time_scale)
+    window = timedelta(minutes=policy.repeat_fault_window_mins)
     recent = [
         r
         for r in node.repairs

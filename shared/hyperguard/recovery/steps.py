@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hyperguard.cluster import ClusterGateway, NodeNotFoundError
-from hyperguard.cluster.conventions import INSTANCE_ID_NOT_FOUND
+from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.models import (
     Checkpoint,
@@ -27,6 +27,7 @@ from hyperguard.models import (
     ProtectedJob,
     Repair,
     utcnow,
+    wait_timestamp,
 )
 from hyperguard.observability import logger, metrics
 from hyperguard.recovery.policy import NodeRepairConfig, decide
@@ -90,7 +91,6 @@ class RecoverySteps:
     gateway: ClusterGateway
     publisher: EventPublisher
     escalator: Escalator
-    time_scale: float = 1.0
     clock: Callable[[], datetime] = utcnow
 
     def run(self, step: str, recovery: Recovery) -> Recovery:
@@ -119,9 +119,6 @@ class RecoverySteps:
     def _policy(self) -> NodeRepairConfig:
         return self.policies.get()
 
-    def _seconds(self, seconds: float) -> float:
-        return max(seconds / self.time_scale, 1.0)
-
     # -- steps ----------------------------------------------------------------------------
     def diagnose(self, r: Recovery) -> Recovery:
         """Record detection, re-read the node, decide the repair (or that none is needed)."""
@@ -132,7 +129,7 @@ class RecoverySteps:
             self.publisher.publish("IncidentOpened", _announcement(incident))
         policy = self._policy()
         # An integer: a Wait state's SecondsPath must resolve to one, or the execution fails.
-        r["poll_s"] = round(self._seconds(policy.poll_interval_s))
+        r["poll_s"] = int(policy.poll_interval_s)
         try:
             node = self.gateway.node_status(incident.instance_id)
         except NodeNotFoundError:
@@ -147,13 +144,13 @@ class RecoverySteps:
             return r
         stored = self.nodes.get(incident.instance_id)
         history = node.model_copy(update={"repairs": stored.repairs if stored else []})
-        decision = decide(policy, incident, history, self.clock(), self.time_scale)
+        decision = decide(policy, incident, history, self.clock())
         r["action"] = decision.action.value
         r["reason"] = decision.reason
         if decision.action is Repair.NONE:
             r["verdict"], r["resolution"] = "recovered", "no_action_by_policy"
         elif decision.not_before and decision.not_before > self.clock():
-            r["verdict"], r["wait_until"] = "wait", decision.not_before.isoformat()
+            r["verdict"], r["wait_until"] = "wait", wait_timestamp(decision.not_before)
             self.incidents.set_status(incident.incident_id, IncidentStatus.WAITING)
         else:
             r["verdict"] = "repair"
@@ -317,7 +314,7 @@ class RecoverySteps:
         self.nodes.record_repair(incident.instance_id, now.isoformat(), action.value)
         self.incidents.update(incident.incident_id, action=action.value)
         self._mark(incident, "repair_requested")
-        budget = timedelta(seconds=self._seconds(self._policy().health_budget_mins * 60))
+        budget = timedelta(minutes=self._policy().health_budget_mins)
         r.update(
             action=action.value,
             pool_before=pool,
@@ -337,15 +334,9 @@ class RecoverySteps:
         incident = self._incident(r)
         action = Repair(r["action"])
         if action is Repair.REBOOT:
-            node = self.gateway.node_status(incident.instance_id)
-            if node.status in REPAIRING_STATUSES:
-                r["saw_repairing"] = True
-            elif node.status is NodeStatus.RUNNING and node.healthy:
-                r["health"] = "healthy"
-                return r
-            elif r.get("saw_repairing"):  # back from the reboot, still faulty
-                r["health"], r["action"] = "escalate_replace", Repair.REPLACE.value
-                r["reason"] = "the reboot did not cure the fault: replace"
+            verdict = self._rebooted_health(incident, r)
+            if verdict is not None:
+                r["health"] = verdict
                 return r
         elif self._is_eks(incident):
             # Karpenter replaces capacity, not the node: done once the old node is gone.
@@ -373,6 +364,38 @@ class RecoverySteps:
             )
         r["health"] = "pending"
         return r
+
+    def _rebooted_health(self, incident: Incident, r: Recovery) -> str | None:
+        """After a reboot: "healthy", "escalate_replace", or None to keep waiting. Where the
+        policy asks for deep health checks, a node that comes back healthy is checked first
+        and returns to service only once HyperPod's label says the checks passed."""
+        node = self.gateway.node_status(incident.instance_id)
+        if r.get("deep_health_check"):
+            check = node.labels.get(DEEP_HEALTH_CHECK_LABEL)
+            if check == "InProgress":
+                r["deep_health_check"] = "running"
+            elif r["deep_health_check"] != "running":
+                return None  # the label still shows an earlier check's result
+            elif check == "Failed":
+                r["action"] = Repair.REPLACE.value
+                r["reason"] = "the deep health check after the reboot failed: replace"
+                return "escalate_replace"
+            elif check == "Passed" and node.status is NodeStatus.RUNNING and node.healthy:
+                return "healthy"
+            return None
+        if node.status in REPAIRING_STATUSES:
+            r["saw_repairing"] = True
+        elif node.status is NodeStatus.RUNNING and node.healthy:
+            checks = [c.value for c in self._policy().deep_health_checks]
+            if checks and self.gateway.start_deep_health_check([node.instance_id], checks):
+                r["deep_health_check"] = "started"
+                return None
+            return "healthy"
+        elif r.get("saw_repairing"):  # back from the reboot, still faulty
+            r["action"] = Repair.REPLACE.value
+            r["reason"] = "the reboot did not cure the fault: replace"
+            return "escalate_replace"
+        return None
 
     def _is_eks(self, incident: Incident) -> bool:
         node = self.nodes.get(incident.instance_id)

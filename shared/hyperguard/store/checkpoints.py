@@ -10,9 +10,8 @@ the two.
 
 from __future__ import annotations
 
-import json
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from hyperguard.aws import client
@@ -62,13 +61,3 @@ class CheckpointStore:
             return None
         step, completed = best
         return Checkpoint(step=step, uri=checkpoint_folder(location, step), completed_at=completed)
-
-    def write(self, location: str, step: int, payload: bytes = b"") -> str:
-        """Write a checkpoint the way a training job should: data first, marker last."""
-        bucket, _ = split_s3_uri(location)
-        folder = checkpoint_folder(location, step)
-        key = folder[len(f"s3://{bucket}/") :]
-        self.s3.put_object(Bucket=bucket, Key=key + "model.pt", Body=payload)
-        marker = {"step": step, "completed_at": datetime.now(UTC).isoformat()}
-        self.s3.put_object(Bucket=bucket, Key=key + MARKER, Body=json.dumps(marker).encode())
-        return folder

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hyperguard.recovery.policy import NodeRepairConfig
-from hyperguard.store.codec import TableStore, plain
+from hyperguard.store.codec import TableStore, plain, to_item
 
 KEY = {"pk": "POLICY", "sk": "NODE_REPAIR"}
 
@@ -17,6 +17,4 @@ class RepairPolicyStore(TableStore):
         )
 
     def put(self, config: NodeRepairConfig) -> None:
-        self.table.put_item(
-            Item={**KEY, "config": config.model_dump(mode="json", exclude_none=True)}
-        )
+        self.table.put_item(Item={**KEY, "config": to_item(config)})

@@ -2,7 +2,10 @@
 
 The simulator never sleeps; it asks its clock what time it is and works out what must
 have happened by then. `ScaledClock` makes a 16-minute node replacement take 16 seconds
-of wall time in the twin; `ManualClock` lets a test step through it exactly.
+of wall time in the twin; `ManualClock` lets a test step through it exactly. Durations
+inside the cluster are virtual; a time the cluster shows through an API (a node's launch
+time, a condition's transition) is `wall(virtual)`, so that the service, which knows only
+the real clock, sees consistent timestamps.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ class Clock(Protocol):
         """The current (virtual) time, timezone-aware."""
         ...
 
+    def wall(self, at: datetime) -> datetime:
+        """The real time at which the virtual time `at` happens (or happened)."""
+        ...
+
 
 def _require_aware(when: datetime) -> datetime:
     if when.tzinfo is None:
@@ -37,6 +44,10 @@ class ManualClock:
 
     def now(self) -> datetime:
         return self._now
+
+    def wall(self, at: datetime) -> datetime:
+        """Tests run the service on this same clock: virtual and real time are one."""
+        return at
 
     def advance(self, by: float | timedelta) -> datetime:
         """Move forward by `by` (seconds or a timedelta) and return the new time."""
@@ -62,9 +73,13 @@ class ScaledClock:
             raise ValueError("scale must be positive")
         self.scale = scale
         self._start = _require_aware(start) if start is not None else datetime.now(UTC)
+        self._wall_start = datetime.now(UTC)
         self._monotonic = monotonic
         self._origin = monotonic()
 
     def now(self) -> datetime:
         elapsed = self._monotonic() - self._origin
         return self._start + timedelta(seconds=elapsed * self.scale)
+
+    def wall(self, at: datetime) -> datetime:
+        return self._wall_start + (at - self._start) / self.scale

@@ -62,17 +62,18 @@ def run_scenario(
     outputs = twin.deployment.outputs
     events, sqs = twin.client("events"), twin.client("sqs")
     cluster = twin.config.cluster_name
-    nodes = twin.cluster.list_nodes()
-    hyperpod = [n for n in nodes if n.platform == "hyperpod"]
-    busy = {i for job in twin.cluster.jobs() for i in job.nodes}
-    faulty = next(n for n in hyperpod if n.instance_id in busy)
-    idle = [n for n in hyperpod if n.instance_id not in busy]
+    instances = twin.cluster.instances()
+    by_node = {i.node_name: i for i in instances}
+    busy = {by_node[name].instance_id for run in twin.cluster.runs().values() for name in run.nodes}
+    hyperpod = [i for i in instances if i.platform == "hyperpod"]
+    faulty = next(i for i in hyperpod if i.instance_id in busy)
+    idle = [i for i in hyperpod if i.instance_id not in busy]
     retiring, restarting = idle[0], idle[1]
-    spot = next(n for n in nodes if n.platform == "eks" and n.capacity_type == "Spot")
+    spot = next(i for i in instances if i.platform == "eks" and i.capacity_type == "Spot")
 
     hp = _load(events_dir, "hyperpod-node-health-unhealthy")
     plan: list[tuple[str, dict[str, Any]]] = [
-        ("GPU fault (HyperPod agent)", retarget(hp, faulty.instance_id, cluster)),
+        ("same fault, reported again", retarget(hp, faulty.instance_id, cluster)),
         (
             "same node, AWS Health retirement",
             retarget(_load(events_dir, "aws-health-ec2-retirement"), faulty.instance_id),
@@ -103,8 +104,11 @@ def run_scenario(
         ),
         ("foreign cluster (sample as published)", hp),
     ]
-    say("a GPU on a node of a training job fails; the simulated HyperPod health agent reports it")
-    twin.cluster.inject_fault(faulty.instance_id)
+    say(
+        f"a GPU of {faulty.instance_id} (under a training job) fails; the simulated HyperPod "
+        "health agent reports it on EventBridge"
+    )
+    twin.fault(faulty.instance_id, "persistent")
     say(f"injecting {len(plan)} real sample events into the twin:")
     delivered: list[dict[str, Any]] = []
     for label, event in plan:
@@ -188,14 +192,22 @@ def report(twin: Twin, settled: bool) -> dict[str, Any]:
             }
         )
     status = twin.status()
+    names = {job_id: name for name, job_id in twin.seeded_jobs.items()}
     jobs = {
-        job_id: {"step": p.step, "nodes": p.job.nodes, "restarts": p.job.restart_count}
-        for job_id, p in twin.cluster.progress().items()
+        names.get(job_id, job_id): {
+            "job_id": job_id,
+            "step": twin.cluster.step_of(job_id),
+            "nodes": run.nodes,
+            "run": run.name,
+        }
+        for job_id, run in twin.cluster.runs().items()
     }
     return {
         "settled": settled,
         "jobs": jobs,
-        "deliveries": status["sqs_poller"].get("records", 0),
+        "deliveries": twin.poller.records[outputs["IngestHealthFunctionName"]]
+        if twin.poller
+        else 0,
         "signals": signal_counts(twin),
         "incidents": incidents,
         "executions": status["executions"],
@@ -230,8 +242,8 @@ def render(result: dict[str, Any]) -> str:
             )
             lines.append(f"      from first signal (wall time, cluster at x60): {marks}")
     lines.append("  jobs now:")
-    for job_id, job in sorted(result["jobs"].items()):
-        lines.append(f"    {job_id:<22} step {job['step']:<6} restarts {job['restarts']}")
+    for name, job in sorted(result["jobs"].items()):
+        lines.append(f"    {name:<22} step {job['step']:<6} run {job['run']}")
     lines.append("  executions: " + ", ".join(f"{k} {v}" for k, v in result["executions"].items()))
     lines.append(f"  dead-letter queue: {result['dlq_depth']}")
     lines.append(f"  handler errors: {sum(result['function_errors'].values())}")

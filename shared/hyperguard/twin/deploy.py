@@ -19,31 +19,45 @@ from typing import Any
 
 ARTIFACT_BUCKET = "hyperguard-twin-artifacts"
 
-# What the twin does where the emulator cannot do what AWS does. Keyed by CFN type.
+# What the twin does where the emulator cannot do what AWS does. Keyed by CloudFormation
+# type, or by the API for what no resource of the template stands for.
 EMULATOR_GAPS: dict[str, str] = {
-    "AWS::Lambda::Function": "moto runs Lambda code only in Docker; the twin's in-process "
-    "executor imports each function's handler from its CodeUri and runs it with the "
-    "function's deployed environment",
+    "AWS::Lambda::Function": "moto runs Lambda code only in Docker; the twin runs each "
+    "function in its own worker processes (warm, reused, up to a concurrency cap; reserved "
+    "concurrency throttles) with only the layer's packages and boto3, the function's code "
+    "directory, exactly its environment and its execution role's credentials; the timeout "
+    "is enforced, memory is not",
+    "AWS::Lambda::LayerVersion": "uploaded, not mounted; the twin builds the same layer with "
+    "the same recipe (shared/Makefile) for this machine and puts it on the workers' path",
     "AWS::Lambda::EventSourceMapping": "moto delivers SQS messages one at a time and ignores "
-    "partial batch responses; the twin polls the queue like the Lambda service "
-    "(batch size, ReportBatchItemFailures, redrive to the DLQ)",
+    "partial batch responses; the twin polls each queue like the Lambda service (batch size, "
+    "ReportBatchItemFailures, redrive to the DLQ; failed records come back after 1 s)",
     "AWS::StepFunctions::StateMachine": "moto's CloudFormation ignores DefinitionSubstitutions "
     "and does not execute; the twin substitutes and registers the machine with moto's "
     "executing Step Functions interpreter",
-    "AWS::Events::Rule": "moto's default target input leaves `account` out of the event; "
-    "the twin restores the full EventBridge envelope",
-    "AWS::Lambda::LayerVersion": "layer content is uploaded but not mounted; the in-process "
-    "handlers import the same hyperguard package from this checkout",
+    "AWS::Events::Rule": "moto's default target input leaves `account` out of the event (the "
+    "twin restores it); moto never fires a schedule and matches every bus event to a rule "
+    "without a pattern: the twin fires schedules at their rate on the simulated cluster's "
+    "clock, first at start, and matches schedule rules to nothing else",
     "AWS::CloudWatch::Alarm": "not created by the emulator's CloudFormation; `twin status` "
-    "shows the DLQ depth the alarm watches",
+    "shows the queue depths the alarms watch",
     "AWS::SQS::QueuePolicy": "not created by the emulator's CloudFormation, which enforces no "
-    "resource policies: EventBridge delivers to the queue without it",
-    "AWS::Events::Rule (Schedule)": "moto cannot deliver to a Lambda target (it fails every "
-    "PutEvents on the bus); left out with its permission: the twin invokes the scheduler on "
-    "the same rate, time-scaled",
+    "resource policies: EventBridge delivers to the queues without them",
+    "AWS::EKS::AccessEntry": "the emulator has no EKS access entries; the twin's Kubernetes "
+    "API server authenticates each caller's EKS token with STS but authorizes no one "
+    "(no RBAC): every authenticated role may do everything",
     "AWS::ApiGateway::RestApi": "moto cannot build SAM's REST API from its OpenAPI body; left "
     "out, with its Deployment, Stage and invoke permissions: the twin serves the API on "
-    "127.0.0.1:3000 through the same handler with API Gateway's proxy events",
+    "127.0.0.1:3000 through the same function with API Gateway's proxy events; the caller "
+    "names itself in X-HyperGuard-Principal instead of signing (no SigV4 check)",
+    "SageMaker HyperPod API": "moto knows clusters as static records; the twin answers "
+    "DescribeCluster, ListClusterNodes, DescribeClusterNode, BatchReboot/ReplaceClusterNodes "
+    "and StartClusterHealthCheck from its simulated cluster",
+    "EKS and Kubernetes API": "moto's EKS cluster answers DescribeCluster with the twin's "
+    "Kubernetes API server (HTTPS, EKS tokens): nodes, pods, evictions, PodDisruptionBudgets, "
+    "Jobs, NodeClaims, NodePools; no watches, no RBAC, no admission",
+    "EC2 RebootInstances": "reboots of the simulated burst nodes' instances reach the "
+    "simulated cluster",
 }
 
 
@@ -54,7 +68,6 @@ LEFT_OUT_TYPES = frozenset(
         "AWS::ApiGateway::RestApi",
         "AWS::ApiGateway::Deployment",
         "AWS::ApiGateway::Stage",
-        "AWS::Events::Rule (Schedule)",
     }
 )
 
@@ -71,21 +84,11 @@ def _refers_to(fragment: Any, logical_ids: set[str]) -> bool:
     )
 
 
-def _kind(resource: dict[str, Any]) -> str:
-    """The resource type, told apart where the twin treats a variant differently."""
-    if resource["Type"] == "AWS::Events::Rule" and "ScheduleExpression" in resource["Properties"]:
-        return "AWS::Events::Rule (Schedule)"
-    return str(resource["Type"])
-
-
 def leave_out_unsupported(template: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The template without the resources the emulator cannot create or run, and without
-    what depends on them (their permissions, outputs); returns what was left out.
-
-    Schedule rules are left out too: moto matches them against every event on the bus
-    and fails the whole PutEvents on their Lambda target; the twin runs the schedule."""
+    """The template without the resources the emulator cannot create, and without what
+    depends on them (their permissions, outputs); returns what was left out."""
     resources = template["Resources"]
-    dropped = {i for i, r in resources.items() if _kind(r) in LEFT_OUT_TYPES}
+    dropped = {i for i, r in resources.items() if r["Type"] in LEFT_OUT_TYPES}
     while True:
         more = {i for i, r in resources.items() if i not in dropped and _refers_to(r, dropped)}
         if not more:
@@ -93,7 +96,7 @@ def leave_out_unsupported(template: dict[str, Any]) -> tuple[dict[str, Any], dic
         dropped |= more
     kept = {i: r for i, r in resources.items() if i not in dropped}
     outputs = {k: v for k, v in template.get("Outputs", {}).items() if not _refers_to(v, dropped)}
-    left_out = {i: _kind(resources[i]) for i in sorted(dropped)}
+    left_out = {i: str(resources[i]["Type"]) for i in sorted(dropped)}
     return {**template, "Resources": kept, "Outputs": outputs}, left_out
 
 
@@ -158,6 +161,7 @@ def package(template: dict[str, Any], root: Path, s3: Any) -> tuple[dict[str, An
                 "handler": props.get("Handler", globals_fn.get("Handler")),
                 "timeout": props.get("Timeout", globals_fn.get("Timeout", 3)),
                 "memory": props.get("MemorySize", globals_fn.get("MemorySize", 128)),
+                "reserved_concurrency": props.get("ReservedConcurrentExecutions"),
             }
         elif kind == "AWS::Serverless::LayerVersion":
             key = f"{logical_id}.zip"

@@ -2,7 +2,9 @@
 
 Three emulator gaps are closed here, in-process, and reported by `hyperguard twin status`:
 - moto runs Lambda code only in Docker: `LambdaFunction._invoke_lambda` is routed to the
-  twin's in-process executor (so Step Functions' lambda:invoke tasks run the real handlers);
+  twin's Lambda runtime (worker processes; so Step Functions' lambda:invoke tasks run the
+  real handlers), and an error of the Lambda service there (a throttle) is the Invoke API's
+  error, as on AWS;
 - moto's CloudFormation ignores `DefinitionSubstitutions` and registers state machines in a
   backend that does not execute them: the twin substitutes and registers them with moto's
   executing Step Functions interpreter instead;
@@ -11,11 +13,15 @@ Three emulator gaps are closed here, in-process, and reported by `hyperguard twi
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
@@ -27,13 +33,21 @@ _invoker: Invoker | None = None
 
 def _patch_lambda_invoke() -> None:
     from moto.awslambda.models import LambdaFunction
+    from moto.core.exceptions import JsonRESTError
 
-    def invoke_in_process(self: Any, event: Any = None) -> tuple[str, bool, str]:
+    from hyperguard.twin.lambda_runtime import LambdaServiceError
+
+    def invoke_in_worker(self: Any, event: Any = None) -> tuple[str, bool, str]:
         if _invoker is None:
-            raise RuntimeError("no in-process executor is installed")
-        return _invoker(self.function_name, event)
+            raise RuntimeError("no Lambda runtime is installed")
+        try:
+            return _invoker(self.function_name, event)
+        except LambdaServiceError as exc:
+            error = JsonRESTError(exc.code, exc.message)
+            error.code = exc.status
+            raise error from exc
 
-    LambdaFunction._invoke_lambda = invoke_in_process  # type: ignore[method-assign]
+    LambdaFunction._invoke_lambda = invoke_in_worker  # type: ignore[method-assign]
 
 
 def _patch_event_envelope() -> None:
@@ -45,6 +59,29 @@ def _patch_event_envelope() -> None:
         EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE = template.replace(
             '"version": "0",', '"version": "0", "account": "<account>",'
         )
+
+
+_CREDENTIAL = re.compile(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/")
+
+
+def api_call(environ: dict[str, Any]) -> tuple[str, str]:
+    """(access key id, "service:Operation") of a SigV4-signed request: the operation from
+    X-Amz-Target (JSON protocols) or the Action parameter (query protocols), else the HTTP
+    method (REST protocols such as S3's). The body is read and put back for moto."""
+    found = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+    key, service = found.groups() if found else ("anonymous", "unknown")
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    operation = target.rsplit(".", 1)[-1] if target else ""
+    if not operation:
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        operation = query.get("Action", [""])[0]
+    if not operation and environ.get("CONTENT_TYPE", "").startswith(
+        "application/x-www-form-urlencoded"
+    ):
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(body)
+        operation = parse_qs(body.decode(errors="replace")).get("Action", [""])[0]
+    return key, f"{service}:{operation or environ.get('REQUEST_METHOD', '?')}"
 
 
 class QuietRequestHandler(WSGIRequestHandler):
@@ -109,14 +146,16 @@ class Emulator:
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
+        self.calls: Counter[tuple[str, str]] = Counter()
+        """AWS API calls served: (caller's access key id, "service:Operation")."""
 
     @property
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def start(self, invoker: Invoker) -> None:
+        """Serve on `port` (0: a free one; `port` and `endpoint` then tell which)."""
         global _invoker
-        os.environ["MOTO_PORT"] = str(self.port)  # Step Functions calls Lambda through it
         from moto.core.config import default_user_config
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
@@ -133,6 +172,8 @@ class Emulator:
             threaded=True,
             request_handler=QuietRequestHandler,
         )
+        self.port = self._server.server_port
+        os.environ["MOTO_PORT"] = str(self.port)  # Step Functions calls Lambda through it
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto")
         self._thread.start()
 
@@ -141,6 +182,7 @@ class Emulator:
             path = environ.get("PATH_INFO", "")
             route = self.routes.get(path)
             if route is None:
+                self.calls[api_call(environ)] += 1
                 return moto_app(environ, start_response)
             try:
                 status, body = route(environ)

@@ -1,16 +1,17 @@
 """The Lambda service's SQS poller, for the twin: batches, partial batch responses, redrive.
 
 Like the real poller it deletes only the records a batch reported as processed; failed
-records become visible again (after `retry_visibility_s`, time-scaled for the twin instead
+records become visible again (after `retry_visibility_s`, shortened for the twin instead
 of the queue's visibility timeout) and the queue's redrive policy moves a record that keeps
-failing to the DLQ.
+failing to the DLQ. A throttled or failed invocation fails the whole batch. Each mapping has
+its own polling thread, as each event source mapping has its own pollers: a slow function
+never holds up another's queue.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -37,28 +38,35 @@ class SqsPoller:
     region: str = "us-east-1"
     retry_visibility_s: int = 1
     stats: Counter[str] = field(default_factory=Counter)
+    records: Counter[str] = field(default_factory=Counter)
+    """Records delivered, by function."""
 
     def poll_once(self) -> int:
         """One receive + invoke per mapping; returns how many records were delivered."""
-        delivered = 0
-        for mapping in self.mappings:
-            messages = self.sqs.receive_message(
-                QueueUrl=mapping.queue_url,
-                MaxNumberOfMessages=min(mapping.batch_size, 10),
-                AttributeNames=["All"],
-                MessageAttributeNames=["All"],
-                WaitTimeSeconds=0,
-            ).get("Messages", [])
-            if messages:
-                delivered += len(messages)
-                self._deliver(mapping, messages)
-        return delivered
+        return sum(self.poll_mapping(mapping) for mapping in self.mappings)
+
+    def poll_mapping(self, mapping: SqsMapping) -> int:
+        messages = self.sqs.receive_message(
+            QueueUrl=mapping.queue_url,
+            MaxNumberOfMessages=min(mapping.batch_size, 10),
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+            WaitTimeSeconds=0,
+        ).get("Messages", [])
+        if messages:
+            self._deliver(mapping, messages)
+        return len(messages)
 
     def _deliver(self, mapping: SqsMapping, messages: list[dict[str, Any]]) -> None:
         event = {"Records": [self._record(mapping, m) for m in messages]}
-        payload, errored, _ = self.invoker.invoke(mapping.function_name, event)
+        try:
+            payload, errored, _ = self.invoker.invoke(mapping.function_name, event)
+        except Exception:  # throttled, or the Lambda service failed: the batch comes back
+            self.stats["invoke_errors"] += 1
+            payload, errored = "null", True
         self.stats["batches"] += 1
         self.stats["records"] += len(messages)
+        self.records[mapping.function_name] += len(messages)
         failed: set[str] = {m["MessageId"] for m in messages} if errored else set()
         if not errored and mapping.report_batch_item_failures:
             response = json.loads(payload or "null") or {}
@@ -89,11 +97,26 @@ class SqsPoller:
             "awsRegion": self.region,
         }
 
-    def run(self, stop: threading.Event, idle_sleep_s: float = 0.05) -> None:
+    def run(self, stop: threading.Event, idle_sleep_s: float = 0.05) -> list[threading.Thread]:
+        """Start one polling thread per mapping; they stop when `stop` is set."""
+        threads = [
+            threading.Thread(
+                target=self._poll_forever,
+                args=(mapping, stop, idle_sleep_s),
+                name=f"sqs-poller-{mapping.function_name}",
+                daemon=True,
+            )
+            for mapping in self.mappings
+        ]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    def _poll_forever(self, mapping: SqsMapping, stop: threading.Event, idle_s: float) -> None:
         while not stop.is_set():
             try:
-                if self.poll_once() == 0:
-                    time.sleep(idle_sleep_s)
+                if self.poll_mapping(mapping) == 0:
+                    stop.wait(idle_s)
             except Exception:  # the poller outlives any one bad poll, like the real one
                 self.stats["poll_errors"] += 1
-                time.sleep(idle_sleep_s * 10)
+                stop.wait(idle_s * 10)

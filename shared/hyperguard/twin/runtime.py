@@ -1,4 +1,13 @@
-"""The running twin: emulator + deployed stack + in-process functions + simulated cluster."""
+"""The running twin: the AWS emulator with the stack deployed, each function in its own
+Lambda-like worker processes, and a simulated HyperPod + EKS cluster behind the emulated
+SageMaker, EC2 and EKS APIs and a Kubernetes API server.
+
+The twin plays the cloud and the people around the service, never the service: it creates
+what an account already has before HyperGuard is deployed (the HyperPod and EKS clusters,
+the checkpoint bucket), deploys template.yaml, and then configures and uses the service
+through its API as an operator and its users would (repair policy, scheduler policy,
+principals, quotas, jobs). It writes nothing into the service's tables.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,8 @@ import logging
 import os
 import threading
 import time
-import uuid
+import urllib.error
+import urllib.request
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,92 +28,110 @@ from typing import Any
 from werkzeug.serving import make_server
 
 from hyperguard import aws
-from hyperguard.cluster import NodeNotFoundError, factory
-from hyperguard.cluster.clock import ScaledClock
-from hyperguard.cluster.simulated import SimulatedCluster
-from hyperguard.models import Checkpoint
-from hyperguard.models.governance import ComputeQuota, SchedulerConfig
-from hyperguard.store import JobStore, NodeStore, TeamStore
-from hyperguard.store.checkpoints import CheckpointStore
-from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
+from hyperguard.recovery.policy import DeepHealthCheck, NodeRepairConfig
+from hyperguard.twin import aws as twin_aws
+from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, PRINCIPAL_HEADER, ApiGatewayProxy
+from hyperguard.twin.clock import ScaledClock
+from hyperguard.twin.cluster import FaultKind, SimulatedCluster
 from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy
+from hyperguard.twin.effects import EffectRunner
 from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
-from hyperguard.twin.executor import FunctionSpec, InProcessExecutor
-from hyperguard.twin.inject import put_entry, retarget
+from hyperguard.twin.kube import EksTokenAuthenticator, KubeApiServer, ObjectStore
+from hyperguard.twin.lambda_runtime import FunctionSpec, LambdaRuntime, stage_layer
 from hyperguard.twin.poller import SqsMapping, SqsPoller
-from hyperguard.twin.telemetry import (
-    CloudWatchSink,
-    install_stdout_router,
-    outside_invocation,
-)
+from hyperguard.twin.telemetry import CloudWatchSink
 
 REGION = "us-east-1"
-CHECKPOINT_BUCKET = "hyperguard-twin-checkpoints"
 ACCOUNT = "123456789012"
-AGENT_SAMPLE = "hyperpod-node-health-unhealthy.json"
-# The seeded jobs' teams and their nominal quotas in ml.p5.48xlarge instances.
-SEED_QUOTAS = {"nlp": 8, "vision": 4}
-SEED_POLICY = SchedulerConfig.model_validate(
-    {
-        "PriorityClasses": [
-            {"Name": "inference", "Weight": 100},
-            {"Name": "training", "Weight": 50},
-            {"Name": "experiment", "Weight": 10},
-        ],
-        "FairShare": "Enabled",
-        "IdleResourceSharing": "Enabled",
-    }
-)
-
-
-def seed_quota(team: str, instances: int, cluster_arn: str) -> ComputeQuota:
-    return ComputeQuota.model_validate(
-        {
-            "Name": f"{team}-quota",
-            "ClusterArn": cluster_arn,
-            "ComputeQuotaConfig": {
-                "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": instances}],
-                "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
-                "PreemptTeamTasks": "LowerPriority",
-            },
-            "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
-            "ActivationState": "Enabled",
-        }
-    )
-
-
+CHECKPOINT_BUCKET = "hyperguard-twin-checkpoints"
+INSTANCE_TYPE = "ml.p5.48xlarge"
 TWIN_ENV = {
     "AWS_ACCESS_KEY_ID": "twin",
     "AWS_SECRET_ACCESS_KEY": "twin",
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
 }
+# The seeded teams (nominal quota in ml.p5.48xlarge instances) and their training jobs:
+# (job id, team, nodes, HyperPod auto-resume, step of the checkpoint it starts from).
+SEED_QUOTAS = {"nlp": 8, "vision": 4}
+SEED_JOBS: tuple[tuple[str, str, int, bool, int], ...] = (
+    ("llama3-70b-pretrain", "nlp", 4, False, 1200),
+    ("mistral-7b-sft", "nlp", 2, True, 300),
+    ("vit-h14-pretrain", "vision", 3, False, 640),
+)
+SEED_POLICY = {
+    "PriorityClasses": [
+        {"Name": "inference", "Weight": 100},
+        {"Name": "training", "Weight": 50},
+        {"Name": "experiment", "Weight": 10},
+    ],
+    "FairShare": "Enabled",
+    "IdleResourceSharing": "Enabled",
+}
+
+
+class TwinError(RuntimeError):
+    pass
+
+
+def team_role(team: str) -> str:
+    """The IAM role a team's members and training jobs call the API with."""
+    return f"arn:aws:iam::{ACCOUNT}:role/{team}-training"
+
+
+def fast_policy(time_scale: float) -> NodeRepairConfig:
+    """The repair policy an operator of the twin stores: the published defaults on the
+    simulated cluster's clock (every wait divided by its speed), and a deep health check
+    after each reboot so that the whole path shows."""
+    defaults = NodeRepairConfig()
+    return defaults.model_copy(
+        update={
+            name: getattr(defaults, name) / time_scale
+            for name in (
+                "accelerator_fault_wait_mins",
+                "other_fault_wait_mins",
+                "repeat_fault_window_mins",
+                "scheduled_change_lead_mins",
+                "health_budget_mins",
+                "drain_deadline_s",
+            )
+        }
+        | {
+            "poll_interval_s": max(1, round(defaults.poll_interval_s / time_scale)),
+            "deep_health_checks": [DeepHealthCheck.INSTANCE_STRESS],
+        }
+    )
 
 
 @dataclass
 class TwinConfig:
+    """`port` (the AWS emulator) and `api_port` (the API): 0 means any free port."""
+
     root: Path
     host: str = "127.0.0.1"
     port: int = 4566
+    api_port: int = 3000
     stack_name: str = "hyperguard"
     cluster_name: str = "hyperguard-twin"
-    eks_cluster_name: str = "hyperguard-burst"
+    eks_cluster_name: str = "hyperguard-eks"
     hyperpod_nodes: int = 16
-    time_scale: float = 60.0
-    api_port: int = 3000
-    seed_jobs: bool = True
     burst_nodes: int = 4
+    time_scale: float = 60.0
+    seed_jobs: bool = True
+    max_concurrency: int = 4
+    cache_dir: Path | None = None
+
+    @property
+    def cluster_arn(self) -> str:
+        return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{self.cluster_name}"
 
     @property
     def parameters(self) -> dict[str, str]:
-        arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{self.cluster_name}"
         return {
             "HyperPodClusterName": self.cluster_name,
-            "HyperPodClusterArn": arn,
+            "HyperPodClusterArn": self.cluster_arn,
             "EksClusterName": self.eks_cluster_name,
-            "ClusterBackend": "simulated",
             "CheckpointBucketName": CHECKPOINT_BUCKET,
-            "TimeScale": str(self.time_scale),
             "AdminPrincipalArns": DEFAULT_PRINCIPAL,
         }
 
@@ -112,51 +140,82 @@ class TwinConfig:
 class Twin:
     config: TwinConfig
     emulator: Emulator = field(init=False)
-    executor: InProcessExecutor = field(init=False)
+    store: ObjectStore = field(init=False)
+    kube: KubeApiServer = field(init=False)
     cluster: SimulatedCluster = field(init=False)
+    effects: EffectRunner | None = None
+    runtime: LambdaRuntime | None = None
     deployment: Deployment | None = None
     poller: SqsPoller | None = None
+    schedules: twin_aws.ScheduleRunner | None = None
+    sink: CloudWatchSink | None = None
     started_at: float = 0.0
-    jobs: JobStore | None = None
-    ticks: int = 0
+    region: str = REGION
+    account: str = ACCOUNT
     _api_server: Any = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
-    sink: CloudWatchSink | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
+    seeded_jobs: dict[str, str] = field(default_factory=dict)
+    credential_owners: dict[str, str] = field(default_factory=dict)
+    """Access key id → the function (logical id) that runs with it."""
+    """The seeded jobs' names (llama3-70b-pretrain, ...) → the job ids the API gave them."""
 
     def __post_init__(self) -> None:
         self.emulator = Emulator(self.config.host, self.config.port)
-        self.executor = InProcessExecutor(REGION, ACCOUNT, output_sink=self._ship_output)
-        self.cluster = SimulatedCluster(
-            ScaledClock(self.config.time_scale), checkpoint_sink=self._record_checkpoint
+        self.store = ObjectStore()
+        self.kube = KubeApiServer(
+            self.store, authenticator=EksTokenAuthenticator(self.config.eks_cluster_name)
         )
-
-    region: str = REGION
-    account: str = ACCOUNT
+        self.cluster = SimulatedCluster(
+            ScaledClock(self.config.time_scale),
+            self.store,
+            effects=lambda effect: self.effects.submit(effect) if self.effects else None,
+            hyperpod_cluster=self.config.cluster_name,
+            eks_cluster=self.config.eks_cluster_name,
+            region=REGION,
+            account=ACCOUNT,
+        )
 
     def client(self, service: str) -> Any:
         import boto3
 
         return boto3.client(service, endpoint_url=self.emulator.endpoint, region_name=REGION)
 
-    def _ship_output(self, function_name: str, output: str) -> None:
-        if self.sink is None:
-            self.sink = CloudWatchSink(self.client("logs"), self.client("cloudwatch"))
-        self.sink.ship(function_name, output)
+    @property
+    def api_endpoint(self) -> str:
+        port = self._api_server.server_port if self._api_server else self.config.api_port
+        return f"http://{self.config.host}:{port}"
 
-    def up(self) -> Deployment:
-        install_stdout_router()  # before any handler creates its powertools Logger
-        # The emulator's own notes on what it cannot create are reported by status().
+    @property
+    def outputs(self) -> dict[str, str]:
+        if self.deployment is None:
+            raise TwinError("the twin is not up")
+        return self.deployment.outputs
+
+    # ------------------------------------------------------------------ start, stop
+
+    def up(self, *, wait: bool = True, timeout_s: float = 120.0) -> Deployment:
         warnings.filterwarnings("ignore", message="Tried to parse", category=UserWarning)
         logging.getLogger("moto").setLevel(logging.ERROR)
+        self.emulator.start(self._invoke)
+        self.started_at = time.time()
         changed = {**TWIN_ENV, "AWS_ENDPOINT_URL": self.emulator.endpoint}
-        self._saved_env = {k: os.environ.get(k) for k in changed}
+        self._saved_env = {k: os.environ.get(k) for k in changed | {"MOTO_PORT": ""}}
         os.environ.update(changed)
         aws.client.cache_clear()  # clients made before now point elsewhere
         aws.dynamodb_table.cache_clear()
-        self.emulator.start(self.executor.invoke)
-        self.started_at = time.time()
+        self.kube.start()
+        twin_aws.attach(self.cluster)
+        self.effects = EffectRunner(
+            s3=self.client("s3"),
+            events=self.client("events"),
+            service_bus=f"{self.config.stack_name}-bus",
+            report=self._report_checkpoint,
+        )
+        self._create_account_infrastructure()
+        cache = self.config.cache_dir or self.config.root / ".twin" / "cache"
+        layer = stage_layer(self.config.root, cache)
         self.deployment = deploy(
             root=self.config.root,
             stack_name=self.config.stack_name,
@@ -164,88 +223,129 @@ class Twin:
             cfn=self.client("cloudformation"),
             s3=self.client("s3"),
         )
-        factory.use_simulated(self.cluster)
+        self.effects.service_bus = self.deployment.outputs["EventBusName"]
+        self.runtime = LambdaRuntime(
+            layer,
+            region=REGION,
+            account=ACCOUNT,
+            max_concurrency=self.config.max_concurrency,
+            extra_env={"AWS_ENDPOINT_URL": self.emulator.endpoint},
+            credentials=self._role_credentials,
+            output_sink=self._ship_output,
+        )
         self._register_functions(self.deployment)
         detach_inline_sqs_triggers()
-        self.poller = SqsPoller(self.client("sqs"), self.executor, self._sqs_mappings(), REGION)
-        self._seed_cluster(self.deployment)
+        self.poller = SqsPoller(self.client("sqs"), self.runtime, self._sqs_mappings(), REGION)
+        self._threads.extend(self.poller.run(self._stop))
+        self.schedules = twin_aws.ScheduleRunner(ACCOUNT, REGION, speed=self.config.time_scale)
         self.emulator.routes["/_hyperguard/status"] = lambda _env: (200, self.status())
         self.emulator.routes["/_hyperguard/nodes"] = lambda _env: (200, self.cluster.snapshot())
         self.emulator.routes["/_hyperguard/fault"] = self._fault_route
-        self._spawn("sqs-poller", lambda: self.poller.run(self._stop) if self.poller else None)
+        self.effects.start()
+        self._spawn("schedules", lambda: self.schedules.run(self._stop) if self.schedules else None)
         self._spawn("cluster-clock", self._tick)
-        self._spawn("scheduler-tick", self._schedule_tick)
-        self._serve_api(self.deployment)
+        self._serve_api()
+        self._configure_service()
+        if wait:
+            self.wait_ready(timeout_s)
         return self.deployment
 
-    @property
-    def api_endpoint(self) -> str:
-        return f"http://{self.config.host}:{self.config.api_port}"
+    def down(self) -> None:
+        """Stop serving and forget every emulated resource: moto's state is per process,
+        so a later twin in the same process starts clean."""
+        from moto.moto_api._internal.models import moto_api_backend
 
-    def _serve_api(self, deployment: Deployment) -> None:
-        """API Gateway in front of the API function, as `sam local start-api` would."""
-        paths = json.loads((self.config.root / "docs" / "openapi.json").read_text())["paths"]
-        name = deployment.functions["ApiFunction"]["name"]
-
-        def invoke(event: dict[str, Any]) -> dict[str, Any]:
-            payload, errored, _ = self.executor.invoke(name, event)
-            if errored:  # what API Gateway answers when the integration fails
-                return {"statusCode": 502, "body": json.dumps({"message": "Internal server error"})}
-            return dict(json.loads(payload))
-
-        proxy = ApiGatewayProxy(invoke, paths)
-        self._api_server = make_server(
-            self.config.host,
-            self.config.api_port,
-            proxy,
-            threaded=True,
-            request_handler=QuietRequestHandler,
-        )
-        self._spawn("api-gateway", self._api_server.serve_forever)
-
-    def _schedule_tick(self) -> None:
-        """The `rate(1 minute)` schedule of the scheduler, on the twin's scaled time: moto
-        creates the rule but delivers to SQS, logs and buses only, never to Lambda."""
-        assert self.deployment is not None
-        name = self.deployment.functions["SchedulerFunction"]["name"]
-        period = max(60.0 / self.config.time_scale, 0.5)
-        while not self._stop.wait(period):
-            event = {
-                "version": "0",
-                "id": str(uuid.uuid4()),
-                "detail-type": "Scheduled Event",
-                "source": "aws.events",
-                "account": ACCOUNT,
-                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "region": REGION,
-                "resources": [],
-                "detail": {},
-            }
-            self.executor.invoke(name, event)
-            self.ticks += 1
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        if self.runtime is not None:
+            self.runtime.stop()
+        if self.effects is not None:
+            self.effects.stop()
+        if self._api_server is not None:
+            self._api_server.shutdown()
+            self._api_server.server_close()
+        self.kube.stop()
+        self.emulator.stop()
+        twin_aws.attach(None)
+        moto_api_backend.reset()
+        for key, value in self._saved_env.items():  # leave the process as it found it
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        aws.client.cache_clear()
+        aws.dynamodb_table.cache_clear()
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 
+    def _tick(self) -> None:
+        while not self._stop.wait(0.2):
+            self.cluster.advance()
+
+    def _invoke(self, function_name: str, event: Any) -> tuple[str, bool, str]:
+        if self.runtime is None:
+            raise TwinError("functions are not deployed yet")
+        return self.runtime.invoke(function_name, event)
+
+    # ------------------------------------------------------------ the account
+
+    def _create_account_infrastructure(self) -> None:
+        """What an account has before HyperGuard is deployed: the HyperPod cluster and its
+        EKS orchestrator (with Karpenter's burst pool), and the jobs' checkpoint bucket."""
+        config = self.config
+        self.cluster.add_instance_group("workers", INSTANCE_TYPE, config.hyperpod_nodes)
+        on_demand = config.burst_nodes - config.burst_nodes // 2
+        self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", on_demand)
+        self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", config.burst_nodes // 2, spot=True)
+        self.client("eks").create_cluster(
+            name=config.eks_cluster_name,
+            roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
+            resourcesVpcConfig={"subnetIds": []},
+        )
+        twin_aws.point_eks_cluster(
+            config.eks_cluster_name, self.kube.endpoint, self.kube.ca_data, ACCOUNT, REGION
+        )
+        self.client("s3").create_bucket(Bucket=CHECKPOINT_BUCKET)
+
+    def _role_credentials(self, spec: FunctionSpec) -> dict[str, str]:
+        """A function runs with its execution role's temporary credentials, as on Lambda."""
+        credentials = self.client("sts").assume_role(
+            RoleArn=spec.role_arn, RoleSessionName=spec.name[:64]
+        )["Credentials"]
+        self.credential_owners[credentials["AccessKeyId"]] = spec.logical_id
+        return {
+            "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": credentials["SessionToken"],
+        }
+
     def _register_functions(self, deployment: Deployment) -> None:
+        assert self.runtime is not None
         lam = self.client("lambda")
         for logical_id, fn in deployment.functions.items():
-            config = lam.get_function_configuration(FunctionName=fn["name"])
-            self.executor.register(
+            configuration = lam.get_function_configuration(FunctionName=fn["name"])
+            self.runtime.register(
                 FunctionSpec(
                     name=fn["name"],
                     logical_id=logical_id,
                     code_dir=fn["code_dir"],
                     handler=fn["handler"],
-                    # Lambda environment values are strings; moto keeps Number parameters as floats.
+                    # Lambda environment values are strings; moto keeps Number parameters as
+                    # floats.
                     environment={
                         k: str(v)
-                        for k, v in config.get("Environment", {}).get("Variables", {}).items()
+                        for k, v in configuration.get("Environment", {})
+                        .get("Variables", {})
+                        .items()
                     },
-                    timeout_s=int(fn["timeout"]),
+                    timeout_s=float(fn["timeout"]),
                     memory_mb=int(fn["memory"]),
+                    reserved_concurrency=fn["reserved_concurrency"],
+                    role_arn=configuration["Role"],
                 )
             )
 
@@ -269,93 +369,200 @@ class Twin:
             )
         return mappings
 
+    def _ship_output(self, function_name: str, output: str) -> None:
+        if self.sink is None:
+            self.sink = CloudWatchSink(self.client("logs"), self.client("cloudwatch"))
+        self.sink.ship(function_name, output)
+
+    # ------------------------------------------------------------ the API
+
+    def _serve_api(self) -> None:
+        """API Gateway in front of the API function, as `sam local start-api` would."""
+        assert self.deployment is not None
+        paths = json.loads((self.config.root / "docs" / "openapi.json").read_text())["paths"]
+        name = self.deployment.functions["ApiFunction"]["name"]
+
+        def invoke(event: dict[str, Any]) -> dict[str, Any]:
+            try:
+                payload, errored, _ = self._invoke(name, event)
+            except Exception as exc:  # throttled or failed: what API Gateway answers
+                return {"statusCode": 502, "body": json.dumps({"message": str(exc)})}
+            if errored:
+                return {"statusCode": 502, "body": json.dumps({"message": "Internal server error"})}
+            return dict(json.loads(payload))
+
+        proxy = ApiGatewayProxy(invoke, paths)
+        self._api_server = make_server(
+            self.config.host,
+            self.config.api_port,
+            proxy,
+            threaded=True,
+            request_handler=QuietRequestHandler,
+        )
+        self._spawn("api-gateway", self._api_server.serve_forever)
+
+    def api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        principal: str = DEFAULT_PRINCIPAL,
+    ) -> tuple[int, Any]:
+        """Call the service's API the way a user does (through the twin's API Gateway)."""
+        request = urllib.request.Request(
+            self.api_endpoint + path,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Content-Type": "application/json", PRINCIPAL_HEADER: principal},
+            method=method,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                raw = response.read()
+                status = response.status
+        except urllib.error.HTTPError as error:
+            raw, status = error.read(), error.code
+        return status, json.loads(raw) if raw else None
+
+    def _api_ok(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        status, answer = self.api(method, path, body, **kwargs)
+        if status >= 300:
+            raise TwinError(f"{method} {path} answered {status}: {answer}")
+        return answer
+
+    def _configure_service(self) -> None:
+        """What an operator does after `sam deploy`, and what the seeded teams submit."""
+        policy = fast_policy(self.config.time_scale)
+        self._api_ok(
+            "PUT", "/policies/node-repair", policy.model_dump(mode="json", exclude_none=True)
+        )
+        if not self.config.seed_jobs:
+            return
+        self._api_ok("PUT", "/scheduler-config", SEED_POLICY)
+        for team, instances in SEED_QUOTAS.items():
+            self._api_ok("PUT", "/principals", {"principal_arn": team_role(team), "team": team})
+            self._api_ok(
+                "PUT",
+                f"/teams/{team}/compute-quota",
+                {
+                    "Name": f"{team}-quota",
+                    "ClusterArn": self.config.cluster_arn,
+                    "ComputeQuotaConfig": {
+                        "ComputeQuotaResources": [
+                            {"InstanceType": INSTANCE_TYPE, "Count": instances}
+                        ],
+                        "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+                        "PreemptTeamTasks": "LowerPriority",
+                    },
+                    "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
+                    "ActivationState": "Enabled",
+                },
+            )
+        for job_id, team, nodes, auto_resume, start_step in SEED_JOBS:
+            if nodes > self.config.hyperpod_nodes:
+                continue
+            location = f"s3://{CHECKPOINT_BUCKET}/{job_id}/"
+            self.cluster.seed_checkpoint(location, start_step)
+            submitted = self._api_ok(
+                "POST",
+                "/jobs",
+                {
+                    "name": job_id,
+                    "priority_class": "training",
+                    "instance_type": INSTANCE_TYPE,
+                    "replicas": nodes,
+                    "image": "hyperguard/trainer:twin",
+                    "command": ["torchrun", "--nnodes", str(nodes), "train.py", "--name", job_id],
+                    "checkpoint_location": location,
+                    "auto_resume": auto_resume,
+                },
+                principal=team_role(team),
+            )
+            self.seeded_jobs[job_id] = submitted["job_id"]
+
+    def _report_checkpoint(self, job_id: str, team: str, step: int, uri: str) -> None:
+        """A training job reporting a completed checkpoint (POST /jobs/{jobId}/checkpoints);
+        `job_id` is the job's HyperGuard id, which the job finds in its environment."""
+        self.api(
+            "POST",
+            f"/jobs/{job_id}/checkpoints",
+            {"step": step, "uri": uri},
+            principal=team_role(team),
+        )
+
+    def wait_ready(self, timeout_s: float = 120.0) -> None:
+        """Until the service knows every node (its inventory sync has run) and the seeded
+        jobs run: what `up` waits for before anyone injects a fault."""
+        from hyperguard.store import NodeStore
+
+        deadline = time.monotonic() + timeout_s
+        nodes = NodeStore(self.outputs["NodesTableName"])
+        expected = {i.instance_id for i in self.cluster.instances()}
+        while time.monotonic() < deadline:
+            known = {n.instance_id for n in nodes.all()}
+            runs = self.cluster.runs()
+            jobs_ok = all(
+                job_id in runs and runs[job_id].state == "running"
+                for job_id in self.seeded_jobs.values()
+            )
+            if expected <= known and jobs_ok:
+                return
+            time.sleep(0.2)
+        status = self.status()
+        raise TwinError(
+            f"the twin was not ready within {timeout_s} s: the service knows "
+            f"{len(expected & known)} of {len(expected)} nodes; jobs "
+            f"{ {job_id: run.state for job_id, run in self.cluster.runs().items()} }; "
+            f"invocations {status['invocations']}, errors {status['function_errors']}"
+        )
+
+    # ------------------------------------------------------------ the cluster
+
+    def fault(self, instance_id: str, kind: FaultKind = "gpu") -> dict[str, Any]:
+        """Break a node the way hardware does; its health agent reports it."""
+        self.cluster.inject_fault(instance_id, kind)
+        return {"instance_id": instance_id, "kind": kind}
+
     def _fault_route(self, environ: dict[str, Any]) -> tuple[int, Any]:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+        kind = body.get("kind", "gpu")
+        if kind not in ("gpu", "persistent", "kernel"):
+            return 400, {"error": f"unknown fault kind {kind!r}: gpu, persistent or kernel"}
         try:
-            return 200, self.fault(body["instance_id"], body.get("kind", "gpu"))
-        except (KeyError, NodeNotFoundError) as exc:
-            return 404, {"error": f"no such node: {exc}"}
+            return 200, self.fault(str(body["instance_id"]), kind)
+        except KeyError:
+            return 400, {"error": 'name the node: {"instance_id": "i-..."}'}
+        except LookupError as exc:
+            return 404, {"error": str(exc)}
 
-    def fault(self, instance_id: str, kind: str = "gpu") -> dict[str, Any]:
-        """Break a node the way hardware does, and report it the way HyperPod's health
-        agent does: the node goes to Failure and a node health event (the published
-        sample's shape) reaches EventBridge."""
-        assert self.deployment is not None
-        self.cluster.inject_fault(instance_id, kind="persistent" if kind == "persistent" else "gpu")
-        sample = json.loads((self.config.root / "tests" / "events" / AGENT_SAMPLE).read_text())
-        event = retarget(sample, instance_id, self.config.cluster_name)
-        result = self.client("events").put_events(
-            Entries=[put_entry(event, self.deployment.outputs["EventBusName"])]
-        )
-        return {
-            "instance_id": instance_id,
-            "kind": kind,
-            "event_id": result["Entries"][0].get("EventId"),
-        }
+    # ------------------------------------------------------------ status
 
-    def _seed_cluster(self, deployment: Deployment) -> None:
-        """Seed the simulator and write its inventory and jobs where the service reads them;
-        the seeded jobs' teams get quotas that cover them, so the scheduler governs them."""
-        self.cluster.seed_default(
-            cluster_name=self.config.cluster_name,
-            hyperpod_nodes=self.config.hyperpod_nodes,
-            eks_cluster=self.config.eks_cluster_name,
-            jobs=self.config.seed_jobs,
-            burst_nodes=self.config.burst_nodes,
-        )
-        teams = TeamStore(deployment.outputs["TeamsTableName"])
-        for team, instances in SEED_QUOTAS.items() if self.config.seed_jobs else ():
-            quota = seed_quota(team, instances, self.config.parameters["HyperPodClusterArn"])
-            teams.put_quota(quota, target_version=None)
-        if self.config.seed_jobs:
-            teams.put_scheduler_config(SEED_POLICY, target_version=None)
-        NodeStore(deployment.outputs["NodesTableName"]).upsert_inventory(self.cluster.list_nodes())
-        self.client("s3").create_bucket(Bucket=CHECKPOINT_BUCKET)
-        self.jobs = JobStore(deployment.outputs["JobsTableName"])
-        for job in self.cluster.jobs():
-            self.jobs.put(job)
-
-    def _record_checkpoint(self, job_id: str, step: int, uri: str) -> None:
-        """The simulated jobs checkpoint as a training job should: shards, then the
-        completion marker, in S3; then they report it (what POST .../checkpoints does)."""
-        if self.jobs is None:
-            return
-        with outside_invocation():
-            self._write_checkpoint(job_id, step)
-
-    def _write_checkpoint(self, job_id: str, step: int) -> None:
-        assert self.jobs is not None
-        job = next((j for j in self.cluster.jobs() if j.job_id == job_id), None)
-        if job is None or job.checkpoint_location is None:
-            return
-        folder = CheckpointStore(self.client("s3")).write(job.checkpoint_location, step)
-        checkpoint = Checkpoint(step=step, uri=folder, completed_at=datetime.now(UTC))
-        self.jobs.record_checkpoint(job_id, checkpoint)
-
-    def _tick(self) -> None:
-        while not self._stop.wait(0.5):
-            self.cluster.advance()
+    def function_calls(self) -> Counter[tuple[str, str]]:
+        """AWS API calls the functions made: (function logical id, "service:Operation")."""
+        calls: Counter[tuple[str, str]] = Counter()
+        for (key, operation), count in list(self.emulator.calls.items()):
+            owner = self.credential_owners.get(key)
+            if owner is not None:
+                calls[(owner, operation)] += count
+        return calls
 
     def status(self) -> dict[str, Any]:
-        assert self.deployment is not None
+        assert self.deployment is not None and self.runtime is not None
         present = {r["type"] for r in self.deployment.resources.values()}
-        present |= set(self.deployment.skipped.values())
         skipped = set(self.deployment.skipped.values())
         gaps = [
-            {
-                "type": kind,
-                "created": kind not in skipped,
-                "twin_does": what,
-            }
+            {"type": kind, "created": kind not in skipped, "twin_does": what}
             for kind, what in EMULATOR_GAPS.items()
-            if kind in present
+            if kind in present | skipped or not kind.startswith("AWS::")
         ]
         sqs = self.client("sqs")
         depth: dict[str, int] = {}
-        for key in ("HealthQueueUrl", "HealthDLQUrl"):
+        for key, url in self.deployment.outputs.items():
+            if not key.endswith(("QueueUrl", "DLQUrl")):
+                continue
             attrs = sqs.get_queue_attributes(
-                QueueUrl=self.deployment.outputs[key],
+                QueueUrl=url,
                 AttributeNames=[
                     "ApproximateNumberOfMessages",
                     "ApproximateNumberOfMessagesNotVisible",
@@ -370,8 +577,11 @@ class Twin:
             stateMachineArn=self.deployment.outputs["NodeRecoveryStateMachineArn"]
         ):
             executions.update(e["status"] for e in page["executions"])
+        runtime = self.runtime
         return {
             "endpoint": self.emulator.endpoint,
+            "api_endpoint": self.api_endpoint,
+            "kubernetes_endpoint": self.kube.endpoint,
             "stack": self.deployment.stack_name,
             "uptime_s": round(time.time() - self.started_at, 1),
             "time_scale": self.config.time_scale,
@@ -379,31 +589,16 @@ class Twin:
             "resources": self.deployment.resources,
             "not_created": self.deployment.skipped,
             "emulator_gaps": gaps,
-            "invocations": dict(self.executor.invocations),
-            "function_errors": dict(self.executor.errors),
+            "invocations": dict(runtime.invocations),
+            "function_errors": {name: n for name, n in runtime.errors.items() if n},
+            "cold_starts": dict(runtime.cold_starts),
+            "throttles": dict(runtime.throttles),
             "sqs_poller": dict(self.poller.stats) if self.poller else {},
+            "schedules_fired": dict(self.schedules.fired) if self.schedules else {},
+            "kubernetes_requests": dict(self.kube.stats),
+            "cluster_effects": dict(self.effects.done) if self.effects else {},
+            "cluster_effects_failed": dict(self.effects.failed) if self.effects else {},
             "queue_depth": depth,
             "executions": dict(executions),
+            "time": datetime.now(UTC).isoformat(),
         }
-
-    def down(self) -> None:
-        """Stop serving and forget every emulated resource: moto's state is per process,
-        so a later twin in the same process starts clean."""
-        from moto.moto_api._internal.models import moto_api_backend
-
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=2)
-        self.emulator.stop()
-        if self._api_server is not None:
-            self._api_server.shutdown()
-            self._api_server.server_close()
-        factory.use_simulated(None)
-        moto_api_backend.reset()
-        for key, value in self._saved_env.items():  # leave the process as it found it
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        aws.client.cache_clear()
-        aws.dynamodb_table.cache_clear()

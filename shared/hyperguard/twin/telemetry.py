@@ -1,72 +1,16 @@
 """What CloudWatch does with a Lambda's output, for the twin.
 
-Each invocation's stdout is captured (per thread: handlers run concurrently), its lines go
-to the function's CloudWatch Logs group, and the Embedded Metric Format lines that
-powertools prints become CloudWatch metrics, all in the emulator.
+Each invocation's log text (its worker process's output, with Lambda's START/END/REPORT
+lines) goes to the function's CloudWatch Logs group, and the Embedded Metric Format lines
+that powertools prints become CloudWatch metrics, all in the emulator.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import sys
 import threading
 import time
-from typing import Any, TextIO
-
-_local = threading.local()
-
-
-class _ThreadRoutedStdout(io.TextIOBase):
-    """sys.stdout stand-in: a thread that is capturing writes to its buffer."""
-
-    def __init__(self, real: TextIO) -> None:
-        self.real = real
-
-    def write(self, text: str) -> int:
-        buffer = getattr(_local, "buffer", None)
-        return buffer.write(text) if buffer is not None else self.real.write(text)
-
-    def flush(self) -> None:
-        if getattr(_local, "buffer", None) is None:
-            self.real.flush()
-
-
-def install_stdout_router() -> None:
-    if not isinstance(sys.stdout, _ThreadRoutedStdout):
-        sys.stdout = _ThreadRoutedStdout(sys.stdout)
-
-
-def current_function() -> str | None:
-    """The function whose invocation this thread is running, if any (for measurements)."""
-    return getattr(_local, "function", None)
-
-
-class capture_output:
-    def __init__(self, function: str | None = None) -> None:
-        self.function = function
-
-    def __enter__(self) -> io.StringIO:
-        self.buffer = io.StringIO()
-        _local.buffer = self.buffer
-        _local.function = self.function
-        return self.buffer
-
-    def __exit__(self, *exc: object) -> None:
-        _local.buffer = None
-        _local.function = None
-
-
-class outside_invocation:
-    """Work done on a function's thread that is not the function's own (the simulated
-    cluster's training jobs writing checkpoints while a handler calls the cluster)."""
-
-    def __enter__(self) -> None:
-        self.saved = current_function()
-        _local.function = None
-
-    def __exit__(self, *exc: object) -> None:
-        _local.function = self.saved
+from typing import Any
 
 
 def emf_metrics(line: str) -> list[dict[str, Any]]:

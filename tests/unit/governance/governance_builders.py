@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.conftest import catalogue
+
 from hyperguard.governance import EngineSettings, GovernanceState, Workload
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig, accelerator_share
 
 P5 = "ml.p5.48xlarge"
+CATALOGUE = catalogue()
 CLASSES = {"low": 10, "mid": 50, "high": 100}
 
 
@@ -68,7 +71,7 @@ def job(
         job_id,
         team,
         P5,
-        accelerator_share(P5, gpus),
+        accelerator_share(CATALOGUE.spec(P5), gpus),
         replicas,
         cls,
         at,
@@ -97,6 +100,7 @@ def cluster(
         quotas,
         scheduler(fair_share=fair_share, idle=idle),
         {P5: instances},
+        CATALOGUE,
         EngineSettings(min_runtime_s=min_runtime),
         now,
     )

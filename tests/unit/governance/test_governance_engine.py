@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from governance_builders import P5, cluster, gpus_used, job, quota, running
+from governance_builders import CATALOGUE, P5, cluster, gpus_used, job, quota, running
 
 from hyperguard.governance import DecisionKind, Decisions, GovernanceState, schedule
 from hyperguard.governance.state import Workload
@@ -468,6 +468,7 @@ def test_from_jobs_builds_the_snapshot_from_job_records() -> None:
         quotas=[quota("a", 8, borrow=0)],
         scheduler=cluster([], 0).scheduler,
         capacity={P5: 2},
+        catalogue=CATALOGUE,
     )
     assert set(state.workloads) == {"run", "wait"}
     assert gpus_used(state, "a") == 8

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+from tests.conftest import catalogue
 
+from hyperguard.catalogue import UnknownInstanceTypeError
 from hyperguard.models.governance import (
     ComputeQuota,
     ComputeQuotaResourceConfig,
     ResourceAmount,
     SchedulerConfig,
-    UnknownInstanceTypeError,
     resolve_quota_resource,
     resolve_quota_resources,
 )
+
+CATALOGUE = catalogue()
 
 AWS_QUOTA = {
     "Name": "ml-a-quota",
@@ -115,10 +118,17 @@ def test_scheduler_config_limits() -> None:
         ({"InstanceType": "ml.g5.48xlarge", "Count": 1}, (8, 192, 768)),
         ({"InstanceType": "ml.p5.48xlarge", "Accelerators": 8, "VCpu": 10}, (8, 10, 2048)),
         ({"InstanceType": "ml.p5.48xlarge", "VCpu": 4, "MemoryInGiB": 8}, (0, 4, 8)),
+        # Types the hand-written catalogue did not know (published task-governance examples).
+        ({"InstanceType": "ml.g5.2xlarge", "Accelerators": 1}, (1, 8, 32)),
+        ({"InstanceType": "ml.g6.12xlarge", "Accelerators": 2}, (2, 24, 96)),
+        ({"InstanceType": "ml.trn2.48xlarge", "Accelerators": 4}, (4, 48, 512)),
+        # What the admin gives is kept; the rest follows the first one given.
+        ({"InstanceType": "ml.p5.48xlarge", "VCpu": 96}, (0, 96, 1024)),
+        ({"InstanceType": "ml.p5.48xlarge", "Accelerators": 2, "MemoryInGiB": 100}, (2, 48, 100)),
     ],
 )
 def test_resolve_quota_resource(resource: dict, expected: tuple[int, float, float]) -> None:
-    amount = resolve_quota_resource(ComputeQuotaResourceConfig.model_validate(resource))
+    amount = resolve_quota_resource(ComputeQuotaResourceConfig.model_validate(resource), CATALOGUE)
     assert (amount.accelerators, amount.vcpu, amount.memory_gib) == expected
 
 
@@ -129,12 +139,13 @@ def test_entries_for_the_same_instance_type_add_up() -> None:
             {"InstanceType": "ml.p5.48xlarge", "Accelerators": 4}
         ),
     ]
-    totals = resolve_quota_resources(resources)
+    totals = resolve_quota_resources(resources, CATALOGUE)
     assert totals == {"ml.p5.48xlarge": ResourceAmount(12, 288_000, 3072 * 1024)}
 
 
 def test_unknown_instance_type_is_a_typed_error() -> None:
     with pytest.raises(UnknownInstanceTypeError):
         resolve_quota_resource(
-            ComputeQuotaResourceConfig.model_validate({"InstanceType": "ml.x9", "Count": 1})
+            ComputeQuotaResourceConfig.model_validate({"InstanceType": "ml.x9", "Count": 1}),
+            CATALOGUE,
         )

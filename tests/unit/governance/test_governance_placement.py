@@ -6,12 +6,12 @@ import pytest
 
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, Pool, PoolKind, place
 
-HP_COMMITTED = Pool("hp-reserved", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, committed=True)
-HP = Pool("hp-ondemand", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16)
-OD = Pool("eks-od", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 64)
-OD_CHEAP = Pool("eks-od-cheap", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, hourly_price=40.0)
-SPOT = Pool("eks-spot", PoolKind.EKS_SPOT, "p5.48xlarge", 64)
-FULL_HP = Pool("hp-full", PoolKind.HYPERPOD, "ml.p5.48xlarge", 0)
+HP_COMMITTED = Pool("hp-reserved", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, 8, committed=True)
+HP = Pool("hp-ondemand", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, 8)
+OD = Pool("eks-od", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 64, 8)
+OD_CHEAP = Pool("eks-od-cheap", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, 8, hourly_price=40.0)
+SPOT = Pool("eks-spot", PoolKind.EKS_SPOT, "p5.48xlarge", 64, 8)
+FULL_HP = Pool("hp-full", PoolKind.HYPERPOD, "ml.p5.48xlarge", 0, 8)
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_committed_capacity_costs_nothing_and_others_cost_their_share() -> None:
 
 
 def test_pool_too_small_is_skipped() -> None:
-    small = Pool("hp-small", PoolKind.HYPERPOD, "ml.p5.48xlarge", 4)
+    small = Pool("hp-small", PoolKind.HYPERPOD, "ml.p5.48xlarge", 4, 8)
     placement = place(
         template="development", instance_type="ml.p5.48xlarge", accelerators=8, pools=[small, OD]
     )

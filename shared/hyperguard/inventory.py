@@ -1,0 +1,108 @@
+"""The node inventory (NodesTable), kept by the service itself from what the clusters report.
+
+Two paths fill it, as they do on AWS:
+- `InventorySync.sync` — the inventory function's pass (on a schedule, and on HyperPod
+  cluster events): every node SageMaker and the EKS API server report is written where it
+  changed, and a node of these clusters that neither reports any more is retired (kept, with
+  status NotFound, for its history);
+- `NodeLookup.find` — ingestion's look-up of an instance it does not know yet: the cluster
+  is asked before an event is called foreign, so an event for a node added since the last
+  sync is not lost. Misses are remembered for a window, so a storm of events for instances
+  that are not ours costs one cluster call per instance and window.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperguard.cluster import ClusterGateway, NodeNotFoundError
+from hyperguard.models import Node, NodeStatus
+from hyperguard.store import NodeStore
+from hyperguard.store.codec import to_item
+
+FOREIGN_WINDOW_S = 300.0
+
+
+def reported(node: Node) -> dict[str, Any]:
+    """The fields of a node that the cluster reports (not HyperGuard's own)."""
+    item = to_item(node)
+    for own in (*NodeStore.OWN_FIELDS, "instance_id"):
+        item.pop(own, None)
+    return item
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    listed: int
+    written: int
+    retired: int
+
+
+@dataclass
+class InventorySync:
+    nodes: NodeStore
+    gateway: ClusterGateway
+    clusters: frozenset[str]
+    """The clusters whose nodes this sync owns: a stored node of another cluster is left
+    alone."""
+
+    def sync(self) -> SyncResult:
+        listed = self.gateway.list_nodes()
+        stored = {n.instance_id: n for n in self.nodes.all()}
+        changed = [
+            node
+            for node in listed
+            if node.instance_id not in stored
+            or reported(stored[node.instance_id]) != reported(node)
+        ]
+        self.nodes.upsert_inventory(changed)
+        present = {n.instance_id for n in listed}
+        gone = [
+            n.instance_id
+            for n in stored.values()
+            if n.cluster in self.clusters
+            and n.status is not NodeStatus.NOT_FOUND
+            and n.instance_id not in present
+        ]
+        for instance_id in gone:
+            self.nodes.retire(instance_id)
+        return SyncResult(listed=len(listed), written=len(changed), retired=len(gone))
+
+
+@dataclass
+class NodeLookup:
+    nodes: NodeStore
+    gateway: ClusterGateway
+    window_s: float = FOREIGN_WINDOW_S
+    clock: Callable[[], float] = time.monotonic
+    _misses: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def find(self, instance_id: str) -> Node | None:
+        """The stored node; else, the cluster's, stored now; None if neither has it."""
+        node = self.nodes.get(instance_id)
+        if node is not None:
+            return node
+        now = self.clock()
+        with self._lock:
+            missed_at = self._misses.get(instance_id)
+            if missed_at is not None and now - missed_at < self.window_s:
+                return None
+        try:
+            live = self.gateway.node_status(instance_id)
+        except NodeNotFoundError:
+            with self._lock:
+                self._misses[instance_id] = now
+                self._forget_old(now)
+            return None
+        self.nodes.upsert_inventory([live])
+        return self.nodes.get(instance_id)
+
+    def _forget_old(self, now: float) -> None:
+        stale = [i for i, at in self._misses.items() if now - at >= self.window_s]
+        for instance_id in stale:
+            del self._misses[instance_id]

@@ -1,0 +1,289 @@
+"""What the emulator lacks of the AWS APIs the service calls, with the simulated cluster behind:
+
+- SageMaker HyperPod: DescribeCluster, ListClusterNodes (paging, IncludeNodeLogicalIds),
+  DescribeClusterNode (by NodeId or NodeLogicalId), BatchRebootClusterNodes and
+  BatchReplaceClusterNodes (1-25 ids, per-node `Failed` errors), StartClusterHealthCheck —
+  moto knows clusters only as static records and has none of the node operations;
+- EKS: DescribeCluster answers with the twin's Kubernetes API server (endpoint and CA);
+- EC2: RebootInstances of the burst nodes' instances reaches the cluster;
+- EventBridge: moto never fires a rule's schedule, and delivers every event put on the bus
+  to a rule without an event pattern, schedule rules included. The twin stops the latter
+  and runs the schedules itself (`ScheduleRunner`).
+
+Requests are validated as the botocore model says (lengths, patterns, enums) before the
+cluster is asked, with the error codes SageMaker uses.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from hyperguard.twin.cluster import SimulatedCluster
+
+NODE_ID = re.compile(r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$")
+DEEP_HEALTH_CHECKS = frozenset(
+    {"InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation"}
+)
+BATCH_LIMIT = 25
+PAGE_LIMIT = 100
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_UNIT_S = {"minute": 60, "hour": 3600, "day": 86400}
+
+_cluster: SimulatedCluster | None = None
+_delivering_schedule: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "delivering_schedule", default=False
+)
+_patched = False
+
+
+def attach(cluster: SimulatedCluster | None) -> None:
+    """Put `cluster` behind the emulator's SageMaker and EC2 APIs (None: detach)."""
+    global _cluster
+    _cluster = cluster
+    _patch()
+
+
+def _ours(name_or_arn: str | None) -> SimulatedCluster | None:
+    cluster = _cluster
+    if cluster is None or not name_or_arn:
+        return None
+    if name_or_arn in (cluster.hyperpod_cluster, cluster.cluster_arn):
+        return cluster
+    return None
+
+
+def _patch() -> None:
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    _patch_sagemaker()
+    _patch_ec2()
+    _patch_schedule_matching()
+
+
+def _patch_sagemaker() -> None:
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.exceptions import ResourceNotFound, ValidationError
+    from moto.sagemaker.responses import SageMakerResponse
+
+    def cluster_or_raise(self: Any) -> SimulatedCluster:
+        name = self._get_param("ClusterName")
+        cluster = _ours(name)
+        if cluster is None:
+            raise ResourceNotFound(f"Cluster {name} not found.")
+        return cluster
+
+    def wraps(name: str) -> Callable[[Callable[..., Any]], None]:
+        original = getattr(SageMakerResponse, name)
+
+        def install(ours: Callable[[Any, SimulatedCluster], Any]) -> None:
+            def method(self: Any) -> Any:
+                cluster = _ours(self._get_param("ClusterName"))
+                return original(self) if cluster is None else ours(self, cluster)
+
+            method.__name__ = name
+            setattr(SageMakerResponse, name, method)
+
+        return install
+
+    @wraps("describe_cluster")
+    def describe_cluster(self: Any, cluster: SimulatedCluster) -> Any:
+        return ActionResult(cluster.describe_cluster())
+
+    @wraps("list_cluster_nodes")
+    def list_cluster_nodes(self: Any, cluster: SimulatedCluster) -> Any:
+        max_results = self._get_param("MaxResults") or PAGE_LIMIT
+        if not 1 <= int(max_results) <= PAGE_LIMIT:
+            raise ValidationError(f"MaxResults must be between 1 and {PAGE_LIMIT}.")
+        nodes = cluster.cluster_nodes(
+            include_logical_ids=bool(self._get_param("IncludeNodeLogicalIds"))
+        )
+        group = self._get_param("InstanceGroupNameContains")
+        if group:
+            nodes = [n for n in nodes if group in n["InstanceGroupName"]]
+        if self._get_param("SortOrder") == "Descending":
+            nodes.reverse()
+        token = self._get_param("NextToken")
+        try:
+            start = int(token) if token else 0
+        except ValueError:
+            raise ValidationError("Invalid pagination token.") from None
+        page = nodes[start : start + int(max_results)]
+        result: dict[str, Any] = {"ClusterNodeSummaries": page}
+        if start + int(max_results) < len(nodes):
+            result["NextToken"] = str(start + int(max_results))
+        return ActionResult(result)
+
+    @wraps("describe_cluster_node")
+    def describe_cluster_node(self: Any, cluster: SimulatedCluster) -> Any:
+        node_id = self._get_param("NodeId") or self._get_param("NodeLogicalId")
+        if not node_id:
+            raise ValidationError("Either NodeId or NodeLogicalId must be provided.")
+        details = cluster.describe_node(node_id)
+        if details is None:
+            raise ResourceNotFound(
+                f"Node {node_id} not found in cluster {cluster.hyperpod_cluster}."
+            )
+        return ActionResult({"NodeDetails": details})
+
+    def batch(action: str) -> Callable[[Any], Any]:
+        def method(self: Any) -> Any:
+            cluster = cluster_or_raise(self)
+            node_ids = self._get_param("NodeIds") or []
+            if not 1 <= len(node_ids) <= BATCH_LIMIT:
+                raise ValidationError(f"NodeIds must hold between 1 and {BATCH_LIMIT} ids.")
+            bad = [n for n in node_ids if not NODE_ID.match(str(n))]
+            if bad:
+                raise ValidationError(f"Invalid NodeIds {bad}: must match {NODE_ID.pattern}")
+            return ActionResult(cluster.batch_repair(action, list(node_ids)))  # type: ignore[arg-type]
+
+        method.__name__ = f"batch_{action}_cluster_nodes"
+        return method
+
+    SageMakerResponse.batch_reboot_cluster_nodes = batch("reboot")  # type: ignore[attr-defined]
+    SageMakerResponse.batch_replace_cluster_nodes = batch("replace")  # type: ignore[attr-defined]
+
+    def start_cluster_health_check(self: Any) -> Any:
+        cluster = cluster_or_raise(self)
+        configs = self._get_param("DeepHealthCheckConfigurations") or []
+        if not 1 <= len(configs) <= 99:
+            raise ValidationError("DeepHealthCheckConfigurations must hold 1 to 99 entries.")
+        groups: dict[str, list[str]] = {}
+        for node in cluster.cluster_nodes(include_logical_ids=False):
+            groups.setdefault(node["InstanceGroupName"], []).append(node["InstanceId"])
+        chosen: list[str] = []
+        for config in configs:
+            checks = set(config.get("DeepHealthChecks") or [])
+            if not checks or not checks <= DEEP_HEALTH_CHECKS:
+                raise ValidationError(
+                    f"DeepHealthChecks must be among {sorted(DEEP_HEALTH_CHECKS)}."
+                )
+            group = config.get("InstanceGroupName")
+            if group not in groups:
+                raise ResourceNotFound(f"Instance group {group} not found.")
+            wanted = config.get("InstanceIds") or groups[group]
+            chosen.extend(i for i in wanted if i in groups[group])
+        cluster.start_health_check(chosen)
+        return ActionResult({"ClusterArn": cluster.cluster_arn})
+
+    SageMakerResponse.start_cluster_health_check = start_cluster_health_check  # type: ignore[attr-defined]
+
+
+def _patch_ec2() -> None:
+    from moto.ec2.models.instances import InstanceBackend
+
+    original = InstanceBackend.reboot_instances
+
+    def reboot_instances(self: Any, instance_ids: list[str]) -> list[Any]:
+        cluster = _cluster
+        if cluster is None:
+            return original(self, instance_ids)
+        theirs = cluster.reboot_instances([i for i in instance_ids if cluster.owns(i)])
+        rest = [i for i in instance_ids if not cluster.owns(i)] + theirs
+        return original(self, rest) if rest else []
+
+    InstanceBackend.reboot_instances = reboot_instances  # type: ignore[method-assign]
+
+
+def _patch_schedule_matching() -> None:
+    from moto.events.models import Rule
+
+    original = Rule.send_to_targets
+
+    def send_to_targets(self: Any, original_event: Any, transform_input: bool = True) -> None:
+        # A schedule rule has no event pattern; EventBridge never matches bus events to it.
+        if self.scheduled_expression and not _delivering_schedule.get():
+            return
+        original(self, original_event, transform_input)
+
+    Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]
+
+
+def point_eks_cluster(name: str, endpoint: str, ca_data: str, account: str, region: str) -> None:
+    """The emulator's EKS cluster `name` answers DescribeCluster with the twin's API server."""
+    from moto.eks.models import eks_backends
+
+    cluster = eks_backends[account][region].clusters[name]
+    cluster.endpoint = endpoint
+    cluster.certificate_authority = {"data": ca_data}
+
+
+def schedule_period_s(expression: str) -> float | None:
+    """Seconds between firings of a `rate(...)` expression; None for anything else."""
+    match = _RATE.match(expression)
+    if match is None:
+        return None
+    return int(match.group(1)) * _UNIT_S[match.group(2).removesuffix("s")]
+
+
+class ScheduleRunner:
+    """Fires the emulator's schedule rules, as EventBridge does: a "Scheduled Event" to each
+    target, every period. `speed` runs them faster, with the simulated cluster's clock (a
+    rate(1 minute) rule fires every second at speed 60). The first firing is at start."""
+
+    def __init__(self, account: str, region: str, speed: float = 1.0) -> None:
+        self.account = account
+        self.region = region
+        self.speed = speed
+        self.fired: dict[str, int] = {}
+        self.errors = 0
+        self.unsupported: set[str] = set()
+        self._next: dict[str, float] = {}
+
+    def fire_due(self, now: float | None = None) -> int:
+        from moto.events.models import events_backends
+
+        now = time.monotonic() if now is None else now
+        fired = 0
+        backend = events_backends[self.account][self.region]
+        for bus in list(backend.event_buses.values()):
+            for rule in list(bus.rules.values()):
+                expression = rule.scheduled_expression
+                if not expression or rule.state != "ENABLED":
+                    continue
+                period = schedule_period_s(expression)
+                if period is None:
+                    self.unsupported.add(f"{rule.name}: {expression}")
+                    continue
+                if self._next.get(rule.arn, now) > now:
+                    continue
+                self._deliver(rule)
+                self._next[rule.arn] = now + period / self.speed
+                self.fired[rule.name] = self.fired.get(rule.name, 0) + 1
+                fired += 1
+        return fired
+
+    def _deliver(self, rule: Any) -> None:
+        now = datetime.now(UTC).timestamp()
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": self.account,
+            "time": now,
+            "region": self.region,
+            "resources": [rule.arn],
+            "detail": {},
+            "ingestion-time": now,  # moto's event template reads it
+        }
+        token = _delivering_schedule.set(True)
+        try:
+            rule.send_to_targets(event)
+        finally:
+            _delivering_schedule.reset(token)
+
+    def run(self, stop: threading.Event, tick_s: float = 0.1) -> None:
+        while not stop.wait(tick_s):
+            try:
+                self.fire_due()
+            except Exception:  # a bad delivery must not stop the schedules; counted
+                self.errors += 1

@@ -1,0 +1,1106 @@
+"""A simulated SageMaker HyperPod cluster with an EKS burst pool: the cloud behind the twin.
+
+The service never calls this module. It calls SageMaker (the emulator routes HyperPod's
+node operations here, `twin/aws.py`), EC2 (reboots of burst instances) and the Kubernetes
+API server, whose object store this simulator keeps up to date the way the kubelet, Kueue,
+the job controller, HyperPod's health agent and Karpenter would. Changes the service makes
+through the Kubernetes API (a Job created, a pod evicted, a NodeClaim deleted) reach the
+simulator through the store's listeners.
+
+Everything that takes time — reboots, replacements, deep health checks, training steps,
+checkpoints — is worked out from the injected clock whenever the simulator is touched, never
+by sleeping. Durations are virtual (`ScaledClock` in the twin, `ManualClock` in tests);
+timestamps shown through an API are the real time at which they happen (`clock.wall`).
+What the simulator cannot do under its lock — write a checkpoint to S3, put an event on
+EventBridge, report a checkpoint to the service's API — it hands to `effects` afterwards.
+
+What it models, and the behaviour it stands for:
+- HyperPod nodes in instance groups; a replacement is a new instance in the same group with
+  the same NodeLogicalId; Karpenter nodes with their NodeClaims, replaced by deleting those;
+- faults: "gpu" (cured by a reboot), "persistent" (only a replacement cures it), "kernel"
+  (KernelReady=False; SageMaker still says Running; a reboot cures it); the health agent
+  shows them in the SageMaker status, the node-health-status label and node conditions, and
+  puts HyperPod's node health event (or, for a condition, the in-cluster forwarder's event)
+  on EventBridge;
+- BatchReboot/BatchReplaceClusterNodes with per-node errors (InstanceIdNotFound,
+  InstanceIdInUse), StartClusterHealthCheck;
+- a batch/v1 Job the service creates is admitted (Kueue) and its pods start on the nodes it
+  pins; a job steps while every node under it is Running and healthy, and checkpoints every
+  N steps (S3 shards, then the `_COMPLETE` marker, then a report to the service's API); a
+  new run of a job resumes from the last checkpoint it wrote. A lost pod fails the Job
+  (backoffLimit 0), unless the job opted into HyperPod auto-resume: HyperPod restarts it from
+  its checkpoint once its nodes (a replaced node counts as its replacement) are back.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hyperguard.cluster.conventions import (
+    CAPACITY_TYPE_LABEL,
+    DEEP_HEALTH_CHECK_LABEL,
+    HEALTH_LABEL,
+    INSTANCE_GROUP_LABEL,
+    INSTANCE_ID_IN_USE,
+    INSTANCE_ID_NOT_FOUND,
+    INSTANCE_TYPE_LABEL,
+    NODEPOOL_LABEL,
+)
+from hyperguard.cluster.hyperpod_eks import (
+    AUTO_RESUME_ANNOTATION,
+    CHECKPOINT_ENV,
+    JOB_ID_ANNOTATION,
+    RESUME_STEP_ENV,
+)
+from hyperguard.models import NodeStatus
+from hyperguard.twin.clock import Clock
+from hyperguard.twin.kube.store import JOBS, NODECLAIMS, NODEPOOLS, NODES, PODS, ObjectStore
+
+FaultKind = Literal["gpu", "persistent", "kernel"]
+AZ = "us-east-1a"
+KARPENTER_FINALIZER = "karpenter.sh/termination"
+# The conditions the EKS node monitoring agent keeps on a node, all True when healthy.
+MONITORED_CONDITIONS = (
+    "AcceleratedHardwareReady",
+    "ContainerRuntimeReady",
+    "KernelReady",
+    "NetworkingReady",
+    "StorageReady",
+)
+FAULT_CONDITIONS: dict[str, tuple[str, str]] = {
+    "gpu": ("AcceleratedHardwareReady", "NvidiaXID48Error"),
+    "persistent": ("AcceleratedHardwareReady", "NvidiaXID79Error"),
+    "kernel": ("KernelReady", "KernelBug"),
+}
+
+
+class SimTimings(BaseModel):
+    """How long things take in the simulation, in seconds of virtual time.
+
+    Defaults follow the published HyperPod P90 recovery figures for p5.48xlarge where there
+    is one (replacement 903-981 s). Assumed, for want of a published figure: a warm reboot
+    of a p5.48xlarge (300 s: firmware POST with 8 GPUs and EFA, kubelet re-registration), the
+    120 s an old instance shuts down before its replacement is provisioned, 600 s of deep
+    health checks, 60 s for Karpenter to drain and terminate a burst node.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reboot_s: float = Field(default=300.0, ge=0)
+    replace_s: float = Field(default=940.0, gt=0, description="until the new node runs")
+    replace_shutdown_s: float = Field(default=120.0, ge=0)
+    deep_health_check_s: float = Field(default=600.0, ge=0)
+    nodeclaim_termination_s: float = Field(default=60.0, ge=0)
+    job_restart_s: float = Field(default=60.0, ge=0, description="start/resume overhead")
+    step_duration_s: float = Field(default=30.0, gt=0, description="one training step")
+    checkpoint_interval_steps: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _shutdown_within_replace(self) -> Self:
+        if self.replace_shutdown_s > self.replace_s:
+            raise ValueError("replace_shutdown_s must not exceed replace_s")
+        return self
+
+
+@dataclass
+class Instance:
+    instance_id: str
+    platform: Literal["hyperpod", "eks"]
+    cluster: str
+    group: str
+    """HyperPod instance group or Karpenter NodePool."""
+    instance_type: str
+    """HyperPod's `ml.` name, or the EC2 name for a burst node."""
+    node_name: str
+    launch_time: datetime
+    capacity_type: str = "OnDemand"
+    logical_id: str | None = None
+    nodeclaim: str | None = None
+    status: NodeStatus = NodeStatus.RUNNING
+    deep_health_check: str | None = None
+    """InProgress, Passed or Failed: HyperPod's deep-health-check-status label."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: FaultKind
+    heal_on_reboot: bool
+
+
+class _Happening(StrEnum):
+    REBOOT_DONE = "reboot_done"
+    SHUTDOWN_DONE = "shutdown_done"
+    BOOT_DONE = "boot_done"
+    CHECK_DONE = "check_done"
+    CLAIM_GONE = "claim_gone"
+
+
+@dataclass(order=True, frozen=True)
+class _Scheduled:
+    at: datetime
+    seq: int
+    what: _Happening = field(compare=False)
+    instance_id: str = field(compare=False)
+
+
+@dataclass
+class _Repair:
+    action: Literal["reboot", "replace"]
+    replacement_id: str | None = None
+
+
+@dataclass
+class Run:
+    """One run of a job: the pods of one Kubernetes Job, and the training they do."""
+
+    uid: str
+    job_id: str
+    namespace: str
+    name: str
+    nodes: list[str]
+    """Node name per replica."""
+    location: str | None
+    auto_resume: bool
+    anchor_step: int
+    ready_at: datetime
+    emitted_step: int
+    anchor_at: datetime | None = None
+    state: Literal["running", "waiting", "failed", "stopped"] = "running"
+    restarts: int = 0
+    containers: list[dict[str, Any]] = field(default_factory=list)
+    """The pod template's containers (a pod without them is not a valid Pod)."""
+
+    def step_at(self, when: datetime, step: timedelta) -> int:
+        if self.anchor_at is None or when < self.anchor_at:
+            return self.anchor_step
+        return self.anchor_step + (when - self.anchor_at) // step
+
+    def freeze(self, when: datetime, step: timedelta) -> None:
+        self.anchor_step = self.step_at(when, step)
+        self.anchor_at = None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Work for the outside world, done after the simulator's lock is released.
+
+    - "put_event": (entry,) — a PutEvents entry; `EventBusName` is "default" or "service";
+    - "write_checkpoint": (location, step) — shards, then the `_COMPLETE` marker, in S3;
+    - "report_checkpoint": (job_id, team, step, uri) — POST /jobs/{jobId}/checkpoints.
+    """
+
+    kind: Literal["put_event", "write_checkpoint", "report_checkpoint"]
+    args: tuple[Any, ...]
+
+
+def checkpoint_uri(location: str, step: int) -> str:
+    return f"{location.rstrip('/')}/step-{step:08d}/"
+
+
+class SimulatedCluster:
+    def __init__(
+        self,
+        clock: Clock,
+        store: ObjectStore,
+        *,
+        effects: Callable[[Effect], None],
+        hyperpod_cluster: str = "hyperguard-twin",
+        eks_cluster: str = "hyperguard-eks",
+        region: str = "us-east-1",
+        account: str = "123456789012",
+        timings: SimTimings | None = None,
+        seed: int = 7,
+    ) -> None:
+        self.clock = clock
+        self.store = store
+        self.timings = timings or SimTimings()
+        self.hyperpod_cluster = hyperpod_cluster
+        self.eks_cluster = eks_cluster
+        self.region = region
+        self.account = account
+        self._effects = effects
+        self._rng = random.Random(seed)
+        self._lock = store.lock  # one lock for the whole cluster: the store calls us back
+        self._settled_at = clock.now()
+        self._instances: dict[str, Instance] = {}
+        self._faults: dict[str, Fault] = {}
+        self._repairs: dict[str, _Repair] = {}
+        self._replaced_by: dict[str, str] = {}
+        self._never_healthy: set[str] = set()
+        self._refusals: list[str] = []
+        self._runs: dict[str, Run] = {}
+        self._checkpoints: dict[str, int] = {}
+        self._agenda: list[_Scheduled] = []
+        self._seq = 0
+        self._issued: set[str] = set()
+        self._step = timedelta(seconds=self.timings.step_duration_s)
+        store.add_listener(self._on_api_change)
+
+    @property
+    def cluster_arn(self) -> str:
+        return f"arn:aws:sagemaker:{self.region}:{self.account}:cluster/{self.hyperpod_cluster}"
+
+    # ------------------------------------------------------------------ the world
+
+    def add_instance_group(self, group: str, instance_type: str, count: int) -> list[str]:
+        """HyperPod nodes joined to the EKS cluster, healthy and schedulable."""
+        with self._settled() as now:
+            return [self._launch_hyperpod(group, instance_type, now) for _ in range(count)]
+
+    def add_burst_nodes(
+        self, nodepool: str, instance_type: str, count: int, *, spot: bool = False
+    ) -> list[str]:
+        """Karpenter nodes of `nodepool` (EC2 instance type), each with its NodeClaim."""
+        with self._settled() as now:
+            if self.store.find(NODEPOOLS, nodepool) is None:
+                self.store.create(NODEPOOLS, _nodepool(nodepool, instance_type))
+            return [self._launch_burst(nodepool, instance_type, spot, now) for _ in range(count)]
+
+    def seed_checkpoint(self, location: str, step: int) -> None:
+        """A job trained before the twin started: its latest checkpoint is in S3."""
+        with self._settled():
+            self._checkpoints[location] = step
+            self._effects(Effect("write_checkpoint", (location, step)))
+
+    def inject_fault(self, instance_id: str, kind: FaultKind = "gpu") -> None:
+        """Break a node the way hardware does; its health agent reports it."""
+        with self._settled() as now:
+            instance = self._instance(instance_id)
+            self._faults[instance_id] = Fault(kind, heal_on_reboot=kind != "persistent")
+            if instance_id not in self._repairs:
+                self._show_health(instance, now)
+            self._report_fault(instance, kind)
+
+    def fail_next_repairs(self, error_code: str, count: int = 1) -> None:
+        """The next `count` node ids a repair would accept fail with `error_code`."""
+        with self._lock:
+            self._refusals.extend([error_code] * count)
+
+    def replacement_never_healthy(self, instance_id: str) -> None:
+        """The next replacement of `instance_id` comes up in Failure and stays there."""
+        with self._lock:
+            self._never_healthy.add(instance_id)
+
+    def advance(self) -> None:
+        """Play everything due up to the clock's time."""
+        with self._settled():
+            pass
+
+    # ------------------------------------------------------------- inspection
+
+    def instances(self) -> list[Instance]:
+        with self._settled():
+            return [Instance(**vars(i)) for i in sorted(self._instances.values(), key=_order)]
+
+    def instance(self, instance_id: str) -> Instance | None:
+        with self._settled():
+            found = self._instances.get(instance_id)
+            return Instance(**vars(found)) if found else None
+
+    def replacement_of(self, instance_id: str) -> str | None:
+        with self._settled():
+            return self._replaced_by.get(instance_id)
+
+    def owns(self, instance_id: str) -> bool:
+        with self._lock:
+            return instance_id in self._instances or instance_id in self._replaced_by
+
+    def runs(self) -> dict[str, Run]:
+        """The latest run of each job, by job id."""
+        with self._settled():
+            latest: dict[str, Run] = {}
+            for run in self._runs.values():
+                if run.state != "stopped" or run.job_id not in latest:
+                    latest[run.job_id] = run
+            return {job_id: Run(**vars(run)) for job_id, run in latest.items()}
+
+    def job_instances(self, job_id: str) -> list[str]:
+        """The instances under the pods of the job's latest run, by replica."""
+        with self._settled():
+            run = self.runs()[job_id]
+            by_node = {i.node_name: i.instance_id for i in self._instances.values()}
+            return [by_node[name] for name in run.nodes if name in by_node]
+
+    def schedulable(self, instance_id: str) -> bool:
+        """Whether the node's Kubernetes object takes new pods (cordoned: False)."""
+        with self._settled():
+            return self._schedulable(self._instance(instance_id).node_name)
+
+    def step_of(self, job_id: str) -> int:
+        """The step the job's latest run has reached."""
+        with self._settled() as now:
+            runs = [r for r in self._runs.values() if r.job_id == job_id]
+            return max((r.step_at(now, self._step) for r in runs), default=0)
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able state for `hyperguard twin nodes`."""
+        with self._settled() as now:
+            nodes = []
+            for instance in sorted(self._instances.values(), key=_order):
+                kube = self.store.find(NODES, instance.node_name)
+                spec = (kube or {}).get("spec", {})
+                nodes.append(
+                    {
+                        "instance_id": instance.instance_id,
+                        "platform": instance.platform,
+                        "pool": instance.group,
+                        "instance_type": instance.instance_type,
+                        "capacity_type": instance.capacity_type,
+                        "status": instance.status.value,
+                        "healthy": self._healthy(instance),
+                        "schedulable": kube is not None and not spec.get("unschedulable"),
+                        "node_name": instance.node_name,
+                        "logical_id": instance.logical_id,
+                        "fault": self._faults[i].kind
+                        if (i := instance.instance_id) in self._faults
+                        else None,
+                    }
+                )
+            jobs = [
+                {
+                    "job_id": run.job_id,
+                    "run": run.name,
+                    "state": run.state,
+                    "step": run.step_at(now, self._step),
+                    "progressing": run.anchor_at is not None and now >= run.anchor_at,
+                    "nodes": run.nodes,
+                    "restarts": run.restarts,
+                }
+                for run in self._runs.values()
+                if run.state != "stopped"
+            ]
+            return {"now": now.isoformat(), "nodes": nodes, "jobs": jobs}
+
+    # ------------------------------------------------------------ SageMaker API
+
+    def describe_cluster(self) -> dict[str, Any]:
+        with self._settled():
+            groups: dict[str, list[Instance]] = {}
+            for instance in self._instances.values():
+                if instance.platform == "hyperpod":
+                    groups.setdefault(instance.group, []).append(instance)
+            return {
+                "ClusterArn": self.cluster_arn,
+                "ClusterName": self.hyperpod_cluster,
+                "ClusterStatus": "InService",
+                "InstanceGroups": [
+                    {
+                        "InstanceGroupName": name,
+                        "InstanceType": members[0].instance_type,
+                        "CurrentCount": len(members),
+                        "TargetCount": len(members),
+                        "ExecutionRole": f"arn:aws:iam::{self.account}:role/hyperpod-nodes",
+                        "LifeCycleConfig": {
+                            "SourceS3Uri": "s3://hyperpod-lifecycle/",
+                            "OnCreate": "on_create.sh",
+                        },
+                    }
+                    for name, members in sorted(groups.items())
+                ],
+                "Orchestrator": {
+                    "Eks": {
+                        "ClusterArn": f"arn:aws:eks:{self.region}:{self.account}:cluster/"
+                        f"{self.eks_cluster}"
+                    }
+                },
+                "NodeRecovery": "None",
+            }
+
+    def cluster_nodes(self, *, include_logical_ids: bool) -> list[dict[str, Any]]:
+        """ClusterNodeSummaries, oldest first (ListClusterNodes' default order)."""
+        with self._settled():
+            summaries = []
+            for instance in sorted(self._instances.values(), key=_order):
+                if instance.platform != "hyperpod":
+                    continue
+                summary = self._node_summary(instance)
+                if include_logical_ids:
+                    summary["NodeLogicalId"] = instance.logical_id
+                summaries.append(summary)
+            return summaries
+
+    def describe_node(self, node_id: str) -> dict[str, Any] | None:
+        """ClusterNodeDetails by instance id or NodeLogicalId; None when there is none."""
+        with self._settled():
+            instance = next(
+                (
+                    i
+                    for i in self._instances.values()
+                    if i.platform == "hyperpod" and node_id in (i.instance_id, i.logical_id)
+                ),
+                None,
+            )
+            if instance is None:
+                return None
+            kube = self.store.find(NODES, instance.node_name) or {}
+            details = self._node_summary(instance)
+            details.update(
+                NodeLogicalId=instance.logical_id,
+                CapacityType=instance.capacity_type,
+                PrivateDnsHostname=instance.node_name,
+                KubernetesConfig={
+                    "CurrentLabels": kube.get("metadata", {}).get("labels", {}),
+                    "CurrentTaints": [
+                        {"Key": t["key"], "Value": t.get("value", ""), "Effect": t["effect"]}
+                        for t in kube.get("spec", {}).get("taints", [])
+                    ],
+                },
+            )
+            return details
+
+    def batch_repair(
+        self, action: Literal["reboot", "replace"], node_ids: list[str]
+    ) -> dict[str, Any]:
+        """BatchRebootClusterNodes / BatchReplaceClusterNodes' response."""
+        successful: list[str] = []
+        failed: list[dict[str, str]] = []
+        with self._settled() as now:
+            for node_id in node_ids:
+                instance = self._instances.get(node_id)
+                if instance is None or instance.platform != "hyperpod":
+                    failed.append(_failure(node_id, INSTANCE_ID_NOT_FOUND, "not in the cluster"))
+                elif node_id in self._repairs:
+                    what = f"a {self._repairs[node_id].action} of {node_id} is in progress"
+                    failed.append(_failure(node_id, INSTANCE_ID_IN_USE, what))
+                elif self._refusals:
+                    failed.append(_failure(node_id, self._refusals.pop(0), "injected failure"))
+                else:
+                    self._start_repair(instance, action, now)
+                    successful.append(node_id)
+        return {"Successful": successful, "Failed": failed}
+
+    def start_health_check(self, instance_ids: list[str]) -> None:
+        """Deep health checks on these Running HyperPod nodes (StartClusterHealthCheck)."""
+        with self._settled() as now:
+            for instance_id in instance_ids:
+                instance = self._instances.get(instance_id)
+                if instance is None or instance.status is not NodeStatus.RUNNING:
+                    continue
+                instance.status = NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS
+                instance.deep_health_check = "InProgress"
+                self._lose_pods(instance, now)
+                self._publish(instance, now)
+                self._schedule(now, self.timings.deep_health_check_s, "check_done", instance_id)
+
+    # ------------------------------------------------------------ EC2 API
+
+    def reboot_instances(self, instance_ids: list[str]) -> list[str]:
+        """RebootInstances of burst instances; returns the ids this cluster does not own."""
+        with self._settled() as now:
+            unknown = [i for i in instance_ids if i not in self._instances]
+            for instance_id in instance_ids:
+                instance = self._instances.get(instance_id)
+                if instance is not None and instance_id not in self._repairs:
+                    self._start_repair(instance, "reboot", now)
+            return unknown
+
+    # ------------------------------------------------------------ time keeping
+
+    @contextmanager
+    def _settled(self) -> Iterator[datetime]:
+        with self._lock:
+            now = max(self.clock.now(), self._settled_at)
+            while self._agenda and self._agenda[0].at <= now:
+                due = heapq.heappop(self._agenda)
+                self._checkpoint_runs(due.at)
+                self._happen(due)
+                self._reconcile_runs(due.at)
+            self._checkpoint_runs(now)
+            self._settled_at = now
+            yield now
+            self._reconcile_runs(now)
+
+    def _schedule(self, now: datetime, after_s: float, what: str, instance_id: str) -> None:
+        self._seq += 1
+        at = now + timedelta(seconds=after_s)
+        heapq.heappush(self._agenda, _Scheduled(at, self._seq, _Happening(what), instance_id))
+
+    def _happen(self, due: _Scheduled) -> None:
+        instance = self._instances.get(due.instance_id)
+        match due.what:
+            case _Happening.REBOOT_DONE if instance is not None:
+                fault = self._faults.get(instance.instance_id)
+                if fault is not None and fault.heal_on_reboot:
+                    del self._faults[instance.instance_id]
+                del self._repairs[instance.instance_id]
+                self._show_health(instance, due.at)
+            case _Happening.SHUTDOWN_DONE if instance is not None:
+                self._swap_in_replacement(instance, due.at)
+            case _Happening.BOOT_DONE if instance is not None:
+                del self._repairs[instance.instance_id]
+                self._show_health(instance, due.at)
+            case _Happening.CHECK_DONE if instance is not None:
+                passed = instance.instance_id not in self._faults
+                instance.deep_health_check = "Passed" if passed else "Failed"
+                self._show_health(instance, due.at)
+            case _Happening.CLAIM_GONE if instance is not None:
+                self._terminate_burst(instance)
+
+    # ------------------------------------------------------------ nodes
+
+    def _new_instance_id(self) -> str:
+        while True:
+            instance_id = f"i-0{self._rng.getrandbits(64):016x}"
+            if instance_id not in self._issued:
+                self._issued.add(instance_id)
+                return instance_id
+
+    def _launch_hyperpod(self, group: str, instance_type: str, now: datetime) -> str:
+        instance_id = self._new_instance_id()
+        instance = Instance(
+            instance_id=instance_id,
+            platform="hyperpod",
+            cluster=self.hyperpod_cluster,
+            group=group,
+            instance_type=instance_type,
+            node_name=f"hyperpod-{instance_id}",
+            launch_time=now,
+            logical_id=str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
+        )
+        self._instances[instance_id] = instance
+        self.store.create(NODES, self._node_object(instance, now))
+        return instance_id
+
+    def _launch_burst(self, nodepool: str, instance_type: str, spot: bool, now: datetime) -> str:
+        instance_id = self._new_instance_id()
+        octets = "-".join(str(self._rng.randrange(1, 255)) for _ in range(2))
+        claim = f"{nodepool}-{self._rng.getrandbits(24):06x}"
+        instance = Instance(
+            instance_id=instance_id,
+            platform="eks",
+            cluster=self.eks_cluster,
+            group=nodepool,
+            instance_type=instance_type,
+            node_name=f"ip-10-42-{octets}.ec2.internal",
+            launch_time=now,
+            capacity_type="Spot" if spot else "OnDemand",
+            nodeclaim=claim,
+        )
+        self._instances[instance_id] = instance
+        self.store.create(NODECLAIMS, _nodeclaim(claim, instance, self.clock.wall(now)))
+        self.store.create(NODES, self._node_object(instance, now))
+        return instance_id
+
+    def _instance(self, instance_id: str) -> Instance:
+        try:
+            return self._instances[instance_id]
+        except KeyError:
+            raise LookupError(f"no such node {instance_id} in the simulated cluster") from None
+
+    def _healthy(self, instance: Instance) -> bool:
+        return instance.status is NodeStatus.RUNNING and instance.instance_id not in self._faults
+
+    def _show_health(self, instance: Instance, now: datetime) -> None:
+        """What the health agent reports once nothing is happening to the node."""
+        fault = self._faults.get(instance.instance_id)
+        sagemaker_sees = fault is not None and fault.kind != "kernel"
+        instance.status = NodeStatus.FAILURE if sagemaker_sees else NodeStatus.RUNNING
+        self._publish(instance, now)
+
+    def _start_repair(
+        self, instance: Instance, action: Literal["reboot", "replace"], now: datetime
+    ) -> None:
+        self._lose_pods(instance, now)
+        if action == "reboot":
+            self._repairs[instance.instance_id] = _Repair("reboot")
+            instance.status = NodeStatus.PENDING
+            self._schedule(now, self.timings.reboot_s, "reboot_done", instance.instance_id)
+        else:
+            self._repairs[instance.instance_id] = _Repair("replace", self._new_instance_id())
+            instance.status = NodeStatus.SHUTTING_DOWN
+            shutdown = self.timings.replace_shutdown_s
+            self._schedule(now, shutdown, "shutdown_done", instance.instance_id)
+        self._publish(instance, now)
+
+    def _swap_in_replacement(self, old: Instance, at: datetime) -> None:
+        repair = self._repairs.pop(old.instance_id)
+        new_id = repair.replacement_id
+        assert new_id is not None  # a replace always names its replacement
+        del self._instances[old.instance_id]
+        self._faults.pop(old.instance_id, None)
+        self._replaced_by[old.instance_id] = new_id
+        self.store.delete(NODES, old.node_name)
+        self._delete_pods_on(old.node_name)
+        new = Instance(
+            instance_id=new_id,
+            platform=old.platform,
+            cluster=old.cluster,
+            group=old.group,
+            instance_type=old.instance_type,
+            node_name=f"hyperpod-{new_id}",
+            launch_time=at,
+            capacity_type=old.capacity_type,
+            logical_id=old.logical_id,
+            status=NodeStatus.PENDING,
+        )
+        self._instances[new_id] = new
+        self._repairs[new_id] = _Repair("replace")
+        if old.instance_id in self._never_healthy:
+            self._never_healthy.discard(old.instance_id)
+            self._faults[new_id] = Fault("persistent", heal_on_reboot=False)
+        remaining = self.timings.replace_s - self.timings.replace_shutdown_s
+        self._schedule(at, remaining, "boot_done", new_id)
+        self.store.create(NODES, self._node_object(new, at))
+        for run in self._runs.values():
+            if run.auto_resume and old.node_name in run.nodes:
+                run.nodes = [new.node_name if n == old.node_name else n for n in run.nodes]
+
+    def _terminate_burst(self, instance: Instance) -> None:
+        """Karpenter has drained the node and terminated its instance."""
+        del self._instances[instance.instance_id]
+        self._faults.pop(instance.instance_id, None)
+        self._repairs.pop(instance.instance_id, None)
+        self.store.delete(NODES, instance.node_name)
+        self._delete_pods_on(instance.node_name)
+        if instance.nodeclaim and self.store.find(NODECLAIMS, instance.nodeclaim):
+            self.store.patch(NODECLAIMS, instance.nodeclaim, {"metadata": {"finalizers": None}})
+
+    def _publish(self, instance: Instance, now: datetime) -> None:
+        """The node's Kubernetes view: labels and conditions as the agents keep them."""
+        if self.store.find(NODES, instance.node_name) is None:
+            return
+        self.store.patch(
+            NODES,
+            instance.node_name,
+            {"metadata": {"labels": self._health_labels(instance)}},
+        )
+        self.store.patch(
+            NODES,
+            instance.node_name,
+            {"status": {"conditions": self._conditions(instance, now)}},
+            subresource="status",
+        )
+
+    def _health_labels(self, instance: Instance) -> dict[str, str | None]:
+        if instance.platform != "hyperpod":
+            return {}
+        repair = self._repairs.get(instance.instance_id)
+        if repair is not None and instance.status is not NodeStatus.PENDING:
+            health = "UnschedulablePendingReplacement"
+        elif repair is not None and repair.action == "reboot":
+            health = "UnschedulablePendingReboot"
+        elif instance.status is NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS or not self._healthy(
+            instance
+        ):
+            health = "Unschedulable"
+        else:
+            health = "Schedulable"
+        return {HEALTH_LABEL: health, DEEP_HEALTH_CHECK_LABEL: instance.deep_health_check}
+
+    def _conditions(self, instance: Instance, now: datetime) -> list[dict[str, str]]:
+        at = self.clock.wall(now).strftime("%Y-%m-%dT%H:%M:%SZ")
+        up = instance.status in (NodeStatus.RUNNING, NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS)
+        fault = self._faults.get(instance.instance_id)
+        broken, why = FAULT_CONDITIONS[fault.kind] if fault else ("", "")
+        conditions = [_condition("Ready", up, "KubeletReady" if up else "KubeletNotReady", at)]
+        for kind in MONITORED_CONDITIONS:
+            ok = kind != broken
+            conditions.append(_condition(kind, ok, f"{kind}IsReady" if ok else why, at))
+        return conditions
+
+    def _node_object(self, instance: Instance, now: datetime) -> dict[str, Any]:
+        labels: dict[str, str] = {
+            INSTANCE_TYPE_LABEL: instance.instance_type,
+            "kubernetes.io/hostname": instance.node_name,
+            "topology.kubernetes.io/zone": AZ,
+        }
+        if instance.platform == "hyperpod":
+            labels[INSTANCE_GROUP_LABEL] = instance.group
+        else:
+            labels[NODEPOOL_LABEL] = instance.group
+            labels[CAPACITY_TYPE_LABEL] = (
+                "spot" if instance.capacity_type == "Spot" else ("on-demand")
+            )
+        labels.update({k: v for k, v in self._health_labels(instance).items() if v})
+        return {
+            "metadata": {"name": instance.node_name, "labels": labels},
+            "spec": {"providerID": f"aws:///{AZ}/{instance.instance_id}"},
+            "status": {"conditions": self._conditions(instance, now)},
+        }
+
+    def _report_fault(self, instance: Instance, kind: FaultKind) -> None:
+        """The health agent's report: HyperPod's node health event for a HyperPod node's
+        hardware; the in-cluster forwarder's event for a node condition."""
+        if instance.platform == "hyperpod" and kind != "kernel":
+            advice = "Reboot" if kind == "gpu" else "Replace"
+            fault_type = "NvidiaXidError" if kind == "gpu" else "NvidiaErrorTerminate"
+            detail = {
+                "ClusterName": self.hyperpod_cluster,
+                "ClusterArn": self.cluster_arn,
+                "InstanceId": instance.instance_id,
+                "Tags": {},
+                "HealthSummary": {
+                    "HealthStatus": "Unhealthy",
+                    "HealthStatusReason": "HyperPod Health Monitoring Agent (HMA) has "
+                    f"detected fault type {fault_type} on this node and is unhealthy.",
+                    "RepairAction": advice,
+                    "Recommendation": f"Please {advice} the Faulty Node.",
+                },
+            }
+            self._put_event(
+                "aws.sagemaker",
+                "SageMaker HyperPod Cluster Node Health Event",
+                detail,
+                [self.cluster_arn],
+                bus="default",
+            )
+            return
+        condition, reason = FAULT_CONDITIONS[kind]
+        detail = {
+            "clusterName": self.eks_cluster,
+            "nodeName": instance.node_name,
+            "instanceId": instance.instance_id,
+            "providerId": f"aws:///{AZ}/{instance.instance_id}",
+            "conditionType": condition,
+            "status": "False",
+            "reason": reason,
+            "message": f"{condition} is False: {reason}",
+            "observedTime": self.clock.wall(self.clock.now()).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        self._put_event(
+            "hyperguard.node-forwarder",
+            "Kubernetes Node Condition Changed",
+            detail,
+            [],
+            bus="service",
+        )
+
+    def _put_event(
+        self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str], bus: str
+    ) -> None:
+        entry = {
+            "Source": source,
+            "DetailType": detail_type,
+            "Detail": json.dumps(detail),
+            "Resources": resources,
+            "EventBusName": bus,
+        }
+        self._effects(Effect("put_event", (entry,)))
+
+    # ------------------------------------------------------------ jobs
+
+    def _on_api_change(
+        self,
+        event: str,
+        rt: Any,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None,
+        user: str | None,
+    ) -> None:
+        """Kueue, the job controller, the kubelet and Karpenter reacting to an API call."""
+        if user is None:
+            return  # our own write
+        with self._settled() as now:
+            if rt == JOBS and event == "ADDED":
+                self._admit(obj, now)
+            elif rt == JOBS and event == "DELETED":
+                run = self._runs.get(obj["metadata"]["uid"])
+                if run is not None:
+                    run.freeze(now, self._step)
+                    run.state = "stopped"
+            elif rt == PODS and event == "DELETED":
+                self._pod_gone(obj, now)
+            elif (
+                rt == NODECLAIMS
+                and obj["metadata"].get("deletionTimestamp")
+                and not (old or {}).get("metadata", {}).get("deletionTimestamp")
+            ):
+                self._release_claim(obj, now)
+
+    def _admit(self, job: dict[str, Any], now: datetime) -> None:
+        meta, spec = job["metadata"], job.get("spec", {})
+        template = spec.get("template", {}).get("spec", {})
+        container = (template.get("containers") or [{}])[0]
+        env = {e.get("name"): e.get("value") for e in container.get("env", [])}
+        names = _pinned_nodes(template)
+        replicas = int(spec.get("parallelism", 1))
+        location = env.get(CHECKPOINT_ENV) or None
+        job_id = (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION, meta["name"])
+        # The training script resumes from the checkpoint it is told of, else from the
+        # latest one it wrote itself.
+        told = env.get(RESUME_STEP_ENV)
+        start = int(told) if told else self._checkpoints.get(location, 0) if location else 0
+        run = Run(
+            uid=meta["uid"],
+            job_id=job_id,
+            namespace=meta["namespace"],
+            name=meta["name"],
+            nodes=[names[i % len(names)] for i in range(replicas)] if names else [],
+            location=location,
+            auto_resume=(meta.get("annotations") or {}).get(AUTO_RESUME_ANNOTATION) == "true",
+            anchor_step=start,
+            emitted_step=start,
+            ready_at=now + timedelta(seconds=self.timings.job_restart_s),
+            containers=list(template.get("containers") or []),
+        )
+        self._runs[run.uid] = run
+        self.store.patch(JOBS, run.name, {"spec": {"suspend": False}}, run.namespace)
+        self._start_pods(run, now)
+
+    def _start_pods(self, run: Run, now: datetime) -> None:
+        for index, node in enumerate(run.nodes):
+            self.store.create(
+                PODS,
+                {
+                    "metadata": {
+                        "name": f"{run.name}-{index}-{self._rng.getrandbits(20):05x}",
+                        "labels": {
+                            "batch.kubernetes.io/job-name": run.name,
+                            "batch.kubernetes.io/controller-uid": run.uid,
+                            "batch.kubernetes.io/job-completion-index": str(index),
+                        },
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "batch/v1",
+                                "kind": "Job",
+                                "name": run.name,
+                                "uid": run.uid,
+                                "controller": True,
+                            }
+                        ],
+                    },
+                    "spec": {
+                        "nodeName": node,
+                        "restartPolicy": "Never",
+                        "containers": run.containers,
+                    },
+                    "status": {"phase": "Running"},
+                },
+                run.namespace,
+            )
+        started = self.clock.wall(now).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.store.patch(
+            JOBS,
+            run.name,
+            {"status": {"active": len(run.nodes), "startTime": started}},
+            run.namespace,
+            subresource="status",
+        )
+
+    def _pods_of(self, run: Run) -> list[dict[str, Any]]:
+        return self.store.list(
+            PODS, run.namespace, label_selector=f"batch.kubernetes.io/controller-uid={run.uid}"
+        )
+
+    def _pod_gone(self, pod: dict[str, Any], now: datetime) -> None:
+        uid = (pod["metadata"].get("labels") or {}).get("batch.kubernetes.io/controller-uid")
+        run = self._runs.get(uid or "")
+        if run is not None and run.state == "running":
+            self._stop_run(run, now)
+
+    def _lose_pods(self, instance: Instance, now: datetime) -> None:
+        """The node goes down: every run with a pod on it loses that pod."""
+        for run in list(self._runs.values()):
+            if run.state == "running" and instance.node_name in run.nodes:
+                self._stop_run(run, now)
+
+    def _delete_pods_on(self, node_name: str) -> None:
+        for pod in self.store.list(PODS, field_selector=f"spec.nodeName={node_name}"):
+            meta = pod["metadata"]
+            self.store.delete(PODS, meta["name"], meta["namespace"])
+
+    def _stop_run(self, run: Run, now: datetime) -> None:
+        """A pod of the run is gone: HyperPod restarts an auto-resume job later; any other
+        job fails (backoffLimit 0) and the job controller removes its other pods."""
+        run.freeze(now, self._step)
+        run.state = "waiting" if run.auto_resume else "failed"
+        for pod in self._pods_of(run):
+            self.store.delete(PODS, pod["metadata"]["name"], run.namespace)
+        if self.store.find(JOBS, run.name, run.namespace) is None:
+            return
+        status: dict[str, Any] = {"active": 0}
+        if run.state == "failed":
+            status["failed"] = 1
+            status["conditions"] = [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                }
+            ]
+        self.store.patch(JOBS, run.name, {"status": status}, run.namespace, subresource="status")
+
+    def _ready(self, node_name: str) -> bool:
+        instance = next((i for i in self._instances.values() if i.node_name == node_name), None)
+        return instance is not None and self._healthy(instance)
+
+    def _schedulable(self, node_name: str) -> bool:
+        node = self.store.find(NODES, node_name)
+        return node is not None and not node.get("spec", {}).get("unschedulable")
+
+    def _reconcile_runs(self, now: datetime) -> None:
+        """HyperPod restarts auto-resume jobs whose nodes are back; every run steps only
+        while all its nodes are up and healthy."""
+        restart = timedelta(seconds=self.timings.job_restart_s)
+        for run in self._runs.values():
+            if (
+                run.state == "waiting"
+                and run.nodes
+                and all(self._ready(n) and self._schedulable(n) for n in run.nodes)
+            ):
+                run.state = "running"
+                run.restarts += 1
+                run.anchor_step = run.emitted_step = self._checkpoints.get(run.location or "", 0)
+                run.ready_at = now + restart
+                self._start_pods(run, now)
+            stepping = (
+                run.state == "running" and bool(run.nodes) and all(map(self._ready, run.nodes))
+            )
+            if stepping and run.anchor_at is None:
+                run.anchor_at = max(now, run.ready_at)
+            elif not stepping and run.anchor_at is not None:
+                run.freeze(now, self._step)
+
+    def _checkpoint_runs(self, until: datetime) -> None:
+        every = self.timings.checkpoint_interval_steps
+        for run in self._runs.values():
+            if run.anchor_at is None or run.location is None:
+                continue
+            first = (run.emitted_step // every + 1) * every
+            last = run.step_at(until, self._step)
+            for step in range(first, last + 1, every):
+                run.emitted_step = step
+                self._checkpoints[run.location] = step
+                team = run.namespace.removeprefix("hyperpod-ns-")
+                uri = checkpoint_uri(run.location, step)
+                self._effects(Effect("write_checkpoint", (run.location, step)))
+                self._effects(Effect("report_checkpoint", (run.job_id, team, step, uri)))
+
+    # ------------------------------------------------------------ Karpenter
+
+    def _release_claim(self, claim: dict[str, Any], now: datetime) -> None:
+        """A deleted NodeClaim: Karpenter drains the node and terminates the instance."""
+        instance = next(
+            (i for i in self._instances.values() if i.nodeclaim == claim["metadata"]["name"]),
+            None,
+        )
+        if instance is None:
+            return
+        instance.status = NodeStatus.SHUTTING_DOWN
+        self._lose_pods(instance, now)
+        delay = self.timings.nodeclaim_termination_s
+        self._schedule(now, delay, "claim_gone", instance.instance_id)
+
+    def _node_summary(self, instance: Instance) -> dict[str, Any]:
+        return {
+            "InstanceGroupName": instance.group,
+            "InstanceId": instance.instance_id,
+            "InstanceType": instance.instance_type,
+            "LaunchTime": self.clock.wall(instance.launch_time),
+            "InstanceStatus": {
+                "Status": instance.status.value,
+                "Message": _status_message(instance, self._faults.get(instance.instance_id)),
+            },
+        }
+
+
+def _order(instance: Instance) -> tuple[datetime, str]:
+    return (instance.launch_time, instance.instance_id)
+
+
+def _failure(node_id: str, code: str, message: str) -> dict[str, str]:
+    return {"NodeId": node_id, "ErrorCode": code, "Message": f"{node_id}: {message}"}
+
+
+def _status_message(instance: Instance, fault: Fault | None) -> str:
+    if instance.status is NodeStatus.FAILURE and fault is not None:
+        return f"The node failed its health checks ({FAULT_CONDITIONS[fault.kind][1]})."
+    return ""
+
+
+def _condition(kind: str, ok: bool, reason: str, at: str) -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": "" if ok else f"{kind} is False: {reason}",
+        "lastHeartbeatTime": at,
+        "lastTransitionTime": at,
+    }
+
+
+def _pinned_nodes(pod_spec: dict[str, Any]) -> list[str]:
+    """The node names a pod template's required node affinity allows, in order."""
+    terms = (
+        pod_spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        .get("nodeSelectorTerms", [])
+    )
+    for term in terms:
+        for field_match in term.get("matchFields", []):
+            if field_match.get("key") == "metadata.name" and field_match.get("operator") == "In":
+                return list(field_match.get("values", []))
+    return []
+
+
+def _nodepool(name: str, instance_type: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {
+                            "key": INSTANCE_TYPE_LABEL,
+                            "operator": "In",
+                            "values": [instance_type],
+                        },
+                        {
+                            "key": CAPACITY_TYPE_LABEL,
+                            "operator": "In",
+                            "values": ["on-demand", "spot"],
+                        },
+                    ],
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": "default",
+                    },
+                }
+            },
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"},
+        },
+    }
+
+
+def _nodeclaim(name: str, instance: Instance, launched: datetime) -> dict[str, Any]:
+    at = launched.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                NODEPOOL_LABEL: instance.group,
+                CAPACITY_TYPE_LABEL: "spot" if instance.capacity_type == "Spot" else "on-demand",
+                INSTANCE_TYPE_LABEL: instance.instance_type,
+            },
+            "finalizers": [KARPENTER_FINALIZER],
+        },
+        "spec": {
+            "nodeClassRef": {
+                "group": "karpenter.k8s.aws",
+                "kind": "EC2NodeClass",
+                "name": "default",
+            }
+        },
+        "status": {
+            "providerID": f"aws:///{AZ}/{instance.instance_id}",
+            "nodeName": instance.node_name,
+            "conditions": [
+                _condition(kind, True, kind, at)
+                for kind in ("Launched", "Registered", "Initialized", "Ready")
+            ],
+        },
+    }

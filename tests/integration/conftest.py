@@ -1,0 +1,26 @@
+"""Fixtures of the integration tier: moto in-process (tests/conftest.py) and the simulated
+cluster behind real APIs (cluster_harness)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+
+import pytest
+from tests.conftest import Stack
+from tests.integration.cluster_harness import ClusterApis, cluster_apis
+
+MakeCluster = Callable[..., ClusterApis]
+
+
+@pytest.fixture
+def make_cluster(stack: Stack) -> Iterator[MakeCluster]:
+    """`make_cluster(hyperpod_nodes=4, burst_nodes=0)`: an idle cluster (no jobs yet)."""
+    with ExitStack() as contexts:
+
+        def make(*, hyperpod_nodes: int = 4, burst_nodes: int = 0) -> ClusterApis:
+            return contexts.enter_context(
+                cluster_apis(hyperpod_nodes=hyperpod_nodes, burst_nodes=burst_nodes)
+            )
+
+        yield make

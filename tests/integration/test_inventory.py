@@ -1,0 +1,86 @@
+"""The node inventory the service keeps itself: the sync and ingestion's look-up, against
+the simulated cluster behind SageMaker and the Kubernetes API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.conftest import Stack
+from tests.integration.cluster_harness import ClusterApis, cluster_apis
+
+from hyperguard.inventory import InventorySync, NodeLookup
+from hyperguard.models import Node, NodeStatus
+from hyperguard.store import NodeStore
+
+CLUSTERS = frozenset({"hyperguard-twin", "hyperguard-eks"})
+
+
+@pytest.fixture
+def apis(stack: Stack) -> Iterator[ClusterApis]:
+    with cluster_apis(hyperpod_nodes=3, burst_nodes=2) as running:
+        yield running
+
+
+def test_a_sync_writes_every_node_then_only_what_changed(stack: Stack, apis: ClusterApis) -> None:
+    nodes = NodeStore(stack.tables["NodesTable"])
+    sync = InventorySync(nodes, apis.gateway, CLUSTERS)
+    first = sync.sync()
+    assert (first.listed, first.written, first.retired) == (5, 5, 0)
+    stored = {n.instance_id: n for n in nodes.all()}
+    assert {i for i in stored if stored[i].platform == "hyperpod"} == set(apis.hyperpod)
+    assert {i for i in stored if stored[i].platform == "eks"} == set(apis.burst)
+    assert all(n.accelerators == 8 for n in stored.values())
+    assert stored[apis.hyperpod[0]].logical_id  # HyperPod's slot id, for replacements
+    assert sync.sync().written == 0  # nothing changed, nothing written
+    apis.gateway.cordon(apis.hyperpod[1], incident_id="maintenance", reason="maintenance")
+    again = sync.sync()
+    assert again.written == 1 and not nodes.get(apis.hyperpod[1]).schedulable  # type: ignore[union-attr]
+
+
+def test_a_replaced_node_is_retired_and_its_replacement_stored(
+    stack: Stack, apis: ClusterApis
+) -> None:
+    nodes = NodeStore(stack.tables["NodesTable"])
+    foreign = Node(
+        instance_id="i-0fffffffffffffff0",
+        cluster="another-cluster",
+        pool="w",
+        platform="hyperpod",
+        instance_type="ml.p5.48xlarge",
+    )
+    nodes.upsert_inventory([foreign])
+    sync = InventorySync(nodes, apis.gateway, CLUSTERS)
+    sync.sync()
+    old = apis.hyperpod[0]
+    outcome = apis.gateway.replace([old])
+    assert outcome.successful == [old]
+    apis.advance(940)
+    result = sync.sync()
+    new = apis.cluster.replacement_of(old)
+    assert result.retired == 1 and new is not None
+    assert nodes.get(old).status is NodeStatus.NOT_FOUND  # type: ignore[union-attr]
+    assert nodes.get(new).logical_id == nodes.get(old).logical_id  # type: ignore[union-attr]
+    assert nodes.get(foreign.instance_id).status is NodeStatus.RUNNING  # not ours: untouched  # type: ignore[union-attr]
+
+
+def test_a_look_up_remembers_a_miss_for_its_window(stack: Stack, apis: ClusterApis) -> None:
+    nodes = NodeStore(stack.tables["NodesTable"])
+    asked: list[str] = []
+
+    class Counting:
+        def node_status(self, instance_id: str) -> Node:
+            asked.append(instance_id)
+            return apis.gateway.node_status(instance_id)
+
+    now = [0.0]
+    lookup = NodeLookup(nodes, Counting(), window_s=300, clock=lambda: now[0])  # type: ignore[arg-type]
+    stranger = "i-0eeeeeeeeeeeeeee0"
+    assert lookup.find(stranger) is None and lookup.find(stranger) is None
+    assert asked == [stranger]
+    now[0] = 301
+    assert lookup.find(stranger) is None
+    assert asked == [stranger, stranger]
+    burst = lookup.find(apis.burst[0])  # in the cluster, not yet in the table
+    assert burst is not None and burst.platform == "eks" and burst.cluster == "hyperguard-eks"
+    assert nodes.get(apis.burst[0]) is not None

@@ -1,0 +1,146 @@
+"""The emulator's extensions the twin adds (hyperguard.twin.aws): HyperPod's node API in
+SageMaker as its botocore model says, and EventBridge schedules."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from tests.conftest import REGION, Stack
+from tests.integration.cluster_harness import HYPERPOD, ClusterApis, cluster_apis
+
+from hyperguard.twin.aws import ScheduleRunner, attach, schedule_period_s
+
+
+@pytest.fixture
+def apis(stack: Stack) -> Iterator[ClusterApis]:
+    with cluster_apis(hyperpod_nodes=5, burst_nodes=1) as running:
+        yield running
+
+
+def sagemaker():  # type: ignore[no-untyped-def]
+    return boto3.client("sagemaker", region_name=REGION)
+
+
+def unchecked():  # type: ignore[no-untyped-def]
+    """A client that does not validate parameters: what reaches the server is checked there,
+    as SageMaker checks it."""
+    return boto3.client("sagemaker", region_name=REGION, config=Config(parameter_validation=False))
+
+
+def test_list_cluster_nodes_pages_and_names_logical_ids_only_when_asked(apis: ClusterApis) -> None:
+    first = sagemaker().list_cluster_nodes(ClusterName=HYPERPOD, MaxResults=2)
+    assert len(first["ClusterNodeSummaries"]) == 2 and first["NextToken"]
+    assert all("NodeLogicalId" not in n for n in first["ClusterNodeSummaries"])
+    seen, token = [], None
+    while True:
+        page = sagemaker().list_cluster_nodes(
+            ClusterName=HYPERPOD,
+            MaxResults=2,
+            IncludeNodeLogicalIds=True,
+            **({"NextToken": token} if token else {}),
+        )
+        seen += page["ClusterNodeSummaries"]
+        token = page.get("NextToken")
+        if not token:
+            break
+    assert sorted(n["InstanceId"] for n in seen) == sorted(apis.hyperpod)  # no burst nodes
+    assert all(n["NodeLogicalId"] for n in seen)
+    with pytest.raises(ClientError, match="ValidationException"):
+        unchecked().list_cluster_nodes(ClusterName=HYPERPOD, MaxResults=101)
+
+
+def test_describe_cluster_node_by_instance_or_logical_id(apis: ClusterApis) -> None:
+    by_id = sagemaker().describe_cluster_node(ClusterName=HYPERPOD, NodeId=apis.hyperpod[0])
+    logical = by_id["NodeDetails"]["NodeLogicalId"]
+    by_slot = sagemaker().describe_cluster_node(ClusterName=HYPERPOD, NodeLogicalId=logical)
+    assert by_slot["NodeDetails"]["InstanceId"] == apis.hyperpod[0]
+    labels = by_id["NodeDetails"]["KubernetesConfig"]["CurrentLabels"]
+    assert labels["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
+    with pytest.raises(ClientError, match="ResourceNotFound"):
+        sagemaker().describe_cluster_node(ClusterName=HYPERPOD, NodeId="i-0000000000000dead")
+
+
+def test_batch_repairs_validate_like_the_model_and_fail_per_node(apis: ClusterApis) -> None:
+    too_many = [f"i-0{n:016x}" for n in range(26)]
+    for bad in (too_many, ["node-1"], []):
+        with pytest.raises(ClientError, match="ValidationException"):
+            unchecked().batch_reboot_cluster_nodes(ClusterName=HYPERPOD, NodeIds=bad)
+    a, b = apis.hyperpod[:2]
+    first = sagemaker().batch_replace_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[a])
+    assert first["Successful"] == [a]
+    again = sagemaker().batch_reboot_cluster_nodes(
+        ClusterName=HYPERPOD, NodeIds=[a, b, "i-0000000000000dead"]
+    )
+    assert again["Successful"] == [b]
+    assert {(f["NodeId"], f["ErrorCode"]) for f in again["Failed"]} == {
+        (a, "InstanceIdInUse"),
+        ("i-0000000000000dead", "InstanceIdNotFound"),
+    }
+
+
+def test_start_cluster_health_check_runs_on_the_named_nodes(apis: ClusterApis) -> None:
+    target = apis.hyperpod[2]
+    answer = sagemaker().start_cluster_health_check(
+        ClusterName=HYPERPOD,
+        DeepHealthCheckConfigurations=[
+            {
+                "InstanceGroupName": "workers",
+                "InstanceIds": [target],
+                "DeepHealthChecks": ["InstanceStress"],
+            }
+        ],
+    )
+    assert answer["ClusterArn"].endswith(f"cluster/{HYPERPOD}")
+    status = sagemaker().describe_cluster_node(ClusterName=HYPERPOD, NodeId=target)
+    assert status["NodeDetails"]["InstanceStatus"]["Status"] == "DeepHealthCheckInProgress"
+    apis.advance(600)
+    status = sagemaker().describe_cluster_node(ClusterName=HYPERPOD, NodeId=target)
+    assert status["NodeDetails"]["InstanceStatus"]["Status"] == "Running"
+    labels = status["NodeDetails"]["KubernetesConfig"]["CurrentLabels"]
+    assert labels["sagemaker.amazonaws.com/deep-health-check-status"] == "Passed"
+    with pytest.raises(ClientError, match="ResourceNotFound"):
+        sagemaker().start_cluster_health_check(
+            ClusterName=HYPERPOD,
+            DeepHealthCheckConfigurations=[
+                {"InstanceGroupName": "nope", "DeepHealthChecks": ["InstanceStress"]}
+            ],
+        )
+
+
+def test_ec2_reboots_of_burst_instances_reach_the_cluster(apis: ClusterApis) -> None:
+    boto3.client("ec2", region_name=REGION).reboot_instances(InstanceIds=[apis.burst[0]])
+    instance = apis.cluster.instance(apis.burst[0])
+    assert instance is not None and instance.status.value == "Pending"
+
+
+def test_schedules_fire_at_their_rate_and_match_no_bus_event(stack: Stack) -> None:
+    events, sqs = (
+        boto3.client("events", region_name=REGION),
+        boto3.client("sqs", region_name=REGION),
+    )
+    url = sqs.create_queue(QueueName="ticks")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="tick", ScheduleExpression="rate(1 minute)")
+    events.put_targets(Rule="tick", Targets=[{"Id": "q", "Arn": arn}])
+    attach(None)  # the emulator, extended; no cluster behind it
+    events.put_events(
+        Entries=[{"Source": "app", "DetailType": "Anything", "Detail": json.dumps({"a": 1})}]
+    )
+    runner = ScheduleRunner("123456789012", REGION, speed=60)
+    assert runner.fire_due(now=100.0) == 1  # the first firing is at start
+    assert runner.fire_due(now=100.5) == 0
+    assert runner.fire_due(now=101.0) == 1  # 60 s at speed 60
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
+    assert [b["detail-type"] for b in bodies] == ["Scheduled Event", "Scheduled Event"]
+    assert schedule_period_s("rate(5 minutes)") == 300
+    assert schedule_period_s("cron(0 12 * * ? *)") is None
