@@ -90,6 +90,7 @@ def in_process(nodes: int) -> dict[str, Any]:
             "ESCALATION_TOPIC_ARN": boto3.client("sns").create_topic(Name="b")["TopicArn"],
             "RECOVERY_STATE_MACHINE_ARN": machine["stateMachineArn"],
             "HYPERPOD_CLUSTER_NAME": "bench",
+            "EKS_CLUSTER_NAME": "bench-eks",
             "POWERTOOLS_LOG_LEVEL": "WARNING",
             "POWERTOOLS_METRICS_DISABLED": "true",
         }
@@ -152,17 +153,12 @@ def in_process(nodes: int) -> dict[str, Any]:
 
 
 def on_twin(samples: int) -> dict[str, Any]:
-    import socket
-
     from hyperguard.store import IncidentStore
     from hyperguard.twin.inject import put_entry, retarget
     from hyperguard.twin.runtime import Twin, TwinConfig
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     t0 = time.perf_counter()
-    twin = Twin(TwinConfig(root=ROOT, port=port))
+    twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0))
     twin.up()
     up_s = time.perf_counter() - t0
     assert twin.deployment is not None
@@ -170,7 +166,7 @@ def on_twin(samples: int) -> dict[str, Any]:
     store = IncidentStore(out["IncidentsTableName"], out["NodesTableName"])
     events = twin.client("events")
     hp = json.loads((EVENTS / "hyperpod-node-health-unhealthy.json").read_text())
-    nodes = [n.instance_id for n in twin.cluster.list_nodes() if n.platform == "hyperpod"][:samples]
+    nodes = [i.instance_id for i in twin.cluster.instances() if i.platform == "hyperpod"][:samples]
     to_incident, to_detected = [], []
     for instance in nodes:
         t = time.perf_counter()

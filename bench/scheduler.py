@@ -41,6 +41,7 @@ from pathlib import Path
 # Runnable as `python bench/scheduler.py` from a checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 
+from hyperguard.catalogue import InstanceSpec, StaticCatalogue
 from hyperguard.governance import GovernanceState, Workload, schedule
 from hyperguard.governance.decisions import DecisionKind, Decisions
 from hyperguard.models.governance import (
@@ -58,6 +59,8 @@ WRITE_CONCURRENCY = 1
 """Writes issued one after another (a single-threaded handler); raise to model a pool."""
 
 INSTANCE_TYPE = "ml.p5.48xlarge"
+# EC2 DescribeInstanceTypes' figures for p5.48xlarge: 8 GPUs, 192 vCPUs, 2 TiB.
+CATALOGUE = StaticCatalogue({"p5.48xlarge": InstanceSpec(8, 192, 2_097_152)})
 GPUS_PER_INSTANCE = 8
 NOMINAL_GPUS = 20
 BORROW_GPUS = 100
@@ -151,9 +154,13 @@ def run_cohort(
     )
     instances = teams * NOMINAL_GPUS // GPUS_PER_INSTANCE
     state = GovernanceState(
-        [team_quota(n, cluster_arn) for n in names], scheduler, {INSTANCE_TYPE: instances}
+        [team_quota(n, cluster_arn) for n in names],
+        scheduler,
+        {INSTANCE_TYPE: instances},
+        CATALOGUE,
     )
-    per_replica = {c.name: accelerator_share(INSTANCE_TYPE, c.gpus) for c in CLASSES}
+    spec = CATALOGUE.spec(INSTANCE_TYPE)
+    per_replica = {c.name: accelerator_share(spec, c.gpus) for c in CLASSES}
 
     records: dict[str, JobRecord] = {}
     arrivals: list[tuple[float, str]] = []
