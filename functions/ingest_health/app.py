@@ -31,6 +31,7 @@ ingestor = HealthIngestor(
     escalator=Escalator(settings.escalation_topic_arn),
     config=ClassifyConfig(rebalance_action=settings.rebalance_action),
     orchestrator=settings.eks_cluster_name,
+    reopen_window_s=settings.reopen_window_s,
 )
 processor = BatchProcessor(event_type=EventType.SQS)
 

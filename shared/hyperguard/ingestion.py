@@ -18,7 +18,16 @@ from typing import Any
 from hyperguard.events import ClassifyConfig, MalformedEventError, classify
 from hyperguard.inventory import NodeLookup
 from hyperguard.messaging import Escalator, RecoveryWorkflows
-from hyperguard.models import Action, HealthSignal, Incident, NodeStatus, utcnow
+from hyperguard.models import (
+    Action,
+    HealthSignal,
+    Incident,
+    IncidentStatus,
+    Node,
+    NodeStatus,
+    Severity,
+    utcnow,
+)
 from hyperguard.observability import logger
 from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore, SignalOutcome
 
@@ -32,6 +41,27 @@ class Outcome(StrEnum):
     IGNORED = "ignored"
     FOREIGN = "foreign"
     MALFORMED = "malformed"
+    SUPPRESSED = "suppressed"
+    """A fault report right after the node's incident closed, while the node is healthy."""
+
+
+_URGENCY = {Severity.FATAL: 3, Severity.DEGRADED: 2, Severity.SCHEDULED: 1}
+_FAULTS = frozenset({Severity.FATAL, Severity.DEGRADED})
+
+
+def more_urgent(signal: HealthSignal, incident: Incident) -> bool:
+    """Whether the signal asks for quicker action than the incident is taking: a worse
+    severity (fatal over degraded over scheduled), or at the same severity an earlier
+    deadline or scheduled start."""
+    new = _URGENCY.get(signal.severity, 0)
+    old = _URGENCY.get(Severity(incident.severity), 0) if incident.severity in Severity else 0
+    if new != old:
+        return new > old
+    if signal.deadline is not None:
+        return incident.deadline is None or signal.deadline < incident.deadline
+    if signal.not_before is not None and incident.not_before is not None:
+        return signal.not_before < incident.not_before
+    return False
 
 
 @dataclass
@@ -45,6 +75,7 @@ class HealthIngestor:
     config: ClassifyConfig = field(default_factory=ClassifyConfig)
     # The EKS cluster that orchestrates the HyperPod cluster and holds the burst pools.
     orchestrator: str = ""
+    reopen_window_s: float = 600.0
     clock: Callable[[], datetime] = utcnow
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -88,7 +119,15 @@ class HealthIngestor:
             return Outcome.FOREIGN
         match signal.action:
             case Action.OPEN_INCIDENT | Action.DRAIN:
+                if self._just_closed_and_healthy(node, signal):
+                    logger.info(
+                        "fault report for a node just recovered and healthy: suppressed",
+                        extra={"instance_id": node.instance_id, "kind": signal.kind},
+                    )
+                    return Outcome.SUPPRESSED
                 incident, outcome = self.incidents.open_or_append(node, signal, self.clock())
+                if outcome is SignalOutcome.APPENDED and more_urgent(signal, incident):
+                    self._escalate(incident, signal)
                 self._ensure_workflow(incident)
                 return {
                     SignalOutcome.OPENED: Outcome.OPENED,
@@ -107,6 +146,25 @@ class HealthIngestor:
                 )
                 return Outcome.NOTIFIED
         raise AssertionError(f"unhandled action {signal.action}")
+
+    def _just_closed_and_healthy(self, node: Node, signal: HealthSignal) -> bool:
+        if node.open_incident_id or node.last_closed_at is None or signal.severity not in _FAULTS:
+            return False
+        since = (self.clock() - node.last_closed_at).total_seconds()
+        return since < self.reopen_window_s and self.lookup.healthy_now(node.instance_id)
+
+    def _escalate(self, incident: Incident, signal: HealthSignal) -> None:
+        """Make the incident as urgent as the signal; wake its recovery if it waits."""
+        updated = self.incidents.escalate_urgency(incident, signal)
+        if updated is None or updated.status is not IncidentStatus.WAITING:
+            return
+        if updated.wait_token and self.workflows.wake(
+            updated.wait_token, {"woken_by": signal.kind, "severity": signal.severity.value}
+        ):
+            logger.info(
+                "waiting recovery woken by a more urgent signal",
+                extra={"incident_id": incident.incident_id, "kind": signal.kind},
+            )
 
     def _attach(self, instance_id: str, signal: HealthSignal) -> str | None:
         incident = self.incidents.open_incident_for(instance_id)

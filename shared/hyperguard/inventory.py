@@ -102,6 +102,14 @@ class NodeLookup:
         self.nodes.upsert_inventory([live])
         return self.nodes.get(instance_id)
 
+    def healthy_now(self, instance_id: str) -> bool:
+        """What the cluster says this moment: Running and without a known problem."""
+        try:
+            node = self.gateway.node_status(instance_id)
+        except NodeNotFoundError:
+            return False
+        return node.status is NodeStatus.RUNNING and node.healthy
+
     def _forget_old(self, now: float) -> None:
         stale = [i for i, at in self._misses.items() if now - at >= self.window_s]
         for instance_id in stale:

@@ -95,6 +95,22 @@ class RecoveryWorkflows:
         sfn = self._sfn or client("stepfunctions")
         sfn.send_task_success(taskToken=task_token, output=json.dumps(output, default=str))
 
+    def wake(self, task_token: str, output: dict[str, Any]) -> bool:
+        """End a recovery's wait early (a more urgent signal joined its incident). False
+        when the wait had already ended (the token is spent)."""
+        sfn = self._sfn or client("stepfunctions")
+        try:
+            sfn.send_task_success(taskToken=task_token, output=json.dumps(output, default=str))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in (
+                "TaskTimedOut",
+                "TaskDoesNotExist",
+                "InvalidToken",
+            ):
+                return False
+            raise
+        return True
+
     def refuse(self, task_token: str, error: str, cause: str) -> None:
         """An operator vetoed a paused recovery: the workflow escalates."""
         sfn = self._sfn or client("stepfunctions")

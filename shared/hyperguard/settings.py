@@ -33,6 +33,13 @@ class Settings(BaseSettings):
     )
     rebalance_action: Literal["ignore", "drain", "notify"] = "ignore"
     idempotency_ttl_s: int = Field(default=86_400, ge=60)
+    reopen_window_s: int = Field(
+        default=600,
+        ge=0,
+        le=86_400,
+        description="after a node's incident closes, fault reports for it while the cluster "
+        "says it is healthy are dropped (counted as suppressed) for this long",
+    )
     scheduler_queue_url: str = Field(
         default="", description="the scheduler's FIFO wake-up queue; empty: the tick only"
     )

@@ -147,8 +147,14 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
         "RouteRepair",
         "Repair",
     ]
-    assert states[-3:] == ["ReturnToService", "ResumeJobs", "CloseIncident"]
-    assert set(states[9:-3]) == {"WaitForRepair", "CheckHealth", "RouteHealth"}
+    assert states[-5:] == [
+        "ReturnToService",
+        "ResumeJobs",
+        "CloseIncident",
+        "RouteClose",
+        "Resolved",
+    ]
+    assert set(states[9:-5]) == {"WaitForRepair", "CheckHealth", "RouteHealth"}
     closed = service.incidents.get(incident.incident_id)
     assert closed is not None and closed.status is IncidentStatus.RESOLVED
     assert closed.resolution == "replaced" and closed.replacement_instance_id

@@ -80,9 +80,9 @@ def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict
     assert len(replacements) == len(set(replacements)) == 2
     # The faulty node's job moved to a hot spare, from its latest complete checkpoint.
     (job,) = gpu["jobs"]
-    assert job["strategy"] == "move_to_spare" and job["checkpoint_step"] >= 1200
+    assert job["strategy"] == "hot_spare" and job["checkpoint_step"] >= 1200
     (moved,) = [j for j in result["jobs"].values() if j["job_id"] == job["job_id"]]
-    assert moved["run"].endswith("-restart-1")  # a new run, on the spare
+    assert moved["run"].endswith("-run-1")  # a new run, on the spare
     assert moved["step"] >= job["checkpoint_step"]  # resumed, not started over
     assert result["executions"] == {"SUCCEEDED": 3}
     assert twin.deployment is not None

@@ -21,8 +21,9 @@ from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import KubernetesAdapter
+from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
-from hyperguard.store import JobStore
+from hyperguard.store import JobStore, TeamStore
 from hyperguard.twin import aws as twin_aws
 from hyperguard.twin.clock import ManualClock
 from hyperguard.twin.cluster import SimulatedCluster
@@ -116,9 +117,13 @@ def cluster_apis(*, hyperpod_nodes: int = 16, burst_nodes: int = 4) -> Iterator[
         kubernetes_module._eks_connection.cache_clear()
 
 
-def seed_jobs(apis: ClusterApis, jobs: JobStore) -> dict[str, Job]:
-    """The three checkpointing training jobs, placed on the first HyperPod nodes, stored as
-    the scheduler would have stored them and dispatched through the Kubernetes API."""
+def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, Job]:
+    """The three checkpointing training jobs, placed on the first HyperPod nodes: submitted,
+    admitted (under a scheduler lease) and started through the job lifecycle, as the API
+    and a scheduling pass do it, and dispatched through the Kubernetes API."""
+    lifecycle = JobLifecycle(jobs, clock=apis.clock.now)
+    lease = teams.acquire_lease("seed", "harness", 60)
+    assert lease is not None
     seeded: dict[str, Job] = {}
     first = 0
     for job_id, team, count, auto_resume, step in SEED_JOBS:
@@ -134,17 +139,36 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore) -> dict[str, Job]:
             replicas=count,
             image="hyperguard/trainer:test",
             checkpoint_location=location,
-            status=JobStatus.RUNNING,
-            nodes=nodes,
-            pool="workers",
             auto_resume=auto_resume,
-            last_checkpoint=Checkpoint(
-                step=step, uri=f"{location}step-{step:08d}/", completed_at=apis.clock.now()
-            ),
             submitted_at=apis.clock.now(),
         )
-        jobs.put(job)
-        apis.gateway.dispatch(job, nodes)
-        seeded[job_id] = job
+        rules = SubmissionRules(True, frozenset({"training"}), 8)
+        lifecycle.submit(job, principal="harness", rules=rules)
+        checkpoint = Checkpoint(
+            step=step, uri=f"{location}step-{step:08d}/", completed_at=apis.clock.now()
+        )
+        lifecycle.record_checkpoint(job_id, checkpoint, history=False)
+        fence = [teams.lease_check(lease)]
+        assert lifecycle.admit(
+            job_id,
+            nodes=nodes,
+            pool="workers",
+            replicas=count,
+            restart=False,
+            reason="seeded",
+            fence=fence,
+        )
+        assert lifecycle.start(job_id, nodes=nodes, pool="workers")
+        placed = job.model_copy(
+            update={
+                "status": JobStatus.RUNNING,
+                "nodes": nodes,
+                "pool": "workers",
+                "last_checkpoint": checkpoint,
+            }
+        )
+        apis.gateway.dispatch(placed, nodes)
+        seeded[job_id] = placed
+    teams.release_lease(lease)
     apis.settle()
     return seeded

@@ -62,7 +62,32 @@ def test_invalid_submissions_name_the_field_and_write_nothing(stack: Stack) -> N
         (base | {"team": "ghost"}, 403, "team"),
         (base | {"checkpoint_location": "/tmp/x"}, 422, "checkpoint_location"),
         ({"image": "x"}, 422, "body"),
-        (base | {"min_replicas": 3}, 422, "body"),
+        (base | {"min_replicas": 3}, 422, "min_replicas"),
+        (base | {"elastic_policy": {"minReplicas": 3, "maxReplicas": 2}}, 422, "elastic_policy"),
+        (
+            base
+            | {
+                "replicas": 3,
+                "elastic_policy": {"minReplicas": 2, "maxReplicas": 8, "replicaIncrementStep": 2},
+            },
+            422,
+            "body",
+        ),
+        (
+            base
+            | {
+                "elastic_policy": {
+                    "minReplicas": 1,
+                    "maxReplicas": 4,
+                    "replicaIncrementStep": 1,
+                    "replicaDiscreteValues": [1, 2],
+                }
+            },
+            422,
+            "elastic_policy",
+        ),
+        (base | {"recovery": {"strategy": "pray"}}, 422, "recovery.strategy"),
+        (base | {"max_steps": 0}, 422, "max_steps"),
         ({k: v for k, v in base.items() if k != "image"}, 422, "image"),
     ]
     for body, status, field in cases:

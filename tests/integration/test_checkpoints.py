@@ -39,6 +39,19 @@ def test_the_newest_complete_checkpoint_wins_and_a_cut_short_one_is_ignored(
     assert (latest.step, latest.uri) == (1200, "s3://ckpts/team-a/llama/step-00001200/")
 
 
+def test_after_lists_only_newer_step_folders(store: CheckpointStore) -> None:
+    s3 = boto3.client("s3", region_name=REGION)
+    for step in (10, 20, 30):
+        write_checkpoint(s3, LOCATION, step)
+    newer = store.latest_complete(LOCATION, after=20)
+    assert newer is not None and newer.step == 30
+    assert store.latest_complete(LOCATION, after=30) is None
+    # step 9 < 10 sorts before it even though "9" > "1": steps are zero-padded
+    write_checkpoint(s3, LOCATION, 9)
+    latest = store.latest_complete(LOCATION, after=8)
+    assert latest is not None and latest.step == 30
+
+
 def test_no_checkpoint_yet_is_none(store: CheckpointStore) -> None:
     assert store.latest_complete(LOCATION) is None
 

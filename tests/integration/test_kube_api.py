@@ -24,8 +24,14 @@ from tests.conftest import REGION
 from hyperguard.cluster import NodeNotFoundError
 from hyperguard.cluster.conventions import INCIDENT_TAINT, REASON_LABEL, label_safe
 from hyperguard.cluster.eks_token import EksTokenSource, generate_eks_token
-from hyperguard.cluster.hyperpod_eks import JOB_ID_LABEL, job_manifest, job_name
 from hyperguard.cluster.kubernetes import KubernetesAdapter
+from hyperguard.cluster.workloads import (
+    JOB_ID_LABEL,
+    batch_job_manifest,
+    hyperpod_job_manifest,
+    job_name,
+    run_status,
+)
 from hyperguard.models import Job
 from hyperguard.twin.kube import (
     JOBS,
@@ -40,6 +46,7 @@ from hyperguard.twin.kube import (
     StaticTokenAuthenticator,
 )
 from hyperguard.twin.kube.auth import urllib_fetch
+from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS
 
 CLUSTER = "hyperguard-twin"
 INSTANCE = "i-0123456789abcdef0"
@@ -487,26 +494,59 @@ def test_adapter_drain_forces_the_pod_a_budget_protects(server: KubeApiServer, s
     assert sorted(names(store.list(PODS))) == ["agent-x", "mirror", "web-1"]
 
 
-def test_adapter_creates_a_job_once(server: KubeApiServer, sts: Any) -> None:
+def test_adapter_creates_a_run_once(server: KubeApiServer, sts: Any) -> None:
     job = Job(job_id="llama-pretrain", team="ml", image="repo/llama:1", replicas=2)
-    manifest = job_manifest(job, ["node-a"])
+    manifest = batch_job_manifest(job, ["node-a"])
     adapter = adapter_for(server, sts)
 
-    assert adapter.create_job(manifest) is True
-    assert adapter.create_job(manifest) is False
+    assert adapter.create_run(manifest) is True
+    assert adapter.create_run(manifest) is False
     stored = server.store.get(JOBS, job_name(job.job_id), NS)
     assert stored["metadata"]["labels"][JOB_ID_LABEL] == job_name(job.job_id)
-    assert stored["spec"]["suspend"] is True and stored["spec"]["parallelism"] == 2
+    assert stored["spec"]["suspend"] is True and stored["spec"]["parallelism"] == 1
     assert server.stats["create jobs"] == 2
 
 
-def test_adapter_deletes_jobs_with_their_pods(server: KubeApiServer, sts: Any) -> None:
+def test_adapter_lists_patches_and_reads_back_hyperpod_jobs(
+    server: KubeApiServer, sts: Any
+) -> None:
+    job = Job(job_id="llama-pretrain", team="ml", image="repo/llama:1", replicas=2)
+    adapter = adapter_for(server, sts)
+    assert adapter.create_run(hyperpod_job_manifest(job, ["node-a", "node-b"]))
+
+    (listed,) = adapter.list_runs({JOB_ID_LABEL: None})
+    assert listed["kind"] == "HyperPodPyTorchJob"
+    status = run_status(listed)
+    assert status is not None
+    assert (status.job_id, status.run, status.replicas, status.phase.value) == (
+        "llama-pretrain",
+        0,
+        2,
+        "pending",
+    )
+    assert adapter.patch_run(
+        status.kind, status.namespace, status.name, {"spec": {"runPolicy": {"suspend": False}}}
+    )
+    assert not adapter.patch_run(status.kind, status.namespace, "gone", {"spec": {}})
+    server.store.patch(
+        HYPERPOD_PYTORCH_JOBS,
+        status.name,
+        {"status": {"conditions": [{"type": "Completed", "status": "True", "reason": "Done"}]}},
+        NS,
+        subresource="status",
+    )
+    (done,) = adapter.list_runs({JOB_ID_LABEL: job_name(job.job_id)})
+    finished = run_status(done)
+    assert finished is not None and finished.phase.value == "succeeded"
+
+
+def test_adapter_deletes_runs_with_their_pods(server: KubeApiServer, sts: Any) -> None:
     store = server.store
     adapter = adapter_for(server, sts)
     job = Job(job_id="llama-pretrain", team="ml", image="repo/llama:1")
     other = Job(job_id="bert-finetune", team="ml", image="repo/bert:1")
-    adapter.create_job(job_manifest(job, []))
-    adapter.create_job(job_manifest(other, []))
+    adapter.create_run(batch_job_manifest(job, []))
+    adapter.create_run(batch_job_manifest(other, []))
     for run in (job, other):
         created = store.get(JOBS, job_name(run.job_id), NS)
         owner = {
@@ -519,10 +559,10 @@ def test_adapter_deletes_jobs_with_their_pods(server: KubeApiServer, sts: Any) -
         for index in range(2):
             seed_pod(store, f"{job_name(run.job_id)}-{index}", "node-a", ownerReferences=[owner])
 
-    assert adapter.delete_jobs({JOB_ID_LABEL: job_name(job.job_id)}) is True
+    assert adapter.delete_runs({JOB_ID_LABEL: job_name(job.job_id)}) is True
     assert names(store.list(JOBS)) == [job_name(other.job_id)]
     assert names(store.list(PODS)) == ["bert-finetune-0", "bert-finetune-1"]
-    assert adapter.delete_jobs({JOB_ID_LABEL: job_name(job.job_id)}) is False
+    assert adapter.delete_runs({JOB_ID_LABEL: job_name(job.job_id)}) is False
 
 
 def test_adapter_deletes_a_nodeclaim_karpenter_holds(

@@ -28,7 +28,7 @@ from hyperguard.recovery.steps import (
     RepairRejectedError,
     RepairRetryableError,
 )
-from hyperguard.store import IncidentStore, JobStore, NodeStore
+from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.cluster import SimulatedCluster
@@ -43,7 +43,8 @@ class World:
         self.nodes = NodeStore(stack.tables["NodesTable"])
         self.jobs = JobStore(stack.tables["JobsTable"])
         self.incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
-        seed_jobs(apis, self.jobs)
+        self.teams = TeamStore(stack.tables["TeamsTable"])
+        seed_jobs(apis, self.jobs, self.teams)
         self.sync = InventorySync(self.nodes, apis.gateway, frozenset({"hyperguard-twin"}))
         self.sync.sync()
         self.published: list[tuple[str, dict[str, Any]]] = []
@@ -148,7 +149,7 @@ def test_replace_with_no_spare_resumes_the_job_on_the_replacement_from_its_check
     placed = world.cluster.job_instances("llama3-70b-pretrain")
     assert r["replacement"] in placed and faulty not in placed
     assert world.cluster.step_of("llama3-70b-pretrain") >= plan.checkpoint_step + 3
-    assert world.cluster.runs()["llama3-70b-pretrain"].name == "llama3-70b-pretrain-restart-1"
+    assert world.cluster.runs()["llama3-70b-pretrain"].name == "llama3-70b-pretrain-run-1"
     stored = world.jobs.get("llama3-70b-pretrain")
     assert stored is not None and stored.restart_count == 1 and stored.status is JobStatus.RUNNING
     closed = world.incidents.get(r["incident_id"])
@@ -170,11 +171,18 @@ def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> N
     world.cluster.inject_fault(faulty)
     r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", r=world.open(faulty))
     incident = world.incidents.get(r["incident_id"])
-    assert incident is not None and incident.jobs[0].strategy == "move_to_spare"
+    assert incident is not None and incident.jobs[0].strategy == "hot_spare"
     spare = incident.jobs[0].spare
-    assert r["moved_to_spare"] == ["llama3-70b-pretrain"]
+    assert r["moved"] == ["llama3-70b-pretrain"]
     world.apis.settle()
     assert spare in world.cluster.job_instances("llama3-70b-pretrain")
+    record = world.jobs.record("llama3-70b-pretrain")
+    assert record is not None and record.protected_by is None  # recovery is done with it
+    assert spare in record.job.nodes and faulty not in record.job.nodes
+    assert (record.job.run, record.job.restart_count) == (1, 1)
+    why = world.incidents.get(r["incident_id"]).jobs[0]  # type: ignore[union-attr]
+    assert why.outcome == f"restarted on {spare}" and why.resumed
+    assert "hot_spare" in why.lost_gpu_minutes and why.why.startswith("auto:")
 
 
 def test_auto_resume_jobs_are_left_to_hyperpod(world: World) -> None:
@@ -186,7 +194,14 @@ def test_auto_resume_jobs_are_left_to_hyperpod(world: World) -> None:
     r = world.run("repair", r=r)
     r = world.until_healthy(r)
     r = world.run("return_to_service", "resume_jobs", r=r)
-    assert r["resumed"] == [] and r["moved_to_spare"] == []
+    assert r["resumed"] == ["mistral-7b-sft"]
+    plan = world.incidents.get(r["incident_id"]).jobs[0]  # type: ignore[union-attr]
+    assert plan.outcome == "left to HyperPod auto-resume"
+    record = world.jobs.record("mistral-7b-sft")
+    assert record is not None and record.job.status is JobStatus.RUNNING
+    assert record.protected_by is None and record.job.run == 0  # HyperPod's restart, not ours
+    world.apis.advance(60)
+    assert world.cluster.runs()["mistral-7b-sft"].restarts == 1
 
 
 def test_a_reboot_that_does_not_cure_escalates_to_replace(world: World) -> None:

@@ -252,5 +252,5 @@ def test_a_preempted_job_restarts_from_its_checkpoint(
     ]
     # The restarted run is told where to resume from, and does.
     run = apis.cluster.runs()[low]
-    assert run.state == "running" and run.name.endswith("-restart-1")
+    assert run.state == "running" and run.name.endswith("-run-1")
     assert run.anchor_step == 500

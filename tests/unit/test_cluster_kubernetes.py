@@ -30,13 +30,15 @@ from tests.conftest import catalogue
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
 from hyperguard.cluster.hyperpod import HyperPodAdapter
-from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway, job_name
+from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import (
     HyperPodHealthStatus,
     KubernetesAdapter,
     label_safe,
 )
+from hyperguard.cluster.workloads import job_name
 from hyperguard.models import Job, NodeStatus
+from hyperguard.models.jobs import ElasticPolicy
 
 CATALOGUE = catalogue()
 
@@ -46,6 +48,7 @@ INSTANCE = "i-0123456789abcdef0"
 OTHER_INSTANCE = "i-0fedcba9876543210"
 NODE = f"hyperpod-{INSTANCE}"
 OTHER_NODE = f"hyperpod-{OTHER_INSTANCE}"
+RUNS = {"jobs": "Job", "hyperpodpytorchjobs": "HyperPodPyTorchJob"}
 
 
 def status(code: int, reason: str, message: str, **details: Any) -> httpx2.Response:
@@ -267,6 +270,9 @@ class FakeApiServer:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """batch/v1 Jobs by namespace/name."""
+    hyperpod_jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """HyperPodPyTorchJobs by namespace/name."""
     nodeclaims: dict[str, dict[str, Any]] = field(default_factory=dict)
     # NodeClaims a list still returns although they are gone (a list served from a lagging
     # cache): a DELETE that follows finds nothing.
@@ -336,25 +342,36 @@ class FakeApiServer:
                 return self._list("NodeClaimList", "karpenter.sh/v1", items)
             case "DELETE", ["apis", "karpenter.sh", "v1", "nodeclaims", name]:
                 return self._delete_nodeclaim(name)
-            case "POST", ["apis", "batch", "v1", "namespaces", ns, "jobs"]:
-                return self._create_job(ns, body)
-            case "GET", ["apis", "batch", "v1", "jobs"]:
-                wanted = dict(p.split("=", 1) for p in query["labelSelector"][0].split(","))
+            case "POST", ["apis", group, "v1", "namespaces", ns, plural] if plural in RUNS:
+                return self._create_run(plural, ns, body)
+            case "GET", ["apis", group, "v1", plural] if plural in RUNS:
+                wanted = [p.split("=", 1) for p in query["labelSelector"][0].split(",")]
                 items = [
                     j
-                    for j in self.jobs.values()
-                    if wanted.items() <= j["metadata"].get("labels", {}).items()
+                    for j in self._runs(plural).values()
+                    if all(
+                        k in j["metadata"].get("labels", {})
+                        and (len(kv) == 1 or j["metadata"]["labels"][k] == kv[1])
+                        for kv in wanted
+                        for k in kv[:1]
+                    )
                 ]
-                return self._list("JobList", "batch/v1", items)
-            case "DELETE", ["apis", "batch", "v1", "namespaces", ns, "jobs", name]:
-                if self.jobs.pop(f"{ns}/{name}", None) is None:
+                return self._list(f"{RUNS[plural]}List", f"{group}/v1", items)
+            case "PATCH", ["apis", group, "v1", "namespaces", ns, plural, name] if plural in RUNS:
+                key = f"{ns}/{name}"
+                if key not in self._runs(plural):
+                    return status(404, "NotFound", f'{plural} "{name}" not found')
+                self._runs(plural)[key] = merge_patch(self._runs(plural)[key], body)
+                return httpx2.Response(200, json=self._runs(plural)[key])
+            case "DELETE", ["apis", group, "v1", "namespaces", ns, plural, name] if plural in RUNS:
+                if self._runs(plural).pop(f"{ns}/{name}", None) is None:
                     return status(
                         404,
                         "NotFound",
-                        f'jobs.batch "{name}" not found',
+                        f'{plural}.{group} "{name}" not found',
                         name=name,
-                        group="batch",
-                        kind="jobs",
+                        group=group,
+                        kind=plural,
                     )
                 return status(200, "", "")
         return status(404, "NotFound", "the server could not find the requested resource")
@@ -445,23 +462,25 @@ class FakeApiServer:
         del self.pods[key]
         return status(201, "", "")
 
-    def _create_job(self, namespace: str, job: dict[str, Any]) -> httpx2.Response:
+    def _runs(self, plural: str) -> dict[str, dict[str, Any]]:
+        return self.jobs if plural == "jobs" else self.hyperpod_jobs
+
+    def _create_run(self, plural: str, namespace: str, job: dict[str, Any]) -> httpx2.Response:
         name = job["metadata"]["name"]
         key = f"{namespace}/{name}"
-        if key in self.jobs:
+        if key in self._runs(plural):
             return status(
                 409,
                 "AlreadyExists",
-                f'jobs.batch "{name}" already exists',
+                f'{plural} "{name}" already exists',
                 name=name,
-                group="batch",
-                kind="jobs",
+                kind=plural,
             )
         self.version += 1
         stored = merge_patch(
             job, {"metadata": {"uid": f"uid-{name}", "resourceVersion": str(self.version)}}
         )
-        self.jobs[key] = stored
+        self._runs(plural)[key] = stored
         return httpx2.Response(201, json=stored)
 
 
@@ -967,29 +986,36 @@ def training_job(**overrides: Any) -> Job:
     return Job(**values)
 
 
-def test_dispatch_creates_a_kueue_job_in_the_team_namespace(gateway, api):
+def test_dispatch_on_hyperpod_nodes_creates_a_hyperpod_pytorch_job(gateway, api):
     assert gateway.dispatch(training_job(auto_resume=True), [INSTANCE, OTHER_INSTANCE])
 
     (create,) = api.calls("POST")
-    assert create.path == "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs"
-    assert create.content_type == "application/json"
+    assert create.path == (
+        "/apis/sagemaker.amazonaws.com/v1/namespaces/hyperpod-ns-team-a/hyperpodpytorchjobs"
+    )
     job = create.body
-    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
+    assert (job["apiVersion"], job["kind"]) == ("sagemaker.amazonaws.com/v1", "HyperPodPyTorchJob")
     assert job["metadata"]["name"] == "llama-70b-pretrain"
     assert job["metadata"]["namespace"] == "hyperpod-ns-team-a"
     assert job["metadata"]["labels"] == {
         "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
         "kueue.x-k8s.io/priority-class": "training-priority",
         "hyperguard.io/job-id": "llama-70b-pretrain",
+        "hyperguard.io/run": "0",
     }
     assert job["metadata"]["annotations"] == {
         "hyperguard.io/job-id": "llama-70b-pretrain",
         "sagemaker.amazonaws.com/enable-job-auto-resume": "true",
     }
     spec = job["spec"]
-    assert spec["suspend"] is True
-    assert (spec["parallelism"], spec["completions"]) == (2, 2)
-    pod = spec["template"]["spec"]
+    assert spec["nprocPerNode"] == "8"
+    # auto-resume: HyperPod's operator restarts the job itself
+    assert spec["runPolicy"]["jobMaxRetryCount"] == 10
+    assert spec["runPolicy"]["suspend"] is True
+    assert "elasticPolicy" not in spec
+    (replicas,) = spec["replicaSpecs"]
+    assert (replicas["name"], replicas["replicas"], replicas["spares"]) == ("pods", 2, 0)
+    pod = replicas["template"]["spec"]
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
@@ -1002,25 +1028,81 @@ def test_dispatch_creates_a_kueue_job_in_the_team_namespace(gateway, api):
     assert container["command"] == ["torchrun", "train.py"]
 
 
+def test_an_elastic_job_carries_its_policy_bounded_by_what_was_admitted(gateway, api):
+    policy = ElasticPolicy(
+        min_replicas=1,
+        max_replicas=4,
+        replica_increment_step=1,
+        graceful_shutdown_timeout_in_seconds=600,
+        scaling_timeout_in_seconds=60,
+        faulty_scale_down_timeout_in_seconds=30,
+    )
+    gateway.dispatch(training_job(elastic_policy=policy), [INSTANCE, OTHER_INSTANCE])
+
+    spec = api.calls("POST")[0].body["spec"]
+    assert spec["elasticPolicy"] == {
+        "minReplicas": 1,
+        "maxReplicas": 2,
+        "replicaIncrementStep": 1,
+        "gracefulShutdownTimeoutInSeconds": 600,
+        "scalingTimeoutInSeconds": 60,
+        "faultyScaleDownTimeoutInSeconds": 30,
+    }
+    assert spec["replicaSpecs"][0]["maxReplicas"] == 2
+    assert spec["runPolicy"]["jobMaxRetryCount"] == 0
+
+
+def test_dispatch_on_burst_nodes_creates_a_kueue_batch_job(gateway, burst):
+    assert gateway.dispatch(training_job(replicas=1), [BURST_INSTANCE])
+
+    (create,) = burst.calls("POST")
+    assert create.path == "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs"
+    job = create.body
+    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
+    spec = job["spec"]
+    assert spec["suspend"] is True
+    assert (spec["parallelism"], spec["completions"], spec["backoffLimit"]) == (1, 1, 0)
+    # a disrupted pod (evicted, node gone) fails the Job as PodFailurePolicy: "lost"
+    assert spec["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            }
+        ]
+    }
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == (
+        "hyperpod-ns-team-a-localqueue"
+    )
+
+
 def test_dispatch_twice_is_already_dispatched(gateway, api):
-    assert gateway.dispatch(training_job(), [])
-    assert not gateway.dispatch(training_job(), [])
-    assert len(api.jobs) == 1
-
-
-def test_a_restart_is_a_new_job_and_stop_job_stops_every_run(gateway, api):
     assert gateway.dispatch(training_job(), [INSTANCE])
-    assert gateway.dispatch(training_job(restart_count=1), [OTHER_INSTANCE])
-    assert not gateway.dispatch(training_job(restart_count=1), [OTHER_INSTANCE])
+    assert not gateway.dispatch(training_job(), [INSTANCE])
+    assert len(api.hyperpod_jobs) == 1
 
-    assert sorted(api.jobs) == [
+
+def test_dispatch_onto_a_node_the_api_server_does_not_have_is_node_not_found(gateway):
+    with pytest.raises(NodeNotFoundError):
+        gateway.dispatch(training_job(), ["i-0aaaaaaaaaaaaaaaa"])
+
+
+def test_every_run_is_a_new_object_and_stop_job_can_spare_the_newest(gateway, api):
+    assert gateway.dispatch(training_job(), [INSTANCE])
+    assert gateway.dispatch(training_job(run=1), [OTHER_INSTANCE])
+    assert not gateway.dispatch(training_job(run=1), [OTHER_INSTANCE])
+    assert sorted(api.hyperpod_jobs) == [
         "hyperpod-ns-team-a/llama-70b-pretrain",
-        "hyperpod-ns-team-a/llama-70b-pretrain-restart-1",
+        "hyperpod-ns-team-a/llama-70b-pretrain-run-1",
     ]
-    restart = api.jobs["hyperpod-ns-team-a/llama-70b-pretrain-restart-1"]
-    assert restart["metadata"]["labels"]["hyperguard.io/job-id"] == "llama-70b-pretrain"
+    newest = api.hyperpod_jobs["hyperpod-ns-team-a/llama-70b-pretrain-run-1"]
+    assert newest["metadata"]["labels"]["hyperguard.io/run"] == "1"
+
+    assert gateway.stop_job("llama-70b-pretrain", before_run=1)
+    assert sorted(api.hyperpod_jobs) == ["hyperpod-ns-team-a/llama-70b-pretrain-run-1"]
+    assert not gateway.stop_job("llama-70b-pretrain", before_run=1)
     assert gateway.stop_job("llama-70b-pretrain")
-    assert api.jobs == {}
+    assert api.hyperpod_jobs == {}
 
 
 def test_job_without_priority_class_or_auto_resume(gateway, api):
@@ -1033,24 +1115,71 @@ def test_job_without_priority_class_or_auto_resume(gateway, api):
     job = api.calls("POST")[0].body
     assert "kueue.x-k8s.io/priority-class" not in job["metadata"]["labels"]
     assert "sagemaker.amazonaws.com/enable-job-auto-resume" not in job["metadata"]["annotations"]
-    assert "affinity" not in job["spec"]["template"]["spec"]
-    limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits == {"aws.amazon.com/neuron": "16"}
+    pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert "affinity" not in pod
+    assert pod["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "16"}
 
 
-def test_stop_job_deletes_it_with_its_pods_and_then_reports_nothing_to_stop(gateway, api):
-    gateway.dispatch(training_job(), [])
+def test_stop_job_deletes_every_kind_of_run_with_its_pods_then_reports_nothing(gateway, burst):
+    gateway.dispatch(training_job(), [INSTANCE])
+    gateway.dispatch(training_job(run=1, replicas=1), [BURST_INSTANCE])
 
     assert gateway.stop_job("llama-70b-pretrain")
 
-    listing = api.calls("GET")[-1]
-    assert listing.path == "/apis/batch/v1/jobs"
-    assert listing.query == {"labelSelector": ["hyperguard.io/job-id=llama-70b-pretrain"]}
-    (delete,) = api.calls("DELETE")
-    assert delete.path == "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/llama-70b-pretrain"
-    assert delete.query == {"propagationPolicy": ["Background"]}
-    assert api.jobs == {}
+    listings = [c for c in burst.calls("GET") if c.path.startswith("/apis/")]
+    assert {c.path for c in listings} >= {
+        "/apis/batch/v1/jobs",
+        "/apis/sagemaker.amazonaws.com/v1/hyperpodpytorchjobs",
+    }
+    assert listings[-1].query == {"labelSelector": ["hyperguard.io/job-id=llama-70b-pretrain"]}
+    deletes = burst.calls("DELETE")
+    assert {d.path for d in deletes} == {
+        "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/llama-70b-pretrain-run-1",
+        "/apis/sagemaker.amazonaws.com/v1/namespaces/hyperpod-ns-team-a/hyperpodpytorchjobs/"
+        "llama-70b-pretrain",
+    }
+    assert all(d.query == {"propagationPolicy": ["Background"]} for d in deletes)
+    assert burst.jobs == {} and burst.hyperpod_jobs == {}
     assert not gateway.stop_job("llama-70b-pretrain")
+
+
+def test_resize_patches_a_running_hyperpod_job_in_place(gateway, api):
+    job = training_job(elastic_policy=ElasticPolicy(min_replicas=1, max_replicas=2))
+    gateway.dispatch(job, [INSTANCE, OTHER_INSTANCE])
+    key = "hyperpod-ns-team-a/llama-70b-pretrain"
+    api.hyperpod_jobs[key]["spec"]["runPolicy"]["suspend"] = False  # Kueue admitted it
+    api.hyperpod_jobs[key]["status"] = {
+        "conditions": [{"type": "Running", "status": "True", "reason": "Running"}]
+    }
+
+    assert gateway.resize(job.model_copy(update={"run": 1}), [OTHER_INSTANCE])
+
+    (patch,) = api.calls("PATCH")
+    assert patch.content_type == MERGE_PATCH
+    stored = api.hyperpod_jobs[key]
+    assert stored["metadata"]["labels"]["hyperguard.io/run"] == "1"
+    (replicas,) = stored["spec"]["replicaSpecs"]
+    assert (replicas["replicas"], replicas["maxReplicas"]) == (1, 1)
+    affinity = replicas["template"]["spec"]["affinity"]["nodeAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchFields"][0]["values"] == [OTHER_NODE]
+    assert stored["spec"]["elasticPolicy"]["maxReplicas"] == 1
+    (run,) = gateway.job_runs()
+    assert (run.job_id, run.run, run.replicas, run.phase.value) == (
+        "llama-70b-pretrain",
+        1,
+        1,
+        "running",
+    )
+
+
+def test_resize_of_a_batch_job_is_a_new_run(gateway, burst):
+    job = training_job(replicas=1, elastic_policy=ElasticPolicy(min_replicas=1, max_replicas=2))
+    gateway.dispatch(job, [BURST_INSTANCE])
+
+    assert not gateway.resize(job.model_copy(update={"run": 1}), [BURST_INSTANCE])
+
+    assert sorted(burst.jobs) == ["hyperpod-ns-team-a/llama-70b-pretrain-run-1"]
 
 
 def test_job_names_are_dns_labels_and_distinct():

@@ -54,7 +54,8 @@ def test_every_health_rule_targets_the_queue_with_retries_and_a_dlq() -> None:
     rules = {
         name: rule
         for name, rule in _resources("AWS::Events::Rule").items()
-        if "EventPattern" in rule["Properties"] and name != "HyperPodClusterChangeRule"
+        if "EventPattern" in rule["Properties"]
+        and name not in ("HyperPodClusterChangeRule", "JobStatusRule")
     }
     assert set().union(*(r["Properties"]["EventPattern"]["source"] for r in rules.values())) == (
         health_sources
@@ -77,6 +78,18 @@ def test_every_health_rule_targets_the_queue_with_retries_and_a_dlq() -> None:
             assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["HealthDLQ", "Arn"]}, name
             assert target["RetryPolicy"]["MaximumRetryAttempts"] == 185, name
     assert patterns["AwsHealthEc2Rule"]["detail"] == {"service": ["EC2"]}
+
+
+def test_job_status_changes_wake_the_scheduler_on_its_fifo_group() -> None:
+    rule = _resources("AWS::Events::Rule")["JobStatusRule"]["Properties"]
+    assert rule["EventPattern"] == {
+        "source": ["hyperguard.node-forwarder"],
+        "detail-type": ["Kubernetes Job Status Changed"],
+    }
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["SchedulerQueue", "Arn"]}
+    assert target["SqsParameters"] == {"MessageGroupId": "scheduler"}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["EventsDLQ", "Arn"]}
 
 
 def test_the_ingest_function_reports_partial_batch_failures_and_the_queue_redrives() -> None:

@@ -25,6 +25,7 @@ from hyperguard.models.governance import (
     SchedulerConfig,
     Toggle,
 )
+from hyperguard.models.jobs import MAX_REPLICAS, ElasticPolicy, JobRecovery
 from hyperguard.store.jobs import JobHistoryEntry, JobRecord
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
@@ -83,9 +84,20 @@ class JobSubmission(BaseModel):
         default=None, description="instead of instance_type: the accelerator kind"
     )
     accelerators_per_replica: int = Field(default=8, ge=1, le=64)
-    replicas: int = Field(default=1, ge=1, le=1024)
-    min_replicas: int | None = Field(default=None, ge=1, le=1024)
-    max_replicas: int | None = Field(default=None, ge=1, le=1024)
+    replicas: int = Field(
+        default=1, ge=1, le=MAX_REPLICAS, description="elastic jobs: the size to start with"
+    )
+    elastic_policy: ElasticPolicy | None = Field(
+        default=None,
+        description="HyperPodPyTorchJob's elasticPolicy: the job may run with fewer or more "
+        "replicas as capacity allows (names as HyperPod spells them)",
+    )
+    recovery: JobRecovery = Field(
+        default_factory=JobRecovery, description="what recovery does when a node fails"
+    )
+    max_steps: int | None = Field(
+        default=None, ge=1, le=10**9, description="the training's length in steps, if known"
+    )
     image: str = Field(min_length=1, max_length=1024)
     command: list[str] = Field(default_factory=list, max_length=256)
     checkpoint_location: str | None = Field(default=None, pattern=S3_URI)
@@ -95,10 +107,12 @@ class JobSubmission(BaseModel):
     def _consistent(self) -> JobSubmission:
         if (self.instance_type is None) == (self.accelerator is None):
             raise ValueError("name exactly one of instance_type and accelerator")
-        if self.min_replicas is not None and self.min_replicas > self.replicas:
-            raise ValueError("min_replicas must not exceed replicas")
-        if self.max_replicas is not None and self.max_replicas < self.replicas:
-            raise ValueError("max_replicas must not be below replicas")
+        policy = self.elastic_policy
+        if policy is not None and self.replicas not in policy.sizes():
+            raise ValueError(
+                f"replicas {self.replicas} is not a size the elasticPolicy allows "
+                f"({', '.join(map(str, policy.sizes()))})"
+            )
         return self
 
 
@@ -119,8 +133,9 @@ class JobView(BaseModel):
     instance_type: str
     accelerators_per_replica: int
     replicas: int
-    min_replicas: int | None
-    max_replicas: int | None
+    elastic_policy: ElasticPolicy | None
+    recovery: JobRecovery
+    max_steps: int | None
     image: str
     command: list[str]
     checkpoint_location: str | None
@@ -131,10 +146,14 @@ class JobView(BaseModel):
     pool: str | None
     last_checkpoint: Checkpoint | None
     restart_count: int
+    run: int = Field(description="how many times it was dispatched, less one")
+    protected_by: str | None = Field(description="the incident whose recovery has it now")
     submitted_at: datetime | None
     first_admitted_at: datetime | None
     started_at: datetime | None
+    scaled_at: datetime | None
     ended_at: datetime | None
+    run_time_s: float | None = Field(description="first admission to end, once ended")
     history: list[JobHistoryEntry] | None = Field(
         default=None, description="admissions, placements, preemptions, restarts, checkpoints"
     )
@@ -146,9 +165,12 @@ class JobView(BaseModel):
             **job.model_dump(exclude={"nodes"}),
             nodes=list(job.nodes),
             reason=record.reason,
+            protected_by=record.protected_by,
             first_admitted_at=record.first_admitted_at,
             started_at=record.started_at,
+            scaled_at=record.scaled_at,
             ended_at=record.ended_at,
+            run_time_s=record.run_time_s,
             history=list(record.history) if with_history else None,
         )
 

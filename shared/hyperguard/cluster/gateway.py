@@ -14,6 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from hyperguard.cluster.workloads import RunStatus
 from hyperguard.models import Job, Node, RepairOutcome
 
 
@@ -58,6 +59,16 @@ class ClusterGateway(Protocol):
 
     def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool: ...
 
-    def dispatch(self, job: Job, nodes: list[str]) -> bool: ...
+    def dispatch(self, job: Job, nodes: list[str]) -> bool:
+        """Submit run `job.run` of the job on `nodes` (one instance id per replica)."""
+        ...
 
-    def stop_job(self, job_id: str) -> bool: ...
+    def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
+        """Delete the job's runs (only those numbered below `before_run`, if given)."""
+        ...
+
+    def resize(self, job: Job, nodes: list[str]) -> bool:
+        """Run the job on `nodes` instead (in place where the run allows: True)."""
+        ...
+
+    def job_runs(self) -> list[RunStatus]: ...

@@ -13,8 +13,6 @@ NodeClaim and rebooted through EC2, since Karpenter has no reboot.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,122 +31,25 @@ from hyperguard.cluster.kubernetes import (
     KubernetesAdapter,
     NodeCondition,
 )
+from hyperguard.cluster.workloads import (
+    JOB_ID_LABEL,
+    RunKind,
+    RunPhase,
+    RunStatus,
+    batch_job_manifest,
+    hyperpod_job_manifest,
+    job_name,
+    resize_patch,
+    run_status,
+)
 from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-JOB_ID_LABEL = "hyperguard.io/job-id"
-JOB_ID_ANNOTATION = "hyperguard.io/job-id"
-AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
-# What a training container is told: which job it is, where it checkpoints (to report new
-# checkpoints: POST /jobs/{jobId}/checkpoints), and, on a restart, the latest complete
-# checkpoint to resume from (by the `_COMPLETE` marker convention, hyperguard.store.checkpoints).
-JOB_ID_ENV = "HYPERGUARD_JOB_ID"
-CHECKPOINT_ENV = "HYPERGUARD_CHECKPOINT_URI"
-RESUME_FROM_ENV = "HYPERGUARD_RESUME_FROM"
-RESUME_STEP_ENV = "HYPERGUARD_RESUME_STEP"
 UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 )
 EKS_PLATFORM = "eks"
 
 RepairCall = Callable[[list[str]], RepairOutcome]
-
-_NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
-
-
-def team_namespace(team: str) -> str:
-    return f"hyperpod-ns-{team}"
-
-
-def local_queue(team: str) -> str:
-    return f"{team_namespace(team)}-localqueue"
-
-
-def job_name(job_id: str) -> str:
-    """A DNS-1123 label for `job_id`; ids that need rewriting get a short hash so that two
-    different ids never share a name."""
-    cleaned = _NAME_UNSAFE.sub("-", job_id.lower()).strip("-")
-    if cleaned == job_id and len(cleaned) <= 63:
-        return cleaned
-    digest = hashlib.sha256(job_id.encode()).hexdigest()[:8]
-    return f"{cleaned[:54].strip('-') or 'job'}-{digest}"
-
-
-def accelerator_resource(instance_type: str) -> str:
-    return "aws.amazon.com/neuron" if instance_type.startswith("ml.trn") else "nvidia.com/gpu"
-
-
-def run_name(job: Job) -> str:
-    """The Kubernetes Job name of this run of `job`: a restart is a new Job object, so that
-    dispatching a restart is not mistaken for a repeat of the first dispatch."""
-    if job.restart_count == 0:
-        return job_name(job.job_id)
-    return job_name(f"{job.job_id}-restart-{job.restart_count}")
-
-
-def job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
-    """The batch/v1 Job HyperGuard submits for `job`, suspended until Kueue admits it."""
-    name = run_name(job)
-    job_label = job_name(job.job_id)
-    labels = {QUEUE_LABEL: local_queue(job.team), JOB_ID_LABEL: job_label}
-    if job.priority_class:
-        labels[PRIORITY_LABEL] = f"{job.priority_class}-priority"
-    annotations = {JOB_ID_ANNOTATION: job.job_id}
-    if job.auto_resume:
-        annotations[AUTO_RESUME_ANNOTATION] = "true"
-    accelerators = {accelerator_resource(job.instance_type): str(job.accelerators_per_replica)}
-    env = [{"name": JOB_ID_ENV, "value": job.job_id}]
-    if job.checkpoint_location:
-        env.append({"name": CHECKPOINT_ENV, "value": job.checkpoint_location})
-    if job.last_checkpoint is not None:
-        env.append({"name": RESUME_FROM_ENV, "value": job.last_checkpoint.uri})
-        env.append({"name": RESUME_STEP_ENV, "value": str(job.last_checkpoint.step)})
-    container: dict[str, Any] = {
-        "name": "main",
-        "image": job.image,
-        "env": env,
-        "resources": {"requests": accelerators, "limits": accelerators},
-    }
-    if job.command:
-        container["command"] = list(job.command)
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "nodeSelector": {INSTANCE_TYPE_LABEL: job.instance_type},
-        "containers": [container],
-    }
-    if node_names:
-        pod_spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": node_names}
-                            ]
-                        }
-                    ]
-                }
-            }
-        }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": team_namespace(job.team),
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": {
-            "suspend": True,
-            "parallelism": job.replicas,
-            "completions": job.replicas,
-            "completionMode": "Indexed",
-            "backoffLimit": 0,
-            "template": {"metadata": {"labels": {JOB_ID_LABEL: job_label}}, "spec": pod_spec},
-        },
-    }
 
 
 class HyperPodEksGateway:
@@ -223,14 +124,57 @@ class HyperPodEksGateway:
         return self.hyperpod.start_deep_health_check(instance_ids, checks)
 
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
-        """Submit this run of `job` pinned to `nodes` (instance ids). False when this run
-        (same job id and restart count) was already submitted."""
-        node_names = [self.kubernetes.node_name(instance_id) for instance_id in nodes]
-        return self.kubernetes.create_job(job_manifest(job, node_names))
+        """Submit run `job.run` of `job` pinned to `nodes` (instance ids, one per replica):
+        a HyperPodPyTorchJob on HyperPod nodes, a batch Job on EKS burst nodes. False when
+        this run was already submitted."""
+        return self.kubernetes.create_run(self._manifest(job, nodes))
 
-    def stop_job(self, job_id: str) -> bool:
-        """Delete every run of the job, with its pods. False when none was left to stop."""
-        return self.kubernetes.delete_jobs({JOB_ID_LABEL: job_name(job_id)})
+    def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
+        """Delete the job's runs (those numbered below `before_run`, if given) with their
+        pods. False when none was left to stop."""
+
+        def keep(obj: dict[str, Any]) -> bool:
+            status = run_status(obj)
+            return before_run is not None and (status is None or status.run >= before_run)
+
+        return self.kubernetes.delete_runs({JOB_ID_LABEL: job_name(job_id)}, keep)
+
+    def resize(self, job: Job, nodes: list[str]) -> bool:
+        """Run `job` (its new run number) on `nodes` instead: a running HyperPodPyTorchJob
+        is patched in place (the operator checkpoints and restarts it at the new size;
+        True); anything else is stopped and dispatched anew (False)."""
+        names, on_hyperpod = self._placement(nodes)
+        objects = self.kubernetes.list_runs({JOB_ID_LABEL: job_name(job.job_id)})
+        live = [
+            r
+            for r in map(run_status, objects)
+            if r is not None and r.phase in (RunPhase.PENDING, RunPhase.RUNNING)
+        ]
+        current = max(live, key=lambda r: r.run, default=None)
+        if on_hyperpod and current is not None and current.kind is RunKind.HYPERPOD:
+            patch = resize_patch(job, names)
+            if self.kubernetes.patch_run(current.kind, current.namespace, current.name, patch):
+                return True
+        self.stop_job(job.job_id, before_run=job.run)
+        self.kubernetes.create_run(_manifest(job, names, on_hyperpod))
+        return False
+
+    def job_runs(self) -> list[RunStatus]:
+        """Every run HyperGuard created that the cluster still has."""
+        objects = self.kubernetes.list_runs({JOB_ID_LABEL: None})
+        return [r for r in map(run_status, objects) if r is not None]
+
+    def _manifest(self, job: Job, nodes: list[str]) -> dict[str, Any]:
+        return _manifest(job, *self._placement(nodes))
+
+    def _placement(self, nodes: list[str]) -> tuple[list[str], bool]:
+        """The Kubernetes node names of `nodes`, and whether any is a HyperPod node."""
+        kube = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
+        missing = [i for i in nodes if i not in kube]
+        if missing:
+            raise NodeNotFoundError(missing[0])
+        on_hyperpod = not nodes or any(NODEPOOL_LABEL not in kube[i].labels for i in nodes)
+        return [kube[i].name for i in nodes], on_hyperpod
 
     def _repair(
         self, instance_ids: list[str], hyperpod: RepairCall, burst: RepairCall
@@ -351,3 +295,9 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
             and not _problems(kube),
         }
     )
+
+
+def _manifest(job: Job, node_names: list[str], on_hyperpod: bool) -> dict[str, Any]:
+    if on_hyperpod:
+        return hyperpod_job_manifest(job, node_names)
+    return batch_job_manifest(job, node_names)

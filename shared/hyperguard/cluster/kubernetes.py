@@ -1,4 +1,4 @@
-"""Kubernetes side of a cluster: cordon, drain, node labels and Jobs, through lightkube.
+"""Kubernetes side of a cluster: cordon, drain, node labels and job runs, through lightkube.
 
 The client is built from the EKS endpoint, its CA data and an EKS bearer token (see
 eks_token), and rebuilt when the token is refreshed. Nodes are found by instance id through
@@ -14,13 +14,13 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache, partial
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import httpx2
 import msgspec
 from lightkube import ALL_NS, ApiError, Client, KubeConfig
 from lightkube.config.models import Cluster, User
-from lightkube.generic_resource import create_global_resource
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Node as KubeNodeResource
@@ -37,6 +37,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.eks_token import EksTokenSource
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
+from hyperguard.cluster.workloads import HYPERPOD_JOB_API, RunKind
 
 # Set when HyperGuard cordons a node someone else had already cordoned, so that uncordon
 # leaves that operator's decision alone.
@@ -49,6 +50,8 @@ EVICTION_RETRY_S = 5.0
 # Karpenter (karpenter.sh/v1): the labels it puts on its nodes, and the cluster-scoped
 # NodeClaim that stands for one instance and its node.
 NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
+HyperPodJob = create_namespaced_resource(*HYPERPOD_JOB_API)
+_RUN_RESOURCES: dict[RunKind, Any] = {RunKind.BATCH: Job, RunKind.HYPERPOD: HyperPodJob}
 
 # ApiError is an httpx2.HTTPError; a body lightkube cannot decode is a msgspec.DecodeError.
 TRANSPORT_ERRORS = (httpx2.HTTPError, msgspec.DecodeError)
@@ -265,30 +268,69 @@ class KubernetesAdapter:
                 result.blocked.append(key)
         return result
 
-    # jobs
+    # runs of jobs (batch/v1 Jobs and HyperPodPyTorchJobs)
 
-    def create_job(self, manifest: dict[str, Any]) -> bool:
-        """Create a batch/v1 Job. Returns False when it already exists (409)."""
-        job = cast(Job, Job.from_dict(manifest))
-        what = f"create Job {manifest['metadata']['name']}"
-        return self._request(what, lambda: self.client.create(job), expected=(409,)) is None
+    def create_run(self, manifest: dict[str, Any]) -> bool:
+        """Create a run object. Returns False when it already exists (409)."""
+        resource = _RUN_RESOURCES[RunKind(manifest["kind"])]
+        obj = resource.from_dict(manifest)
+        meta = manifest["metadata"]
+        what = f"create {manifest['kind']} {meta['namespace']}/{meta['name']}"
+        return self._request(what, lambda: self.client.create(obj), expected=(409,)) is None
 
-    def delete_jobs(self, labels: dict[str, str]) -> bool:
-        """Delete, with their pods, the Jobs in any namespace carrying `labels`. Returns False
-        when none was left to delete (absent, or already being deleted)."""
-        selector: dict[str, Any] = dict(labels)
-        jobs = self._api(lambda: list(self.client.list(Job, namespace=ALL_NS, labels=selector)))
+    def list_runs(self, labels: dict[str, Any]) -> list[dict[str, Any]]:
+        """Run objects of both kinds in any namespace carrying `labels`, as JSON. A cluster
+        without the HyperPod training operator's CRD simply has no HyperPodPyTorchJobs."""
+        found: list[dict[str, Any]] = []
+        for kind, resource in _RUN_RESOURCES.items():
+            try:
+                objects = list(self.client.list(resource, namespace=ALL_NS, labels=labels))
+            except ApiError as error:
+                if _code(error) == 404 and kind is RunKind.HYPERPOD:
+                    continue
+                raise ClusterError(f"list {kind.value}s on {self.cluster_name}: {error}") from error
+            except TRANSPORT_ERRORS as error:
+                raise ClusterError(f"list {kind.value}s on {self.cluster_name}: {error}") from error
+            for obj in objects:
+                data = obj.to_dict()
+                data.setdefault("kind", kind.value)
+                found.append(data)
+        return found
+
+    def patch_run(self, kind: RunKind, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """JSON merge patch of a run object; False when it is gone (404)."""
+        gone = self._request(
+            f"patch {kind.value} {namespace}/{name}",
+            partial(
+                self.client.patch,
+                _RUN_RESOURCES[kind],
+                name,
+                patch,
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            ),
+            expected=(404,),
+        )
+        return gone is None
+
+    def delete_runs(
+        self, labels: dict[str, Any], keep: Callable[[dict[str, Any]], bool] = lambda _: False
+    ) -> bool:
+        """Delete, with their pods, the runs in any namespace carrying `labels` (but those
+        `keep` keeps). Returns False when none was left to delete (absent, kept, or already
+        being deleted)."""
         deleted = False
-        for job in jobs:
-            meta = job.metadata
-            if meta is None or meta.name is None or meta.deletionTimestamp is not None:
+        for obj in self.list_runs(labels):
+            meta = obj.get("metadata") or {}
+            if not meta.get("name") or meta.get("deletionTimestamp") or keep(obj):
                 continue
-            name, namespace = meta.name, meta.namespace
+            kind = RunKind(obj["kind"])
+            name, namespace = meta["name"], meta.get("namespace")
             gone = self._request(
-                f"delete Job {namespace}/{name}",
+                f"delete {kind.value} {namespace}/{name}",
                 partial(
                     self.client.delete,
-                    Job,
+                    _RUN_RESOURCES[kind],
                     name,
                     namespace=namespace,
                     cascade=CascadeType.BACKGROUND,

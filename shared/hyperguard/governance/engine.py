@@ -264,7 +264,7 @@ class _Pass:
         flavor = workload.instance_type
         room, binding = self._room(policy, flavor, workload.per_replica)
         if room >= workload.floor:
-            self._admit(workload, policy, min(room, workload.replicas), "")
+            self._admit(workload, policy, workload.at_most(min(room, workload.replicas)), "")
             return True
         block = self._block_reason(workload, policy, binding)
         need = workload.per_replica.scaled(workload.floor)
@@ -293,7 +293,7 @@ class _Pass:
             )
             if part
         )
-        self._admit(workload, policy, min(room, workload.replicas), suffix)
+        self._admit(workload, policy, workload.at_most(min(room, workload.replicas)), suffix)
         return True
 
     def _admit(self, workload: Workload, policy: TeamPolicy, replicas: int, suffix: str) -> None:
@@ -427,7 +427,7 @@ class _Pass:
                 and may_take(candidate)
                 and not fits()
             ):
-                self._set_replicas(candidate, self._current(candidate) - 1)
+                self._set_replicas(candidate, candidate.below(self._current(candidate)))
             if self._current(candidate) < original[candidate.job_id]:
                 shrunk.append(candidate)
         preempted: list[Workload] = []
@@ -475,9 +475,10 @@ class _Pass:
                 self._set_replicas(victim, 0)
         for victim in reversed(shrunk[:]):
             while self._current(victim) < original[victim.job_id]:
-                self._set_replicas(victim, self._current(victim) + 1)
+                before = self._current(victim)
+                self._set_replicas(victim, min(victim.above(before), original[victim.job_id]))
                 if not fits():
-                    self._set_replicas(victim, self._current(victim) - 1)
+                    self._set_replicas(victim, before)
                     break
             if self._current(victim) == original[victim.job_id]:
                 shrunk.remove(victim)
@@ -538,6 +539,11 @@ class _Pass:
     # -- elastic growth -----------------------------------------------------------------
 
     def _grow_elastic(self) -> None:
+        """Offer idle capacity to running elastic jobs: by priority, then (FairShare
+        Enabled) the team's dominant share over its weight, lowest first, then age; each
+        to the largest size that fits its team's limit (nominal plus borrow allowance), the
+        pool and the installed capacity, once its scalingTimeoutInSeconds has passed."""
+        now = self.state.now
         growable = [
             w
             for w in map(self.state.workloads.__getitem__, self.state.elastic)
@@ -545,19 +551,25 @@ class _Pass:
             and w.instance_type not in self.contended
             and w.job_id not in self.victims
             and w.job_id not in self.shrunk
+            and (w.scaled_at is None or now - w.scaled_at >= w.scaling_timeout_s)
         ]
-        growable.sort(key=lambda w: (-w.priority, w.submitted_at, w.seq))
-        for workload in growable:
+        pending = list(growable)
+        while pending:
+            pending.sort(key=self._growth_order)
+            workload = pending.pop(0)
             policy = self.state.teams.get(workload.team)
             if policy is None:
                 continue
             room, _ = self._room(policy, workload.instance_type, workload.per_replica)
-            extra = min(room, workload.ceiling - self._current(workload))
-            if extra <= 0:
+            current = self._current(workload)
+            replicas = workload.at_most(current + room)
+            if replicas <= current:
                 continue
-            replicas = self._current(workload) + extra
             self._set_replicas(workload, replicas)
-            reason = f"grown to {replicas} replica(s) into idle capacity nobody is waiting for"
+            reason = (
+                f"grown from {current} to {replicas} replica(s) into idle capacity nobody "
+                "is waiting for"
+            )
             index = self.admitted.get(workload.job_id)
             if index is not None:
                 admit = self.decisions.actions[index]
@@ -575,3 +587,14 @@ class _Pass:
                         reason,
                     )
                 )
+
+    def _growth_order(self, workload: Workload) -> tuple[int, float, float, int]:
+        share = 0.0
+        if self.fair_share:
+            policy = self.state.teams.get(workload.team)
+            used = self.usage.get((workload.team, workload.instance_type)) or (0, 0, 0)
+            pool = self.state.flavors[workload.instance_type].pool
+            weight = policy.weight if policy is not None else 1.0
+            share = max((used[i] / pool[i] for i in range(3) if pool[i] > 0), default=0.0)
+            share /= weight
+        return (-workload.priority, share, workload.submitted_at, workload.seq)

@@ -78,6 +78,11 @@ _ALLOWED: Mapping[str, tuple[PoolKind, ...]] = {
 }
 
 
+def allows_burst(template: str) -> bool:
+    """Whether the template lets a job run on EKS burst capacity."""
+    return any(kind is not PoolKind.HYPERPOD for kind in _ALLOWED.get(template, ()))
+
+
 def hourly_cost(
     pool: Pool, accelerators: int, prices: Mapping[tuple[PoolKind, str], float]
 ) -> float:

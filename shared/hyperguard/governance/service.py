@@ -1,5 +1,6 @@
-"""The scheduling pass around the pure engine: read the cluster's state, call `schedule`,
-place what it admits on nodes, and apply every decision with a conditional write.
+"""The scheduling pass around the pure engine: reconcile jobs with the cluster, read the
+cluster's state, call `schedule`, place what it admits on nodes, and apply every decision
+through the job lifecycle (hyperguard.governance.jobs), each a conditional write.
 
 Single writer. A pass holds the cluster's lease (TeamsTable `LEASE/<cluster>`); every write
 that takes or gives back quota is a transaction that also checks the lease is still this
@@ -9,9 +10,21 @@ lease therefore makes the write fail instead of oversubscribing anything. The de
 adds a FIFO queue with one message group and reserved concurrency 1, so passes rarely even
 contend for the lease.
 
+Reconciliation, before admission: a job whose current run completed ends Succeeded, one
+whose run failed by itself ends Failed, one whose run the cluster lost (or no longer has) is
+requeued to resume from its checkpoint — each only once node recovery has had
+`failedRunGraceS` to claim it (a run that dies with its node is recovery's, which knows the
+job's strategy), and never while a node under it is unhealthy or recovery protects it.
+Running jobs' progress is read from their checkpoint markers.
+
+Hot spares: `hotSpares` idle healthy nodes per pool (NodeRepairConfig) are left out of the
+capacity the pass admits into, so that node recovery finds one when a node fails.
+
 Order of effects, and why:
 * preempt: conditional write first, then `stop_job` — the database is what quota is counted
   from, so it must never show a job stopped that is still admitted;
+* resize (elastic): conditional write, then the cluster (a HyperPodPyTorchJob is patched in
+  place, a batch Job re-run from its checkpoint);
 * admit: conditional write (status Admitted, nodes, pool), then `dispatch`, then Running; a
   dispatch the cluster refuses puts the job back to Pending with the cluster's error;
 * a job the engine admits but no allowed pool can place stays pending with the placement
@@ -32,8 +45,10 @@ from typing import Any, Protocol
 from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
+from hyperguard.cluster.workloads import RunPhase, RunStatus
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
+from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
 from hyperguard.governance.placement import (
     DEFAULT_HOURLY_PRICES,
     Pool,
@@ -42,20 +57,14 @@ from hyperguard.governance.placement import (
 )
 from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
+from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES
 from hyperguard.observability import logger
+from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.settings import Settings
-from hyperguard.store.jobs import (
-    ACTIVE_STATUSES,
-    JobEvent,
-    JobHistoryEntry,
-    JobRecord,
-    JobStore,
-    TransitionOutcome,
-)
+from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
+from hyperguard.store.jobs import JobRecord, JobStore
+from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.store.teams import Lease, TeamStore
-
-HOLDING = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
-WAITING = frozenset({JobStatus.PENDING, JobStatus.PREEMPTED, JobStatus.SUSPENDED})
 
 
 class SchedulerWakeup(Protocol):
@@ -119,6 +128,10 @@ class PassResult:
     dispatched: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
     unplaced: list[str] = field(default_factory=list)
+    succeeded: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    spares: int = 0
     pending: int = 0
     conflicts: int = 0
     writes: int = 0
@@ -132,6 +145,10 @@ class PassResult:
             "dispatched": len(self.dispatched),
             "stopped": len(self.stopped),
             "unplaced": len(self.unplaced),
+            "succeeded": len(self.succeeded),
+            "failed": len(self.failed),
+            "lost": len(self.lost),
+            "spares": self.spares,
             "pending": self.pending,
             "conflicts": self.conflicts,
         }
@@ -141,25 +158,36 @@ class SchedulerBusyError(RuntimeError):
     """Another pass holds the cluster's lease."""
 
 
-class LeaseLostError(RuntimeError):
-    """Another pass took the lease (ours expired): stop writing."""
-
-
 class _Occupancy:
-    """Free accelerators per usable node as the pass changes them."""
+    """Free accelerators per usable node as the pass changes them; hot spares held back."""
 
     def __init__(self, nodes: Iterable[Node], holding: Iterable[tuple[list[str], int]]) -> None:
         """`holding`: the nodes of each job that holds capacity, and its accelerators per
         replica."""
         self.nodes = {n.instance_id: n for n in nodes if usable(n)}
         self.free = {i: n.accelerators for i, n in self.nodes.items()}
+        self.spares: set[str] = set()
         for held_nodes, per in holding:
             self.take(held_nodes, per)
 
     def copy(self) -> _Occupancy:
         clone = _Occupancy((), ())
-        clone.nodes, clone.free = self.nodes, dict(self.free)
+        clone.nodes, clone.free, clone.spares = self.nodes, dict(self.free), self.spares
         return clone
+
+    def reserve_spares(self, wanted: Mapping[str, int]) -> set[str]:
+        """Hold back up to `wanted[pool]` idle nodes per pool (lowest ids first, so that the
+        same nodes stay spares from pass to pass)."""
+        for pool, count in wanted.items():
+            idle = sorted(
+                i
+                for i, node in self.nodes.items()
+                if pool_of(node)[0] == pool and self.free[i] == node.accelerators
+            )
+            for instance_id in idle[:count]:
+                self.spares.add(instance_id)
+                self.free[instance_id] = 0
+        return self.spares
 
     def take(self, nodes: Iterable[str], per: int) -> None:
         for node in nodes:
@@ -168,7 +196,7 @@ class _Occupancy:
 
     def give(self, nodes: Iterable[str], per: int) -> None:
         for node in nodes:
-            if node in self.free:
+            if node in self.free and node not in self.spares:
                 self.free[node] += per
 
     def pools(self, per: int) -> list[Pool]:
@@ -196,6 +224,13 @@ class _Occupancy:
             chosen.append(best)
         return chosen
 
+    def room(self, pool: str, per: int) -> int:
+        return sum(
+            free // per
+            for instance_id, free in self.free.items()
+            if pool_of(self.nodes[instance_id])[0] == pool
+        )
+
 
 class SchedulerService:
     def __init__(
@@ -206,16 +241,21 @@ class SchedulerService:
         gateway: ClusterGateway,
         catalogue: InstanceCatalogue,
         cluster: str,
+        policies: RepairPolicyStore | None = None,
+        checkpoints: CheckpointStore | None = None,
         lease_ttl_s: float = 120.0,
         settings: EngineSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
         prices: Mapping[tuple[PoolKind, str], float] = DEFAULT_HOURLY_PRICES,
     ) -> None:
         self.jobs = jobs
+        self.lifecycle = JobLifecycle(jobs, clock=clock)
         self.teams = teams
         self.gateway = gateway
         self.catalogue = catalogue
         self.cluster = cluster
+        self.policies = policies or RepairPolicyStore(teams.table_name, teams.table)
+        self.checkpoints = checkpoints or CheckpointStore()
         self.lease_ttl_s = lease_ttl_s
         self.settings = settings or EngineSettings()
         self.clock = clock
@@ -230,29 +270,13 @@ class SchedulerService:
         run = _PassRun(self, lease)
         try:
             run.run()
-        except LeaseLostError:
+        except FencedOutError:
             run.result.conflicts += 1
             logger.warning("scheduler lease lost mid-pass", extra={"cluster": self.cluster})
         finally:
             self.teams.release_lease(lease)
             run.result.duration_s = time.perf_counter() - started
         return run.result
-
-    def finish(self, job_id: str, status: JobStatus, reason: str) -> bool:
-        """A job completed (Succeeded) or failed for good: its quota is free again."""
-        if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
-            raise ValueError(f"{status} is not a final status of a running job")
-        outcome = self.jobs.transition(
-            job_id,
-            expect=HOLDING,
-            status=status,
-            entry=JobHistoryEntry(
-                at=self.clock(), event=JobEvent.FINISHED, status=status, reason=reason
-            ),
-            sets={"nodes": [], "ended_at": self.clock().isoformat()},
-            remove=("admitted_replicas",),
-        )
-        return outcome is TransitionOutcome.APPLIED
 
 
 class _PassRun:
@@ -261,6 +285,7 @@ class _PassRun:
     def __init__(self, service: SchedulerService, lease: Lease) -> None:
         self.service = service
         self.jobs = service.jobs
+        self.lifecycle = service.lifecycle
         self.teams = service.teams
         self.gateway = service.gateway
         self.lease = lease
@@ -269,13 +294,6 @@ class _PassRun:
         self.versions: dict[str, int] = {}
         self.occupancy = _Occupancy((), ())
 
-    def entry(
-        self, event: JobEvent, status: JobStatus | None, reason: str, **details: Any
-    ) -> JobHistoryEntry:
-        return JobHistoryEntry(
-            at=self.service.clock(), event=event, status=status, reason=reason, details=details
-        )
-
     def per_replica(self, job: Job) -> int:
         """Accelerators one replica of the job holds on its node."""
         return (
@@ -283,33 +301,53 @@ class _PassRun:
             or self.service.catalogue.spec(job.instance_type).accelerators
         )
 
+    @property
+    def fence(self) -> list[dict[str, Any]]:
+        return [self.teams.lease_check(self.lease)]
+
+    def count(self, outcome: Outcome) -> bool:
+        self.result.writes += 1
+        if not outcome:
+            self.result.conflicts += 1
+            logger.info("job move refused", extra={"why": outcome.why})
+        return outcome.applied
+
     def run(self) -> None:
         now = self.service.clock()
+        policy = self.service.policies.get()
         snapshot = self.jobs.active()
-        self.records = {r.job.job_id: r for r in snapshot}
         for record in snapshot:
             if record.stop_pending:
                 self.stop_cancelled(record)
+        nodes = self.gateway.list_nodes()
+        if self.reconcile(snapshot, nodes, policy, now):
+            snapshot = self.jobs.active()
+        self.records = {r.job.job_id: r for r in snapshot}
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
+        holding = [r for r in active if r.job.status in HOLDING_STATUSES]
+        self.occupancy = _Occupancy(
+            nodes, ((r.job.nodes, self.per_replica(r.job)) for r in holding)
+        )
+        spares = self.occupancy.reserve_spares(policy.hot_spares)
+        self.result.spares = len(spares)
         quotas = self.teams.quotas()
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
-        nodes = self.gateway.list_nodes()
-        capacity = Counter(ml_name(n.instance_type) for n in nodes if usable(n))
+        capacity = Counter(
+            ml_name(n.instance_type) for n in nodes if usable(n) and n.instance_id not in spares
+        )
         catalogue = self.service.catalogue
         state = GovernanceState(
             quotas, config, capacity, catalogue, self.service.settings, now.timestamp()
         )
         for record in active:
-            workload = Workload.from_job(record.job, catalogue, started_at=record.started_at)
-            if record.job.status in HOLDING and record.admitted_replicas:
+            workload = Workload.from_job(
+                record.job, catalogue, started_at=record.started_at, scaled_at=record.scaled_at
+            )
+            if record.job.status in HOLDING_STATUSES and record.admitted_replicas:
                 workload.admitted = record.admitted_replicas
             state.add(workload)
         decisions = schedule(state)
-        self.occupancy = _Occupancy(
-            nodes,
-            ((r.job.nodes, self.per_replica(r.job)) for r in active if r.job.status in HOLDING),
-        )
         victims: dict[str, list[Decision]] = defaultdict(list)
         for action in decisions.actions:
             if action.for_job is not None:
@@ -325,22 +363,87 @@ class _PassRun:
         self.result.pending = len(reasons)
         for job_id, reason in reasons.items():
             record = self.records[job_id]
-            if record.reason != reason and record.job.status in WAITING:
-                self.jobs.set_reason(job_id, reason, expect=WAITING)
+            if record.reason != reason and record.job.status in WAITING_STATUSES:
+                self.lifecycle.set_reason(job_id, reason)
                 self.result.writes += 1
 
-    def write(self, job_id: str, *, fenced: bool, **kwargs: Any) -> bool:
-        checks = [self.teams.lease_check(self.lease)] if fenced else []
-        checks.extend(kwargs.pop("checks", []))
-        outcome = self.jobs.transition(job_id, checks=checks, **kwargs)
-        self.result.writes += 1
-        if outcome is TransitionOutcome.CHECK_FAILED:
-            raise LeaseLostError(job_id)
-        if outcome is TransitionOutcome.STALE:
-            self.result.conflicts += 1
-            return False
-        return True
+    # -- reconciliation ---------------------------------------------------------------------
+    def reconcile(
+        self, snapshot: list[JobRecord], nodes: list[Node], policy: NodeRepairConfig, now: datetime
+    ) -> bool:
+        """End, requeue or update running jobs from what the cluster says; True when any
+        job's status changed."""
+        runs: dict[tuple[str, int], RunStatus] = {
+            (r.job_id, r.run): r for r in self.gateway.job_runs()
+        }
+        healthy = {n.instance_id for n in nodes if n.status is NodeStatus.RUNNING and n.healthy}
+        changed = False
+        for record in snapshot:
+            job = record.job
+            if job.status is not JobStatus.RUNNING or record.stop_pending:
+                continue
+            run = runs.get((job.job_id, job.run))
+            if run is not None and run.phase is RunPhase.SUCCEEDED:
+                self.progress(record)
+                done = self.lifecycle.finish(
+                    record,
+                    JobStatus.SUCCEEDED,
+                    reason=f"completed: {run.kind.value} {run.name} {run.reason or 'finished'}",
+                )
+                if self.count(done):
+                    self.result.succeeded.append(job.job_id)
+                    changed = True
+                continue
+            if run is not None and run.phase in (RunPhase.PENDING, RunPhase.RUNNING):
+                self.progress(record)
+                continue
+            # Failed, lost or gone. A node fault kills runs too: leave those to recovery.
+            if record.protected_by or any(node not in healthy for node in job.nodes):
+                continue
+            since = (run.since if run is not None else None) or record.started_at
+            if since is not None and (now - since).total_seconds() < policy.failed_run_grace_s:
+                continue
+            if run is not None and run.phase is RunPhase.FAILED:
+                outcome = self.lifecycle.finish(
+                    record,
+                    JobStatus.FAILED,
+                    reason=f"failed: {run.reason or 'Failed'}: {run.message}".rstrip(": "),
+                )
+                bucket = self.result.failed
+            else:
+                why = (
+                    f"{run.kind.value} {run.name} lost ({run.reason}: {run.message})"
+                    if run is not None
+                    else f"run {job.run} is no longer on the cluster"
+                )
+                outcome = self.lifecycle.requeue(
+                    job.job_id,
+                    by=Actor.RECONCILER,
+                    run=job.run,
+                    reason=f"requeued to resume from its checkpoint: {why}",
+                )
+                bucket = self.result.lost
+            if self.count(outcome):
+                bucket.append(job.job_id)
+                changed = True
+                self.stop(job.job_id)
+        return changed
 
+    def progress(self, record: JobRecord) -> None:
+        """A newer complete checkpoint marker than the job's last known one."""
+        job = record.job
+        if not job.checkpoint_location:
+            return
+        last = job.last_checkpoint.step if job.last_checkpoint else None
+        try:
+            found = self.service.checkpoints.latest_complete(job.checkpoint_location, after=last)
+        except CheckpointLocationError:
+            return
+        if found is not None:
+            self.lifecycle.record_checkpoint(job.job_id, found, history=True)
+            self.result.writes += 1
+
+    # -- admission --------------------------------------------------------------------------
     def admit(self, action: Decision, victims: list[Decision]) -> str | None:
         """Carry out an admission and the preemptions made for it; the pending reason when
         no allowed pool can place it (its victims are then left alone)."""
@@ -365,47 +468,35 @@ class _PassRun:
         for victim in victims:
             self.give_way(victim)
         restart = record.first_admitted_at is not None
-        at = self.service.clock().isoformat()
-        sets: dict[str, Any] = {
-            "nodes": chosen,
-            "pool": placement.pool,
-            "admitted_replicas": action.replicas,
-            "started_at": at,
-        }
-        if not restart:
-            sets["first_admitted_at"] = at
-        admitted = self.write(
-            job.job_id,
-            fenced=True,
-            checks=[self.teams.quota_version_check(job.team, self.versions[job.team])],
-            expect=WAITING,
-            status=JobStatus.ADMITTED,
-            entry=self.entry(
-                JobEvent.RESTARTED if restart else JobEvent.ADMITTED,
-                JobStatus.ADMITTED,
-                f"{action.reason}; placed: {placement.reason}",
+        admitted = self.count(
+            self.lifecycle.admit(
+                job.job_id,
                 nodes=chosen,
                 pool=placement.pool,
                 replicas=action.replicas,
+                restart=restart,
+                reason=f"{action.reason}; placed: {placement.reason}",
+                fence=[
+                    *self.fence,
+                    self.teams.quota_version_check(job.team, self.versions[job.team]),
+                ],
                 hourly_cost=round(placement.hourly_cost, 2),
-            ),
-            sets=sets,
-            add={"restart_count": 1} if restart else None,
+            )
         )
         if not admitted:
             return None
         self.occupancy.free = trial.free
         for victim in victims:
             if victim.kind is DecisionKind.SHRINK:
-                self.redispatch(victim.job_id, victim.replicas)
+                self.resize_on_cluster(victim.job_id)
         self.result.admitted.append(job.job_id)
         placed = job.model_copy(
             update={
                 "nodes": chosen,
                 "pool": placement.pool,
                 "status": JobStatus.ADMITTED,
-                "replicas": action.replicas,
                 "restart_count": job.restart_count + restart,
+                "run": job.run + restart,
             }
         )
         self.dispatch(placed)
@@ -414,111 +505,82 @@ class _PassRun:
     def give_way(self, decision: Decision) -> None:
         record = self.records[decision.job_id]
         if decision.kind is DecisionKind.PREEMPT:
-            if self.write(
-                decision.job_id,
-                fenced=True,
-                expect=HOLDING,
-                status=JobStatus.PREEMPTED,
-                entry=self.entry(
-                    JobEvent.PREEMPTED,
-                    JobStatus.PREEMPTED,
-                    decision.reason,
+            if self.count(
+                self.lifecycle.preempt(
+                    decision.job_id,
+                    reason=decision.reason,
+                    fence=self.fence,
                     for_job=decision.for_job,
                     nodes=record.job.nodes,
-                ),
-                sets={"nodes": []},
-                remove=("admitted_replicas",),
+                )
             ):
                 self.result.preempted.append(decision.job_id)
                 self.stop(decision.job_id)
             return
         kept = record.job.nodes[: decision.replicas]
-        if self.write(
-            decision.job_id,
-            fenced=True,
-            expect=HOLDING,
-            status=None,
-            entry=self.entry(
-                JobEvent.SHRUNK,
-                record.job.status,
-                decision.reason,
+        if self.count(
+            self.lifecycle.resize(
+                decision.job_id,
+                nodes=kept,
+                by=Actor.SCHEDULER,
+                reason=decision.reason,
+                grown=False,
+                fence=self.fence,
                 for_job=decision.for_job,
-                replicas=decision.replicas,
-            ),
-            sets={"nodes": kept, "admitted_replicas": decision.replicas},
+            )
         ):
             self.records[decision.job_id] = record.model_copy(
-                update={"job": record.job.model_copy(update={"nodes": kept})}
+                update={
+                    "job": record.job.model_copy(update={"nodes": kept, "run": record.job.run + 1})
+                }
             )
             self.result.resized.append(decision.job_id)
 
-    def redispatch(self, job_id: str, replicas: int) -> None:
-        """Elastic training resizes by restarting from its checkpoint on the new set of
-        nodes."""
+    def resize_on_cluster(self, job_id: str) -> None:
+        """Elastic training changes size by checkpointing and restarting at the new size."""
         job = self.records[job_id].job
-        self.stop(job_id)
         try:
-            self.gateway.dispatch(job.model_copy(update={"replicas": replicas}), list(job.nodes))
+            self.gateway.resize(job, list(job.nodes))
         except ClusterError as exc:
-            logger.error("resize dispatch failed", extra={"job_id": job_id, "error": str(exc)})
+            logger.error(
+                "resize failed on the cluster", extra={"job_id": job_id, "error": str(exc)}
+            )
 
     def grow(self, action: Decision) -> None:
         record = self.records[action.job_id]
         job = record.job
         per = self.per_replica(job)
         extra = action.replicas - len(job.nodes)
-        if extra <= 0 or job.pool is None:
+        if extra <= 0 or job.pool is None or job.status is not JobStatus.RUNNING:
             return
         trial = self.occupancy.copy()
-        room = sum(
-            free // per
-            for instance_id, free in trial.free.items()
-            if pool_of(trial.nodes[instance_id])[0] == job.pool
-        )
-        if room < extra:
+        if trial.room(job.pool, per) < extra:
             return
         nodes = [*job.nodes, *trial.choose(job.pool, per, extra)]
-        if self.write(
-            job.job_id,
-            fenced=True,
-            expect=HOLDING,
-            status=None,
-            entry=self.entry(JobEvent.GROWN, job.status, action.reason, replicas=action.replicas),
-            sets={"nodes": nodes, "admitted_replicas": action.replicas},
+        if self.count(
+            self.lifecycle.resize(
+                job.job_id,
+                nodes=nodes,
+                by=Actor.SCHEDULER,
+                reason=action.reason,
+                grown=True,
+                fence=self.fence,
+            )
         ):
             self.occupancy.free = trial.free
             self.result.resized.append(job.job_id)
             self.records[job.job_id] = record.model_copy(
-                update={"job": job.model_copy(update={"nodes": nodes})}
+                update={"job": job.model_copy(update={"nodes": nodes, "run": job.run + 1})}
             )
-            self.redispatch(job.job_id, action.replicas)
+            self.resize_on_cluster(job.job_id)
 
     def dispatch(self, job: Job) -> None:
         try:
             self.gateway.dispatch(job, list(job.nodes))
         except ClusterError as exc:
-            self.write(
-                job.job_id,
-                fenced=False,
-                expect={JobStatus.ADMITTED},
-                status=JobStatus.PENDING,
-                entry=self.entry(JobEvent.REQUEUED, JobStatus.PENDING, f"dispatch failed: {exc}"),
-                sets={"nodes": []},
-                remove=("admitted_replicas",),
-            )
+            self.count(self.lifecycle.undispatch(job.job_id, str(exc)))
             return
-        if self.write(
-            job.job_id,
-            fenced=False,
-            expect={JobStatus.ADMITTED},
-            status=JobStatus.RUNNING,
-            entry=self.entry(
-                JobEvent.DISPATCHED,
-                JobStatus.RUNNING,
-                f"running on {len(set(job.nodes))} node(s) of pool {job.pool}",
-                nodes=job.nodes,
-            ),
-        ):
+        if self.count(self.lifecycle.start(job.job_id, nodes=job.nodes, pool=job.pool)):
             self.result.dispatched.append(job.job_id)
 
     def stop(self, job_id: str) -> None:
@@ -531,17 +593,4 @@ class _PassRun:
 
     def stop_cancelled(self, record: JobRecord) -> None:
         self.stop(record.job.job_id)
-        self.write(
-            record.job.job_id,
-            fenced=False,
-            expect={JobStatus.CANCELLED},
-            status=None,
-            entry=self.entry(
-                JobEvent.STOPPED,
-                JobStatus.CANCELLED,
-                "pods stopped after cancellation",
-                nodes=record.job.nodes,
-            ),
-            sets={"nodes": []},
-            remove=("stop_pending", "admitted_replicas"),
-        )
+        self.count(self.lifecycle.stopped(record.job.job_id, record.job.nodes))

@@ -28,7 +28,7 @@ from hyperguard.models.governance import (
     instance_amount,
     resolve_quota_resources,
 )
-from hyperguard.models.jobs import Job, JobStatus
+from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES, Job
 
 DEFAULT_BORROW_LIMIT_PERCENT = 50
 """SageMaker's default when ResourceSharingConfig omits BorrowLimit."""
@@ -44,9 +44,6 @@ NO_CLASS_PRIORITY = -1
 """Priority of a job that names no priority class (or an unknown one): below every class,
 whose weights are 0..100."""
 
-_RUNNING_STATUSES = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
-_PENDING_STATUSES = frozenset({JobStatus.PENDING, JobStatus.PREEMPTED, JobStatus.SUSPENDED})
-
 
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
@@ -58,7 +55,9 @@ class EngineSettings:
 @dataclass(slots=True)
 class Workload:
     """One job as the engine sees it. Times are epoch seconds (floats keep the hot loop
-    cheap); `admitted` is the number of replicas currently holding quota (0 = pending)."""
+    cheap); `admitted` is the number of replicas currently holding quota (0 = pending).
+    An elastic workload runs with one of `sizes` replicas (ascending); others only with
+    `replicas`."""
 
     job_id: str
     team: str
@@ -67,37 +66,61 @@ class Workload:
     replicas: int = 1
     priority_class: str | None = None
     submitted_at: float = 0.0
-    min_replicas: int | None = None
-    max_replicas: int | None = None
+    sizes: tuple[int, ...] | None = None
     admitted: int = 0
     started_at: float | None = None
+    scaled_at: float | None = None
+    scaling_timeout_s: float = 0.0
+    """An elastic job grows only this long after it last changed size."""
     priority: int = NO_CLASS_PRIORITY
     seq: int = 0
 
     @property
     def is_elastic(self) -> bool:
-        return self.min_replicas is not None or self.max_replicas is not None
+        return self.sizes is not None
 
     @property
     def floor(self) -> int:
         """Fewest replicas the job can run with."""
-        return min(self.min_replicas or self.replicas, self.replicas)
+        return self.sizes[0] if self.sizes else self.replicas
 
     @property
     def ceiling(self) -> int:
         """Most replicas the job may grow to."""
-        return max(self.max_replicas or self.replicas, self.replicas)
+        return self.sizes[-1] if self.sizes else self.replicas
+
+    def at_most(self, replicas: int) -> int:
+        """The largest size the job may run with that is ≤ `replicas` (0: none)."""
+        if self.sizes is None:
+            return self.replicas if replicas >= self.replicas else 0
+        return max((s for s in self.sizes if s <= replicas), default=0)
+
+    def below(self, replicas: int) -> int:
+        """The next size down from `replicas` (0: none)."""
+        return self.at_most(replicas - 1) if self.sizes else 0
+
+    def above(self, replicas: int) -> int:
+        """The next size up from `replicas` (`replicas` itself: none)."""
+        if not self.sizes:
+            return replicas
+        return min((s for s in self.sizes if s > replicas), default=replicas)
 
     @classmethod
     def from_job(
-        cls, job: Job, catalogue: InstanceCatalogue, *, started_at: datetime | None = None
+        cls,
+        job: Job,
+        catalogue: InstanceCatalogue,
+        *,
+        started_at: datetime | None = None,
+        scaled_at: datetime | None = None,
     ) -> Workload:
         spec = catalogue.spec(job.instance_type)
         if job.accelerators_per_replica > 0:
             per_replica = accelerator_share(spec, job.accelerators_per_replica)
         else:
             per_replica = instance_amount(spec)
-        running = job.status in _RUNNING_STATUSES
+        running = job.status in HOLDING_STATUSES
+        policy = job.elastic_policy
         return cls(
             job_id=job.job_id,
             team=job.team,
@@ -106,10 +129,11 @@ class Workload:
             replicas=job.replicas,
             priority_class=job.priority_class,
             submitted_at=job.submitted_at.timestamp() if job.submitted_at else float("inf"),
-            min_replicas=job.min_replicas,
-            max_replicas=job.max_replicas,
-            admitted=job.replicas if running else 0,
+            sizes=tuple(policy.sizes()) if policy else None,
+            admitted=(len(job.nodes) or job.replicas) if running else 0,
             started_at=started_at.timestamp() if running and started_at else None,
+            scaled_at=scaled_at.timestamp() if running and scaled_at else None,
+            scaling_timeout_s=float(policy.scaling_timeout_in_seconds or 0) if policy else 0.0,
         )
 
 
@@ -260,7 +284,7 @@ class GovernanceState:
         state = cls(quotas, scheduler, capacity, catalogue, settings or EngineSettings(), now)
         starts = started_at or {}
         for job in jobs:
-            if job.status in _RUNNING_STATUSES or job.status in _PENDING_STATUSES:
+            if job.status in HOLDING_STATUSES or job.status in WAITING_STATUSES:
                 state.add(Workload.from_job(job, catalogue, started_at=starts.get(job.job_id)))
         return state
 

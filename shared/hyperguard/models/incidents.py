@@ -25,12 +25,22 @@ class ProtectedJob(BaseModel):
     """A job that was on the node when the incident began, and what recovery does with it."""
 
     job_id: str
-    strategy: str = Field(description="wait_for_repair | move_to_spare | hyperpod_auto_resume")
+    strategy: str = Field(
+        description="wait_for_repair | hot_spare | elastic_shrink | move | "
+        "hyperpod_auto_resume | requeue"
+    )
+    why: str = Field(default="", description="why this strategy (asked for, or the estimates)")
+    lost_gpu_minutes: dict[str, float] = Field(
+        default_factory=dict, description="expected lost GPU-minutes of each feasible strategy"
+    )
     checkpoint_step: int | None = None
     checkpoint_uri: str | None = None
     nodes: list[str] = Field(default_factory=list, description="where it ran")
     spare: str | None = None
+    run: int = Field(default=0, description="the job's run that was on the failed node")
+    round: int = Field(default=0, description="which diagnosis of the incident planned it")
     resumed: bool = False
+    outcome: str = Field(default="", description="what became of it (refusals say why)")
 
 
 class Incident(BaseModel):
@@ -59,4 +69,10 @@ class Incident(BaseModel):
     jobs: list[ProtectedJob] = Field(default_factory=list)
     resolution: str | None = None
     task_token: str | None = Field(default=None, description="set while awaiting approval")
+    wait_token: str | None = Field(
+        default=None, description="set while the repair waits; sent back to wake it early"
+    )
+    urgency: int = Field(
+        default=0, description="bumped whenever a more urgent signal joins the incident"
+    )
     redrives: int = 0

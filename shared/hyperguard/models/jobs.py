@@ -1,11 +1,13 @@
-"""Training jobs, their checkpoints and placement."""
+"""Training jobs, their checkpoints, placement, elasticity and recovery strategy."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 
 class JobStatus(StrEnum):
@@ -17,6 +19,103 @@ class JobStatus(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     CANCELLED = "Cancelled"
+
+
+HOLDING_STATUSES = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
+"""The job holds quota and nodes."""
+WAITING_STATUSES = frozenset({JobStatus.PENDING, JobStatus.PREEMPTED, JobStatus.SUSPENDED})
+"""The job waits for admission."""
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+"""Final: nothing moves a job out of these."""
+ACTIVE_STATUSES = HOLDING_STATUSES | WAITING_STATUSES
+
+
+class RecoveryStrategy(StrEnum):
+    """What node recovery does with a job whose node fails (`recovery.strategy`)."""
+
+    AUTO = "auto"
+    """The strategy with the least expected lost GPU-time (hyperguard.recovery.strategy)."""
+    WAIT_FOR_REPAIR = "wait_for_repair"
+    """Hold the job's nodes; restart on the repaired node or its replacement."""
+    HOT_SPARE = "hot_spare"
+    """Restart at once on an idle healthy node of the same pool."""
+    ELASTIC_SHRINK = "elastic_shrink"
+    """Keep training on the healthy nodes (an elastic job above its minimum); grow back later."""
+    MOVE = "move"
+    """Back to the queue now, to be placed wherever the job's template allows (EKS burst)."""
+
+
+class AppliedStrategy(StrEnum):
+    """What recovery did with a job: a RecoveryStrategy other than auto, or one of the
+    two that are not the job's to ask for."""
+
+    WAIT_FOR_REPAIR = "wait_for_repair"
+    HOT_SPARE = "hot_spare"
+    ELASTIC_SHRINK = "elastic_shrink"
+    MOVE = "move"
+    HYPERPOD_AUTO_RESUME = "hyperpod_auto_resume"
+    """The job opted into HyperPod auto-resume: HyperPod restarts it, HyperGuard watches."""
+    REQUEUE = "requeue"
+    """The node will not come back as such (drained, EKS capacity): re-placed by the scheduler."""
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
+    )
+
+
+MAX_REPLICAS = 1024
+
+
+class ElasticPolicy(_Camel):
+    """HyperPodPyTorchJob's `spec.elasticPolicy`, names as the HyperPod training operator
+    spells them. The job runs with minReplicas + N * replicaIncrementStep replicas, or one
+    of replicaDiscreteValues (not both), never above maxReplicas."""
+
+    min_replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    max_replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    replica_increment_step: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
+    replica_discrete_values: list[int] | None = Field(default=None, min_length=1, max_length=64)
+    graceful_shutdown_timeout_in_seconds: int | None = Field(default=None, ge=0, le=86_400)
+    """Time to checkpoint and exit on a scaling event before a forced stop."""
+    scaling_timeout_in_seconds: int | None = Field(default=None, ge=0, le=86_400)
+    """Delay before a scale-up (against flapping)."""
+    faulty_scale_down_timeout_in_seconds: int | None = Field(default=None, ge=0, le=86_400)
+    """How long to wait for spare capacity after a fault before shrinking."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("minReplicas must not exceed maxReplicas")
+        if self.replica_increment_step is not None and self.replica_discrete_values is not None:
+            raise ValueError("give replicaIncrementStep or replicaDiscreteValues, not both")
+        values = self.replica_discrete_values
+        if values is not None:
+            if any(v < 1 or v > self.max_replicas for v in values):
+                raise ValueError("replicaDiscreteValues must be positive and ≤ maxReplicas")
+            if len(set(values)) != len(values):
+                raise ValueError("replicaDiscreteValues must not repeat")
+        return self
+
+    def sizes(self) -> list[int]:
+        """Every replica count the job may run with, ascending."""
+        if self.replica_discrete_values is not None:
+            allowed = {v for v in self.replica_discrete_values if v >= self.min_replicas}
+            return sorted(allowed | {self.min_replicas})
+        step = self.replica_increment_step or 1
+        return list(range(self.min_replicas, self.max_replicas + 1, step))
+
+    def at_most(self, replicas: int) -> int | None:
+        """The largest allowed size ≤ `replicas` (None: below the minimum)."""
+        fitting = [s for s in self.sizes() if s <= replicas]
+        return fitting[-1] if fitting else None
+
+
+class JobRecovery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: RecoveryStrategy = RecoveryStrategy.AUTO
 
 
 class Checkpoint(BaseModel):
@@ -33,18 +132,22 @@ class Job(BaseModel):
     template: str = "production"
     instance_type: str = "ml.p5.48xlarge"
     accelerators_per_replica: int = 8
-    replicas: int = 1
-    min_replicas: int | None = None
-    max_replicas: int | None = None
+    replicas: int = Field(default=1, description="replicas asked for (elastic: to start with)")
+    elastic_policy: ElasticPolicy | None = None
+    recovery: JobRecovery = Field(default_factory=JobRecovery)
+    max_steps: int | None = Field(
+        default=None, description="the training's length in steps, if the submitter said"
+    )
     image: str = ""
     command: list[str] = Field(default_factory=list)
     checkpoint_location: str | None = None
     status: JobStatus = JobStatus.PENDING
-    nodes: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list, description="one instance id per replica")
     pool: str | None = None
     auto_resume: bool = Field(
         default=False, description="HyperPod auto-resume annotation: HyperPod restarts it"
     )
     last_checkpoint: Checkpoint | None = None
-    restart_count: int = 0
+    restart_count: int = Field(default=0, description="restarts after faults or preemptions")
+    run: int = Field(default=0, description="how many times it was dispatched, less one")
     submitted_at: datetime | None = None

@@ -44,6 +44,9 @@ class Node(BaseModel):
     repairs: list[dict[str, str]] = Field(
         default_factory=list, description="HyperGuard's repairs of this node: {at, action}"
     )
+    last_closed_at: datetime | None = Field(
+        default=None, description="when the node's last incident closed"
+    )
 
 
 class RepairFailure(BaseModel):

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Self
+from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from hyperguard.models import Incident, Node, Repair
+from hyperguard.recovery.strategy import ComponentTimes
 
 ACCELERATOR_CONDITIONS = frozenset({"AcceleratedHardwareReady"})
 ACCELERATOR_REASON_PREFIXES = ("Nvidia", "DCGM", "Neuron")
@@ -41,6 +49,8 @@ class DeepHealthCheck(StrEnum):
 
 
 WEEK_MINS = 7 * 24 * 60
+MAX_SPARES = 64
+POOL_NAME = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$"
 
 
 class NodeRepairConfigOverride(_Camel):
@@ -74,6 +84,33 @@ class NodeRepairConfig(_Camel):
         max_length=3,
         description="run after a reboot, before the node returns to service; empty: none",
     )
+    hot_spares: dict[Annotated[str, StringConstraints(pattern=POOL_NAME)], int] = Field(
+        default_factory=dict,
+        max_length=100,
+        description="idle healthy nodes the scheduler keeps free per pool (instance group or "
+        "EKS pool), for jobs whose node fails to restart on at once",
+    )
+    strategy_times: ComponentTimes = Field(
+        default_factory=ComponentTimes,
+        description="component times the automatic recovery strategy weighs "
+        "(hyperguard.recovery.strategy)",
+    )
+    failed_run_grace_s: int = Field(
+        default=180,
+        ge=0,
+        le=3600,
+        description="how long a run that failed or vanished is left to node recovery (a "
+        "node fault is usually reported within this) before the job is ended as Failed or "
+        "requeued as lost",
+    )
+
+    @field_validator("hot_spares")
+    @classmethod
+    def _spare_counts(cls, value: dict[str, int]) -> dict[str, int]:
+        for pool, count in value.items():
+            if not 0 <= count <= MAX_SPARES:
+                raise ValueError(f"hotSpares[{pool}] must be 0..{MAX_SPARES}")
+        return value
 
     @model_validator(mode="after")
     def _one_of_count_or_percentage(self) -> Self:

@@ -8,13 +8,16 @@ machine retries or catches by name.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from hyperguard.cluster import ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
+from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
+from hyperguard.governance.placement import allows_burst
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.models import (
     Checkpoint,
@@ -29,10 +32,13 @@ from hyperguard.models import (
     utcnow,
     wait_timestamp,
 )
+from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy
 from hyperguard.observability import logger, metrics
 from hyperguard.recovery.policy import NodeRepairConfig, decide
+from hyperguard.recovery.strategy import Situation, choose, measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
-from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
+from hyperguard.store.jobs import JobRecord
 from hyperguard.store.policy import RepairPolicyStore
 
 Recovery = dict[str, Any]
@@ -81,6 +87,23 @@ class RecoveryTimeoutError(RuntimeError):
     """The repaired node did not become healthy within the health budget."""
 
 
+class ReevaluateError(RuntimeError):
+    """A more urgent signal joined the incident while its repair was waiting: the waiting
+    state is left at once, and the incident diagnosed again."""
+
+
+class FaultPersistsError(RuntimeError):
+    """The node kept failing after its repair, diagnosis after diagnosis: an operator must
+    look."""
+
+
+MAX_ROUNDS = 3
+"""Diagnoses an incident may go through (a fault reported again right after the repair
+starts another round) before it is escalated."""
+INCIDENT_HISTORY = 200
+"""Recent incidents whose repair durations inform the recovery strategy's estimates."""
+
+
 @dataclass
 class RecoverySteps:
     incidents: IncidentStore
@@ -92,6 +115,10 @@ class RecoverySteps:
     publisher: EventPublisher
     escalator: Escalator
     clock: Callable[[], datetime] = utcnow
+    lifecycle: JobLifecycle = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lifecycle = JobLifecycle(self.jobs, clock=self.clock)
 
     def run(self, step: str, recovery: Recovery) -> Recovery:
         action = getattr(self, step, None) if step in STEPS else None
@@ -130,6 +157,14 @@ class RecoverySteps:
         policy = self._policy()
         # An integer: a Wait state's SecondsPath must resolve to one, or the execution fails.
         r["poll_s"] = int(policy.poll_interval_s)
+        r["round"] = r.get("round", 0) + 1
+        r["urgency"] = incident.urgency
+        for stale in ("resolution", "health", "replacement", "deep_health_check", "saw_repairing"):
+            r.pop(stale, None)
+        if r["round"] > MAX_ROUNDS:
+            raise FaultPersistsError(
+                f"{incident.instance_id} failed again after {MAX_ROUNDS - 1} repair(s)"
+            )
         try:
             node = self.gateway.node_status(incident.instance_id)
         except NodeNotFoundError:
@@ -141,6 +176,7 @@ class RecoverySteps:
             and node.healthy
         ):
             r["verdict"], r["resolution"] = "recovered", "recovered_on_its_own"
+            r["signals_seen"] = incident.signal_count
             return r
         stored = self.nodes.get(incident.instance_id)
         history = node.model_copy(update={"repairs": stored.repairs if stored else []})
@@ -151,10 +187,23 @@ class RecoverySteps:
             r["verdict"], r["resolution"] = "recovered", "no_action_by_policy"
         elif decision.not_before and decision.not_before > self.clock():
             r["verdict"], r["wait_until"] = "wait", wait_timestamp(decision.not_before)
+            # A Task's TimeoutSecondsPath must be a positive integer.
+            r["wait_s"] = max(1, math.ceil((decision.not_before - self.clock()).total_seconds()))
             self.incidents.set_status(incident.incident_id, IncidentStatus.WAITING)
         else:
             r["verdict"] = "repair"
             self.incidents.update(incident.incident_id, action=decision.action.value)
+        return r
+
+    def park(self, r: Recovery) -> Recovery:
+        """Wait for the repair's time with a task token that ingestion sends back when a
+        more urgent signal joins the incident. If one joined since diagnosis, leave at once."""
+        incident = self._incident(r)
+        token = r.pop("task_token")
+        if not self.incidents.park(incident.incident_id, token, urgency=int(r.get("urgency", 0))):
+            raise ReevaluateError(
+                f"incident {incident.incident_id} became more urgent while its repair waited"
+            )
         return r
 
     def guard(self, r: Recovery) -> Recovery:
@@ -222,68 +271,107 @@ class RecoverySteps:
         return r
 
     def protect_jobs(self, r: Recovery) -> Recovery:
-        """Every job on the node: its latest complete checkpoint and its strategy."""
+        """Every job on the node: its latest complete checkpoint, and the strategy that
+        loses the least (or the one it asked for), recorded on the incident and the job."""
         incident = self._incident(r)
-        if incident.jobs:  # a retried step keeps the first plan
+        round_ = int(r.get("round", 1))
+        if any(p.round == round_ for p in incident.jobs):  # a retried step keeps its plan
             return r
+        policy = self._policy()
         nodes = self.nodes.all()
         me = next((n for n in nodes if n.instance_id == incident.instance_id), None)
-        busy = {i for job in self.jobs.all() if job.status is JobStatus.RUNNING for i in job.nodes}
+        busy = {
+            i
+            for record in self.jobs.active()
+            if record.job.status in HOLDING_STATUSES
+            for i in record.job.nodes
+        }
         spares = [
             n.instance_id
             for n in nodes
             if me
             and n.pool == me.pool
+            and n.instance_type == me.instance_type
             and n.instance_id not in busy
+            and n.instance_id != me.instance_id
             and n.schedulable
             and n.healthy
             and not n.open_incident_id
             and n.status is NodeStatus.RUNNING
         ]
-        protected = []
-        for job in self.jobs.on_node(incident.instance_id):
-            if job.status not in (JobStatus.RUNNING, JobStatus.ADMITTED):
+        action = Repair(r.get("action") or incident.action or incident.repair)
+        returns = action is not Repair.DRAIN and me is not None and me.platform == "hyperpod"
+        times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
+        planned = list(incident.jobs)
+        for record in self.jobs.on_node(incident.instance_id):
+            job = record.job
+            if job.status not in HOLDING_STATUSES:
                 continue
+            if record.protected_by and record.protected_by != incident.incident_id:
+                continue  # another incident's recovery has it
             checkpoint = self._latest_checkpoint(job)
-            if job.auto_resume:
-                strategy, spare = "hyperpod_auto_resume", None
-            elif spares:
-                strategy, spare = "move_to_spare", spares.pop(0)
-            elif incident.repair is Repair.DRAIN or (me and me.platform == "eks"):
-                # The node will not come back as such: Karpenter provisions capacity for
-                # pending work, not a one-for-one replacement. The scheduler re-places it.
-                strategy, spare = "requeue", None
-            else:
-                strategy, spare = "wait_for_repair", None
-            protected.append(
+            choice = choose(
+                Situation(
+                    job=job,
+                    replicas_on_node=job.nodes.count(incident.instance_id),
+                    repair=action,
+                    node_returns=returns,
+                    spare=bool(spares),
+                    template_allows_burst=allows_burst(job.template),
+                ),
+                times,
+                source,
+            )
+            spare = spares.pop(0) if choice.strategy is AppliedStrategy.HOT_SPARE else None
+            outcome = self.lifecycle.protect(
+                job.job_id,
+                incident_id=incident.incident_id,
+                node=incident.instance_id,
+                strategy=choice.strategy.value,
+                why=choice.why,
+                lost_gpu_minutes=choice.lost_gpu_minutes,
+            )
+            if not outcome:
+                logger.info("job not protected", extra={"why": outcome.why})
+                continue
+            planned.append(
                 ProtectedJob(
                     job_id=job.job_id,
-                    strategy=strategy,
+                    strategy=choice.strategy.value,
+                    why=choice.why,
+                    lost_gpu_minutes=choice.lost_gpu_minutes,
                     checkpoint_step=checkpoint.step if checkpoint else None,
                     checkpoint_uri=checkpoint.uri if checkpoint else None,
                     nodes=job.nodes,
                     spare=spare,
+                    run=job.run,
+                    round=round_,
                 )
             )
-        self.incidents.update(incident.incident_id, jobs=protected)
-        r["jobs"] = [p.job_id for p in protected]
+        self.incidents.update(incident.incident_id, jobs=planned)
+        r["jobs"] = [p.job_id for p in planned if p.round == round_]
         return r
 
     def _latest_checkpoint(self, job: Job) -> Checkpoint | None:
-        found = (
-            self.checkpoints.latest_complete(job.checkpoint_location)
-            if job.checkpoint_location
-            else None
-        )
+        """The newer of the reported checkpoint and the newest complete marker in S3."""
         reported = job.last_checkpoint
-        candidates = [c for c in (found, reported) if c is not None]
-        best = max(candidates, key=lambda c: c.step, default=None)
-        if best is not None and (reported is None or best.step > reported.step):
-            self.jobs.record_checkpoint(job.job_id, best)
-        return best
+        found = None
+        if job.checkpoint_location:
+            try:
+                found = self.checkpoints.latest_complete(
+                    job.checkpoint_location, after=reported.step if reported else None
+                )
+            except CheckpointLocationError:
+                found = None
+        if found is not None:
+            self.lifecycle.record_checkpoint(job.job_id, found, history=True)
+            return found
+        return reported
 
     def drain(self, r: Recovery) -> Recovery:
-        """Evict the node's pods within the deadline; jobs with a spare restart there now."""
+        """Evict the node's pods within the deadline; then the jobs that need not wait for
+        the node move on now: to a hot spare, shrunk onto their other nodes, or back to the
+        queue."""
         incident = self._incident(r)
         policy = self._policy()
         deadline = float(policy.drain_deadline_s)
@@ -291,8 +379,16 @@ class RecoverySteps:
             deadline = max((incident.deadline - self.clock()).total_seconds(), 0.0)
         result = self.gateway.drain(incident.instance_id, deadline_s=deadline)
         r["drain"] = {"evicted": len(result.evicted), "forced": len(result.forced)}
-        moved = self._resume(incident, only_strategy="move_to_spare")
-        r["moved_to_spare"] = moved
+        r["moved"] = self._carry_out(
+            incident,
+            {
+                AppliedStrategy.HOT_SPARE,
+                AppliedStrategy.ELASTIC_SHRINK,
+                AppliedStrategy.MOVE,
+                AppliedStrategy.REQUEUE,
+            },
+            r,
+        )
         return r
 
     def repair(self, r: Recovery) -> Recovery:
@@ -428,76 +524,179 @@ class RecoverySteps:
         else:  # an EKS node whose capacity Karpenter provisions anew
             self.nodes.retire(incident.instance_id)
         self._mark(incident, "healthy")
+        r["signals_seen"] = incident.signal_count
         return r
 
     def resume_jobs(self, r: Recovery) -> Recovery:
         """Jobs that waited for the repair restart on the repaired node or its replacement;
-        jobs whose node will not come back go back to the queue with their checkpoint."""
+        HyperPod resumes those that opted into auto-resume; anything still planned (a spare
+        that did not work out) goes back to the queue."""
         incident = self._incident(r)
-        r["resumed"] = self._resume(
-            incident, only_strategy="wait_for_repair", target=r.get("replacement")
+        r["resumed"] = self._carry_out(
+            incident,
+            {
+                AppliedStrategy.WAIT_FOR_REPAIR,
+                AppliedStrategy.HYPERPOD_AUTO_RESUME,
+                AppliedStrategy.HOT_SPARE,
+                AppliedStrategy.ELASTIC_SHRINK,
+                AppliedStrategy.MOVE,
+                AppliedStrategy.REQUEUE,
+            },
+            r,
         )
-        r["requeued"] = self._requeue(incident)
         self._mark(incident, "resumed")
         return r
 
-    def _requeue(self, incident: Incident) -> list[str]:
-        requeued = []
-        for protected in incident.jobs:
-            if protected.strategy != "requeue" or protected.resumed:
-                continue
-            job = self.jobs.get(protected.job_id)
-            if job is None or job.status in (JobStatus.CANCELLED, JobStatus.SUCCEEDED):
-                continue
-            self.jobs.record_placement(
-                job.model_copy(update={"nodes": [], "status": JobStatus.PENDING})
-            )
-            protected.resumed = True
-            requeued.append(job.job_id)
-        if requeued:
-            self.incidents.update(incident.incident_id, jobs=incident.jobs)
-        return requeued
-
-    def _resume(
-        self, incident: Incident, *, only_strategy: str, target: str | None = None
+    def _carry_out(
+        self, incident: Incident, strategies: set[AppliedStrategy], r: Recovery
     ) -> list[str]:
-        """Re-dispatch protected jobs of one strategy from their latest checkpoint."""
-        resumed = []
-        changed = False
-        for protected in incident.jobs:
-            if protected.strategy != only_strategy or protected.resumed:
+        """Carry out the plan of every job of this round whose strategy is one of
+        `strategies` and which is not done yet. Each is an ensure: a retried step finds
+        what an earlier attempt did (the job's run moved on under this incident's
+        protection) and completes it."""
+        done: list[str] = []
+        plan = list(incident.jobs)
+        round_ = int(r.get("round", 1))
+        for index, protected in enumerate(plan):
+            strategy = AppliedStrategy(protected.strategy)
+            if protected.resumed or protected.round != round_ or strategy not in strategies:
                 continue
-            job = self.jobs.get(protected.job_id)
-            if job is None or job.status in (JobStatus.CANCELLED, JobStatus.SUCCEEDED):
-                continue
-            swap = protected.spare if only_strategy == "move_to_spare" else target
-            nodes = [swap if n == incident.instance_id and swap else n for n in protected.nodes]
-            restarted = job.model_copy(
-                update={
-                    "nodes": nodes,
-                    "status": JobStatus.RUNNING,
-                    "restart_count": job.restart_count + 1,
-                }
+            record = self.jobs.record(protected.job_id)
+            if record is None:
+                outcome = "the job is gone"
+            else:
+                outcome = self._carry_out_one(incident, protected, strategy, record, r)
+            plan[index] = protected.model_copy(update={"resumed": True, "outcome": outcome})
+            self.incidents.update(incident.incident_id, jobs=plan)
+            done.append(protected.job_id)
+        return done
+
+    def _carry_out_one(
+        self,
+        incident: Incident,
+        protected: ProtectedJob,
+        strategy: AppliedStrategy,
+        record: JobRecord,
+        r: Recovery,
+    ) -> str:
+        job = record.job
+        ours = record.protected_by == incident.incident_id
+        moved_on = job.run == protected.run + 1 and ours  # an earlier attempt's move
+        match strategy:
+            case AppliedStrategy.HYPERPOD_AUTO_RESUME:
+                self.lifecycle.release(
+                    job.job_id,
+                    incident_id=incident.incident_id,
+                    reason="HyperPod auto-resume restarts it",
+                )
+                return "left to HyperPod auto-resume"
+            case AppliedStrategy.HOT_SPARE | AppliedStrategy.WAIT_FOR_REPAIR:
+                target = (
+                    protected.spare
+                    if strategy is AppliedStrategy.HOT_SPARE
+                    else r.get("replacement") or incident.instance_id
+                )
+                if target is None:
+                    return self._requeue(incident, protected, job, "no node to restart on")
+                nodes = [target if n == incident.instance_id else n for n in protected.nodes]
+                if not moved_on:
+                    outcome = self.lifecycle.restart(
+                        job.job_id,
+                        incident_id=incident.incident_id,
+                        run=protected.run,
+                        nodes=nodes,
+                        reason=f"restarted on {target} by {strategy.value} from checkpoint "
+                        f"step {protected.checkpoint_step}",
+                        strategy=strategy.value,
+                    )
+                    if not outcome:
+                        return outcome.why
+                restarted = job.model_copy(
+                    update={
+                        "nodes": nodes,
+                        "status": JobStatus.RUNNING,
+                        "run": protected.run + 1,
+                        "restart_count": job.restart_count + (not moved_on),
+                    }
+                )
+                self.gateway.stop_job(job.job_id, before_run=restarted.run)
+                self.gateway.dispatch(restarted, nodes)
+                self._release(incident, job.job_id)
+                return f"restarted on {target}"
+            case AppliedStrategy.ELASTIC_SHRINK:
+                policy = job.elastic_policy
+                kept = [n for n in protected.nodes if n != incident.instance_id]
+                size = policy.at_most(len(kept)) if policy else None
+                if not size:
+                    return self._requeue(incident, protected, job, "cannot shrink below min")
+                kept = kept[:size]
+                if not moved_on:
+                    outcome = self.lifecycle.resize(
+                        job.job_id,
+                        nodes=kept,
+                        by=Actor.RECOVERY,
+                        reason=f"shrunk to {size} replica(s) off failed node "
+                        f"{incident.instance_id}; grows back when capacity returns",
+                        grown=False,
+                        protected_by=incident.incident_id,
+                        run=protected.run,
+                    )
+                    if not outcome:
+                        return outcome.why
+                shrunk = job.model_copy(update={"nodes": kept, "run": protected.run + 1})
+                in_place = self.gateway.resize(shrunk, kept)
+                self._release(incident, job.job_id)
+                return f"shrunk to {size} replica(s){' in place' if in_place else ''}"
+            case _:
+                return self._requeue(incident, protected, job, f"{strategy.value}")
+
+    def _requeue(self, incident: Incident, protected: ProtectedJob, job: Job, why: str) -> str:
+        """Back to the queue with its checkpoint; its runs up to the failed one are stopped."""
+        if job.status in HOLDING_STATUSES:
+            outcome: Outcome = self.lifecycle.requeue(
+                job.job_id,
+                by=Actor.RECOVERY,
+                reason=f"requeued by incident {incident.incident_id} ({why}): resumes from "
+                f"checkpoint step {protected.checkpoint_step}",
+                protected_by=incident.incident_id,
+                run=protected.run,
             )
-            self.gateway.dispatch(restarted, nodes)
-            self.jobs.record_placement(restarted)
-            protected.resumed = True
-            changed = True
-            resumed.append(job.job_id)
-        if changed:
-            self.incidents.update(incident.incident_id, jobs=incident.jobs)
-        return resumed
+            if not outcome:
+                return outcome.why
+        elif job.run != protected.run:
+            return f"moved on meanwhile (run {job.run}, {job.status.value})"
+        self.gateway.stop_job(job.job_id, before_run=protected.run + 1)
+        return f"requeued ({why})"
+
+    def _release(self, incident: Incident, job_id: str) -> None:
+        self.lifecycle.release(
+            job_id, incident_id=incident.incident_id, reason="recovery is done with it"
+        )
 
     def close(self, r: Recovery) -> Recovery:
-        """Resolve with timings, release the node, announce IncidentResolved."""
+        """Resolve with timings, release the node, announce IncidentResolved. A signal that
+        joined after the node was found healthy, while the node is unhealthy again, is not
+        lost: the incident is diagnosed again instead ("rediagnose")."""
         incident = self._incident(r)
+        if self._fault_returned(incident, r):
+            r["verdict"] = "rediagnose"
+            return r
         resolution = r.get("resolution") or {
             Repair.REBOOT.value: "rebooted",
             Repair.REPLACE.value: "replaced",
             Repair.DRAIN.value: "drained",
         }.get(str(r.get("action")), "resolved")
         self._mark(incident, "resolved")
-        if self.incidents.close(incident, resolution):
+        closed_now = self.incidents.close(
+            incident, resolution, signal_count=incident.signal_count, at=self.clock()
+        )
+        if not closed_now:
+            current = self._incident(r)
+            if current.status is not IncidentStatus.RESOLVED:
+                # A signal joined between reading the incident and closing it: look again.
+                r["verdict"] = "rediagnose" if self._fault_returned(current, r) else "close"
+                return r
+        if closed_now:
             closed = self.incidents.get(incident.incident_id) or incident
             self.publisher.publish(
                 "IncidentResolved",
@@ -516,13 +715,43 @@ class RecoverySteps:
                 extra={"incident_id": incident.incident_id, "resolution": resolution},
             )
         r["resolution"] = resolution
+        r["verdict"] = "closed"
         return r
 
+    def _fault_returned(self, incident: Incident, r: Recovery) -> bool:
+        """Signals joined after the node was last found healthy, and it is not healthy now
+        (only where the node stays: rebooted, or recovered by itself)."""
+        seen = r.get("signals_seen")
+        stays = r.get("resolution") == "recovered_on_its_own" or (
+            r.get("action") == Repair.REBOOT.value and "resolution" not in r
+        )
+        if seen is None or incident.signal_count <= int(seen) or not stays:
+            return False
+        try:
+            node = self.gateway.node_status(incident.instance_id)
+        except NodeNotFoundError:
+            return False
+        return not (node.status is NodeStatus.RUNNING and node.healthy)
+
     def escalate(self, r: Recovery) -> Recovery:
-        """Hand the incident to an operator; the node stays as it is (cordoned if it was)."""
+        """Hand the incident to an operator; the node stays as it is (cordoned if it was).
+        Every job it protected and had not moved on goes back to the queue, so that no job
+        is left holding a node that is not coming back."""
         incident = self._incident(r)
         error = r.get("error") or {}
         note = f"escalated: {error.get('Error', 'unknown error')}: {error.get('Cause', '')}"[:1000]
+        plan = list(incident.jobs)
+        for index, protected in enumerate(plan):
+            if protected.resumed:
+                continue
+            record = self.jobs.record(protected.job_id)
+            outcome = (
+                self._requeue(incident, protected, record.job, "the incident was escalated")
+                if record is not None
+                else "the job is gone"
+            )
+            plan[index] = protected.model_copy(update={"resumed": True, "outcome": outcome})
+            self.incidents.update(incident.incident_id, jobs=plan)
         if incident.status is not IncidentStatus.NEEDS_OPERATOR:
             self.incidents.set_status(
                 incident.incident_id, IncidentStatus.NEEDS_OPERATOR, note=note
@@ -543,6 +772,7 @@ class RecoverySteps:
 STEPS = frozenset(
     {
         "diagnose",
+        "park",
         "guard",
         "request_approval",
         "cordon",

@@ -11,14 +11,15 @@ the two.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from hyperguard.aws import client
 from hyperguard.models import Checkpoint
 
 MARKER = "_COMPLETE"
-_STEP = re.compile(r"step-(\d{8})/" + MARKER + "$")
+_FOLDER = re.compile(r"step-(\d{8})/")
 
 
 class CheckpointLocationError(ValueError):
@@ -49,15 +50,32 @@ class CheckpointStore:
             self._s3 = client("s3")
         return self._s3
 
-    def latest_complete(self, location: str) -> Checkpoint | None:
+    def latest_complete(self, location: str, *, after: int | None = None) -> Checkpoint | None:
+        """The newest complete checkpoint under `location` (newer than step `after`, if
+        given), or None. Costs one listing of the step folders (a delimiter listing, so the
+        shards inside them are never listed) and a HEAD of the marker per folder tried,
+        newest first."""
         bucket, prefix = split_s3_uri(location)
-        best: tuple[int, datetime] | None = None
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                match = _STEP.search(obj["Key"])
-                if match and (best is None or int(match.group(1)) > best[0]):
-                    best = (int(match.group(1)), obj["LastModified"])
-        if best is None:
-            return None
-        step, completed = best
-        return Checkpoint(step=step, uri=checkpoint_folder(location, step), completed_at=completed)
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/"}
+        if after is not None:
+            # Keys are listed in UTF-8 order and steps are zero-padded, so every key of a
+            # later step sorts after this (exclusive) start.
+            kwargs["StartAfter"] = f"{prefix}step-{after + 1:08d}"
+        steps: list[int] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(**kwargs):
+            for common in page.get("CommonPrefixes", []):
+                match = _FOLDER.fullmatch(common["Prefix"][len(prefix) :])
+                if match:
+                    steps.append(int(match.group(1)))
+        for step in sorted(steps, reverse=True):
+            key = f"{prefix}step-{step:08d}/{MARKER}"
+            try:
+                head = self.s3.head_object(Bucket=bucket, Key=key)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                    continue
+                raise
+            return Checkpoint(
+                step=step, uri=checkpoint_folder(location, step), completed_at=head["LastModified"]
+            )
+        return None

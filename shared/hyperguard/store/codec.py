@@ -21,19 +21,20 @@ def to_item(model: BaseModel, **extra: Any) -> dict[str, Any]:
     return item
 
 
-def _decimals(value: Any) -> Any:
+def decimals(value: Any) -> Any:
+    """`value` with every float a Decimal, as boto3 wants numbers."""
     if isinstance(value, float):
         return Decimal(str(value))
     if isinstance(value, dict):
-        return {k: _decimals(v) for k, v in value.items()}
+        return {k: decimals(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decimals(v) for v in value]
+        return [decimals(v) for v in value]
     return value
 
 
 def to_wire(item: dict[str, Any]) -> dict[str, Any]:
     """A plain item in the low-level client's attribute-value form (floats as Decimal)."""
-    return {k: _serializer.serialize(_decimals(v)) for k, v in item.items()}
+    return {k: _serializer.serialize(decimals(v)) for k, v in item.items()}
 
 
 def from_wire(item: dict[str, Any]) -> dict[str, Any]:
@@ -66,10 +67,11 @@ class TableStore:
         return self._table
 
 
-def scan_all(table: Any) -> list[dict[str, Any]]:
-    """Every item of a (small, operator-scale) table, Decimals made plain."""
+def scan_all(table: Any, **scan: Any) -> list[dict[str, Any]]:
+    """Every item of a (small, operator-scale) table that `scan`'s filter keeps (all pages),
+    Decimals made plain."""
     items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = dict(scan)
     while True:
         page = table.scan(**kwargs)
         items.extend(plain(i) for i in page.get("Items", []))

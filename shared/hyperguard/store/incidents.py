@@ -234,9 +234,12 @@ class IncidentStore:
             ExpressionAttributeValues=to_wire({":s": round(max(seconds, 0.0), 3)}),
         )
 
-    def close(self, incident: Incident, resolution: str) -> bool:
-        """Resolve the incident and release its node, in one transaction. False if it
-        was already closed (a retried Close step)."""
+    def close(
+        self, incident: Incident, resolution: str, *, signal_count: int, at: datetime
+    ) -> bool:
+        """Resolve the incident and release its node, in one transaction, if no signal
+        joined since it was read with `signal_count` signals. False if it is already closed
+        (a retried Close step) or a signal joined (the caller reads it again)."""
         try:
             self.ddb.transact_write_items(
                 TransactItems=[
@@ -245,11 +248,15 @@ class IncidentStore:
                             "TableName": self.table_name,
                             "Key": to_wire({"incident_id": incident.incident_id, "sk": META}),
                             "UpdateExpression": "SET #s = :resolved, resolution = :why "
-                            "REMOVE task_token",
-                            "ConditionExpression": "#s <> :resolved",
+                            "REMOVE task_token, wait_token",
+                            "ConditionExpression": "#s <> :resolved AND signal_count = :n",
                             "ExpressionAttributeNames": {"#s": "status"},
                             "ExpressionAttributeValues": to_wire(
-                                {":resolved": IncidentStatus.RESOLVED.value, ":why": resolution}
+                                {
+                                    ":resolved": IncidentStatus.RESOLVED.value,
+                                    ":why": resolution,
+                                    ":n": signal_count,
+                                }
                             ),
                         }
                     },
@@ -257,9 +264,11 @@ class IncidentStore:
                         "Update": {
                             "TableName": self.nodes_table_name,
                             "Key": to_wire({"instance_id": incident.instance_id}),
-                            "UpdateExpression": "REMOVE open_incident_id",
+                            "UpdateExpression": "SET last_closed_at = :at REMOVE open_incident_id",
                             "ConditionExpression": "open_incident_id = :id",
-                            "ExpressionAttributeValues": to_wire({":id": incident.incident_id}),
+                            "ExpressionAttributeValues": to_wire(
+                                {":id": incident.incident_id, ":at": at.isoformat()}
+                            ),
                         }
                     },
                 ]
@@ -269,6 +278,74 @@ class IncidentStore:
                 raise
             return False
         return True
+
+    def park(self, incident_id: str, token: str, *, urgency: int) -> bool:
+        """Keep the waiting repair's task token, unless the incident became more urgent
+        than `urgency` meanwhile (False: the caller re-diagnoses instead of waiting)."""
+        try:
+            self.ddb.update_item(
+                TableName=self.table_name,
+                Key=to_wire({"incident_id": incident_id, "sk": META}),
+                UpdateExpression="SET wait_token = :t",
+                ConditionExpression="attribute_exists(incident_id) AND "
+                "(urgency = :u OR (attribute_not_exists(urgency) AND :u = :zero))",
+                ExpressionAttributeValues=to_wire({":t": token, ":u": urgency, ":zero": 0}),
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def escalate_urgency(self, incident: Incident, signal: HealthSignal) -> Incident | None:
+        """Make the signal's fault the incident's (kind, severity, repair, times, facts) if
+        the incident still has the urgency it was read with; the updated incident, or None
+        when it changed or closed meanwhile."""
+        values = {
+            ":kind": signal.kind,
+            ":sev": signal.severity.value,
+            ":repair": signal.repair.value,
+            ":reason": signal.reason,
+            ":facts": _jsonable(signal.facts),
+            ":u": incident.urgency,
+            ":next": incident.urgency + 1,
+            ":resolved": IncidentStatus.RESOLVED.value,
+            ":zero": 0,
+        }
+        sets = [
+            "kind = :kind",
+            "severity = :sev",
+            "#repair = :repair",
+            "reason = :reason",
+            "facts = :facts",
+            "urgency = :next",
+        ]
+        removes = []
+        for name, value in (("not_before", signal.not_before), ("deadline", signal.deadline)):
+            if value is None:
+                removes.append(name)
+            else:
+                sets.append(f"{name} = :{name}")
+                values[f":{name}"] = value.isoformat()
+        expression = "SET " + ", ".join(sets)
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        try:
+            result = self.ddb.update_item(
+                TableName=self.table_name,
+                Key=to_wire({"incident_id": incident.incident_id, "sk": META}),
+                UpdateExpression=expression,
+                ConditionExpression="#s <> :resolved AND "
+                "(urgency = :u OR (attribute_not_exists(urgency) AND :u = :zero))",
+                ExpressionAttributeNames={"#s": "status", "#repair": "repair"},
+                ExpressionAttributeValues=to_wire(values),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return None
+            raise
+        return _incident(from_wire(result["Attributes"]))
 
     # -- reads ----------------------------------------------------------------------------
     def _open_incident_of(self, instance_id: str) -> str | None:

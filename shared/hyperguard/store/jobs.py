@@ -20,7 +20,7 @@ import binascii
 import json
 import time
 from collections.abc import Collection
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -29,19 +29,10 @@ from pydantic import BaseModel, Field
 
 from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
-from hyperguard.store.codec import TableStore, plain, scan_all, to_item
+from hyperguard.models.jobs import ACTIVE_STATUSES
+from hyperguard.store.codec import TableStore, decimals, plain, scan_all, to_item
 
 MAX_HISTORY = 500
-ACTIVE_STATUSES = frozenset(
-    {
-        JobStatus.PENDING,
-        JobStatus.ADMITTED,
-        JobStatus.RUNNING,
-        JobStatus.PREEMPTED,
-        JobStatus.SUSPENDED,
-    }
-)
-TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 class JobEvent(StrEnum):
@@ -57,6 +48,8 @@ class JobEvent(StrEnum):
     CANCELLED = "cancelled"
     STOPPED = "stopped"
     FINISHED = "finished"
+    PROTECTED = "protected"
+    LOST = "lost"
 
 
 class JobHistoryEntry(BaseModel):
@@ -79,6 +72,12 @@ class JobRecord(BaseModel):
     admitted_replicas: int | None = None
     stop_pending: bool = False
     principal: str | None = None
+    protected_by: str | None = None
+    """The incident whose recovery decides this job's next run (set while it does)."""
+    scaled_at: datetime | None = None
+    """When the job last changed size (elastic jobs: scalingTimeoutInSeconds counts from it)."""
+    run_time_s: float | None = None
+    """Set when the job ends: seconds from its first admission to its end."""
 
 
 class TransitionOutcome(StrEnum):
@@ -145,64 +144,23 @@ class JobStore(TableStore):
         self.idempotency_table_name = idempotency_table_name
         self.idempotency_ttl_s = idempotency_ttl_s
 
-    def put(self, job: Job) -> None:
-        self.table.put_item(Item=to_item(job))
-
     def get(self, job_id: str) -> Job | None:
         item = self.table.get_item(Key={"job_id": job_id}, ConsistentRead=True).get("Item")
         return Job.model_validate(plain(item)) if item else None
 
-    def on_node(self, instance_id: str) -> list[Job]:
-        """Jobs whose placement includes the node (scan with a filter: rare, operator-scale)."""
-        return [j for j in self.all() if instance_id in j.nodes]
+    def on_node(self, instance_id: str) -> list[JobRecord]:
+        """Jobs whose placement includes the node: a strongly consistent filtered scan (one
+        per incident)."""
+        items = scan_all(
+            self.table,
+            ConsistentRead=True,
+            FilterExpression="contains(nodes, :i)",
+            ExpressionAttributeValues={":i": instance_id},
+        )
+        return sorted((record_from_item(i) for i in items), key=lambda r: r.job.job_id)
 
     def all(self) -> list[Job]:
         return sorted((Job.model_validate(i) for i in scan_all(self.table)), key=lambda j: j.job_id)
-
-    def record_checkpoint(self, job_id: str, checkpoint: Checkpoint) -> bool:
-        """Keep the newest complete checkpoint; an older or equal step never overwrites."""
-        try:
-            self.table.update_item(
-                Key={"job_id": job_id},
-                UpdateExpression="SET last_checkpoint = :c",
-                ConditionExpression="attribute_exists(job_id) AND "
-                "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
-                ExpressionAttributeValues={":c": to_item(checkpoint), ":s": checkpoint.step},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
-
-    def record_placement(self, job: Job, *, reason: str = "node recovery") -> None:
-        """Store where the job runs now (nodes, pool, status, restart count), as node
-        recovery moves or requeues it, with a history entry saying so."""
-        requeued = not job.nodes
-        entry = JobHistoryEntry(
-            at=datetime.now(UTC),
-            event=JobEvent.REQUEUED if requeued else JobEvent.RESTARTED,
-            status=job.status,
-            reason=f"{'requeued' if requeued else 'restarted'} by {reason}",
-            details={"nodes": list(job.nodes)},
-        )
-        self.table.update_item(
-            Key={"job_id": job.job_id},
-            UpdateExpression="SET nodes = :nodes, #status = :status, restart_count = :restarts, "
-            "#pool = :pool, #reason = :reason, "
-            "history = list_append(if_not_exists(history, :empty), :entry)",
-            ConditionExpression="attribute_exists(job_id)",
-            ExpressionAttributeNames={"#status": "status", "#reason": "reason", "#pool": "pool"},
-            ExpressionAttributeValues={
-                ":nodes": list(job.nodes),
-                ":status": job.status.value,
-                ":restarts": job.restart_count,
-                ":pool": job.pool,
-                ":reason": entry.reason,
-                ":empty": [],
-                ":entry": _entry(entry),
-            },
-        )
 
     # -- governance: records, submission, transitions --------------------------------------
     def record(self, job_id: str) -> JobRecord | None:
@@ -215,22 +173,19 @@ class JobStore(TableStore):
     def active(self) -> list[JobRecord]:
         """Every job that holds or waits for quota, or still has pods to stop: one strongly
         consistent scan, so a scheduling pass never works from a stale copy of a status."""
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "ConsistentRead": True,
-            "FilterExpression": "#status IN (:s0, :s1, :s2, :s3, :s4) OR stop_pending = :t",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": {
-                **{f":s{i}": s.value for i, s in enumerate(sorted(ACTIVE_STATUSES))},
+        statuses = sorted(ACTIVE_STATUSES)
+        items = scan_all(
+            self.table,
+            ConsistentRead=True,
+            FilterExpression="#status IN ("
+            + ", ".join(f":s{i}" for i in range(len(statuses)))
+            + ") OR stop_pending = :t",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                **{f":s{i}": s.value for i, s in enumerate(statuses)},
                 ":t": True,
             },
-        }
-        while True:
-            page = self.table.scan(**kwargs)
-            items.extend(page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                break
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        )
         return [record_from_item(i) for i in items]
 
     def submit(
@@ -300,11 +255,15 @@ class JobStore(TableStore):
         remove: Collection[str] = (),
         add: dict[str, int] | None = None,
         checks: list[dict[str, Any]] | None = None,
+        condition: str | None = None,
+        condition_values: dict[str, Any] | None = None,
+        condition_names: dict[str, str] | None = None,
     ) -> TransitionOutcome:
-        """Move the job to `status` (None: keep it) if it is in one of `expect`, append
-        `entry` to its history, set/remove/add the given attributes, all in one write.
-        With `checks` (TransactWriteItems ConditionChecks) the write is a transaction that
-        also fails when any check does."""
+        """Move the job to `status` (None: keep it) if it is in one of `expect` (and
+        `condition`, a ConditionExpression over `condition_values`, holds), append `entry`
+        to its history, set/remove/add the given attributes, all in one write. With `checks`
+        (TransactWriteItems ConditionChecks) the write is a transaction that also fails
+        when any check does. Only hyperguard.governance.jobs calls this."""
         names = {"#status": "status"}
         values: dict[str, Any] = {
             ":entry": _entry(entry),
@@ -336,13 +295,19 @@ class JobStore(TableStore):
         expected = sorted(s.value for s in expect)
         for index, value in enumerate(expected):
             values[f":e{index}"] = value
-        condition = "#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")"
+        expression_condition = (
+            "#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")"
+        )
+        if condition:
+            expression_condition += f" AND ({condition})"
+            values.update(condition_values or {})
+            names.update(condition_names or {})
         update = {
             "Key": {"job_id": job_id},
             "UpdateExpression": expression,
-            "ConditionExpression": condition,
+            "ConditionExpression": expression_condition,
             "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
+            "ExpressionAttributeValues": decimals(values),
         }
         try:
             if checks:
@@ -387,16 +352,25 @@ class JobStore(TableStore):
             raise
         return True
 
-    def report_checkpoint(self, job_id: str, checkpoint: Checkpoint, at: datetime) -> bool:
-        """`record_checkpoint` plus a history entry while the history has room."""
-        if not self.record_checkpoint(job_id, checkpoint):
-            return False
-        entry = JobHistoryEntry(
-            at=at,
-            event=JobEvent.CHECKPOINT,
-            reason=f"checkpoint at step {checkpoint.step}",
-            details={"step": checkpoint.step, "uri": checkpoint.uri},
-        )
+    def record_checkpoint(
+        self, job_id: str, checkpoint: Checkpoint, entry: JobHistoryEntry | None = None
+    ) -> bool:
+        """Keep the newest complete checkpoint (an older or equal step never overwrites),
+        and append `entry` to the history while it has room. False: not newer."""
+        try:
+            self.table.update_item(
+                Key={"job_id": job_id},
+                UpdateExpression="SET last_checkpoint = :c",
+                ConditionExpression="attribute_exists(job_id) AND "
+                "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
+                ExpressionAttributeValues={":c": to_item(checkpoint), ":s": checkpoint.step},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        if entry is None:
+            return True
         try:
             self.table.update_item(
                 Key={"job_id": job_id},

@@ -14,7 +14,7 @@ class NodeStore(TableStore):
         return Node.model_validate(plain(item)) if item else None
 
     # Attributes HyperGuard owns; an inventory sync never overwrites them.
-    OWN_FIELDS = ("open_incident_id", "veto", "repairs")
+    OWN_FIELDS = ("open_incident_id", "veto", "repairs", "last_closed_at")
 
     def upsert_inventory(self, nodes: list[Node]) -> int:
         """Write what the cluster reports, keeping HyperGuard's own attributes."""

@@ -57,17 +57,36 @@ from hyperguard.cluster.conventions import (
     INSTANCE_TYPE_LABEL,
     NODEPOOL_LABEL,
 )
-from hyperguard.cluster.hyperpod_eks import (
+from hyperguard.cluster.workloads import (
     AUTO_RESUME_ANNOTATION,
     CHECKPOINT_ENV,
+    HPJOB_POD_LABEL,
     JOB_ID_ANNOTATION,
+    MAX_STEPS_ENV,
+    REPLICA_SPEC,
     RESUME_STEP_ENV,
 )
 from hyperguard.models import NodeStatus
 from hyperguard.twin.clock import Clock
-from hyperguard.twin.kube.store import JOBS, NODECLAIMS, NODEPOOLS, NODES, PODS, ObjectStore
+from hyperguard.twin.kube.store import (
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PODS,
+    ObjectStore,
+)
 
 FaultKind = Literal["gpu", "persistent", "kernel"]
+RunObjectKind = Literal["Job", "HyperPodPyTorchJob"]
+RUN_RESOURCES: dict[Any, Any] = {
+    "Job": JOBS,
+    "HyperPodPyTorchJob": HYPERPOD_PYTORCH_JOBS,
+    JOBS: JOBS,
+    HYPERPOD_PYTORCH_JOBS: HYPERPOD_PYTORCH_JOBS,
+}
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 AZ = "us-east-1a"
 KARPENTER_FINALIZER = "karpenter.sh/termination"
 # The conditions the EKS node monitoring agent keeps on a node, all True when healthy.
@@ -162,10 +181,13 @@ class _Repair:
 
 @dataclass
 class Run:
-    """One run of a job: the pods of one Kubernetes Job, and the training they do."""
+    """One run of a job: the pods of one batch Job or HyperPodPyTorchJob, and the training
+    they do. The training's global batch is fixed: a step of a run with fewer replicas
+    than the job's first run takes proportionally longer."""
 
     uid: str
     job_id: str
+    kind: RunObjectKind
     namespace: str
     name: str
     nodes: list[str]
@@ -176,19 +198,41 @@ class Run:
     ready_at: datetime
     emitted_step: int
     anchor_at: datetime | None = None
-    state: Literal["running", "waiting", "failed", "stopped"] = "running"
+    state: Literal["running", "waiting", "failed", "stopped", "succeeded"] = "running"
     restarts: int = 0
     containers: list[dict[str, Any]] = field(default_factory=list)
     """The pod template's containers (a pod without them is not a valid Pod)."""
+    max_steps: int | None = None
+    reference: int = 1
+    """Replicas of the job's first run: the size a step's duration is quoted for."""
+
+    def step_time(self, step: timedelta) -> timedelta:
+        return step * self.reference / max(len(self.nodes), 1)
 
     def step_at(self, when: datetime, step: timedelta) -> int:
         if self.anchor_at is None or when < self.anchor_at:
             return self.anchor_step
-        return self.anchor_step + (when - self.anchor_at) // step
+        reached = self.anchor_step + (when - self.anchor_at) // self.step_time(step)
+        return min(reached, self.max_steps) if self.max_steps is not None else reached
 
     def freeze(self, when: datetime, step: timedelta) -> None:
         self.anchor_step = self.step_at(when, step)
         self.anchor_at = None
+
+    def finishes_at(self, step: timedelta) -> datetime | None:
+        if self.anchor_at is None or self.max_steps is None or self.state != "running":
+            return None
+        return self.anchor_at + self.step_time(step) * max(self.max_steps - self.anchor_step, 0)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A point of a job's training timeline: from `at`, `replicas` replicas step (0: none),
+    starting from `step`."""
+
+    at: datetime
+    replicas: int
+    step: int
 
 
 @dataclass(frozen=True)
@@ -241,6 +285,8 @@ class SimulatedCluster:
         self._refusals: list[str] = []
         self._runs: dict[str, Run] = {}
         self._checkpoints: dict[str, int] = {}
+        self._reference: dict[str, int] = {}
+        self._timeline: dict[str, list[Progress]] = {}
         self._agenda: list[_Scheduled] = []
         self._seq = 0
         self._issued: set[str] = set()
@@ -292,6 +338,18 @@ class SimulatedCluster:
         with self._lock:
             self._never_healthy.add(instance_id)
 
+    def fail_job(self, job_id: str, exit_code: int = 1) -> None:
+        """The training of the job's running run crashes by itself (not its node)."""
+        with self._settled() as now:
+            run = next(
+                (r for r in self._runs.values() if r.job_id == job_id and r.state == "running"),
+                None,
+            )
+            if run is None:
+                raise LookupError(f"no running run of job {job_id}")
+            pod = f"{run.name}-0"
+            self._stop_run(run, now, faulty=None, pod=pod, exit_code=exit_code)
+
     def advance(self) -> None:
         """Play everything due up to the clock's time."""
         with self._settled():
@@ -342,6 +400,12 @@ class SimulatedCluster:
         with self._settled() as now:
             runs = [r for r in self._runs.values() if r.job_id == job_id]
             return max((r.step_at(now, self._step) for r in runs), default=0)
+
+    def timeline(self, job_id: str) -> list[Progress]:
+        """When the job's training started and stopped stepping, at what size, from what
+        step (the simulation's ground truth, for measuring lost GPU-time)."""
+        with self._settled():
+            return list(self._timeline.get(job_id, []))
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able state for `hyperguard twin nodes`."""
@@ -511,12 +575,16 @@ class SimulatedCluster:
     def _settled(self) -> Iterator[datetime]:
         with self._lock:
             now = max(self.clock.now(), self._settled_at)
-            while self._agenda and self._agenda[0].at <= now:
-                due = heapq.heappop(self._agenda)
-                self._checkpoint_runs(due.at)
-                self._happen(due)
-                self._reconcile_runs(due.at)
-            self._checkpoint_runs(now)
+            while True:
+                due = self._agenda[0].at if self._agenda and self._agenda[0].at <= now else None
+                horizon = due or now
+                self._checkpoint_runs(horizon)
+                self._complete_runs(horizon)
+                if due is None:
+                    break
+                happening = heapq.heappop(self._agenda)
+                self._happen(happening)
+                self._reconcile_runs(happening.at)
             self._settled_at = now
             yield now
             self._reconcile_runs(now)
@@ -591,6 +659,10 @@ class SimulatedCluster:
         self.store.create(NODECLAIMS, _nodeclaim(claim, instance, self.clock.wall(now)))
         self.store.create(NODES, self._node_object(instance, now))
         return instance_id
+
+    def _stamp(self, when: datetime) -> str:
+        """A virtual time as an API shows it: the real time at which it happens."""
+        return self.clock.wall(when).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def _instance(self, instance_id: str) -> Instance:
         try:
@@ -699,7 +771,7 @@ class SimulatedCluster:
         return {HEALTH_LABEL: health, DEEP_HEALTH_CHECK_LABEL: instance.deep_health_check}
 
     def _conditions(self, instance: Instance, now: datetime) -> list[dict[str, str]]:
-        at = self.clock.wall(now).strftime("%Y-%m-%dT%H:%M:%SZ")
+        at = self._stamp(now)
         up = instance.status in (NodeStatus.RUNNING, NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS)
         fault = self._faults.get(instance.instance_id)
         broken, why = FAULT_CONDITIONS[fault.kind] if fault else ("", "")
@@ -766,7 +838,7 @@ class SimulatedCluster:
             "status": "False",
             "reason": reason,
             "message": f"{condition} is False: {reason}",
-            "observedTime": self.clock.wall(self.clock.now()).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "observedTime": self._stamp(self.clock.now()),
         }
         self._put_event(
             "hyperguard.node-forwarder",
@@ -798,17 +870,20 @@ class SimulatedCluster:
         old: dict[str, Any] | None,
         user: str | None,
     ) -> None:
-        """Kueue, the job controller, the kubelet and Karpenter reacting to an API call."""
+        """Kueue, the job controllers, the kubelet and Karpenter reacting to an API call."""
         if user is None:
             return  # our own write
         with self._settled() as now:
-            if rt == JOBS and event == "ADDED":
-                self._admit(obj, now)
-            elif rt == JOBS and event == "DELETED":
+            if rt in RUN_RESOURCES and event == "ADDED":
+                self._admit(rt, obj, now)
+            elif rt in RUN_RESOURCES and event == "DELETED":
                 run = self._runs.get(obj["metadata"]["uid"])
-                if run is not None:
-                    run.freeze(now, self._step)
+                if run is not None and run.state in ("running", "waiting"):
+                    self._freeze(run, now)
                     run.state = "stopped"
+            elif rt == HYPERPOD_PYTORCH_JOBS and event == "MODIFIED" and old is not None:
+                if _replica_spec(obj) != _replica_spec(old):
+                    self._rescale(obj, now)
             elif rt == PODS and event == "DELETED":
                 self._pod_gone(obj, now)
             elif (
@@ -818,58 +893,79 @@ class SimulatedCluster:
             ):
                 self._release_claim(obj, now)
 
-    def _admit(self, job: dict[str, Any], now: datetime) -> None:
+    def _admit(self, rt: Any, job: dict[str, Any], now: datetime) -> None:
+        """Kueue admits the run at once (HyperGuard placed it already) and its pods start
+        on the nodes it pins."""
         meta, spec = job["metadata"], job.get("spec", {})
-        template = spec.get("template", {}).get("spec", {})
+        if rt == HYPERPOD_PYTORCH_JOBS:
+            replica_spec = _replica_spec(job)
+            template = replica_spec.get("template", {}).get("spec", {})
+            replicas = int(replica_spec.get("replicas", 1))
+            kind: RunObjectKind = "HyperPodPyTorchJob"
+        else:
+            template = spec.get("template", {}).get("spec", {})
+            replicas = int(spec.get("parallelism", 1))
+            kind = "Job"
         container = (template.get("containers") or [{}])[0]
         env = {e.get("name"): e.get("value") for e in container.get("env", [])}
         names = _pinned_nodes(template)
-        replicas = int(spec.get("parallelism", 1))
         location = env.get(CHECKPOINT_ENV) or None
         job_id = (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION, meta["name"])
         # The training script resumes from the checkpoint it is told of, else from the
         # latest one it wrote itself.
         told = env.get(RESUME_STEP_ENV)
         start = int(told) if told else self._checkpoints.get(location, 0) if location else 0
+        max_steps = env.get(MAX_STEPS_ENV)
+        nodes = [names[i % len(names)] for i in range(replicas)] if names else []
         run = Run(
             uid=meta["uid"],
             job_id=job_id,
+            kind=kind,
             namespace=meta["namespace"],
             name=meta["name"],
-            nodes=[names[i % len(names)] for i in range(replicas)] if names else [],
+            nodes=nodes,
             location=location,
             auto_resume=(meta.get("annotations") or {}).get(AUTO_RESUME_ANNOTATION) == "true",
             anchor_step=start,
             emitted_step=start,
             ready_at=now + timedelta(seconds=self.timings.job_restart_s),
             containers=list(template.get("containers") or []),
+            max_steps=int(max_steps) if max_steps else None,
+            reference=self._reference.setdefault(job_id, max(len(nodes), 1)),
         )
         self._runs[run.uid] = run
-        self.store.patch(JOBS, run.name, {"spec": {"suspend": False}}, run.namespace)
+        if kind == "HyperPodPyTorchJob":
+            unsuspend: dict[str, Any] = {"spec": {"runPolicy": {"suspend": False}}}
+        else:
+            unsuspend = {"spec": {"suspend": False}}
+        self.store.patch(RUN_RESOURCES[kind], run.name, unsuspend, run.namespace)
         self._start_pods(run, now)
 
     def _start_pods(self, run: Run, now: datetime) -> None:
+        owner = {
+            "apiVersion": "sagemaker.amazonaws.com/v1"
+            if run.kind == "HyperPodPyTorchJob"
+            else "batch/v1",
+            "kind": run.kind,
+            "name": run.name,
+            "uid": run.uid,
+            "controller": True,
+        }
         for index, node in enumerate(run.nodes):
+            if run.kind == "HyperPodPyTorchJob":
+                name = f"{run.name}-{REPLICA_SPEC}-{index}"
+                labels = {HPJOB_POD_LABEL: run.name, CONTROLLER_UID_LABEL: run.uid}
+            else:
+                name = f"{run.name}-{index}-{self._rng.getrandbits(20):05x}"
+                labels = {
+                    "batch.kubernetes.io/job-name": run.name,
+                    CONTROLLER_UID_LABEL: run.uid,
+                    "batch.kubernetes.io/job-completion-index": str(index),
+                }
             self.store.create(
                 PODS,
                 {
-                    "metadata": {
-                        "name": f"{run.name}-{index}-{self._rng.getrandbits(20):05x}",
-                        "labels": {
-                            "batch.kubernetes.io/job-name": run.name,
-                            "batch.kubernetes.io/controller-uid": run.uid,
-                            "batch.kubernetes.io/job-completion-index": str(index),
-                        },
-                        "ownerReferences": [
-                            {
-                                "apiVersion": "batch/v1",
-                                "kind": "Job",
-                                "name": run.name,
-                                "uid": run.uid,
-                                "controller": True,
-                            }
-                        ],
-                    },
+                    "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
                     "spec": {
                         "nodeName": node,
                         "restartPolicy": "Never",
@@ -879,58 +975,202 @@ class SimulatedCluster:
                 },
                 run.namespace,
             )
-        started = self.clock.wall(now).strftime("%Y-%m-%dT%H:%M:%SZ")
-        self.store.patch(
-            JOBS,
-            run.name,
-            {"status": {"active": len(run.nodes), "startTime": started}},
-            run.namespace,
-            subresource="status",
-        )
+        started = self._stamp(now)
+        if run.kind == "HyperPodPyTorchJob":
+            status: dict[str, Any] = {
+                "startTime": started,
+                "restartCount": run.restarts,
+                "conditions": [
+                    _condition(kind, True, kind, started)
+                    for kind in ("Created", "PodsRunning", "Running")
+                ],
+                "elasticScalingStatus": {
+                    "targetReplicas": {REPLICA_SPEC: len(run.nodes)},
+                    "lastScalingTime": started,
+                },
+            }
+        else:
+            status = {"active": len(run.nodes), "startTime": started}
+        self._patch_status(run, status)
+
+    def _patch_status(self, run: Run, status: dict[str, Any]) -> None:
+        rt = RUN_RESOURCES[run.kind]
+        if self.store.find(rt, run.name, run.namespace) is not None:
+            self.store.patch(rt, run.name, {"status": status}, run.namespace, subresource="status")
 
     def _pods_of(self, run: Run) -> list[dict[str, Any]]:
         return self.store.list(
-            PODS, run.namespace, label_selector=f"batch.kubernetes.io/controller-uid={run.uid}"
+            PODS, run.namespace, label_selector=f"{CONTROLLER_UID_LABEL}={run.uid}"
         )
 
+    def _delete_pods_of(self, run: Run) -> None:
+        for pod in self._pods_of(run):
+            self.store.delete(PODS, pod["metadata"]["name"], run.namespace)
+
     def _pod_gone(self, pod: dict[str, Any], now: datetime) -> None:
-        uid = (pod["metadata"].get("labels") or {}).get("batch.kubernetes.io/controller-uid")
+        """A pod deleted or evicted through the API: disrupted."""
+        uid = (pod["metadata"].get("labels") or {}).get(CONTROLLER_UID_LABEL)
         run = self._runs.get(uid or "")
         if run is not None and run.state == "running":
-            self._stop_run(run, now)
+            node = pod.get("spec", {}).get("nodeName")
+            instance = next((i for i in self._instances.values() if i.node_name == node), None)
+            self._stop_run(run, now, faulty=instance, pod=pod["metadata"]["name"])
 
     def _lose_pods(self, instance: Instance, now: datetime) -> None:
         """The node goes down: every run with a pod on it loses that pod."""
         for run in list(self._runs.values()):
             if run.state == "running" and instance.node_name in run.nodes:
-                self._stop_run(run, now)
+                pod = next(
+                    (
+                        p["metadata"]["name"]
+                        for p in self._pods_of(run)
+                        if p.get("spec", {}).get("nodeName") == instance.node_name
+                    ),
+                    run.name,
+                )
+                self._stop_run(run, now, faulty=instance, pod=pod)
 
     def _delete_pods_on(self, node_name: str) -> None:
         for pod in self.store.list(PODS, field_selector=f"spec.nodeName={node_name}"):
             meta = pod["metadata"]
             self.store.delete(PODS, meta["name"], meta["namespace"])
 
-    def _stop_run(self, run: Run, now: datetime) -> None:
-        """A pod of the run is gone: HyperPod restarts an auto-resume job later; any other
-        job fails (backoffLimit 0) and the job controller removes its other pods."""
-        run.freeze(now, self._step)
-        run.state = "waiting" if run.auto_resume else "failed"
-        for pod in self._pods_of(run):
-            self.store.delete(PODS, pod["metadata"]["name"], run.namespace)
-        if self.store.find(JOBS, run.name, run.namespace) is None:
-            return
-        status: dict[str, Any] = {"active": 0}
-        if run.state == "failed":
-            status["failed"] = 1
-            status["conditions"] = [
-                {
-                    "type": "Failed",
-                    "status": "True",
-                    "reason": "BackoffLimitExceeded",
-                    "message": "Job has reached the specified backoff limit",
+    def _stop_run(
+        self, run: Run, now: datetime, *, faulty: Instance | None, pod: str, exit_code: int = 137
+    ) -> None:
+        """A pod of the run is gone or failed. A node-caused loss (`faulty`) of a job that
+        opted into HyperPod auto-resume waits for its nodes; any other run fails: a batch
+        Job through its podFailurePolicy (a disrupted pod → reason PodFailurePolicy) or its
+        backoffLimit 0, a HyperPodPyTorchJob (jobMaxRetryCount 0) with the faulty instance
+        named. The job controller removes the run's other pods."""
+        self._freeze(run, now)
+        run.state = "waiting" if run.auto_resume and faulty is not None else "failed"
+        self._delete_pods_of(run)
+        at = self._stamp(now)
+        status: dict[str, Any]
+        if run.kind == "HyperPodPyTorchJob":
+            if run.state == "waiting":
+                reason, message = (
+                    "NodeFault",
+                    f"Found unhealthy node {faulty.node_name if faulty else ''}",
+                )
+                status = {"conditions": [_condition("Running", False, reason, at, message)]}
+            else:
+                if faulty is not None:
+                    reason = "NodeFault"
+                    message = f"Found unhealthy node {faulty.node_name}"
+                else:
+                    reason = "PodFailed"
+                    message = f"pod {run.namespace}/{pod} exited with code {exit_code}"
+                status = {
+                    "completionTime": at,
+                    "conditions": [
+                        _condition("Running", False, reason, at, message),
+                        _condition("Failed", True, reason, at, message),
+                    ],
                 }
-            ]
-        self.store.patch(JOBS, run.name, {"status": status}, run.namespace, subresource="status")
+                if faulty is not None:
+                    status["latestFaultyPodInstanceList"] = {
+                        "restartType": "JLR",
+                        "faultyInstanceIdList": [faulty.instance_id],
+                        "faultyPodList": [pod],
+                        "faultyRankList": [],
+                    }
+        else:
+            status = {"active": 0}
+            if run.state == "failed":
+                if faulty is not None:
+                    reason = "PodFailurePolicy"
+                    message = (
+                        f"Pod {run.namespace}/{pod} has condition DisruptionTarget matching "
+                        "FailJob rule at index 0"
+                    )
+                else:
+                    reason = "BackoffLimitExceeded"
+                    message = "Job has reached the specified backoff limit"
+                status.update(
+                    failed=1,
+                    conditions=[
+                        _condition("FailureTarget", True, reason, at, message),
+                        _condition("Failed", True, reason, at, message),
+                    ],
+                )
+        self._patch_status(run, status)
+        if run.state == "failed":
+            self._report_run(run, "failed", reason, now)
+
+    def _complete(self, run: Run, at: datetime) -> None:
+        """The training reached its last step: a final checkpoint, then the run succeeds."""
+        assert run.max_steps is not None
+        self._checkpoint_runs(at)
+        if run.location is not None and run.emitted_step < run.max_steps:
+            self._write_checkpoint(run, run.max_steps)
+        run.anchor_step, run.anchor_at = run.max_steps, None
+        self._record(run, at, 0)
+        run.state = "succeeded"
+        self._delete_pods_of(run)
+        stamp = self._stamp(at)
+        if run.kind == "HyperPodPyTorchJob":
+            status: dict[str, Any] = {
+                "completionTime": stamp,
+                "conditions": [
+                    _condition("Running", False, "Completed", stamp),
+                    _condition("Completed", True, "Completed", stamp),
+                ],
+            }
+        else:
+            status = {
+                "active": 0,
+                "succeeded": len(run.nodes),
+                "completionTime": stamp,
+                "conditions": [
+                    _condition("SuccessCriteriaMet", True, "CompletionsReached", stamp),
+                    _condition("Complete", True, "CompletionsReached", stamp),
+                ],
+            }
+        self._patch_status(run, status)
+        self._report_run(run, "succeeded", "Completed", at)
+
+    def _rescale(self, obj: dict[str, Any], now: datetime) -> None:
+        """The operator's elastic scaling: the job checkpoints (graceful shutdown), its pods
+        go, and it restarts at the new size on the nodes the patch pins."""
+        run = self._runs.get(obj["metadata"]["uid"])
+        if run is None or run.state not in ("running", "waiting"):
+            return
+        replica_spec = _replica_spec(obj)
+        names = _pinned_nodes(replica_spec.get("template", {}).get("spec", {}))
+        replicas = int(replica_spec.get("replicas", 1))
+        step = run.step_at(now, self._step)
+        self._freeze(run, now)
+        if run.location is not None and step > run.emitted_step:
+            self._write_checkpoint(run, step)
+        self._delete_pods_of(run)
+        run.nodes = [names[i % len(names)] for i in range(replicas)] if names else []
+        run.anchor_step = run.emitted_step = step
+        run.state = "running"
+        run.ready_at = now + timedelta(seconds=self.timings.job_restart_s)
+        run.restarts += 1
+        self._start_pods(run, now)
+
+    def _report_run(self, run: Run, phase: str, reason: str, now: datetime) -> None:
+        """The in-cluster forwarder's event for a run that finished."""
+        detail = {
+            "clusterName": self.eks_cluster,
+            "namespace": run.namespace,
+            "kind": run.kind,
+            "name": run.name,
+            "jobId": run.job_id,
+            "phase": phase,
+            "reason": reason,
+            "observedTime": self._stamp(now),
+        }
+        self._put_event(
+            "hyperguard.node-forwarder",
+            "Kubernetes Job Status Changed",
+            detail,
+            [],
+            bus="service",
+        )
 
     def _ready(self, node_name: str) -> bool:
         instance = next((i for i in self._instances.values() if i.node_name == node_name), None)
@@ -939,6 +1179,16 @@ class SimulatedCluster:
     def _schedulable(self, node_name: str) -> bool:
         node = self.store.find(NODES, node_name)
         return node is not None and not node.get("spec", {}).get("unschedulable")
+
+    def _freeze(self, run: Run, now: datetime) -> None:
+        if run.anchor_at is not None:
+            run.freeze(now, self._step)
+            self._record(run, now, 0)
+
+    def _record(self, run: Run, at: datetime, replicas: int) -> None:
+        self._timeline.setdefault(run.job_id, []).append(
+            Progress(at=at, replicas=replicas, step=run.step_at(at, self._step))
+        )
 
     def _reconcile_runs(self, now: datetime) -> None:
         """HyperPod restarts auto-resume jobs whose nodes are back; every run steps only
@@ -960,8 +1210,9 @@ class SimulatedCluster:
             )
             if stepping and run.anchor_at is None:
                 run.anchor_at = max(now, run.ready_at)
+                self._record(run, run.anchor_at, len(run.nodes))
             elif not stepping and run.anchor_at is not None:
-                run.freeze(now, self._step)
+                self._freeze(run, now)
 
     def _checkpoint_runs(self, until: datetime) -> None:
         every = self.timings.checkpoint_interval_steps
@@ -970,13 +1221,28 @@ class SimulatedCluster:
                 continue
             first = (run.emitted_step // every + 1) * every
             last = run.step_at(until, self._step)
+            if run.max_steps is not None:
+                last = min(last, run.max_steps)
             for step in range(first, last + 1, every):
-                run.emitted_step = step
-                self._checkpoints[run.location] = step
-                team = run.namespace.removeprefix("hyperpod-ns-")
-                uri = checkpoint_uri(run.location, step)
-                self._effects(Effect("write_checkpoint", (run.location, step)))
-                self._effects(Effect("report_checkpoint", (run.job_id, team, step, uri)))
+                self._write_checkpoint(run, step)
+
+    def _write_checkpoint(self, run: Run, step: int) -> None:
+        assert run.location is not None
+        run.emitted_step = step
+        self._checkpoints[run.location] = step
+        team = run.namespace.removeprefix("hyperpod-ns-")
+        uri = checkpoint_uri(run.location, step)
+        self._effects(Effect("write_checkpoint", (run.location, step)))
+        self._effects(Effect("report_checkpoint", (run.job_id, team, step, uri)))
+
+    def _complete_runs(self, until: datetime) -> None:
+        due = sorted(
+            (at, run.uid)
+            for run in self._runs.values()
+            if (at := run.finishes_at(self._step)) is not None and at <= until
+        )
+        for at, uid in due:
+            self._complete(self._runs[uid], at)
 
     # ------------------------------------------------------------ Karpenter
 
@@ -1020,15 +1286,22 @@ def _status_message(instance: Instance, fault: Fault | None) -> str:
     return ""
 
 
-def _condition(kind: str, ok: bool, reason: str, at: str) -> dict[str, str]:
+def _condition(
+    kind: str, ok: bool, reason: str, at: str, message: str | None = None
+) -> dict[str, str]:
     return {
         "type": kind,
         "status": "True" if ok else "False",
         "reason": reason,
-        "message": "" if ok else f"{kind} is False: {reason}",
+        "message": message if message is not None else "" if ok else f"{kind} is False: {reason}",
         "lastHeartbeatTime": at,
         "lastTransitionTime": at,
     }
+
+
+def _replica_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    specs = obj.get("spec", {}).get("replicaSpecs") or [{}]
+    return dict(specs[0])
 
 
 def _pinned_nodes(pod_spec: dict[str, Any]) -> list[str]:

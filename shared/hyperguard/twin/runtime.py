@@ -98,6 +98,7 @@ def fast_policy(time_scale: float) -> NodeRepairConfig:
         }
         | {
             "poll_interval_s": max(1, round(defaults.poll_interval_s / time_scale)),
+            "failed_run_grace_s": max(1, round(defaults.failed_run_grace_s / time_scale)),
             "deep_health_checks": [DeepHealthCheck.INSTANCE_STRESS],
         }
     )

@@ -8,6 +8,7 @@ from tests.conftest import catalogue
 
 from hyperguard.governance import EngineSettings, GovernanceState, Workload
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig, accelerator_share
+from hyperguard.models.jobs import ElasticPolicy
 
 P5 = "ml.p5.48xlarge"
 CATALOGUE = catalogue()
@@ -65,8 +66,21 @@ def job(
     replicas: int = 1,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
+    step: int | None = None,
+    discrete: list[int] | None = None,
+    scaling_timeout_s: float = 0.0,
 ) -> Workload:
-    """`gpus` per replica of a p5 instance."""
+    """`gpus` per replica of a p5 instance; elastic when any of min/max/discrete is given
+    (HyperPod's elasticPolicy rules decide the sizes)."""
+    sizes = None
+    if min_replicas is not None or max_replicas is not None or discrete is not None:
+        policy = ElasticPolicy(
+            min_replicas=min_replicas or min([replicas, *(discrete or [])]),
+            max_replicas=max_replicas or max([replicas, *(discrete or [])]),
+            replica_increment_step=step,
+            replica_discrete_values=discrete,
+        )
+        sizes = tuple(policy.sizes())
     return Workload(
         job_id,
         team,
@@ -75,8 +89,8 @@ def job(
         replicas,
         cls,
         at,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
+        sizes=sizes,
+        scaling_timeout_s=scaling_timeout_s,
     )
 
 

@@ -1,0 +1,58 @@
+"""What the API's routes need: stores, the job lifecycle, the scheduler's wake-up, the
+instance catalogue, node actions, and who the admins are."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hyperguard.api.nodes import NodeActions
+from hyperguard.catalogue import InstanceCatalogue
+from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.service import SchedulerWakeup, wakeup_for
+from hyperguard.models import utcnow
+from hyperguard.settings import Settings
+from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
+from hyperguard.store.policy import RepairPolicyStore
+
+
+@dataclass
+class ApiDependencies:
+    jobs: JobStore
+    teams: TeamStore
+    incidents: IncidentStore
+    nodes: NodeStore
+    node_actions: NodeActions
+    wakeup: SchedulerWakeup
+    catalogue: InstanceCatalogue
+    policies: RepairPolicyStore
+    admin_principals: frozenset[str] = frozenset()
+    clock: Callable[[], datetime] = utcnow
+    lifecycle: JobLifecycle = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lifecycle = JobLifecycle(self.jobs, clock=self.clock)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, node_actions: NodeActions, catalogue: InstanceCatalogue
+    ) -> ApiDependencies:
+        """The deployed wiring: stores on the stack's tables, the scheduler's queue."""
+        return cls(
+            jobs=JobStore(
+                settings.jobs_table,
+                idempotency_table_name=settings.idempotency_table,
+                idempotency_ttl_s=settings.idempotency_ttl_s,
+            ),
+            teams=TeamStore(settings.teams_table),
+            incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
+            nodes=NodeStore(settings.nodes_table),
+            node_actions=node_actions,
+            wakeup=wakeup_for(settings),
+            catalogue=catalogue,
+            policies=RepairPolicyStore(settings.teams_table),
+            admin_principals=frozenset(
+                arn.strip() for arn in settings.admin_principal_arns.split(",") if arn.strip()
+            ),
+        )

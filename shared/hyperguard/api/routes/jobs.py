@@ -1,0 +1,169 @@
+"""/jobs: submit, list, read, cancel, report a checkpoint. The rules a job's life follows
+are the lifecycle's (hyperguard.governance.jobs); this router checks access and shapes."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
+
+from hyperguard.api.auth import Caller
+from hyperguard.api.deps import ApiDependencies
+from hyperguard.api.errors import ConflictError, InvalidRequestError, NotFoundError
+from hyperguard.api.models import (
+    ACCELERATOR_INSTANCE,
+    IDEMPOTENCY_KEY,
+    CheckpointReport,
+    JobPage,
+    JobSubmission,
+    JobView,
+)
+from hyperguard.api.routes.common import CallerOf, JobId, Limit, NextToken, new_router, ok
+from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
+from hyperguard.governance.jobs import JobRejectedError, SubmissionRules
+from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.models.governance import TEAM_NAME_PATTERN
+from hyperguard.store.jobs import JobRecord
+
+
+def _instance_type(submission: JobSubmission, catalogue: InstanceCatalogue) -> tuple[str, int]:
+    """HyperPod's name of the job's instance type and its accelerators per instance."""
+    name = (
+        ACCELERATOR_INSTANCE[submission.accelerator]
+        if submission.accelerator is not None
+        else submission.instance_type or ""
+    )
+    try:
+        accelerators = catalogue.spec(name).accelerators
+    except UnknownInstanceTypeError:
+        raise InvalidRequestError(f"unknown instance type {name!r}", "instance_type") from None
+    return ml_name(name), accelerators
+
+
+def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
+    router = new_router()
+
+    def visible(job_id: str, who: Caller) -> JobRecord:
+        """The job, if the caller may see it; otherwise the same 404 as a missing job."""
+        record = deps.jobs.record(job_id)
+        if record is None or not who.may_see_team(record.job.team):
+            raise NotFoundError(f"no job {job_id}", "jobId")
+        return record
+
+    @router.post("/jobs", summary="Submit a job", tags=["jobs"])
+    def submit_job(
+        submission: Annotated[JobSubmission, Body()],
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY)
+        ] = None,
+    ) -> Response[JobView]:
+        who = caller()
+        team = submission.team or who.team
+        if team is None:
+            raise InvalidRequestError("name the team the job runs for", "team")
+        who.require_team(team)
+        instance_type, per_instance = _instance_type(submission, deps.catalogue)
+        config, _ = deps.teams.scheduler_config()
+        now = deps.clock()
+        job = Job(
+            job_id=f"{team}-{now:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}",
+            name=submission.name,
+            team=team,
+            priority_class=submission.priority_class,
+            template=submission.template.value,
+            instance_type=instance_type,
+            accelerators_per_replica=submission.accelerators_per_replica,
+            replicas=submission.replicas,
+            elastic_policy=submission.elastic_policy,
+            recovery=submission.recovery,
+            max_steps=submission.max_steps,
+            image=submission.image,
+            command=submission.command,
+            checkpoint_location=submission.checkpoint_location,
+            auto_resume=submission.auto_resume,
+            submitted_at=now,
+        )
+        key = None
+        if idempotency_key is not None:
+            scope = hashlib.sha256(who.principal.encode()).hexdigest()[:16]
+            key = f"api#submit#{scope}#{idempotency_key}"
+        request_hash = hashlib.sha256(
+            f"{team}\n{submission.model_dump_json()}".encode()
+        ).hexdigest()
+        try:
+            stored, created = deps.lifecycle.submit(
+                job,
+                principal=who.principal,
+                rules=SubmissionRules(
+                    team_has_quota=deps.teams.get_quota(team) is not None,
+                    priority_classes=frozenset(pc.name for pc in config.priority_classes),
+                    accelerators_per_instance=per_instance,
+                ),
+                idempotency_key=key,
+                request_hash=request_hash,
+            )
+        except JobRejectedError as exc:
+            raise InvalidRequestError(exc.message, exc.field) from None
+        view = JobView.of(stored, with_history=True)
+        if not created:
+            return ok(view, 200, {"Idempotent-Replayed": "true"})
+        deps.wakeup.wake("job submitted")
+        return ok(view, 201)
+
+    @router.get("/jobs", summary="List jobs (newest first within a team)", tags=["jobs"])
+    def list_jobs(
+        team: Annotated[str | None, Query(pattern=TEAM_NAME_PATTERN)] = None,
+        status: Annotated[JobStatus | None, Query()] = None,
+        priority_class: Annotated[str | None, Query(max_length=63)] = None,
+        limit: Limit = 50,
+        next_token: NextToken = None,
+    ) -> Response[JobPage]:
+        who = caller()
+        if team is None and not who.admin:
+            team = who.team
+        if team is not None:
+            who.require_team(team)
+        records, token = deps.jobs.page(
+            team=team, status=status, priority_class=priority_class, limit=limit, cursor=next_token
+        )
+        return ok(JobPage(jobs=[JobView.of(r) for r in records], next_token=token))
+
+    @router.get("/jobs/<jobId>", summary="A job with its history", tags=["jobs"])
+    def get_job(jobId: JobId) -> Response[JobView]:
+        return ok(JobView.of(visible(jobId, caller()), with_history=True))
+
+    @router.delete("/jobs/<jobId>", summary="Cancel a job", tags=["jobs"])
+    def cancel_job(jobId: JobId) -> Response[JobView]:
+        who = caller()
+        visible(jobId, who)
+        outcome, record = deps.lifecycle.cancel(jobId, principal=who.principal)
+        if not outcome or record is None:
+            raise ConflictError(outcome.why, "jobId")
+        deps.wakeup.wake("job cancelled")
+        return ok(JobView.of(record, with_history=True))
+
+    @router.post("/jobs/<jobId>/checkpoints", summary="Report a checkpoint", tags=["jobs"])
+    def report_checkpoint(
+        jobId: JobId,
+        report: Annotated[CheckpointReport, Body()],
+    ) -> Response[JobView]:
+        who = caller()
+        record = visible(jobId, who)
+        now = deps.clock()
+        checkpoint = Checkpoint(
+            step=report.step, uri=report.uri, completed_at=report.completed_at or now
+        )
+        if not deps.lifecycle.record_checkpoint(jobId, checkpoint, history=True):
+            last = record.job.last_checkpoint
+            raise ConflictError(
+                f"step {report.step} is not newer than the last checkpoint "
+                f"(step {last.step if last else '?'})",
+                "step",
+            )
+        return ok(JobView.of(visible(jobId, who), with_history=True), 201)
+
+    return router

@@ -1,0 +1,74 @@
+"""Cluster policy: the scheduler config (SageMaker's ClusterSchedulerConfig shape), the node
+repair policy (EKS's nodeRepairConfig shape plus HyperGuard's additions), and who may call."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from hyperguard.api.deps import ApiDependencies
+from hyperguard.api.errors import InvalidRequestError
+from hyperguard.api.models import (
+    PrincipalGrantBody,
+    PrincipalList,
+    SchedulerConfigRequest,
+    SchedulerConfigView,
+)
+from hyperguard.api.routes.common import CallerOf, new_router, ok
+from hyperguard.recovery.policy import NodeRepairConfig
+
+
+def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
+    router = new_router()
+
+    @router.put("/scheduler-config", summary="Set the cluster policy", tags=["policy"])
+    def put_scheduler_config(
+        request: Annotated[SchedulerConfigRequest, Body()],
+    ) -> Response[SchedulerConfigView]:
+        caller().require_admin()
+        config = request.config()
+        version = deps.teams.put_scheduler_config(config, target_version=request.target_version)
+        deps.wakeup.wake("scheduler config changed")
+        return ok(SchedulerConfigView(scheduler_config=config, version=version))
+
+    @router.get("/scheduler-config", summary="The cluster policy", tags=["policy"])
+    def get_scheduler_config() -> Response[SchedulerConfigView]:
+        caller()
+        config, version = deps.teams.scheduler_config()
+        return ok(SchedulerConfigView(scheduler_config=config, version=version))
+
+    @router.put("/policies/node-repair", summary="Set the node repair policy", tags=["policy"])
+    def put_repair_policy(
+        policy: Annotated[NodeRepairConfig, Body()],
+    ) -> Response[NodeRepairConfig]:
+        caller().require_admin()
+        deps.policies.put(policy)
+        deps.wakeup.wake("node repair policy changed")  # hot spares change capacity
+        return ok(policy)
+
+    @router.get("/policies/node-repair", summary="The node repair policy", tags=["policy"])
+    def get_repair_policy() -> Response[NodeRepairConfig]:
+        caller()
+        return ok(deps.policies.get())
+
+    @router.put("/principals", summary="Map an IAM principal to a team / admin", tags=["access"])
+    def put_principal(grant: Annotated[PrincipalGrantBody, Body()]) -> Response[PrincipalGrantBody]:
+        caller().require_admin()
+        if grant.team is None and not grant.admin:
+            raise InvalidRequestError("a principal needs a team or the admin role", "team")
+        deps.teams.grant(grant.principal_arn, team=grant.team, admin=grant.admin)
+        return ok(grant)
+
+    @router.get("/principals", summary="The principal mappings", tags=["access"])
+    def list_principals() -> Response[PrincipalList]:
+        caller().require_admin()
+        grants = [
+            PrincipalGrantBody(principal_arn=g.principal_arn, team=g.team, admin=g.admin)
+            for g in deps.teams.principals()
+        ]
+        return ok(PrincipalList(principals=grants))
+
+    return router

@@ -1,0 +1,358 @@
+"""What a job becomes on the cluster, and what the cluster says about it.
+
+A job is dispatched as one *run* at a time, numbered by `Job.run`:
+- on HyperPod nodes, a `HyperPodPyTorchJob` (sagemaker.amazonaws.com/v1, the HyperPod
+  training operator): `replicaSpecs` with `spares`, `runPolicy`, and the job's
+  `elasticPolicy`; an elastic run is resized in place by patching it;
+- on EKS burst nodes (Karpenter), a batch/v1 Job, which cannot change size: a resize is a
+  new run.
+Both follow HyperPod task governance's conventions: namespace `hyperpod-ns-<team>`, Kueue
+local queue `hyperpod-ns-<team>-localqueue`, priority class label `<class>-priority`. Pods
+are pinned to the nodes HyperGuard placed the job on (required node affinity on
+`metadata.name`).
+
+`run_status` reads a run back as a RunStatus. How a run ends:
+- batch Job: condition `Complete` → succeeded; `Failed` with reason `PodFailurePolicy` →
+  lost (our podFailurePolicy fails the Job when a pod gets the `DisruptionTarget` condition:
+  evicted, preempted, its node gone); any other `Failed` → failed (the workload's own error,
+  e.g. BackoffLimitExceeded);
+- HyperPodPyTorchJob: condition `Completed` → succeeded; `Failed` → lost when the operator
+  names faulty instances (`status.latestFaultyPodInstanceList.faultyInstanceIdList`),
+  otherwise failed. HyperGuard sets `jobMaxRetryCount: 0` unless the job opted into HyperPod
+  auto-resume, so that a node fault ends the run and HyperGuard's recovery strategy decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from hyperguard.cluster.conventions import INSTANCE_TYPE_LABEL
+from hyperguard.models import Job
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_ID_LABEL = "hyperguard.io/job-id"
+RUN_LABEL = "hyperguard.io/run"
+JOB_ID_ANNOTATION = "hyperguard.io/job-id"
+AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
+HPJOB_POD_LABEL = "HPJob"
+"""The label the HyperPod training operator puts on a HyperPodPyTorchJob's pods."""
+REPLICA_SPEC = "pods"
+HYPERPOD_JOB_API = ("sagemaker.amazonaws.com", "v1", "HyperPodPyTorchJob", "hyperpodpytorchjobs")
+AUTO_RESUME_RETRIES = 10
+"""`runPolicy.jobMaxRetryCount` of a job that opted into HyperPod auto-resume."""
+FINISHED_TTL_S = 86_400
+"""Finished runs are kept a day for their logs, then Kubernetes deletes them."""
+# What a training container is told: which job it is, where it checkpoints (to report new
+# checkpoints: POST /jobs/{jobId}/checkpoints), how long the training is, and, on a restart,
+# the latest complete checkpoint to resume from (by the `_COMPLETE` marker convention,
+# hyperguard.store.checkpoints).
+JOB_ID_ENV = "HYPERGUARD_JOB_ID"
+CHECKPOINT_ENV = "HYPERGUARD_CHECKPOINT_URI"
+RESUME_FROM_ENV = "HYPERGUARD_RESUME_FROM"
+RESUME_STEP_ENV = "HYPERGUARD_RESUME_STEP"
+MAX_STEPS_ENV = "HYPERGUARD_MAX_STEPS"
+
+_NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+class RunKind(StrEnum):
+    HYPERPOD = "HyperPodPyTorchJob"
+    BATCH = "Job"
+
+
+class RunPhase(StrEnum):
+    PENDING = "pending"
+    """Created, waiting for Kueue or for its pods to start."""
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """The workload failed by itself: the job ends as Failed."""
+    LOST = "lost"
+    """The cluster took its pods (node fault, eviction): the job resumes from a checkpoint."""
+
+
+class RunStatus(BaseModel):
+    job_id: str
+    run: int
+    kind: RunKind
+    namespace: str
+    name: str
+    phase: RunPhase
+    replicas: int
+    reason: str = ""
+    message: str = ""
+    since: datetime | None = None
+    """When the run reached its phase (the deciding condition's lastTransitionTime)."""
+
+
+def team_namespace(team: str) -> str:
+    return f"hyperpod-ns-{team}"
+
+
+def local_queue(team: str) -> str:
+    return f"{team_namespace(team)}-localqueue"
+
+
+def job_name(job_id: str) -> str:
+    """A DNS-1123 label for `job_id`; ids that need rewriting get a short hash so that two
+    different ids never share a name."""
+    cleaned = _NAME_UNSAFE.sub("-", job_id.lower()).strip("-")
+    if cleaned == job_id and len(cleaned) <= 63:
+        return cleaned
+    digest = hashlib.sha256(job_id.encode()).hexdigest()[:8]
+    return f"{cleaned[:54].strip('-') or 'job'}-{digest}"
+
+
+def run_name(job: Job) -> str:
+    """The object name of this run of `job`: every run is a new object, so that dispatching
+    a restart is not mistaken for a repeat of an earlier dispatch."""
+    if job.run == 0:
+        return job_name(job.job_id)
+    return job_name(f"{job.job_id}-run-{job.run}")
+
+
+def accelerator_resource(instance_type: str) -> str:
+    return "aws.amazon.com/neuron" if "trn" in instance_type else "nvidia.com/gpu"
+
+
+def _pod_spec(job: Job, node_names: list[str]) -> dict[str, Any]:
+    accelerators = {accelerator_resource(job.instance_type): str(job.accelerators_per_replica)}
+    env = [{"name": JOB_ID_ENV, "value": job.job_id}]
+    if job.checkpoint_location:
+        env.append({"name": CHECKPOINT_ENV, "value": job.checkpoint_location})
+    if job.last_checkpoint is not None:
+        env.append({"name": RESUME_FROM_ENV, "value": job.last_checkpoint.uri})
+        env.append({"name": RESUME_STEP_ENV, "value": str(job.last_checkpoint.step)})
+    if job.max_steps is not None:
+        env.append({"name": MAX_STEPS_ENV, "value": str(job.max_steps)})
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": job.image,
+        "env": env,
+        "resources": {"requests": accelerators, "limits": accelerators},
+    }
+    if job.command:
+        container["command"] = list(job.command)
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {INSTANCE_TYPE_LABEL: job.instance_type},
+        "containers": [container],
+    }
+    if node_names:
+        spec["affinity"] = pinned_to(node_names)
+    return spec
+
+
+def pinned_to(node_names: list[str]) -> dict[str, Any]:
+    """Required node affinity to exactly these nodes."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": node_names}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+
+
+def _metadata(job: Job) -> dict[str, Any]:
+    labels = {
+        QUEUE_LABEL: local_queue(job.team),
+        JOB_ID_LABEL: job_name(job.job_id),
+        RUN_LABEL: str(job.run),
+    }
+    if job.priority_class:
+        labels[PRIORITY_LABEL] = f"{job.priority_class}-priority"
+    annotations = {JOB_ID_ANNOTATION: job.job_id}
+    if job.auto_resume:
+        annotations[AUTO_RESUME_ANNOTATION] = "true"
+    return {
+        "name": run_name(job),
+        "namespace": team_namespace(job.team),
+        "labels": labels,
+        "annotations": annotations,
+    }
+
+
+def batch_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
+    """The batch/v1 Job of this run on EKS burst nodes, suspended until Kueue admits it.
+    A pod that is disrupted (DisruptionTarget) fails the Job at once with reason
+    PodFailurePolicy, which is how HyperGuard tells a lost run from a failed one."""
+    replicas = len(node_names) or job.replicas
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(job),
+        "spec": {
+            "suspend": True,
+            "parallelism": replicas,
+            "completions": replicas,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": FINISHED_TTL_S,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
+            "template": {
+                "metadata": {"labels": {JOB_ID_LABEL: job_name(job.job_id)}},
+                "spec": _pod_spec(job, node_names),
+            },
+        },
+    }
+
+
+def hyperpod_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
+    """The HyperPodPyTorchJob of this run on HyperPod nodes. Spares are not asked of the
+    operator: HyperGuard keeps hot spares per pool itself (NodeRepairConfig.hotSpares)."""
+    replicas = len(node_names) or job.replicas
+    replica_spec: dict[str, Any] = {
+        "name": REPLICA_SPEC,
+        "replicas": replicas,
+        "spares": 0,
+        "template": {
+            "metadata": {"labels": {JOB_ID_LABEL: job_name(job.job_id)}},
+            "spec": _pod_spec(job, node_names),
+        },
+    }
+    spec: dict[str, Any] = {
+        "nprocPerNode": str(job.accelerators_per_replica),
+        "runPolicy": {
+            "cleanPodPolicy": "All",
+            "jobMaxRetryCount": AUTO_RESUME_RETRIES if job.auto_resume else 0,
+            "ttlSecondsAfterFinished": FINISHED_TTL_S,
+            "suspend": True,
+        },
+        "replicaSpecs": [replica_spec],
+    }
+    if job.elastic_policy is not None:
+        # HyperGuard admits every size change: the operator may run the job between the
+        # job's minimum and what HyperGuard admitted, never above.
+        policy = job.elastic_policy.model_dump(by_alias=True, exclude_none=True)
+        policy["maxReplicas"] = replicas
+        policy["minReplicas"] = min(policy["minReplicas"], replicas)
+        spec["elasticPolicy"] = policy
+        replica_spec["maxReplicas"] = replicas
+    return {
+        "apiVersion": "sagemaker.amazonaws.com/v1",
+        "kind": RunKind.HYPERPOD.value,
+        "metadata": _metadata(job),
+        "spec": spec,
+    }
+
+
+def resize_patch(job: Job, node_names: list[str]) -> dict[str, Any]:
+    """A JSON merge patch that resizes a HyperPodPyTorchJob in place to `node_names` (the
+    operator checkpoints and restarts the job at the new size), relabelled as `job.run`."""
+    manifest = hyperpod_job_manifest(job, node_names)
+    spec = manifest["spec"]
+    patch: dict[str, Any] = {
+        "metadata": {"labels": {RUN_LABEL: str(job.run)}},
+        "spec": {"replicaSpecs": spec["replicaSpecs"]},
+    }
+    if "elasticPolicy" in spec:
+        patch["spec"]["elasticPolicy"] = spec["elasticPolicy"]
+    return patch
+
+
+def _conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in (obj.get("status") or {}).get("conditions") or [] if isinstance(c, dict)]
+
+
+def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next(
+        (c for c in _conditions(obj) if c.get("type") == kind and c.get("status") == "True"),
+        None,
+    )
+
+
+def _when(condition: dict[str, Any] | None) -> datetime | None:
+    value = (condition or {}).get("lastTransitionTime")
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def run_status(obj: dict[str, Any]) -> RunStatus | None:
+    """A run object (as JSON) read back; None for an object HyperGuard did not create."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    job_id = (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION)
+    try:
+        run = int(labels.get(RUN_LABEL, ""))
+    except ValueError:
+        return None
+    if not job_id:
+        return None
+    kind = RunKind.HYPERPOD if obj.get("kind") == RunKind.HYPERPOD.value else RunKind.BATCH
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if kind is RunKind.HYPERPOD:
+        replicas = sum(int(r.get("replicas") or 0) for r in spec.get("replicaSpecs") or [])
+        phase, decisive = _hyperpod_phase(obj, spec, status)
+    else:
+        replicas = int(spec.get("parallelism") or 0)
+        phase, decisive = _batch_phase(obj, spec, status)
+    return RunStatus(
+        job_id=job_id,
+        run=run,
+        kind=kind,
+        namespace=meta.get("namespace") or "",
+        name=meta.get("name") or "",
+        phase=phase,
+        replicas=replicas,
+        reason=str((decisive or {}).get("reason") or ""),
+        message=str((decisive or {}).get("message") or "")[:1000],
+        since=_when(decisive),
+    )
+
+
+def _batch_phase(
+    obj: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]
+) -> tuple[RunPhase, dict[str, Any] | None]:
+    if (done := _true(obj, "Complete")) is not None:
+        return RunPhase.SUCCEEDED, done
+    if (failed := _true(obj, "Failed")) is not None:
+        lost = failed.get("reason") == "PodFailurePolicy"
+        return (RunPhase.LOST if lost else RunPhase.FAILED), failed
+    if spec.get("suspend"):
+        return RunPhase.PENDING, None
+    if int(status.get("active") or 0) > 0:
+        return RunPhase.RUNNING, None
+    return RunPhase.PENDING, None
+
+
+def _hyperpod_phase(
+    obj: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]
+) -> tuple[RunPhase, dict[str, Any] | None]:
+    if (done := _true(obj, "Completed")) is not None:
+        return RunPhase.SUCCEEDED, done
+    if (failed := _true(obj, "Failed")) is not None:
+        faulty = (status.get("latestFaultyPodInstanceList") or {}).get("faultyInstanceIdList")
+        return (RunPhase.LOST if faulty else RunPhase.FAILED), failed
+    if (spec.get("runPolicy") or {}).get("suspend"):
+        return RunPhase.PENDING, None
+    if _true(obj, "Running") is not None or _true(obj, "PodsRunning") is not None:
+        return RunPhase.RUNNING, None
+    return RunPhase.PENDING, None

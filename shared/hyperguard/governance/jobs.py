@@ -1,0 +1,563 @@
+"""The one owner of a job's life.
+
+Every change of a job's status, placement (nodes, pool), replicas or checkpoint is a move
+here, carried out as one conditional write against the status the move expects (and, for
+the scheduler, its lease and the team's quota version). The API, the scheduler, node
+recovery and the reconciler ask; a move that is no longer valid — the job was cancelled,
+preempted, finished or moved meanwhile — is refused with the reason, never applied. Terminal
+states (Succeeded, Failed, Cancelled) are final: no rule leaves them.
+
+    move         from                      to         who may ask
+    admit        Pending/Preempted/Susp.   Admitted   scheduler (fenced)
+    start        Admitted                  Running    scheduler
+    undispatch   Admitted                  Pending    scheduler (the cluster refused it)
+    preempt      Admitted/Running          Preempted  scheduler (fenced)
+    resize       Admitted/Running          (same)     scheduler (fenced), recovery (on its node)
+    cancel       any but terminal          Cancelled  api
+    stopped      Cancelled                 Cancelled  scheduler (its pods are gone)
+    succeed      Admitted/Running          Succeeded  reconciler (its current run completed)
+    fail         Admitted/Running          Failed     reconciler (its current run failed)
+    requeue      Admitted/Running          Pending    recovery (protected by it), reconciler
+                                                      (the run it saw lost)
+    protect      Admitted/Running          (same)     recovery (the job is on its node)
+    restart      Admitted/Running          Running    recovery (protected by it, same run)
+    release      Admitted/Running          (same)     recovery (protected by it)
+
+Recovery acts only on jobs it protected, and only from the run it saw fail: a job the
+scheduler preempted, or a user cancelled, meanwhile is refused (both clear `protected_by`)
+— recovery never revives a job the scheduler did not admit. Every move but cancel and
+checkpoint also starts a new run where it changes where or how the job runs (`run`), which
+is how the reconciler and recovery tell the current run from a stale one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from hyperguard.models import Checkpoint, Job, JobStatus, utcnow
+from hyperguard.models.jobs import HOLDING_STATUSES, TERMINAL_STATUSES, WAITING_STATUSES
+from hyperguard.store.jobs import (
+    JobEvent,
+    JobHistoryEntry,
+    JobRecord,
+    JobStore,
+    TransitionOutcome,
+)
+
+
+class Actor(StrEnum):
+    API = "api"
+    SCHEDULER = "scheduler"
+    RECOVERY = "recovery"
+    RECONCILER = "reconciler"
+
+
+class Move(StrEnum):
+    ADMIT = "admit"
+    START = "start"
+    UNDISPATCH = "undispatch"
+    PREEMPT = "preempt"
+    RESIZE = "resize"
+    CANCEL = "cancel"
+    STOPPED = "stopped"
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    REQUEUE = "requeue"
+    PROTECT = "protect"
+    RESTART = "restart"
+    RELEASE = "release"
+
+
+@dataclass(frozen=True)
+class Rule:
+    expect: frozenset[JobStatus]
+    to: JobStatus | None
+    """None: the status stays."""
+    by: frozenset[Actor]
+
+
+_NOT_TERMINAL = frozenset(JobStatus) - TERMINAL_STATUSES
+RULES: Mapping[Move, Rule] = {
+    Move.ADMIT: Rule(WAITING_STATUSES, JobStatus.ADMITTED, frozenset({Actor.SCHEDULER})),
+    Move.START: Rule(
+        frozenset({JobStatus.ADMITTED}), JobStatus.RUNNING, frozenset({Actor.SCHEDULER})
+    ),
+    Move.UNDISPATCH: Rule(
+        frozenset({JobStatus.ADMITTED}), JobStatus.PENDING, frozenset({Actor.SCHEDULER})
+    ),
+    Move.PREEMPT: Rule(HOLDING_STATUSES, JobStatus.PREEMPTED, frozenset({Actor.SCHEDULER})),
+    Move.RESIZE: Rule(HOLDING_STATUSES, None, frozenset({Actor.SCHEDULER, Actor.RECOVERY})),
+    Move.CANCEL: Rule(_NOT_TERMINAL, JobStatus.CANCELLED, frozenset({Actor.API})),
+    Move.STOPPED: Rule(frozenset({JobStatus.CANCELLED}), None, frozenset({Actor.SCHEDULER})),
+    Move.SUCCEED: Rule(HOLDING_STATUSES, JobStatus.SUCCEEDED, frozenset({Actor.RECONCILER})),
+    Move.FAIL: Rule(HOLDING_STATUSES, JobStatus.FAILED, frozenset({Actor.RECONCILER})),
+    Move.REQUEUE: Rule(
+        HOLDING_STATUSES, JobStatus.PENDING, frozenset({Actor.RECOVERY, Actor.RECONCILER})
+    ),
+    Move.PROTECT: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
+    Move.RESTART: Rule(HOLDING_STATUSES, JobStatus.RUNNING, frozenset({Actor.RECOVERY})),
+    Move.RELEASE: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
+}
+
+
+class JobRejectedError(ValueError):
+    """A submission the rules refuse; `field` names the offending request field."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+@dataclass(frozen=True)
+class SubmissionRules:
+    """What a submission is checked against (read by the caller from the team's quota,
+    the scheduler config and the instance catalogue)."""
+
+    team_has_quota: bool
+    priority_classes: frozenset[str]
+    accelerators_per_instance: int
+
+
+class MoveNotAllowedError(PermissionError):
+    """An actor asked for a move that is not its to ask for (a programming error)."""
+
+
+class FencedOutError(RuntimeError):
+    """A fenced move's check failed: the scheduler's lease is another pass's now, or the
+    team's quota changed since the pass read it."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    applied: bool
+    why: str = ""
+    """Why a move was refused (empty when applied)."""
+
+    def __bool__(self) -> bool:
+        return self.applied
+
+
+APPLIED = Outcome(True)
+_CANCEL_ATTEMPTS = 3
+
+
+class JobLifecycle:
+    def __init__(self, store: JobStore, *, clock: Callable[[], datetime] = utcnow) -> None:
+        self.store = store
+        self.clock = clock
+
+    # -- the moves ------------------------------------------------------------------------
+    def submit(
+        self,
+        job: Job,
+        *,
+        principal: str,
+        rules: SubmissionRules,
+        idempotency_key: str | None = None,
+        request_hash: str = "",
+    ) -> tuple[JobRecord, bool]:
+        """A new Pending job, if the rules allow it (JobRejectedError otherwise). With an
+        idempotency key, a repeat of the same request returns the first job (and False)."""
+        if not rules.team_has_quota:
+            raise JobRejectedError(f"team {job.team} has no compute quota", "team")
+        if job.priority_class is not None and job.priority_class not in rules.priority_classes:
+            defined = ", ".join(sorted(rules.priority_classes)) or "none"
+            raise JobRejectedError(
+                f"unknown priority class {job.priority_class!r} (defined: {defined})",
+                "priority_class",
+            )
+        if rules.accelerators_per_instance == 0:
+            raise JobRejectedError(f"{job.instance_type} has no accelerators", "instance_type")
+        if job.accelerators_per_replica > rules.accelerators_per_instance:
+            raise JobRejectedError(
+                f"{job.instance_type} has {rules.accelerators_per_instance} accelerators; a "
+                f"replica cannot ask for {job.accelerators_per_replica}",
+                "accelerators_per_replica",
+            )
+        policy = job.elastic_policy
+        if policy is not None and job.replicas not in policy.sizes():
+            raise JobRejectedError(
+                f"replicas {job.replicas} is not a size the elasticPolicy allows", "replicas"
+            )
+        reason = "pending: waiting for the next scheduling pass"
+        record = JobRecord(
+            job=job.model_copy(update={"status": JobStatus.PENDING, "nodes": [], "run": 0}),
+            reason=reason,
+            history=[self._entry(JobEvent.SUBMITTED, JobStatus.PENDING, reason, {"by": principal})],
+            principal=principal,
+        )
+        return self.store.submit(record, idempotency_key=idempotency_key, request_hash=request_hash)
+
+    def admit(
+        self,
+        job_id: str,
+        *,
+        nodes: list[str],
+        pool: str,
+        replicas: int,
+        restart: bool,
+        reason: str,
+        fence: list[dict[str, Any]],
+        **details: Any,
+    ) -> Outcome:
+        """Admitted onto `nodes`; a restart (the job ran before) starts a new run."""
+        at = self.clock().isoformat()
+        sets: dict[str, Any] = {
+            "nodes": nodes,
+            "pool": pool,
+            "admitted_replicas": replicas,
+            "started_at": at,
+            "scaled_at": at,
+        }
+        if not restart:
+            sets["first_admitted_at"] = at
+        return self._move(
+            Move.ADMIT,
+            job_id,
+            Actor.SCHEDULER,
+            JobEvent.RESTARTED if restart else JobEvent.ADMITTED,
+            reason,
+            sets=sets,
+            add={"restart_count": 1, "run": 1} if restart else None,
+            fence=fence,
+            details={"nodes": nodes, "pool": pool, "replicas": replicas, **details},
+        )
+
+    def start(self, job_id: str, *, nodes: list[str], pool: str | None) -> Outcome:
+        return self._move(
+            Move.START,
+            job_id,
+            Actor.SCHEDULER,
+            JobEvent.DISPATCHED,
+            f"running on {len(set(nodes))} node(s) of pool {pool}",
+            details={"nodes": nodes},
+        )
+
+    def undispatch(self, job_id: str, error: str) -> Outcome:
+        return self._move(
+            Move.UNDISPATCH,
+            job_id,
+            Actor.SCHEDULER,
+            JobEvent.REQUEUED,
+            f"dispatch failed: {error}",
+            sets={"nodes": []},
+            remove=("admitted_replicas",),
+        )
+
+    def preempt(
+        self, job_id: str, *, reason: str, fence: list[dict[str, Any]], **details: Any
+    ) -> Outcome:
+        return self._move(
+            Move.PREEMPT,
+            job_id,
+            Actor.SCHEDULER,
+            JobEvent.PREEMPTED,
+            reason,
+            sets={"nodes": []},
+            remove=("admitted_replicas", "protected_by"),
+            fence=fence,
+            details=details,
+        )
+
+    def resize(
+        self,
+        job_id: str,
+        *,
+        nodes: list[str],
+        by: Actor,
+        reason: str,
+        grown: bool,
+        fence: list[dict[str, Any]] | None = None,
+        protected_by: str | None = None,
+        run: int | None = None,
+        **details: Any,
+    ) -> Outcome:
+        """Shrink or grow a running job to `nodes` (one per replica); every resize is a new
+        run (a checkpoint-and-restart at the new size, in place where the run allows it).
+        Recovery resizes only a job it protects, from the run it saw (`protected_by`,
+        `run`)."""
+        condition, values, names = _guarded(protected_by, run)
+        return self._move(
+            Move.RESIZE,
+            job_id,
+            by,
+            JobEvent.GROWN if grown else JobEvent.SHRUNK,
+            reason,
+            sets={
+                "nodes": nodes,
+                "admitted_replicas": len(nodes),
+                "scaled_at": self.clock().isoformat(),
+            },
+            add={"run": 1},
+            fence=fence,
+            condition=condition,
+            values=values,
+            names=names,
+            details={"replicas": len(nodes), **details},
+        )
+
+    def cancel(self, job_id: str, *, principal: str) -> tuple[Outcome, JobRecord | None]:
+        """Cancel from whatever non-terminal status the job is in (re-read if it moves
+        meanwhile). A job with pods is left for the scheduler to stop (`stop_pending`)."""
+        for _ in range(_CANCEL_ATTEMPTS):
+            record = self.store.record(job_id)
+            if record is None:
+                return Outcome(False, f"no job {job_id}"), None
+            status = record.job.status
+            if status in TERMINAL_STATUSES:
+                return Outcome(False, f"job {job_id} is already {status.value}"), record
+            sets: dict[str, Any] = {"ended_at": self.clock().isoformat()}
+            if record.job.nodes:
+                sets["stop_pending"] = True
+            outcome = self.store.transition(
+                job_id,
+                expect={status},
+                status=JobStatus.CANCELLED,
+                entry=self._entry(
+                    JobEvent.CANCELLED,
+                    JobStatus.CANCELLED,
+                    f"cancelled by {principal}",
+                    {"was": status.value},
+                ),
+                sets=sets,
+                remove=("protected_by",),
+            )
+            if outcome is TransitionOutcome.APPLIED:
+                return APPLIED, self.store.record(job_id)
+        return Outcome(False, f"job {job_id} keeps changing; retry"), None
+
+    def stopped(self, job_id: str, nodes: list[str]) -> Outcome:
+        return self._move(
+            Move.STOPPED,
+            job_id,
+            Actor.SCHEDULER,
+            JobEvent.STOPPED,
+            "pods stopped after cancellation",
+            sets={"nodes": []},
+            remove=("stop_pending", "admitted_replicas"),
+            details={"nodes": nodes},
+        )
+
+    def finish(
+        self,
+        record: JobRecord,
+        status: JobStatus,
+        *,
+        reason: str,
+        **details: Any,
+    ) -> Outcome:
+        """The job's current run completed (Succeeded) or failed for good (Failed): its
+        quota is free. Refused if the job has been restarted since (an older run ended)."""
+        if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            raise ValueError(f"{status} is not how a run ends")
+        now = self.clock()
+        first = record.first_admitted_at or record.started_at or now
+        run_time = round(max((now - first).total_seconds(), 0.0), 3)
+        return self._move(
+            Move.SUCCEED if status is JobStatus.SUCCEEDED else Move.FAIL,
+            record.job.job_id,
+            Actor.RECONCILER,
+            JobEvent.FINISHED,
+            reason,
+            sets={"nodes": [], "ended_at": now.isoformat(), "run_time_s": run_time},
+            remove=("admitted_replicas", "protected_by"),
+            condition="#run_ = :run_",
+            values={":run_": record.job.run},
+            names={"#run_": "run"},
+            details={
+                "run_time_s": run_time,
+                "restarts": record.job.restart_count,
+                **details,
+            },
+        )
+
+    def requeue(
+        self,
+        job_id: str,
+        *,
+        by: Actor,
+        reason: str,
+        protected_by: str | None = None,
+        run: int | None = None,
+        **details: Any,
+    ) -> Outcome:
+        """Back to the queue, to resume from its latest checkpoint wherever the scheduler
+        places it. Recovery requeues only jobs it protects; the reconciler only the run
+        it saw lost."""
+        condition, values, names = _guarded(protected_by, run)
+        return self._move(
+            Move.REQUEUE,
+            job_id,
+            by,
+            JobEvent.LOST if by is Actor.RECONCILER else JobEvent.REQUEUED,
+            reason,
+            sets={"nodes": []},
+            remove=("admitted_replicas", "protected_by"),
+            condition=condition,
+            values=values,
+            names=names,
+            details=details,
+        )
+
+    def protect(self, job_id: str, *, incident_id: str, node: str, **details: Any) -> Outcome:
+        """Recovery of `incident_id` decides the job's next run: only while the job runs
+        on the incident's node, and no other incident protects it already."""
+        return self._move(
+            Move.PROTECT,
+            job_id,
+            Actor.RECOVERY,
+            JobEvent.PROTECTED,
+            f"node {node} failed: recovery {details.get('strategy', '')} by incident {incident_id}",
+            sets={"protected_by": incident_id},
+            condition="contains(nodes, :node) AND (attribute_not_exists(protected_by) OR "
+            "protected_by = :incident)",
+            values={":node": node, ":incident": incident_id},
+            details={"incident_id": incident_id, **details},
+        )
+
+    def restart(
+        self,
+        job_id: str,
+        *,
+        incident_id: str,
+        run: int,
+        nodes: list[str],
+        reason: str,
+        **details: Any,
+    ) -> Outcome:
+        """A new run of a job recovery protects, from the run recovery saw fail, on `nodes`
+        (a spare or the repaired node in place of the failed one). The job stays protected
+        until recovery has dispatched the run and releases it."""
+        condition, values, names = _guarded(incident_id, run)
+        return self._move(
+            Move.RESTART,
+            job_id,
+            Actor.RECOVERY,
+            JobEvent.RESTARTED,
+            reason,
+            sets={"nodes": nodes, "started_at": self.clock().isoformat()},
+            add={"restart_count": 1, "run": 1},
+            condition=condition,
+            values=values,
+            names=names,
+            details={"nodes": nodes, "incident_id": incident_id, **details},
+        )
+
+    def release(self, job_id: str, *, incident_id: str, reason: str) -> Outcome:
+        """Recovery is done with the job (restarted, resized, or resumed by HyperPod)."""
+        return self._move(
+            Move.RELEASE,
+            job_id,
+            Actor.RECOVERY,
+            JobEvent.RESTARTED,
+            reason,
+            remove=("protected_by",),
+            condition="protected_by = :incident",
+            values={":incident": incident_id},
+            details={"incident_id": incident_id},
+        )
+
+    def record_checkpoint(self, job_id: str, checkpoint: Checkpoint, *, history: bool) -> bool:
+        """The newest complete checkpoint; False when it is not newer than the last one.
+        Any actor may report one: it changes no status."""
+        entry = (
+            self._entry(
+                JobEvent.CHECKPOINT,
+                None,
+                f"checkpoint at step {checkpoint.step}",
+                {"step": checkpoint.step, "uri": checkpoint.uri},
+            )
+            if history
+            else None
+        )
+        return self.store.record_checkpoint(job_id, checkpoint, entry)
+
+    def set_reason(self, job_id: str, reason: str) -> bool:
+        """Why a waiting job still waits (no history entry: it changes every pass)."""
+        return self.store.set_reason(job_id, reason, expect=WAITING_STATUSES)
+
+    # -- the one write ----------------------------------------------------------------------
+    def _entry(
+        self, event: JobEvent, status: JobStatus | None, reason: str, details: dict[str, Any]
+    ) -> JobHistoryEntry:
+        return JobHistoryEntry(
+            at=self.clock(), event=event, status=status, reason=reason, details=details
+        )
+
+    def _move(
+        self,
+        move: Move,
+        job_id: str,
+        by: Actor,
+        event: JobEvent,
+        reason: str,
+        *,
+        sets: dict[str, Any] | None = None,
+        remove: Collection[str] = (),
+        add: dict[str, int] | None = None,
+        fence: list[dict[str, Any]] | None = None,
+        condition: str | None = None,
+        values: dict[str, Any] | None = None,
+        names: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> Outcome:
+        rule = RULES[move]
+        if by not in rule.by:
+            raise MoveNotAllowedError(f"{by.value} may not {move.value} a job")
+        outcome = self.store.transition(
+            job_id,
+            expect=rule.expect,
+            status=rule.to,
+            entry=self._entry(event, rule.to, reason, details or {}),
+            sets=sets,
+            remove=remove,
+            add=add,
+            checks=fence or None,
+            condition=condition,
+            condition_values=values,
+            condition_names=names,
+        )
+        if outcome is TransitionOutcome.CHECK_FAILED:
+            raise FencedOutError(f"{move.value} of {job_id}: the pass's lease or quota changed")
+        if outcome is TransitionOutcome.APPLIED:
+            return APPLIED
+        return Outcome(False, self._why_refused(move, job_id, rule))
+
+    def _why_refused(self, move: Move, job_id: str, rule: Rule) -> str:
+        record = self.store.record(job_id)
+        if record is None:
+            return f"{move.value} refused: no job {job_id}"
+        status = record.job.status
+        if status not in rule.expect:
+            expected = "/".join(sorted(s.value for s in rule.expect))
+            return f"{move.value} refused: job {job_id} is {status.value}, not {expected}"
+        return (
+            f"{move.value} refused: job {job_id} moved on meanwhile (nodes "
+            f"{', '.join(record.job.nodes) or 'none'}, run {record.job.run}, protected by "
+            f"{record.protected_by or 'nobody'})"
+        )
+
+
+def _guarded(
+    protected_by: str | None, run: int | None
+) -> tuple[str | None, dict[str, Any] | None, dict[str, str] | None]:
+    """The extra condition of a move that holds only while `protected_by` protects the job
+    and/or it is still at run `run`."""
+    clauses: list[str] = []
+    values: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    if protected_by is not None:
+        clauses.append("protected_by = :incident")
+        values[":incident"] = protected_by
+    if run is not None:
+        clauses.append("#run_ = :run_")
+        values[":run_"] = run
+        names["#run_"] = "run"
+    if not clauses:
+        return None, None, None
+    return " AND ".join(clauses), values, names or None
