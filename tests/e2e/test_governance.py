@@ -160,3 +160,41 @@ def test_teams_only_see_their_own_jobs_and_bad_bodies_write_nothing(http: Http) 
         http("PUT", "/scheduler-config", {"FairShare": "Enabled"}, principal=member("beta"))[0]
         == 403
     )
+
+
+def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
+    twin: Twin, http: Http
+) -> None:
+    for job in http("GET", "/jobs")[1]["jobs"]:  # make room: the earlier tests filled it
+        if job["status"] not in ("Succeeded", "Failed", "Cancelled"):
+            assert http("DELETE", f"/jobs/{job['job_id']}")[0] == 200
+    assert http("PUT", "/principals", {"principal_arn": member("delta"), "team": "delta"})[0] == 200
+    assert http.quota("delta", 16, strategy="DontLend", borrow=None) == 201
+
+    def submit(steps: int | None) -> str:
+        status, body = http(
+            "POST",
+            "/jobs",
+            {
+                "instance_type": "ml.p5.48xlarge",
+                "replicas": 2,
+                "image": "trainer:1",
+                "checkpoint_location": f"s3://hyperguard-twin-checkpoints/delta-{steps}/",
+                **({"max_steps": steps} if steps else {}),
+            },
+            principal=member("delta"),
+        )
+        assert status == 201, body
+        return str(body["job_id"])
+
+    short, next_up = submit(20), submit(None)
+    http.wait({short: "Running", next_up: "Pending"})
+    http.wait({short: "Succeeded", next_up: "Running"}, timeout_s=60)
+    done = http("GET", f"/jobs/{short}", principal=member("delta"))[1]
+    assert done["last_checkpoint"]["step"] == 20 and done["nodes"] == []
+    assert done["run_time_s"] > 0 and done["history"][-1]["event"] == "finished"
+    listed = http("GET", "/jobs?status=Succeeded", principal=member("delta"))[1]["jobs"]
+    assert [j["job_id"] for j in listed] == [short]
+    delta = next(v for v in http("GET", "/views/teams")[1]["teams"] if v["team"] == "delta")
+    assert (delta["gpus_in_use"], delta["running_jobs"], delta["pending_jobs"]) == (16, 1, 0)
+    assert twin.cluster.runs()[short].state == "succeeded"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -331,3 +332,42 @@ def test_a_kernel_condition_on_a_hyperpod_node_is_repaired(service: Service) -> 
     assert finished["status"] == "SUCCEEDED"
     closed = service.incidents.get(incident.incident_id)
     assert closed is not None and closed.resolution == "rebooted"
+
+
+def test_a_gpu_fault_joining_a_waiting_retirement_is_repaired_at_once(service: Service) -> None:
+    """A retirement two weeks out makes the recovery wait (a task with a token, timing out
+    at the retirement's lead time). A GPU fault reported on the same node joins the incident,
+    makes it fatal, and ingestion sends the token back: the recovery diagnoses again and
+    repairs now instead of in two weeks."""
+    twin = service.twin
+    node = service.nodes_of("vit-h14-pretrain")[2]
+    # Constructed from the AWS Health sample: the same event, scheduled two weeks ahead.
+    retirement = retarget(load_event("aws-health-ec2-retirement"), node)
+    start = datetime.now(UTC) + timedelta(days=14)
+    retirement["detail"]["startTime"] = start.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    retirement["id"] = "5bf73129-1428-4cd3-a780-95db273d1699"
+    events = twin.client("events")
+    events.put_events(Entries=[put_entry(retirement, service.out["EventBusName"])])
+    incident = service.incident_for(node)
+    waiting = service.wait_for_status(incident.incident_id, IncidentStatus.WAITING)
+    assert waiting.kind == "health_scheduled_change"
+    service.until(
+        lambda: (service.incidents.get(incident.incident_id) or waiting).wait_token is not None,
+        what="the recovery parks with its task token",
+    )
+
+    started = time.monotonic()
+    twin.fault(node, "gpu")
+    finished = service.finish_approving(incident.incident_id, incident.execution_arn)
+    assert finished["status"] == "SUCCEEDED"
+    assert time.monotonic() - started < WALL_LIMIT_S
+    states = service.states(incident.execution_arn)
+    woken = states.index("WaitBeforeRepair")
+    assert states[woken + 1] == "Diagnose" and "Repair" in states[woken:]
+    closed = service.incidents.get(incident.incident_id)
+    assert closed is not None and closed.urgency == 1
+    assert (closed.kind, closed.severity, closed.resolution) == (
+        "hyperpod_node_health",
+        "fatal",
+        "rebooted",
+    )

@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis, seed_jobs
 
+from hyperguard.cluster.workloads import RunPhase
+from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.models import (
@@ -97,6 +99,13 @@ class World:
             if r["health"] != "pending":
                 return r
         raise AssertionError("never healthy")
+
+    def gateway_runs(self, *, running: bool = False) -> set[str]:
+        """Jobs the cluster has a run of (pending or running ones only, if asked), read
+        through the service's adapter."""
+        self.apis.settle()
+        live = (RunPhase.PENDING, RunPhase.RUNNING)
+        return {r.job_id for r in self.gateway.job_runs() if not running or r.phase in live}
 
     def schedulable(self, instance_id: str) -> bool:
         """What the Kubernetes API says, read through the service's adapter."""
@@ -273,6 +282,7 @@ def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: Wo
 
 
 def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
+    occupy_spares(world)  # the job waits for the repair
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
     world.cluster.replacement_never_healthy(faulty)
@@ -288,6 +298,57 @@ def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and incident.status is IncidentStatus.NEEDS_OPERATOR
     assert "RecoveryTimeoutError" in incident.notes[-1]
+    # The job it protected is not left holding a node that is not coming back.
+    record = world.jobs.record("llama3-70b-pretrain")
+    assert record is not None and record.job.status is JobStatus.PENDING
+    assert record.job.nodes == [] and record.protected_by is None
+    assert incident.jobs[0].outcome.startswith("requeued (the incident was escalated)")
+    assert "llama3-70b-pretrain" not in world.gateway_runs()
+
+
+def test_a_cancel_during_the_repair_is_not_undone_by_resume_jobs(world: World) -> None:
+    occupy_spares(world)
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run(
+        "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
+    )
+    outcome, _ = JobLifecycle(world.jobs).cancel("llama3-70b-pretrain", principal="alice")
+    assert outcome
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    record = world.jobs.record("llama3-70b-pretrain")
+    assert record is not None and record.job.status is JobStatus.CANCELLED
+    assert record.job.run == 0 and record.stop_pending  # the scheduler stops what is left
+    plan = world.incidents.get(r["incident_id"]).jobs[0]  # type: ignore[union-attr]
+    assert plan.outcome == (
+        "restart refused: job llama3-70b-pretrain is Cancelled, not Admitted/Running"
+    )
+    assert "llama3-70b-pretrain" not in world.gateway_runs(running=True)  # no zombie
+
+
+def test_a_preemption_during_the_repair_is_not_undone_by_resume_jobs(world: World) -> None:
+    occupy_spares(world)
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run(
+        "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
+    )
+    lease = world.teams.acquire_lease("hyperguard-twin", "a-pass", 60)
+    assert lease is not None
+    assert JobLifecycle(world.jobs).preempt(
+        "llama3-70b-pretrain",
+        reason="for a higher priority",
+        fence=[world.teams.lease_check(lease)],
+    )
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", r=r)
+    record = world.jobs.record("llama3-70b-pretrain")
+    assert record is not None and record.job.status is JobStatus.PREEMPTED
+    assert record.job.nodes == [] and record.job.run == 0
+    plan = world.incidents.get(r["incident_id"]).jobs[0]  # type: ignore[union-attr]
+    assert plan.outcome.startswith("restart refused: job llama3-70b-pretrain is Preempted")
+    assert "llama3-70b-pretrain" not in world.gateway_runs(running=True)
 
 
 def test_a_storm_over_a_fifth_of_the_pool_trips_the_brake(stack: Stack) -> None:
@@ -371,3 +432,59 @@ def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(world: World) -> 
     retired = world.nodes.get(eks)
     assert retired is not None and retired.status.value == "NotFound"
     assert r["resolution"] == "replaced"
+
+
+def test_a_fault_reported_again_while_closing_sends_the_incident_back_to_diagnosis(
+    world: World,
+) -> None:
+    occupy_spares(world)  # the job waits for the reboot and is back on the node after it
+    faulty = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(faulty, kind="gpu")
+    r = world.run(
+        "diagnose",
+        "guard",
+        "cordon",
+        "protect_jobs",
+        "drain",
+        "repair",
+        r=world.open(faulty, Repair.REBOOT),
+    )
+    assert r["action"] == "reboot"
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", r=r)
+    # the node fails again just as the incident is about to close, and is reported
+    world.apis.advance(60)
+    world.cluster.inject_fault(faulty, kind="persistent")
+    world.open(faulty)  # joins the open incident
+    r = world.run("close", r=r)
+    assert r["verdict"] == "rediagnose"
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is not IncidentStatus.RESOLVED
+    r = world.run("diagnose", "guard", "cordon", "protect_jobs", r=r)
+    assert (r["round"], r["verdict"]) == (2, "proceed")
+    assert r["action"] == "replace"  # rebooted within the window: the ladder replaces it
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None
+    assert [(p.job_id, p.round) for p in incident.jobs] == [
+        ("vit-h14-pretrain", 1),
+        ("vit-h14-pretrain", 2),
+    ]
+
+
+def test_a_healthy_node_closes_even_when_late_duplicates_joined(world: World) -> None:
+    faulty = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(faulty, kind="gpu")
+    r = world.run(
+        "diagnose",
+        "guard",
+        "cordon",
+        "protect_jobs",
+        "drain",
+        "repair",
+        r=world.open(faulty, Repair.REBOOT),
+    )
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", r=r)
+    world.open(faulty)  # a late report of the fault that was cured
+    r = world.run("close", r=r)
+    assert (r["verdict"], r["resolution"]) == ("closed", "rebooted")

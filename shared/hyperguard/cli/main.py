@@ -142,6 +142,44 @@ def cmd_twin_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_twin_scenario(args: argparse.Namespace) -> int:
+    from hyperguard.twin.runtime import Twin, TwinConfig
+    from hyperguard.twin.scenarios import elastic_fault
+
+    twin = Twin(
+        TwinConfig(
+            root=ROOT,
+            port=args.port,
+            api_port=args.api_port,
+            time_scale=args.time_scale,
+            hyperpod_nodes=8,
+            burst_nodes=0,
+            seed_jobs=False,
+        )
+    )
+    try:
+        twin.up()
+        result = elastic_fault(twin)
+    finally:
+        twin.down()
+    if args.json:
+        _print_json(result)
+        return 0
+    rows = [{"strategy": name, **values} for name, values in result["strategies"].items()]
+    _table(
+        rows,
+        [
+            "strategy",
+            "lost_gpu_minutes",
+            "replicas_min_seen",
+            "replicas_end",
+            "checkpoint_step_kept",
+            "full_size_again_after_s",
+        ],
+    )
+    return 0
+
+
 def _service(args: argparse.Namespace) -> Any:
     from hyperguard.twin.client import ServiceClient
 
@@ -333,6 +371,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--nodes", type=int, default=16, help="HyperPod nodes to simulate")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
+    p = twin.add_parser(
+        "scenario",
+        help="run a measured scenario on a fresh twin (elastic-fault: one node fault under "
+        "an elastic job, elastic_shrink against wait_for_repair)",
+    )
+    p.add_argument("name", choices=["elastic-fault"])
+    p.add_argument("--port", type=int, default=0, help="AWS emulator port (0: any free)")
+    p.add_argument("--api-port", type=int, default=0, help="HyperGuard API port (0: any free)")
+    p.add_argument(
+        "--time-scale", type=float, default=60.0, help="simulated seconds per wall-clock second"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_twin_scenario)
     for name, func, text in (
         ("status", cmd_twin_status, "what is deployed, what the twin emulates, counters"),
         ("nodes", cmd_twin_nodes, "the simulated cluster's nodes"),

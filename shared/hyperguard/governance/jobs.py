@@ -454,7 +454,7 @@ class JobLifecycle:
             Move.RELEASE,
             job_id,
             Actor.RECOVERY,
-            JobEvent.RESTARTED,
+            JobEvent.RELEASED,
             reason,
             remove=("protected_by",),
             condition="protected_by = :incident",

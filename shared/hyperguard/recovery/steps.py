@@ -389,6 +389,16 @@ class RecoverySteps:
             },
             r,
         )
+        # A job that waits for the repair trains no more until then: an elastic one whose
+        # operator would shrink it on its own is stopped too.
+        round_ = int(r.get("round", 1))
+        for protected in incident.jobs:
+            if (
+                protected.round == round_
+                and protected.strategy == AppliedStrategy.WAIT_FOR_REPAIR.value
+                and not protected.resumed
+            ):
+                self.gateway.stop_job(protected.job_id, before_run=protected.run + 1)
         return r
 
     def repair(self, r: Recovery) -> Recovery:

@@ -49,6 +49,7 @@ class JobEvent(StrEnum):
     STOPPED = "stopped"
     FINISHED = "finished"
     PROTECTED = "protected"
+    RELEASED = "released"
     LOST = "lost"
 
 

@@ -67,6 +67,7 @@ from hyperguard.cluster.workloads import (
     RESUME_STEP_ENV,
 )
 from hyperguard.models import NodeStatus
+from hyperguard.models.jobs import ElasticPolicy
 from hyperguard.twin.clock import Clock
 from hyperguard.twin.kube.store import (
     HYPERPOD_PYTORCH_JOBS,
@@ -163,6 +164,8 @@ class _Happening(StrEnum):
     BOOT_DONE = "boot_done"
     CHECK_DONE = "check_done"
     CLAIM_GONE = "claim_gone"
+    FAULTY_SCALE_DOWN = "faulty_scale_down"
+    """An elastic run's faultyScaleDownTimeoutInSeconds ran out (keyed by the run's uid)."""
 
 
 @dataclass(order=True, frozen=True)
@@ -205,6 +208,8 @@ class Run:
     max_steps: int | None = None
     reference: int = 1
     """Replicas of the job's first run: the size a step's duration is quoted for."""
+    elastic: dict[str, Any] | None = None
+    """A HyperPodPyTorchJob's elasticPolicy: the operator scales it down on a fault."""
 
     def step_time(self, step: timedelta) -> timedelta:
         return step * self.reference / max(len(self.nodes), 1)
@@ -320,12 +325,14 @@ class SimulatedCluster:
             self._effects(Effect("write_checkpoint", (location, step)))
 
     def inject_fault(self, instance_id: str, kind: FaultKind = "gpu") -> None:
-        """Break a node the way hardware does; its health agent reports it."""
+        """Break a node the way hardware does: the training processes on it crash (their
+        pods fail), and its health agent reports the fault."""
         with self._settled() as now:
             instance = self._instance(instance_id)
             self._faults[instance_id] = Fault(kind, heal_on_reboot=kind != "persistent")
             if instance_id not in self._repairs:
                 self._show_health(instance, now)
+            self._lose_pods(instance, now)
             self._report_fault(instance, kind)
 
     def fail_next_repairs(self, error_code: str, count: int = 1) -> None:
@@ -347,7 +354,8 @@ class SimulatedCluster:
             )
             if run is None:
                 raise LookupError(f"no running run of job {job_id}")
-            pod = f"{run.name}-0"
+            pods = sorted(p["metadata"]["name"] for p in self._pods_of(run))
+            pod = pods[0] if pods else run.name
             self._stop_run(run, now, faulty=None, pod=pod, exit_code=exit_code)
 
     def advance(self) -> None:
@@ -400,6 +408,13 @@ class SimulatedCluster:
         with self._settled() as now:
             runs = [r for r in self._runs.values() if r.job_id == job_id]
             return max((r.step_at(now, self._step) for r in runs), default=0)
+
+    def checkpoint_step(self, job_id: str) -> int | None:
+        """The newest checkpoint the job's runs have written (None: none yet)."""
+        with self._settled():
+            locations = {r.location for r in self._runs.values() if r.job_id == job_id}
+            steps = [self._checkpoints[loc] for loc in locations if loc in self._checkpoints]
+            return max(steps, default=None)
 
     def timeline(self, job_id: str) -> list[Progress]:
         """When the job's training started and stopped stepping, at what size, from what
@@ -614,6 +629,10 @@ class SimulatedCluster:
                 self._show_health(instance, due.at)
             case _Happening.CLAIM_GONE if instance is not None:
                 self._terminate_burst(instance)
+            case _Happening.FAULTY_SCALE_DOWN:
+                run = self._runs.get(due.instance_id)
+                if run is not None and run.state == "waiting" and run.elastic is not None:
+                    self._scale_down_faulty(run, due.at)
 
     # ------------------------------------------------------------ nodes
 
@@ -902,7 +921,9 @@ class SimulatedCluster:
             template = replica_spec.get("template", {}).get("spec", {})
             replicas = int(replica_spec.get("replicas", 1))
             kind: RunObjectKind = "HyperPodPyTorchJob"
+            elastic = spec.get("elasticPolicy")
         else:
+            elastic = None
             template = spec.get("template", {}).get("spec", {})
             replicas = int(spec.get("parallelism", 1))
             kind = "Job"
@@ -932,6 +953,7 @@ class SimulatedCluster:
             containers=list(template.get("containers") or []),
             max_steps=int(max_steps) if max_steps else None,
             reference=self._reference.setdefault(job_id, max(len(nodes), 1)),
+            elastic=elastic,
         )
         self._runs[run.uid] = run
         if kind == "HyperPodPyTorchJob":
@@ -1039,13 +1061,18 @@ class SimulatedCluster:
         self, run: Run, now: datetime, *, faulty: Instance | None, pod: str, exit_code: int = 137
     ) -> None:
         """A pod of the run is gone or failed. A node-caused loss (`faulty`) of a job that
-        opted into HyperPod auto-resume waits for its nodes; any other run fails: a batch
+        opted into HyperPod auto-resume waits for its nodes, an elastic one for them or its
+        faultyScaleDownTimeoutInSeconds; any other run fails: a batch
         Job through its podFailurePolicy (a disrupted pod → reason PodFailurePolicy) or its
         backoffLimit 0, a HyperPodPyTorchJob (jobMaxRetryCount 0) with the faulty instance
         named. The job controller removes the run's other pods."""
         self._freeze(run, now)
-        run.state = "waiting" if run.auto_resume and faulty is not None else "failed"
+        waits = faulty is not None and (run.auto_resume or run.elastic is not None)
+        run.state = "waiting" if waits else "failed"
         self._delete_pods_of(run)
+        if waits and run.elastic is not None and not run.auto_resume:
+            timeout = float(run.elastic.get("faultyScaleDownTimeoutInSeconds") or 0)
+            self._schedule(now, timeout, "faulty_scale_down", run.uid)
         at = self._stamp(now)
         status: dict[str, Any]
         if run.kind == "HyperPodPyTorchJob":
@@ -1140,17 +1167,61 @@ class SimulatedCluster:
         replica_spec = _replica_spec(obj)
         names = _pinned_nodes(replica_spec.get("template", {}).get("spec", {}))
         replicas = int(replica_spec.get("replicas", 1))
+        wanted = [names[i % len(names)] for i in range(replicas)] if names else []
+        run.elastic = obj.get("spec", {}).get("elasticPolicy")
+        if run.state == "running" and wanted == run.nodes:
+            return  # the operator already runs it so (its own faulty scale-down)
+        # A graceful scaling event checkpoints first; a run with a rank on a broken node
+        # cannot, and goes back to its last complete checkpoint.
+        graceful = run.state == "running" and all(map(self._ready, run.nodes))
         step = run.step_at(now, self._step)
         self._freeze(run, now)
-        if run.location is not None and step > run.emitted_step:
+        if graceful and run.location is not None and step > run.emitted_step:
             self._write_checkpoint(run, step)
         self._delete_pods_of(run)
-        run.nodes = [names[i % len(names)] for i in range(replicas)] if names else []
+        run.nodes = wanted
+        if not graceful:
+            step = self._checkpoints.get(run.location or "", 0)
         run.anchor_step = run.emitted_step = step
         run.state = "running"
         run.ready_at = now + timedelta(seconds=self.timings.job_restart_s)
         run.restarts += 1
         self._start_pods(run, now)
+
+    def _scale_down_faulty(self, run: Run, now: datetime) -> None:
+        """The operator gave up waiting for the faulty nodes: the job restarts from its last
+        checkpoint at the largest size its elasticPolicy allows on the healthy ones, or
+        fails when that is below its minimum."""
+        assert run.elastic is not None
+        healthy = [n for n in run.nodes if self._ready(n) and self._schedulable(n)]
+        policy = ElasticPolicy.model_validate(run.elastic)
+        size = policy.at_most(len(healthy))
+        if not size:
+            run.state = "failed"
+            at = self._stamp(now)
+            message = "no allowed size left on healthy nodes"
+            self._patch_status(
+                run,
+                {"conditions": [_condition("Failed", True, "NodeFault", at, message)]},
+            )
+            self._report_run(run, "failed", "NodeFault", now)
+            return
+        run.nodes = healthy[:size]
+        run.state = "running"
+        run.anchor_step = run.emitted_step = self._checkpoints.get(run.location or "", 0)
+        run.ready_at = now + timedelta(seconds=self.timings.job_restart_s)
+        run.restarts += 1
+        self._start_pods(run, now)
+        self._patch_status(
+            run,
+            {
+                "elasticScalingStatus": {
+                    "targetReplicas": {REPLICA_SPEC: size},
+                    "isFaultyPodScaleDown": True,
+                    "lastScalingTime": self._stamp(now),
+                }
+            },
+        )
 
     def _report_run(self, run: Run, phase: str, reason: str, now: datetime) -> None:
         """The in-cluster forwarder's event for a run that finished."""

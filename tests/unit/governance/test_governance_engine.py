@@ -473,3 +473,80 @@ def test_from_jobs_builds_the_snapshot_from_job_records() -> None:
     assert set(state.workloads) == {"run", "wait"}
     assert gpus_used(state, "a") == 8
     assert "team a at nominal 8/8" in schedule(state).pending_reasons["wait"]
+
+
+def test_elastic_steps_shrink_and_grow_by_the_policys_sizes() -> None:
+    # increment step 2 from 2: sizes 2, 4, 6 — a job at 6 gives up 2 replicas at a time
+    state = cluster(
+        [quota("a", 56, borrow=0)],
+        7,
+        [
+            running(job("el", "a", 8, replicas=6, min_replicas=2, max_replicas=6, step=2)),
+            job("high", "a", 8, cls="high"),
+        ],
+    )
+    decisions = schedule(state)
+    assert admitted(decisions) == {"high": 1}
+    assert decisions.of_kind(DecisionKind.SHRINK) == []  # a free node was enough
+
+    state = cluster(
+        [quota("a", 48, borrow=0)],
+        6,
+        [
+            running(job("el", "a", 8, replicas=6, min_replicas=2, max_replicas=6, step=2)),
+            job("high", "a", 8, cls="high"),
+        ],
+    )
+    decisions = schedule(state)
+    assert admitted(decisions) == {"high": 1}
+    assert {d.job_id: d.replicas for d in decisions.of_kind(DecisionKind.SHRINK)} == {"el": 4}
+
+
+def test_elastic_growth_takes_only_allowed_sizes() -> None:
+    state = cluster(
+        [quota("a", 56, borrow=0)],
+        7,
+        [running(job("el", "a", 8, replicas=2, discrete=[2, 4, 8]))],
+    )
+    grown = schedule(state).of_kind(DecisionKind.GROW)
+    assert [(d.job_id, d.replicas) for d in grown] == [("el", 4)]  # 8 would not fit in 7
+
+
+def test_elastic_growth_waits_out_the_scaling_timeout() -> None:
+    def grown(scaled_at: float) -> list[tuple[str, int]]:
+        workload = running(job("el", "a", 8, replicas=1, min_replicas=1, max_replicas=2))
+        workload.scaling_timeout_s = 60.0
+        workload.scaled_at = scaled_at
+        state = cluster([quota("a", 16, borrow=0)], 2, [workload], now=1000.0)
+        return [(d.job_id, d.replicas) for d in schedule(state).of_kind(DecisionKind.GROW)]
+
+    assert grown(scaled_at=990.0) == []  # shrunk 10 s ago: not yet
+    assert grown(scaled_at=900.0) == [("el", 2)]
+
+
+def test_idle_capacity_goes_to_elastic_jobs_by_priority_then_fair_share() -> None:
+    quotas = [
+        quota("a", 8, borrow=1000, weight=1),
+        quota("b", 8, borrow=1000, weight=1),
+        quota("idle", 16, strategy="Lend"),
+    ]
+    jobs = [
+        running(job("a-big", "a", 8, replicas=2, min_replicas=1, max_replicas=4, at=1)),
+        running(job("b-small", "b", 8, replicas=1, min_replicas=1, max_replicas=4, at=2)),
+    ]
+    grown = {
+        d.job_id: d.replicas for d in schedule(cluster(quotas, 4, jobs)).of_kind(DecisionKind.GROW)
+    }
+    # one idle node: the team with the smaller share (b: 8 of 32) gets it before a (16)
+    assert grown == {"b-small": 2}
+
+    jobs = [
+        running(
+            job("a-high", "a", 8, replicas=2, min_replicas=1, max_replicas=4, cls="high", at=1)
+        ),
+        running(job("b-low", "b", 8, replicas=1, min_replicas=1, max_replicas=4, at=2)),
+    ]
+    grown = {
+        d.job_id: d.replicas for d in schedule(cluster(quotas, 4, jobs)).of_kind(DecisionKind.GROW)
+    }
+    assert grown == {"a-high": 3}  # priority first

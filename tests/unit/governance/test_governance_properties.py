@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from governance_builders import CLASSES, P5, cluster, job, quota
+from governance_builders import CLASSES, P5, cluster, job, quota, running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +51,7 @@ def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list]:
                     replicas=replicas,
                     min_replicas=1 if elastic else None,
                     max_replicas=replicas + 2 if elastic else None,
+                    step=draw(st.sampled_from([None, 1, 2])) if elastic else None,
                 )
             )
         waves.append(jobs)
@@ -148,3 +149,54 @@ def test_finishing_jobs_never_cause_preemption_ping_pong(case, data) -> None:
         else:
             raise AssertionError("no fixed point")
         assert len(preempted) == len(set(preempted)), preempted
+
+
+@st.composite
+def one_team_contention(draw: st.DrawFn) -> tuple[GovernanceState, str]:
+    """A team at its quota, a mix of lower-priority running jobs (some elastic), and one
+    high-priority job waiting for room."""
+    nodes = draw(st.integers(min_value=2, max_value=10))
+    jobs = []
+    left = nodes
+    index = 0
+    while left > 0:
+        size = draw(st.integers(min_value=1, max_value=left))
+        elastic = draw(st.booleans())
+        floor = draw(st.integers(min_value=1, max_value=size)) if elastic else None
+        workload = job(
+            f"r{index}",
+            "a",
+            8,
+            cls=draw(st.sampled_from(["low", "mid"])),
+            at=float(index),
+            replicas=size,
+            min_replicas=floor,
+            max_replicas=size if elastic else None,
+        )
+        jobs.append(running(workload, since=0.0))
+        left -= size
+        index += 1
+    wanted = draw(st.integers(min_value=1, max_value=nodes))
+    jobs.append(job("urgent", "a", 8, cls="high", replicas=wanted, at=100.0))
+    return cluster([quota("a", nodes * 8, borrow=0)], nodes, jobs), "urgent"
+
+
+@settings(max_examples=300, deadline=None)
+@given(one_team_contention())
+def test_no_job_is_preempted_while_shrinking_elastic_jobs_would_make_room(case) -> None:
+    state, urgent = case
+    workload = state.workloads[urgent]
+    shrinkable = sum(
+        w.admitted - w.floor
+        for w in state.workloads.values()
+        if w.is_elastic and w.admitted and w.priority < workload.priority
+    )
+    decisions = schedule(state)
+    check_preemptions_justified(state, decisions)
+    if shrinkable >= workload.floor:
+        assert decisions.preempted == [], (shrinkable, decisions.actions)
+        assert urgent in {d.job_id for d in decisions.admitted}
+    for victim in decisions.preempted:
+        assert victim.for_job == urgent
+    state.apply(decisions)
+    check_limits(state)

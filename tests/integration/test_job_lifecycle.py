@@ -1,0 +1,151 @@
+"""The job lifecycle on moto: random sequences of moves by every actor never take a job out
+of a terminal status, never leave a job holding quota without nodes (or waiting with
+some), and never run it backwards; restarts keep its size."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from itertools import count
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.conftest import Stack
+
+from hyperguard.governance.jobs import Actor, JobLifecycle, SubmissionRules
+from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.models.jobs import HOLDING_STATUSES, TERMINAL_STATUSES, WAITING_STATUSES
+from hyperguard.store import JobStore, TeamStore
+
+RULES = SubmissionRules(True, frozenset(), 8)
+NODES = ["i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"]
+INCIDENT = "inc-1"
+_ids = count()
+
+MOVES = st.sampled_from(
+    [
+        "admit",
+        "start",
+        "undispatch",
+        "preempt",
+        "shrink",
+        "cancel",
+        "stopped",
+        "succeed",
+        "fail",
+        "requeue_lost",
+        "protect",
+        "restart",
+        "requeue_recovery",
+        "release",
+        "checkpoint",
+    ]
+)
+
+
+def apply(lifecycle: JobLifecycle, teams: TeamStore, job_id: str, move: str, step: int) -> None:
+    record = lifecycle.store.record(job_id)
+    assert record is not None
+    job = record.job
+    lease = teams.acquire_lease("c", f"pass-{step}", 60)
+    assert lease is not None
+    fence = [teams.lease_check(lease)]
+    try:
+        match move:
+            case "admit":
+                lifecycle.admit(
+                    job_id,
+                    nodes=NODES[:2],
+                    pool="workers",
+                    replicas=2,
+                    restart=record.first_admitted_at is not None,
+                    reason="admitted",
+                    fence=fence,
+                )
+            case "start":
+                lifecycle.start(job_id, nodes=job.nodes, pool=job.pool)
+            case "undispatch":
+                lifecycle.undispatch(job_id, "refused")
+            case "preempt":
+                lifecycle.preempt(job_id, reason="preempted", fence=fence)
+            case "shrink":
+                lifecycle.resize(
+                    job_id,
+                    nodes=job.nodes[:1],
+                    by=Actor.SCHEDULER,
+                    reason="shrunk",
+                    grown=False,
+                    fence=fence,
+                )
+            case "cancel":
+                lifecycle.cancel(job_id, principal="someone")
+            case "stopped":
+                lifecycle.stopped(job_id, job.nodes)
+            case "succeed" | "fail":
+                status = JobStatus.SUCCEEDED if move == "succeed" else JobStatus.FAILED
+                lifecycle.finish(record, status, reason=move)
+            case "requeue_lost":
+                lifecycle.requeue(job_id, by=Actor.RECONCILER, run=job.run, reason="lost")
+            case "protect":
+                if job.nodes:
+                    lifecycle.protect(job_id, incident_id=INCIDENT, node=job.nodes[0])
+            case "restart":
+                nodes = [NODES[2], *job.nodes[1:]]
+                lifecycle.restart(
+                    job_id, incident_id=INCIDENT, run=job.run, nodes=nodes, reason="restart"
+                )
+            case "requeue_recovery":
+                lifecycle.requeue(
+                    job_id, by=Actor.RECOVERY, protected_by=INCIDENT, reason="escalated"
+                )
+            case "release":
+                lifecycle.release(job_id, incident_id=INCIDENT, reason="done")
+            case "checkpoint":
+                at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=step)
+                lifecycle.record_checkpoint(
+                    job_id,
+                    Checkpoint(step=step, uri=f"s3://b/step-{step}/", completed_at=at),
+                    history=True,
+                )
+    finally:
+        teams.release_lease(lease)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(MOVES, min_size=1, max_size=25))
+def test_random_moves_keep_the_lifecycles_invariants(stack: Stack, moves: list[str]) -> None:
+    jobs = JobStore(stack.tables["JobsTable"])
+    teams = TeamStore(stack.tables["TeamsTable"])
+    lifecycle = JobLifecycle(jobs)
+    job_id = f"job-{next(_ids)}"
+    lifecycle.submit(
+        Job(job_id=job_id, team="ml", image="i", replicas=2, submitted_at=datetime.now(UTC)),
+        principal="p",
+        rules=RULES,
+    )
+    before = jobs.record(job_id)
+    assert before is not None
+    for step, move in enumerate(moves, start=1):
+        apply(lifecycle, teams, job_id, move, step)
+        after = jobs.record(job_id)
+        assert after is not None
+        status, nodes = after.job.status, after.job.nodes
+        if before.job.status in TERMINAL_STATUSES:
+            assert status is before.job.status, (move, before.job.status, status)
+        if status in HOLDING_STATUSES:
+            assert nodes, (move, status)
+        if status in WAITING_STATUSES:
+            assert not nodes and after.protected_by is None, (move, status)
+        if status is JobStatus.CANCELLED and not after.stop_pending:
+            assert not nodes, move
+        assert after.job.run >= before.job.run
+        if move == "restart" and after.job.run > before.job.run:
+            assert len(nodes) == len(before.job.nodes)  # a restart never changes its size
+        if after.job.last_checkpoint and before.job.last_checkpoint:
+            assert after.job.last_checkpoint.step >= before.job.last_checkpoint.step
+        statuses = [h.status for h in after.history if h.status is not None]
+        assert statuses[-1] is status  # the history's last status is the job's
+        before = after

@@ -1,0 +1,134 @@
+"""The scheduling pass reconciles jobs with their runs on the cluster: completion frees
+quota, a run's own failure ends the job, a lost run resumes from its checkpoint, and a
+node fault is left to node recovery. Progress comes from the checkpoint markers. Hot
+spares are held back. Moto tables, the simulated cluster behind real APIs, manual clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Stack
+from tests.integration.api_harness import Api
+from tests.integration.cluster_harness import BUCKET, ClusterApis
+from tests.integration.conftest import MakeCluster
+from tests.integration.scheduler_harness import running_jobs, scheduler
+
+from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS
+
+GRACE_S = 60
+
+
+def setup(stack: Stack, apis: ClusterApis, **policy: Any) -> Api:
+    RepairPolicyStore(stack.tables["TeamsTable"]).put(
+        NodeRepairConfig.model_validate({"failedRunGraceS": GRACE_S, **policy})
+    )
+    api = Api(stack)
+    api.quota("solo", 16, strategy="DontLend", borrow=None)
+    return api
+
+
+def test_a_finished_job_succeeds_frees_its_quota_and_the_next_job_starts(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    location = f"s3://{BUCKET}/short/"
+    short = api.submit("solo", 8, replicas=2, max_steps=25, checkpoint_location=location).body[
+        "job_id"
+    ]
+    waiting = api.submit("solo", 8, replicas=2).body["job_id"]
+    service = scheduler(stack, apis)
+    assert service.run_pass().admitted == [short]
+    apis.advance(60 + 30 * 12)  # restart overhead, then 12 steps: checkpoint 10 is in S3
+    assert service.run_pass().admitted == []
+    view = api.call("GET", f"/jobs/{short}").body
+    assert view["status"] == "Running" and view["last_checkpoint"]["step"] == 10  # progress
+
+    apis.advance(30 * 14)  # past step 25
+    result = service.run_pass()
+    assert result.succeeded == [short] and result.admitted == [waiting]
+    done = api.call("GET", f"/jobs/{short}").body
+    assert done["status"] == "Succeeded" and done["nodes"] == []
+    assert done["last_checkpoint"]["step"] == 25  # the final checkpoint
+    assert done["run_time_s"] == 60 + 30 * 26
+    assert done["history"][-1]["event"] == "finished"
+    assert done["history"][-1]["details"] == {"run_time_s": 840.0, "restarts": 0}
+    assert running_jobs(apis) == {waiting}
+    teams = {t["team"]: t for t in api.call("GET", "/views/teams").body["teams"]}
+    assert teams["solo"]["gpus_in_use"] == 16  # the waiting job's, not the finished one's
+    assert (teams["solo"]["running_jobs"], teams["solo"]["pending_jobs"]) == (1, 0)
+
+
+def test_a_run_that_fails_by_itself_ends_the_job_after_the_grace(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    job_id = api.submit("solo", 8).body["job_id"]
+    service = scheduler(stack, apis)
+    service.run_pass()
+    apis.advance(120)
+    apis.cluster.fail_job(job_id, exit_code=3)
+    assert service.run_pass().failed == []  # within the grace: a node report may follow
+    apis.advance(GRACE_S)
+    assert service.run_pass().failed == [job_id]
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["status"] == "Failed"
+    assert view["reason"] == (
+        f"failed: PodFailed: pod hyperpod-ns-solo/{view['job_id']}-pods-0 exited with code 3"
+    )
+
+
+def test_a_run_the_cluster_lost_resumes_from_its_checkpoint(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    location = f"s3://{BUCKET}/lost/"
+    job_id = api.submit("solo", 8, checkpoint_location=location).body["job_id"]
+    service = scheduler(stack, apis)
+    service.run_pass()
+    apis.advance(60 + 30 * 15)  # checkpoint 10
+    run = apis.cluster.runs()[job_id]
+    apis.store.delete(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace, user="someone")
+    apis.advance(GRACE_S)
+    result = service.run_pass()
+    assert result.lost == [job_id] and result.admitted == [job_id]  # requeued, re-placed
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["status"] == "Running" and view["run"] == 1 and view["restart_count"] == 1
+    assert [h["event"] for h in view["history"] if h["event"] != "checkpoint"][-3:] == [
+        "lost",
+        "restarted",
+        "dispatched",
+    ]
+    apis.settle()
+    assert apis.cluster.runs()[job_id].anchor_step == 10
+
+
+def test_a_run_killed_by_a_node_fault_is_left_to_node_recovery(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    job_id = api.submit("solo", 8).body["job_id"]
+    service = scheduler(stack, apis)
+    service.run_pass()
+    node = apis.cluster.job_instances(job_id)[0]
+    apis.cluster.inject_fault(node, "persistent")
+    apis.advance(GRACE_S * 10)
+    result = service.run_pass()
+    assert (result.lost, result.failed) == ([], [])
+    assert api.call("GET", f"/jobs/{job_id}").body["status"] == "Running"
+
+
+def test_hot_spares_are_held_back_from_admission(stack: Stack, make_cluster: MakeCluster) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis, hotSpares={"workers": 1})
+    first = api.submit("solo", 8).body["job_id"]
+    second = api.submit("solo", 8).body["job_id"]
+    result = scheduler(stack, apis).run_pass()
+    assert result.admitted == [first] and result.spares == 1
+    reason = api.call("GET", f"/jobs/{second}").body["reason"]
+    assert "installed capacity of ml.p5.48xlarge exhausted" in reason

@@ -1,0 +1,208 @@
+"""Recovery strategies carried out: an elastic job shrinks onto its healthy nodes and grows
+back once the node returns; an asked-for wait_for_repair is honoured even with a spare at
+hand; a job whose template allows burst capacity moves at once. Jobs go through the API and
+the scheduler; recovery's steps run against the simulated cluster's APIs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Stack
+from tests.integration.api_harness import Api
+from tests.integration.cluster_harness import BUCKET, ClusterApis
+from tests.integration.conftest import MakeCluster
+from tests.integration.scheduler_harness import scheduler
+
+from hyperguard.governance.service import SchedulerService
+from hyperguard.inventory import InventorySync
+from hyperguard.messaging import Escalator, EventPublisher
+from hyperguard.models import Action, HealthSignal, Repair, Severity, SignalSource
+from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.recovery.steps import RecoverySteps
+from hyperguard.store import IncidentStore, JobStore, NodeStore
+from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.policy import RepairPolicyStore
+
+ELASTIC = {
+    "minReplicas": 2,
+    "maxReplicas": 4,
+    "replicaIncrementStep": 1,
+    "scalingTimeoutInSeconds": 0,
+    "faultyScaleDownTimeoutInSeconds": 30,
+}
+
+
+class Recovery:
+    def __init__(self, stack: Stack, apis: ClusterApis) -> None:
+        self.apis = apis
+        self.nodes = NodeStore(stack.tables["NodesTable"])
+        self.incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
+        self.sync = InventorySync(self.nodes, apis.gateway, frozenset({"hyperguard-twin"}))
+        publisher = EventPublisher(stack.bus_name)
+        publisher.publish = lambda *a, **k: None  # type: ignore[method-assign]
+        self.steps = RecoverySteps(
+            incidents=self.incidents,
+            nodes=self.nodes,
+            jobs=JobStore(stack.tables["JobsTable"]),
+            policies=RepairPolicyStore(stack.tables["TeamsTable"]),
+            checkpoints=CheckpointStore(),
+            gateway=apis.gateway,
+            publisher=publisher,
+            escalator=Escalator(stack.topic_arn),
+            clock=apis.clock.now,
+        )
+
+    def fault(self, instance_id: str, kind: str = "gpu") -> dict[str, Any]:
+        self.apis.cluster.inject_fault(instance_id, kind)  # type: ignore[arg-type]
+        self.sync.sync()
+        node = self.nodes.get(instance_id)
+        assert node is not None
+        signal = HealthSignal(
+            source=SignalSource.HYPERPOD,
+            kind="hyperpod_node_health",
+            instance_id=instance_id,
+            cluster=node.cluster,
+            severity=Severity.FATAL,
+            action=Action.OPEN_INCIDENT,
+            repair=Repair.REBOOT if kind == "gpu" else Repair.REPLACE,
+            reason="NvidiaXidError",
+            observed_at=self.apis.clock.now(),
+            dedupe_key=f"{instance_id}-{self.apis.clock.now().timestamp()}",
+        )
+        incident, _ = self.incidents.open_or_append(node, signal, self.apis.clock.now())
+        return {"incident_id": incident.incident_id, "instance_id": instance_id}
+
+    def run(self, *steps: str, r: dict[str, Any]) -> dict[str, Any]:
+        for step in steps:
+            self.apis.settle()
+            r = self.steps.run(step, r)
+        return r
+
+    def until_healthy(self, r: dict[str, Any]) -> dict[str, Any]:
+        for _ in range(200):
+            self.apis.advance(30)
+            r = self.steps.run("check_health", r)
+            if r["health"] != "pending":
+                return r
+        raise AssertionError("never healthy")
+
+    def plan(self, r: dict[str, Any]) -> Any:
+        incident = self.incidents.get(r["incident_id"])
+        assert incident is not None
+        return incident.jobs[0]
+
+
+def start(
+    stack: Stack, apis: ClusterApis, *, team_gpus: int, **job: Any
+) -> tuple[Api, SchedulerService, Recovery, str]:
+    RepairPolicyStore(stack.tables["TeamsTable"]).put(NodeRepairConfig())
+    api = Api(stack)
+    api.quota("solo", team_gpus, strategy="DontLend", borrow=None)
+    job_id = api.submit("solo", 8, checkpoint_location=f"s3://{BUCKET}/job/", **job).body["job_id"]
+    service = scheduler(stack, apis)
+    assert service.run_pass().admitted == [job_id]
+    recovery = Recovery(stack, apis)
+    recovery.sync.sync()
+    apis.advance(60 + 30 * 12)  # a checkpoint at step 10
+    return api, service, recovery, job_id
+
+
+def test_an_elastic_job_shrinks_in_place_and_grows_back_when_the_node_returns(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=4)
+    api, service, recovery, job_id = start(
+        stack,
+        apis,
+        team_gpus=32,
+        replicas=4,
+        elastic_policy=ELASTIC,
+        recovery={"strategy": "elastic_shrink"},
+    )
+    faulty = apis.cluster.job_instances(job_id)[-1]
+    r = recovery.run(
+        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
+    )
+    plan = recovery.plan(r)
+    assert (plan.strategy, plan.why) == ("elastic_shrink", "asked for elastic_shrink")
+    assert plan.outcome == "shrunk to 3 replica(s) in place"
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert len(view["nodes"]) == 3 and faulty not in view["nodes"]
+    assert view["protected_by"] is None and view["run"] == 1
+    run = apis.cluster.runs()[job_id]
+    assert run.name == view["job_id"]  # the same HyperPodPyTorchJob, patched
+    assert len(run.nodes) == 3 and run.state == "running"
+    apis.advance(120)
+    assert apis.cluster.step_of(job_id) > 10  # training on at 3 replicas, from step 10
+
+    r = recovery.run("repair", r=r)
+    r = recovery.until_healthy(r)
+    r = recovery.run("return_to_service", "resume_jobs", "close", r=r)
+    assert r["resolution"] == "rebooted"
+    result = service.run_pass()
+    assert result.resized == [job_id]  # grown back into the returned node
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert len(view["nodes"]) == 4 and faulty in view["nodes"]
+    assert [h["event"] for h in view["history"] if h["event"] not in ("checkpoint",)][-4:] == [
+        "protected",
+        "shrunk",
+        "released",
+        "grown",
+    ]
+    apis.settle()
+    assert len(apis.cluster.runs()[job_id].nodes) == 4
+
+
+def test_an_asked_wait_for_repair_is_honoured_with_a_spare_at_hand(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=4)
+    _, _, recovery, job_id = start(
+        stack, apis, team_gpus=32, replicas=2, recovery={"strategy": "wait_for_repair"}
+    )
+    faulty = apis.cluster.job_instances(job_id)[0]
+    r = recovery.run(
+        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
+    )
+    plan = recovery.plan(r)
+    assert (plan.strategy, plan.why, plan.spare) == (
+        "wait_for_repair",
+        "asked for wait_for_repair",
+        None,
+    )
+    assert set(plan.lost_gpu_minutes) == {"wait_for_repair", "hot_spare"}  # spare was there
+    assert job_id not in {r.job_id for r in apis.gateway.job_runs()}  # stopped until then
+
+
+def test_a_development_job_moves_at_once_and_is_placed_again(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2, burst_nodes=4)  # two on-demand, two spot
+    api, service, recovery, job_id = start(
+        stack,
+        apis,
+        team_gpus=16,
+        replicas=2,
+        template="development",
+        recovery={"strategy": "move"},
+    )
+    faulty = apis.cluster.job_instances(job_id)[0]
+    r = recovery.run(
+        "diagnose",
+        "guard",
+        "cordon",
+        "protect_jobs",
+        "drain",
+        r=recovery.fault(faulty, "persistent"),
+    )
+    assert r["moved"] == [job_id]
+    assert recovery.plan(r).outcome == "requeued (move)"
+    assert api.call("GET", f"/jobs/{job_id}").body["status"] == "Pending"
+    result = service.run_pass()
+    assert result.admitted == [job_id]
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["pool"] == "gpu-burst-on-demand"  # HyperPod has one healthy node left
+    assert view["last_checkpoint"]["step"] == 10
+    apis.settle()
+    assert apis.cluster.runs()[job_id].kind == "Job"  # a batch Job on EKS
+    assert apis.cluster.runs()[job_id].anchor_step == 10

@@ -1,0 +1,176 @@
+"""The job lifecycle's rules, the elastic policy's sizes, and how runs are read back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from hyperguard.cluster.workloads import (
+    RunKind,
+    RunPhase,
+    batch_job_manifest,
+    hyperpod_job_manifest,
+    resize_patch,
+    run_status,
+)
+from hyperguard.governance.jobs import RULES, Actor, JobLifecycle, Move, MoveNotAllowedError
+from hyperguard.models import Job, JobStatus
+from hyperguard.models.jobs import TERMINAL_STATUSES, ElasticPolicy
+from hyperguard.store import JobStore
+
+
+def test_no_rule_moves_a_job_out_of_a_terminal_status() -> None:
+    for move, rule in RULES.items():
+        for status in rule.expect & TERMINAL_STATUSES:
+            assert rule.to in (None, status), move
+    # and only cancelling's pod clean-up even looks at a terminal job
+    assert {m for m, r in RULES.items() if r.expect & TERMINAL_STATUSES} == {Move.STOPPED}
+
+
+def test_every_move_names_who_may_ask_and_others_are_refused() -> None:
+    assert RULES[Move.ADMIT].by == {Actor.SCHEDULER}
+    assert RULES[Move.RESTART].by == {Actor.RECOVERY}
+    assert RULES[Move.SUCCEED].by == {Actor.RECONCILER}
+    assert RULES[Move.CANCEL].by == {Actor.API}
+    lifecycle = JobLifecycle(JobStore("-"))
+    with pytest.raises(MoveNotAllowedError, match="api may not resize"):
+        lifecycle.resize("j", nodes=[], by=Actor.API, reason="", grown=False)
+    with pytest.raises(MoveNotAllowedError, match="reconciler may not resize"):
+        lifecycle.resize("j", nodes=[], by=Actor.RECONCILER, reason="", grown=True)
+
+
+@pytest.mark.parametrize(
+    ("policy", "sizes"),
+    [
+        ({"minReplicas": 2, "maxReplicas": 8, "replicaIncrementStep": 2}, [2, 4, 6, 8]),
+        ({"minReplicas": 2, "maxReplicas": 7, "replicaIncrementStep": 2}, [2, 4, 6]),
+        ({"minReplicas": 1, "maxReplicas": 3}, [1, 2, 3]),
+        ({"minReplicas": 2, "maxReplicas": 8, "replicaDiscreteValues": [8, 4, 1]}, [2, 4, 8]),
+    ],
+)
+def test_elastic_sizes_follow_hyperpods_rules(policy: dict[str, Any], sizes: list[int]) -> None:
+    elastic = ElasticPolicy.model_validate(policy)
+    assert elastic.sizes() == sizes
+    assert elastic.at_most(sizes[-1] + 5) == sizes[-1]
+    assert elastic.at_most(sizes[0] - 1) is None
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"minReplicas": 4, "maxReplicas": 2},
+        {
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "replicaIncrementStep": 1,
+            "replicaDiscreteValues": [2],
+        },
+        {"minReplicas": 1, "maxReplicas": 4, "replicaDiscreteValues": [5]},
+        {"minReplicas": 1, "maxReplicas": 4, "replicaDiscreteValues": [2, 2]},
+        {"minReplicas": 0, "maxReplicas": 4},
+        {"minReplicas": 1, "maxReplicas": 4, "scalingTimeoutInSeconds": -1},
+        {"minReplicas": 1, "maxReplicas": 4, "unknownField": 1},
+    ],
+)
+def test_invalid_elastic_policies_are_refused(policy: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ElasticPolicy.model_validate(policy)
+
+
+def _job(**overrides: Any) -> Job:
+    return Job(
+        job_id="llama-pretrain",
+        team="ml",
+        image="repo/llama:1",
+        replicas=2,
+        status=JobStatus.RUNNING,
+        **overrides,
+    )
+
+
+def _with_status(manifest: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    return {**manifest, "status": status, "spec": {**manifest["spec"]}}
+
+
+def condition(kind: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": "2026-11-22T10:00:00Z",
+    }
+
+
+def test_a_batch_run_reads_back_as_pending_running_succeeded_lost_or_failed() -> None:
+    manifest = batch_job_manifest(_job(run=3), ["node-a", "node-b"])
+    pending = run_status(manifest)
+    assert pending is not None
+    assert (pending.job_id, pending.run, pending.kind, pending.replicas) == (
+        "llama-pretrain",
+        3,
+        RunKind.BATCH,
+        2,
+    )
+    assert pending.phase is RunPhase.PENDING  # suspended: Kueue has not admitted it
+    admitted = {**manifest, "spec": {**manifest["spec"], "suspend": False}}
+    assert run_status(_with_status(admitted, {"active": 2})).phase is RunPhase.RUNNING  # type: ignore[union-attr]
+    done = run_status(_with_status(admitted, {"conditions": [condition("Complete")]}))
+    assert done is not None and done.phase is RunPhase.SUCCEEDED
+    assert done.since is not None and done.since.isoformat() == "2026-11-22T10:00:00+00:00"
+    lost = run_status(
+        _with_status(
+            admitted,
+            {"conditions": [condition("Failed", "PodFailurePolicy", "DisruptionTarget ...")]},
+        )
+    )
+    assert lost is not None and lost.phase is RunPhase.LOST
+    failed = run_status(
+        _with_status(admitted, {"conditions": [condition("Failed", "BackoffLimitExceeded")]})
+    )
+    assert failed is not None and failed.phase is RunPhase.FAILED
+    assert failed.reason == "BackoffLimitExceeded"
+
+
+def test_a_hyperpod_run_reads_back_with_the_operators_conditions() -> None:
+    manifest = hyperpod_job_manifest(_job(), ["node-a", "node-b"])
+    assert run_status(manifest).phase is RunPhase.PENDING  # type: ignore[union-attr]
+    spec = {**manifest["spec"], "runPolicy": {**manifest["spec"]["runPolicy"], "suspend": False}}
+    admitted = {**manifest, "spec": spec}
+    running = run_status({**admitted, "status": {"conditions": [condition("Running")]}})
+    assert running is not None and running.phase is RunPhase.RUNNING
+    completed = run_status({**admitted, "status": {"conditions": [condition("Completed")]}})
+    assert completed is not None and completed.phase is RunPhase.SUCCEEDED
+    faulted = {
+        "conditions": [condition("Failed", "NodeFault")],
+        "latestFaultyPodInstanceList": {"faultyInstanceIdList": ["i-0123456789abcdef0"]},
+    }
+    assert run_status({**admitted, "status": faulted}).phase is RunPhase.LOST  # type: ignore[union-attr]
+    crashed = {"conditions": [condition("Failed", "PodFailed", "exited with code 1")]}
+    failed = run_status({**admitted, "status": crashed})
+    assert failed is not None and failed.phase is RunPhase.FAILED
+    assert failed.message == "exited with code 1"
+
+
+def test_objects_hyperguard_did_not_create_are_not_runs() -> None:
+    manifest = batch_job_manifest(_job(), [])
+    del manifest["metadata"]["annotations"]
+    assert run_status(manifest) is None
+    other = batch_job_manifest(_job(), [])
+    other["metadata"]["labels"]["hyperguard.io/run"] = "latest"
+    assert run_status(other) is None
+
+
+def test_a_resize_patch_repins_and_renumbers_a_hyperpod_run() -> None:
+    policy = ElasticPolicy(min_replicas=2, max_replicas=4, faulty_scale_down_timeout_in_seconds=30)
+    patch = resize_patch(_job(elastic_policy=policy, run=2), ["node-a", "node-c", "node-d"])
+    assert patch["metadata"] == {"labels": {"hyperguard.io/run": "2"}}
+    (replicas,) = patch["spec"]["replicaSpecs"]
+    assert (replicas["replicas"], replicas["maxReplicas"]) == (3, 3)
+    assert patch["spec"]["elasticPolicy"] == {
+        "minReplicas": 2,
+        "maxReplicas": 3,
+        "faultyScaleDownTimeoutInSeconds": 30,
+    }
