@@ -306,13 +306,18 @@ def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
     assert "llama3-70b-pretrain" not in world.gateway_runs()
 
 
-def test_a_cancel_during_the_repair_is_not_undone_by_resume_jobs(world: World) -> None:
+def repairing_a_busy_node(world: World) -> dict[str, Any]:
+    """The llama job's node fails with no spare left: its recovery waits for the repair."""
     occupy_spares(world)
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run(
+    return world.run(
         "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
     )
+
+
+def test_a_cancel_during_the_repair_is_not_undone_by_resume_jobs(world: World) -> None:
+    r = repairing_a_busy_node(world)
     outcome, _ = JobLifecycle(world.jobs).cancel("llama3-70b-pretrain", principal="alice")
     assert outcome
     r = world.until_healthy(r)
@@ -328,12 +333,7 @@ def test_a_cancel_during_the_repair_is_not_undone_by_resume_jobs(world: World) -
 
 
 def test_a_preemption_during_the_repair_is_not_undone_by_resume_jobs(world: World) -> None:
-    occupy_spares(world)
-    faulty = busy_node(world)
-    world.cluster.inject_fault(faulty)
-    r = world.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
-    )
+    r = repairing_a_busy_node(world)
     lease = world.teams.acquire_lease("hyperguard-twin", "a-pass", 60)
     assert lease is not None
     assert JobLifecycle(world.jobs).preempt(

@@ -74,16 +74,18 @@ def cmd_events_classify(args: argparse.Namespace) -> int:
 
 
 # ---- twin ---------------------------------------------------------------------------------
-def _start_twin(args: argparse.Namespace) -> Any:
+def _start_twin(args: argparse.Namespace, **config: Any) -> Any:
+    """A twin on the options' ports and clock (and `config`'s overrides), up and ready."""
     from hyperguard.twin.runtime import Twin, TwinConfig
 
+    config.setdefault("hyperpod_nodes", getattr(args, "nodes", 16))
     twin = Twin(
         TwinConfig(
             root=ROOT,
             port=args.port,
             api_port=args.api_port,
             time_scale=args.time_scale,
-            hyperpod_nodes=args.nodes,
+            **config,
         )
     )
     try:
@@ -143,22 +145,10 @@ def cmd_twin_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_twin_scenario(args: argparse.Namespace) -> int:
-    from hyperguard.twin.runtime import Twin, TwinConfig
     from hyperguard.twin.scenarios import elastic_fault
 
-    twin = Twin(
-        TwinConfig(
-            root=ROOT,
-            port=args.port,
-            api_port=args.api_port,
-            time_scale=args.time_scale,
-            hyperpod_nodes=8,
-            burst_nodes=0,
-            seed_jobs=False,
-        )
-    )
+    twin = _start_twin(args, hyperpod_nodes=8, burst_nodes=0, seed_jobs=False)
     try:
-        twin.up()
         result = elastic_fault(twin)
     finally:
         twin.down()

@@ -7,7 +7,8 @@ from enum import StrEnum
 from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.alias_generators import to_camel
+
+from hyperguard.models.camel import CamelModel
 
 
 class JobStatus(StrEnum):
@@ -59,16 +60,10 @@ class AppliedStrategy(StrEnum):
     """The node will not come back as such (drained, EKS capacity): re-placed by the scheduler."""
 
 
-class _Camel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
-    )
-
-
 MAX_REPLICAS = 1024
 
 
-class ElasticPolicy(_Camel):
+class ElasticPolicy(CamelModel):
     """HyperPodPyTorchJob's `spec.elasticPolicy`, names as the HyperPod training operator
     spells them. The job runs with minReplicas + N * replicaIncrementStep replicas, or one
     of replicaDiscreteValues (not both), never above maxReplicas."""

@@ -13,15 +13,14 @@ from typing import Annotated, Self
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from hyperguard.models import Incident, Node, Repair
+from hyperguard.models.camel import CamelModel
 from hyperguard.recovery.strategy import ComponentTimes
 
 ACCELERATOR_CONDITIONS = frozenset({"AcceleratedHardwareReady"})
@@ -32,12 +31,6 @@ class RepairAction(StrEnum):
     REPLACE = "Replace"
     REBOOT = "Reboot"
     NO_ACTION = "NoAction"
-
-
-class _Camel(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
-    )
 
 
 class DeepHealthCheck(StrEnum):
@@ -53,14 +46,14 @@ MAX_SPARES = 64
 POOL_NAME = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$"
 
 
-class NodeRepairConfigOverride(_Camel):
+class NodeRepairConfigOverride(CamelModel):
     node_monitoring_condition: str = Field(min_length=1, max_length=128)
     node_unhealthy_reason: str = Field(min_length=1, max_length=128)
     min_repair_wait_time_mins: int = Field(ge=1, le=WEEK_MINS)
     repair_action: RepairAction
 
 
-class NodeRepairConfig(_Camel):
+class NodeRepairConfig(CamelModel):
     enabled: bool = True
     max_unhealthy_node_threshold_count: int | None = Field(default=None, ge=1, le=100_000)
     max_unhealthy_node_threshold_percentage: int | None = Field(default=20, ge=1, le=100)

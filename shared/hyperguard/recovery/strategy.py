@@ -27,24 +27,20 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from hyperguard.models import Incident, IncidentStatus, Job, Repair
+from hyperguard.models.camel import CamelModel
 from hyperguard.models.jobs import AppliedStrategy, RecoveryStrategy
 
 MIN_SAMPLES = 3
 DAY_S = 86_400
 
 
-class ComponentTimes(BaseModel):
+class ComponentTimes(CamelModel):
     """Seconds each part of a recovery takes. Defaults: HyperPod's published typical
     figures (replace ≈ 15 min, resume ≈ 23.5 min, root cause ≈ 1.5 min; p5.48xlarge) where
     AWS published one; the rest are stated assumptions."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
-    )
 
     detect_s: float = Field(default=90, ge=0, le=DAY_S)
     reboot_s: float = Field(
