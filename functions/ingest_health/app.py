@@ -37,8 +37,13 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def record_handler(record: SQSRecord) -> None:
+    clamped = ingestor.clamped
     for outcome in ingestor.ingest_body(record.body):
         metrics.add_metric(name=f"Signals_{outcome.value}", unit="Count", value=1)
+    if ingestor.clamped > clamped:
+        metrics.add_metric(
+            name="Signals_time_clamped", unit="Count", value=ingestor.clamped - clamped
+        )
 
 
 @logger.inject_lambda_context(correlation_id_path="Records[0].messageId")

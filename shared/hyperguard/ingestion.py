@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -45,6 +45,34 @@ class Outcome(StrEnum):
     """A fault report right after the node's incident closed, while the node is healthy."""
 
 
+MAX_EVENT_AGE = timedelta(days=14)
+"""Older event times are not believed: EventBridge retries for a day, SQS keeps 4 days."""
+MAX_CLOCK_SKEW = timedelta(minutes=10)
+HORIZON = timedelta(days=366)
+"""Scheduled starts and deadlines further than this from now are not believed."""
+
+
+def sane_times(signal: HealthSignal, now: datetime) -> tuple[HealthSignal, dict[str, str]]:
+    """The signal with times outside a sane window replaced, and what was replaced: an event
+    time in the far past or the future becomes now; a scheduled start or deadline more than
+    a year away is dropped (a deadline already past becomes now)."""
+    changes: dict[str, Any] = {}
+    if not now - MAX_EVENT_AGE <= signal.observed_at <= now + MAX_CLOCK_SKEW:
+        changes["observed_at"] = now
+    if signal.not_before is not None and not now - HORIZON <= signal.not_before <= now + HORIZON:
+        changes["not_before"] = None
+    if signal.deadline is not None:
+        if signal.deadline < now:
+            changes["deadline"] = now
+        elif signal.deadline > now + HORIZON:
+            changes["deadline"] = None
+    if not changes:
+        return signal, {}
+    replaced = {name: str(getattr(signal, name)) for name in changes}
+    facts = {**signal.facts, "replaced_times": replaced}
+    return signal.model_copy(update={**changes, "facts": facts}), replaced
+
+
 _URGENCY = {Severity.FATAL: 3, Severity.DEGRADED: 2, Severity.SCHEDULED: 1}
 _FAULTS = frozenset({Severity.FATAL, Severity.DEGRADED})
 
@@ -76,6 +104,8 @@ class HealthIngestor:
     # The EKS cluster that orchestrates the HyperPod cluster and holds the burst pools.
     orchestrator: str = ""
     reopen_window_s: float = 600.0
+    clamped: int = 0
+    """Signals whose times were outside the sane window (sane_times)."""
     clock: Callable[[], datetime] = utcnow
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -104,6 +134,13 @@ class HealthIngestor:
         return self._count(outcomes)
 
     def _apply(self, signal: HealthSignal) -> Outcome:
+        signal, replaced = sane_times(signal, self.clock())
+        if replaced:
+            self.clamped += 1
+            logger.warning(
+                "event times outside the sane window replaced",
+                extra={"kind": signal.kind, "replaced": replaced},
+            )
         if signal.action is Action.IGNORE or signal.instance_id is None:
             logger.info("signal ignored", extra={"kind": signal.kind, "reason": signal.reason})
             return Outcome.IGNORED

@@ -46,6 +46,29 @@ class EventPublisher:
             )
 
 
+SNS_MESSAGE_LIMIT = 262_144
+"""SNS's limit for a message, in bytes."""
+REFERENCE_KEYS = ("incident_id", "instance_id", "kind", "source", "dedupe_key", "observed_at")
+
+
+def sns_message(message: dict[str, Any], limit: int = SNS_MESSAGE_LIMIT) -> str:
+    """The message as JSON; if that is over `limit` bytes, a shorter JSON document that says
+    so, names the record (incident, instance, event) and keeps the start of the original."""
+    text = json.dumps(message, default=str, indent=2)
+    size = len(text.encode())
+    if size <= limit:
+        return text
+    head = {
+        "truncated": True,
+        "original_bytes": size,
+        "refers_to": {k: message[k] for k in REFERENCE_KEYS if k in message},
+    }
+    room = limit - len(json.dumps({**head, "excerpt": ""}, default=str).encode()) - 64
+    excerpt = text.encode()[: max(room // 2, 0)].decode("utf-8", "ignore")
+    # json escaping can grow the excerpt; halving the room keeps the result under `limit`
+    return json.dumps({**head, "excerpt": excerpt}, default=str)
+
+
 class Escalator:
     """Tells operators, through the SNS escalation topic."""
 
@@ -56,10 +79,14 @@ class Escalator:
     def notify(self, subject: str, message: dict[str, Any]) -> None:
         sns = self._sns or client("sns")
         sns.publish(
-            TopicArn=self.topic_arn,
-            Subject=subject[:100],
-            Message=json.dumps(message, default=str, indent=2),
+            TopicArn=self.topic_arn, Subject=_subject(subject), Message=sns_message(message)
         )
+
+
+def _subject(text: str) -> str:
+    """SNS subjects: at most 100 printable ASCII characters, no line breaks."""
+    printable = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
+    return printable[:100] or "HyperGuard"
 
 
 class RecoveryWorkflows:

@@ -76,6 +76,7 @@ class Api:
         self.teams = TeamStore(stack.tables["TeamsTable"])
         self.nodes = NodeStore(stack.tables["NodesTable"])
         self.incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
+        self.policies = RepairPolicyStore(stack.tables["TeamsTable"])
         self.wakeup = RecordingWakeup()
         self.node_actions = RecordingNodeActions()
         self.app = create_app(
@@ -87,7 +88,7 @@ class Api:
                 node_actions=self.node_actions,
                 wakeup=self.wakeup,
                 catalogue=catalogue(),
-                policies=RepairPolicyStore(stack.tables["TeamsTable"]),
+                policies=self.policies,
                 admin_principals=frozenset({ADMIN}),
                 clock=clock or (lambda: datetime.now(UTC)),
             )
@@ -104,7 +105,7 @@ class Api:
         principal: str = ADMIN,
         headers: dict[str, str] | None = None,
         query: dict[str, str] | None = None,
-        raw: str | None = None,
+        raw: str | bytes | None = None,
     ) -> Reply:
         payload = raw if raw is not None else (json.dumps(body) if body is not None else "")
         event = self.proxy.event(
@@ -112,7 +113,7 @@ class Api:
             path,
             headers=[("X-HyperGuard-Principal", principal), *(headers or {}).items()],
             query=list((query or {}).items()),
-            body=payload.encode(),
+            body=payload.encode() if isinstance(payload, str) else payload,
         )
         assert event is not None, f"no route for {path}"
         result = self.app.resolve(event, None)

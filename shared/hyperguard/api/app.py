@@ -9,7 +9,14 @@ mapped in hyperguard.api.errors.
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, content_types
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.api.auth import Caller, resolve_caller
 from hyperguard.api.deps import ApiDependencies
@@ -18,10 +25,59 @@ from hyperguard.api.routes import incidents, jobs, policy, teams, views
 
 TITLE = "HyperGuard API"
 VERSION = "1.0.0"
+MAX_BODY = 65_536
+"""Bytes a request body may have: far above any valid body (a job's command is capped at
+16 KB), far below what makes an item, a pass or a log line fail."""
+
+
+def body_problem(event: Mapping[str, Any]) -> tuple[int, str, str] | None:
+    """Why a request's body is refused before any route parses it: sent as something other
+    than JSON (415), too large (413) or not UTF-8 text (400); and the field at fault."""
+    raw = event.get("body") or ""
+    if not isinstance(raw, str):
+        return 400, "the request body is not UTF-8 text", "body"
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    media = headers.get("content-type", "").split(";")[0].strip().lower()
+    if raw and media and media != content_types.APPLICATION_JSON:
+        return (
+            415,
+            f"send the body as {content_types.APPLICATION_JSON}, not {media}",
+            "Content-Type",
+        )
+    if event.get("isBase64Encoded"):
+        try:
+            data = base64.b64decode(raw, validate=True)
+            data.decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return 400, "the request body is not UTF-8 text", "body"
+        size = len(data)
+    else:
+        size = len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_BODY:
+        return 413, f"the request body is over {MAX_BODY} bytes", "body"
+    return None
+
+
+class HyperGuardResolver(APIGatewayRestResolver):
+    """The REST resolver, refusing bodies no route should parse before validation runs."""
+
+    def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        problem = body_problem(event)
+        if problem is None:
+            return super().resolve(event, context)
+        status, message, field = problem
+        body = json.dumps({"error": message, "field": field})
+        return {
+            "statusCode": status,
+            "headers": {"Content-Type": content_types.APPLICATION_JSON},
+            "multiValueHeaders": {"Content-Type": [content_types.APPLICATION_JSON]},
+            "body": body,
+            "isBase64Encoded": False,
+        }
 
 
 def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = HyperGuardResolver(enable_validation=True)
     register_error_handlers(app)
 
     def caller() -> Caller:

@@ -11,7 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 
 from hyperguard.catalogue import UnknownInstanceTypeError
 from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
@@ -63,7 +66,7 @@ class NodeActionsUnavailableError(ApiError):
     status = 501
 
 
-def _error(status: int, message: str, field: str | None, **extra: Any) -> Response[Any]:
+def error_response(status: int, message: str, field: str | None, **extra: Any) -> Response[Any]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -119,27 +122,33 @@ def register_error_handlers(app: APIGatewayRestResolver) -> None:
     def invalid(exc: RequestValidationError) -> Response[Any]:
         errors = list(exc.errors())
         if any(e.get("type") == "json_invalid" for e in errors):
-            return _error(400, "the request body is not valid JSON", "body")
+            return error_response(400, "the request body is not valid JSON", "body")
         details = [
             {"field": _field(e.get("loc", ("body",))), "message": str(e.get("msg", ""))}
             for e in errors
         ]
         first = details[0]
-        return _error(422, f"{first['field']}: {first['message']}", first["field"], details=details)
+        return error_response(
+            422, f"{first['field']}: {first['message']}", first["field"], details=details
+        )
+
+    def unsupported(exc: RequestUnsupportedContentType) -> Response[Any]:
+        return error_response(415, "send the body as application/json", "Content-Type")
 
     def known(exc: Exception) -> Response[Any]:
         status, message, field = _mapped(exc)
-        return _error(status, message, field)
+        return error_response(status, message, field)
 
     def unexpected(exc: Exception) -> Response[Any]:
         logger.exception("unhandled API error")
-        return _error(500, "internal error", None)
+        return error_response(500, "internal error", None)
 
     def no_route(exc: Exception) -> Response[Any]:
         event = app.current_event
-        return _error(404, f"no route {event.http_method} {event.path}", None)
+        return error_response(404, f"no route {event.http_method} {event.path}", None)
 
     app.exception_handler(RequestValidationError)(invalid)
+    app.exception_handler(RequestUnsupportedContentType)(unsupported)
     app.exception_handler(list(_MAPPED))(known)
     app.exception_handler(Exception)(unexpected)
     app.not_found(no_route)

@@ -7,15 +7,25 @@ like the `Job` model they come from.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from hyperguard.models import Checkpoint, JobStatus
+from hyperguard.models import Checkpoint, Incident, JobStatus
 from hyperguard.models.governance import (
     NAME_PATTERN,
+    TEAM_NAME_PATTERN,
     ActivationState,
     AwsShape,
     ComputeQuota,
@@ -29,6 +39,10 @@ from hyperguard.models.jobs import MAX_REPLICAS, ElasticPolicy, JobRecovery
 from hyperguard.store.jobs import JobHistoryEntry, JobRecord
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
+MAX_ARGUMENT = 4096
+MAX_COMMAND = 16384
+MAX_STEP = 10**15
+"""Larger than any training's step count; DynamoDB numbers stop at 38 digits."""
 IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,128}$"
 INSTANCE_ID = r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$"
 
@@ -67,7 +81,10 @@ class JobSubmission(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     team: str | None = Field(
-        default=None, description="defaults to the caller's team; admins must name one"
+        default=None,
+        pattern=TEAM_NAME_PATTERN,
+        max_length=63,
+        description="defaults to the caller's team; admins must name one",
     )
     name: str | None = Field(
         default=None,
@@ -76,10 +93,14 @@ class JobSubmission(BaseModel):
         description="your name for the job (need not be unique); HyperGuard gives it an id",
     )
     priority_class: str | None = Field(
-        default=None, description="a PriorityClasses name; none → the lowest priority"
+        default=None,
+        max_length=63,
+        description="a PriorityClasses name; none → the lowest priority",
     )
     template: JobTemplate = JobTemplate.PRODUCTION
-    instance_type: str | None = Field(default=None, description="e.g. ml.p5.48xlarge")
+    instance_type: str | None = Field(
+        default=None, min_length=1, max_length=64, description="e.g. ml.p5.48xlarge"
+    )
     accelerator: AcceleratorKind | None = Field(
         default=None, description="instead of instance_type: the accelerator kind"
     )
@@ -99,14 +120,21 @@ class JobSubmission(BaseModel):
         default=None, ge=1, le=10**9, description="the training's length in steps, if known"
     )
     image: str = Field(min_length=1, max_length=1024)
-    command: list[str] = Field(default_factory=list, max_length=256)
-    checkpoint_location: str | None = Field(default=None, pattern=S3_URI)
+    command: list[Annotated[str, StringConstraints(max_length=MAX_ARGUMENT)]] = Field(
+        default_factory=list,
+        max_length=256,
+        description=f"at most 256 arguments of at most {MAX_ARGUMENT} characters, "
+        f"{MAX_COMMAND} in all",
+    )
+    checkpoint_location: str | None = Field(default=None, max_length=1024, pattern=S3_URI)
     auto_resume: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSubmission:
         if (self.instance_type is None) == (self.accelerator is None):
             raise ValueError("name exactly one of instance_type and accelerator")
+        if sum(len(argument) for argument in self.command) > MAX_COMMAND:
+            raise ValueError(f"command is longer than {MAX_COMMAND} characters in all")
         policy = self.elastic_policy
         if policy is not None and self.replicas not in policy.sizes():
             raise ValueError(
@@ -119,9 +147,20 @@ class JobSubmission(BaseModel):
 class CheckpointReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0)
-    uri: str = Field(pattern=S3_URI)
-    completed_at: datetime | None = Field(default=None, description="defaults to now")
+    step: int = Field(ge=0, le=MAX_STEP)
+    uri: str = Field(max_length=1024, pattern=S3_URI)
+    completed_at: AwareDatetime | None = Field(
+        default=None, description="defaults to now; between 2000 and a day from now"
+    )
+
+    @field_validator("completed_at")
+    @classmethod
+    def _plausible(cls, value: datetime | None) -> datetime | None:
+        if value is not None and not (
+            datetime(2000, 1, 1, tzinfo=UTC) <= value <= datetime.now(UTC) + timedelta(days=1)
+        ):
+            raise ValueError("completed_at must be between 2000 and a day from now")
+        return value
 
 
 class JobView(BaseModel):
@@ -263,7 +302,7 @@ class SchedulerConfigView(AwsShape):
 class PrincipalGrantBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    principal_arn: str = Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$")
+    principal_arn: str = Field(max_length=1000, pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$")
     team: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$")
     admin: bool = False
 
@@ -320,8 +359,19 @@ class PriorityClassViews(BaseModel):
 
 
 # -- incidents and nodes ------------------------------------------------------------------
+class IncidentView(Incident):
+    """An incident as the API shows it: task tokens are never shown, and a team member sees
+    only their teams' jobs in `jobs`."""
+
+    task_token: str | None = Field(default=None, exclude=True)
+    wait_token: str | None = Field(default=None, exclude=True)
+    signals: list[dict[str, Any]] | None = Field(
+        default=None, description="the reports that joined it (in GET /incidents/{id})"
+    )
+
+
 class IncidentList(BaseModel):
-    incidents: list[dict[str, Any]]
+    incidents: list[IncidentView]
 
 
 class NodeActionRequest(BaseModel):
@@ -330,7 +380,10 @@ class NodeActionRequest(BaseModel):
     action: Literal["cordon", "uncordon", "reboot", "replace", "veto", "approve"]
     reason: str | None = Field(default=None, min_length=1, max_length=1024)
     incident_id: str | None = Field(
-        default=None, description="approve: defaults to the node's open incident"
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="approve: defaults to the node's open incident",
     )
 
     @model_validator(mode="after")

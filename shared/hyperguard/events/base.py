@@ -60,7 +60,10 @@ class EventEnvelope(EventBridgeModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     version: str = "0"
-    resources: list[str] = Field(default_factory=list)
+    id: str = Field(min_length=1, max_length=256)
+    source: str = Field(min_length=1, max_length=256)
+    detail_type: str = Field(alias="detail-type", min_length=1, max_length=256)
+    resources: list[str] = Field(default_factory=list, max_length=100)
     time: UtcDatetime
 
 
@@ -93,10 +96,15 @@ def malformed_field(event: Mapping[str, Any], field: str, problem: str) -> Malfo
 
 
 def new_signal(envelope: EventEnvelope, **fields: Any) -> HealthSignal:
-    """A signal for one report: observed when the event says, keyed by the event id."""
+    """A signal for one report: observed when the event says, keyed by the event id. A value
+    out of the signal's bounds (an instance id that is not one) makes the event malformed."""
     fields.setdefault("observed_at", envelope.time)
     fields.setdefault("dedupe_key", envelope.id)
-    return HealthSignal(**fields)
+    try:
+        return HealthSignal(**fields)
+    except ValidationError as error:
+        event = {"source": envelope.source, "detail-type": envelope.detail_type, "id": envelope.id}
+        raise malformed(event, error) from error
 
 
 def _text(value: object) -> str | None:

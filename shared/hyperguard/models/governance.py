@@ -13,12 +13,13 @@ DescribeComputeQuota adds are `version` (ComputeQuotaVersion) and `status` (Stat
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_pascal
 
 from hyperguard.catalogue import InstanceCatalogue, InstanceSpec, ml_name
+from hyperguard.models.camel import DECIMALS
 
 NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 TEAM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$"
@@ -32,6 +33,12 @@ class AwsShape(BaseModel):
         serialize_by_alias=True,
         alias_generator=to_pascal,
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _rounded(cls, value: Any) -> Any:
+        # DynamoDB stores no number below 1e-130; nothing here needs finer than 1e-6.
+        return round(value, DECIMALS) if isinstance(value, float) else value
 
 
 class SharingStrategy(StrEnum):
@@ -72,17 +79,24 @@ class ComputeQuotaStatus(StrEnum):
     DELETED = "Deleted"
 
 
+MAX_INSTANCES = 100_000
+"""Upper bound of every per-quota amount (instances, and the accelerators, vCPU and GiB of
+that many of the largest instance): keeps numbers inside what DynamoDB stores."""
+
+
 class AcceleratorPartitionConfig(AwsShape):
-    type: str = Field(min_length=1, description="MIG profile, e.g. mig-1g.10gb")
-    count: int = Field(ge=0)
+    type: str = Field(min_length=1, max_length=64, description="MIG profile, e.g. mig-1g.10gb")
+    count: int = Field(ge=0, le=MAX_INSTANCES * 64)
 
 
 class ComputeQuotaResourceConfig(AwsShape):
-    instance_type: str = Field(min_length=1)
-    count: int | None = Field(default=None, ge=0, description="whole instances")
-    accelerators: int | None = Field(default=None, ge=0)
-    vcpu: float | None = Field(default=None, ge=0, alias="VCpu")
-    memory_in_gib: float | None = Field(default=None, ge=0, alias="MemoryInGiB")
+    instance_type: str = Field(min_length=1, max_length=64)
+    count: int | None = Field(default=None, ge=0, le=MAX_INSTANCES, description="whole instances")
+    accelerators: int | None = Field(default=None, ge=0, le=MAX_INSTANCES * 64)
+    vcpu: float | None = Field(default=None, ge=0, le=MAX_INSTANCES * 1024, alias="VCpu")
+    memory_in_gib: float | None = Field(
+        default=None, ge=0, le=MAX_INSTANCES * 32768, alias="MemoryInGiB"
+    )
     accelerator_partition: AcceleratorPartitionConfig | None = None
 
 

@@ -25,6 +25,7 @@ class ProtectedJob(BaseModel):
     """A job that was on the node when the incident began, and what recovery does with it."""
 
     job_id: str
+    team: str | None = Field(default=None, description="the job's team (who may see it)")
     strategy: str = Field(
         description="wait_for_repair | hot_spare | elastic_shrink | move | "
         "hyperpod_auto_resume | requeue"

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_REASON = 1000
+MAX_FACT = 2000
+MAX_FACTS_JSON = 16_384
+"""A signal's facts are kept on its incident and signal items: bounded so that a large
+event (a HyperPod cluster event carries whole messages) never outgrows an item."""
+
+
+def bounded(value: Any) -> Any:
+    """Strings cut to MAX_FACT characters; containers whose JSON is larger than
+    MAX_FACTS_JSON replaced by a note of their size."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_FACT else value[: MAX_FACT - 1] + "…"
+    if isinstance(value, dict | list):
+        size = len(json.dumps(value, default=str))
+        if size > MAX_FACTS_JSON:
+            return f"<{type(value).__name__} of {size} bytes, not kept>"
+        if isinstance(value, dict):
+            return {str(k)[:MAX_FACT]: bounded(v) for k, v in value.items()}
+        return [bounded(v) for v in value]
+    return value
 
 
 class SignalSource(StrEnum):
@@ -55,14 +77,14 @@ class HealthSignal(BaseModel):
 
     source: SignalSource
     kind: str = Field(description="source-specific kind, e.g. spot_interruption")
-    instance_id: str | None
-    cluster: str | None = None
+    instance_id: str | None = Field(pattern=r"^i-[0-9A-Za-z]{1,40}$")
+    cluster: str | None = Field(default=None, max_length=256)
     severity: Severity
     action: Action
     repair: Repair
     reason: str
     observed_at: datetime
-    dedupe_key: str
+    dedupe_key: str = Field(min_length=1, max_length=300)
     not_before: datetime | None = Field(
         default=None, description="scheduled changes: when the change starts"
     )
@@ -72,3 +94,14 @@ class HealthSignal(BaseModel):
     facts: dict[str, Any] = Field(
         default_factory=dict, description="source facts worth keeping (condition, codes)"
     )
+
+    @field_validator("reason")
+    @classmethod
+    def _short_reason(cls, value: str) -> str:
+        return value if len(value) <= MAX_REASON else value[: MAX_REASON - 1] + "…"
+
+    @field_validator("facts")
+    @classmethod
+    def _bounded_facts(cls, value: dict[str, Any]) -> dict[str, Any]:
+        kept = bounded(value)
+        return kept if isinstance(kept, dict) else {"facts": kept}

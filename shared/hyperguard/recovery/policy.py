@@ -68,7 +68,7 @@ class NodeRepairConfig(CamelModel):
     other_fault_wait_mins: float = Field(default=30, ge=0, le=WEEK_MINS)
     repeat_fault_window_mins: float = Field(default=1440, ge=0, le=WEEK_MINS)
     scheduled_change_lead_mins: float = Field(default=60, ge=0, le=WEEK_MINS)
-    health_budget_mins: float = Field(default=45, gt=0, le=WEEK_MINS)
+    health_budget_mins: float = Field(default=45, ge=0.001, le=WEEK_MINS)
     drain_deadline_s: float = Field(default=120, ge=0, le=3600)
     # A Wait state's SecondsPath must be a whole number of seconds.
     poll_interval_s: int = Field(default=30, ge=1, le=3600)

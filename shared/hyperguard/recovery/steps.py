@@ -337,6 +337,7 @@ class RecoverySteps:
             planned.append(
                 ProtectedJob(
                     job_id=job.job_id,
+                    team=job.team,
                     strategy=choice.strategy.value,
                     why=choice.why,
                     lost_gpu_minutes=choice.lost_gpu_minutes,

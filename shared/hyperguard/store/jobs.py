@@ -25,14 +25,19 @@ from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import ACTIVE_STATUSES
 from hyperguard.store.codec import TableStore, decimals, plain, scan_all, to_item
 
-MAX_HISTORY = 500
+MAX_HISTORY = 150
+"""History entries a job keeps (status changes and checkpoints alike); later ones are
+counted in `history_dropped`. With entries of at most ~1 KB (MAX_REASON, MAX_LISTED) and
+a bounded job spec, an item stays far below DynamoDB's 400 KB."""
+MAX_REASON = 500
+MAX_LISTED = 16
 
 
 class JobEvent(StrEnum):
@@ -53,12 +58,35 @@ class JobEvent(StrEnum):
     LOST = "lost"
 
 
+def short(text: str, limit: int = MAX_REASON) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _compact(value: Any) -> Any:
+    """Long lists (a 1,024-node placement) become their first entries and their count."""
+    if isinstance(value, list) and len(value) > MAX_LISTED:
+        return {"first": value[:MAX_LISTED], "count": len(value)}
+    if isinstance(value, str):
+        return short(value)
+    return value
+
+
 class JobHistoryEntry(BaseModel):
     at: datetime
     event: JobEvent
     status: JobStatus | None = None
     reason: str = ""
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("reason")
+    @classmethod
+    def _short_reason(cls, value: str) -> str:
+        return short(value)
+
+    @field_validator("details")
+    @classmethod
+    def _small_details(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return {key: _compact(item) for key, item in value.items()}
 
 
 class JobRecord(BaseModel):
@@ -79,6 +107,8 @@ class JobRecord(BaseModel):
     """When the job last changed size (elastic jobs: scalingTimeoutInSeconds counts from it)."""
     run_time_s: float | None = None
     """Set when the job ends: seconds from its first admission to its end."""
+    history_dropped: int = 0
+    """History entries not kept because the history was full (MAX_HISTORY)."""
 
 
 class TransitionOutcome(StrEnum):
@@ -265,17 +295,64 @@ class JobStore(TableStore):
         to its history, set/remove/add the given attributes, all in one write. With `checks`
         (TransactWriteItems ConditionChecks) the write is a transaction that also fails
         when any check does. Only hyperguard.governance.jobs calls this."""
-        names = {"#status": "status"}
-        values: dict[str, Any] = {
-            ":entry": _entry(entry),
-            ":empty": [],
-            ":reason": entry.reason,
-        }
-        clauses = [
-            "history = list_append(if_not_exists(history, :empty), :entry)",
-            "#reason = :reason",
-        ]
-        names["#reason"] = "reason"
+        full = self._apply_transition(
+            job_id,
+            expect,
+            status,
+            entry,
+            sets,
+            remove,
+            add,
+            checks,
+            condition,
+            condition_values,
+            condition_names,
+            history=True,
+        )
+        if full is not TransitionOutcome.STALE:
+            return full
+        # The condition failed: the job moved on, or its history is full. Once more without
+        # the history entry (counted as dropped): still refused if the job moved on.
+        return self._apply_transition(
+            job_id,
+            expect,
+            status,
+            entry,
+            sets,
+            remove,
+            add,
+            checks,
+            condition,
+            condition_values,
+            condition_names,
+            history=False,
+        )
+
+    def _apply_transition(
+        self,
+        job_id: str,
+        expect: Collection[JobStatus],
+        status: JobStatus | None,
+        entry: JobHistoryEntry,
+        sets: dict[str, Any] | None,
+        remove: Collection[str],
+        add: dict[str, int] | None,
+        checks: list[dict[str, Any]] | None,
+        condition: str | None,
+        condition_values: dict[str, Any] | None,
+        condition_names: dict[str, str] | None,
+        *,
+        history: bool,
+    ) -> TransitionOutcome:
+        names = {"#status": "status", "#reason": "reason"}
+        values: dict[str, Any] = {":reason": entry.reason}
+        clauses = ["#reason = :reason"]
+        increments = dict(add or {})
+        if history:
+            clauses.append("history = list_append(if_not_exists(history, :empty), :entry)")
+            values |= {":entry": _entry(entry), ":empty": [], ":max": MAX_HISTORY}
+        else:
+            increments["history_dropped"] = increments.get("history_dropped", 0) + 1
         if status is not None:
             clauses.append("#status = :status")
             values[":status"] = status.value
@@ -288,17 +365,19 @@ class JobStore(TableStore):
             for index, name in enumerate(remove):
                 names[f"#r{index}"] = name
             expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(remove)))
-        if add:
-            for index, (name, amount) in enumerate(add.items()):
-                names[f"#n{index}"] = name
-                values[f":n{index}"] = amount
-            expression += " ADD " + ", ".join(f"#n{i} :n{i}" for i in range(len(add)))
+        for index, (name, amount) in enumerate(increments.items()):
+            names[f"#n{index}"] = name
+            values[f":n{index}"] = amount
+        if increments:
+            expression += " ADD " + ", ".join(f"#n{i} :n{i}" for i in range(len(increments)))
         expected = sorted(s.value for s in expect)
         for index, value in enumerate(expected):
             values[f":e{index}"] = value
         expression_condition = (
             "#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")"
         )
+        if history:
+            expression_condition += " AND (attribute_not_exists(history) OR size(history) < :max)"
         if condition:
             expression_condition += f" AND ({condition})"
             values.update(condition_values or {})
@@ -343,7 +422,7 @@ class JobStore(TableStore):
                 + ")",
                 ExpressionAttributeNames={"#reason": "reason", "#status": "status"},
                 ExpressionAttributeValues={
-                    ":r": reason,
+                    ":r": short(reason),
                     **{f":e{i}": v for i, v in enumerate(expected)},
                 },
             )

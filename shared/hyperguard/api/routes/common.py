@@ -8,10 +8,13 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel, Field
 
 from hyperguard.api.auth import Caller
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 
+JSON = content_types.APPLICATION_JSON
 CallerOf = Callable[[], Caller]
 """Authenticates the current request's caller."""
 
@@ -31,8 +34,59 @@ def ok(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> R
 
 
 def no_content() -> Response[None]:
-    return Response(status_code=204, content_type=content_types.APPLICATION_JSON, body=None)
+    return Response(status_code=204, body=None)
 
 
 def new_router() -> Router:
     return Router()  # type: ignore[no-untyped-call]  # powertools leaves __init__ untyped
+
+
+class ErrorDetail(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error the API answers with (hyperguard.api.errors)."""
+
+    error: str = Field(description="what is wrong, in words")
+    field: str | None = Field(description="the request field at fault, if one is")
+    details: list[ErrorDetail] | None = Field(
+        default=None, description="validation errors: one entry per invalid field"
+    )
+
+
+_ERRORS: dict[int, str] = {
+    400: "The body is not JSON or not UTF-8, or a token was not issued by this API",
+    403: "The caller is not mapped to a team, not an admin, or acts for another team",
+    404: "No such resource (another team's job reads as missing)",
+    409: "The resource changed or is in a state that refuses this (the message says which)",
+    413: "The request body is over 64 KiB",
+    415: "The body is not sent as application/json",
+    422: "A field fails validation (`field` names it; `details` lists every one)",
+    501: "Node actions are not wired in this deployment",
+}
+
+
+def responses(
+    success: int,
+    model: Any | None,
+    *errors: int,
+    description: str = "Success",
+    also: dict[int, str] | None = None,
+) -> dict[int, OpenAPIResponse]:
+    """The OpenAPI responses of a route: its success (with `model`'s schema; `also`: other
+    success codes with the same body) and every error status it can answer with, each with
+    the error body. 403 and 422 apply to every route."""
+    documented: dict[int, OpenAPIResponse] = {}
+    for code, text in {success: description, **(also or {})}.items():
+        documented[code] = (
+            {"description": text, "content": {JSON: {"model": model}}}
+            if model is not None
+            else {"description": text, "content": {}}  # no body (else the return type's)
+        )
+    if 413 in errors:  # the routes with a body
+        errors = (*errors, 415)
+    for code in sorted({403, 422, *errors}):
+        documented[code] = {"description": _ERRORS[code], "content": {JSON: {"model": ErrorBody}}}
+    return documented

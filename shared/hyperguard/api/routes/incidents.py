@@ -8,39 +8,74 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
+from hyperguard.api.auth import Caller
 from hyperguard.api.deps import ApiDependencies
 from hyperguard.api.errors import NodeActionRejectedError, NotFoundError
-from hyperguard.api.models import INSTANCE_ID, IncidentList, NodeActionRequest, NodeActionResult
-from hyperguard.api.routes.common import CallerOf, Limit, new_router, ok
+from hyperguard.api.models import (
+    INSTANCE_ID,
+    IncidentList,
+    IncidentView,
+    NodeActionRequest,
+    NodeActionResult,
+)
+from hyperguard.api.routes.common import CallerOf, Limit, new_router, ok, responses
+from hyperguard.models import Incident
 
 TOKENS = {"task_token", "wait_token"}
 """Step Functions task tokens: whoever holds one can resume a paused recovery."""
 
 
+def _shown(
+    incident: Incident, who: Caller, signals: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The incident as `who` may see it: never its task tokens; a team member only the
+    jobs of their own team (another team's job ids and checkpoint locations stay hidden,
+    as GET /jobs/{id} hides them)."""
+    shown = incident.model_dump(mode="json", exclude=TOKENS | {"jobs"})
+    shown["jobs"] = [
+        job.model_dump(mode="json")
+        for job in incident.jobs
+        if who.admin or (job.team is not None and who.may_see_team(job.team))
+    ]
+    if signals is not None:
+        shown["signals"] = signals
+    return shown
+
+
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
-    @router.get("/incidents", summary="Incidents, newest first", tags=["incidents"])
+    @router.get(
+        "/incidents",
+        summary="Incidents, newest first",
+        tags=["incidents"],
+        responses=responses(200, IncidentList),
+    )
     def list_incidents(limit: Limit = 50) -> Response[IncidentList]:
-        caller()
-        incidents = [
-            i.model_dump(mode="json", exclude=TOKENS) for i in deps.incidents.recent(limit)
-        ]
-        return ok(IncidentList(incidents=incidents))
+        who = caller()
+        return ok({"incidents": [_shown(i, who) for i in deps.incidents.recent(limit)]})
 
-    @router.get("/incidents/<incidentId>", summary="An incident with timings", tags=["incidents"])
+    @router.get(
+        "/incidents/<incidentId>",
+        summary="An incident with timings",
+        tags=["incidents"],
+        responses=responses(200, IncidentView, 404),
+    )
     def get_incident(
         incidentId: Annotated[str, Path(min_length=1, max_length=128)],
-    ) -> Response[dict[str, Any]]:
-        caller()
+    ) -> Response[IncidentView]:
+        who = caller()
         incident = deps.incidents.get(incidentId)
         if incident is None:
             raise NotFoundError(f"no incident {incidentId}", "incidentId")
-        detail = incident.model_dump(mode="json", exclude=TOKENS)
-        detail["signals"] = deps.incidents.signals(incidentId)
-        return ok(detail)
+        return ok(_shown(incident, who, deps.incidents.signals(incidentId)))
 
-    @router.post("/nodes/<nodeId>/actions", summary="Operator action on a node", tags=["nodes"])
+    @router.post(
+        "/nodes/<nodeId>/actions",
+        summary="Operator action on a node",
+        tags=["nodes"],
+        responses=responses(202, NodeActionResult, 400, 404, 409, 413, 501),
+    )
     def node_action(
         nodeId: Annotated[str, Path(pattern=INSTANCE_ID)],
         request: Annotated[NodeActionRequest, Body()],

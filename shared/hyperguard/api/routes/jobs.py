@@ -22,7 +22,15 @@ from hyperguard.api.models import (
     JobSubmission,
     JobView,
 )
-from hyperguard.api.routes.common import CallerOf, JobId, Limit, NextToken, new_router, ok
+from hyperguard.api.routes.common import (
+    CallerOf,
+    JobId,
+    Limit,
+    NextToken,
+    new_router,
+    ok,
+    responses,
+)
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
 from hyperguard.governance.jobs import JobRejectedError, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
@@ -54,7 +62,19 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             raise NotFoundError(f"no job {job_id}", "jobId")
         return record
 
-    @router.post("/jobs", summary="Submit a job", tags=["jobs"])
+    @router.post(
+        "/jobs",
+        summary="Submit a job",
+        tags=["jobs"],
+        responses=responses(
+            201,
+            JobView,
+            400,
+            413,
+            description="Submitted",
+            also={200: "A replay of an earlier request with the same Idempotency-Key"},
+        ),
+    )
     def submit_job(
         submission: Annotated[JobSubmission, Body()],
         idempotency_key: Annotated[
@@ -114,7 +134,12 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         deps.wakeup.wake("job submitted")
         return ok(view, 201)
 
-    @router.get("/jobs", summary="List jobs (newest first within a team)", tags=["jobs"])
+    @router.get(
+        "/jobs",
+        summary="List jobs (newest first within a team)",
+        tags=["jobs"],
+        responses=responses(200, JobPage, 400),
+    )
     def list_jobs(
         team: Annotated[str | None, Query(pattern=TEAM_NAME_PATTERN)] = None,
         status: Annotated[JobStatus | None, Query()] = None,
@@ -132,11 +157,21 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         )
         return ok(JobPage(jobs=[JobView.of(r) for r in records], next_token=token))
 
-    @router.get("/jobs/<jobId>", summary="A job with its history", tags=["jobs"])
+    @router.get(
+        "/jobs/<jobId>",
+        summary="A job with its history",
+        tags=["jobs"],
+        responses=responses(200, JobView, 404),
+    )
     def get_job(jobId: JobId) -> Response[JobView]:
         return ok(JobView.of(visible(jobId, caller()), with_history=True))
 
-    @router.delete("/jobs/<jobId>", summary="Cancel a job", tags=["jobs"])
+    @router.delete(
+        "/jobs/<jobId>",
+        summary="Cancel a job",
+        tags=["jobs"],
+        responses=responses(200, JobView, 404, 409),
+    )
     def cancel_job(jobId: JobId) -> Response[JobView]:
         who = caller()
         visible(jobId, who)
@@ -146,7 +181,12 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         deps.wakeup.wake("job cancelled")
         return ok(JobView.of(record, with_history=True))
 
-    @router.post("/jobs/<jobId>/checkpoints", summary="Report a checkpoint", tags=["jobs"])
+    @router.post(
+        "/jobs/<jobId>/checkpoints",
+        summary="Report a checkpoint",
+        tags=["jobs"],
+        responses=responses(201, JobView, 400, 404, 409, 413),
+    )
     def report_checkpoint(
         jobId: JobId,
         report: Annotated[CheckpointReport, Body()],

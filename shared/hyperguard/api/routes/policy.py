@@ -17,14 +17,19 @@ from hyperguard.api.models import (
     SchedulerConfigRequest,
     SchedulerConfigView,
 )
-from hyperguard.api.routes.common import CallerOf, new_router, ok
+from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
 from hyperguard.recovery.policy import NodeRepairConfig
 
 
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
-    @router.put("/scheduler-config", summary="Set the cluster policy", tags=["policy"])
+    @router.put(
+        "/scheduler-config",
+        summary="Set the cluster policy",
+        tags=["policy"],
+        responses=responses(200, SchedulerConfigView, 400, 409, 413),
+    )
     def put_scheduler_config(
         request: Annotated[SchedulerConfigRequest, Body()],
     ) -> Response[SchedulerConfigView]:
@@ -34,13 +39,23 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         deps.wakeup.wake("scheduler config changed")
         return ok(SchedulerConfigView(scheduler_config=config, version=version))
 
-    @router.get("/scheduler-config", summary="The cluster policy", tags=["policy"])
+    @router.get(
+        "/scheduler-config",
+        summary="The cluster policy",
+        tags=["policy"],
+        responses=responses(200, SchedulerConfigView),
+    )
     def get_scheduler_config() -> Response[SchedulerConfigView]:
         caller()
         config, version = deps.teams.scheduler_config()
         return ok(SchedulerConfigView(scheduler_config=config, version=version))
 
-    @router.put("/policies/node-repair", summary="Set the node repair policy", tags=["policy"])
+    @router.put(
+        "/policies/node-repair",
+        summary="Set the node repair policy",
+        tags=["policy"],
+        responses=responses(200, NodeRepairConfig, 400, 413),
+    )
     def put_repair_policy(
         policy: Annotated[NodeRepairConfig, Body()],
     ) -> Response[NodeRepairConfig]:
@@ -49,12 +64,22 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         deps.wakeup.wake("node repair policy changed")  # hot spares change capacity
         return ok(policy)
 
-    @router.get("/policies/node-repair", summary="The node repair policy", tags=["policy"])
+    @router.get(
+        "/policies/node-repair",
+        summary="The node repair policy",
+        tags=["policy"],
+        responses=responses(200, NodeRepairConfig),
+    )
     def get_repair_policy() -> Response[NodeRepairConfig]:
         caller()
         return ok(deps.policies.get())
 
-    @router.put("/principals", summary="Map an IAM principal to a team / admin", tags=["access"])
+    @router.put(
+        "/principals",
+        summary="Map an IAM principal to a team / admin",
+        tags=["access"],
+        responses=responses(200, PrincipalGrantBody, 400, 413),
+    )
     def put_principal(grant: Annotated[PrincipalGrantBody, Body()]) -> Response[PrincipalGrantBody]:
         caller().require_admin()
         if grant.team is None and not grant.admin:
@@ -62,7 +87,12 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         deps.teams.grant(grant.principal_arn, team=grant.team, admin=grant.admin)
         return ok(grant)
 
-    @router.get("/principals", summary="The principal mappings", tags=["access"])
+    @router.get(
+        "/principals",
+        summary="The principal mappings",
+        tags=["access"],
+        responses=responses(200, PrincipalList),
+    )
     def list_principals() -> Response[PrincipalList]:
         caller().require_admin()
         grants = [

@@ -19,6 +19,7 @@ from hyperguard.api.routes.common import (
     new_router,
     no_content,
     ok,
+    responses,
 )
 from hyperguard.api.views import quota_view
 from hyperguard.catalogue import UnknownInstanceTypeError
@@ -29,7 +30,21 @@ from hyperguard.store.jobs import decode_cursor, encode_cursor
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
-    @router.put("/teams/<team>/compute-quota", summary="Create or update", tags=["teams"])
+    @router.put(
+        "/teams/<team>/compute-quota",
+        summary="Create or update",
+        tags=["teams"],
+        responses=responses(
+            201,
+            ComputeQuotaView,
+            400,
+            404,
+            409,
+            413,
+            description="Created",
+            also={200: "Updated (TargetVersion given)"},
+        ),
+    )
     def put_quota(
         team: TeamName, request: Annotated[ComputeQuotaRequest, Body()]
     ) -> Response[ComputeQuotaView]:
@@ -63,7 +78,12 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             quota_view(stored, deps.catalogue), 201 if request.target_version is None else 200
         )
 
-    @router.get("/teams/<team>/compute-quota", summary="A team's quota, resolved", tags=["teams"])
+    @router.get(
+        "/teams/<team>/compute-quota",
+        summary="A team's quota, resolved",
+        tags=["teams"],
+        responses=responses(200, ComputeQuotaView, 404),
+    )
     def get_quota(team: TeamName) -> Response[ComputeQuotaView]:
         caller().require_team(team)
         quota = deps.teams.get_quota(team)
@@ -71,7 +91,12 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             raise NotFoundError(f"team {team} has no compute quota", "team")
         return ok(quota_view(quota, deps.catalogue))
 
-    @router.delete("/teams/<team>/compute-quota", summary="Delete a quota", tags=["teams"])
+    @router.delete(
+        "/teams/<team>/compute-quota",
+        summary="Delete a quota",
+        tags=["teams"],
+        responses=responses(204, None, 404, 409, description="Deleted"),
+    )
     def delete_quota(
         team: TeamName,
         target_version: Annotated[int | None, Query(alias="TargetVersion", ge=1)] = None,
@@ -81,7 +106,12 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         deps.wakeup.wake("quota deleted")
         return no_content()
 
-    @router.get("/teams", summary="Teams and their quotas", tags=["teams"])
+    @router.get(
+        "/teams",
+        summary="Teams and their quotas",
+        tags=["teams"],
+        responses=responses(200, ComputeQuotaList, 400),
+    )
     def list_teams(limit: Limit = 50, next_token: NextToken = None) -> Response[ComputeQuotaList]:
         who = caller()
         if not who.admin:

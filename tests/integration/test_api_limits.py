@@ -1,0 +1,169 @@
+"""Hostile and oversized input to the API: refused before anything is written, never a 500,
+never a job item that could stall a scheduling pass; an admin can always cancel; a team
+member sees only their own team's jobs in incidents."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tests.conftest import Stack
+from tests.integration.api_harness import Api, member
+
+from hyperguard.governance.jobs import Actor, JobLifecycle
+from hyperguard.models import HealthSignal, Node, ProtectedJob, Repair, Severity
+from hyperguard.models.signals import Action, SignalSource
+from hyperguard.store import IncidentStore, NodeStore
+from hyperguard.store.jobs import MAX_HISTORY, MAX_LISTED
+
+BASE = {"instance_type": "ml.p5.48xlarge", "image": "trainer:1"}
+
+
+def api_for(stack: Stack) -> Api:
+    api = Api(stack)
+    for team in ("nlp", "cv"):
+        api.call("PUT", "/principals", {"principal_arn": member(team), "team": team})
+        api.quota(team, 16)
+    return api
+
+
+def test_oversized_and_out_of_range_input_is_refused_and_writes_nothing(stack: Stack) -> None:
+    api = api_for(stack)
+    huge = BASE | {"command": ["x" * 4096] * 97}  # ~396 KB: the item that stalled passes
+    cases = [
+        (huge, 413, "body"),
+        (BASE | {"command": ["x" * 4097]}, 422, "command[0]"),
+        (BASE | {"command": ["x" * 4096] * 5}, 422, "body"),  # 20 KB in all: over 16 KB
+        (BASE | {"image": "i" * 1025}, 422, "image"),
+        (BASE | {"checkpoint_location": "s3://bucket/" + "p" * 2000}, 422, "checkpoint_location"),
+        (BASE | {"team": "NLP!"}, 422, "team"),
+        (BASE | {"priority_class": "p" * 64}, 422, "priority_class"),
+    ]
+    for body, status, field in cases:
+        reply = api.call("POST", "/jobs", body, principal=member("nlp"))
+        assert (reply.status, reply.body["field"]) == (status, field), body
+    not_utf8 = api.call("POST", "/jobs", raw=b'{"image": "\xff\xfe"}', principal=member("nlp"))
+    assert (not_utf8.status, not_utf8.body) == (
+        400,
+        {"error": "the request body is not UTF-8 text", "field": "body"},
+    )
+    assert api.jobs.records() == []
+
+    job_id = api.call("POST", "/jobs", BASE, principal=member("nlp")).body["job_id"]
+    checkpoint = f"/jobs/{job_id}/checkpoints"
+    uri = "s3://bucket/run/step-1/"
+    for body, field in (
+        ({"step": 10**40, "uri": uri}, "step"),
+        ({"step": -1, "uri": uri}, "step"),
+        ({"step": 1, "uri": "s3://bucket/" + "u" * 2000}, "uri"),
+        ({"step": 1, "uri": uri, "completed_at": "0001-01-01T00:00:00Z"}, "completed_at"),
+        ({"step": 1, "uri": uri, "completed_at": "2026-01-01T00:00:00"}, "completed_at"),
+    ):
+        reply = api.call("POST", checkpoint, body, principal=member("nlp"))
+        assert (reply.status, reply.body["field"]) == (422, field), body
+    big_uri = api.call("POST", checkpoint, {"step": 1, "uri": "s3://b/" + "u" * 70_000})
+    assert big_uri.status == 413
+    assert api.jobs.record(job_id).job.last_checkpoint is None  # type: ignore[union-attr]
+
+    quota = api.call(
+        "PUT",
+        "/teams/cv/compute-quota",
+        {
+            "Name": "cv",
+            "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc",
+            "ComputeQuotaConfig": {
+                "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": 10**40}]
+            },
+            "ComputeQuotaTarget": {"TeamName": "cv"},
+            "TargetVersion": 1,
+        },
+    )
+    assert quota.status == 422
+    assert quota.body["field"] == "ComputeQuotaConfig.ComputeQuotaResources[0].Count"
+
+
+def test_a_job_that_changes_all_its_life_keeps_a_bounded_history(stack: Stack) -> None:
+    api = api_for(stack)
+    job_id = api.call("POST", "/jobs", BASE, principal=member("nlp")).body["job_id"]
+    teams = api.teams
+    lifecycle = JobLifecycle(api.jobs)
+    lease = teams.acquire_lease("c", "pass", 600)
+    assert lease is not None
+    nodes = [f"i-{n:017x}" for n in range(1, 40)]  # longer than a history entry lists
+    for round_ in range(MAX_HISTORY):
+        fence = [teams.lease_check(lease)]
+        assert lifecycle.admit(
+            job_id,
+            nodes=nodes,
+            pool="p",
+            replicas=39,
+            restart=round_ > 0,
+            reason="x" * 2000,
+            fence=fence,
+        )
+        assert lifecycle.preempt(job_id, reason="for another", fence=fence)
+    record = api.jobs.record(job_id)
+    assert record is not None and len(record.history) == MAX_HISTORY
+    assert record.history_dropped == 2 * MAX_HISTORY + 1 - MAX_HISTORY
+    assert record.job.restart_count == MAX_HISTORY - 1  # every move still applied
+    admitted = next(h for h in record.history if h.event.value == "admitted")
+    assert len(admitted.reason) == 500
+    assert admitted.details["nodes"] == {"first": nodes[:MAX_LISTED], "count": 39}
+    # an admin can always cancel it
+    cancelled = api.call("DELETE", f"/jobs/{job_id}")
+    assert cancelled.status == 200 and cancelled.body["status"] == "Cancelled"
+    assert not lifecycle.requeue(job_id, by=Actor.RECONCILER, reason="after cancel")
+
+
+def test_members_see_only_their_teams_jobs_in_incidents(stack: Stack) -> None:
+    api = api_for(stack)
+    incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
+    node = Node(
+        instance_id="i-0123456789abcdef0",
+        cluster="c",
+        pool="p",
+        platform="hyperpod",
+        instance_type="ml.p5.48xlarge",
+    )
+    NodeStore(stack.tables["NodesTable"]).upsert_inventory([node])
+    now = datetime.now(UTC)
+    signal = HealthSignal(
+        source=SignalSource.HYPERPOD,
+        kind="hyperpod_node_health",
+        instance_id=node.instance_id,
+        severity=Severity.FATAL,
+        action=Action.OPEN_INCIDENT,
+        repair=Repair.REPLACE,
+        reason="xid",
+        observed_at=now,
+        dedupe_key="e1",
+    )
+    incident, _ = incidents.open_or_append(node, signal, now)
+    plan = [
+        ProtectedJob(
+            job_id="nlp-job", team="nlp", strategy="hot_spare", checkpoint_uri="s3://nlp/ckpt/"
+        ),
+        ProtectedJob(
+            job_id="cv-job",
+            team="cv",
+            strategy="wait_for_repair",
+            checkpoint_uri="s3://cv-secret/ckpt/",
+        ),
+        ProtectedJob(job_id="legacy", strategy="requeue"),  # planned before teams were kept
+    ]
+    incidents.update(incident.incident_id, jobs=plan, task_token="secret-token")
+
+    def jobs_seen(principal: str) -> list[str]:
+        listed = api.call("GET", "/incidents", principal=principal).body["incidents"][0]
+        one = api.call("GET", f"/incidents/{incident.incident_id}", principal=principal).body
+        assert "task_token" not in listed and "task_token" not in one
+        assert [j["job_id"] for j in listed["jobs"]] == [j["job_id"] for j in one["jobs"]]
+        return [j["job_id"] for j in one["jobs"]]
+
+    assert jobs_seen(member("nlp")) == ["nlp-job"]
+    assert jobs_seen(member("cv")) == ["cv-job"]
+    assert jobs_seen("arn:aws:iam::123456789012:role/hyperguard-admin") == [
+        "nlp-job",
+        "cv-job",
+        "legacy",
+    ]
+    assert "cv-secret" not in str(api.call("GET", "/incidents", principal=member("nlp")).body)
