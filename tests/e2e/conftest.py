@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from tests.conftest import ROOT
+from tests.e2e.iam import assert_roles_allow_what_functions_did
 
 from hyperguard.twin.runtime import Twin, TwinConfig
 
@@ -23,4 +24,7 @@ def twin() -> Iterator[Twin]:
     running = Twin(TwinConfig(root=ROOT, port=0, api_port=0))
     running.up()
     yield running
-    running.down()
+    try:
+        assert_roles_allow_what_functions_did(running)
+    finally:
+        running.down()

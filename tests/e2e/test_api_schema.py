@@ -16,6 +16,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 from tests.conftest import ROOT
+from tests.e2e.iam import assert_roles_allow_what_functions_did
 
 from hyperguard.twin.runtime import DEFAULT_PRINCIPAL, Twin, TwinConfig, team_role
 
@@ -34,7 +35,10 @@ def twin() -> Iterator[Twin]:
     running = Twin(TwinConfig(root=ROOT, port=0, api_port=0))
     running.up()
     yield running
-    running.down()
+    try:
+        assert_roles_allow_what_functions_did(running)
+    finally:
+        running.down()
 
 
 @pytest.mark.parametrize("principal", [DEFAULT_PRINCIPAL, MEMBER], ids=["admin", "member"])

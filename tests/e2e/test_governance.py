@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import ROOT
+from tests.e2e.iam import assert_roles_allow_what_functions_did
 
 from hyperguard.twin.runtime import Twin, TwinConfig
 
@@ -41,7 +42,10 @@ def twin() -> Iterator[Twin]:
     )
     running.up()
     yield running
-    running.down()
+    try:
+        assert_roles_allow_what_functions_did(running)
+    finally:
+        running.down()
 
 
 class Http:

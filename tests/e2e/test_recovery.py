@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import ROOT, load_event
+from tests.e2e.iam import assert_roles_allow_what_functions_did
 
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL
 from hyperguard.messaging import RecoveryWorkflows
@@ -31,7 +32,10 @@ def twin() -> Iterator[Twin]:
     running = Twin(TwinConfig(root=ROOT, port=0, api_port=0, hyperpod_nodes=9))
     running.up()
     yield running
-    running.down()
+    try:
+        assert_roles_allow_what_functions_did(running)
+    finally:
+        running.down()
 
 
 class Service:

@@ -93,9 +93,10 @@ def test_job_status_changes_wake_the_scheduler_on_its_fifo_group() -> None:
 
 
 def test_the_ingest_function_reports_partial_batch_failures_and_the_queue_redrives() -> None:
-    fn = _resources("AWS::Serverless::Function")["IngestHealthFunction"]["Properties"]
-    sqs = fn["Events"]["HealthQueue"]["Properties"]
-    assert sqs["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    mapping = _resources("AWS::Lambda::EventSourceMapping")["IngestHealthQueueMapping"]["Properties"]
+    assert mapping["FunctionName"] == {"Ref": "IngestHealthFunction"}
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["HealthQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     queue = _resources("AWS::SQS::Queue")["HealthQueue"]["Properties"]
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["HealthDLQ", "Arn"]}
     # AWS's advice: visibility timeout at least six times the function timeout.

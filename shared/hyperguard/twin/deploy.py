@@ -50,6 +50,9 @@ EMULATOR_GAPS: dict[str, str] = {
     "out, with its Deployment, Stage and invoke permissions: the twin serves the API on "
     "127.0.0.1:3000 through the same function with API Gateway's proxy events; the caller "
     "names itself in X-HyperGuard-Principal instead of signing (no SigV4 check)",
+    "AWS::ApiGateway::Account": "the account-wide setting naming the role API Gateway logs "
+    "with is not created by the emulator's CloudFormation; the twin's API stand-in writes no "
+    "access log",
     "SageMaker HyperPod API": "moto knows clusters as static records; the twin answers "
     "DescribeCluster, ListClusterNodes, DescribeClusterNode, BatchReboot/ReplaceClusterNodes "
     "and StartClusterHealthCheck from its simulated cluster",

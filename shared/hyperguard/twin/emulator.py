@@ -84,6 +84,54 @@ def api_call(environ: dict[str, Any]) -> tuple[str, str]:
     return key, f"{service}:{operation or environ.get('REQUEST_METHOD', '?')}"
 
 
+_TRANSACT_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+
+
+def required_grants(environ: dict[str, Any], call: str) -> list[tuple[str, str]]:
+    """The IAM (action, resource) pairs a request needs, as far as the twin can tell: for
+    DynamoDB each table (or index) an operation touches — a transaction needs each item's
+    own action — for S3 the bucket or object, for EKS the cluster; for everything else the
+    action alone (resource "*"). Resources are short forms: `table/<name>[/index/<name>]`,
+    `<bucket>[/<key>]`, `cluster/<name>`."""
+    service, operation = call.split(":", 1)
+    path = environ.get("PATH_INFO", "").strip("/")
+    if service == "dynamodb":
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return [(call, "*")]
+        if operation in ("TransactWriteItems", "TransactGetItems"):
+            grants: list[tuple[str, str]] = []
+            for item in request.get("TransactItems", []):
+                for kind, spec in item.items():
+                    action = _TRANSACT_ACTIONS.get(kind, "GetItem")
+                    grants.append((f"dynamodb:{action}", f"table/{spec.get('TableName')}"))
+            return grants
+        if "RequestItems" in request:
+            return [(call, f"table/{name}") for name in request["RequestItems"]]
+        resource = f"table/{request.get('TableName')}"
+        if request.get("IndexName"):
+            resource += f"/index/{request['IndexName']}"
+        return [(call, resource)]
+    if service == "s3":
+        bucket, _, key = path.partition("/")
+        method = environ.get("REQUEST_METHOD", "GET")
+        if not key:
+            return [("s3:ListBucket" if method == "GET" else f"s3:{method}", bucket)]
+        objects = {"GET": "s3:GetObject", "HEAD": "s3:GetObject", "PUT": "s3:PutObject"}
+        return [(objects.get(method, f"s3:{method}"), f"{bucket}/{key}")]
+    if service == "eks" and path.startswith("clusters/"):
+        return [("eks:DescribeCluster", f"cluster/{path.split('/')[1]}")]
+    return [(call, "*")]
+
+
 class QuietRequestHandler(WSGIRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
@@ -148,6 +196,9 @@ class Emulator:
         self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
         self.calls: Counter[tuple[str, str]] = Counter()
         """AWS API calls served: (caller's access key id, "service:Operation")."""
+        self.grants: Counter[tuple[str, str, str]] = Counter()
+        """What those calls needed of IAM: (access key id, action, resource), see
+        required_grants."""
 
     @property
     def endpoint(self) -> str:
@@ -182,7 +233,10 @@ class Emulator:
             path = environ.get("PATH_INFO", "")
             route = self.routes.get(path)
             if route is None:
-                self.calls[api_call(environ)] += 1
+                key, call = api_call(environ)
+                self.calls[(key, call)] += 1
+                for action, resource in required_grants(environ, call):
+                    self.grants[(key, action, resource)] += 1
                 return moto_app(environ, start_response)
             try:
                 status, body = route(environ)

@@ -548,6 +548,16 @@ class Twin:
                 calls[(owner, operation)] += count
         return calls
 
+    def function_grants(self) -> Counter[tuple[str, str, str]]:
+        """What the functions' calls needed of their roles: (function logical id, IAM
+        action, resource in the emulator's short form)."""
+        grants: Counter[tuple[str, str, str]] = Counter()
+        for (key, action, resource), count in list(self.emulator.grants.items()):
+            owner = self.credential_owners.get(key)
+            if owner is not None:
+                grants[(owner, action, resource)] += count
+        return grants
+
     def status(self) -> dict[str, Any]:
         assert self.deployment is not None and self.runtime is not None
         present = {r["type"] for r in self.deployment.resources.values()}
