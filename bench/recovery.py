@@ -3,16 +3,21 @@ what HyperGuard itself spends per incident (function CPU, invocations, AWS API c
 Kubernetes API calls), on the deployed path: functions in their worker processes, the real
 HyperPod and Kubernetes adapters against the twin's SageMaker and Kubernetes APIs.
 
-    python bench/recovery.py [--faults 4]
+    python bench/recovery.py [--faults 4] [--cluster-times zero|modelled]
 
 Prints one JSON object. Faults ("persistent": only a replacement cures them) are injected one
 after another on busy HyperPod nodes; the simulated health agent reports each on EventBridge
-and the whole NodeRecovery workflow runs, replacement included. What is measured and what is
-modelled: wall-clock times on this machine are measured; the cluster's own durations
-(replacement 940 s, job restart 60 s) are the simulator's inputs, run 60x faster, and the
-service's waits (repair-policy poll interval 1 s) are the policy the twin stores. CPU is the
-worker processes' CPU time during invocations; calls are counted at the emulator and the
-Kubernetes API server by the caller's credentials.
+and the whole NodeRecovery workflow runs, replacement included.
+
+With `--cluster-times zero` (the default) the simulated cluster's own durations — reboot,
+replacement, health checks, job restart — are zero, so what remains is HyperGuard's own
+overhead: `phases` gives, per workflow state, the median wall time from entering it to
+entering the next (Step Functions' execution history), split into work (Task and Choice
+states) and the policy's waits (Wait states: the poll interval, 1 s on the twin). With
+`--cluster-times modelled` the cluster takes SimTimings' durations (replacement 940 s, job
+restart 60 s), run 60x faster. Measured: wall-clock times on this machine, the worker
+processes' CPU during invocations, calls counted at the emulator and the Kubernetes API
+server by the caller's credentials. Nothing here is a peer's figure.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # The functions an incident runs; the scheduler's and the inventory's periodic passes are
@@ -32,15 +38,62 @@ INCIDENT_FUNCTIONS = ("IngestHealthFunction", "RecoveryFunction")
 sys.path.insert(0, str(ROOT / "shared"))
 
 
+ZERO_CLUSTER_TIMES = {
+    "reboot_s": 0.0,
+    "replace_s": 0.0,
+    "replace_shutdown_s": 0.0,
+    "deep_health_check_s": 0.0,
+    "nodeclaim_termination_s": 0.0,
+    "job_restart_s": 0.0,
+}
+
+
+def phase_times(histories: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per state: median ms from entering it to entering the next state (or the end), summed
+    over its visits in one execution; Wait states are the policy's waits, the rest work."""
+    per_state: dict[str, list[float]] = {}
+    waits: list[float] = []
+    work: list[float] = []
+    for events in histories:
+        entered = [
+            (e["stateEnteredEventDetails"]["name"], e["type"], e["timestamp"])
+            for e in events
+            if "stateEnteredEventDetails" in e
+        ]
+        end = events[-1]["timestamp"]
+        mine: Counter[str] = Counter()
+        wait_ms = work_ms = 0.0
+        for index, (name, kind, at) in enumerate(entered):
+            after = entered[index + 1][2] if index + 1 < len(entered) else end
+            ms = (after - at).total_seconds() * 1000
+            mine[name] += ms
+            if kind == "WaitStateEntered":
+                wait_ms += ms
+            else:
+                work_ms += ms
+        for name, ms in mine.items():
+            per_state.setdefault(name, []).append(ms)
+        waits.append(wait_ms)
+        work.append(work_ms)
+    return {
+        "work_total": round(statistics.median(work), 1) if work else None,
+        "policy_waits_total": round(statistics.median(waits), 1) if waits else None,
+        "by_state": {k: round(statistics.median(v), 1) for k, v in sorted(per_state.items())},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--faults", type=int, default=4)
+    parser.add_argument("--cluster-times", choices=("zero", "modelled"), default="zero")
     args = parser.parse_args()
 
     from hyperguard.store import IncidentStore
+    from hyperguard.twin.cluster import SimTimings
     from hyperguard.twin.runtime import Twin, TwinConfig
 
-    twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0))
+    timings = ZERO_CLUSTER_TIMES if args.cluster_times == "zero" else {}
+    twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0, timings=SimTimings(**timings)))
     started = time.perf_counter()
     twin.up()
     twin_start_s = time.perf_counter() - started
@@ -53,7 +106,7 @@ def main() -> None:
     invocations_before = Counter(runtime.invocations)
     aws_before = twin.function_calls()
     kube_before = Counter(twin.kube.calls_by_user)
-    to_cordon, total, results = [], [], []
+    to_cordon, total, results, histories = [], [], [], []
     for instance_id in busy[: args.faults]:
         started = time.perf_counter()
         twin.fault(instance_id, "persistent")
@@ -70,6 +123,11 @@ def main() -> None:
             time.sleep(0.1)
         total.append(time.perf_counter() - started)
         results.append(status)
+        histories.append(
+            sfn.get_execution_history(executionArn=incident.execution_arn, maxResults=1000)[
+                "events"
+            ]
+        )
     cpu = {k: v - cpu_before.get(k, 0.0) for k, v in runtime.cpu_s.items()}
     invocations = Counter(runtime.invocations)
     invocations.subtract(invocations_before)
@@ -88,12 +146,14 @@ def main() -> None:
         }
     )
     init_ms = {k: [round(v, 1) for v in runtime.init_ms[k]] for k in sorted(runtime.init_ms)}
+    phases = phase_times(histories)
     twin.down()
     n = args.faults
     print(
         json.dumps(
             {
                 "faults": n,
+                "cluster_times": args.cluster_times,
                 "executions": dict(Counter(results)),
                 "twin_start_s": round(twin_start_s, 1),
                 "cold_start_init_ms": init_ms,
@@ -104,8 +164,11 @@ def main() -> None:
                 "fault_to_recovered_s": {
                     "median": round(statistics.median(total), 1),
                     "max": round(max(total), 1),
-                    "note": "replacement included; modelled at 940 s, run 60x faster",
+                    "note": "the cluster's own times are zero"
+                    if args.cluster_times == "zero"
+                    else "replacement included; modelled at 940 s, run 60x faster",
                 },
+                "phases_ms": phases,
                 "per_incident": {
                     "function_cpu_ms": {
                         k: round(cpu.get(k, 0.0) / n * 1000, 1) for k in INCIDENT_FUNCTIONS

@@ -8,6 +8,7 @@ record fail alone, be retried, and land in the DLQ if it keeps failing.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,16 @@ class Outcome(StrEnum):
     MALFORMED = "malformed"
     SUPPRESSED = "suppressed"
     """A fault report right after the node's incident closed, while the node is healthy."""
+    ESCALATED = "escalated"
+    """A recovery execution ended (failed, timed out, aborted) leaving its incident open:
+    the incident was handed to an operator."""
+
+
+EXECUTION_SOURCE = "aws.states"
+EXECUTION_DETAIL_TYPE = "Step Functions Execution Status Change"
+EXECUTION_ENDED = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+MAX_ARN = 2048
+_REDRIVE_SUFFIX = re.compile(r"-r\d{1,4}$")
 
 
 MAX_EVENT_AGE = timedelta(days=14)
@@ -120,6 +131,8 @@ class HealthIngestor:
         return self.ingest(event)
 
     def ingest(self, event: Mapping[str, Any]) -> list[Outcome]:
+        if event.get("source") == EXECUTION_SOURCE:
+            return self._count([self._execution_ended(event)])
         try:
             signals = classify(event, self.config)
         except MalformedEventError as exc:
@@ -226,9 +239,48 @@ class HealthIngestor:
         self.incidents.set_execution(incident.incident_id, arn)
         logger.info("recovery started", extra={"incident_id": incident.incident_id, "arn": arn})
 
+    def _execution_ended(self, event: Mapping[str, Any]) -> Outcome:
+        """The backstop for failures no Catch handled (Escalate itself failing, a timeout, an
+        abort): an execution that ended while its incident is still open hands the incident
+        to an operator and says so. Executions that escalated or closed their incident, and
+        older executions of an incident that was re-driven since, change nothing."""
+        detail = event.get("detail")
+        if event.get("detail-type") != EXECUTION_DETAIL_TYPE or not isinstance(detail, dict):
+            return self._dropped("not a Step Functions execution status change", event)
+        arn, status = detail.get("executionArn"), detail.get("status")
+        if not isinstance(arn, str) or not 0 < len(arn) <= MAX_ARN or ":execution:" not in arn:
+            return self._dropped("execution status change without an execution ARN", event)
+        if status not in EXECUTION_ENDED:
+            return Outcome.IGNORED
+        name = arn.rsplit(":", 1)[1]
+        incident = self.incidents.get(name) or self.incidents.get(_REDRIVE_SUFFIX.sub("", name))
+        if incident is None:
+            return Outcome.IGNORED
+        note = f"recovery execution {name} ended {status} without closing the incident"
+        if not self.incidents.hand_to_operator(incident.incident_id, arn, note):
+            return Outcome.IGNORED
+        logger.error(
+            "recovery ended with its incident open: handed to an operator",
+            extra={"incident_id": incident.incident_id, "status": status},
+        )
+        self.escalator.notify(
+            f"HyperGuard incident {incident.incident_id} needs an operator",
+            {
+                "incident_id": incident.incident_id,
+                "instance_id": incident.instance_id,
+                "why": note,
+                "jobs": "jobs the recovery protected stay with the incident until it is re-driven",
+                "redrive": f"hyperguard incidents redrive {incident.incident_id}",
+            },
+        )
+        return Outcome.ESCALATED
+
     def _malformed(self, why: str, payload: object) -> list[Outcome]:
+        return self._count([self._dropped(why, payload)])
+
+    def _dropped(self, why: str, payload: object) -> Outcome:
         logger.error("malformed event dropped", extra={"why": why, "payload": str(payload)[:2000]})
-        return self._count([Outcome.MALFORMED])
+        return Outcome.MALFORMED
 
     def _count(self, outcomes: list[Outcome]) -> list[Outcome]:
         self.counts.update(o.value for o in outcomes)

@@ -375,3 +375,33 @@ def test_a_gpu_fault_joining_a_waiting_retirement_is_repaired_at_once(service: S
         "fatal",
         "rebooted",
     )
+
+
+def test_when_escalate_itself_fails_the_ended_execution_hands_the_incident_to_an_operator(
+    service: Service,
+) -> None:
+    twin = service.twin
+    assert twin.runtime is not None
+    faulty = service.nodes_of("mistral-7b-sft")[0]
+    twin.fault(faulty, "persistent")
+    incident = service.incident_for(faulty)
+
+    def held_or_cordoned() -> bool:
+        current = service.incidents.get(incident.incident_id)
+        held = current is not None and current.status is IncidentStatus.AWAITING_APPROVAL
+        return held or not twin.cluster.schedulable(faulty)
+
+    service.until(held_or_cordoned, what=f"{faulty} cordoned or held by the brake")
+    if twin.cluster.schedulable(faulty):  # earlier tests' escalated nodes trip the brake
+        service.operator.approve(incident.incident_id, "ops@example.com")
+    service.until(lambda: not twin.cluster.schedulable(faulty), what=f"{faulty} cordoned")
+    # The next step fails (caught: Escalate), then Escalate fails too: nothing in the
+    # workflow is left to hand the incident over. Step Functions' status change event is.
+    twin.runtime.inject("RecoveryFunction", "error", 2)
+    ended = service.finish(incident.execution_arn)
+    assert ended["status"] == "FAILED"
+    handed = service.wait_for_status(incident.incident_id, IncidentStatus.NEEDS_OPERATOR)
+    assert "ended FAILED without closing the incident" in handed.notes[-1]
+    node = service.nodes.get(faulty)
+    assert node is not None and node.open_incident_id == incident.incident_id  # still locked
+    assert not twin.cluster.schedulable(faulty)  # and still cordoned

@@ -274,3 +274,61 @@ def test_a_storm_for_an_unknown_instance_costs_one_lookup_per_window(
     assert app.handler({"Records": batch[10:]}, context()) == {"batchItemFailures": []}
     assert app.ingestor.counts == {"foreign": 20}
     assert looked_up == [spot["detail"]["instance-id"]]
+
+
+def execution_ended(execution_arn: str, status: str, state_machine_arn: str) -> dict[str, Any]:
+    """A "Step Functions Execution Status Change" event as Step Functions sends it (the
+    documented fields: docs.aws.amazon.com/step-functions/latest/dg/cw-events.html)."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "account": "123456789012",
+        "time": "2026-11-22T10:00:00Z",
+        "region": REGION,
+        "resources": [execution_arn],
+        "detail": {
+            "executionArn": execution_arn,
+            "stateMachineArn": state_machine_arn,
+            "name": execution_arn.rsplit(":", 1)[1],
+            "status": status,
+            "startDate": 1795860000000,
+            "stopDate": 1795860060000,
+            "input": "{}",
+            "output": None,
+            "inputDetails": {"included": True},
+            "outputDetails": None,
+        },
+    }
+
+
+def test_an_execution_that_ends_with_its_incident_open_hands_it_to_an_operator(
+    seeded: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = load_handler(seeded.env(), monkeypatch)
+    app.handler(
+        {"Records": [record(json.dumps(load_event("hyperpod-node-health-unhealthy")))]}, context()
+    )
+    store = IncidentStore(seeded.tables["IncidentsTable"], seeded.tables["NodesTable"])
+    incident = store.open_incident_for("i-12345678abcdefghi")
+    assert incident is not None and incident.execution_arn is not None
+    arn, machine = incident.execution_arn, seeded.state_machine_arn
+
+    stale = arn + "-r1"  # an execution the incident does not run (any more)
+    batch = [
+        record(json.dumps(execution_ended(arn, "SUCCEEDED", machine))),
+        record(json.dumps(execution_ended(stale, "FAILED", machine))),
+        record(json.dumps(execution_ended(arn, "TIMED_OUT", machine))),
+        record(json.dumps(execution_ended(arn, "ABORTED", machine))),  # already handed over
+        record(json.dumps({**execution_ended(arn, "FAILED", machine), "detail": {"x": 1}})),
+    ]
+    assert app.handler({"Records": batch}, context()) == {"batchItemFailures": []}
+    assert app.ingestor.counts["escalated"] == 1
+    assert app.ingestor.counts["ignored"] == 3
+    assert app.ingestor.counts["malformed"] == 1
+    handed = store.get(incident.incident_id)
+    assert handed is not None and handed.status.value == "needs_operator"
+    assert "ended TIMED_OUT" in handed.notes[-1]
+    # The lock stays: the node is not given a second recovery while an operator decides.
+    assert store.open_incident_for("i-12345678abcdefghi") == handed

@@ -1,6 +1,7 @@
 """The job lifecycle on moto: random sequences of moves by every actor never take a job out
 of a terminal status, never leave a job holding quota without nodes (or waiting with
-some), and never run it backwards; restarts keep its size."""
+some), and never run it backwards; restarts keep its size; the Live index always holds
+exactly the active jobs and those with pods to stop."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from tests.conftest import Stack
 
 from hyperguard.governance.jobs import Actor, JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
-from hyperguard.models.jobs import HOLDING_STATUSES, TERMINAL_STATUSES, WAITING_STATUSES
+from hyperguard.models.jobs import (
+    ACTIVE_STATUSES,
+    HOLDING_STATUSES,
+    TERMINAL_STATUSES,
+    WAITING_STATUSES,
+)
 from hyperguard.store import JobStore, TeamStore
 
 RULES = SubmissionRules(True, frozenset(), 8)
@@ -148,4 +154,7 @@ def test_random_moves_keep_the_lifecycles_invariants(stack: Stack, moves: list[s
             assert after.job.last_checkpoint.step >= before.job.last_checkpoint.step
         statuses = [h.status for h in after.history if h.status is not None]
         assert statuses[-1] is status  # the history's last status is the job's
+        # The Live index holds exactly the jobs a scheduling pass must see.
+        live = {r.job.job_id for r in jobs.active()}
+        assert (job_id in live) == (status in ACTIVE_STATUSES or after.stop_pending), move
         before = after

@@ -93,7 +93,8 @@ def test_job_status_changes_wake_the_scheduler_on_its_fifo_group() -> None:
 
 
 def test_the_ingest_function_reports_partial_batch_failures_and_the_queue_redrives() -> None:
-    mapping = _resources("AWS::Lambda::EventSourceMapping")["IngestHealthQueueMapping"]["Properties"]
+    mappings = _resources("AWS::Lambda::EventSourceMapping")
+    mapping = mappings["IngestHealthQueueMapping"]["Properties"]
     assert mapping["FunctionName"] == {"Ref": "IngestHealthFunction"}
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["HealthQueue", "Arn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]

@@ -211,29 +211,30 @@ class RecoverySteps:
         once, or an operator veto → hold for approval."""
         incident = self._incident(r)
         policy = self._policy()
-        nodes = self.nodes.all()
-        me = next((n for n in nodes if n.instance_id == incident.instance_id), None)
-        pool = [n for n in nodes if me and n.pool == me.pool and n.status != NodeStatus.NOT_FOUND]
-        unhealthy = sum(1 for n in pool if n.open_incident_id)
-        in_pool = {n.instance_id for n in pool}
+        # A handful of calls whatever the size of the fleet or of the incident history:
+        # the pool's size by COUNT, its open incidents by the sparse OpenByPool index.
+        me = self.nodes.get(incident.instance_id)
+        size = self.nodes.pool_size(me.pool) if me else 0
+        open_nodes = self.nodes.open_in_pool(me.pool) if me else []
+        unhealthy = len(open_nodes)
         repairing = sum(
             1
-            for i in self.incidents.recent(1000)
-            if i.status is IncidentStatus.RECOVERING and i.instance_id in in_pool
+            for i in self.incidents.many([o.incident_id for o in open_nodes])
+            if i.status is IncidentStatus.RECOVERING
         )
         reasons = []
         if me and me.veto:
             reasons.append(f"operator veto on {me.instance_id}: {me.veto}")
-        if pool and unhealthy > policy.limit("max_unhealthy_node_threshold", len(pool)):
+        if size and unhealthy > policy.limit("max_unhealthy_node_threshold", size):
             reasons.append(
-                f"{unhealthy} of {len(pool)} nodes in pool {me.pool if me else '?'} are "
+                f"{unhealthy} of {size} nodes in pool {me.pool if me else '?'} are "
                 f"unhealthy, above the limit of "
-                f"{policy.limit('max_unhealthy_node_threshold', len(pool))}"
+                f"{policy.limit('max_unhealthy_node_threshold', size)}"
             )
-        if pool and repairing >= policy.limit("max_parallel_nodes_repaired", len(pool)):
+        if size and repairing >= policy.limit("max_parallel_nodes_repaired", size):
             reasons.append(
                 f"{repairing} repairs already running, the limit is "
-                f"{policy.limit('max_parallel_nodes_repaired', len(pool))}"
+                f"{policy.limit('max_parallel_nodes_repaired', size)}"
             )
         if incident.repair is Repair.DRAIN:
             # The instance goes away whatever HyperGuard does: draining it is never the
@@ -278,11 +279,12 @@ class RecoverySteps:
         if any(p.round == round_ for p in incident.jobs):  # a retried step keeps its plan
             return r
         policy = self._policy()
-        nodes = self.nodes.all()
-        me = next((n for n in nodes if n.instance_id == incident.instance_id), None)
+        me = self.nodes.get(incident.instance_id)
+        nodes = self.nodes.in_pool(me.pool) if me else []
+        active = self.jobs.active()
         busy = {
             i
-            for record in self.jobs.active()
+            for record in active
             if record.job.status in HOLDING_STATUSES
             for i in record.job.nodes
         }
@@ -303,7 +305,10 @@ class RecoverySteps:
         returns = action is not Repair.DRAIN and me is not None and me.platform == "hyperpod"
         times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
         planned = list(incident.jobs)
-        for record in self.jobs.on_node(incident.instance_id):
+        on_node = sorted(
+            (r for r in active if incident.instance_id in r.job.nodes), key=lambda r: r.job.job_id
+        )
+        for record in on_node:
             job = record.job
             if job.status not in HOLDING_STATUSES:
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -65,6 +66,56 @@ class TableStore:
         if self._table is None:
             self._table = dynamodb_table(self.table_name)
         return self._table
+
+
+def query_all(table: Any, **query: Any) -> list[dict[str, Any]]:
+    """Every item a Query returns (all pages), Decimals made plain."""
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = dict(query)
+    while True:
+        page = table.query(**kwargs)
+        items.extend(plain(i) for i in page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def count_all(table: Any, **query: Any) -> int:
+    """How many items a Query matches (Select COUNT: no items read back; all pages)."""
+    total = 0
+    kwargs: dict[str, Any] = {**query, "Select": "COUNT"}
+    while True:
+        page = table.query(**kwargs)
+        total += int(page.get("Count", 0))
+        if "LastEvaluatedKey" not in page:
+            return total
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+BATCH_GET_MAX = 100
+"""BatchGetItem's limit of keys per request."""
+BATCH_GET_ATTEMPTS = 8
+
+
+def batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items of `table` (a boto3 Table) with these keys, strongly consistent (missing
+    ones left out), in batches of 100; keys DynamoDB leaves unprocessed are asked again
+    with backoff, never dropped."""
+    items: list[dict[str, Any]] = []
+    for start in range(0, len(keys), BATCH_GET_MAX):
+        request: dict[str, Any] = {
+            table.name: {"Keys": keys[start : start + BATCH_GET_MAX], "ConsistentRead": True}
+        }
+        for attempt in range(BATCH_GET_ATTEMPTS):
+            answer = table.meta.client.batch_get_item(RequestItems=request)
+            items.extend(answer["Responses"].get(table.name, []))
+            request = answer.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        else:
+            raise RuntimeError(f"BatchGetItem on {table.name} left keys unprocessed")
+    return [plain(i) for i in items]
 
 
 def scan_all(table: Any, **scan: Any) -> list[dict[str, Any]]:

@@ -19,9 +19,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
-from hyperguard.aws import client
+from hyperguard.aws import client, dynamodb_table
 from hyperguard.models import HealthSignal, Incident, IncidentStatus, Node
-from hyperguard.store.codec import from_wire, plain, to_item, to_wire
+from hyperguard.store.codec import batch_get, from_wire, plain, to_item, to_wire
 
 META = "META"
 SIGNAL_PREFIX = "SIGNAL#"
@@ -109,10 +109,12 @@ class IncidentStore:
                         "Update": {
                             "TableName": self.nodes_table_name,
                             "Key": to_wire({"instance_id": node.instance_id}),
-                            "UpdateExpression": "SET open_incident_id = :id",
+                            "UpdateExpression": "SET open_incident_id = :id, open_pool = :pool",
                             "ConditionExpression": "attribute_exists(instance_id) AND "
                             "attribute_not_exists(open_incident_id)",
-                            "ExpressionAttributeValues": to_wire({":id": incident.incident_id}),
+                            "ExpressionAttributeValues": to_wire(
+                                {":id": incident.incident_id, ":pool": node.pool}
+                            ),
                         }
                     },
                 ]
@@ -211,6 +213,34 @@ class IncidentStore:
             ExpressionAttributeValues=to_wire(values),
         )
 
+    def hand_to_operator(self, incident_id: str, execution_arn: str, note: str) -> bool:
+        """NEEDS_OPERATOR, if `execution_arn` is still the incident's recovery and nothing
+        closed or escalated the incident first (False otherwise). The node keeps its lock,
+        so it stays cordoned and no second recovery starts."""
+        try:
+            self.ddb.update_item(
+                TableName=self.table_name,
+                Key=to_wire({"incident_id": incident_id, "sk": META}),
+                UpdateExpression="SET #status = :needs, "
+                "notes = list_append(if_not_exists(notes, :empty), :note)",
+                ConditionExpression="execution_arn = :arn AND NOT (#status IN (:needs, :done))",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_wire(
+                    {
+                        ":needs": IncidentStatus.NEEDS_OPERATOR.value,
+                        ":done": IncidentStatus.RESOLVED.value,
+                        ":arn": execution_arn,
+                        ":note": [note[:1000]],
+                        ":empty": [],
+                    }
+                ),
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def update(self, incident_id: str, **fields: Any) -> None:
         """SET the given incident fields (models are stored as their JSON form)."""
         values = {f":{k}": _jsonable(v) for k, v in fields.items()}
@@ -264,7 +294,8 @@ class IncidentStore:
                         "Update": {
                             "TableName": self.nodes_table_name,
                             "Key": to_wire({"instance_id": incident.instance_id}),
-                            "UpdateExpression": "SET last_closed_at = :at REMOVE open_incident_id",
+                            "UpdateExpression": "SET last_closed_at = :at "
+                            "REMOVE open_incident_id, open_pool",
                             "ConditionExpression": "open_incident_id = :id",
                             "ExpressionAttributeValues": to_wire(
                                 {":id": incident.incident_id, ":at": at.isoformat()}
@@ -375,6 +406,11 @@ class IncidentStore:
             ExpressionAttributeValues=to_wire({":id": incident_id, ":p": SIGNAL_PREFIX}),
         )
         return [plain(from_wire(i)) for page in pages for i in page["Items"]]
+
+    def many(self, incident_ids: list[str]) -> list[Incident]:
+        """These incidents (those that exist), read strongly consistent in batches."""
+        keys = [{"incident_id": i, "sk": META} for i in dict.fromkeys(incident_ids)]
+        return [_incident(i) for i in batch_get(dynamodb_table(self.table_name), keys)]
 
     def recent(self, limit: int = 100) -> list[Incident]:
         """Newest first, through the sparse ByOpenedAt index."""

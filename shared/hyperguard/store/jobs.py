@@ -1,4 +1,5 @@
-"""JobsTable: one item per job (pk `job_id`), GSI `ByTeam` (pk `team`, sk `submitted_at`).
+"""JobsTable: one item per job (pk `job_id`), GSI `ByTeam` (pk `team`, sk `submitted_at`),
+sparse GSI `Live` (pk `live`, sk `job_id`, keys only).
 
 Besides the `Job` fields an item carries what the governance API shows about it:
 - `reason`   why the job is in its current status (the engine's own words);
@@ -9,7 +10,10 @@ Besides the `Job` fields an item carries what the governance API shows about it:
              keeps an item far below DynamoDB's 400 KB;
 - `first_admitted_at`, `started_at` (this run), `ended_at`, `admitted_replicas`;
 - `stop_pending`  set when a job with pods is cancelled: the scheduler stops it on the
-             cluster and clears the flag (the API never talks to the cluster).
+             cluster and clears the flag (the API never talks to the cluster);
+- `live`     present (LIVE) while the job is active or has pods to stop: written with every
+             status change, so the `Live` index holds the jobs a scheduling pass reads and
+             a pass costs the same however many jobs the table has ever held.
 Status changes are conditional on the status the writer saw (`transition`).
 """
 
@@ -30,7 +34,15 @@ from pydantic import BaseModel, Field, field_validator
 from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import ACTIVE_STATUSES
-from hyperguard.store.codec import TableStore, decimals, plain, scan_all, to_item
+from hyperguard.store.codec import (
+    TableStore,
+    batch_get,
+    decimals,
+    plain,
+    query_all,
+    scan_all,
+    to_item,
+)
 
 MAX_HISTORY = 150
 """History entries a job keeps (status changes and checkpoints alike); later ones are
@@ -142,6 +154,21 @@ def record_from_item(item: dict[str, Any]) -> JobRecord:
     )
 
 
+LIVE_INDEX = "Live"
+LIVE = "1"
+
+
+def _live_after(status: JobStatus | None, sets: dict[str, Any], remove: list[str]) -> bool | None:
+    """Whether a transition leaves the job in the `Live` index (None: as it was). Only a
+    terminal job carries `stop_pending` (set by the cancel that ends it, cleared once its
+    pods are stopped), so the outcome follows from the transition alone."""
+    if status is not None:
+        return status in ACTIVE_STATUSES or sets.get("stop_pending") is True
+    if "stop_pending" in remove:
+        return False
+    return None
+
+
 def _entry(entry: JobHistoryEntry) -> list[dict[str, Any]]:
     return [to_item(entry)]
 
@@ -179,17 +206,6 @@ class JobStore(TableStore):
         item = self.table.get_item(Key={"job_id": job_id}, ConsistentRead=True).get("Item")
         return Job.model_validate(plain(item)) if item else None
 
-    def on_node(self, instance_id: str) -> list[JobRecord]:
-        """Jobs whose placement includes the node: a strongly consistent filtered scan (one
-        per incident)."""
-        items = scan_all(
-            self.table,
-            ConsistentRead=True,
-            FilterExpression="contains(nodes, :i)",
-            ExpressionAttributeValues={":i": instance_id},
-        )
-        return sorted((record_from_item(i) for i in items), key=lambda r: r.job.job_id)
-
     def all(self) -> list[Job]:
         return sorted((Job.model_validate(i) for i in scan_all(self.table)), key=lambda j: j.job_id)
 
@@ -202,22 +218,24 @@ class JobStore(TableStore):
         return [record_from_item(i) for i in scan_all(self.table)]
 
     def active(self) -> list[JobRecord]:
-        """Every job that holds or waits for quota, or still has pods to stop: one strongly
-        consistent scan, so a scheduling pass never works from a stale copy of a status."""
-        statuses = sorted(ACTIVE_STATUSES)
-        items = scan_all(
+        """Every job that holds or waits for quota, or still has pods to stop. The `Live`
+        index names them (keys only); the items themselves are read strongly consistent,
+        so a scheduling pass never works from a stale copy of a status. A job submitted a
+        moment ago may be missing until the index has it (typically well under a second):
+        the next pass sees it."""
+        keys = query_all(
             self.table,
-            ConsistentRead=True,
-            FilterExpression="#status IN ("
-            + ", ".join(f":s{i}" for i in range(len(statuses)))
-            + ") OR stop_pending = :t",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
-                **{f":s{i}": s.value for i, s in enumerate(statuses)},
-                ":t": True,
-            },
+            IndexName=LIVE_INDEX,
+            KeyConditionExpression="#live = :l",
+            ExpressionAttributeNames={"#live": "live"},
+            ExpressionAttributeValues={":l": LIVE},
         )
-        return [record_from_item(i) for i in items]
+        items = batch_get(self.table, [{"job_id": k["job_id"]} for k in keys])
+        records = [record_from_item(i) for i in items]
+        return sorted(
+            (r for r in records if r.job.status in ACTIVE_STATUSES or r.stop_pending),
+            key=lambda r: r.job.job_id,
+        )
 
     def submit(
         self,
@@ -231,6 +249,8 @@ class JobStore(TableStore):
         False), a different request with the same key raises IdempotencyKeyReusedError."""
         item = {**to_item(record.job), **to_item(record, exclude={"job"})}
         item.pop("job", None)
+        if record.job.status in ACTIVE_STATUSES or record.stop_pending:
+            item["live"] = LIVE
         put = {
             "Put": {
                 "TableName": self.table_name,
@@ -353,9 +373,17 @@ class JobStore(TableStore):
             values |= {":entry": _entry(entry), ":empty": [], ":max": MAX_HISTORY}
         else:
             increments["history_dropped"] = increments.get("history_dropped", 0) + 1
+        remove = list(remove)
         if status is not None:
             clauses.append("#status = :status")
             values[":status"] = status.value
+        live = _live_after(status, sets or {}, remove)
+        if live:
+            names["#live"] = "live"
+            clauses.append("#live = :live")
+            values[":live"] = LIVE
+        elif live is False:
+            remove.append("live")
         for index, (name, value) in enumerate((sets or {}).items()):
             names[f"#a{index}"] = name
             values[f":a{index}"] = value

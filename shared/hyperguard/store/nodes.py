@@ -1,9 +1,30 @@
-"""NodesTable: one item per instance (pk `instance_id`)."""
+"""NodesTable: one item per instance (pk `instance_id`); sparse GSIs `ByPool` (pk `in_pool`:
+nodes present in a pool, kept by inventory) and `OpenByPool` (pk `open_pool`: nodes whose
+open-incident lock is held, kept by IncidentStore with the lock)."""
 
 from __future__ import annotations
 
-from hyperguard.models import Node
-from hyperguard.store.codec import TableStore, plain, scan_all, to_item
+from dataclasses import dataclass
+
+from hyperguard.models import Node, NodeStatus
+from hyperguard.store.codec import (
+    TableStore,
+    batch_get,
+    count_all,
+    plain,
+    query_all,
+    scan_all,
+    to_item,
+)
+
+BY_POOL = "ByPool"
+OPEN_BY_POOL = "OpenByPool"
+
+
+@dataclass(frozen=True)
+class OpenNode:
+    instance_id: str
+    incident_id: str
 
 
 class NodeStore(TableStore):
@@ -23,11 +44,16 @@ class NodeStore(TableStore):
             fields.pop("instance_id")
             for own in self.OWN_FIELDS:
                 fields.pop(own, None)
+            if node.status is not NodeStatus.NOT_FOUND:
+                fields["in_pool"] = node.pool
             names = {f"#{k}": k for k in fields}
             values = {f":{k}": v for k, v in fields.items()}
+            expression = "SET " + ", ".join(f"#{k} = :{k}" for k in fields)
+            if "in_pool" not in fields:
+                expression += " REMOVE in_pool"
             self.table.update_item(
                 Key={"instance_id": node.instance_id},
-                UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in fields),
+                UpdateExpression=expression,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
@@ -62,10 +88,43 @@ class NodeStore(TableStore):
         """A replaced instance: kept for its history, no longer part of any pool."""
         self.table.update_item(
             Key={"instance_id": instance_id},
-            UpdateExpression="SET #s = :gone, schedulable = :f, healthy = :f",
+            UpdateExpression="SET #s = :gone, schedulable = :f, healthy = :f REMOVE in_pool",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={":gone": "NotFound", ":f": False},
         )
+
+    def pool_size(self, pool: str) -> int:
+        """Nodes present in the pool: one COUNT query, however big the table."""
+        return count_all(
+            self.table,
+            IndexName=BY_POOL,
+            KeyConditionExpression="in_pool = :p",
+            ExpressionAttributeValues={":p": pool},
+        )
+
+    def open_in_pool(self, pool: str) -> list[OpenNode]:
+        """The pool's nodes with an open incident (eventually consistent, as any index)."""
+        items = query_all(
+            self.table,
+            IndexName=OPEN_BY_POOL,
+            KeyConditionExpression="open_pool = :p",
+            ExpressionAttributeValues={":p": pool},
+        )
+        return [OpenNode(i["instance_id"], i["open_incident_id"]) for i in items]
+
+    def in_pool(self, pool: str) -> list[Node]:
+        """The pool's present nodes, read strongly consistent."""
+        keys = query_all(
+            self.table,
+            IndexName=BY_POOL,
+            KeyConditionExpression="in_pool = :p",
+            ExpressionAttributeValues={":p": pool},
+        )
+        items = batch_get(
+            self.table,
+            [{"instance_id": k["instance_id"]} for k in keys],
+        )
+        return sorted((Node.model_validate(i) for i in items), key=lambda n: n.instance_id)
 
     def all(self) -> list[Node]:
         return sorted(

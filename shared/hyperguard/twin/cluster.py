@@ -118,7 +118,7 @@ class SimTimings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     reboot_s: float = Field(default=300.0, ge=0)
-    replace_s: float = Field(default=940.0, gt=0, description="until the new node runs")
+    replace_s: float = Field(default=940.0, ge=0, description="until the new node runs")
     replace_shutdown_s: float = Field(default=120.0, ge=0)
     deep_health_check_s: float = Field(default=600.0, ge=0)
     nodeclaim_termination_s: float = Field(default=60.0, ge=0)

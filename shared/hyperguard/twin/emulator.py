@@ -8,7 +8,9 @@ Three emulator gaps are closed here, in-process, and reported by `hyperguard twi
 - moto's CloudFormation ignores `DefinitionSubstitutions` and registers state machines in a
   backend that does not execute them: the twin substitutes and registers them with moto's
   executing Step Functions interpreter instead;
-- moto's EventBridge drops `account` from the events it delivers to targets: restored.
+- moto's EventBridge drops `account` from the events it delivers to targets: restored;
+- moto's Step Functions sends no "Step Functions Execution Status Change" events: the twin
+  puts them on the default bus, in AWS's shape, when a Standard execution ends.
 """
 
 from __future__ import annotations
@@ -59,6 +61,54 @@ def _patch_event_envelope() -> None:
         EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE = template.replace(
             '"version": "0",', '"version": "0", "account": "<account>",'
         )
+
+
+def _epoch_ms(value: Any) -> int | None:
+    return int(value.timestamp() * 1000) if value is not None else None
+
+
+def status_change_event(execution: Any) -> dict[str, Any]:
+    """The PutEvents entry Step Functions sends when a Standard execution ends (the detail
+    fields of AWS's "Step Functions Execution Status Change")."""
+    status = getattr(execution.exec_status, "value", execution.exec_status)
+    output = execution.output
+    detail = {
+        "executionArn": execution.exec_arn,
+        "stateMachineArn": execution.state_machine.arn,
+        "name": execution.name,
+        "status": status,
+        "startDate": _epoch_ms(execution.start_date),
+        "stopDate": _epoch_ms(execution.stop_date),
+        "input": execution.execution_input,
+        "output": json.dumps(output) if output is not None and status == "SUCCEEDED" else None,
+        "inputDetails": {"included": True},
+        "outputDetails": {"included": True} if status == "SUCCEEDED" else None,
+    }
+    return {
+        "Source": "aws.states",
+        "DetailType": "Step Functions Execution Status Change",
+        "Detail": json.dumps(detail),
+        "Resources": [execution.exec_arn],
+        "EventBusName": "default",
+    }
+
+
+def _patch_execution_events() -> None:
+    from moto.events.models import events_backends
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
+
+    original = BaseExecutionWorkerCommunication._reflect_execution_status
+    if getattr(original, "emits_events", False):
+        return
+
+    def reflect_and_emit(self: Any) -> None:
+        original(self)  # type: ignore[no-untyped-call]
+        execution = self.execution
+        backend = events_backends[execution.account_id][execution.region_name]
+        backend.put_events([status_change_event(execution)])
+
+    reflect_and_emit.emits_events = True  # type: ignore[attr-defined]
+    BaseExecutionWorkerCommunication._reflect_execution_status = reflect_and_emit  # type: ignore[method-assign]
 
 
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/")
@@ -215,6 +265,7 @@ class Emulator:
         _patch_lambda_invoke()
         _patch_state_machine_resource()
         _patch_event_envelope()
+        _patch_execution_events()
         moto_app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server(
             self.host,

@@ -32,7 +32,7 @@ from hyperguard.recovery.policy import DeepHealthCheck, NodeRepairConfig
 from hyperguard.twin import aws as twin_aws
 from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, PRINCIPAL_HEADER, ApiGatewayProxy
 from hyperguard.twin.clock import ScaledClock
-from hyperguard.twin.cluster import FaultKind, SimulatedCluster
+from hyperguard.twin.cluster import FaultKind, SimTimings, SimulatedCluster
 from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy
 from hyperguard.twin.effects import EffectRunner
 from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
@@ -121,6 +121,8 @@ class TwinConfig:
     seed_jobs: bool = True
     max_concurrency: int = 4
     cache_dir: Path | None = None
+    timings: SimTimings | None = None
+    """The simulated cluster's own durations (None: SimTimings' defaults)."""
 
     @property
     def cluster_arn(self) -> str:
@@ -176,6 +178,7 @@ class Twin:
             eks_cluster=self.config.eks_cluster_name,
             region=REGION,
             account=ACCOUNT,
+            timings=self.config.timings,
         )
 
     def client(self, service: str) -> Any:

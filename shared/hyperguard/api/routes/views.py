@@ -22,7 +22,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     )
     def view_teams() -> Response[TeamViews]:
         who = caller()
-        views = team_views(deps.teams.quotas(), deps.jobs.records(), deps.catalogue)
+        views = team_views(deps.teams.quotas(), deps.jobs.active(), deps.catalogue)
         return ok(TeamViews(teams=[v for v in views if who.may_see_team(v.team)]))
 
     @router.get(
@@ -45,6 +45,6 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     )
     def view_cluster() -> Response[ClusterView]:
         caller()
-        return ok(cluster_view(deps.nodes.all(), deps.jobs.records(), deps.catalogue))
+        return ok(cluster_view(deps.nodes.all(), deps.jobs.active(), deps.catalogue))
 
     return router
