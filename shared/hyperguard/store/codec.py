@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -68,16 +69,20 @@ class TableStore:
         return self._table
 
 
-def query_all(table: Any, **query: Any) -> list[dict[str, Any]]:
-    """Every item a Query returns (all pages), Decimals made plain."""
+def _every_page(read: Callable[..., Any], request: dict[str, Any]) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = dict(query)
+    kwargs = dict(request)
     while True:
-        page = table.query(**kwargs)
+        page = read(**kwargs)
         items.extend(plain(i) for i in page.get("Items", []))
         if "LastEvaluatedKey" not in page:
             return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def query_all(table: Any, **query: Any) -> list[dict[str, Any]]:
+    """Every item a Query returns (all pages), Decimals made plain."""
+    return _every_page(table.query, query)
 
 
 def count_all(table: Any, **query: Any) -> int:
@@ -121,11 +126,4 @@ def batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def scan_all(table: Any, **scan: Any) -> list[dict[str, Any]]:
     """Every item of a (small, operator-scale) table that `scan`'s filter keeps (all pages),
     Decimals made plain."""
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = dict(scan)
-    while True:
-        page = table.scan(**kwargs)
-        items.extend(plain(i) for i in page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return _every_page(table.scan, scan)
