@@ -34,8 +34,8 @@ EMULATOR_GAPS: dict[str, str] = {
     "ReportBatchItemFailures, redrive to the DLQ; failed records come back after 1 s)",
     "AWS::StepFunctions::StateMachine": "moto's CloudFormation ignores DefinitionSubstitutions "
     "and does not execute; the twin substitutes and registers the machine with moto's "
-    "executing Step Functions interpreter, and puts the \"Step Functions Execution Status "
-    "Change\" event AWS sends when an execution ends on the default bus",
+    'executing Step Functions interpreter, and puts the "Step Functions Execution Status '
+    'Change" event AWS sends when an execution ends on the default bus',
     "AWS::Events::Rule": "moto's default target input leaves `account` out of the event (the "
     "twin restores it); moto never fires a schedule and matches every bus event to a rule "
     "without a pattern: the twin fires schedules at their rate on the simulated cluster's "
