@@ -50,7 +50,14 @@ def test_tables_have_pitr_and_encryption() -> None:
 
 
 def test_every_health_rule_targets_the_queue_with_retries_and_a_dlq() -> None:
-    health_sources = {"aws.sagemaker", "aws.ec2", "aws.health", "hyperguard.node-forwarder"}
+    # aws.states: the recovery backstop (RecoveryEndedRule) rides the same queue.
+    health_sources = {
+        "aws.sagemaker",
+        "aws.ec2",
+        "aws.health",
+        "hyperguard.node-forwarder",
+        "aws.states",
+    }
     rules = {
         name: rule
         for name, rule in _resources("AWS::Events::Rule").items()
@@ -71,6 +78,7 @@ def test_every_health_rule_targets_the_queue_with_retries_and_a_dlq() -> None:
         "EC2 Capacity Reservation Instance Interruption Warning",
         "AWS Health Event",
         "Kubernetes Node Condition Changed",
+        "Step Functions Execution Status Change",
     } <= detail_types
     for name, rule in rules.items():
         for target in rule["Properties"]["Targets"]:
