@@ -315,38 +315,29 @@ class JobStore(TableStore):
         to its history, set/remove/add the given attributes, all in one write. With `checks`
         (TransactWriteItems ConditionChecks) the write is a transaction that also fails
         when any check does. Only hyperguard.governance.jobs calls this."""
-        full = self._apply_transition(
-            job_id,
-            expect,
-            status,
-            entry,
-            sets,
-            remove,
-            add,
-            checks,
-            condition,
-            condition_values,
-            condition_names,
-            history=True,
-        )
+
+        def attempt(history: bool) -> TransitionOutcome:
+            return self._apply_transition(
+                job_id,
+                expect,
+                status,
+                entry,
+                sets,
+                remove,
+                add,
+                checks,
+                condition,
+                condition_values,
+                condition_names,
+                history=history,
+            )
+
+        full = attempt(history=True)
         if full is not TransitionOutcome.STALE:
             return full
         # The condition failed: the job moved on, or its history is full. Once more without
         # the history entry (counted as dropped): still refused if the job moved on.
-        return self._apply_transition(
-            job_id,
-            expect,
-            status,
-            entry,
-            sets,
-            remove,
-            add,
-            checks,
-            condition,
-            condition_values,
-            condition_names,
-            history=False,
-        )
+        return attempt(history=False)
 
     def _apply_transition(
         self,
