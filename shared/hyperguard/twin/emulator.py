@@ -22,6 +22,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -182,6 +183,82 @@ def required_grants(environ: dict[str, Any], call: str) -> list[tuple[str, str]]
     return [(call, "*")]
 
 
+FaultMatch = Callable[[str, dict[str, Any]], bool]
+"""Whether an injected fault applies to a request: (caller's access key id, JSON body)."""
+
+_DYNAMODB = "com.amazonaws.dynamodb.v20120810#"
+# DynamoDB's answers to the faults the twin injects: (HTTP status, `__type`, message), as
+# the DynamoDB API reference's "Common Errors" and each operation's "Errors" give them.
+DYNAMODB_FAULTS: dict[str, tuple[int, str, str]] = {
+    "ProvisionedThroughputExceededException": (
+        400,
+        f"{_DYNAMODB}ProvisionedThroughputExceededException",
+        "The level of configured provisioned throughput for the table was exceeded. "
+        "Consider increasing your provisioning level with the UpdateTable API.",
+    ),
+    "ThrottlingException": (
+        400,
+        "com.amazon.coral.availability#ThrottlingException",
+        "Rate of requests exceeds the allowed throughput.",
+    ),
+    "RequestLimitExceeded": (
+        400,
+        f"{_DYNAMODB}RequestLimitExceeded",
+        "Throughput exceeds the current throughput limit for your account.",
+    ),
+    "ConditionalCheckFailedException": (
+        400,
+        f"{_DYNAMODB}ConditionalCheckFailedException",
+        "The conditional request failed",
+    ),
+    "InternalServerError": (500, f"{_DYNAMODB}InternalServerError", "Internal server error"),
+}
+_TRANSACTIONS = ("dynamodb:TransactWriteItems", "dynamodb:TransactGetItems")
+
+
+@dataclass
+class _PendingFault:
+    call: str
+    error_code: str
+    remaining: int
+    match: FaultMatch | None
+
+
+def _request_body(environ: dict[str, Any]) -> dict[str, Any]:
+    """The request's JSON body (empty if it has none), put back for moto."""
+    body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    environ["wsgi.input"] = io.BytesIO(body)
+    try:
+        parsed = json.loads(body or b"{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def dynamodb_error(call: str, error_code: str, request: dict[str, Any]) -> tuple[int, Any]:
+    """DynamoDB's (status, body) for `error_code`. A transaction never answers with a
+    ConditionalCheckFailedException: its first conditional item fails it, and the answer
+    is a TransactionCanceledException with one cancellation reason per item."""
+    status, kind, message = DYNAMODB_FAULTS[error_code]
+    if call not in _TRANSACTIONS or error_code != "ConditionalCheckFailedException":
+        return status, {"__type": kind, "message": message}
+    reasons: list[dict[str, str]] = []
+    for item in request.get("TransactItems", []):
+        spec: dict[str, Any] = next(iter(item.values()), {}) if isinstance(item, dict) else {}
+        conditional = "ConditionCheck" in item or "ConditionExpression" in spec
+        if conditional and not any(r["Code"] != "None" for r in reasons):
+            reasons.append({"Code": "ConditionalCheckFailed", "Message": message})
+        else:
+            reasons.append({"Code": "None"})
+    codes = ", ".join(r["Code"] for r in reasons)
+    return 400, {
+        "__type": f"{_DYNAMODB}TransactionCanceledException",
+        "Message": f"Transaction cancelled, please refer cancellation reasons for specific "
+        f"reasons [{codes}]",
+        "CancellationReasons": reasons,
+    }
+
+
 class QuietRequestHandler(WSGIRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
@@ -249,6 +326,10 @@ class Emulator:
         self.grants: Counter[tuple[str, str, str]] = Counter()
         """What those calls needed of IAM: (access key id, action, resource), see
         required_grants."""
+        self.faults: Counter[tuple[str, str]] = Counter()
+        """Calls answered with an injected error: ("service:Operation", error code)."""
+        self._pending: list[_PendingFault] = []
+        self._faults_lock = threading.Lock()
 
     @property
     def endpoint(self) -> str:
@@ -279,6 +360,44 @@ class Emulator:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto")
         self._thread.start()
 
+    def inject(
+        self, call: str, error_code: str, count: int = 1, match: FaultMatch | None = None
+    ) -> None:
+        """The next `count` calls of `call` ("dynamodb:UpdateItem") that `match` accepts
+        (None: any caller, any request) are answered with DynamoDB's error `error_code`
+        instead of reaching moto, as DynamoDB answers them (DYNAMODB_FAULTS). The callers'
+        SDKs retry throttles and 5xx answers by themselves: each attempt takes one."""
+        service = call.partition(":")[0]
+        if service != "dynamodb" or error_code not in DYNAMODB_FAULTS:
+            raise ValueError(
+                f"the emulator injects DynamoDB errors only ({', '.join(DYNAMODB_FAULTS)}), "
+                f"not {error_code!r} on {call!r}"
+            )
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        with self._faults_lock:
+            self._pending.append(_PendingFault(call, error_code, count, match))
+
+    @property
+    def pending_faults(self) -> int:
+        """Injected answers not given yet."""
+        with self._faults_lock:
+            return sum(f.remaining for f in self._pending)
+
+    def _take_fault(self, environ: dict[str, Any], key: str, call: str) -> tuple[int, Any] | None:
+        with self._faults_lock:
+            if not any(f.call == call for f in self._pending):
+                return None
+            request = _request_body(environ)
+            for fault in self._pending:
+                if fault.call == call and (fault.match is None or fault.match(key, request)):
+                    fault.remaining -= 1
+                    if not fault.remaining:
+                        self._pending.remove(fault)
+                    self.faults[(call, fault.error_code)] += 1
+                    return dynamodb_error(call, fault.error_code, request)
+        return None
+
     def _wrap(self, moto_app: WSGIApp) -> WSGIApp:
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             path = environ.get("PATH_INFO", "")
@@ -288,15 +407,21 @@ class Emulator:
                 self.calls[(key, call)] += 1
                 for action, resource in required_grants(environ, call):
                     self.grants[(key, action, resource)] += 1
-                return moto_app(environ, start_response)
-            try:
-                status, body = route(environ)
-            except Exception as exc:  # reported to the caller, never kills the server
-                status, body = 500, {"error": f"{type(exc).__name__}: {exc}"}
+                injected = self._take_fault(environ, key, call)
+                if injected is None:
+                    return moto_app(environ, start_response)
+                status, body = injected
+                content_type = "application/x-amz-json-1.0"
+            else:
+                try:
+                    status, body = route(environ)
+                except Exception as exc:  # reported to the caller, never kills the server
+                    status, body = 500, {"error": f"{type(exc).__name__}: {exc}"}
+                content_type = "application/json"
             payload = json.dumps(body, default=str).encode()
             start_response(
                 f"{status} {'OK' if status < 400 else 'Error'}",
-                [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
+                [("Content-Type", content_type), ("Content-Length", str(len(payload)))],
             )
             return [payload]
 

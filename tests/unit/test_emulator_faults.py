@@ -1,0 +1,240 @@
+"""DynamoDB errors the emulator injects, as the service's own SDK client sees them.
+
+No network: botocore's `before-send` hands each signed request to the emulator's WSGI app
+and its answer back to the client, so the client's real retry handler (standard mode, the
+config in hyperguard.aws) decides what to retry and how often.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import ClientError
+from werkzeug.test import EnvironBuilder
+
+from hyperguard import aws
+from hyperguard.twin.emulator import Emulator
+
+TABLE = "incidents"
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.data
+
+
+class FakeMoto:
+    """Stands in for moto: counts what reaches it and answers an empty success."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        self.calls += 1
+        start_response("200 OK", [("Content-Type", "application/x-amz-json-1.0")])
+        return [b"{}"]
+
+
+def wsgi_sender(app: Callable[..., Any]) -> Callable[..., AWSResponse]:
+    def send(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
+        url = urlsplit(request.url)
+        body = request.body if isinstance(request.body, bytes) else (request.body or b"")
+        environ = EnvironBuilder(
+            path=url.path or "/",
+            query_string=url.query,
+            method=request.method,
+            headers={
+                name: value.decode() if isinstance(value, bytes) else value
+                for name, value in request.headers.items()
+            },
+            data=body,
+        ).get_environ()
+        answer: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+            answer["status"], answer["headers"] = int(status.split()[0]), dict(headers)
+
+        data = b"".join(app(environ, start_response))
+        return AWSResponse(request.url, answer["status"], answer["headers"], _Body(data))
+
+    return send
+
+
+@pytest.fixture
+def emulator() -> Emulator:
+    return Emulator()
+
+
+@pytest.fixture
+def moto() -> FakeMoto:
+    return FakeMoto()
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The SDK's back-off between attempts, recorded instead of slept."""
+    slept: list[float] = []
+    monkeypatch.setattr("botocore.endpoint.time.sleep", slept.append)
+    return slept
+
+
+@pytest.fixture
+def ddb(monkeypatch: pytest.MonkeyPatch, emulator: Emulator, moto: FakeMoto) -> Iterator[Any]:
+    """The client the handlers use (hyperguard.aws), talking to the emulator's app."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIDRECOVERY",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://emulator.invalid:4566",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    aws.client.cache_clear()
+    client = aws.client("dynamodb")
+    client.meta.events.register("before-send.dynamodb", wsgi_sender(emulator._wrap(moto)))
+    yield client
+    aws.client.cache_clear()
+
+
+def update(ddb: Any, table: str = TABLE) -> Any:
+    return ddb.update_item(
+        TableName=table,
+        Key={"incident_id": {"S": "i-1"}, "sk": {"S": "META"}},
+        UpdateExpression="SET #s = :s",
+        ConditionExpression="attribute_exists(incident_id)",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": "detected"}},
+    )
+
+
+def test_a_throttle_is_answered_as_dynamodb_does_and_the_sdk_tries_six_times(
+    ddb: Any, emulator: Emulator, moto: FakeMoto, sleeps: list[float]
+) -> None:
+    """Standard retry mode with `max_attempts: 5` (botocore counts retries there): one
+    attempt and five retries, so six throttles in a row reach the caller."""
+    emulator.inject("dynamodb:UpdateItem", "ProvisionedThroughputExceededException", 6)
+    with pytest.raises(ClientError) as raised:
+        update(ddb)
+    error = raised.value.response
+    assert error["Error"]["Code"] == "ProvisionedThroughputExceededException"
+    assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert error["ResponseMetadata"]["MaxAttemptsReached"] is True
+    assert len(sleeps) == 5 and moto.calls == 0
+    assert emulator.faults == {("dynamodb:UpdateItem", "ProvisionedThroughputExceededException"): 6}
+    assert emulator.pending_faults == 0
+    assert emulator.calls[("AKIDRECOVERY", "dynamodb:UpdateItem")] == 6
+
+
+def test_five_throttles_are_absorbed_by_the_sdk(
+    ddb: Any, emulator: Emulator, moto: FakeMoto, sleeps: list[float]
+) -> None:
+    emulator.inject("dynamodb:UpdateItem", "ThrottlingException", 5)
+    update(ddb)
+    assert (len(sleeps), moto.calls) == (5, 1)
+    assert emulator.pending_faults == 0
+
+
+def test_a_conditional_check_failure_is_not_retried(
+    ddb: Any, emulator: Emulator, moto: FakeMoto, sleeps: list[float]
+) -> None:
+    emulator.inject("dynamodb:UpdateItem", "ConditionalCheckFailedException")
+    with pytest.raises(ClientError) as raised:
+        update(ddb)
+    assert raised.value.response["Error"] == {
+        "Code": "ConditionalCheckFailedException",
+        "Message": "The conditional request failed",
+    }
+    assert sleeps == [] and moto.calls == 0
+    update(ddb)  # the fault is spent: the next call reaches moto
+    assert moto.calls == 1
+
+
+def test_a_transaction_is_cancelled_by_its_first_conditional_item(
+    ddb: Any, emulator: Emulator
+) -> None:
+    emulator.inject("dynamodb:TransactWriteItems", "ConditionalCheckFailedException")
+    with pytest.raises(ClientError) as raised:
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": {"incident_id": {"S": "i-1"}}}},
+                {
+                    "Update": {
+                        "TableName": "nodes",
+                        "Key": {"instance_id": {"S": "i-1"}},
+                        "UpdateExpression": "REMOVE open_incident_id",
+                        "ConditionExpression": "open_incident_id = :id",
+                        "ExpressionAttributeValues": {":id": {"S": "x"}},
+                    }
+                },
+            ]
+        )
+    response = raised.value.response
+    assert response["Error"]["Code"] == "TransactionCanceledException"
+    assert [r["Code"] for r in response["CancellationReasons"]] == [
+        "None",
+        "ConditionalCheckFailed",
+    ]
+
+
+def test_a_fault_applies_only_to_the_requests_it_matches(
+    ddb: Any, emulator: Emulator, moto: FakeMoto
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def on_incidents(key: str, request: dict[str, Any]) -> bool:
+        seen.append((key, request["TableName"]))
+        return bool(request["TableName"] == TABLE)
+
+    emulator.inject("dynamodb:UpdateItem", "InternalServerError", 1, match=on_incidents)
+    update(ddb, table="nodes")
+    assert moto.calls == 1 and emulator.pending_faults == 1
+    emulator.inject("dynamodb:GetItem", "InternalServerError")  # another call: untouched
+    update(ddb)  # 500, retried by the SDK: the second attempt reaches moto
+    assert moto.calls == 2 and emulator.pending_faults == 1
+    assert seen == [("AKIDRECOVERY", "nodes"), ("AKIDRECOVERY", TABLE)]
+
+
+def test_only_dynamodb_errors_are_injected(emulator: Emulator) -> None:
+    with pytest.raises(ValueError, match="DynamoDB errors only"):
+        emulator.inject("sqs:SendMessage", "ThrottlingException")
+    with pytest.raises(ValueError, match="DynamoDB errors only"):
+        emulator.inject("dynamodb:PutItem", "ResourceNotFoundException")
+    with pytest.raises(ValueError, match="at least 1"):
+        emulator.inject("dynamodb:PutItem", "ThrottlingException", 0)
+
+
+def test_the_body_moto_reads_is_intact_after_a_match(emulator: Emulator) -> None:
+    received: list[bytes] = []
+
+    def moto(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        received.append(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    looked: list[dict[str, Any]] = []
+
+    def look(_key: str, request: dict[str, Any]) -> bool:
+        looked.append(request)
+        return False
+
+    emulator.inject("dynamodb:PutItem", "ThrottlingException", match=look)
+    body = json.dumps({"TableName": TABLE, "Item": {}}).encode()
+    headers = [
+        ("X-Amz-Target", "DynamoDB_20120810.PutItem"),
+        (
+            "Authorization",
+            "AWS4-HMAC-SHA256 Credential=AKID/20261122/us-east-1/dynamodb/aws4_request, "
+            "SignedHeaders=host, Signature=0",
+        ),
+    ]
+    environ = EnvironBuilder(path="/", method="POST", headers=headers, data=body).get_environ()
+    list(emulator._wrap(moto)(environ, lambda *_: None))
+    assert looked == [{"TableName": TABLE, "Item": {}}] and received == [body]
