@@ -1,0 +1,72 @@
+"""The scheduler benchmark (bench/scheduler.py) in a tiny configuration: it drives the real
+pass end to end, its growth measurement holds the table's history apart from the active jobs,
+and the emulator speed-ups it installs keep moto's answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from bench import scheduler
+
+
+def test_a_tiny_workload_goes_through_the_real_pass_and_is_counted() -> None:
+    result = scheduler.run_shape("tiny", 1.0, "Disabled")
+
+    assert result["all_jobs_finished"]
+    assert result["admissions"] >= 20
+    assert set(result["avg_time_to_admission_s"]) == {"small", "medium", "large"}
+    calls = result["calls_per_pass"]
+    assert calls["sagemaker:ListClusterNodes"] == 1.0
+    assert calls["kubernetes:list nodes"] >= 1.0
+    assert calls["dynamodb:TransactWriteItems"] > 0
+    assert result["cpu_s_per_pass"] > 0
+    assert result["wakeups_received"]["job submitted"] == 20
+    checked = result["emulator_answers_checked"]
+    assert all(checked[op] > 0 for op in ("BatchGetItem", "TransactWriteItems", "UpdateItem"))
+
+
+def test_a_pass_makes_the_same_calls_however_many_finished_jobs_the_table_holds() -> None:
+    report = scheduler.growth([10, 300], passes=2)
+
+    fewer, more = report["growth"]
+    assert (fewer["jobs"], more["jobs"]) == (10, 300)
+    assert more["aws_calls_per_pass"] == fewer["aws_calls_per_pass"]
+    assert report["active_jobs"] == 24
+
+
+def _item(client: Any, table: str, job_id: str) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = client.get_item(
+        TableName=table, Key={"job_id": {"S": job_id}}, ConsistentRead=True
+    ).get("Item")
+    return item
+
+
+def test_a_cancelled_transaction_puts_back_the_items_it_touched() -> None:
+    with scheduler.world(1, scheduler.Latencies(), "Disabled") as built:
+        client = boto3.client("dynamodb", region_name=scheduler.REGION)
+        table = built.tables["JobsTable"]
+        client.put_item(TableName=table, Item={"job_id": {"S": "kept"}, "n": {"N": "1"}})
+        update = {
+            "TableName": table,
+            "Key": {"job_id": {"S": "kept"}},
+            "UpdateExpression": "SET n = :two",
+            "ExpressionAttributeValues": {":two": {"N": "2"}},
+        }
+        created = {"TableName": table, "Item": {"job_id": {"S": "new"}}}
+        refused = {
+            "TableName": table,
+            "Key": {"job_id": {"S": "absent"}},
+            "ConditionExpression": "attribute_exists(job_id)",
+        }
+        try:
+            client.transact_write_items(
+                TransactItems=[{"Update": update}, {"Put": created}, {"ConditionCheck": refused}]
+            )
+        except client.exceptions.TransactionCanceledException:
+            pass
+        else:
+            raise AssertionError("the transaction was not cancelled")
+
+        assert _item(client, table, "kept") == {"job_id": {"S": "kept"}, "n": {"N": "1"}}
+        assert _item(client, table, "new") is None
