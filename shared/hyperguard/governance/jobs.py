@@ -81,6 +81,7 @@ class Rule:
 
 
 _NOT_TERMINAL = frozenset(JobStatus) - TERMINAL_STATUSES
+_UNPROTECTED = WAITING_STATUSES | TERMINAL_STATUSES
 RULES: Mapping[Move, Rule] = {
     Move.ADMIT: Rule(WAITING_STATUSES, JobStatus.ADMITTED, frozenset({Actor.SCHEDULER})),
     Move.START: Rule(
@@ -259,7 +260,7 @@ class JobLifecycle:
             JobEvent.PREEMPTED,
             reason,
             sets={"nodes": []},
-            remove=("admitted_replicas", "protected_by"),
+            remove=("admitted_replicas",),
             fence=fence,
             details=details,
         )
@@ -365,7 +366,7 @@ class JobLifecycle:
             JobEvent.FINISHED,
             reason,
             sets={"nodes": [], "ended_at": now.isoformat(), "run_time_s": run_time},
-            remove=("admitted_replicas", "protected_by"),
+            remove=("admitted_replicas",),
             condition="#run_ = :run_",
             values={":run_": record.job.run},
             names={"#run_": "run"},
@@ -397,7 +398,7 @@ class JobLifecycle:
             JobEvent.LOST if by is Actor.RECONCILER else JobEvent.REQUEUED,
             reason,
             sets={"nodes": []},
-            remove=("admitted_replicas", "protected_by"),
+            remove=("admitted_replicas",),
             condition=condition,
             values=values,
             names=names,
@@ -509,6 +510,9 @@ class JobLifecycle:
         rule = RULES[move]
         if by not in rule.by:
             raise MoveNotAllowedError(f"{by.value} may not {move.value} a job")
+        if rule.to in _UNPROTECTED:
+            # A job that waits or has ended holds no nodes for recovery to act on.
+            remove = {*remove, "protected_by"}
         outcome = self.store.transition(
             job_id,
             expect=rule.expect,
