@@ -15,10 +15,6 @@ the end is a 64-node storm; every other test uses the fewest nodes that show its
 The simulated cluster runs on x60 time with short repairs (a reboot takes a second), so a
 recovery takes a few seconds. With HYPERGUARD_FAULTS_REPORT set, the module writes what it
 injected and how each incident ended to that path (docs/reliability.md is made from it).
-
-Invariants a fault breaks because of a known gap in the service are still checked, at the
-end state the fault left; the test then fails with that invariant's own error, and is
-marked xfail(strict=True, raises=...) with the reason: any other failure fails the suite.
 """
 
 from __future__ import annotations
@@ -79,9 +75,9 @@ STEPS = tuple(
     if (step := state.get("Parameters", {}).get("Payload", {}).get("step"))
     not in (None, "park", "request_approval", "escalate")
 )
-UNCORDONED = STEPS[:3]
-"""A fault in one of these leaves the node uncordoned: Cordon itself never ran."""
-CORDONED = STEPS[3:]
+UNCORDONED = STEPS[: STEPS.index("cordon") + 1]
+"""A fault in one of these comes before (or in) Cordon: Escalate must cordon the node."""
+CORDONED = STEPS[len(UNCORDONED) :]
 # A Lambda timeout of a step that overran: the function is registered with a timeout no
 # invocation can meet, so the runtime kills the worker at its deadline (Sandbox.Timedout).
 OVERRUN_TIMEOUT_S = 0.001
@@ -90,31 +86,6 @@ SETTLED = frozenset(
     {IncidentStatus.RESOLVED, IncidentStatus.NEEDS_OPERATOR, IncidentStatus.AWAITING_APPROVAL}
 )
 WITH_OPERATOR = frozenset({IncidentStatus.NEEDS_OPERATOR, IncidentStatus.AWAITING_APPROVAL})
-ESCALATION_GAP = (
-    "Escalate leaves the node as it found it: an escalation before Cordon ran (or of an "
-    "unhealthy replacement) leaves an unhealthy node schedulable"
-)
-CRASH_GAP = (
-    "the state machine retries only the Lambda service's errors, so a step whose worker "
-    "died (Runtime.ExitError) escalates instead of running again; and Escalate requeues "
-    "only the jobs in the incident's plan, so a job protected before the plan was written "
-    "stays held by the escalated incident"
-)
-REDRIVE_GAP = (
-    "a re-driven incident whose node is healthy by then (the step failed after the repair) "
-    "closes as recovered_on_its_own and leaves the node cordoned: nothing returns it to "
-    "service"
-)
-STORM_JOB_GAP = (
-    "when several nodes of one job fail at once, the incident that protects the job moves "
-    "it while another incident replaces a node under it: the job stays recorded on the "
-    "replaced instance, and a later recovery that dispatches it fails (NodeNotFoundError) "
-    "and escalates with the job still held"
-)
-BRAKE_GAP = (
-    "the blast-radius brake holds a repair before Cordon: the held nodes stay schedulable "
-    "while unhealthy until an operator approves"
-)
 # The operator's brake for this cluster while up to 20 nodes fail at once in one test; the
 # storm puts the published default (20 % of the pool) back.
 TEST_BRAKE = {"max_unhealthy_node_threshold_count": 32, "max_parallel_nodes_repaired_count": 32}
@@ -151,14 +122,6 @@ class UnhealthyNodeSchedulableError(InvariantError):
     pass
 
 
-class StepNotRetriedError(AssertionError):
-    """A step whose worker died was not run again: the recovery escalated instead."""
-
-
-class NotBackInServiceError(AssertionError):
-    """A re-driven incident is resolved, but its node was not returned to service."""
-
-
 # ------------------------------------------------------------------ the report
 
 
@@ -170,8 +133,6 @@ class FaultClass:
     survived: int = 0
     escalated: int = 0
     lost: int = 0
-    broken: str | None = None
-    """The known gap the fault exposed (the test is marked xfail for it), if it did."""
     detail: str | None = None
     """How the touched incidents ended, where a count says too little."""
 
@@ -190,7 +151,6 @@ class Ledger:
         how: str,
         injected: int,
         outcomes: Sequence[str],
-        broken: str | None = None,
         detail: str | None = None,
     ) -> None:
         counted = Counter(outcomes)
@@ -201,7 +161,6 @@ class Ledger:
             survived=counted["survived"],
             escalated=counted["escalated"],
             lost=counted["lost"],
-            broken=broken,
             detail=detail,
         )
 
@@ -603,8 +562,7 @@ class Lab(Service):
         }
 
     def violation(self, baseline: dict[str, int]) -> InvariantError | None:
-        """The first invariant broken, the one a known gap breaks (a schedulable unhealthy
-        node) last."""
+        """The first invariant broken (a schedulable unhealthy node is looked for last)."""
         incidents = {i.incident_id: i for i in self.incidents.recent(1000)}
         for incident in incidents.values():
             if incident.status is IncidentStatus.RESOLVED:
@@ -858,73 +816,50 @@ def test_lambda_throttling_and_service_errors_in_every_step(
 
 @pytest.mark.parametrize(
     "steps",
-    [
-        pytest.param(
-            UNCORDONED,
-            id="up-to-cordon",
-            marks=pytest.mark.xfail(
-                strict=True, raises=UnhealthyNodeSchedulableError, reason=ESCALATION_GAP
-            ),
-        ),
-        pytest.param(
-            CORDONED,
-            id="after-cordon",
-            marks=pytest.mark.xfail(strict=True, raises=NotBackInServiceError, reason=REDRIVE_GAP),
-        ),
-    ],
+    [pytest.param(UNCORDONED, id="up-to-cordon"), pytest.param(CORDONED, id="after-cordon")],
 )
-def test_a_function_error_or_timeout_in_each_step_escalates_and_a_redrive_recovers(
+def test_a_function_error_escalates_with_the_node_cordoned_and_a_timeout_is_retried(
     lab: Lab, ledger: Ledger, baseline: dict[str, int], steps: tuple[str, ...]
 ) -> None:
     """Two nodes per step, all at once: one recovery's function raises in that step, the
-    other's invocation of it overruns its timeout (the worker is killed at the deadline).
-    Neither is retried blindly: each goes to an operator, told by SNS, and the operator's
-    re-drive recovers it."""
+    other's invocation of it overruns its timeout once (the worker is killed at the
+    deadline). The error is not retried blindly: it goes to an operator, told by SNS, with
+    the node cordoned whichever step failed, and the operator's re-drive recovers it and
+    returns the node to service. The timeout is retried — every step is an ensure step —
+    and that recovery goes on as if nothing happened."""
     nodes = lab.free_nodes(2 * len(steps))
     errors, timeouts = nodes[: len(steps)], nodes[len(steps) :]
-    for fault, nodes in (("error", errors), ("timeout", timeouts)):
-        for node, step in zip(nodes, steps, strict=True):
+    for fault, aimed in (("error", errors), ("timeout", timeouts)):
+        for node, step in zip(aimed, steps, strict=True):
             lab.aimed.aim(node, step, fault)
             lab.fault(node, "gpu")
     incidents = lab.settle(lab.new_incidents([*errors, *timeouts]))
-    outcomes = [lab.outcome(i) for i in incidents]
-    expected = [*["InjectedFault"] * len(steps), *["Sandbox.Timedout"] * len(steps)]
-    for step, error, incident in zip([*steps, *steps], expected, incidents, strict=True):
+    escalated, retried = incidents[: len(steps)], incidents[len(steps) :]
+    for step, incident in zip(steps, escalated, strict=True):
         assert incident.status is IncidentStatus.NEEDS_OPERATOR, (step, incident.status)
-        assert error in incident.notes[-1], (step, incident.notes[-1:])
-        assert lab.errors_in(incident)[-1][1] == error, step
+        assert "InjectedFault" in incident.notes[-1], (step, incident.notes[-1:])
+        assert lab.errors_in(incident)[-1][1] == "InjectedFault", step
+    for step, incident in zip(steps, retried, strict=True):
+        assert incident.status is IncidentStatus.RESOLVED, (step, incident.notes[-1:])
+        assert [error for _, error in lab.errors_in(incident)] == ["Sandbox.Timedout"], step
     assert lab.aimed.pending == 0
-    violation = lab.violation(baseline)  # at the escalated end state
-    redriven = lab.redrive(incidents)
-    assert all(i.redrives == 1 for i in redriven)
-    left = {i.incident_id for i in lab.out_of_service(redriven)}
+    assert_invariants(lab, baseline)  # at the escalated end state: every node cordoned
     phase = "up to and including Cordon" if steps == UNCORDONED else "after Cordon"
-    for index, (fault, what) in enumerate(
-        (
-            ("error", "the function raises (InjectedFault) in the step"),
-            ("timeout", "the step's invocation overruns its timeout; the worker is killed"),
-        )
+    for fault, what, group in (
+        ("error", "the function raises (InjectedFault) in the step", escalated),
+        ("timeout", "the step's invocation overruns its timeout once", retried),
     ):
-        part = slice(index * len(steps), (index + 1) * len(steps))
-        still_cordoned = [
-            step for step, i in zip(steps, incidents[part], strict=True) if i.incident_id in left
-        ]
-        gaps = [ESCALATION_GAP] if isinstance(violation, UnhealthyNodeSchedulableError) else []
-        if still_cordoned:
-            gaps.append(f"{REDRIVE_GAP} (after a fault in {', '.join(still_cordoned)})")
         ledger.record(
             f"lambda-{fault}-{'uncordoned' if steps == UNCORDONED else 'cordoned'}",
             f"Lambda function {fault}s in every step {phase}",
             f"LambdaRuntime: {what} ({', '.join(steps)})",
             len(steps),
-            outcomes[part],
-            "; ".join(gaps) or None,
+            [lab.outcome(i) for i in group],
         )
-    if violation is not None:
-        raise violation
+    redriven = lab.redrive(escalated)
+    assert all(i.redrives == 1 for i in redriven)
+    assert lab.out_of_service(redriven) == []
     assert_invariants(lab, baseline)
-    if left:
-        raise NotBackInServiceError(f"healthy, resolved and still cordoned: {sorted(left)}")
 
 
 # ------------------------------------------------------------------ DynamoDB faults
@@ -1032,35 +967,32 @@ def test_sagemaker_refusing_a_repair_is_retried_or_escalated_by_its_error(
     assert_invariants(lab, baseline)
 
 
-@pytest.mark.xfail(strict=True, raises=UnhealthyNodeSchedulableError, reason=ESCALATION_GAP)
-def test_a_replacement_that_never_becomes_healthy_is_escalated(
+def test_a_replacement_that_never_becomes_healthy_is_escalated_and_cordoned(
     lab: Lab, ledger: Ledger, baseline: dict[str, int]
 ) -> None:
     (node,) = lab.free_nodes(1)
     lab.twin.cluster.replacement_never_healthy(node)
     lab.fault(node, "persistent")
     (incident,) = lab.settle([lab.new_incident(node)])
-    violation = lab.violation(baseline)  # at the escalated end state
     ledger.record(
         "replacement-never-healthy",
         "A replacement that never becomes healthy",
         "simulated cluster: the replacement boots into Failure and stays there",
         1,
         [lab.outcome(incident)],
-        ESCALATION_GAP if isinstance(violation, UnhealthyNodeSchedulableError) else None,
     )
     assert incident.status is IncidentStatus.NEEDS_OPERATOR
     assert "RecoveryTimeoutError" in incident.notes[-1]
     replacement = lab.twin.cluster.replacement_of(node)
     assert replacement is not None and lab.twin.cluster.instance(node) is None
+    assert not lab.twin.cluster.schedulable(replacement)
+    assert_invariants(lab, baseline)  # at the escalated end state
     # The failed replacement's health agent reports it; it is replaced in turn (and comes
     # up healthy), and the operator closes the first incident by re-driving it.
     lab.fault(replacement, "persistent")
     (again,) = lab.settle([lab.new_incident(replacement)])
     assert again.status is IncidentStatus.RESOLVED and again.resolution == "replaced"
     lab.redrive([incident])
-    if violation is not None:
-        raise violation
     assert_invariants(lab, baseline)
 
 
@@ -1202,7 +1134,6 @@ def test_an_ingest_worker_killed_mid_invocation_is_retried_and_nothing_is_half_w
     assert_invariants(lab, baseline)
 
 
-@pytest.mark.xfail(strict=True, raises=(JobStrandedError, StepNotRetriedError), reason=CRASH_GAP)
 def test_a_recovery_worker_killed_mid_step_is_retried_and_nothing_is_half_written(
     lab: Lab, ledger: Ledger, baseline: dict[str, int]
 ) -> None:
@@ -1217,8 +1148,6 @@ def test_a_recovery_worker_killed_mid_step_is_retried_and_nothing_is_half_writte
     kill_when(lab, RECOVERY, writing_the_plan)
     lab.fault(node, "gpu")
     (incident,) = lab.settle([lab.new_incident(node)])
-    retried = incident.status is IncidentStatus.RESOLVED
-    violation = lab.violation(baseline)  # at the end state the crash left
     ledger.record(
         "crash-recovery",
         "A worker killed mid-invocation: a recovery step",
@@ -1226,36 +1155,25 @@ def test_a_recovery_worker_killed_mid_step_is_retried_and_nothing_is_half_writte
         "and writing the plan (that write is lost with it)",
         1,
         [lab.outcome(incident)],
-        None if retried and violation is None else CRASH_GAP,
-        f"the job was left: {violation}" if isinstance(violation, JobStrandedError) else None,
     )
-    assert ("ProtectJobs", "Runtime.ExitError") in lab.errors_in(incident)
+    assert lab.errors_in(incident) == [("ProtectJobs", "Runtime.ExitError")]
     assert lab.twin.emulator.pending_faults == 0
-    if not retried:
-        lab.redrive([incident])
-    if violation is not None:
-        raise violation
-    if not retried:
-        raise StepNotRetriedError(f"{incident.incident_id}: {incident.notes[-1]}")
+    assert incident.status is IncidentStatus.RESOLVED, incident.notes[-1:]
+    assert len(incident.jobs) == 1  # the retried step planned the job once
     assert_invariants(lab, baseline)
 
 
 # ------------------------------------------------------------------ the storm
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(JobOnMissingNodeError, JobStrandedError, UnhealthyNodeSchedulableError),
-    reason=f"{BRAKE_GAP}; and {STORM_JOB_GAP}",
-)
 def test_a_64_node_storm_is_held_by_the_brake_and_every_node_reaches_an_operator(
     lab: Lab, ledger: Ledger, baseline: dict[str, int]
 ) -> None:
     """Every node fails at once, under the published brake (20 % of the pool unhealthy,
     20 % repaired at once). One incident each; the first repairs run, the rest are held
-    for approval with the operator told of each; no health event is lost on the way. The
-    jobs' nodes fail together too: a repair the brake let through may meet its job moved
-    by another incident, and go to an operator (told, as ever)."""
+    for approval with the operator told of each, cordoned while they wait; no health event
+    is lost on the way. The jobs' nodes fail together too: the incident that has a job
+    requeues it rather than restart it on a partner node that failed as well."""
     policy = fast_policy(TIME_SCALE).model_copy(update={"deep_health_checks": []})
     status, body = lab.twin.api(
         "PUT", "/policies/node-repair", policy.model_dump(mode="json", exclude_none=True)
@@ -1271,31 +1189,23 @@ def test_a_64_node_storm_is_held_by_the_brake_and_every_node_reaches_an_operator
     outcomes = [lab.outcome(i) for i in incidents]
     by_status = Counter(i.status for i in incidents)
     escalated = [i for i in incidents if i.status is IncidentStatus.NEEDS_OPERATOR]
-    held_schedulable = sum(
-        lab.twin.cluster.schedulable(i.instance_id)
+    requeued = sum(
+        p.outcome.startswith("requeued") and "out of service" in p.outcome
         for i in incidents
-        if i.status is IncidentStatus.AWAITING_APPROVAL
+        for p in i.jobs
     )
-    gaps = [BRAKE_GAP] if held_schedulable else []
-    if escalated:
-        gaps.append(STORM_JOB_GAP)
     ledger.record(
         "storm",
         "A 64-node storm",
         "simulated cluster: a GPU fault on all 64 nodes at once, each reported by its health agent",
         STORM_NODES,
         outcomes,
-        "; and ".join(gaps) or None,
-        f"{by_status[IncidentStatus.RESOLVED]} repaired, "
-        f"{by_status[IncidentStatus.AWAITING_APPROVAL]} held for approval "
-        f"({held_schedulable} of them schedulable while unhealthy), "
-        f"{len(escalated)} escalated",
+        detail=f"{by_status[IncidentStatus.RESOLVED]} repaired, "
+        f"{by_status[IncidentStatus.AWAITING_APPROVAL]} held for approval (cordoned), "
+        f"{len(escalated)} escalated; {requeued} job(s) requeued because a partner node "
+        "failed too",
     )
-    # A repair the brake let through escalates only when another incident moved its job
-    # (STORM_JOB_GAP); anything else is a failure of its own.
-    assert all("NodeNotFoundError" in i.notes[-1] for i in escalated), [
-        i.notes[-1:] for i in escalated
-    ]
+    assert escalated == [], [(i.incident_id, i.notes[-1:]) for i in escalated]
     # How many repairs run before the brake holds the rest depends on how fast the early
     # ones finish while the storm's reports still arrive; that it holds does not.
     held = [i for i in incidents if i.status is IncidentStatus.AWAITING_APPROVAL]

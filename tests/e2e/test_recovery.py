@@ -144,9 +144,9 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
     assert states[:9] == [
         "Diagnose",
         "RouteDiagnosis",
+        "Cordon",
         "GuardBlastRadius",
         "RouteGuard",
-        "Cordon",
         "ProtectJobs",
         "Drain",
         "RouteRepair",
@@ -174,7 +174,7 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
     assert replacement in placed and faulty not in placed
     # It continues from the checkpoint; it does not start over.
     service.until(
-        lambda: service.twin.cluster.step_of(llama) > plan.checkpoint_step,  # type: ignore[operator]
+        lambda: service.twin.cluster.step_of(llama) > plan.checkpoint_step,
         what="the resumed job steps past its checkpoint",
     )
     stored = service.jobs.get(llama)

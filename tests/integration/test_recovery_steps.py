@@ -140,7 +140,7 @@ def test_replace_with_no_spare_resumes_the_job_on_the_replacement_from_its_check
     step_before = world.cluster.step_of("llama3-70b-pretrain")
     world.cluster.inject_fault(faulty)
     r = world.open(faulty)
-    r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=r)
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=r)
     assert (r["verdict"], r["action"]) == ("proceed", "replace")
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and incident.status is IncidentStatus.RECOVERING
@@ -178,7 +178,7 @@ def test_replace_with_no_spare_resumes_the_job_on_the_replacement_from_its_check
 def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and incident.jobs[0].strategy == "hot_spare"
     spare = incident.jobs[0].spare
@@ -197,7 +197,7 @@ def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> N
 def test_auto_resume_jobs_are_left_to_hyperpod(world: World) -> None:
     faulty = busy_node(world, "mistral-7b-sft", 0)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and [j.strategy for j in incident.jobs] == ["hyperpod_auto_resume"]
     r = world.run("repair", r=r)
@@ -209,8 +209,13 @@ def test_auto_resume_jobs_are_left_to_hyperpod(world: World) -> None:
     record = world.jobs.record("mistral-7b-sft")
     assert record is not None and record.job.status is JobStatus.RUNNING
     assert record.protected_by is None and record.job.run == 0  # HyperPod's restart, not ours
+    # HyperPod restarts it on the replacement, and the job is recorded where it runs.
+    assert r["action"] == "replace"
+    assert r["replacement"] in record.job.nodes and faulty not in record.job.nodes
+    assert record.history[-2].event == "relocated"
     world.apis.advance(60)
     assert world.cluster.runs()["mistral-7b-sft"].restarts == 1
+    assert set(record.job.nodes) == set(world.cluster.job_instances("mistral-7b-sft"))
 
 
 def test_a_reboot_that_does_not_cure_escalates_to_replace(world: World) -> None:
@@ -218,8 +223,8 @@ def test_a_reboot_that_does_not_cure_escalates_to_replace(world: World) -> None:
     world.cluster.inject_fault(faulty, kind="persistent")
     r = world.run(
         "diagnose",
-        "guard",
         "cordon",
+        "guard",
         "protect_jobs",
         "drain",
         "repair",
@@ -265,7 +270,7 @@ def test_refused_repairs_raise_the_error_the_state_machine_routes(
 ) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
     world.cluster.fail_next_repairs(code, times)
     with pytest.raises(error, match=code):
         world.run("repair", r=r)
@@ -275,7 +280,7 @@ def test_refused_repairs_raise_the_error_the_state_machine_routes(
 def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: World) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "guard", "cordon", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
     world.cluster.fail_next_repairs("InstanceIdInUse", 3)
     r = world.run("repair", r=r)
     assert r["action"] == "replace" and r["health"] == "pending"
@@ -287,7 +292,7 @@ def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
     world.cluster.inject_fault(faulty)
     world.cluster.replacement_never_healthy(faulty)
     r = world.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
+        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(faulty)
     )
     with pytest.raises(RecoveryTimeoutError):
         world.until_healthy(r, step_s=60)
@@ -304,6 +309,91 @@ def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
     assert record.job.nodes == [] and record.protected_by is None
     assert incident.jobs[0].outcome.startswith("requeued (the incident was escalated)")
     assert "llama3-70b-pretrain" not in world.gateway_runs()
+    # The replacement that never became healthy takes no pods either.
+    replacement = world.cluster.replacement_of(faulty)
+    assert replacement is not None and world.schedulable(replacement) is False
+
+
+def test_an_escalation_before_cordon_leaves_the_node_cordoned(world: World) -> None:
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run("diagnose", r=world.open(faulty))
+    assert world.schedulable(faulty)
+    r = world.run("escalate", r={**r, "error": {"Error": "ClusterError", "Cause": "throttled"}})
+    assert world.schedulable(faulty) is False
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.NEEDS_OPERATOR
+
+
+def test_an_escalation_requeues_a_job_protected_before_its_plan_was_written(
+    world: World,
+) -> None:
+    """The step died between protecting the job and writing the plan on the incident."""
+    occupy_spares(world)
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run("diagnose", "cordon", "guard", r=world.open(faulty))
+    assert world.steps.lifecycle.protect(
+        "llama3-70b-pretrain", incident_id=r["incident_id"], node=faulty
+    )
+    r = world.run("escalate", r={**r, "error": {"Error": "Runtime.ExitError", "Cause": ""}})
+    record = world.jobs.record("llama3-70b-pretrain")
+    assert record is not None and record.job.status is JobStatus.PENDING
+    assert record.protected_by is None
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None
+    assert [(p.job_id, p.strategy) for p in incident.jobs] == [("llama3-70b-pretrain", "requeue")]
+    assert incident.jobs[0].outcome.startswith("requeued (the incident was escalated)")
+
+
+def test_a_redrive_that_finds_the_node_repaired_returns_it_to_service(world: World) -> None:
+    """The reboot cured the node, then a step after it failed and the incident went to an
+    operator with the node cordoned; the operator's re-drive finds the node healthy."""
+    occupy_spares(world)
+    faulty = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(faulty, kind="gpu")
+    r = world.run(
+        "diagnose",
+        "cordon",
+        "guard",
+        "protect_jobs",
+        "drain",
+        "repair",
+        r=world.open(faulty, Repair.REBOOT),
+    )
+    r = world.until_healthy(r)
+    world.run("escalate", r={**r, "error": {"Error": "ClusterError", "Cause": "uncordon"}})
+    assert world.schedulable(faulty) is False
+    redriven = world.run("diagnose", r={"incident_id": r["incident_id"], "instance_id": faulty})
+    assert redriven["resolution"] == "recovered_on_its_own"
+    closed = world.run("close", r=redriven)
+    assert closed["verdict"] == "closed"
+    assert world.schedulable(faulty)
+    stored = world.nodes.get(faulty)
+    assert stored is not None and stored.schedulable and stored.open_incident_id is None
+
+
+def test_a_job_whose_other_node_failed_meanwhile_is_requeued_not_restarted(
+    world: World,
+) -> None:
+    """Two nodes of one job fail together: the first incident protects the job, the second
+    finds it taken; the first does not restart the job on its partner's failed node."""
+    occupy_spares(world)
+    first, second = busy_node(world, index=0), busy_node(world, index=1)
+    world.cluster.inject_fault(first)
+    r = world.run(
+        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(first)
+    )
+    world.cluster.inject_fault(second)
+    other = world.run("diagnose", "cordon", "guard", "protect_jobs", r=world.open(second))
+    assert other["jobs"] == []  # the first incident has the job
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", r=r)
+    plan = world.incidents.get(r["incident_id"]).jobs[0]  # type: ignore[union-attr]
+    assert plan.outcome == f"requeued ({second} out of service)"
+    record = world.jobs.record("llama3-70b-pretrain")
+    assert record is not None and record.job.status is JobStatus.PENDING
+    assert record.job.nodes == [] and record.protected_by is None
 
 
 def repairing_a_busy_node(world: World) -> dict[str, Any]:
@@ -312,7 +402,7 @@ def repairing_a_busy_node(world: World) -> dict[str, Any]:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
     return world.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
+        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(faulty)
     )
 
 
@@ -407,7 +497,7 @@ def test_two_replacements_in_one_pool_each_find_their_own_node(world: World) -> 
     for faulty in (first, second):
         world.cluster.inject_fault(faulty)
         r = world.run(
-            "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(faulty)
+            "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(faulty)
         )
         recoveries.append(r)
     done = [world.until_healthy(r) for r in recoveries]
@@ -423,7 +513,7 @@ def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(world: World) -> 
     eks = world.apis.burst[0]
     world.cluster.inject_fault(eks)
     r = world.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", "repair", r=world.open(eks)
+        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(eks)
     )
     assert r["action"] == "replace"
     r = world.until_healthy(r)
@@ -442,8 +532,8 @@ def test_a_fault_reported_again_while_closing_sends_the_incident_back_to_diagnos
     world.cluster.inject_fault(faulty, kind="gpu")
     r = world.run(
         "diagnose",
-        "guard",
         "cordon",
+        "guard",
         "protect_jobs",
         "drain",
         "repair",
@@ -460,7 +550,7 @@ def test_a_fault_reported_again_while_closing_sends_the_incident_back_to_diagnos
     assert r["verdict"] == "rediagnose"
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and incident.status is not IncidentStatus.RESOLVED
-    r = world.run("diagnose", "guard", "cordon", "protect_jobs", r=r)
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", r=r)
     assert (r["round"], r["verdict"]) == (2, "proceed")
     assert r["action"] == "replace"  # rebooted within the window: the ladder replaces it
     incident = world.incidents.get(r["incident_id"])
@@ -476,8 +566,8 @@ def test_a_healthy_node_closes_even_when_late_duplicates_joined(world: World) ->
     world.cluster.inject_fault(faulty, kind="gpu")
     r = world.run(
         "diagnose",
-        "guard",
         "cordon",
+        "guard",
         "protect_jobs",
         "drain",
         "repair",

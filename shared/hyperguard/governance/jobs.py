@@ -22,6 +22,8 @@ states (Succeeded, Failed, Cancelled) are final: no rule leaves them.
     protect      Admitted/Running          (same)     recovery (the job is on its node)
     restart      Admitted/Running          Running    recovery (protected by it, same run)
     release      Admitted/Running          (same)     recovery (protected by it)
+    relocate     Admitted/Running          (same)     recovery (HyperPod moved an auto-resume
+                                                      run to the node's replacement)
 
 Recovery acts only on jobs it protected, and only from the run it saw fail: a job the
 scheduler preempted, or a user cancelled, meanwhile is refused (both clear `protected_by`)
@@ -70,6 +72,7 @@ class Move(StrEnum):
     PROTECT = "protect"
     RESTART = "restart"
     RELEASE = "release"
+    RELOCATE = "relocate"
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ RULES: Mapping[Move, Rule] = {
     Move.PROTECT: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
     Move.RESTART: Rule(HOLDING_STATUSES, JobStatus.RUNNING, frozenset({Actor.RECOVERY})),
     Move.RELEASE: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
+    Move.RELOCATE: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
 }
 
 
@@ -461,6 +465,25 @@ class JobLifecycle:
             condition="protected_by = :incident",
             values={":incident": incident_id},
             details={"incident_id": incident_id},
+        )
+
+    def relocate(self, job: Job, *, old: str, new: str, incident_id: str) -> Outcome:
+        """HyperPod replaced `old` and restarted the job's auto-resume run on `new` (a
+        replacement keeps the node's logical id): the same run, recorded where it now is.
+        Whichever incident protects the job, if any: the replaced node's incident may not
+        be the one that has it when several of its nodes fail at once."""
+        return self._move(
+            Move.RELOCATE,
+            job.job_id,
+            Actor.RECOVERY,
+            JobEvent.RELOCATED,
+            f"HyperPod auto-resume moved it from {old} to its replacement {new} "
+            f"(incident {incident_id})",
+            sets={"nodes": [new if n == old else n for n in job.nodes]},
+            condition="#run_ = :run_ AND contains(nodes, :old)",
+            values={":run_": job.run, ":old": old},
+            names={"#run_": "run"},
+            details={"old": old, "new": new, "incident_id": incident_id},
         )
 
     def record_checkpoint(self, job_id: str, checkpoint: Checkpoint, *, history: bool) -> bool:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from hyperguard.cluster import ClusterGateway, NodeNotFoundError
+from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.governance.placement import allows_burst
@@ -220,7 +221,7 @@ class RecoverySteps:
         repairing = sum(
             1
             for i in self.incidents.many([o.incident_id for o in open_nodes])
-            if i.status is IncidentStatus.RECOVERING
+            if i.status is IncidentStatus.RECOVERING and i.incident_id != incident.incident_id
         )
         reasons = []
         if me and me.veto:
@@ -242,6 +243,8 @@ class RecoverySteps:
             reasons = []
         r["verdict"] = "hold" if reasons and not r.get("approval") else "proceed"
         r["hold_reasons"] = reasons
+        if r["verdict"] == "proceed":
+            self.incidents.set_status(incident.incident_id, IncidentStatus.RECOVERING)
         return r
 
     def request_approval(self, r: Recovery) -> Recovery:
@@ -263,11 +266,12 @@ class RecoverySteps:
         return r
 
     def cordon(self, r: Recovery) -> Recovery:
+        """Before the brake: a node reported faulty takes no new pods while its repair
+        waits for the brake or an operator (running pods stay until Drain)."""
         incident = self._incident(r)
         self.gateway.cordon(
             incident.instance_id, incident_id=incident.incident_id, reason=incident.kind
         )
-        self.incidents.set_status(incident.incident_id, IncidentStatus.RECOVERING)
         self._mark(incident, "cordoned")
         return r
 
@@ -530,18 +534,31 @@ class RecoverySteps:
         """Uncordon a rebooted node; admit a replacement into the inventory."""
         incident = self._incident(r)
         if r["action"] == Repair.REBOOT.value:
-            self.gateway.uncordon(incident.instance_id)
-            self.nodes.upsert_inventory([self.gateway.node_status(incident.instance_id)])
+            self._back_in_service(incident.instance_id)
         elif r.get("replacement"):
             new = self.gateway.node_status(r["replacement"])
             self.nodes.upsert_inventory([new])
             self.nodes.retire(incident.instance_id)
             self.incidents.update(incident.incident_id, replacement_instance_id=new.instance_id)
+            for record in self.jobs.active():
+                job = record.job
+                if job.auto_resume and incident.instance_id in job.nodes:
+                    self.lifecycle.relocate(
+                        job,
+                        old=incident.instance_id,
+                        new=new.instance_id,
+                        incident_id=incident.incident_id,
+                    )
         else:  # an EKS node whose capacity Karpenter provisions anew
             self.nodes.retire(incident.instance_id)
         self._mark(incident, "healthy")
         r["signals_seen"] = incident.signal_count
         return r
+
+    def _back_in_service(self, instance_id: str) -> None:
+        """Undo HyperGuard's cordon (nothing else's) and record the node as it is now."""
+        self.gateway.uncordon(instance_id)
+        self.nodes.upsert_inventory([self.gateway.node_status(instance_id)])
 
     def resume_jobs(self, r: Recovery) -> Recovery:
         """Jobs that waited for the repair restart on the repaired node or its replacement;
@@ -615,6 +632,8 @@ class RecoverySteps:
                 if target is None:
                     return self._requeue(incident, protected, job, "no node to restart on")
                 nodes = [target if n == incident.instance_id else n for n in protected.nodes]
+                if not moved_on and (lost := self._out_of_service(nodes, incident)):
+                    return self._requeue(incident, protected, job, f"{lost} out of service")
                 if not moved_on:
                     outcome = self.lifecycle.restart(
                         job.job_id,
@@ -642,6 +661,8 @@ class RecoverySteps:
             case AppliedStrategy.ELASTIC_SHRINK:
                 policy = job.elastic_policy
                 kept = [n for n in protected.nodes if n != incident.instance_id]
+                if not moved_on and (lost := self._out_of_service(kept, incident)):
+                    return self._requeue(incident, protected, job, f"{lost} out of service")
                 size = policy.at_most(len(kept)) if policy else None
                 if not size:
                     return self._requeue(incident, protected, job, "cannot shrink below min")
@@ -665,6 +686,21 @@ class RecoverySteps:
                 return f"shrunk to {size} replica(s){' in place' if in_place else ''}"
             case _:
                 return self._requeue(incident, protected, job, f"{strategy.value}")
+
+    def _out_of_service(self, nodes: list[str], incident: Incident) -> str:
+        """Which of `nodes` cannot take the job's next run: gone from the inventory
+        (replaced meanwhile) or failed too (another incident's node); "" if none. Several
+        nodes of one job can fail at once, and only one incident acts on the job."""
+        wanted = set(nodes)
+        found = {n.instance_id: n for n in self.nodes.many(sorted(wanted))}
+        lost = sorted(
+            i
+            for i in wanted
+            if (node := found.get(i)) is None
+            or node.status is NodeStatus.NOT_FOUND
+            or node.open_incident_id not in (None, incident.incident_id)
+        )
+        return ", ".join(lost)
 
     def _requeue(self, incident: Incident, protected: ProtectedJob, job: Job, why: str) -> str:
         """Back to the queue with its checkpoint; its runs up to the failed one are stopped."""
@@ -702,6 +738,12 @@ class RecoverySteps:
             Repair.REPLACE.value: "replaced",
             Repair.DRAIN.value: "drained",
         }.get(str(r.get("action")), "resolved")
+        if resolution == "recovered_on_its_own":
+            # A re-drive finds a node healthy that an earlier attempt cordoned (the step
+            # that failed came after its repair): nothing else would return it to service.
+            # (One gone since diagnosis has nothing to return.)
+            with suppress(NodeNotFoundError):
+                self._back_in_service(incident.instance_id)
         self._mark(incident, "resolved")
         closed_now = self.incidents.close(
             incident, resolution, signal_count=incident.signal_count, at=self.clock()
@@ -750,13 +792,19 @@ class RecoverySteps:
         return not (node.status is NodeStatus.RUNNING and node.healthy)
 
     def escalate(self, r: Recovery) -> Recovery:
-        """Hand the incident to an operator; the node stays as it is (cordoned if it was).
-        Every job it protected and had not moved on goes back to the queue, so that no job
-        is left holding a node that is not coming back."""
+        """Hand the incident to an operator with the node cordoned (and a replacement that
+        never became healthy too), whichever step failed: an operator looks at a node that
+        takes no new pods. Every job it protected and had not moved on goes back to the
+        queue — those in its plan, and any it protected before the plan was written — so
+        that no job is left holding a node that is not coming back."""
         incident = self._incident(r)
         error = r.get("error") or {}
-        note = f"escalated: {error.get('Error', 'unknown error')}: {error.get('Cause', '')}"[:1000]
-        plan = list(incident.jobs)
+        note = f"escalated: {error.get('Error', 'unknown error')}: {error.get('Cause', '')}"
+        fenced = self._fence_off(incident, r)
+        if fenced:
+            note = f"{note} ({fenced})"
+        note = note[:1000]
+        plan = list(incident.jobs) + self._unplanned(incident, r)
         for index, protected in enumerate(plan):
             if protected.resumed:
                 continue
@@ -783,6 +831,52 @@ class RecoverySteps:
             )
         r["status"] = IncidentStatus.NEEDS_OPERATOR.value
         return r
+
+    def _fence_off(self, incident: Incident, r: Recovery) -> str:
+        """Cordon the incident's node, and the replacement a replace left unhealthy; what
+        could not be cordoned, said for the operator's note ("" when all went well)."""
+        targets = [incident.instance_id]
+        if r.get("action") == Repair.REPLACE.value and not self._is_eks(incident):
+            try:
+                replacement = self._replacement(incident, r.get("pool_before", []))
+            except ClusterError:
+                replacement = None
+            if replacement is not None and not (
+                replacement.status is NodeStatus.RUNNING and replacement.healthy
+            ):
+                targets.append(replacement.instance_id)
+        failed = []
+        for target in targets:
+            try:
+                self.gateway.cordon(
+                    target, incident_id=incident.incident_id, reason="needs_operator"
+                )
+            except NodeNotFoundError:
+                continue  # gone: nothing can be scheduled on it
+            except ClusterError as error:
+                failed.append(f"{target} could not be cordoned: {error}"[:200])
+        return "; ".join(failed)
+
+    def _unplanned(self, incident: Incident, r: Recovery) -> list[ProtectedJob]:
+        """Jobs this incident protected whose plan never reached the incident (the step
+        that protects them failed before writing it)."""
+        planned = {p.job_id for p in incident.jobs}
+        return [
+            ProtectedJob(
+                job_id=record.job.job_id,
+                team=record.job.team,
+                strategy=AppliedStrategy.REQUEUE.value,
+                why="protected before the incident was escalated; its plan was never written",
+                checkpoint_step=(
+                    record.job.last_checkpoint.step if record.job.last_checkpoint else None
+                ),
+                nodes=record.job.nodes,
+                run=record.job.run,
+                round=int(r.get("round", 1)),
+            )
+            for record in self.jobs.active()
+            if record.protected_by == incident.incident_id and record.job.job_id not in planned
+        ]
 
 
 STEPS = frozenset(

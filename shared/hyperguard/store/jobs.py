@@ -67,6 +67,7 @@ class JobEvent(StrEnum):
     FINISHED = "finished"
     PROTECTED = "protected"
     RELEASED = "released"
+    RELOCATED = "relocated"
     LOST = "lost"
 
 

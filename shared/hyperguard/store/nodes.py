@@ -34,6 +34,11 @@ class NodeStore(TableStore):
         )
         return Node.model_validate(plain(item)) if item else None
 
+    def many(self, instance_ids: list[str]) -> list[Node]:
+        """These nodes (those the inventory has), read strongly consistent in batches."""
+        keys = [{"instance_id": i} for i in dict.fromkeys(instance_ids)]
+        return [Node.model_validate(item) for item in batch_get(self.table, keys)]
+
     # Attributes HyperGuard owns; an inventory sync never overwrites them.
     OWN_FIELDS = ("open_incident_id", "veto", "repairs", "last_closed_at")
 
