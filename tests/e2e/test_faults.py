@@ -731,6 +731,16 @@ def on_incident_of(instance_id: str) -> FaultMatch:
     return match
 
 
+def updating_incident_of(instance_id: str, fragment: str) -> FaultMatch:
+    """An UpdateItem of an incident of the node whose expression has `fragment`."""
+    on_incident = on_incident_of(instance_id)
+
+    def match(key: str, request: dict[str, Any]) -> bool:
+        return fragment in str(request.get("UpdateExpression", "")) and on_incident(key, request)
+
+    return match
+
+
 def closing_incident_of(instance_id: str) -> FaultMatch:
     """The recovery's transaction that resolves the incident and releases the node."""
 
@@ -1111,12 +1121,7 @@ def test_an_ingest_worker_killed_mid_invocation_is_retried_and_nothing_is_half_w
     execution was recorded on it and the delivery marked done; the SQS record comes back
     and the retry completes what the first attempt began."""
     (node,) = lab.free_nodes(1)
-
-    def recording_execution(key: str, request: dict[str, Any]) -> bool:
-        expression = str(request.get("UpdateExpression", ""))
-        return expression.startswith("SET execution_arn") and on_incident_of(node)(key, request)
-
-    kill_when(lab, INGEST, recording_execution)
+    kill_when(lab, INGEST, updating_incident_of(node, "SET execution_arn"))
     lab.fault(node, "gpu")
     (incident,) = lab.settle([lab.new_incident(node)])
     ledger.record(
@@ -1140,12 +1145,7 @@ def test_a_recovery_worker_killed_mid_step_is_retried_and_nothing_is_half_writte
     """The worker dies in ProtectJobs after the job was marked protected, before the plan
     was written on the incident."""
     (node,) = lab.free_nodes(1, busy=1)
-
-    def writing_the_plan(key: str, request: dict[str, Any]) -> bool:
-        expression = str(request.get("UpdateExpression", ""))
-        return "#jobs = :jobs" in expression and on_incident_of(node)(key, request)
-
-    kill_when(lab, RECOVERY, writing_the_plan)
+    kill_when(lab, RECOVERY, updating_incident_of(node, "#jobs = :jobs"))
     lab.fault(node, "gpu")
     (incident,) = lab.settle([lab.new_incident(node)])
     ledger.record(

@@ -35,6 +35,9 @@ from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.cluster import SimulatedCluster
 
+# The steps the state machine runs from an incident's diagnosis to its repair request.
+UP_TO_REPAIR = ("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair")
+
 
 class World:
     def __init__(self, stack: Stack, apis: ClusterApis) -> None:
@@ -140,7 +143,7 @@ def test_replace_with_no_spare_resumes_the_job_on_the_replacement_from_its_check
     step_before = world.cluster.step_of("llama3-70b-pretrain")
     world.cluster.inject_fault(faulty)
     r = world.open(faulty)
-    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=r)
+    r = world.run(*UP_TO_REPAIR, r=r)
     assert (r["verdict"], r["action"]) == ("proceed", "replace")
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and incident.status is IncidentStatus.RECOVERING
@@ -222,12 +225,7 @@ def test_a_reboot_that_does_not_cure_escalates_to_replace(world: World) -> None:
     faulty = busy_node(world, "vit-h14-pretrain", 0)
     world.cluster.inject_fault(faulty, kind="persistent")
     r = world.run(
-        "diagnose",
-        "cordon",
-        "guard",
-        "protect_jobs",
-        "drain",
-        "repair",
+        *UP_TO_REPAIR,
         r=world.open(faulty, Repair.REBOOT),
     )
     assert r["action"] == "reboot"
@@ -291,9 +289,7 @@ def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
     world.cluster.replacement_never_healthy(faulty)
-    r = world.run(
-        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(faulty)
-    )
+    r = world.run(*UP_TO_REPAIR, r=world.open(faulty))
     with pytest.raises(RecoveryTimeoutError):
         world.until_healthy(r, step_s=60)
     r = world.run(
@@ -353,12 +349,7 @@ def test_a_redrive_that_finds_the_node_repaired_returns_it_to_service(world: Wor
     faulty = busy_node(world, "vit-h14-pretrain", 0)
     world.cluster.inject_fault(faulty, kind="gpu")
     r = world.run(
-        "diagnose",
-        "cordon",
-        "guard",
-        "protect_jobs",
-        "drain",
-        "repair",
+        *UP_TO_REPAIR,
         r=world.open(faulty, Repair.REBOOT),
     )
     r = world.until_healthy(r)
@@ -381,9 +372,7 @@ def test_a_job_whose_other_node_failed_meanwhile_is_requeued_not_restarted(
     occupy_spares(world)
     first, second = busy_node(world, index=0), busy_node(world, index=1)
     world.cluster.inject_fault(first)
-    r = world.run(
-        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(first)
-    )
+    r = world.run(*UP_TO_REPAIR, r=world.open(first))
     world.cluster.inject_fault(second)
     other = world.run("diagnose", "cordon", "guard", "protect_jobs", r=world.open(second))
     assert other["jobs"] == []  # the first incident has the job
@@ -401,9 +390,7 @@ def repairing_a_busy_node(world: World) -> dict[str, Any]:
     occupy_spares(world)
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    return world.run(
-        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(faulty)
-    )
+    return world.run(*UP_TO_REPAIR, r=world.open(faulty))
 
 
 def test_a_cancel_during_the_repair_is_not_undone_by_resume_jobs(world: World) -> None:
@@ -496,9 +483,7 @@ def test_two_replacements_in_one_pool_each_find_their_own_node(world: World) -> 
     recoveries = []
     for faulty in (first, second):
         world.cluster.inject_fault(faulty)
-        r = world.run(
-            "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(faulty)
-        )
+        r = world.run(*UP_TO_REPAIR, r=world.open(faulty))
         recoveries.append(r)
     done = [world.until_healthy(r) for r in recoveries]
     replacements = [r["replacement"] for r in done]
@@ -512,9 +497,7 @@ def test_two_replacements_in_one_pool_each_find_their_own_node(world: World) -> 
 def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(world: World) -> None:
     eks = world.apis.burst[0]
     world.cluster.inject_fault(eks)
-    r = world.run(
-        "diagnose", "cordon", "guard", "protect_jobs", "drain", "repair", r=world.open(eks)
-    )
+    r = world.run(*UP_TO_REPAIR, r=world.open(eks))
     assert r["action"] == "replace"
     r = world.until_healthy(r)
     assert (r["health"], r["replacement"]) == ("healthy", None)
@@ -531,12 +514,7 @@ def test_a_fault_reported_again_while_closing_sends_the_incident_back_to_diagnos
     faulty = busy_node(world, "vit-h14-pretrain", 0)
     world.cluster.inject_fault(faulty, kind="gpu")
     r = world.run(
-        "diagnose",
-        "cordon",
-        "guard",
-        "protect_jobs",
-        "drain",
-        "repair",
+        *UP_TO_REPAIR,
         r=world.open(faulty, Repair.REBOOT),
     )
     assert r["action"] == "reboot"
@@ -565,12 +543,7 @@ def test_a_healthy_node_closes_even_when_late_duplicates_joined(world: World) ->
     faulty = busy_node(world, "vit-h14-pretrain", 0)
     world.cluster.inject_fault(faulty, kind="gpu")
     r = world.run(
-        "diagnose",
-        "cordon",
-        "guard",
-        "protect_jobs",
-        "drain",
-        "repair",
+        *UP_TO_REPAIR,
         r=world.open(faulty, Repair.REBOOT),
     )
     r = world.until_healthy(r)
