@@ -82,9 +82,13 @@ layer-requirements: install
 build: sam-install
 	PYTHON=$(abspath $(PY)) $(SAM) build --parallel
 
+# The scheduler's default shape and its growth measurement take about a minute each here;
+# Kueue's full baseline shape (bench/scheduler.py --shape baseline) takes 47 minutes: run it
+# by hand (BENCHMARKS.md).
 bench: install
 	$(PY) bench/ingest.py
-	$(PY) bench/scheduler.py --shape baseline
+	$(PY) bench/scheduler.py
+	$(PY) bench/scheduler.py --growth 1000,10000,50000
 	$(PY) bench/lambda_init.py
 	$(PY) bench/recovery.py
 

@@ -13,9 +13,10 @@ twin/aws.py) and the real Kubernetes adapter (lightkube) against the twin's Kube
 server, reached in-process through a WSGI transport. The twin's simulated cluster runs what
 the service dispatches. One scheduler, as deployed: every team in one cluster and one table,
 one pass at a time, each started by a batch of up to 10 wake-ups from the FIFO queue
-(SchedulerQueueMapping BatchSize 10, reserved concurrency 1). Wake-ups come from the API (one
-per submission), from the in-cluster forwarder through EventBridge (one per run that ends)
-and from the 1-minute tick.
+(SchedulerQueueMapping BatchSize 10, reserved concurrency 1), which hands the pass the jobs
+their bodies name as the handler does. Wake-ups come from the API (one per submission, naming
+the job), from the in-cluster forwarder through EventBridge (one per run that ends) and from
+the 1-minute tick.
 
 Measured: every AWS call (botocore, by operation) and every Kubernetes request (by verb and
 resource, with the objects a list returns), per pass and per admission; the CPU time of each
@@ -26,10 +27,11 @@ the calls and is charged as modelled latency instead. `cpu_s_per_pass` is the se
 
 Modelled (virtual time): each call costs the latency in LATENCIES (the source beside each;
 where AWS publishes no figure the number is an assumption and says so); a pass also costs the
-event source mapping's time from message to handler; a job becomes visible to a pass that
-reads a secondary index only once the index has its write. The sensitivity table reruns the
-workload with every modelled latency at 0.5x, 1x and 2x. The cluster's side is the twin's: a
-run starts when its object is created and takes exactly its run time.
+event source mapping's time from message to handler; a job submitted is in the table at once
+(a read by key finds it) but in a keys-only index's answers only `gsi-propagation` later. The
+sensitivity table reruns the workload with every modelled latency at 0.5x, 1x and 2x. The
+cluster's side is the twin's: a run starts when its object is created and takes exactly its
+run time.
 
 Emulator speed-ups (they change no answer the service gets, and are checked against moto's own
 on the first answers): DynamoDB item-operation responses dumped as JSON instead of moto's
@@ -46,6 +48,9 @@ lent capacity reclaimed. A GPU is one replica (1 GPU per replica, p5.48xlarge, 8
 quota alone decides, as in Kueue's test, which has no nodes. Shapes: `baseline` 30 teams in one
 600-GPU cluster (Kueue: 5 cohorts of 6), 15,000 jobs; `cohort` one Kueue cohort, 6 teams,
 3,000 jobs; `small` (default) 6 teams, a tenth of the jobs (300).
+
+Lone submissions (with every workload): one 1-GPU job at a time on an idle 6-team cluster,
+at moments spread over the tick's minute; time to admission of each.
 
 Growth (`--growth N,...`): N finished jobs (Succeeded / Cancelled items cloned from jobs the
 real lifecycle finished, written with BatchWriteItem) in a table that also holds a fixed active
@@ -74,8 +79,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
     from hyperguard.governance.service import SchedulerService
+    from hyperguard.models import Job
     from hyperguard.store import JobStore
+    from hyperguard.store.jobs import JobRecord
     from hyperguard.twin.cluster import SimulatedCluster
 
 # Runnable as `python bench/scheduler.py` from a checkout without installing the package.
@@ -290,15 +298,32 @@ class Patches:
             setattr(owner, name, value)
 
 
+class IndexLag:
+    """When an item's entry appears in a keys-only index: `gsi-propagation` after the item's
+    first write. Only a submission creates a `Live` entry (a job leaves the index once, when
+    it ends, and never comes back), so submissions are what is delayed; reads by key see the
+    item at once."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+        self.appears_at: dict[str, float] = {}
+
+    def written(self, key: str, at: float) -> None:
+        self.appears_at[key] = at + self.meter.latencies.s("dynamodb:gsi-propagation")
+
+    def indexed(self, key: str) -> bool:
+        return self.appears_at.get(key, 0.0) <= self.meter.t
+
+
 @contextmanager
-def emulation(meter: Meter) -> Iterator[Counter[str]]:
-    """The meter and the emulator speed-ups, in place for one run. Yields the emulator
-    answers compared with moto's own, by operation."""
+def emulation(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
+    """The meter, the index lag and the emulator speed-ups, in place for one run. Yields the
+    emulator answers compared with moto's own, by operation."""
     patches, checks = Patches(), Counter[str]()
     try:
         install_aws_meter(patches, meter)
         install_fast_dynamodb_responses(patches, checks)
-        install_keys_only_index_pages(patches, checks)
+        install_keys_only_index_pages(patches, checks, lag)
         install_item_level_transaction_rollback(patches)
         yield checks
     finally:
@@ -377,15 +402,16 @@ def install_fast_dynamodb_responses(patches: Patches, checked: Counter[str]) -> 
     patches.set(ActionResult, "execute_result", execute_result)
 
 
-def install_keys_only_index_pages(patches: Patches, checks: Counter[str]) -> None:
+def install_keys_only_index_pages(patches: Patches, checks: Counter[str], lag: IndexLag) -> None:
     """moto pages a Query of a keys-only index by the size of the whole table items and
     builds each answer by converting and deep-copying the whole item. DynamoDB reads the
     index's entries (keys only), so a page holds many more of them: with 2 KB jobs, moto
     would answer the `Live` query of 3,000 jobs in 6 pages where DynamoDB takes one. For a
     keys-only global index queried by partition key alone, the page is filled here by the
     entries' own size (moto's own `Item.size` of the projected item), in moto's order, with
-    moto's LastEvaluatedKey; the first CHECKED_RESPONSES single-page answers are compared
-    with moto's (and the run stops if one differs)."""
+    moto's LastEvaluatedKey, leaving out the entries `lag` says have not appeared yet; the
+    first CHECKED_RESPONSES single-page answers that left none out are compared with moto's
+    (and the run stops if one differs)."""
     from moto.dynamodb.comparisons import OpDefault
     from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, Table
@@ -424,6 +450,8 @@ def install_keys_only_index_pages(patches: Patches, checks: Counter[str]) -> Non
             for item in self.all_items()
             if all(item.attrs.get(k) for k in index_keys) and item.attrs[attr] == value
         ]
+        appeared = [item for item in matches if lag.indexed(item.hash_key.value)]
+        hidden, matches = len(matches) - len(appeared), appeared
         matches = self.sorted_items(hash_attrs, range_attrs, matches)
         if forward is False:
             matches.reverse()
@@ -446,7 +474,7 @@ def install_keys_only_index_pages(patches: Patches, checks: Counter[str]) -> Non
                 break
             results.append(entry)
             size += entry.size()
-        if checks["keys-only Query"] < CHECKED_RESPONSES and last is None:
+        if checks["keys-only Query"] < CHECKED_RESPONSES and last is None and not hidden:
             expected, _, expected_last = query(self, *args, **kwargs)
             if expected_last is not None or [r.to_json() for r in expected] != [
                 r.to_json() for r in results
@@ -548,17 +576,17 @@ class World:
     cluster: SimulatedCluster
     jobs: JobStore
     teams: list[str]
-    wakes: list[tuple[float, str]]
-    """Queued wake-ups: when each becomes visible, and who sent it (a heap: FIFO order is
-    time order)."""
+    wakes: list[tuple[float, str, str]]
+    """Queued wake-ups: when each becomes visible, who sent it, and its message body (a
+    heap: FIFO order is time order)."""
     completions: list[float]
     """When a run may have ended: the simulated cluster is looked at then."""
     runtime_of: dict[str, float]
     emulator_checks: Counter[str]
     """Emulator answers compared with moto's own, by operation."""
+    index_lag: IndexLag
     wake_sources: Counter[str] = field(default_factory=Counter)
     """Wake-ups received by the passes, by sender."""
-    reads_live_index: bool = False
 
 
 def _quota(team: str, cluster_arn: str) -> Any:
@@ -625,8 +653,9 @@ def _environment(**values: str | None) -> Iterator[None]:
 
 
 @contextmanager
-def _emulated_aws(meter: Meter) -> Iterator[Counter[str]]:
-    """moto in-process, with fresh clients, the meter and the emulator speed-ups."""
+def _emulated_aws(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
+    """moto in-process, with fresh clients, the meter, the index lag and the emulator
+    speed-ups."""
     from moto import mock_aws
 
     from hyperguard import aws
@@ -647,7 +676,7 @@ def _emulated_aws(meter: Meter) -> Iterator[Counter[str]]:
         aws.client.cache_clear()
         aws.dynamodb_table.cache_clear()
         stack.enter_context(mock_aws())
-        yield stack.enter_context(emulation(meter))
+        yield stack.enter_context(emulation(meter, lag))
 
 
 def _configure(tables: dict[str, str], teams: list[str], cluster_arn: str, fair_share: str) -> Any:
@@ -689,7 +718,8 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
     from hyperguard.twin.kube.auth import StaticTokenAuthenticator
 
     meter = Meter(latencies)
-    wakes: list[tuple[float, str]] = []
+    lag = IndexLag(meter)
+    wakes: list[tuple[float, str, str]] = []
     completions: list[float] = []
     runtime_of: dict[str, float] = {}
 
@@ -699,7 +729,7 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
         (entry,) = done.args if done.kind == "put_event" else ({},)
         if entry.get("DetailType") == "Kubernetes Job Status Changed":
             delivered = meter.t + latencies.s("events:forwarder-to-queue")
-            heapq.heappush(wakes, (delivered, "run ended"))
+            heapq.heappush(wakes, (delivered, "run ended", json.dumps(_eventbridge(entry))))
 
     def run_created(run: dict[str, Any]) -> None:
         """The simulated cluster ends a run exactly its run time after it starts: the moment
@@ -709,7 +739,7 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
             heapq.heappush(completions, meter.t + runtime_of[job_id] + 1e-5)
 
     with ExitStack() as stack:
-        checks = stack.enter_context(_emulated_aws(meter))
+        checks = stack.enter_context(_emulated_aws(meter, lag))
         tables = create_tables(
             load_template(ROOT / "template.yaml"), boto3.client("dynamodb"), "bench-"
         )
@@ -753,7 +783,7 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
             # than in virtual time (the emulators' share): it must not expire mid-pass.
             lease_ttl_s=LEASE_TTL_S,
         )
-        built = World(
+        yield World(
             meter=meter,
             tables=tables,
             service=service,
@@ -764,20 +794,33 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
             completions=completions,
             runtime_of=runtime_of,
             emulator_checks=checks,
+            index_lag=lag,
         )
-        built.reads_live_index = _reads_an_index(built)
-        yield built
 
 
-def _reads_an_index(built: World) -> bool:
-    """Whether a pass finds its jobs through a secondary index (a Query, no Scan): then a job
-    is visible to a pass only once the index caught up with the job's write."""
-    meter = built.meter
-    meter.phase = "probe"
-    built.jobs.active()
-    meter.phase = "setup"
-    calls = meter.calls.pop("probe")
-    return calls["dynamodb:Query"] > 0 and calls["dynamodb:Scan"] == 0
+def _eventbridge(entry: dict[str, Any]) -> dict[str, Any]:
+    """The event EventBridge delivers to the queue for a PutEvents entry (or the tick's, for
+    none)."""
+    return {
+        "version": "0",
+        "source": entry.get("Source", "aws.events"),
+        "detail-type": entry.get("DetailType", "Scheduled Event"),
+        "detail": json.loads(entry.get("Detail", "{}")),
+    }
+
+
+def submit(
+    built: World, lifecycle: JobLifecycle, job: Job, rules: SubmissionRules, at: float
+) -> str:
+    """What the API function does for a new job at virtual time `at`: write it (its `Live`
+    entry appears later), then wake the scheduler naming it. The wake-up's message body."""
+    from hyperguard.governance.service import WakeupMessage
+
+    lifecycle.submit(job, principal="bench", rules=rules)
+    built.index_lag.written(job.job_id, at)
+    return WakeupMessage(reason="job submitted", job_id=job.job_id).model_dump_json(
+        exclude_none=True
+    )
 
 
 # -- the baseline workload, pass by pass ------------------------------------------------------
@@ -824,7 +867,10 @@ class Timeline:
     """Wake-ups queued, and due, when the last job finished."""
 
 
-def run_one_pass(built: World) -> PassSample:
+def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
+    """One pass started by the wake-ups with these message bodies, as the handler starts it."""
+    from hyperguard.governance.service import woken_jobs
+
     meter = built.meter
     before = Counter(meter.calls["pass"])
     objects = meter.kube_objects["pass"]
@@ -832,7 +878,7 @@ def run_one_pass(built: World) -> PassSample:
     start = meter.t
     meter.phase = "pass"
     meter.start()
-    result = built.service.run_pass()
+    result = built.service.run_pass(woken_jobs(bodies))
     meter.stop()
     meter.phase = "sim"
     return PassSample(
@@ -879,24 +925,22 @@ def simulate(
     api_clock = [meter.now()]
     api = JobLifecycle(built.jobs, clock=lambda: api_clock[0])
     rules = SubmissionRules(True, frozenset(c.name for c in CLASSES), GPUS_PER_NODE)
-    # The API function writes the job, then sends its wake-up; a pass that reads an index
-    # finds the job only once the index has caught up with that write.
+    # The API function writes the job, then sends its wake-up.
     wake_after = latencies.s("dynamodb:PutItem") + latencies.s("sqs:SendMessage")
-    seen_after = latencies.s("dynamodb:gsi-propagation") if built.reads_live_index else 0.0
     writes = sorted(work, key=lambda a: (a.at, a.job_id))
     for arrival in work:
         built.runtime_of[arrival.job_id] = arrival.job_class.runtime_s
-        heapq.heappush(wakes, (arrival.at + wake_after, "job submitted"))
     first_tick = meter.t - meter.t % TICK_S + TICK_S
+    tick = json.dumps(_eventbridge({}))
     for k in range(int(limit_s // TICK_S) + 1):
-        heapq.heappush(wakes, (first_tick + k * TICK_S, "tick"))
+        heapq.heappush(wakes, (first_tick + k * TICK_S, "tick", tick))
     timeline = Timeline()
     next_write, pass_free, finished = 0, meter.t, 0
     end = meter.t + limit_s
     meter.phase = "sim"
     while finished < len(work):
         due = (
-            writes[next_write].at + seen_after if next_write < len(writes) else float("inf"),
+            writes[next_write].at if next_write < len(writes) else float("inf"),
             built.completions[0] if built.completions else float("inf"),
             max(pass_free, wakes[0][0]) if wakes else float("inf"),
         )
@@ -908,7 +952,8 @@ def simulate(
             next_write += 1
             api_clock[0] = meter.at(arrival.at)
             meter.phase = "api"
-            api.submit(_job(arrival, api_clock[0]), principal="bench", rules=rules)
+            body = submit(built, api, _job(arrival, api_clock[0]), rules, arrival.at)
+            heapq.heappush(wakes, (arrival.at + wake_after, "job submitted", body))
             meter.phase = "sim"
         elif at == due[1]:
             heapq.heappop(built.completions)
@@ -916,13 +961,14 @@ def simulate(
             built.cluster.advance()
         else:
             meter.t = max(meter.t, at)
-            taken = 0
-            while wakes and wakes[0][0] <= meter.t and taken < ESM_BATCH:
-                built.wake_sources[heapq.heappop(wakes)[1]] += 1
-                taken += 1
+            bodies: list[str] = []
+            while wakes and wakes[0][0] <= meter.t and len(bodies) < ESM_BATCH:
+                _, source, body = heapq.heappop(wakes)
+                built.wake_sources[source] += 1
+                bodies.append(body)
             meter.t += latencies.s("lambda:sqs-to-handler")
             built.cluster.advance()
-            sample = run_one_pass(built)
+            sample = run_one_pass(built, bodies)
             timeline.passes.append(sample)
             finished += sample.succeeded
             pass_free = meter.t
@@ -933,7 +979,7 @@ def simulate(
                     f"{sum(sample.calls.values())} calls"
                 )
     timeline.finished_at = meter.t if finished == len(work) else None
-    timeline.backlog = sum(1 for t, _ in wakes if t <= meter.t)
+    timeline.backlog = sum(1 for t, *_ in wakes if t <= meter.t)
     return timeline
 
 
@@ -967,30 +1013,43 @@ def _per_pass(samples: Sequence[PassSample]) -> dict[str, Any]:
     }
 
 
+def admission_waits(records: Sequence[JobRecord]) -> dict[str, float]:
+    """Seconds from each job's submission to its last admission (jobs never admitted left
+    out), from the jobs' own histories."""
+    from hyperguard.store.jobs import JobEvent
+
+    waits = {}
+    for record in records:
+        admissions = [e.at for e in record.history if e.event is JobEvent.ADMITTED]
+        if admissions and record.job.submitted_at is not None:
+            waits[record.job.job_id] = (admissions[-1] - record.job.submitted_at).total_seconds()
+    return waits
+
+
 def outcome(built: World, work: list[Arrival], timeline: Timeline) -> dict[str, Any]:
     """Kueue's measures from the jobs' own histories: time to (last) admission per class,
     usage of the teams' nominal quota (GPU-seconds held, admission to end, over the run)."""
     from hyperguard.store.jobs import JobEvent
 
     built.meter.phase = "report"
+    records = built.jobs.records()
     classes = {a.job_id: a.job_class for a in work}
     waits: dict[str, list[float]] = defaultdict(list)
+    for job_id, wait in admission_waits(records).items():
+        waits[classes[job_id].name].append(wait)
     held: dict[str, float] = defaultdict(float)
     preemptions = 0
-    for record in built.jobs.records():
+    for record in records:
         job = record.job
         c = classes[job.job_id]
         admitted: datetime | None = None
-        last_admission: datetime | None = None
         for entry in record.history:
             if entry.event is JobEvent.ADMITTED:
-                admitted = last_admission = entry.at
+                admitted = entry.at
             elif admitted is not None and entry.event in (JobEvent.PREEMPTED, JobEvent.FINISHED):
                 held[job.team] += c.gpus * (entry.at - admitted).total_seconds()
                 admitted = None
             preemptions += entry.event is JobEvent.PREEMPTED
-        if last_admission is not None and job.submitted_at is not None:
-            waits[c.name].append((last_admission - job.submitted_at).total_seconds())
     total = timeline.finished_at or built.meter.t
     nominal = NOMINAL_GPUS * total
     durations = [s.end - s.start for s in timeline.passes]
@@ -1027,9 +1086,38 @@ def run_shape(shape: str, scale: float, fair_share: str) -> dict[str, Any]:
             "latency_scale": scale,
             **outcome(built, work, timeline),
             **_per_pass(timeline.passes),
-            "reads_jobs_through_an_index": built.reads_live_index,
             "emulator_answers_checked": dict(built.emulator_checks),
             "wall_s": round(time.perf_counter() - wall, 1),
+        }
+
+
+# -- lone submissions: time to admission on an idle cluster ---------------------------------
+
+LONE_AT = tuple(15.0 + 97.0 * k for k in range(6))
+"""When the lone jobs are submitted: 97 s apart, so at 15, 52, 29, 6, 43 and 20 s past the
+tick."""
+
+
+def lone_submissions(scale: float = 1.0) -> dict[str, Any]:
+    """One 1-GPU job at a time on an idle cluster: the pass its own wake-up starts admits
+    it, unless that pass cannot see it; then the next wake-up (on an idle cluster, the
+    tick) does."""
+    with world(GROWTH_TEAMS, Latencies(scale), "Disabled") as built:
+        work = [
+            Arrival(at, f"lone-{k}", built.teams[k % len(built.teams)], CLASSES[0])
+            for k, at in enumerate(LONE_AT)
+        ]
+        timeline = simulate(built, work, limit_s=LONE_AT[-1] + 2 * TICK_S)
+        built.meter.phase = "report"
+        waits = admission_waits(built.jobs.records())
+        ordered = [round(waits[a.job_id], 3) for a in work]
+        return {
+            "submitted_s_past_tick": [round(at % TICK_S, 1) for at in LONE_AT],
+            "time_to_admission_s": ordered,
+            "mean_s": round(_mean(ordered), 3),
+            "max_s": max(ordered),
+            "passes": len(timeline.passes),
+            "wakeups_received": dict(sorted(built.wake_sources.items())),
         }
 
 
@@ -1062,7 +1150,7 @@ def _finished_templates(built: World) -> list[dict[str, Any]]:
     lifecycle = JobLifecycle(built.jobs, clock=built.meter.now)
     rules = SubmissionRules(True, frozenset(c.name for c in CLASSES), GPUS_PER_NODE)
     cancelled = Arrival(built.meter.t, "template-cancelled", team, CLASSES[0])
-    lifecycle.submit(_job(cancelled, built.meter.now()), principal="bench", rules=rules)
+    submit(built, lifecycle, _job(cancelled, built.meter.now()), rules, built.meter.t)
     outcome, _ = lifecycle.cancel(cancelled.job_id, principal="bench")
     assert outcome.applied
     ddb = _wire_client()
@@ -1111,7 +1199,7 @@ def _active_set(built: World) -> int:
             c = CLASSES[index % len(CLASSES)]
             job = _job(Arrival(built.meter.t, f"{team}-active-{index}", team, c), built.meter.now())
             job = job.model_copy(update={"replicas": ACTIVE_REPLICAS, "max_steps": None})
-            lifecycle.submit(job, principal="bench", rules=rules)
+            submit(built, lifecycle, job, rules, built.meter.t)
             count += 1
     built.meter.t += built.meter.latencies.s("dynamodb:gsi-propagation")
     for _ in range(10):
@@ -1279,6 +1367,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "fair_share": args.fair_share,
             },
             "result": runs[1.0],
+            "lone_submissions": lone_submissions(),
             "sensitivity": [
                 {"latency_scale": scale, **{k: runs[scale][k] for k in SENSITIVITY_KEYS}}
                 for scale in scales

@@ -23,6 +23,21 @@ def load_event(name: str) -> dict[str, Any]:
     return dict(json.loads((EVENTS / f"{name}.json").read_text()))
 
 
+SCHEDULER_TICK: dict[str, Any] = {
+    "version": "0",
+    "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+    "detail-type": "Scheduled Event",
+    "source": "aws.events",
+    "account": "123456789012",
+    "time": "2026-11-22T09:00:00Z",
+    "region": REGION,
+    "resources": [f"arn:aws:events:{REGION}:123456789012:rule/scheduler-tick"],
+    "detail": {},
+}
+"""Constructed, not a published sample: EventBridge's scheduled event (SchedulerTickRule) as
+it reaches the scheduler's queue."""
+
+
 def catalogue() -> StaticCatalogue:
     """The instance catalogue from EC2's own figures (tests/fixtures)."""
     from hyperguard.catalogue import StaticCatalogue

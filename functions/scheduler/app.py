@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
-from hyperguard.governance.service import SchedulerBusyError, SchedulerService
+from hyperguard.governance.service import SchedulerBusyError, SchedulerService, woken_jobs
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import JobStore, TeamStore
@@ -27,8 +27,9 @@ service = SchedulerService(
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    result = service.run_pass()
-    if not result.acquired and event.get("Records"):
+    records = event.get("Records", [])
+    result = service.run_pass(job_ids=woken_jobs(r["body"] for r in records))
+    if not result.acquired and records:
         # Another pass holds the lease: fail the batch so SQS delivers the wake-up again.
         raise SchedulerBusyError(settings.hyperpod_cluster_name)
     for name, count in result.counts().items():

@@ -26,9 +26,12 @@ def member(team: str) -> str:
 @dataclass
 class RecordingWakeup:
     reasons: list[str] = field(default_factory=list)
+    job_ids: list[str] = field(default_factory=list)
 
-    def wake(self, reason: str) -> None:
+    def wake(self, reason: str, job_id: str | None = None) -> None:
         self.reasons.append(reason)
+        if job_id is not None:
+            self.job_ids.append(job_id)
 
 
 @dataclass

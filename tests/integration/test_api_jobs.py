@@ -30,6 +30,7 @@ def test_submit_defaults_to_the_callers_team_and_wakes_the_scheduler(stack: Stac
     assert job["priority_class"] is None and job["template"] == "production"
     assert [h["event"] for h in job["history"]] == ["submitted"]
     assert api.wakeup.reasons == ["job submitted"]
+    assert api.wakeup.job_ids == [job["job_id"]]  # the pass reads it by key, not the index
     assert api.jobs.record(job["job_id"]) is not None
 
 

@@ -3,16 +3,16 @@ simulated cluster behind SageMaker and the Kubernetes API for instances it looks
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
 from collections.abc import Iterator
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 import boto3
 import pytest
-from tests.conftest import REGION, ROOT, Stack, load_event
+from tests.conftest import REGION, Stack, load_event
+from tests.integration import handler_harness
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
 from hyperguard.models import Node
@@ -27,38 +27,15 @@ OURS = {
 
 
 def load_handler(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    spec = importlib.util.spec_from_file_location(
-        f"ingest_app_{uuid.uuid4().hex}", ROOT / "functions" / "ingest_health" / "app.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return handler_harness.load_handler("ingest_health", env, monkeypatch)
 
 
 def context() -> Any:
-    return SimpleNamespace(
-        function_name="ingest",
-        memory_limit_in_mb=512,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:ingest",
-        aws_request_id=str(uuid.uuid4()),
-    )
+    return handler_harness.context("ingest")
 
 
 def record(body: str) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "receiptHandle": "rh",
-        "body": body,
-        "attributes": {"ApproximateReceiveCount": "1"},
-        "messageAttributes": {},
-        "md5OfBody": "",
-        "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:test-health",
-        "awsRegion": REGION,
-    }
+    return handler_harness.sqs_record(body, "test-health")
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from botocore.client import BaseClient
 from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, ClusterApis
@@ -59,6 +61,31 @@ def test_a_finished_job_succeeds_frees_its_quota_and_the_next_job_starts(
     teams = {t["team"]: t for t in api.call("GET", "/views/teams").body["teams"]}
     assert teams["solo"]["gpus_in_use"] == 16  # the waiting job's, not the finished one's
     assert (teams["solo"]["running_jobs"], teams["solo"]["pending_jobs"]) == (1, 0)
+
+
+def test_a_pass_that_frees_quota_lists_the_active_jobs_once(
+    stack: Stack, make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    short = api.submit("solo", 8, replicas=2, max_steps=2).body["job_id"]
+    waiting = api.submit("solo", 8, replicas=2).body["job_id"]
+    service = scheduler(stack, apis)
+    assert service.run_pass().admitted == [short]
+    apis.advance(60 + 30 * 3)
+    live_queries = []
+    call = BaseClient._make_api_call
+
+    def recorded(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "Query" and params.get("IndexName") == "Live":
+            live_queries.append(params)
+        return call(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", recorded)
+    result = service.run_pass()
+    assert result.succeeded == [short] and result.admitted == [waiting]
+    assert len(live_queries) == 1
+    assert running_jobs(apis) == {waiting}
 
 
 def test_a_run_that_fails_by_itself_ends_the_job_after_the_grace(

@@ -98,6 +98,19 @@ def test_a_pass_does_nothing_while_another_holds_the_lease(
     assert job_id not in running_jobs(apis)
 
 
+def test_a_wake_up_naming_a_job_that_ended_or_never_existed_changes_nothing(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster()
+    api = Api(stack)
+    api.quota("solo", 16)
+    cancelled = api.submit("solo", 8).body["job_id"]
+    assert api.call("DELETE", f"/jobs/{cancelled}").status == 200
+    result = scheduler(stack, apis).run_pass(job_ids=[cancelled, "no-such-job"])
+    assert result.admitted == [] and result.pending == 0
+    assert api.jobs.record(cancelled).job.status is JobStatus.CANCELLED  # type: ignore[union-attr]
+
+
 class CancelsDuringThePass(HyperPodEksGateway):
     """Reading the nodes happens after the pass read the jobs: a cancel arriving then makes
     the snapshot stale."""

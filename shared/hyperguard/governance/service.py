@@ -33,14 +33,15 @@ Order of effects, and why:
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
+
+from pydantic import Field, ValidationError
 
 from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, ml_name
@@ -57,6 +58,7 @@ from hyperguard.governance.placement import (
 )
 from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
+from hyperguard.models.camel import CamelModel
 from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES
 from hyperguard.observability import logger
 from hyperguard.recovery.policy import NodeRepairConfig
@@ -67,21 +69,44 @@ from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.store.teams import Lease, TeamStore
 
 
+class WakeupMessage(CamelModel):
+    """The body of the API's wake-up (docs/events.md): why, and the job just submitted."""
+
+    reason: str = Field(max_length=200)
+    job_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+def woken_jobs(bodies: Iterable[str]) -> list[str]:
+    """The jobs the API's wake-ups among these message bodies name. The other bodies on
+    the queue (EventBridge's tick and job-status events) name none."""
+    named = []
+    for body in bodies:
+        try:
+            message = WakeupMessage.model_validate_json(body)
+        except ValidationError:
+            continue
+        if message.job_id is not None:
+            named.append(message.job_id)
+    return named
+
+
 class SchedulerWakeup(Protocol):
-    def wake(self, reason: str) -> None: ...
+    def wake(self, reason: str, job_id: str | None = None) -> None: ...
 
 
 class NoWakeup:
     """No queue configured: the periodic tick runs the next pass."""
 
-    def wake(self, reason: str) -> None:
+    def wake(self, reason: str, job_id: str | None = None) -> None:
         return None
 
 
 class SqsWakeup:
     """One message on the scheduler's FIFO queue, in its single message group, so passes
     run one at a time in order. A fresh deduplication id per wake: two wakes for different
-    changes must not be merged by FIFO deduplication."""
+    changes must not be merged by FIFO deduplication (the later one's change would wait for
+    the tick, and its job id would be lost). `job_id`: a job just written, which the pass
+    reads by key because the index it lists jobs from may not have it yet."""
 
     GROUP = "scheduler"
 
@@ -89,11 +114,13 @@ class SqsWakeup:
         self.queue_url = queue_url
         self._sqs = sqs
 
-    def wake(self, reason: str) -> None:
+    def wake(self, reason: str, job_id: str | None = None) -> None:
         sqs = self._sqs or client("sqs")
         sqs.send_message(
             QueueUrl=self.queue_url,
-            MessageBody=json.dumps({"reason": reason}),
+            MessageBody=WakeupMessage(reason=reason, job_id=job_id).model_dump_json(
+                exclude_none=True
+            ),
             MessageGroupId=self.GROUP,
             MessageDeduplicationId=uuid.uuid4().hex,
         )
@@ -261,13 +288,15 @@ class SchedulerService:
         self.clock = clock
         self.prices = prices
 
-    def run_pass(self) -> PassResult:
-        """One pass, or nothing (`acquired` False) while another pass holds the lease."""
+    def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
+        """One pass, or nothing (`acquired` False) while another pass holds the lease.
+        `job_ids`: jobs the wake-ups named, read by key besides the `Live` index (which a
+        job just submitted may not be in yet)."""
         started = time.perf_counter()
         lease = self.teams.acquire_lease(self.cluster, uuid.uuid4().hex, self.lease_ttl_s)
         if lease is None:
             return PassResult(acquired=False)
-        run = _PassRun(self, lease)
+        run = _PassRun(self, lease, job_ids)
         try:
             run.run()
         except FencedOutError:
@@ -282,8 +311,9 @@ class SchedulerService:
 class _PassRun:
     """The state of one pass: its lease, the snapshot it read, nodes as it fills them."""
 
-    def __init__(self, service: SchedulerService, lease: Lease) -> None:
+    def __init__(self, service: SchedulerService, lease: Lease, named: Collection[str]) -> None:
         self.service = service
+        self.named = named
         self.jobs = service.jobs
         self.lifecycle = service.lifecycle
         self.teams = service.teams
@@ -315,13 +345,18 @@ class _PassRun:
     def run(self) -> None:
         now = self.service.clock()
         policy = self.service.policies.get()
-        snapshot = self.jobs.active()
+        snapshot = self.jobs.active(also=self.named)
         for record in snapshot:
             if record.stop_pending:
                 self.stop_cancelled(record)
         nodes = self.gateway.list_nodes()
-        if self.reconcile(snapshot, nodes, policy, now):
-            snapshot = self.jobs.active()
+        moved = self.reconcile(snapshot, nodes, policy, now)
+        if moved:
+            # Read back only what this pass just moved: another writer's change since the
+            # snapshot is refused by the conditional writes (as it is a moment after any
+            # read), and a job submitted since has a wake-up of its own.
+            fresh = {r.job.job_id: r for r in self.jobs.records_of(moved)}
+            snapshot = [fresh.get(r.job.job_id, r) for r in snapshot]
         self.records = {r.job.job_id: r for r in snapshot}
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
@@ -370,14 +405,14 @@ class _PassRun:
     # -- reconciliation ---------------------------------------------------------------------
     def reconcile(
         self, snapshot: list[JobRecord], nodes: list[Node], policy: NodeRepairConfig, now: datetime
-    ) -> bool:
-        """End, requeue or update running jobs from what the cluster says; True when any
-        job's status changed."""
+    ) -> list[str]:
+        """End, requeue or update running jobs from what the cluster says; the jobs whose
+        status changed."""
         runs: dict[tuple[str, int], RunStatus] = {
             (r.job_id, r.run): r for r in self.gateway.job_runs()
         }
         healthy = {n.instance_id for n in nodes if n.status is NodeStatus.RUNNING and n.healthy}
-        changed = False
+        moved: list[str] = []
         for record in snapshot:
             job = record.job
             if job.status is not JobStatus.RUNNING or record.stop_pending:
@@ -392,7 +427,7 @@ class _PassRun:
                 )
                 if self.count(done):
                     self.result.succeeded.append(job.job_id)
-                    changed = True
+                    moved.append(job.job_id)
                 continue
             if run is not None and run.phase in (RunPhase.PENDING, RunPhase.RUNNING):
                 self.progress(record)
@@ -425,9 +460,9 @@ class _PassRun:
                 bucket = self.result.lost
             if self.count(outcome):
                 bucket.append(job.job_id)
-                changed = True
+                moved.append(job.job_id)
                 self.stop(job.job_id)
-        return changed
+        return moved
 
     def progress(self, record: JobRecord) -> None:
         """A newer complete checkpoint marker than the job's last known one."""

@@ -218,12 +218,18 @@ class JobStore(TableStore):
     def records(self) -> list[JobRecord]:
         return [record_from_item(i) for i in scan_all(self.table)]
 
-    def active(self) -> list[JobRecord]:
+    def records_of(self, job_ids: Collection[str]) -> list[JobRecord]:
+        """These jobs, read strongly consistent (BatchGetItem); ids of no job left out."""
+        items = batch_get(self.table, [{"job_id": job_id} for job_id in job_ids])
+        return [record_from_item(i) for i in items]
+
+    def active(self, also: Collection[str] = ()) -> list[JobRecord]:
         """Every job that holds or waits for quota, or still has pods to stop. The `Live`
         index names them (keys only); the items themselves are read strongly consistent,
         so a scheduling pass never works from a stale copy of a status. A job submitted a
         moment ago may be missing until the index has it (typically well under a second):
-        the next pass sees it."""
+        `also` names jobs to read by key whether the index has them yet or not (the ones
+        a scheduler wake-up names), in the same BatchGetItem."""
         keys = query_all(
             self.table,
             IndexName=LIVE_INDEX,
@@ -231,8 +237,7 @@ class JobStore(TableStore):
             ExpressionAttributeNames={"#live": "live"},
             ExpressionAttributeValues={":l": LIVE},
         )
-        items = batch_get(self.table, [{"job_id": k["job_id"]} for k in keys])
-        records = [record_from_item(i) for i in items]
+        records = self.records_of(dict.fromkeys([*(k["job_id"] for k in keys), *also]))
         return sorted(
             (r for r in records if r.job.status in ACTIVE_STATUSES or r.stop_pending),
             key=lambda r: r.job.job_id,

@@ -131,7 +131,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         view = JobView.of(stored, with_history=True)
         if not created:
             return ok(view, 200, {"Idempotent-Replayed": "true"})
-        deps.wakeup.wake("job submitted")
+        deps.wakeup.wake("job submitted", job_id=stored.job.job_id)
         return ok(view, 201)
 
     @router.get(
