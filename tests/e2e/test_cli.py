@@ -107,15 +107,16 @@ def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str)
     assert len(hyperpod) == 16 and {n["instance_type"] for n in hyperpod} == {"ml.p5.48xlarge"}
     target = hyperpod[3]["instance_id"]
 
-    injected = lines(
+    injected = json.loads(
         run(
             "twin",
             "inject",
             str(EVENTS / "hyperpod-node-health-unhealthy.json"),
             "--instance-id",
             target,
+            "--json",
             endpoint=endpoint,
-        )
+        ).stdout
     )
     assert injected[0]["event_id"] and injected[0]["error"] is None
     # The node is healthy in the simulator: the recovery checks and closes the incident.
@@ -136,11 +137,35 @@ def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str)
     )
     assert shown["execution_arn"].endswith(incidents[0]["incident_id"])
     assert len(shown["signals"]) == 1
+    assert shown["execution"]["status"] == "SUCCEEDED" and shown["execution"]["states"]
+    table = run("incidents", "list", endpoint=endpoint).stdout
+    assert "recovered_on_its_own" in table
+    timeline = run("incidents", "show", incidents[0]["incident_id"], endpoint=endpoint).stdout
+    assert "execution SUCCEEDED" in timeline
+
+
+def test_runtime_errors_against_a_running_twin_are_one_line_and_exit_1(endpoint: str) -> None:
+    event = str(EVENTS / "hyperpod-node-health-unhealthy.json")
+    for args, says in (
+        (("twin", "inject", event, "--instance-id", "i-0doesnotexist0000"), "no node"),
+        (("incidents", "show", "no-such-incident"), "no incident no-such-incident"),
+        (("jobs", "show", "no-such-job"), "no job no-such-job"),
+        (("incidents", "approve", "no-such-incident"), "no-such-incident"),
+    ):
+        proc = run(*args, endpoint=endpoint, check=False)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert says in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.stderr.count("\n") == 1
+
+
+def test_twin_status_names_the_api_endpoint_in_use(endpoint: str) -> None:
+    status = json.loads(run("twin", "status", "--json", endpoint=endpoint).stdout)
+    assert f"API at {status['api_endpoint']}" in run("twin", "status", endpoint=endpoint).stdout
 
 
 def test_commands_say_clearly_when_no_twin_answers() -> None:
     proc = run("twin", "status", endpoint=f"http://127.0.0.1:{free_port()}", check=False)
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert "no twin answers" in proc.stderr and "hyperguard twin up" in proc.stderr
 
 
@@ -157,10 +182,11 @@ def test_jobs_list_and_twin_fault_through_the_cli(endpoint: str) -> None:
         "vit-h14-pretrain",
     }
     assert all(isinstance(j["checkpoint_step"], int) for j in jobs)
-    node = next(j for j in jobs if j["name"] == "vit-h14-pretrain")["nodes"].split(",")[0]
+    node = next(j for j in jobs if j["name"] == "vit-h14-pretrain")["nodes"][0]
     faulted = json.loads(
-        run("twin", "fault", node, "--kind", "persistent", endpoint=endpoint).stdout
+        run("twin", "fault", node, "--kind", "persistent", "--json", endpoint=endpoint).stdout
     )
     assert faulted == {"instance_id": node, "kind": "persistent"}
     refused = run("twin", "fault", "i-0doesnotexist0000", endpoint=endpoint, check=False)
-    assert refused.returncode == 2 and "no such node" in refused.stderr
+    assert refused.returncode == 1 and "no such node" in refused.stderr
+    assert "Traceback" not in refused.stderr

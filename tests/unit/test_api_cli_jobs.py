@@ -1,10 +1,13 @@
-"""`jobs list` rows and table."""
+"""`jobs list` rows and table, `jobs show`."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from hyperguard.cli.jobs import job_rows, render
+import pytest
+
+from hyperguard.cli.jobs import COLUMNS, job_rows, render_job
+from hyperguard.cli.output import print_renderable, print_table
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import ElasticPolicy
 from hyperguard.store.jobs import JobRecord
@@ -12,7 +15,9 @@ from hyperguard.store.jobs import JobRecord
 T0 = datetime(2025, 1, 6, tzinfo=UTC)
 
 
-def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
+def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     older = Job(
         job_id="a",
         name="llama",
@@ -30,7 +35,7 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
         "job_id": "a",
         "name": "llama",
         "team": "nlp",
-        "nodes": "i-1,i-2",
+        "nodes": ["i-1", "i-2"],
         "status": "Running",
         "checkpoint_step": 700,
         "progress": "700",
@@ -38,7 +43,8 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
         "restarts": 2,
         "reason": "",
     }
-    table = render(rows).splitlines()
+    print_table(rows, COLUMNS)
+    table = capsys.readouterr().out.splitlines()
     assert table[0].split() == [
         "JOB_ID",
         "NAME",
@@ -48,9 +54,11 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first() -> None:
         "STATUS",
         "PROGRESS",
         "RESTARTS",
+        "REASON",
     ]
-    assert table[1].split()[:2] == ["b", "-"]  # no name given
-    assert table[2].split() == ["a", "llama", "nlp", "3", "i-1,i-2", "Running", "700", "2"]
+    assert table[2].split()[:2] == ["b", "-"]  # no name given (row 1 is the rule)
+    assert table[2].split()[-2:] == ["pending:", "x"]  # why it waits
+    assert table[3].split() == ["a", "llama", "nlp", "3", "i-1,i-2", "Running", "700", "2", "-"]
 
 
 def test_a_finite_elastic_job_shows_its_size_range_and_progress_of_its_length() -> None:
@@ -70,3 +78,23 @@ def test_a_finite_elastic_job_shows_its_size_range_and_progress_of_its_length() 
         "2000/2000",
         "- (2-4)",
     )
+
+
+def test_show_tells_where_a_job_runs_why_it_waits_and_its_history(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hyperguard.store.jobs import JobEvent, JobHistoryEntry
+
+    job = Job(job_id="d", name="vit", team="cv", status=JobStatus.PREEMPTED, submitted_at=T0)
+    record = JobRecord(
+        job=job,
+        reason="preempted by nlp/llama (priority training-high)",
+        history=[
+            JobHistoryEntry(at=T0, event=JobEvent.PREEMPTED, status=JobStatus.PREEMPTED),
+        ],
+    )
+    print_renderable(render_job(record))
+    out = capsys.readouterr().out
+    assert "job d (vit), team cv: Preempted" in out
+    assert "reason: preempted by nlp/llama (priority training-high)" in out
+    assert "preempted" in out.split("history", 1)[1]

@@ -1,15 +1,26 @@
-"""`hyperguard jobs list [--json]`: jobs read straight from the JobsTable (for the lead to
-wire into hyperguard.cli.main, like `incidents list`)."""
+"""`hyperguard jobs list|show`: jobs read straight from the JobsTable."""
 
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Callable
 from typing import Any
 
+from hyperguard.cli.options import add_group
+from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
 from hyperguard.store.jobs import JobRecord, JobStore
 
-COLUMNS = ["job_id", "name", "team", "replicas", "nodes", "status", "progress", "restarts"]
+COLUMNS = [
+    ("job_id", "JOB_ID"),
+    ("name", "NAME"),
+    ("team", "TEAM"),
+    ("replicas", "REPLICAS"),
+    ("nodes", "NODES"),
+    ("status", "STATUS"),
+    ("progress", "PROGRESS"),
+    ("restarts", "RESTARTS"),
+    ("reason", "REASON"),
+]
 
 
 def job_rows(records: list[JobRecord]) -> list[dict[str, Any]]:
@@ -17,21 +28,24 @@ def job_rows(records: list[JobRecord]) -> list[dict[str, Any]]:
     ordered = sorted(
         records, key=lambda r: (r.job.submitted_at is not None, r.job.submitted_at), reverse=True
     )
-    return [
-        {
-            "job_id": r.job.job_id,
-            "name": r.job.name or "-",
-            "team": r.job.team,
-            "nodes": ",".join(dict.fromkeys(r.job.nodes)) or "-",
-            "status": r.job.status.value,
-            "checkpoint_step": r.job.last_checkpoint.step if r.job.last_checkpoint else "-",
-            "progress": _progress(r),
-            "replicas": _replicas(r),
-            "restarts": r.job.restart_count,
-            "reason": r.reason,
-        }
-        for r in ordered
-    ]
+    return [job_row(r) for r in ordered]
+
+
+def job_row(record: JobRecord) -> dict[str, Any]:
+    """`reason` says why a job waits or was preempted (empty while nothing needs saying)."""
+    job = record.job
+    return {
+        "job_id": job.job_id,
+        "name": job.name or "-",
+        "team": job.team,
+        "nodes": list(dict.fromkeys(job.nodes)),
+        "status": job.status.value,
+        "checkpoint_step": job.last_checkpoint.step if job.last_checkpoint else "-",
+        "progress": _progress(record),
+        "replicas": _replicas(record),
+        "restarts": job.restart_count,
+        "reason": record.reason,
+    }
 
 
 def _progress(record: JobRecord) -> str:
@@ -51,25 +65,73 @@ def _replicas(record: JobRecord) -> str:
     return f"{held} ({job.elastic_policy.min_replicas}-{job.elastic_policy.max_replicas})"
 
 
-def render(rows: list[dict[str, Any]]) -> str:
-    widths = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in COLUMNS}
-    lines = ["  ".join(c.upper().ljust(widths[c]) for c in COLUMNS)]
-    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in COLUMNS) for r in rows]
-    return "\n".join(lines)
+def render_job(record: JobRecord) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    row = job_row(record)
+    lines = [
+        f"job {row['job_id']} ({row['name']}), team {row['team']}: {row['status']}",
+        f"replicas {row['replicas']} on {', '.join(row['nodes']) or '-'}",
+        f"progress {row['progress']}, restarts {row['restarts']}",
+    ]
+    if record.reason:
+        lines.append(f"reason: {record.reason}")
+    for label, at in (
+        ("submitted", record.job.submitted_at),
+        ("first admitted", record.first_admitted_at),
+        ("started", record.started_at),
+        ("ended", record.ended_at),
+    ):
+        if at is not None:
+            lines.append(f"{label} {at.isoformat()}")
+    history = [e.model_dump(mode="json") for e in record.history]
+    return Group(
+        Text("\n".join(lines)),
+        table(
+            history,
+            [("at", "AT"), ("event", "EVENT"), ("status", "STATUS"), ("reason", "REASON")],
+            title="history",
+        ),
+    )
 
 
 def cmd_jobs_list(args: argparse.Namespace, store: JobStore) -> int:
     rows = job_rows(store.records())
-    print(json.dumps(rows, indent=2) if args.json else render(rows))
+    if args.json:
+        print_json(rows)
+    else:
+        print_table(rows, COLUMNS)
     return 0
 
 
-def add_jobs_parser(groups: Any, service_options: Any, store_for: Any) -> None:
+def cmd_jobs_show(args: argparse.Namespace, store: JobStore) -> int:
+    record = store.record(args.job_id)
+    if record is None:
+        raise CliError(f"no job {args.job_id} (hyperguard jobs list shows them)")
+    if args.json:
+        print_json(record.model_dump(mode="json"))
+    else:
+        print_renderable(render_job(record))
+    return 0
+
+
+def add_jobs_parser(
+    groups: Any,
+    service_options: Callable[[argparse.ArgumentParser], None],
+    store_for: Callable[[argparse.Namespace], JobStore],
+) -> None:
     """`groups` is main's subparsers; `store_for(args)` builds the JobStore from the
     stack outputs (JobsTableName)."""
-    jobs = groups.add_parser("jobs", help="training jobs").add_subparsers(dest="cmd", required=True)
+    jobs = add_group(groups, "jobs", "training jobs")
     p = jobs.add_parser(
-        "list", help="job, team, replicas, nodes, status, progress (last checkpoint), restarts"
+        "list",
+        help="job, team, replicas, nodes, status, progress (last checkpoint), restarts, "
+        "and why it waits or was preempted",
     )
     service_options(p)
     p.set_defaults(func=lambda args: cmd_jobs_list(args, store_for(args)))
+    p = jobs.add_parser("show", help="one job: where it runs, its progress and its history")
+    p.add_argument("job_id", help="the job (hyperguard jobs list)")
+    service_options(p)
+    p.set_defaults(func=lambda args: cmd_jobs_show(args, store_for(args)))

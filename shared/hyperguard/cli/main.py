@@ -2,6 +2,8 @@
 
 Commands that read the service take --endpoint (default: the twin at
 http://127.0.0.1:4566, or $HYPERGUARD_ENDPOINT; `aws` for a real deployment) and --stack.
+Every command takes --json: then stdout holds JSON only. Exit status: 0 done, 1 the
+command failed (one line on stderr), 2 usage error, 130 interrupted (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -13,70 +15,78 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from hyperguard.cli import incidents
 from hyperguard.cli.jobs import add_jobs_parser
+from hyperguard.cli.options import add_group, port, positive_float, positive_int
+from hyperguard.cli.output import CliError, print_json, print_table, say
 
 ROOT = Path(__file__).resolve().parents[3]
 
-
-class CliError(Exception):
-    pass
-
-
-def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=str))
-
-
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    widths = {c: max([len(c)] + [len(str(r.get(c, ""))) for r in rows]) for c in columns}
-    print("  ".join(c.upper().ljust(widths[c]) for c in columns))
-    for row in rows:
-        print("  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns))
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+"""Usage errors exit 2: argparse's own convention."""
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a writer whose reader went away (`| head`)."""
 
 
 # ---- events -------------------------------------------------------------------------------
+def _signal_json(name: str, s: Any) -> dict[str, Any]:
+    return {
+        "file": name,
+        "source": s.source.value,
+        "kind": s.kind,
+        "instance_id": s.instance_id,
+        "cluster": s.cluster,
+        "severity": s.severity.value,
+        "action": s.action.value,
+        "repair": s.repair.value,
+        "reason": s.reason,
+        "observed_at": s.observed_at.isoformat(),
+        "not_before": s.not_before.isoformat() if s.not_before else None,
+        "deadline": s.deadline.isoformat() if s.deadline else None,
+        "dedupe_key": s.dedupe_key,
+    }
+
+
 def cmd_events_classify(args: argparse.Namespace) -> int:
+    """JSON Lines as each file is read; with --json, one JSON array at the end."""
     from hyperguard.events import ClassifyConfig, MalformedEventError, classify
 
     config = ClassifyConfig(rebalance_action=args.rebalance_action)
     failed = 0
+    collected: list[dict[str, Any]] = []
+
+    def emit(obj: dict[str, Any]) -> None:
+        if args.json:
+            collected.append(obj)
+        else:
+            print(json.dumps(obj))
+
     for name in args.files:
         try:
             event = json.loads(Path(name).read_text())
             if not isinstance(event, dict):
                 raise ValueError("the file does not hold a JSON object")
             for s in classify(event, config):
-                print(
-                    json.dumps(
-                        {
-                            "file": name,
-                            "source": s.source.value,
-                            "kind": s.kind,
-                            "instance_id": s.instance_id,
-                            "cluster": s.cluster,
-                            "severity": s.severity.value,
-                            "action": s.action.value,
-                            "repair": s.repair.value,
-                            "reason": s.reason,
-                            "observed_at": s.observed_at.isoformat(),
-                            "not_before": s.not_before.isoformat() if s.not_before else None,
-                            "deadline": s.deadline.isoformat() if s.deadline else None,
-                            "dedupe_key": s.dedupe_key,
-                        }
-                    )
-                )
+                emit(_signal_json(name, s))
         except (OSError, ValueError, MalformedEventError) as exc:
             failed += 1
-            print(json.dumps({"file": name, "error": f"{type(exc).__name__}: {exc}"}))
-    return 1 if failed else 0
+            emit({"file": name, "error": f"{type(exc).__name__}: {exc}"})
+    if args.json:
+        print_json(collected)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 # ---- twin ---------------------------------------------------------------------------------
 def _start_twin(args: argparse.Namespace, **config: Any) -> Any:
     """A twin on the options' ports and clock (and `config`'s overrides), up and ready."""
-    from hyperguard.twin.runtime import Twin, TwinConfig
+    from hyperguard.twin.deploy import DeployError
+    from hyperguard.twin.lambda_runtime import LayerBuildError
+    from hyperguard.twin.runtime import Twin, TwinConfig, TwinError
 
     config.setdefault("hyperpod_nodes", getattr(args, "nodes", 16))
     twin = Twin(
@@ -91,57 +101,81 @@ def _start_twin(args: argparse.Namespace, **config: Any) -> Any:
     try:
         twin.up()
     except OSError as exc:
-        raise CliError(f"cannot serve on 127.0.0.1:{args.port}: {exc}") from exc
+        twin.down()
+        raise CliError(
+            f"cannot serve on 127.0.0.1 (--port {args.port}, --api-port {args.api_port}): {exc}"
+        ) from exc
+    except (TwinError, DeployError, LayerBuildError) as exc:
+        twin.down()
+        raise CliError(f"the twin did not start: {exc}") from exc
     return twin
 
 
 def cmd_twin_up(args: argparse.Namespace) -> int:
     twin = _start_twin(args)
     status = twin.status()
-    print(f"HyperGuard twin up at {twin.emulator.endpoint}  (stack {status['stack']})")
-    print(f"  API at {twin.api_endpoint}  (caller: X-HyperGuard-Principal header, default admin)")
-    print(
-        f"  try: aws --endpoint-url {twin.emulator.endpoint} stepfunctions list-executions "
-        f"--state-machine-arn {status['outputs']['NodeRecoveryStateMachineArn']}"
-    )
-    print(
-        f"  emulator gaps the twin covers: {len(status['emulator_gaps'])} (hyperguard twin status)"
-    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "endpoint": twin.emulator.endpoint,
+                    "api_endpoint": twin.api_endpoint,
+                    "kubernetes_endpoint": status["kubernetes_endpoint"],
+                    "stack": status["stack"],
+                }
+            )
+        )
+    else:
+        print(f"HyperGuard twin up at {twin.emulator.endpoint}  (stack {status['stack']})")
+        print(
+            f"  API at {twin.api_endpoint}  (caller: X-HyperGuard-Principal header, default admin)"
+        )
+        print(
+            f"  try: aws --endpoint-url {twin.emulator.endpoint} stepfunctions list-executions "
+            f"--state-machine-arn {status['outputs']['NodeRecoveryStateMachineArn']}"
+        )
+        print(
+            f"  emulator gaps the twin covers: {len(status['emulator_gaps'])} "
+            "(hyperguard twin status)"
+        )
     sys.stdout.flush()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Ctrl-C is how a twin is meant to stop: not an interruption (exit 0)
     with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
     twin.down()
-    return 0
+    return EXIT_OK
 
 
 def cmd_twin_demo(args: argparse.Namespace) -> int:
     from hyperguard.twin.demo import render, run_scenario
 
-    print(f"starting the twin on 127.0.0.1:{args.port} (real template.yaml on moto) ...")
+    # with --json, stdout carries the result only: the story goes to stderr
+    tell: Callable[[str], None] = say if args.json else print
+    tell(f"starting the twin on 127.0.0.1:{args.port} (real template.yaml on moto) ...")
     twin = _start_twin(args)
-    status = twin.status()
-    print(
-        f"  stack {status['stack']}: {len(status['resources'])} resources created, "
-        f"{len(status['not_created'])} the emulator cannot create, covered by the twin "
-        f"({', '.join(sorted(set(status['not_created'].values())))})"
-    )
-    instances = twin.cluster.instances()
-    print(
-        f"  simulated cluster: {sum(i.platform == 'hyperpod' for i in instances)} HyperPod "
-        f"nodes, {sum(i.platform == 'eks' for i in instances)} EKS burst nodes, "
-        f"{len(twin.cluster.runs())} training jobs (submitted through the API)"
-    )
     try:
-        result = run_scenario(twin, ROOT / "tests" / "events")
+        status = twin.status()
+        tell(
+            f"  stack {status['stack']}: {len(status['resources'])} resources created, "
+            f"{len(status['not_created'])} the emulator cannot create, covered by the twin "
+            f"({', '.join(sorted(set(status['not_created'].values())))})"
+        )
+        instances = twin.cluster.instances()
+        tell(
+            f"  simulated cluster: {sum(i.platform == 'hyperpod' for i in instances)} HyperPod "
+            f"nodes, {sum(i.platform == 'eks' for i in instances)} EKS burst nodes, "
+            f"{len(twin.cluster.runs())} training jobs (submitted through the API)"
+        )
+        result = run_scenario(twin, ROOT / "tests" / "events", say=tell)
     finally:
         twin.down()
-    print(render(result))
+    tell(render(result))
     if args.json:
-        _print_json(result)
+        print_json(result)
     ok = result["settled"] and result["dlq_depth"] == 0 and not result["function_errors"]
-    return 0 if ok else 1
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def cmd_twin_scenario(args: argparse.Namespace) -> int:
@@ -153,21 +187,19 @@ def cmd_twin_scenario(args: argparse.Namespace) -> int:
     finally:
         twin.down()
     if args.json:
-        _print_json(result)
-        return 0
+        print_json(result)
+        return EXIT_OK
     rows = [{"strategy": name, **values} for name, values in result["strategies"].items()]
-    _table(
-        rows,
-        [
-            "strategy",
-            "lost_gpu_minutes",
-            "replicas_min_seen",
-            "replicas_end",
-            "checkpoint_step_kept",
-            "full_size_again_after_s",
-        ],
-    )
-    return 0
+    columns = [
+        "strategy",
+        "lost_gpu_minutes",
+        "replicas_min_seen",
+        "replicas_end",
+        "checkpoint_step_kept",
+        "full_size_again_after_s",
+    ]
+    print_table(rows, [(c, c.upper()) for c in columns])
+    return EXIT_OK
 
 
 def _service(args: argparse.Namespace) -> Any:
@@ -179,12 +211,13 @@ def _service(args: argparse.Namespace) -> Any:
 def cmd_twin_status(args: argparse.Namespace) -> int:
     status = _service(args).twin_get("status")
     if args.json:
-        _print_json(status)
-        return 0
+        print_json(status)
+        return EXIT_OK
     print(
         f"twin at {status['endpoint']}, stack {status['stack']}, up {status['uptime_s']} s, "
         f"time x{status['time_scale']}"
     )
+    print(f"API at {status['api_endpoint']}")
     print(f"resources: {len(status['resources'])} created")
     for logical_id, kind in status["not_created"].items():
         print(f"  not created by the emulator: {logical_id} ({kind})")
@@ -193,27 +226,27 @@ def cmd_twin_status(args: argparse.Namespace) -> int:
         print(f"  {gap['type']}: {gap['twin_does']}")
     print(f"invocations: {status['invocations']}  errors: {status['function_errors']}")
     print(f"queues: {status['queue_depth']}  executions: {status['executions']}")
-    return 0
+    return EXIT_OK
+
+
+NODE_COLUMNS = [
+    "instance_id",
+    "platform",
+    "pool",
+    "instance_type",
+    "capacity_type",
+    "status",
+    "schedulable",
+]
 
 
 def cmd_twin_nodes(args: argparse.Namespace) -> int:
     snapshot = _service(args).twin_get("nodes")
     if args.json:
-        _print_json(snapshot)
-        return 0
-    _table(
-        snapshot["nodes"],
-        [
-            "instance_id",
-            "platform",
-            "pool",
-            "instance_type",
-            "capacity_type",
-            "status",
-            "schedulable",
-        ],
-    )
-    return 0
+        print_json(snapshot)
+    else:
+        print_table(snapshot["nodes"], [(c, c.upper()) for c in NODE_COLUMNS])
+    return EXIT_OK
 
 
 def cmd_twin_inject(args: argparse.Namespace) -> int:
@@ -221,28 +254,44 @@ def cmd_twin_inject(args: argparse.Namespace) -> int:
 
     service = _service(args)
     status = service.twin_get("status")
+    if args.instance_id:
+        known = {n["instance_id"] for n in service.twin_get("nodes")["nodes"]}
+        if args.instance_id not in known:
+            raise CliError(
+                f"no node {args.instance_id} in the twin (hyperguard twin nodes lists them)"
+            )
     cluster = status["outputs"].get("HyperPodClusterName")
     events = service.client("events")
+    results: list[dict[str, Any]] = []
     for name in args.files:
         try:
             event = json.loads(Path(name).read_text())
             if args.instance_id:
                 event = retarget(event, args.instance_id, cluster)
-            result = events.put_events(
-                Entries=[put_entry(event, status["outputs"]["EventBusName"])]
-            )
+            entry = put_entry(event, status["outputs"]["EventBusName"])
         except (OSError, json.JSONDecodeError, InjectError) as exc:
             raise CliError(f"{name}: {exc}") from exc
-        entry = result["Entries"][0]
-        print(
-            json.dumps(
-                {"file": name, "event_id": entry.get("EventId"), "error": entry.get("ErrorCode")}
-            )
-        )
-    return 0
+        put = events.put_events(Entries=[entry])["Entries"][0]
+        result = {"file": name, "event_id": put.get("EventId"), "error": put.get("ErrorCode")}
+        results.append(result)
+        if not args.json:
+            outcome = f"error {result['error']}" if result["error"] else result["event_id"]
+            print(f"{name}: {outcome}")
+    if args.json:
+        print_json(results)
+    return EXIT_FAILED if any(r["error"] for r in results) else EXIT_OK
 
 
-# ---- incidents ----------------------------------------------------------------------------
+def cmd_twin_fault(args: argparse.Namespace) -> int:
+    fault = _service(args).twin_post("fault", {"instance_id": args.instance_id, "kind": args.kind})
+    if args.json:
+        print_json(fault)
+    else:
+        print(f"{fault['instance_id']}: {fault['kind']} fault set; its health agent reports it")
+    return EXIT_OK
+
+
+# ---- the service's stores -----------------------------------------------------------------
 def _job_store(args: argparse.Namespace) -> Any:
     from hyperguard.store import JobStore
 
@@ -254,28 +303,6 @@ def _incident_store(args: argparse.Namespace) -> Any:
 
     outputs = _service(args).outputs
     return IncidentStore(outputs["IncidentsTableName"], outputs["NodesTableName"])
-
-
-def cmd_incidents_list(args: argparse.Namespace) -> int:
-    incidents = [i.model_dump(mode="json") for i in _incident_store(args).recent(args.limit)]
-    if args.json:
-        _print_json(incidents)
-        return 0
-    _table(
-        incidents,
-        ["incident_id", "instance_id", "kind", "severity", "repair", "status", "signal_count"],
-    )
-    return 0
-
-
-def cmd_incidents_show(args: argparse.Namespace) -> int:
-    store = _incident_store(args)
-    incident = store.get(args.incident_id)
-    if incident is None:
-        raise CliError(f"no incident {args.incident_id}")
-    detail = incident.model_dump(mode="json") | {"signals": store.signals(args.incident_id)}
-    _print_json(detail)
-    return 0
 
 
 def _operator(args: argparse.Namespace) -> Any:
@@ -291,104 +318,104 @@ def _operator(args: argparse.Namespace) -> Any:
     )
 
 
-def _operator_call(args: argparse.Namespace, action: str, *call_args: Any) -> int:
-    from hyperguard.recovery.operator import OperatorActionError
-
-    try:
-        _print_json(getattr(_operator(args), action)(*call_args))
-    except OperatorActionError as exc:
-        raise CliError(str(exc)) from exc
-    return 0
-
-
-def cmd_incidents_approve(args: argparse.Namespace) -> int:
-    return _operator_call(args, "approve", args.incident_id, args.by)
-
-
-def cmd_incidents_veto(args: argparse.Namespace) -> int:
-    return _operator_call(args, "veto", args.incident_id, args.by, args.reason)
-
-
-def cmd_incidents_redrive(args: argparse.Namespace) -> int:
-    return _operator_call(args, "redrive", args.incident_id)
-
-
-def cmd_nodes_veto(args: argparse.Namespace) -> int:
-    return _operator_call(args, "veto_node", args.instance_id, None if args.lift else args.reason)
-
-
-def cmd_twin_fault(args: argparse.Namespace) -> int:
-    _print_json(
-        _service(args).twin_post("fault", {"instance_id": args.instance_id, "kind": args.kind})
-    )
-    return 0
-
-
 # ---- parser -------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hyperguard", description=__doc__.split("\n")[0])
-    groups = parser.add_subparsers(dest="group", required=True)
+def _version() -> str:
+    try:
+        return version("hyperguard")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
-    def service_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--endpoint",
-            help="twin URL, or 'aws' (default $HYPERGUARD_ENDPOINT or http://127.0.0.1:4566)",
-        )
-        p.add_argument("--stack", default="hyperguard", help="CloudFormation stack name")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    events = groups.add_parser("events", help="work with node-health events").add_subparsers(
-        dest="cmd", required=True
+def json_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON only on stdout")
+
+
+def service_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--endpoint",
+        help="twin URL, or 'aws' (default $HYPERGUARD_ENDPOINT or http://127.0.0.1:4566)",
     )
-    p = events.add_parser("classify", help="classify event files, one JSON object per signal")
-    p.add_argument("files", nargs="+")
-    p.add_argument("--rebalance-action", default="ignore", choices=["ignore", "drain", "notify"])
+    p.add_argument("--stack", default="hyperguard", help="CloudFormation stack name")
+    json_option(p)
+
+
+def twin_options(p: argparse.ArgumentParser, default_port: int, default_api_port: int) -> None:
+    p.add_argument(
+        "--port", type=port, default=default_port, help="AWS emulator port (0: any free)"
+    )
+    p.add_argument(
+        "--api-port",
+        type=port,
+        default=default_api_port,
+        help="HyperGuard API port (0: any free)",
+    )
+    p.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=60.0,
+        help="simulated seconds per wall-clock second (> 0)",
+    )
+    json_option(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hyperguard",
+        description=__doc__.split("\n")[0],
+        epilog="exit status: 0 done, 1 the command failed, 2 usage error, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"hyperguard {_version()}")
+    parser.set_defaults(func=None, help_of=parser)
+    groups = parser.add_subparsers(dest="group", metavar="GROUP", title="command groups")
+
+    events = add_group(groups, "events", "work with node-health events (offline)")
+    p = events.add_parser(
+        "classify", help="classify event files: one JSON object per signal (JSON Lines)"
+    )
+    p.add_argument("files", nargs="+", help="event files (EventBridge JSON)")
+    p.add_argument(
+        "--rebalance-action",
+        default="ignore",
+        choices=["ignore", "drain", "notify"],
+        help="what an EC2 rebalance recommendation calls for (default ignore)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON array instead of JSON Lines")
     p.set_defaults(func=cmd_events_classify)
 
-    twin = groups.add_parser("twin", help="the local twin").add_subparsers(
-        dest="cmd", required=True
-    )
+    twin = add_group(groups, "twin", "the local twin")
     for name, func, text in (
         ("up", cmd_twin_up, "start the twin and serve until interrupted"),
         ("demo", cmd_twin_demo, "start a twin, run the demo scenario, print what happened"),
     ):
         p = twin.add_parser(name, help=text)
-        p.add_argument("--port", type=int, default=4566, help="AWS emulator port")
-        p.add_argument("--api-port", type=int, default=3000, help="HyperGuard API port")
+        twin_options(p, 4566, 3000)
         p.add_argument(
-            "--time-scale", type=float, default=60.0, help="simulated seconds per wall-clock second"
+            "--nodes", type=positive_int, default=16, help="HyperPod nodes to simulate (>= 1)"
         )
-        p.add_argument("--nodes", type=int, default=16, help="HyperPod nodes to simulate")
-        p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
     p = twin.add_parser(
         "scenario",
         help="run a measured scenario on a fresh twin (elastic-fault: one node fault under "
         "an elastic job, elastic_shrink against wait_for_repair)",
     )
-    p.add_argument("name", choices=["elastic-fault"])
-    p.add_argument("--port", type=int, default=0, help="AWS emulator port (0: any free)")
-    p.add_argument("--api-port", type=int, default=0, help="HyperGuard API port (0: any free)")
-    p.add_argument(
-        "--time-scale", type=float, default=60.0, help="simulated seconds per wall-clock second"
-    )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("name", choices=["elastic-fault"], help="the scenario")
+    twin_options(p, 0, 0)
     p.set_defaults(func=cmd_twin_scenario)
     for name, func, text in (
-        ("status", cmd_twin_status, "what is deployed, what the twin emulates, counters"),
+        ("status", cmd_twin_status, "what is deployed, where, what the twin emulates, counters"),
         ("nodes", cmd_twin_nodes, "the simulated cluster's nodes"),
     ):
         p = twin.add_parser(name, help=text)
         service_options(p)
         p.set_defaults(func=func)
     p = twin.add_parser("inject", help="put event files on the twin's EventBridge")
-    p.add_argument("files", nargs="+")
-    p.add_argument("--instance-id", help="retarget the events at this node")
+    p.add_argument("files", nargs="+", help="event files (EventBridge JSON)")
+    p.add_argument("--instance-id", help="retarget the events at this node of the twin")
     service_options(p)
     p.set_defaults(func=cmd_twin_inject)
 
     p = twin.add_parser("fault", help="break a simulated node; its health agent reports it")
-    p.add_argument("instance_id")
+    p.add_argument("instance_id", help="the node (hyperguard twin nodes)")
     p.add_argument(
         "--kind",
         default="gpu",
@@ -400,51 +427,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_twin_fault)
 
     add_jobs_parser(groups, service_options, _job_store)
-
-    nodes = groups.add_parser("nodes", help="node actions").add_subparsers(
-        dest="cmd", required=True
+    incidents.add_parsers(
+        groups, service_options, incidents.Deps(_service, _incident_store, _operator)
     )
-    p = nodes.add_parser("veto", help="make every repair of a node wait for approval")
-    p.add_argument("instance_id")
-    p.add_argument("--reason", default="operator veto")
-    p.add_argument("--lift", action="store_true", help="lift the veto")
-    service_options(p)
-    p.set_defaults(func=cmd_nodes_veto)
-
-    incidents = groups.add_parser("incidents", help="incidents").add_subparsers(
-        dest="cmd", required=True
-    )
-    for name, func, text in (
-        ("approve", cmd_incidents_approve, "let a paused recovery proceed"),
-        ("veto", cmd_incidents_veto, "stop a paused recovery: it escalates, node stays cordoned"),
-        ("redrive", cmd_incidents_redrive, "run an escalated incident's recovery again"),
-    ):
-        p = incidents.add_parser(name, help=text)
-        p.add_argument("incident_id")
-        p.add_argument("--by", default=os.environ.get("USER", "operator"))
-        p.add_argument("--reason", default="vetoed by an operator")
-        service_options(p)
-        p.set_defaults(func=func)
-    p = incidents.add_parser("list", help="newest first")
-    p.add_argument("--limit", type=int, default=100)
-    service_options(p)
-    p.set_defaults(func=cmd_incidents_list)
-    p = incidents.add_parser("show", help="one incident with its signals")
-    p.add_argument("incident_id")
-    service_options(p)
-    p.set_defaults(func=cmd_incidents_show)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _runtime_errors() -> tuple[type[BaseException], ...]:
+    """What a command may fail with that is the world's doing, not a bug: one line each."""
     from hyperguard.twin.client import TwinUnreachableError
 
+    errors: list[type[BaseException]] = [CliError, TwinUnreachableError]
+    with contextlib.suppress(ImportError):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        errors += [BotoCoreError, ClientError]
+    return tuple(errors)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     try:
-        return int(args.func(args))
-    except (CliError, TwinUnreachableError) as exc:
-        print(f"hyperguard: {exc}", file=sys.stderr)
-        return 2
+        args = parser.parse_args(argv)
+        if args.func is None:  # `hyperguard` or `hyperguard GROUP`: what there is to run
+            args.help_of.print_help()
+            return EXIT_OK
+        if getattr(args, "api_port", 0) and args.api_port == getattr(args, "port", 0):
+            parser.error(f"--port and --api-port are both {args.port}: give two ports")
+        code = int(args.func(args))
+        sys.stdout.flush()  # a reader gone away shows here, not at interpreter exit
+        return code
+    except KeyboardInterrupt:
+        print("hyperguard: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's last flush does not complain too.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except _runtime_errors() as exc:
+        print(f"hyperguard: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -1,0 +1,241 @@
+"""`hyperguard incidents …` and `hyperguard nodes veto`: what recovery did, as people read it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from hyperguard.cli.options import add_group, positive_int
+from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
+
+LIST_COLUMNS = [
+    ("incident_id", "INCIDENT"),
+    ("instance_id", "NODE"),
+    ("kind", "KIND"),
+    ("severity", "SEVERITY"),
+    ("opened_at", "OPENED"),
+    ("status", "STATUS"),
+    ("outcome", "OUTCOME"),
+    ("signal_count", "SIGNALS"),
+]
+
+
+def outcome(incident: dict[str, Any]) -> str:
+    """How the incident ended, or what is under way: the resolution when it is closed (a
+    node that recovered on its own reads so, not as the repair once planned)."""
+    if incident.get("resolution"):
+        return str(incident["resolution"])
+    if incident.get("status") == "needs_operator":
+        notes = incident.get("notes") or []
+        return f"escalated: {notes[-1]}" if notes else "escalated"
+    action = incident.get("action")
+    return f"{action} under way" if action else f"{incident.get('repair')} planned"
+
+
+def list_rows(incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [i | {"outcome": outcome(i)} for i in incidents]
+
+
+def timeline(incident: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each milestone (seconds after the first signal), in the order they happened."""
+    milestones = sorted(incident.get("timings", {}).items(), key=lambda kv: kv[1])
+    return [
+        {"milestone": name.removeprefix("signal_to_").removesuffix("_s"), "after_s": seconds}
+        for name, seconds in milestones
+    ]
+
+
+def execution_states(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The states an execution went through: when each was entered (seconds after the
+    execution started), how long it took, and how it ended."""
+    if not history:
+        return []
+    start: datetime = history[0]["timestamp"]
+    states: list[dict[str, Any]] = []
+    for event in history:
+        at = round((event["timestamp"] - start).total_seconds(), 3)
+        if "stateEnteredEventDetails" in event:
+            name = event["stateEnteredEventDetails"]["name"]
+            states.append({"state": name, "entered_s": at, "took_s": None, "outcome": "running"})
+        elif "stateExitedEventDetails" in event and states:
+            current = states[-1]
+            current["took_s"] = round(at - current["entered_s"], 3)
+            current["outcome"] = "done"
+        elif event["type"].endswith("Failed") and states:
+            details: dict[str, Any] = next(
+                (v for k, v in event.items() if k.endswith("EventDetails")), {}
+            )
+            states[-1]["outcome"] = f"failed: {details.get('error', event['type'])}"
+    return states
+
+
+def render_incident(detail: dict[str, Any]) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    header = [
+        f"incident {detail['incident_id']}  node {detail['instance_id']}  "
+        f"cluster {detail['cluster']}",
+        f"{detail['kind']} ({detail['severity']}), repair {detail['repair']}: {detail['reason']}",
+        f"status {detail['status']}, outcome {outcome(detail)}",
+        f"opened {detail['opened_at']}, first signal {detail['first_signal_at']}, "
+        f"{detail['signal_count']} signal(s) from {', '.join(detail.get('sources', [])) or '-'}",
+    ]
+    if detail.get("replacement_instance_id"):
+        header.append(f"replacement {detail['replacement_instance_id']}")
+    parts: list[Any] = [Text("\n".join(header))]
+    parts.append(table(timeline(detail), [("milestone", "MILESTONE"), ("after_s", "AFTER (S)")]))
+    execution = detail.get("execution")
+    if execution:
+        parts.append(
+            table(
+                execution["states"],
+                [
+                    ("state", "STATE"),
+                    ("entered_s", "ENTERED (S)"),
+                    ("took_s", "TOOK (S)"),
+                    ("outcome", "OUTCOME"),
+                ],
+                title=f"execution {execution['status']}: {detail['execution_arn']}",
+            )
+        )
+    if detail.get("jobs"):
+        parts.append(
+            table(
+                detail["jobs"],
+                [
+                    ("job_id", "JOB"),
+                    ("strategy", "STRATEGY"),
+                    ("checkpoint_step", "CHECKPOINT"),
+                    ("resumed", "RESUMED"),
+                    ("outcome", "OUTCOME"),
+                ],
+                title="jobs on the node",
+            )
+        )
+    if detail.get("notes"):
+        parts.append(Text("notes:\n" + "\n".join(f"  {n}" for n in detail["notes"])))
+    return Group(*parts)
+
+
+def _execution(service: Any, arn: str | None) -> dict[str, Any] | None:
+    if not arn:
+        return None
+    sfn = service.client("stepfunctions")
+    status = sfn.describe_execution(executionArn=arn)["status"]
+    events = [
+        e
+        for page in sfn.get_paginator("get_execution_history").paginate(executionArn=arn)
+        for e in page["events"]
+    ]
+    return {"status": status, "states": execution_states(events)}
+
+
+def cmd_list(args: argparse.Namespace, deps: Deps) -> int:
+    incidents = [i.model_dump(mode="json") for i in deps.incidents(args).recent(args.limit)]
+    if args.json:
+        print_json(incidents)
+    else:
+        print_table(list_rows(incidents), LIST_COLUMNS)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, deps: Deps) -> int:
+    store = deps.incidents(args)
+    incident = store.get(args.incident_id)
+    if incident is None:
+        raise CliError(f"no incident {args.incident_id} (hyperguard incidents list shows them)")
+    detail = incident.model_dump(mode="json", exclude={"task_token", "wait_token"}) | {
+        "signals": store.signals(args.incident_id),
+        "timeline": timeline(incident.model_dump(mode="json")),
+        "execution": _execution(deps.service(args), incident.execution_arn),
+    }
+    if args.json:
+        print_json(detail)
+    else:
+        print_renderable(render_incident(detail))
+    return 0
+
+
+def _operator_call(args: argparse.Namespace, deps: Deps, action: str, *call_args: Any) -> int:
+    from hyperguard.recovery.operator import OperatorActionError
+
+    try:
+        result = getattr(deps.operator(args), action)(*call_args)
+    except OperatorActionError as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        print_json(result)
+    else:
+        print(", ".join(f"{k}: {v}" for k, v in result.items()))
+    return 0
+
+
+class Deps:
+    """How the commands reach the service (main builds these from --endpoint/--stack)."""
+
+    def __init__(
+        self,
+        service: Callable[[argparse.Namespace], Any],
+        incidents: Callable[[argparse.Namespace], Any],
+        operator: Callable[[argparse.Namespace], Any],
+    ) -> None:
+        self.service, self.incidents, self.operator = service, incidents, operator
+
+
+def add_parsers(
+    groups: Any, service_options: Callable[[argparse.ArgumentParser], None], deps: Deps
+) -> None:
+    nodes = add_group(groups, "nodes", "node actions")
+    p = nodes.add_parser("veto", help="make every repair of a node wait for approval")
+    p.add_argument("instance_id", help="the node's EC2 instance id")
+    p.add_argument("--reason", default="operator veto", help="why (kept with the node)")
+    p.add_argument("--lift", action="store_true", help="lift the veto")
+    service_options(p)
+    p.set_defaults(
+        func=lambda a: _operator_call(
+            a, deps, "veto_node", a.instance_id, None if a.lift else a.reason
+        )
+    )
+
+    incidents = add_group(groups, "incidents", "incidents: what recovery did, and decisions")
+    for name, text in (
+        ("approve", "let a paused recovery proceed"),
+        ("veto", "stop a paused recovery: it escalates, node stays cordoned"),
+        ("redrive", "run an escalated incident's recovery again"),
+    ):
+        p = incidents.add_parser(name, help=text)
+        p.add_argument("incident_id", help="the incident (hyperguard incidents list)")
+        if name != "redrive":
+            p.add_argument(
+                "--by",
+                default=os.environ.get("USER", "operator"),
+                help="who decides (default $USER)",
+            )
+        if name == "veto":
+            p.add_argument("--reason", default="vetoed by an operator", help="why")
+        service_options(p)
+    incidents.choices["approve"].set_defaults(
+        func=lambda a: _operator_call(a, deps, "approve", a.incident_id, a.by)
+    )
+    incidents.choices["veto"].set_defaults(
+        func=lambda a: _operator_call(a, deps, "veto", a.incident_id, a.by, a.reason)
+    )
+    incidents.choices["redrive"].set_defaults(
+        func=lambda a: _operator_call(a, deps, "redrive", a.incident_id)
+    )
+    p = incidents.add_parser("list", help="incidents newest first, with how each ended")
+    p.add_argument(
+        "--limit", type=positive_int, default=100, help="at most this many (default 100)"
+    )
+    service_options(p)
+    p.set_defaults(func=lambda a: cmd_list(a, deps))
+    p = incidents.add_parser(
+        "show", help="one incident as a timeline: milestones, execution states, jobs, notes"
+    )
+    p.add_argument("incident_id", help="the incident (hyperguard incidents list)")
+    service_options(p)
+    p.set_defaults(func=lambda a: cmd_show(a, deps))

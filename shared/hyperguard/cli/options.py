@@ -1,0 +1,46 @@
+"""Argument types that refuse nonsense with a usage error (exit status 2), not a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+
+def port(text: str) -> int:
+    """A TCP port, or 0 for any free one."""
+    value = _int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (0-65535; 0: any free port)")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
+
+
+def add_group(groups: Any, name: str, text: str) -> Any:
+    """A command group (`hyperguard NAME COMMAND`); given no command, it prints its help."""
+    parser = groups.add_parser(name, help=text, description=text)
+    parser.set_defaults(func=None, help_of=parser)
+    return parser.add_subparsers(dest="cmd", metavar="COMMAND", title="commands")

@@ -1,0 +1,274 @@
+"""Every way a user can get the CLI wrong, or interrupt it, ends in one line and an exit
+status (docs/cli.md), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from tests.conftest import EVENTS, ROOT
+
+from hyperguard.cli import main as cli
+from hyperguard.recovery.operator import OperatorActionError
+
+CLI = [sys.executable, "-m", "hyperguard.cli.main"]
+
+
+def exit_status(argv: list[str]) -> int:
+    try:
+        return cli.main(argv)
+    except SystemExit as exc:  # argparse: usage errors, --help, --version
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        (["twin", "up", "--port", "99999"], "99999 is not a port"),
+        (["twin", "up", "--port", "http"], "http is not a whole number"),
+        (["twin", "demo", "--api-port", "-1"], "-1 is not a port"),
+        (["twin", "up", "--time-scale", "0"], "0 is not a positive number"),
+        (["twin", "demo", "--time-scale", "-5"], "-5 is not a positive number"),
+        (["twin", "up", "--time-scale", "inf"], "inf is not a positive number"),
+        (["twin", "up", "--nodes", "-3"], "-3 is not a positive whole number"),
+        (["twin", "scenario", "elastic-fault", "--time-scale", "nan"], "not a positive number"),
+        (["incidents", "list", "--limit", "-1"], "-1 is not a positive whole number"),
+        (["incidents", "list", "--limit", "0"], "0 is not a positive whole number"),
+        (["twin", "up", "--port", "5000", "--api-port", "5000"], "both 5000"),
+        (["twin", "fault", "i-1", "--kind", "meteor"], "invalid choice"),
+        (["nosuch"], "invalid choice"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_clear_complaint(
+    argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert exit_status(argv) == 2
+    err = capsys.readouterr().err
+    assert complaint in err and "Traceback" not in err
+
+
+def test_a_bare_command_prints_its_help_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_status([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: hyperguard") and "twin" in out and "exit status" in out
+    assert exit_status(["incidents"]) == 0
+    assert "approve" in capsys.readouterr().out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_status(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("hyperguard ")
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _parsers(sub)
+    return found
+
+
+def test_every_option_argument_and_command_has_help_text() -> None:
+    missing = [
+        f"{p.prog} {action.dest}"
+        for p in _parsers(cli.build_parser())
+        for action in p._actions
+        if not action.help and not isinstance(action, argparse._SubParsersAction)
+    ]
+    assert missing == []
+    for p in _parsers(cli.build_parser()):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                assert all(choice.help for choice in action._choices_actions), p.prog
+
+
+def test_every_command_takes_json() -> None:
+    leaves = [
+        p
+        for p in _parsers(cli.build_parser())
+        if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
+    ]
+    assert len(leaves) >= 16
+    assert [p.prog for p in leaves if "--json" not in p._option_string_actions] == []
+
+
+def test_ctrl_c_exits_130_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(_args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_twin_demo", interrupted)
+    assert exit_status(["twin", "demo"]) == 130
+    assert capsys.readouterr().err == "hyperguard: interrupted\n"
+
+
+def test_output_piped_into_head_ends_quietly() -> None:
+    files = [str(p) for p in sorted(EVENTS.glob("*.json"))] * 40  # well past a pipe buffer
+    proc = subprocess.Popen(
+        [*CLI, "events", "classify", *files],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    json.loads(proc.stdout.readline())
+    proc.stdout.close()  # what `head -1` does once it has its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert err == ""
+
+
+class Unreachable:
+    """A ServiceClient whose twin does not answer."""
+
+    def __init__(self, *_args: Any) -> None:
+        from hyperguard.twin.client import TwinUnreachableError
+
+        self.error = TwinUnreachableError("no twin answers at http://127.0.0.1:9 (refused)")
+
+    def twin_get(self, _path: str) -> Any:
+        raise self.error
+
+    def twin_post(self, _path: str, _body: Any) -> Any:
+        raise self.error
+
+    @property
+    def outputs(self) -> Any:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["twin", "status"],
+        ["twin", "nodes", "--json"],
+        ["twin", "inject", str(EVENTS / "ec2-spot-interruption-warning.json")],
+        ["twin", "fault", "i-1"],
+        ["incidents", "list"],
+        ["incidents", "show", "x"],
+        ["incidents", "approve", "x"],
+        ["nodes", "veto", "i-1"],
+        ["jobs", "list"],
+        ["jobs", "show", "j"],
+    ],
+)
+def test_a_service_that_does_not_answer_is_one_line_and_exit_1(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "_service", Unreachable)
+    assert exit_status(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "hyperguard: no twin answers at http://127.0.0.1:9 (refused)\n"
+    assert captured.out == ""
+
+
+def test_a_real_unreachable_twin_says_so_in_one_line() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    proc = subprocess.run(
+        [*CLI, "twin", "status", "--endpoint", "http://127.0.0.1:9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("hyperguard: no twin answers at http://127.0.0.1:9")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_aws_errors_are_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from botocore.exceptions import ClientError
+
+    class Store:
+        def recent(self, _limit: int) -> Any:
+            raise ClientError(
+                {"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}, "Query"
+            )
+
+    monkeypatch.setattr(cli, "_incident_store", lambda _args: Store())
+    assert exit_status(["incidents", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "AccessDeniedException" in err and err.count("\n") == 1
+
+
+def test_unknown_incident_job_and_refused_operator_actions_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Nothing:
+        def get(self, _id: str) -> None:
+            return None
+
+        def record(self, _id: str) -> None:
+            return None
+
+    class Operator:
+        def approve(self, incident_id: str, _by: str) -> Any:
+            raise OperatorActionError(f"incident {incident_id} is not awaiting approval")
+
+    monkeypatch.setattr(cli, "_incident_store", lambda _args: Nothing())
+    monkeypatch.setattr(cli, "_job_store", lambda _args: Nothing())
+    monkeypatch.setattr(cli, "_operator", lambda _args: Operator())
+    assert exit_status(["incidents", "show", "inc-9"]) == 1
+    assert "no incident inc-9" in capsys.readouterr().err
+    assert exit_status(["jobs", "show", "job-9", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert "no job job-9" in captured.err and captured.out == ""
+    assert exit_status(["incidents", "approve", "inc-9"]) == 1
+    assert capsys.readouterr().err == "hyperguard: incident inc-9 is not awaiting approval\n"
+
+
+class Twin:
+    """A ServiceClient for a twin with two nodes."""
+
+    def __init__(self, *_args: Any) -> None:
+        pass
+
+    def twin_get(self, path: str) -> Any:
+        if path == "nodes":
+            return {"nodes": [{"instance_id": "i-0a"}, {"instance_id": "i-0b"}]}
+        return {
+            "endpoint": "http://127.0.0.1:4566",
+            "api_endpoint": "http://127.0.0.1:41234",
+            "stack": "hyperguard",
+            "uptime_s": 3.0,
+            "time_scale": 60.0,
+            "resources": {},
+            "not_created": {},
+            "emulator_gaps": [],
+            "invocations": 0,
+            "function_errors": 0,
+            "queue_depth": {},
+            "executions": {},
+            "outputs": {"HyperPodClusterName": "c", "EventBusName": "b"},
+        }
+
+    def client(self, _service: str) -> Any:
+        raise AssertionError("nothing is put for an unknown node")
+
+
+def test_inject_at_an_unknown_node_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "_service", Twin)
+    event = str(EVENTS / "hyperpod-node-health-unhealthy.json")
+    assert exit_status(["twin", "inject", event, "--instance-id", "i-0zz"]) == 1
+    err = capsys.readouterr().err
+    assert "no node i-0zz in the twin" in err and "Traceback" not in err
+
+
+def test_twin_status_names_the_api_port_in_use(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "_service", Twin)
+    assert exit_status(["twin", "status"]) == 0
+    assert "API at http://127.0.0.1:41234" in capsys.readouterr().out
