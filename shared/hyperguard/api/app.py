@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hyperguard.api.auth import Caller, resolve_caller
 from hyperguard.api.deps import ApiDependencies
 from hyperguard.api.errors import register_error_handlers
-from hyperguard.api.routes import incidents, jobs, policy, teams, views
+from hyperguard.api.routes import incidents, jobs, plan, policy, teams, views
 
 TITLE = "HyperGuard API"
 VERSION = "1.0.0"
@@ -84,7 +84,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
         identity = app.current_event.request_context.identity
         return resolve_caller(identity.user_arn, deps.teams, deps.admin_principals)
 
-    for module in (jobs, teams, policy, views, incidents):
+    for module in (jobs, teams, policy, views, incidents, plan):
         app.include_router(module.routes(deps, caller))
     return app
 
@@ -117,7 +117,7 @@ def openapi_json(app: APIGatewayRestResolver | None = None) -> str:
             title=TITLE,
             version=VERSION,
             description="Jobs, team quotas, scheduler policy, node repair policy, views, "
-            "incidents and node actions. Callers sign requests with SigV4 (API Gateway IAM "
-            "authorization).",
+            "incidents, node actions and the reliability planner. Callers sign requests "
+            "with SigV4 (API Gateway IAM authorization).",
         )
     )

@@ -24,6 +24,7 @@ from hyperguard.cli import incidents
 from hyperguard.cli.jobs import add_jobs_parser
 from hyperguard.cli.options import add_group, port, positive_float, positive_int
 from hyperguard.cli.output import CliError, print_json, print_table, say
+from hyperguard.cli.plan import add_plan_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -427,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_twin_fault)
 
     add_jobs_parser(groups, service_options, _job_store)
+    add_plan_parser(groups)
     incidents.add_parsers(
         groups, service_options, incidents.Deps(_service, _incident_store, _operator)
     )
