@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from tests.conftest import ROOT, template
@@ -171,3 +173,262 @@ def test_every_function_has_an_eks_access_entry_and_the_catalogue_permission() -
             for s in p["Statement"]
         ]
         assert "ec2:DescribeInstanceTypes" in actions, name
+
+
+# ---- observability --------------------------------------------------------------------
+_METRIC_CALL = re.compile(r'add_metric\(\s*name=(f?)"([^"]+)"')
+
+
+def _metric_families() -> dict[str, set[str]]:
+    """The metrics named from a variable: prefix → the values that variable takes."""
+    from hyperguard.governance.service import PassResult
+    from hyperguard.ingestion import Outcome
+    from hyperguard.recovery.steps import STEPS
+
+    steps_source = (ROOT / "shared" / "hyperguard" / "recovery" / "steps.py").read_text()
+    milestones = re.findall(r'self\._mark\(incident, "(\w+)"\)', steps_source)
+    return {
+        "Signals_": {o.value for o in Outcome},
+        "Scheduler_": set(PassResult().counts()),
+        "RecoveryStep_": set(STEPS),
+        "Incident_": {f"signal_to_{m}_s" for m in milestones},
+    }
+
+
+def _metric_calls() -> list[tuple[bool, str]]:
+    sources = [*(ROOT / "shared" / "hyperguard").rglob("*.py"), *(ROOT / "functions").rglob("*.py")]
+    return [
+        (bool(f), name) for path in sources for f, name in _METRIC_CALL.findall(path.read_text())
+    ]
+
+
+def emitted_metrics() -> set[str]:
+    """Every EMF metric name the code can emit, read from its add_metric calls."""
+    families = _metric_families()
+    calls = _metric_calls()
+    prefixes = {name.partition("{")[0] for is_f, name in calls if is_f}
+    assert prefixes == set(families), "a metric family is missing from _metric_families"
+    return {name for is_f, name in calls if not is_f} | {
+        prefix + suffix for prefix, suffixes in families.items() for suffix in suffixes
+    }
+
+
+def _alarms() -> dict[str, dict[str, Any]]:
+    return {k: v["Properties"] for k, v in _resources("AWS::CloudWatch::Alarm").items()}
+
+
+def _alarm_metrics(alarm: dict[str, Any]) -> list[dict[str, Any]]:
+    if "MetricName" in alarm:
+        return [alarm]
+    return [m["MetricStat"]["Metric"] for m in alarm["Metrics"] if "MetricStat" in m]
+
+
+def _dashboard_body() -> dict[str, Any]:
+    """The dashboard's JSON, with every ${...} replaced by a stand-in value."""
+    doc = template()
+    (dashboard,) = _resources("AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]["Fn::Sub"]
+    known = set(doc["Resources"]) | set(doc["Parameters"]) | {"AWS::Region"}
+    for ref in re.findall(r"\$\{([^}]+)\}", body):
+        assert ref.split(".")[0] in known, f"dashboard refers to unknown {ref}"
+    numbers = {p for p, v in doc["Parameters"].items() if v["Type"] == "Number"}
+    body = re.sub(r"\$\{([^}]+)\}", lambda m: "1" if m[1] in numbers else f"stand-in-{m[1]}", body)
+    return dict(json.loads(body))
+
+
+def _dashboard_metrics() -> list[tuple[str, str, dict[str, str]]]:
+    metrics = []
+    for widget in _dashboard_body()["widgets"]:
+        for entry in widget["properties"].get("metrics", []):
+            fields = [f for f in entry if not isinstance(f, dict)]
+            if not fields:  # a metric math expression
+                continue
+            namespace, name, *dims = fields
+            metrics.append((namespace, name, dict(zip(dims[::2], dims[1::2], strict=True))))
+    return metrics
+
+
+def test_every_function_logs_to_its_own_group_with_a_retention() -> None:
+    groups = {
+        g["Properties"]["LogGroupName"]["Fn::Sub"]: g
+        for g in _resources("AWS::Logs::LogGroup").values()
+        if "LogGroupName" in g["Properties"]
+    }
+    for name in _resources("AWS::Serverless::Function"):
+        group = groups.get(f"/aws/lambda/${{{name}}}")
+        assert group is not None, f"{name} has no log group"
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, name
+    for logical_id, group in _resources("AWS::Logs::LogGroup").items():
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}, logical_id
+    # Lambda would create a group without retention if invoked before the stack's exists.
+    for mapping in _resources("AWS::Lambda::EventSourceMapping").values():
+        function = mapping["Properties"]["FunctionName"]["Ref"]
+        assert mapping["DependsOn"] == f"{function}Logs"
+
+
+def test_the_recovery_state_machine_logs_errors_without_execution_data() -> None:
+    machine = _resources("AWS::Serverless::StateMachine")["NodeRecoveryStateMachine"]
+    logging = machine["Properties"]["Logging"]
+    assert logging["Level"] in ("ERROR", "ALL")
+    assert logging["IncludeExecutionData"] is False
+    (destination,) = logging["Destinations"]
+    group = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0]
+    assert group in _resources("AWS::Logs::LogGroup")
+    actions = {
+        a
+        for p in machine["Properties"]["Policies"]
+        if "Statement" in p
+        for s in p["Statement"]
+        for a in s["Action"]
+    }
+    assert {"logs:CreateLogDelivery", "logs:PutResourcePolicy", "logs:DescribeLogGroups"} <= (
+        actions
+    )
+
+
+def test_the_api_stage_writes_access_logs() -> None:
+    api = _resources("AWS::Serverless::Api")["HyperGuardApi"]["Properties"]
+    setting = api["AccessLogSetting"]
+    assert setting["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogs", "Arn"]}
+    assert "$context.requestId" in setting["Format"]
+    assert "$context.identity.userArn" in setting["Format"]
+
+
+def test_the_escalation_topic_uses_a_rotated_key_alarms_and_rules_may_use() -> None:
+    topic = _resources("AWS::SNS::Topic")["EscalationTopic"]["Properties"]
+    assert topic["KmsMasterKeyId"] == {"Ref": "EscalationTopicKey"}
+    key = _resources("AWS::KMS::Key")["EscalationTopicKey"]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    statements = key["KeyPolicy"]["Statement"]
+    services: set[str] = set()
+    for s in statements:
+        principal = s["Principal"].get("Service", [])
+        if principal:
+            assert set(s["Action"]) == {"kms:GenerateDataKey*", "kms:Decrypt"}
+            services |= set(principal)
+    assert services == {"cloudwatch.amazonaws.com", "events.amazonaws.com"}
+    assert any(s["Action"] == "kms:*" and "AWS" in s["Principal"] for s in statements)
+    for name, fn in _resources("AWS::Serverless::Function").items():
+        policies = fn["Properties"]["Policies"]
+        if not any("SNSPublishMessagePolicy" in p for p in policies):
+            continue
+        statements = [s for p in policies if "Statement" in p for s in p["Statement"]]
+        assert any(
+            set(s["Action"]) == {"kms:GenerateDataKey", "kms:Decrypt"}
+            and s["Resource"] == {"Fn::GetAtt": ["EscalationTopicKey", "Arn"]}
+            for s in statements
+        ), name
+
+
+def test_every_dlq_has_an_alarm() -> None:
+    text = json.dumps(template()["Resources"])
+    dlqs = set(re.findall(r'"(?:deadLetterTargetArn|Arn)": \{"Fn::GetAtt": \["(\w+DLQ)"', text))
+    assert dlqs == {"HealthDLQ", "SchedulerDLQ", "InventoryDLQ", "EventsDLQ"}
+    watched = {
+        a["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
+        for a in _alarms().values()
+        if a.get("Namespace") == "AWS/SQS"
+    }
+    assert watched == dlqs
+
+
+def test_every_function_has_errors_and_throttles_alarms() -> None:
+    watched = {
+        (a["MetricName"], a["Dimensions"][0]["Value"]["Ref"])
+        for a in _alarms().values()
+        if a.get("Namespace") == "AWS/Lambda"
+    }
+    functions = set(_resources("AWS::Serverless::Function"))
+    assert watched == {(m, f) for m in ("Errors", "Throttles") for f in functions}
+
+
+def test_recovery_escalation_and_time_budget_alarms() -> None:
+    alarms = _alarms()
+    failed = {m["MetricName"] for m in _alarm_metrics(alarms["RecoveryFailedAlarm"])}
+    assert failed == {"ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"}
+    escalated = {m["MetricName"] for m in _alarm_metrics(alarms["EscalationsAlarm"])}
+    assert escalated == {"RecoveryStep_escalate", "Signals_escalated"}
+    budget = alarms["RecoveryOverBudgetAlarm"]
+    assert budget["MetricName"] == "Incident_signal_to_resolved_s"
+    assert budget["Statistic"] == "Maximum"
+    assert budget["Threshold"] == {"Ref": "RecoveryTimeBudgetSeconds"}
+
+
+def test_every_alarm_notifies_the_escalation_topic() -> None:
+    for name, alarm in _alarms().items():
+        assert alarm["AlarmActions"] == [{"Ref": "EscalationTopic"}], name
+
+
+def test_alarms_and_dashboard_name_only_metrics_that_exist() -> None:
+    from hyperguard.observability import NAMESPACE, SERVICE
+
+    emitted = emitted_metrics()
+    referenced = [
+        (m["Namespace"], m["MetricName"], {d["Name"]: d["Value"] for d in m.get("Dimensions", [])})
+        for alarm in _alarms().values()
+        for m in _alarm_metrics(alarm)
+    ] + _dashboard_metrics()
+    for namespace, name, dimensions in referenced:
+        if namespace.startswith("AWS/"):
+            continue
+        assert namespace == NAMESPACE, name
+        assert name in emitted, f"{name} is not emitted by the code"
+        # Powertools puts the service dimension on every metric it emits.
+        assert dimensions == {"service": SERVICE}, name
+
+
+def test_the_dashboard_shows_what_operators_ask_about() -> None:
+    names = {name for _, name, _ in _dashboard_metrics()}
+    assert {
+        "Signals_opened",
+        "Signals_escalated",
+        "RecoveryStep_escalate",
+        "Incident_signal_to_resolved_s",
+        "ExecutionsStarted",
+        "ExecutionsSucceeded",
+        "ExecutionsFailed",
+        "ApproximateNumberOfMessagesVisible",
+        "Errors",
+        "Throttles",
+        "Duration",
+        "SchedulerPassMs",
+    } <= names
+    stats = {
+        m[-1]["stat"]
+        for w in _dashboard_body()["widgets"]
+        for m in w["properties"]["metrics"]
+        if m[1:2] == ["Incident_signal_to_resolved_s"]
+    }
+    assert {"p50", "p90"} <= stats
+
+
+def test_operations_documents_every_emitted_metric() -> None:
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    families = _metric_families()
+    for name in emitted_metrics():
+        prefix = next((p for p in families if name.startswith(p)), None)
+        if prefix is None:
+            assert f"`{name}`" in doc, name
+            continue
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{prefix}<"))
+        assert f"`{name.removeprefix(prefix)}`" in row, name
+
+
+def test_every_api_route_is_deployed_with_its_methods() -> None:
+    """A route the API serves (docs/openapi.json) without an Api event on ApiFunction would
+    work on the twin and answer 403 Missing Authentication Token on AWS."""
+    events = template()["Resources"]["ApiFunction"]["Properties"]["Events"].values()
+    deployed: dict[str, set[str]] = {}
+    for event in events:
+        if event["Type"] == "Api":
+            props = event["Properties"]
+            deployed.setdefault(props["Path"], set()).add(props["Method"].upper())
+    spec = json.loads((ROOT / "docs" / "openapi.json").read_text())
+    missing = [
+        f"{method.upper()} {path}"
+        for path, operations in spec["paths"].items()
+        for method in operations
+        if method in {"get", "post", "put", "patch", "delete"}
+        and not deployed.get(path, set()) & {method.upper(), "ANY"}
+    ]
+    assert missing == []

@@ -35,13 +35,17 @@ EMULATOR_GAPS: dict[str, str] = {
     "AWS::StepFunctions::StateMachine": "moto's CloudFormation ignores DefinitionSubstitutions "
     "and does not execute; the twin substitutes and registers the machine with moto's "
     'executing Step Functions interpreter, and puts the "Step Functions Execution Status '
-    'Change" event AWS sends when an execution ends on the default bus',
+    'Change" event AWS sends when an execution ends on the default bus; its logging '
+    "configuration is not applied (the emulator's Step Functions writes no execution logs)",
     "AWS::Events::Rule": "moto's default target input leaves `account` out of the event (the "
     "twin restores it); moto never fires a schedule and matches every bus event to a rule "
     "without a pattern: the twin fires schedules at their rate on the simulated cluster's "
     "clock, first at start, and matches schedule rules to nothing else",
     "AWS::CloudWatch::Alarm": "not created by the emulator's CloudFormation; `twin status` "
     "shows the queue depths the alarms watch",
+    "AWS::KMS::Key": "created, but the emulator's SNS stores the topic's key without "
+    "encrypting with it: neither the key policy nor the publishers' KMS permissions are "
+    "exercised",
     "AWS::SQS::QueuePolicy": "not created by the emulator's CloudFormation, which enforces no "
     "resource policies: EventBridge delivers to the queues without them",
     "AWS::EKS::AccessEntry": "the emulator has no EKS access entries; the twin's Kubernetes "

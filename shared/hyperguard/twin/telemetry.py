@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import suppress
 from typing import Any
 
 
@@ -56,11 +57,11 @@ class CloudWatchSink:
         group = f"/aws/lambda/{function_name}"
         with self._lock:
             if group not in self._groups:
-                try:
+                # The stack creates the function's log group (with its retention).
+                with suppress(self.logs.exceptions.ResourceAlreadyExistsException):
                     self.logs.create_log_group(logGroupName=group)
+                with suppress(self.logs.exceptions.ResourceAlreadyExistsException):
                     self.logs.create_log_stream(logGroupName=group, logStreamName="twin")
-                except self.logs.exceptions.ResourceAlreadyExistsException:
-                    pass
                 self._groups.add(group)
         now = int(time.time() * 1000)
         self.logs.put_log_events(
