@@ -264,6 +264,7 @@ def test_a_replacement_that_never_gets_healthy_escalates_and_leaves_the_node_cor
     escalated = service.incidents.get(incident.incident_id)
     assert escalated is not None and escalated.status is IncidentStatus.NEEDS_OPERATOR
     assert "RecoveryTimeoutError" in escalated.notes[-1]
+    assert execution.get("cause") == escalated.notes[-1]  # the execution says why too
     assert escalated.jobs and escalated.jobs[0].checkpoint_step is not None  # nothing lost
 
 
@@ -412,3 +413,25 @@ def test_when_escalate_itself_fails_the_ended_execution_hands_the_incident_to_an
     node = service.nodes.get(faulty)
     assert node is not None and node.open_incident_id == incident.incident_id  # still locked
     assert not twin.cluster.schedulable(faulty)  # and still cordoned
+
+
+def test_a_vetoed_repair_escalates_with_the_operators_reason(service: Service) -> None:
+    """The reason an operator gives reaches the incident's note and the execution's cause
+    (SendTaskFailure's cause, which the Catch passes to Escalate)."""
+    twin = service.twin
+    faulty = service.nodes_of("llama3-70b-pretrain")[-1]
+    service.operator.veto_node(faulty, "vendor RMA pending")
+    twin.fault(faulty, "persistent")
+    incident = service.incident_for(faulty)
+    service.wait_for_status(incident.incident_id, IncidentStatus.AWAITING_APPROVAL)
+    service.operator.veto(incident.incident_id, "ops@example.com", "keep it for the vendor")
+    execution = service.finish(incident.execution_arn)
+    service.operator.veto_node(faulty, None)
+    assert execution["status"] == "FAILED" and execution.get("error") == "RecoveryEscalated"
+    escalated = service.incidents.get(incident.incident_id)
+    assert escalated is not None and escalated.status is IncidentStatus.NEEDS_OPERATOR
+    assert escalated.notes[-1] == (
+        "escalated: OperatorVeto: vetoed by ops@example.com: keep it for the vendor"
+    )
+    assert execution.get("cause") == escalated.notes[-1]
+    assert not twin.cluster.schedulable(faulty)

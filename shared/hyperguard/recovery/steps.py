@@ -830,6 +830,7 @@ class RecoverySteps:
                 },
             )
         r["status"] = IncidentStatus.NEEDS_OPERATOR.value
+        r["cause"] = note  # the execution's failure cause (the Fail state's CausePath)
         return r
 
     def _fence_off(self, incident: Incident, r: Recovery) -> str:

@@ -112,6 +112,28 @@ def _patch_execution_events() -> None:
     BaseExecutionWorkerCommunication._reflect_execution_status = reflect_and_emit  # type: ignore[method-assign]
 
 
+def _patch_task_failure_cause() -> None:
+    """moto's SendTaskFailure drops `cause`; Step Functions passes it on to the Catch
+    (`$.error.Cause`), where an operator's veto reason travels."""
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original = StepFunctionResponse.send_task_failure
+    if getattr(original, "keeps_cause", False):
+        return
+
+    def send_task_failure(self: Any) -> Any:
+        self.stepfunction_backend.send_task_failure(
+            self._get_param("taskToken"),
+            error=self._get_param("error"),
+            cause=self._get_param("cause"),
+        )
+        return EmptyResult()
+
+    send_task_failure.keeps_cause = True  # type: ignore[attr-defined]
+    StepFunctionResponse.send_task_failure = send_task_failure  # type: ignore[method-assign]
+
+
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/")
 
 
@@ -347,6 +369,7 @@ class Emulator:
         _patch_state_machine_resource()
         _patch_event_envelope()
         _patch_execution_events()
+        _patch_task_failure_cause()
         moto_app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server(
             self.host,
