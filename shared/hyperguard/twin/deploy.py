@@ -35,7 +35,8 @@ EMULATOR_GAPS: dict[str, str] = {
     "AWS::StepFunctions::StateMachine": "moto's CloudFormation ignores DefinitionSubstitutions "
     "and does not execute; the twin substitutes and registers the machine with moto's "
     'executing Step Functions interpreter, and puts the "Step Functions Execution Status '
-    'Change" event AWS sends when an execution ends on the default bus; its logging '
+    'Change" event AWS sends when an execution ends on the default bus, and passes '
+    "SendTaskFailure's cause on to the Catch (moto drops it); its logging "
     "configuration is not applied (the emulator's Step Functions writes no execution logs)",
     "AWS::Events::Rule": "moto's default target input leaves `account` out of the event (the "
     "twin restores it); moto never fires a schedule and matches every bus event to a rule "
