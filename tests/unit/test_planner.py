@@ -170,28 +170,10 @@ class NoGrants:
 
 
 def _post_plan(body: str, principal: str = ADMIN) -> tuple[int, dict[str, object]]:
-    from hyperguard.api.app import create_app
-    from hyperguard.api.deps import ApiDependencies
-    from hyperguard.api.nodes import UnavailableNodeActions
-    from hyperguard.catalogue import StaticCatalogue
-    from hyperguard.governance.service import NoWakeup
-    from hyperguard.store import IncidentStore, JobStore, NodeStore
-    from hyperguard.store.policy import RepairPolicyStore
+    from hyperguard.api.app import create_app, offline_dependencies
     from hyperguard.twin.api_gateway import ApiGatewayProxy
 
-    app = create_app(
-        ApiDependencies(
-            jobs=JobStore("-"),
-            teams=NoGrants(),  # type: ignore[arg-type]
-            incidents=IncidentStore("-", "-"),
-            nodes=NodeStore("-"),
-            node_actions=UnavailableNodeActions(),
-            wakeup=NoWakeup(),
-            catalogue=StaticCatalogue({}),
-            policies=RepairPolicyStore("-"),
-            admin_principals=frozenset({ADMIN}),
-        )
-    )
+    app = create_app(offline_dependencies(teams=NoGrants(), admin_principals=frozenset({ADMIN})))
     event = ApiGatewayProxy(lambda e: e, ["/plan"]).event(
         "POST",
         "/plan",

@@ -89,29 +89,33 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
     return app
 
 
+def offline_dependencies(**overrides: Any) -> ApiDependencies:
+    """Dependencies on stores that are never called (nothing connects until a request needs
+    it): for the committed spec, and for routes that read no state (POST /plan)."""
+    from hyperguard.api.nodes import UnavailableNodeActions
+    from hyperguard.catalogue import StaticCatalogue
+    from hyperguard.governance.service import NoWakeup
+    from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
+    from hyperguard.store.policy import RepairPolicyStore
+
+    values: dict[str, Any] = {
+        "jobs": JobStore("-"),
+        "teams": TeamStore("-"),
+        "incidents": IncidentStore("-", "-"),
+        "nodes": NodeStore("-"),
+        "node_actions": UnavailableNodeActions(),
+        "wakeup": NoWakeup(),
+        "catalogue": StaticCatalogue({}),
+        "policies": RepairPolicyStore("-"),
+    }
+    return ApiDependencies(**(values | overrides))
+
+
 def openapi_json(app: APIGatewayRestResolver | None = None) -> str:
     """The spec committed as docs/openapi.json (`python -m hyperguard.api > docs/openapi.json`).
-    Without an app, one is built on stores that are never called (nothing connects until a
-    request is served)."""
+    Without an app, one is built on offline_dependencies()."""
     if app is None:
-        from hyperguard.api.nodes import UnavailableNodeActions
-        from hyperguard.catalogue import StaticCatalogue
-        from hyperguard.governance.service import NoWakeup
-        from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-        from hyperguard.store.policy import RepairPolicyStore
-
-        app = create_app(
-            ApiDependencies(
-                jobs=JobStore("-"),
-                teams=TeamStore("-"),
-                incidents=IncidentStore("-", "-"),
-                nodes=NodeStore("-"),
-                node_actions=UnavailableNodeActions(),
-                wakeup=NoWakeup(),
-                catalogue=StaticCatalogue({}),
-                policies=RepairPolicyStore("-"),
-            )
-        )
+        app = create_app(offline_dependencies())
     return str(
         app.get_openapi_json_schema(
             title=TITLE,
