@@ -202,6 +202,10 @@ class Twin:
     def up(self, *, wait: bool = True, timeout_s: float = 120.0) -> Deployment:
         warnings.filterwarnings("ignore", message="Tried to parse", category=UserWarning)
         logging.getLogger("moto").setLevel(logging.ERROR)
+        # The Step Functions interpreter logs every failed state with a dump of its own
+        # objects; the execution's history (`executions show`, `incidents show`) says it
+        # readably, as on AWS.
+        logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         self.emulator.start(self._invoke)
         self.started_at = time.time()
         changed = {**TWIN_ENV, "AWS_ENDPOINT_URL": self.emulator.endpoint}
