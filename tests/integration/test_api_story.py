@@ -11,6 +11,8 @@ from tests.integration.api_harness import Api, member
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
+from hyperguard.inventory import InventorySync
+
 
 def _status(api: Api, job_id: str) -> str:
     return str(api.call("GET", f"/jobs/{job_id}").body["status"])
@@ -48,7 +50,7 @@ def test_three_teams_borrow_reclaim_and_preempt_by_priority(
     assert running_jobs(apis) == set(beta)
     view = _team(api, "beta")
     assert (view["allocated_gpus"], view["gpus_in_use"], view["borrowed_gpus"]) == (8, 24, 16)
-    assert view["utilisation"] == 3.0
+    assert view["utilisation_pct"] == 300.0
 
     # 2. alpha (the lender) reclaims its nominal quota: beta's newest borrower gives way.
     clock.advance(60)
@@ -100,8 +102,16 @@ def test_three_teams_borrow_reclaim_and_preempt_by_priority(
     }
     assert (classes["low"]["running"], classes["low"]["preempted"]) == (2, 3)
     assert (classes["high"]["running"], classes["high"]["pending"]) == (1, 0)
+    # The cluster view's nodes are what the inventory function writes on AWS.
+    InventorySync(api.nodes, apis.gateway, frozenset({"hyperguard-twin"})).sync()
     cluster_view = api.call("GET", "/views/cluster").body
     assert cluster_view["running_jobs"] == 3 and cluster_view["pending_jobs"] == 3
+    assert (cluster_view["gpus"], cluster_view["gpus_in_use"], cluster_view["idle_gpus"]) == (
+        32,
+        32,
+        0,
+    )
+    assert cluster_view["instances_by_health"]["schedulable"] == 4
 
     # A team sees only its own jobs.
     listed = api.call("GET", "/jobs", principal=member("gamma")).body["jobs"]

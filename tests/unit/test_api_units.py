@@ -75,9 +75,14 @@ def test_team_view_counts_use_borrowing_and_utilisation() -> None:
         20,
         4,
     )
-    assert nlp.utilisation == 1.25 and (nlp.running_jobs, nlp.pending_jobs) == (2, 1)
+    assert nlp.utilisation_pct == 125.0 and (nlp.running_jobs, nlp.pending_jobs) == (2, 1)
     cv = views["cv"]  # jobs but no quota: everything it uses is borrowed
-    assert (cv.allocated_gpus, cv.gpus_in_use, cv.borrowed_gpus, cv.utilisation) == (0, 8, 8, None)
+    assert (cv.allocated_gpus, cv.gpus_in_use, cv.borrowed_gpus, cv.utilisation_pct) == (
+        0,
+        8,
+        8,
+        None,
+    )
 
 
 def test_priority_class_view_run_and_wait_times() -> None:
@@ -127,9 +132,15 @@ def test_cluster_view_sums_installed_capacity() -> None:
         )
         for n, status in enumerate([NodeStatus.RUNNING, NodeStatus.FAILURE, NodeStatus.NOT_FOUND])
     ]
-    view = cluster_view(nodes, [_record("a", "t", JobStatus.RUNNING)], CATALOGUE)
-    assert (view.instances, view.schedulable_instances, view.pending_recovery) == (2, 1, 1)
+    view = cluster_view(nodes, [_record("a", "t", JobStatus.RUNNING)], CATALOGUE, T0)
+    assert view.instances == 2
+    assert view.instances_by_health.model_dump() == {
+        "schedulable": 1,
+        "pending_recovery": 1,
+        "unschedulable": 0,
+    }
     assert (view.gpus, view.vcpus, view.memory_gib, view.gpus_in_use) == (16, 384, 4096, 8)
+    assert view.idle_gpus == 8
     assert view.instances_by_status == {"Running": 1, "Failure": 1}
 
 

@@ -313,41 +313,74 @@ class PrincipalList(BaseModel):
 
 # -- views --------------------------------------------------------------------------------
 class TeamView(BaseModel):
+    """One team as HyperPod task governance's team dashboard shows it (docs/api.md)."""
+
     team: str
     activation_state: ActivationState | None
     fair_share_weight: int | None
-    allocated_gpus: int = Field(description="nominal accelerators of the team's quota")
+    allocated_gpus: int = Field(description="accelerators of the team's quota (its nominal share)")
     limit_gpus: int = Field(description="nominal plus borrow allowance")
-    gpus_in_use: int = Field(description="accelerators held by the team's admitted jobs")
-    borrowed_gpus: int = Field(description="accelerators in use above the nominal quota")
-    utilisation: float | None = Field(description="gpus_in_use / allocated_gpus")
-    running_jobs: int
-    pending_jobs: int
+    gpus_in_use: int = Field(
+        description="GPUs allocated to tasks: accelerators held by the team's admitted and "
+        "running jobs"
+    )
+    borrowed_gpus: int = Field(
+        description="accelerators in use above the nominal quota, per instance type, summed"
+    )
+    utilisation_pct: float | None = Field(
+        description="100 * gpus_in_use / allocated_gpus, one decimal (above 100 when "
+        "borrowing); null without a quota"
+    )
+    running_jobs: int = Field(description="admitted or running")
+    pending_jobs: int = Field(description="pending, suspended or preempted (waiting again)")
 
 
 class PriorityClassView(BaseModel):
     priority_class: str | None = Field(description="null: jobs that name no class")
     weight: int | None
-    running: int
-    pending: int
-    preempted: int
-    average_run_s: float | None
+    running: int = Field(description="jobs admitted or running now")
+    pending: int = Field(description="jobs pending or suspended now")
+    preempted: int = Field(description="jobs preempted and waiting to run again now")
+    average_run_s: float | None = Field(
+        description="over the window's runs: from the start of a job's current (last) run to "
+        "its end, or to now while it runs"
+    )
     longest_run_s: float | None
-    average_wait_s: float | None
+    average_wait_s: float | None = Field(
+        description="over the window's jobs: from submission to first admission, or to now "
+        "for a job never admitted that still waits"
+    )
     longest_wait_s: float | None
 
 
+class InstanceHealth(BaseModel):
+    schedulable: int = Field(description="Running, healthy and not cordoned")
+    pending_recovery: int = Field(description="with an open incident (HyperGuard repairs it)")
+    unschedulable: int = Field(description="the others: cordoned, unhealthy or not Running")
+
+
 class ClusterView(BaseModel):
-    instances: int
-    instances_by_status: dict[str, int]
-    schedulable_instances: int
-    pending_recovery: int = Field(description="instances with an open incident")
+    instances: int = Field(description="instances present (not NotFound)")
+    instances_by_status: dict[str, int] = Field(description="by HyperPod instance status")
+    instances_by_health: InstanceHealth
     running_jobs: int
     pending_jobs: int
-    gpus: int
-    gpus_in_use: int
+    gpus: int = Field(description="GPUs installed: accelerators of the present instances")
+    gpus_in_use: int = Field(description="GPUs allocated to admitted and running jobs")
+    idle_gpus: int = Field(description="max(0, gpus - gpus_in_use)")
     vcpus: int
     memory_gib: int
+    day_start: datetime = Field(description="00:00 UTC today: the start of the *_today figures")
+    gpu_hours_installed_today: float = Field(
+        description="∫ GPUs installed dt since day_start: instances from their launch (or "
+        "day_start) to their retirement (or now)"
+    )
+    gpu_hours_in_use_today: float = Field(
+        description="∫ GPUs allocated to jobs dt since day_start, from the jobs' histories"
+    )
+    idle_gpu_hours_today: float = Field(
+        description="∫ max(0, installed - in use) dt since day_start, two decimals"
+    )
 
 
 class TeamViews(BaseModel):
@@ -355,6 +388,10 @@ class TeamViews(BaseModel):
 
 
 class PriorityClassViews(BaseModel):
+    since: datetime = Field(
+        description="run and wait times cover jobs active now and jobs that ended since then "
+        "(the last 24 hours); the counts are of now"
+    )
     priority_classes: list[PriorityClassView]
 
 

@@ -47,6 +47,9 @@ class Node(BaseModel):
     last_closed_at: datetime | None = Field(
         default=None, description="when the node's last incident closed"
     )
+    retired_at: datetime | None = Field(
+        default=None, description="when HyperGuard saw the instance leave the cluster"
+    )
 
 
 class RepairFailure(BaseModel):

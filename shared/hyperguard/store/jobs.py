@@ -11,9 +11,11 @@ Besides the `Job` fields an item carries what the governance API shows about it:
 - `first_admitted_at`, `started_at` (this run), `ended_at`, `admitted_replicas`;
 - `stop_pending`  set when a job with pods is cancelled: the scheduler stops it on the
              cluster and clears the flag (the API never talks to the cluster);
-- `live`     present (LIVE) while the job is active or has pods to stop: written with every
-             status change, so the `Live` index holds the jobs a scheduling pass reads and
-             a pass costs the same however many jobs the table has ever held.
+- `live`     LIVE while the job is active or has pods to stop, then `ended#<UTC day>` (the
+             day it ended, or its pods were stopped): written with every status change, so
+             the `Live` index's LIVE partition holds the jobs a scheduling pass reads, and a
+             day's partition the jobs that ended that day (what the views' time windows
+             read) — both cost the same however many jobs the table has ever held.
 Status changes are conditional on the status the writer saw (`transition`).
 """
 
@@ -24,7 +26,7 @@ import binascii
 import json
 import time
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -157,17 +159,35 @@ def record_from_item(item: dict[str, Any]) -> JobRecord:
 
 LIVE_INDEX = "Live"
 LIVE = "1"
+ENDED = "ended#"
 
 
-def _live_after(status: JobStatus | None, sets: dict[str, Any], remove: list[str]) -> bool | None:
-    """Whether a transition leaves the job in the `Live` index (None: as it was). Only a
-    terminal job carries `stop_pending` (set by the cancel that ends it, cleared once its
-    pods are stopped), so the outcome follows from the transition alone."""
+def ended_partition(day: date) -> str:
+    """The `Live` partition of the jobs that ended on this UTC day."""
+    return f"{ENDED}{day.isoformat()}"
+
+
+def _live_after(
+    status: JobStatus | None, sets: dict[str, Any], remove: list[str], at: datetime
+) -> str | None:
+    """The job's `live` key after a transition at `at` (None: as it was). Only a terminal
+    job carries `stop_pending` (set by the cancel that ends it, cleared once its pods are
+    stopped), so the outcome follows from the transition alone. An ended job is filed
+    under the day it ended (`ended_at` where the transition sets it, else `at`): a job
+    whose pods are stopped after midnight lands a day late, which a reader of a window
+    corrects by its `ended_at`."""
     if status is not None:
-        return status in ACTIVE_STATUSES or sets.get("stop_pending") is True
+        if status in ACTIVE_STATUSES or sets.get("stop_pending") is True:
+            return LIVE
+        ended = sets.get("ended_at")
+        return ended_partition(_utc_day(datetime.fromisoformat(ended) if ended else at))
     if "stop_pending" in remove:
-        return False
+        return ended_partition(_utc_day(at))
     return None
+
+
+def _utc_day(at: datetime) -> date:
+    return (at.astimezone(UTC) if at.tzinfo else at).date()
 
 
 def _entry(entry: JobHistoryEntry) -> list[dict[str, Any]]:
@@ -242,6 +262,35 @@ class JobStore(TableStore):
             (r for r in records if r.job.status in ACTIVE_STATUSES or r.stop_pending),
             key=lambda r: r.job.job_id,
         )
+
+    def ended_since(self, since: datetime, now: datetime) -> list[JobRecord]:
+        """The jobs that ended at or after `since` (by `ended_at`): one `Live` partition per
+        UTC day from `since` to `now`, then the items by key. The cost follows the jobs of
+        the window, not every job the table has held. Jobs that ended before this version
+        filed them are not found (they left the index)."""
+        keys: list[dict[str, Any]] = []
+        day = _utc_day(since)
+        while day <= _utc_day(now):
+            keys += query_all(
+                self.table,
+                IndexName=LIVE_INDEX,
+                KeyConditionExpression="#live = :l",
+                ExpressionAttributeNames={"#live": "live"},
+                ExpressionAttributeValues={":l": ended_partition(day)},
+            )
+            day += timedelta(days=1)
+        records = self.records_of(dict.fromkeys(k["job_id"] for k in keys))
+        return sorted(
+            (r for r in records if r.ended_at is not None and r.ended_at >= since),
+            key=lambda r: r.job.job_id,
+        )
+
+    def active_or_ended_since(self, since: datetime, now: datetime) -> list[JobRecord]:
+        """The jobs active now and those that ended since `since` (views of a time window):
+        the `Live` index's LIVE partition and its day partitions, never a table scan."""
+        active = self.active()
+        seen = {r.job.job_id for r in active}
+        return active + [r for r in self.ended_since(since, now) if r.job.job_id not in seen]
 
     def submit(
         self,
@@ -374,13 +423,11 @@ class JobStore(TableStore):
         if status is not None:
             clauses.append("#status = :status")
             values[":status"] = status.value
-        live = _live_after(status, sets or {}, remove)
-        if live:
+        live = _live_after(status, sets or {}, remove, entry.at)
+        if live is not None:
             names["#live"] = "live"
             clauses.append("#live = :live")
-            values[":live"] = LIVE
-        elif live is False:
-            remove.append("live")
+            values[":live"] = live
         for index, (name, value) in enumerate((sets or {}).items()):
             names[f"#a{index}"] = name
             values[f":a{index}"] = value

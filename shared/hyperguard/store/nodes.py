@@ -5,8 +5,9 @@ open-incident lock is held, kept by IncidentStore with the lock)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from hyperguard.models import Node, NodeStatus
+from hyperguard.models import Node, NodeStatus, utcnow
 from hyperguard.store.codec import (
     TableStore,
     batch_get,
@@ -40,7 +41,7 @@ class NodeStore(TableStore):
         return [Node.model_validate(item) for item in batch_get(self.table, keys)]
 
     # Attributes HyperGuard owns; an inventory sync never overwrites them.
-    OWN_FIELDS = ("open_incident_id", "veto", "repairs", "last_closed_at")
+    OWN_FIELDS = ("open_incident_id", "veto", "repairs", "last_closed_at", "retired_at")
 
     def upsert_inventory(self, nodes: list[Node]) -> int:
         """Write what the cluster reports, keeping HyperGuard's own attributes."""
@@ -89,13 +90,20 @@ class NodeStore(TableStore):
             ExpressionAttributeValues={":r": [{"at": at, "action": action}], ":none": []},
         )
 
-    def retire(self, instance_id: str) -> None:
-        """A replaced instance: kept for its history, no longer part of any pool."""
+    def retire(self, instance_id: str, at: datetime | None = None) -> None:
+        """A replaced instance: kept for its history, no longer part of any pool. `at`
+        (default now) is when it left: the cluster view counts its GPUs installed until
+        then."""
         self.table.update_item(
             Key={"instance_id": instance_id},
-            UpdateExpression="SET #s = :gone, schedulable = :f, healthy = :f REMOVE in_pool",
+            UpdateExpression="SET #s = :gone, schedulable = :f, healthy = :f, retired_at = :at "
+            "REMOVE in_pool",
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":gone": "NotFound", ":f": False},
+            ExpressionAttributeValues={
+                ":gone": "NotFound",
+                ":f": False,
+                ":at": (at or utcnow()).isoformat(),
+            },
         )
 
     def pool_size(self, pool: str) -> int:

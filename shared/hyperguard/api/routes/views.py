@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from hyperguard.api.deps import ApiDependencies
 from hyperguard.api.models import ClusterView, PriorityClassViews, TeamViews
 from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
-from hyperguard.api.views import cluster_view, priority_class_views, team_views
+from hyperguard.api.views import read_cluster_view, read_priority_class_views, read_team_views
 
 
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
@@ -16,35 +16,33 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
 
     @router.get(
         "/views/teams",
-        summary="GPUs allocated, in use, borrowed per team",
+        summary="GPUs allocated, allocated to tasks, borrowed, utilisation % per team",
         tags=["views"],
         responses=responses(200, TeamViews),
     )
     def view_teams() -> Response[TeamViews]:
         who = caller()
-        views = team_views(deps.teams.quotas(), deps.jobs.active(), deps.catalogue)
+        views = read_team_views(deps.teams, deps.jobs, deps.catalogue)
         return ok(TeamViews(teams=[v for v in views if who.may_see_team(v.team)]))
 
     @router.get(
         "/views/priority-classes",
-        summary="Run and wait times per class",
+        summary="Jobs running, pending, preempted; run and wait times per class (24 h)",
         tags=["views"],
         responses=responses(200, PriorityClassViews),
     )
     def view_priority_classes() -> Response[PriorityClassViews]:
         caller()
-        config, _ = deps.teams.scheduler_config()
-        views = priority_class_views(config, deps.jobs.records(), deps.clock())
-        return ok(PriorityClassViews(priority_classes=views))
+        return ok(read_priority_class_views(deps.teams, deps.jobs, deps.clock()))
 
     @router.get(
         "/views/cluster",
-        summary="Instances, jobs and capacity",
+        summary="Instances by health, GPUs installed / in use / idle, idle GPU-hours today",
         tags=["views"],
         responses=responses(200, ClusterView),
     )
     def view_cluster() -> Response[ClusterView]:
         caller()
-        return ok(cluster_view(deps.nodes.all(), deps.jobs.active(), deps.catalogue))
+        return ok(read_cluster_view(deps.nodes, deps.jobs, deps.catalogue, deps.clock()))
 
     return router
