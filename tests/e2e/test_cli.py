@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +61,14 @@ def lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
+def inject_unhealthy(instance_id: str, endpoint: str) -> list[dict[str, Any]]:
+    """HyperPod reports the node unhealthy; the twin's node is healthy, so the recovery
+    finds it so and closes the incident."""
+    event = str(EVENTS / "hyperpod-node-health-unhealthy.json")
+    proc = run("twin", "inject", event, "--instance-id", instance_id, "--json", endpoint=endpoint)
+    return list(json.loads(proc.stdout))
+
+
 def test_classify_prints_one_json_object_per_signal() -> None:
     files = sorted(str(p) for p in Path(EVENTS).glob("*.json"))
     out = lines(run("events", "classify", *files, endpoint="unused"))
@@ -107,17 +116,7 @@ def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str)
     assert len(hyperpod) == 16 and {n["instance_type"] for n in hyperpod} == {"ml.p5.48xlarge"}
     target = hyperpod[3]["instance_id"]
 
-    injected = json.loads(
-        run(
-            "twin",
-            "inject",
-            str(EVENTS / "hyperpod-node-health-unhealthy.json"),
-            "--instance-id",
-            target,
-            "--json",
-            endpoint=endpoint,
-        ).stdout
-    )
+    injected = inject_unhealthy(target, endpoint)
     assert injected[0]["event_id"] and injected[0]["error"] is None
     # The node is healthy in the simulator: the recovery checks and closes the incident.
     deadline = time.monotonic() + 30
@@ -151,6 +150,7 @@ def test_runtime_errors_against_a_running_twin_are_one_line_and_exit_1(endpoint:
         (("incidents", "show", "no-such-incident"), "no incident no-such-incident"),
         (("jobs", "show", "no-such-job"), "no job no-such-job"),
         (("incidents", "approve", "no-such-incident"), "no-such-incident"),
+        (("executions", "show", "no-such-execution"), "no execution no-such-execution"),
     ):
         proc = run(*args, endpoint=endpoint, check=False)
         assert proc.returncode == 1, (args, proc.stderr)
@@ -190,3 +190,75 @@ def test_jobs_list_and_twin_fault_through_the_cli(endpoint: str) -> None:
     refused = run("twin", "fault", "i-0doesnotexist0000", endpoint=endpoint, check=False)
     assert refused.returncode == 1 and "no such node" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_executions_and_watch_follow_a_recovery(endpoint: str) -> None:
+    busy = {
+        i["instance_id"]
+        for i in json.loads(run("incidents", "list", "--json", endpoint=endpoint).stdout)
+    }
+    busy |= {
+        n
+        for j in json.loads(run("jobs", "list", "--json", endpoint=endpoint).stdout)
+        for n in j["nodes"]
+    }
+    nodes = json.loads(run("twin", "nodes", "--json", endpoint=endpoint).stdout)["nodes"]
+    target = next(
+        n["instance_id"]
+        for n in nodes
+        if n["platform"] == "hyperpod" and n["instance_id"] not in busy
+    )
+    inject_unhealthy(target, endpoint)
+    deadline = time.monotonic() + 30
+    while True:  # the node is healthy in the simulator: the recovery closes the incident
+        incident = next(
+            (
+                i
+                for i in json.loads(run("incidents", "list", "--json", endpoint=endpoint).stdout)
+                if i["instance_id"] == target
+            ),
+            None,
+        )
+        listed = json.loads(run("executions", "list", "--json", endpoint=endpoint).stdout)
+        mine = [e for e in listed if incident and e["name"] == incident["incident_id"]]
+        if (mine and mine[0]["status"] != "RUNNING") or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert incident is not None and mine, listed
+    name = incident["incident_id"]
+    assert mine[0]["status"] == "SUCCEEDED" and mine[0]["duration_s"] > 0
+    assert [e["start"] for e in listed] == sorted((e["start"] for e in listed), reverse=True)
+    succeeded = run("executions", "list", "--status", "SUCCEEDED", "--json", endpoint=endpoint)
+    assert name in {e["name"] for e in json.loads(succeeded.stdout)}
+
+    shown = json.loads(run("executions", "show", name, "--json", endpoint=endpoint).stdout)
+    assert shown["states"][0]["state"] == "Diagnose"
+    assert shown["input"]["incident_id"] == name and shown["input"]["instance_id"] == target
+    assert all(s["outcome"] == "done" for s in shown["states"]), shown["states"]
+    assert "Diagnose" in run("executions", "show", name, endpoint=endpoint).stdout
+
+    once = lines(run("watch", "--once", "--json", endpoint=endpoint))
+    assert {"type": "incident", "incident_id": name, "status": "resolved"}.items() <= next(
+        c for c in once if c["type"] == "incident" and c["incident_id"] == name
+    ).items()
+    ended = next(c for c in once if c["type"] == "execution" and c["name"] == name)
+    assert (ended["status"], ended["error"]) == ("SUCCEEDED", None)
+
+
+def test_watch_ends_with_ctrl_c_in_one_line(endpoint: str) -> None:
+    env = os.environ | {"HYPERGUARD_ENDPOINT": endpoint}
+    env.pop("AWS_ENDPOINT_URL", None)
+    proc = subprocess.Popen(
+        [*CLI, "watch", "--interval", "0.5"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    assert proc.stderr.readline().startswith("watching incidents")  # polling now
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert err == "hyperguard: interrupted\n"

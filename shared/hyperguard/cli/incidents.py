@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
+from hyperguard.cli.executions import STATE_COLUMNS, describe
 from hyperguard.cli.options import add_group, positive_int
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
 
@@ -48,30 +48,6 @@ def timeline(incident: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def execution_states(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The states an execution went through: when each was entered (seconds after the
-    execution started), how long it took, and how it ended."""
-    if not history:
-        return []
-    start: datetime = history[0]["timestamp"]
-    states: list[dict[str, Any]] = []
-    for event in history:
-        at = round((event["timestamp"] - start).total_seconds(), 3)
-        if "stateEnteredEventDetails" in event:
-            name = event["stateEnteredEventDetails"]["name"]
-            states.append({"state": name, "entered_s": at, "took_s": None, "outcome": "running"})
-        elif "stateExitedEventDetails" in event and states:
-            current = states[-1]
-            current["took_s"] = round(at - current["entered_s"], 3)
-            current["outcome"] = "done"
-        elif event["type"].endswith("Failed") and states:
-            details: dict[str, Any] = next(
-                (v for k, v in event.items() if k.endswith("EventDetails")), {}
-            )
-            states[-1]["outcome"] = f"failed: {details.get('error', event['type'])}"
-    return states
-
-
 def render_incident(detail: dict[str, Any]) -> Any:
     from rich.console import Group
     from rich.text import Text
@@ -93,12 +69,7 @@ def render_incident(detail: dict[str, Any]) -> Any:
         parts.append(
             table(
                 execution["states"],
-                [
-                    ("state", "STATE"),
-                    ("entered_s", "ENTERED (S)"),
-                    ("took_s", "TOOK (S)"),
-                    ("outcome", "OUTCOME"),
-                ],
+                STATE_COLUMNS,
                 title=f"execution {execution['status']}: {detail['execution_arn']}",
             )
         )
@@ -121,19 +92,6 @@ def render_incident(detail: dict[str, Any]) -> Any:
     return Group(*parts)
 
 
-def _execution(service: Any, arn: str | None) -> dict[str, Any] | None:
-    if not arn:
-        return None
-    sfn = service.client("stepfunctions")
-    status = sfn.describe_execution(executionArn=arn)["status"]
-    events = [
-        e
-        for page in sfn.get_paginator("get_execution_history").paginate(executionArn=arn)
-        for e in page["events"]
-    ]
-    return {"status": status, "states": execution_states(events)}
-
-
 def cmd_list(args: argparse.Namespace, deps: Deps) -> int:
     incidents = [i.model_dump(mode="json") for i in deps.incidents(args).recent(args.limit)]
     if args.json:
@@ -151,7 +109,11 @@ def cmd_show(args: argparse.Namespace, deps: Deps) -> int:
     detail = incident.model_dump(mode="json", exclude={"task_token", "wait_token"}) | {
         "signals": store.signals(args.incident_id),
         "timeline": timeline(incident.model_dump(mode="json")),
-        "execution": _execution(deps.service(args), incident.execution_arn),
+        "execution": (
+            describe(deps.service(args).client("stepfunctions"), incident.execution_arn)
+            if incident.execution_arn
+            else None
+        ),
     }
     if args.json:
         print_json(detail)

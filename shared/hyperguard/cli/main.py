@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from hyperguard.cli import incidents
+from hyperguard.cli import executions, incidents, views, watch
 from hyperguard.cli.jobs import add_jobs_parser
 from hyperguard.cli.options import add_group, port, positive_float, positive_int
 from hyperguard.cli.output import CliError, print_json, print_table, say
@@ -319,6 +319,20 @@ def _operator(args: argparse.Namespace) -> Any:
     )
 
 
+def _view_stores(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+    """What the views read: teams, jobs, nodes and EC2's instance figures."""
+    from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
+    from hyperguard.store import JobStore, NodeStore, TeamStore
+
+    outputs = _service(args).outputs
+    return (
+        TeamStore(outputs["TeamsTableName"]),
+        JobStore(outputs["JobsTableName"]),
+        NodeStore(outputs["NodesTableName"]),
+        Ec2InstanceCatalogue(),
+    )
+
+
 # ---- parser -------------------------------------------------------------------------------
 def _version() -> str:
     try:
@@ -429,9 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_jobs_parser(groups, service_options, _job_store)
     add_plan_parser(groups)
-    incidents.add_parsers(
-        groups, service_options, incidents.Deps(_service, _incident_store, _operator)
-    )
+    views.add_parsers(groups, service_options, views.Deps(_view_stores))
+    deps = incidents.Deps(_service, _incident_store, _operator)
+    incidents.add_parsers(groups, service_options, deps)
+    executions.add_parsers(groups, service_options, deps)
+    watch.add_parser(groups, service_options, deps)
     return parser
 
 

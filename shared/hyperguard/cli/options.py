@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any
 
 
@@ -23,13 +24,29 @@ def positive_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text} is not a number") from None
+    value = _float(text)
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
+
+
+def number_between(low: float, high: float) -> Callable[[str], float]:
+    """A number from `low` to `high`, both included."""
+
+    def argument(text: str) -> float:
+        value = _float(text)
+        if not low <= value <= high:  # NaN is in no range
+            raise argparse.ArgumentTypeError(f"{text} is not a number from {low:g} to {high:g}")
+        return value
+
+    return argument
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text} is not a number") from None
 
 
 def _int(text: str) -> int:

@@ -1,0 +1,130 @@
+"""`hyperguard views teams|classes|cluster`: the API's /views, computed the same way
+(hyperguard.api.views) from the service's tables."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hyperguard.cli.options import add_group
+from hyperguard.cli.output import print_json, print_table
+from hyperguard.models import utcnow
+
+
+@dataclass(frozen=True)
+class Deps:
+    """How a command reaches the stores: `stores(args)` → (teams, jobs, nodes, catalogue)."""
+
+    stores: Callable[[argparse.Namespace], tuple[Any, Any, Any, Any]]
+    clock: Callable[[], datetime] = utcnow
+
+
+TEAM_COLUMNS = [
+    ("team", "TEAM"),
+    ("allocated_gpus", "ALLOCATED"),
+    ("gpus_in_use", "ALLOCATED TO TASKS"),
+    ("borrowed_gpus", "BORROWED"),
+    ("limit_gpus", "LIMIT"),
+    ("utilisation_pct", "UTILISATION %"),
+    ("running_jobs", "RUNNING"),
+    ("pending_jobs", "PENDING"),
+]
+CLASS_COLUMNS = [
+    ("priority_class", "CLASS"),
+    ("weight", "WEIGHT"),
+    ("running", "RUNNING"),
+    ("pending", "PENDING"),
+    ("preempted", "PREEMPTED"),
+    ("average_run_s", "AVG RUN S"),
+    ("longest_run_s", "LONGEST RUN S"),
+    ("average_wait_s", "AVG WAIT S"),
+    ("longest_wait_s", "LONGEST WAIT S"),
+]
+CLUSTER_ROWS = [
+    ("instances", "instances"),
+    ("schedulable", "  schedulable"),
+    ("pending_recovery", "  pending recovery"),
+    ("unschedulable", "  unschedulable"),
+    ("gpus", "GPUs installed"),
+    ("gpus_in_use", "GPUs in use"),
+    ("idle_gpus", "GPUs idle"),
+    ("gpu_hours_installed_today", "GPU-hours installed today"),
+    ("gpu_hours_in_use_today", "GPU-hours in use today"),
+    ("idle_gpu_hours_today", "idle GPU-hours today"),
+    ("running_jobs", "jobs running"),
+    ("pending_jobs", "jobs pending"),
+]
+
+
+def cmd_teams(args: argparse.Namespace, deps: Deps) -> int:
+    from hyperguard.api.views import read_team_views
+
+    teams, jobs, _nodes, catalogue = deps.stores(args)
+    rows = [v.model_dump(mode="json") for v in read_team_views(teams, jobs, catalogue)]
+    if args.json:
+        print_json({"teams": rows})
+    else:
+        print_table(rows, TEAM_COLUMNS)
+    return 0
+
+
+def cmd_classes(args: argparse.Namespace, deps: Deps) -> int:
+    from hyperguard.api.views import read_priority_class_views
+
+    teams, jobs, _nodes, _catalogue = deps.stores(args)
+    view = read_priority_class_views(teams, jobs, deps.clock()).model_dump(mode="json")
+    if args.json:
+        print_json(view)
+        return 0
+    rows = [
+        {**c, "priority_class": c["priority_class"] or "(none)"} for c in view["priority_classes"]
+    ]
+    print_table(rows, CLASS_COLUMNS, title=f"run and wait times since {view['since']}")
+    return 0
+
+
+def cmd_cluster(args: argparse.Namespace, deps: Deps) -> int:
+    from hyperguard.api.views import read_cluster_view
+
+    _teams, jobs, nodes, catalogue = deps.stores(args)
+    view = read_cluster_view(nodes, jobs, catalogue, deps.clock()).model_dump(mode="json")
+    if args.json:
+        print_json(view)
+        return 0
+    flat = {**view, **view["instances_by_health"]}
+    rows = [{"figure": label, "value": flat[key]} for key, label in CLUSTER_ROWS]
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(view["instances_by_status"].items()))
+    rows.insert(1, {"figure": "  by status", "value": by_status})
+    print_table(
+        rows, [("figure", "FIGURE"), ("value", "VALUE")], title=f"today from {view['day_start']}"
+    )
+    return 0
+
+
+def add_parsers(
+    groups: Any, service_options: Callable[[argparse.ArgumentParser], None], deps: Deps
+) -> None:
+    views = add_group(groups, "views", "utilisation as task governance shows it (docs/api.md)")
+    for name, func, text in (
+        (
+            "teams",
+            cmd_teams,
+            "per team: GPUs allocated, allocated to tasks, borrowed, utilisation %%",
+        ),
+        (
+            "classes",
+            cmd_classes,
+            "per priority class: running, pending, preempted; run and wait times (24 h)",
+        ),
+        (
+            "cluster",
+            cmd_cluster,
+            "instances by health; GPUs installed, in use, idle; idle GPU-hours today",
+        ),
+    ):
+        p = views.add_parser(name, help=text)
+        service_options(p)
+        p.set_defaults(func=lambda args, f=func: f(args, deps))
