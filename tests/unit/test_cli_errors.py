@@ -272,3 +272,36 @@ def test_twin_status_names_the_api_port_in_use(
     monkeypatch.setattr(cli, "_service", Twin)
     assert exit_status(["twin", "status"]) == 0
     assert "API at http://127.0.0.1:41234" in capsys.readouterr().out
+
+
+def test_a_twin_that_answers_with_an_error_is_not_reported_as_absent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HTTPError is a URLError: an error answer must say what the twin said, not that no
+    twin answers."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from hyperguard.twin.client import ServiceClient, TwinUnreachableError
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"error": "no node i-0 in the twin"}'
+            self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_port}"
+        with pytest.raises(TwinUnreachableError, match=r"twin refused: .*no node i-0"):
+            ServiceClient(endpoint).twin_get("nodes")
+    finally:
+        server.shutdown()
+        server.server_close()

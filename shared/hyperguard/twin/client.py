@@ -47,32 +47,32 @@ class ServiceClient:
         return client(service)
 
     def twin_get(self, path: str) -> Any:
-        if not self.is_twin:
-            raise TwinUnreachableError("this command needs the local twin (not --endpoint aws)")
-        try:
-            with urllib.request.urlopen(f"{self.endpoint}/_hyperguard/{path}", timeout=10) as r:
-                return json.loads(r.read())
-        except (urllib.error.URLError, ConnectionError) as exc:
-            raise TwinUnreachableError(
-                f"no twin answers at {self.endpoint} ({exc}); start one with `hyperguard twin up`"
-            ) from exc
+        return self._twin(urllib.request.Request(f"{self.endpoint}/_hyperguard/{path}"))
 
     def twin_post(self, path: str, body: dict[str, Any]) -> Any:
+        return self._twin(
+            urllib.request.Request(
+                f"{self.endpoint}/_hyperguard/{path}",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+                method="POST",
+            )
+        )
+
+    def _twin(self, request: urllib.request.Request) -> Any:
+        """The twin's control API's answer; an answer that is an error says so (HTTPError
+        is a URLError: it is told apart from no answer at all)."""
         if not self.is_twin:
             raise TwinUnreachableError("this command needs the local twin (not --endpoint aws)")
-        request = urllib.request.Request(
-            f"{self.endpoint}/_hyperguard/{path}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
         try:
             with urllib.request.urlopen(request, timeout=10) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as exc:
             raise TwinUnreachableError(f"twin refused: {exc.read().decode()}") from exc
         except (urllib.error.URLError, ConnectionError) as exc:
-            raise TwinUnreachableError(f"no twin answers at {self.endpoint} ({exc})") from exc
+            raise TwinUnreachableError(
+                f"no twin answers at {self.endpoint} ({exc}); start one with `hyperguard twin up`"
+            ) from exc
 
     @cached_property
     def outputs(self) -> dict[str, str]:
