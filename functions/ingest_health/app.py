@@ -15,7 +15,7 @@ from hyperguard.cluster.factory import gateway_for
 from hyperguard.events import ClassifyConfig
 from hyperguard.ingestion import HealthIngestor
 from hyperguard.inventory import NodeLookup
-from hyperguard.messaging import Escalator, RecoveryWorkflows
+from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore
@@ -29,6 +29,7 @@ ingestor = HealthIngestor(
     idempotency=IdempotencyStore(settings.idempotency_table, settings.idempotency_ttl_s),
     workflows=RecoveryWorkflows(settings.recovery_state_machine_arn),
     escalator=Escalator(settings.escalation_topic_arn),
+    publisher=EventPublisher(settings.event_bus_name),
     config=ClassifyConfig(rebalance_action=settings.rebalance_action),
     orchestrator=settings.eks_cluster_name,
     reopen_window_s=settings.reopen_window_s,

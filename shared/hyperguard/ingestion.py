@@ -18,7 +18,7 @@ from typing import Any
 
 from hyperguard.events import ClassifyConfig, MalformedEventError, classify
 from hyperguard.inventory import NodeLookup
-from hyperguard.messaging import Escalator, RecoveryWorkflows
+from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows, escalation
 from hyperguard.models import (
     Action,
     HealthSignal,
@@ -111,6 +111,7 @@ class HealthIngestor:
     idempotency: IdempotencyStore
     workflows: RecoveryWorkflows
     escalator: Escalator
+    publisher: EventPublisher
     config: ClassifyConfig = field(default_factory=ClassifyConfig)
     # The EKS cluster that orchestrates the HyperPod cluster and holds the burst pools.
     orchestrator: str = ""
@@ -273,6 +274,7 @@ class HealthIngestor:
                 "redrive": f"hyperguard incidents redrive {incident.incident_id}",
             },
         )
+        self.publisher.publish("IncidentEscalated", escalation(incident, note))
         return Outcome.ESCALATED
 
     def _malformed(self, why: str, payload: object) -> list[Outcome]:

@@ -9,8 +9,29 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hyperguard.aws import client
+from hyperguard.models import Incident
 
 EVENT_SOURCE = "hyperguard"
+
+
+def announcement(incident: Incident) -> dict[str, Any]:
+    """The fields every incident event carries (docs/events.md)."""
+    return {
+        "incident_id": incident.incident_id,
+        "instance_id": incident.instance_id,
+        "cluster": incident.cluster,
+        "kind": incident.kind,
+        "severity": incident.severity,
+        "repair": incident.repair.value,
+        "reason": incident.reason,
+        "first_signal_at": incident.first_signal_at.isoformat(),
+        "execution_arn": incident.execution_arn,
+    }
+
+
+def escalation(incident: Incident, note: str) -> dict[str, Any]:
+    """IncidentEscalated's detail: the incident went to an operator, and why."""
+    return {**announcement(incident), "note": note}
 
 
 class PublishError(RuntimeError):

@@ -291,6 +291,26 @@ def test_an_execution_that_ends_with_its_incident_open_hands_it_to_an_operator(
     incident = store.open_incident_for("i-12345678abcdefghi")
     assert incident is not None and incident.execution_arn is not None
     arn, machine = incident.execution_arn, seeded.state_machine_arn
+    # What the service bus carries from here on (IncidentEscalated is for programs).
+    events, sqs = boto3.client("events"), boto3.client("sqs")
+    published = sqs.create_queue(QueueName="published")["QueueUrl"]
+    events.put_rule(
+        Name="escalated",
+        EventBusName=seeded.bus_name,
+        EventPattern=json.dumps({"detail-type": ["IncidentEscalated"]}),
+    )
+    events.put_targets(
+        Rule="escalated",
+        EventBusName=seeded.bus_name,
+        Targets=[
+            {
+                "Id": "q",
+                "Arn": sqs.get_queue_attributes(QueueUrl=published, AttributeNames=["QueueArn"])[
+                    "Attributes"
+                ]["QueueArn"],
+            }
+        ],
+    )
 
     stale = arn + "-r1"  # an execution the incident does not run (any more)
     batch = [
@@ -309,3 +329,7 @@ def test_an_execution_that_ends_with_its_incident_open_hands_it_to_an_operator(
     assert "ended TIMED_OUT" in handed.notes[-1]
     # The lock stays: the node is not given a second recovery while an operator decides.
     assert store.open_incident_for("i-12345678abcdefghi") == handed
+    messages = sqs.receive_message(QueueUrl=published, MaxNumberOfMessages=10)["Messages"]
+    (escalated,) = [json.loads(m["Body"]) for m in messages]
+    assert escalated["detail"]["incident_id"] == incident.incident_id
+    assert escalated["detail"]["note"] == handed.notes[-1]

@@ -14,7 +14,7 @@ from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
 from hyperguard.ingestion import HealthIngestor, Outcome, more_urgent
 from hyperguard.inventory import InventorySync, NodeLookup
-from hyperguard.messaging import Escalator, RecoveryWorkflows
+from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows
 from hyperguard.models import (
     Action,
     HealthSignal,
@@ -55,6 +55,7 @@ class World:
             idempotency=IdempotencyStore(stack.tables["IdempotencyTable"], 3600),
             workflows=self.workflows,
             escalator=Escalator(stack.topic_arn),
+            publisher=EventPublisher(stack.bus_name),
             clock=apis.clock.now,
             reopen_window_s=600,
         )

@@ -64,7 +64,7 @@ def test_every_health_rule_targets_the_queue_with_retries_and_a_dlq() -> None:
         name: rule
         for name, rule in _resources("AWS::Events::Rule").items()
         if "EventPattern" in rule["Properties"]
-        and name not in ("HyperPodClusterChangeRule", "JobStatusRule")
+        and name not in ("HyperPodClusterChangeRule", "JobStatusRule", "WebhookRule")
     }
     assert set().union(*(r["Properties"]["EventPattern"]["source"] for r in rules.values())) == (
         health_sources
@@ -432,3 +432,38 @@ def test_every_api_route_is_deployed_with_its_methods() -> None:
         and not deployed.get(path, set()) & {method.upper(), "ANY"}
     ]
     assert missing == []
+
+
+def test_the_webhook_is_an_api_destination_only_when_a_url_is_given() -> None:
+    """The operator's HTTPS endpoint gets IncidentOpened, IncidentEscalated and
+    IncidentResolved, through EventBridge's retries and the events DLQ, with no function."""
+    t = template()
+    parameters = t["Parameters"]
+    assert parameters["WebhookUrl"]["Default"] == ""
+    assert re.fullmatch(parameters["WebhookUrl"]["AllowedPattern"], "https://hooks.slack.com/x")
+    assert not re.fullmatch(parameters["WebhookUrl"]["AllowedPattern"], "http://plain.example")
+    assert parameters["WebhookAuthValue"]["NoEcho"] is True
+    assert t["Conditions"]["HasWebhook"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "WebhookUrl"}, ""]}]
+    }
+    webhook = ("WebhookConnection", "WebhookDestination", "WebhookRole", "WebhookRule")
+    for name in webhook:
+        assert t["Resources"][name]["Condition"] == "HasWebhook", name
+    rule = t["Resources"]["WebhookRule"]["Properties"]
+    assert rule["EventPattern"]["detail-type"] == [
+        "IncidentOpened",
+        "IncidentEscalated",
+        "IncidentResolved",
+    ]
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["WebhookDestination", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": ["EventsDLQ", "Arn"]}
+    # Every placeholder of the default template is one the transformer fills.
+    placeholders = set(re.findall(r"<([a-z-]+)>", parameters["WebhookTemplate"]["Default"]))
+    assert placeholders <= set(target["InputTransformer"]["InputPathsMap"])
+    json.loads(parameters["WebhookTemplate"]["Default"])  # a JSON body (Slack's shape)
+    (statement,) = t["Resources"]["WebhookRole"]["Properties"]["Policies"][0]["PolicyDocument"][
+        "Statement"
+    ]
+    assert statement["Action"] == "events:InvokeApiDestination"
+    assert statement["Resource"] == {"Fn::GetAtt": ["WebhookDestination", "Arn"]}

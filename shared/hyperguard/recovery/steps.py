@@ -19,7 +19,7 @@ from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.governance.placement import allows_burst
-from hyperguard.messaging import Escalator, EventPublisher
+from hyperguard.messaging import Escalator, EventPublisher, announcement, escalation
 from hyperguard.models import (
     Checkpoint,
     Incident,
@@ -154,7 +154,7 @@ class RecoverySteps:
         if incident.status is IncidentStatus.OPEN:
             self._mark(incident, "detected")
             self.incidents.set_status(incident.incident_id, IncidentStatus.DETECTED)
-            self.publisher.publish("IncidentOpened", _announcement(incident))
+            self.publisher.publish("IncidentOpened", announcement(incident))
         policy = self._policy()
         # An integer: a Wait state's SecondsPath must resolve to one, or the execution fails.
         r["poll_s"] = int(policy.poll_interval_s)
@@ -759,7 +759,7 @@ class RecoverySteps:
             self.publisher.publish(
                 "IncidentResolved",
                 {
-                    **_announcement(closed),
+                    **announcement(closed),
                     "resolution": resolution,
                     "timings": closed.timings,
                     "replacement_instance_id": closed.replacement_instance_id,
@@ -829,6 +829,7 @@ class RecoverySteps:
                     "redrive": f"hyperguard incidents redrive {incident.incident_id}",
                 },
             )
+            self.publisher.publish("IncidentEscalated", escalation(incident, note))
         r["status"] = IncidentStatus.NEEDS_OPERATOR.value
         r["cause"] = note  # the execution's failure cause (the Fail state's CausePath)
         return r
@@ -897,17 +898,3 @@ STEPS = frozenset(
         "escalate",
     }
 )
-
-
-def _announcement(incident: Incident) -> dict[str, Any]:
-    return {
-        "incident_id": incident.incident_id,
-        "instance_id": incident.instance_id,
-        "cluster": incident.cluster,
-        "kind": incident.kind,
-        "severity": incident.severity,
-        "repair": incident.repair.value,
-        "reason": incident.reason,
-        "first_signal_at": incident.first_signal_at.isoformat(),
-        "execution_arn": incident.execution_arn,
-    }
