@@ -44,6 +44,13 @@ EMULATOR_GAPS: dict[str, str] = {
     "clock, first at start, and matches schedule rules to nothing else",
     "AWS::CloudWatch::Alarm": "not created by the emulator's CloudFormation; `twin status` "
     "shows the queue depths the alarms watch",
+    "AWS::Events::Connection": "moto's CloudFormation does not know it; the twin creates it "
+    "(and the API destination) through the emulator's EventBridge API, where its condition "
+    "holds, and puts their ARNs where the template refers to them",
+    "AWS::Events::ApiDestination": "moto calls one without the event or the connection's "
+    "key; the twin posts the transformed event with the key header, once, off the caller's "
+    "thread: a failed post goes straight to the target's DLQ (EventBridge retries 429 and "
+    "5xx first)",
     "AWS::KMS::Key": "created, but the emulator's SNS stores the topic's key without "
     "encrypting with it: neither the key policy nor the publishers' KMS permissions are "
     "exercised",
@@ -81,8 +88,97 @@ LEFT_OUT_TYPES = frozenset(
 )
 
 
+# The emulator's CloudFormation does not know these, but its EventBridge API does: the twin
+# creates them through that API, as CloudFormation would, and puts their ARNs where the
+# template refers to them.
+BY_API_TYPES = ("AWS::Events::Connection", "AWS::Events::ApiDestination")
+
+
 class DeployError(RuntimeError):
     pass
+
+
+def _parameter(template: dict[str, Any], parameters: dict[str, str], name: str) -> Any:
+    if name in parameters:
+        return parameters[name]
+    if name == "AWS::NoValue":
+        return None
+    return template.get("Parameters", {}).get(name, {}).get("Default")
+
+
+def condition_holds(template: dict[str, Any], name: str, parameters: dict[str, str]) -> bool:
+    """A template condition's value (Fn::Equals, Fn::Not, Fn::And, Fn::Or, Condition, Ref
+    to a parameter): the only functions the twin needs to evaluate itself."""
+
+    def value(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        (function, argument), *_ = node.items()
+        match function:
+            case "Ref":
+                return _parameter(template, parameters, argument)
+            case "Condition":
+                return condition_holds(template, argument, parameters)
+            case "Fn::Equals":
+                left, right = (value(a) for a in argument)
+                return str(left) == str(right)
+            case "Fn::Not":
+                return not value(argument[0])
+            case "Fn::And":
+                return all(value(a) for a in argument)
+            case "Fn::Or":
+                return any(value(a) for a in argument)
+        raise DeployError(f"the twin cannot evaluate {function} in condition {name}")
+
+    return bool(value(template["Conditions"][name]))
+
+
+def _substitute(node: Any, values: dict[str, Any]) -> Any:
+    """`node` with each `Ref` to a key of `values` and each `Fn::GetAtt` of `<key>.Arn`
+    replaced by its value."""
+    if isinstance(node, list):
+        return [_substitute(n, values) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"Ref"} and node["Ref"] in values:
+        return values[node["Ref"]]
+    if set(node) == {"Fn::GetAtt"}:
+        target = node["Fn::GetAtt"]
+        logical_id, attribute = target if isinstance(target, list) else target.split(".", 1)
+        if attribute == "Arn" and f"{logical_id}.Arn" in values:
+            return values[f"{logical_id}.Arn"]
+    return {k: _substitute(v, values) for k, v in node.items()}
+
+
+def provision_by_api(
+    template: dict[str, Any], parameters: dict[str, str], events: Any, stack_name: str
+) -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
+    """The template with its EventBridge connections and API destinations created through
+    the emulator's EventBridge API (where their condition holds) and replaced by their
+    ARNs; returns the template and what was created (logical id → (type, ARN))."""
+    resources = dict(template["Resources"])
+    values: dict[str, Any] = {
+        name: _parameter(template, parameters, name) for name in template.get("Parameters", {})
+    }
+    created: dict[str, tuple[str, str]] = {}
+    for kind in BY_API_TYPES:
+        for logical_id, resource in list(resources.items()):
+            if resource["Type"] != kind:
+                continue
+            del resources[logical_id]
+            condition = resource.get("Condition")
+            if condition and not condition_holds(template, condition, parameters):
+                continue
+            props = _substitute(resource["Properties"], values)
+            name = f"{stack_name}-{logical_id}"[:64]
+            if kind == "AWS::Events::Connection":
+                arn = events.create_connection(Name=name, **props)["ConnectionArn"]
+            else:
+                arn = events.create_api_destination(Name=name, **props)["ApiDestinationArn"]
+            values[f"{logical_id}.Arn"] = arn
+            created[logical_id] = (kind, arn)
+    arns = {k: v for k, v in values.items() if k.endswith(".Arn")}
+    return {**template, "Resources": _substitute(resources, arns)}, created
 
 
 def _refers_to(fragment: Any, logical_ids: set[str]) -> bool:
@@ -209,11 +305,15 @@ def deploy(
     parameters: dict[str, str],
     cfn: Any,
     s3: Any,
+    events: Any,
     timeout_s: float = 120,
 ) -> Deployment:
     template = load_template(root / "template.yaml")
     packaged, functions = package(template, root, s3)
-    transformed, left_out = leave_out_unsupported(transform(packaged, parameters))
+    provisioned, by_api = provision_by_api(
+        transform(packaged, parameters), parameters, events, stack_name
+    )
+    transformed, left_out = leave_out_unsupported(provisioned)
     cfn.create_stack(
         StackName=stack_name,
         TemplateBody=json.dumps(transformed),
@@ -239,10 +339,15 @@ def deploy(
                 "physical_id": r.get("PhysicalResourceId", ""),
                 "status": r["ResourceStatus"],
             }
+    for logical_id, (kind, arn) in by_api.items():
+        resources[logical_id] = {"type": kind, "physical_id": arn, "status": "CREATE_COMPLETE"}
     skipped = left_out | {
         logical_id: res["Type"]
         for logical_id, res in transformed["Resources"].items()
         if logical_id not in resources
+        and not (
+            "Condition" in res and not condition_holds(transformed, res["Condition"], parameters)
+        )
     }
     for logical_id, fn in functions.items():
         fn["name"] = resources[logical_id]["physical_id"]

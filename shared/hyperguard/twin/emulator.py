@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 import threading
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +29,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+logger = logging.getLogger(__name__)
 
 Invoker = Callable[[str, Any], tuple[str, bool, str]]
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
@@ -132,6 +136,72 @@ def _patch_task_failure_cause() -> None:
 
     send_task_failure.keeps_cause = True  # type: ignore[attr-defined]
     StepFunctionResponse.send_task_failure = send_task_failure  # type: ignore[method-assign]
+
+
+def _patch_api_destinations() -> None:
+    """moto calls an API destination without the event or the connection's credentials. As
+    EventBridge does, the twin posts the transformed event (the target's InputTransformer)
+    with the connection's API key header, off the caller's thread; an answer that is not
+    2xx, or no answer, sends the event to the target's dead-letter queue (EventBridge would
+    first retry 429 and 5xx answers for up to the target's MaximumEventAgeInSeconds)."""
+    import copy
+
+    from moto.events.models import Rule, events_backends
+    from moto.events.utils import EventTemplateParser
+    from moto.sqs.models import sqs_backends
+
+    original = Rule.send_to_targets
+    if getattr(original, "posts_events", False):
+        return
+
+    def send_to_targets(self: Any, event: Any, transform_input: bool = True) -> None:
+        calls = [t for t in self.targets if ":api-destination/" in t["Arn"]]
+        if calls and self.event_pattern.matches_event(event):
+            for target in calls:
+                threading.Thread(
+                    target=_post_to_destination,
+                    args=(self, target, copy.deepcopy(event)),
+                    daemon=True,
+                    name="api-destination",
+                ).start()
+        rest = copy.copy(self)
+        rest.targets = [t for t in self.targets if t not in calls]
+        original(rest, event, transform_input)
+
+    def _post_to_destination(rule: Any, target: dict[str, Any], event: Any) -> None:
+        backend = events_backends[rule.account_id][rule.region_name]
+        destination = backend.destinations[target["Arn"].split("/")[1]]
+        connection = backend.connections[destination.connection_arn.split("/")[1]]
+        headers = {"Content-Type": "application/json"}
+        key = (connection.auth_parameters or {}).get("ApiKeyAuthParameters") or {}
+        if key:
+            headers[key["ApiKeyName"]] = key["ApiKeyValue"]
+        transformer = target.get("InputTransformer") or {}
+        try:
+            body = EventTemplateParser.parse(
+                input_template=transformer.get("InputTemplate", ""),
+                input_paths_map=transformer.get("InputPathsMap", {}),
+                event=event,
+            )
+            request = urllib.request.Request(
+                destination.invocation_endpoint,
+                data=json.dumps(body).encode(),
+                headers=headers,
+                method=destination.http_method,
+            )
+            with urllib.request.urlopen(request, timeout=5):
+                return
+        except (OSError, ValueError) as error:
+            dead_letter = (target.get("DeadLetterConfig") or {}).get("Arn")
+            if dead_letter:
+                queue = dead_letter.rsplit(":", 1)[1]
+                sqs_backends[rule.account_id][rule.region_name].send_message(
+                    queue, json.dumps(event, default=str)
+                )
+            logger.warning("api destination %s failed: %s", destination.name, error)
+
+    send_to_targets.posts_events = True  # type: ignore[attr-defined]
+    Rule.send_to_targets = send_to_targets  # type: ignore[method-assign,assignment]
 
 
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/")
@@ -370,6 +440,7 @@ class Emulator:
         _patch_event_envelope()
         _patch_execution_events()
         _patch_task_failure_cause()
+        _patch_api_destinations()
         moto_app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server(
             self.host,

@@ -123,6 +123,9 @@ class TwinConfig:
     cache_dir: Path | None = None
     timings: SimTimings | None = None
     """The simulated cluster's own durations (None: SimTimings' defaults)."""
+    stack_parameters: dict[str, str] = field(default_factory=dict)
+    """More of the template's parameters, as `sam deploy --parameter-overrides` sets them
+    (WebhookUrl, for one)."""
 
     @property
     def cluster_arn(self) -> str:
@@ -136,6 +139,7 @@ class TwinConfig:
             "EksClusterName": self.eks_cluster_name,
             "CheckpointBucketName": CHECKPOINT_BUCKET,
             "AdminPrincipalArns": DEFAULT_PRINCIPAL,
+            **self.stack_parameters,
         }
 
 
@@ -230,6 +234,7 @@ class Twin:
             parameters=self.config.parameters,
             cfn=self.client("cloudformation"),
             s3=self.client("s3"),
+            events=self.client("events"),
         )
         self.effects.service_bus = self.deployment.outputs["EventBusName"]
         self.runtime = LambdaRuntime(
