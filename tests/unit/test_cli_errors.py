@@ -297,7 +297,7 @@ def test_a_twin_that_answers_with_an_error_is_not_reported_as_absent(
 
     server = HTTPServer(("127.0.0.1", 0), Refusing)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://unused")  # restored after: the client sets it
     try:
         endpoint = f"http://127.0.0.1:{server.server_port}"
         with pytest.raises(TwinUnreachableError, match=r"twin refused: .*no node i-0"):
