@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from tests.conftest import ROOT
@@ -18,13 +20,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def twin() -> Iterator[Twin]:
-    # moto's backends are process-global: one twin at a time; down() resets them.
-    running = Twin(TwinConfig(root=ROOT, port=0, api_port=0))
+@contextmanager
+def running_twin(**config: Any) -> Iterator[Twin]:
+    """A twin of the repo's template on free ports (`config`: more of TwinConfig). At its
+    end every call each function made is checked against the function's role
+    (tests/e2e/iam.py), and the twin stops. moto's backends are process-global: one twin
+    at a time; down() resets them."""
+    running = Twin(TwinConfig(root=ROOT, port=0, api_port=0, **config))
     running.up()
-    yield running
     try:
+        yield running
         assert_roles_allow_what_functions_did(running)
     finally:
         running.down()
+
+
+@pytest.fixture(scope="module")
+def twin() -> Iterator[Twin]:
+    with running_twin() as running:
+        yield running

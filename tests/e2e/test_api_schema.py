@@ -16,9 +16,9 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 from tests.conftest import ROOT
-from tests.e2e.iam import assert_roles_allow_what_functions_did
+from tests.e2e.conftest import running_twin
 
-from hyperguard.twin.runtime import DEFAULT_PRINCIPAL, Twin, TwinConfig, team_role
+from hyperguard.twin.runtime import DEFAULT_PRINCIPAL, Twin, team_role
 
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.json")
 CHECKS = [
@@ -32,13 +32,8 @@ MEMBER = team_role("nlp")
 
 @pytest.fixture(scope="module")
 def twin() -> Iterator[Twin]:
-    running = Twin(TwinConfig(root=ROOT, port=0, api_port=0))
-    running.up()
-    yield running
-    try:
-        assert_roles_allow_what_functions_did(running)
-    finally:
-        running.down()
+    with running_twin() as running:
+        yield running
 
 
 @pytest.mark.parametrize("principal", [DEFAULT_PRINCIPAL, MEMBER], ids=["admin", "member"])

@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.conftest import ROOT
-from tests.e2e.iam import assert_roles_allow_what_functions_did
+from tests.e2e.conftest import running_twin
 
-from hyperguard.twin.runtime import Twin, TwinConfig
+from hyperguard.twin.runtime import Twin
 
 ADMIN = "arn:aws:iam::123456789012:role/hyperguard-admin"
 CLUSTER_ARN = "arn:aws:sagemaker:us-east-1:123456789012:cluster/hyperguard-twin"
@@ -28,24 +27,10 @@ def member(team: str) -> str:
 
 @pytest.fixture(scope="module")
 def twin() -> Iterator[Twin]:
-    running = Twin(
-        # No EKS burst pool: the engine counts burst capacity as admissible, and a production
-        # job admitted against it would wait for HyperPod instead of reclaiming (a known gap).
-        TwinConfig(
-            root=ROOT,
-            port=0,
-            api_port=0,
-            hyperpod_nodes=4,
-            burst_nodes=0,
-            seed_jobs=False,
-        )
-    )
-    running.up()
-    yield running
-    try:
-        assert_roles_allow_what_functions_did(running)
-    finally:
-        running.down()
+    # No EKS burst pool: the engine counts burst capacity as admissible, and a production
+    # job admitted against it would wait for HyperPod instead of reclaiming (a known gap).
+    with running_twin(hyperpod_nodes=4, burst_nodes=0, seed_jobs=False) as running:
+        yield running
 
 
 class Http:

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.conftest import ROOT, load_event
-from tests.e2e.iam import assert_roles_allow_what_functions_did
+from tests.conftest import load_event
+from tests.e2e.conftest import running_twin
 
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL
 from hyperguard.messaging import RecoveryWorkflows
@@ -22,20 +22,15 @@ from hyperguard.recovery.operator import RecoveryOperator
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.kube import NODES
-from hyperguard.twin.runtime import Twin, TwinConfig
+from hyperguard.twin.runtime import Twin
 
 WALL_LIMIT_S = 120  # the bound for a full recovery, replacement included
 
 
 @pytest.fixture(scope="module")
 def twin() -> Iterator[Twin]:
-    running = Twin(TwinConfig(root=ROOT, port=0, api_port=0, hyperpod_nodes=9))
-    running.up()
-    yield running
-    try:
-        assert_roles_allow_what_functions_did(running)
-    finally:
-        running.down()
+    with running_twin(hyperpod_nodes=9) as running:
+        yield running
 
 
 class Service:

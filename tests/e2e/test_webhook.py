@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import ROOT
-from tests.e2e.iam import assert_roles_allow_what_functions_did
+from tests.e2e.conftest import running_twin
 from tests.e2e.test_recovery import Service
 
 from hyperguard.models import IncidentStatus
 from hyperguard.twin.kube.tls import generate_certificates
-from hyperguard.twin.runtime import Twin, TwinConfig
+from hyperguard.twin.runtime import Twin
 
 pytestmark = pytest.mark.e2e
 
@@ -94,20 +93,9 @@ def hook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hook]:
 
 @pytest.fixture(scope="module")
 def twin(hook: Hook) -> Iterator[Twin]:
-    running = Twin(
-        TwinConfig(
-            root=ROOT,
-            port=0,
-            api_port=0,
-            stack_parameters={"WebhookUrl": hook.url, "WebhookAuthValue": SECRET},
-        )
-    )
-    running.up()
-    yield running
-    try:
-        assert_roles_allow_what_functions_did(running)
-    finally:
-        running.down()
+    parameters = {"WebhookUrl": hook.url, "WebhookAuthValue": SECRET}
+    with running_twin(stack_parameters=parameters) as running:
+        yield running
 
 
 def test_the_stack_creates_the_webhooks_connection_destination_and_rule(twin: Twin) -> None:
