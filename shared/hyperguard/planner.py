@@ -23,7 +23,10 @@ from decimal import Decimal
 MAX_INSTANCES = 100_000
 MAX_GPUS = 64
 """Per instance."""
+MIN_GPU_HOURS = 1.0
 MAX_GPU_HOURS = 1e12
+MIN_RATE = 1e-9
+"""One failure per billion instance-hours: below it, MTBF overflows to no meaning."""
 MAX_DOWNTIME_MIN = 525_600.0
 """A year: no single failure takes longer to cure."""
 MAX_GPU_HOUR_COST = 10_000.0
@@ -62,8 +65,10 @@ def check_gpus_per_instance(field: str, value: int) -> int:
 
 def check_rate(field: str, value: float) -> float:
     """A failure rate per instance-hour, as a fraction: 0.0005 is 0.05 %."""
-    if not math.isfinite(value) or not 0 < value <= 1:
-        raise PlanInputError(field, "is not a fraction in (0, 1] (0.0005 is 0.05 %)", value)
+    if not math.isfinite(value) or not MIN_RATE <= value <= 1:
+        raise PlanInputError(
+            field, f"is not a fraction in [{MIN_RATE:g}, 1] (0.0005 is 0.05 %)", value
+        )
     return value
 
 
@@ -173,7 +178,7 @@ class PlanInputs:
         check_size("instances", self.instances)
         check_gpus_per_instance("gpus_per_instance", self.gpus_per_instance)
         check_rate("failure_rate", self.failure_rate)
-        check_range("gpu_hours", self.gpu_hours, 0, MAX_GPU_HOURS, low_open=True)
+        check_range("gpu_hours", self.gpu_hours, MIN_GPU_HOURS, MAX_GPU_HOURS, low_open=False)
         check_downtime("downtime_min", self.downtime_min)
         check_downtime("baseline_downtime_min", self.baseline_downtime_min)
         check_range("gpu_hour_cost", self.gpu_hour_cost, 0, MAX_GPU_HOUR_COST, low_open=False)

@@ -54,6 +54,20 @@ class Service:
     def nodes_of(self, name: str) -> list[str]:
         return self.twin.cluster.job_instances(self.job_id(name))
 
+    def a_healthy_node(self) -> str:
+        """A HyperPod node that is healthy and schedulable and has no open incident (earlier
+        tests' nodes may be with an operator, and their jobs placed elsewhere)."""
+        busy = {i.instance_id for i in self.incidents.recent(1000)}
+        nodes = self.twin.cluster.snapshot()["nodes"]
+        return next(
+            n["instance_id"]
+            for n in nodes
+            if n["platform"] == "hyperpod"
+            and n["healthy"]
+            and n["schedulable"]
+            and n["instance_id"] not in busy
+        )
+
     def until(self, condition: Any, timeout_s: float = 30, what: str = "") -> Any:
         """The condition's first truthy value."""
         deadline = time.monotonic() + timeout_s
@@ -343,7 +357,7 @@ def test_a_gpu_fault_joining_a_waiting_retirement_is_repaired_at_once(service: S
     makes it fatal, and ingestion sends the token back: the recovery diagnoses again and
     repairs now instead of in two weeks."""
     twin = service.twin
-    node = service.nodes_of("vit-h14-pretrain")[2]
+    node = service.a_healthy_node()
     # Constructed from the AWS Health sample: the same event, scheduled two weeks ahead.
     retirement = retarget(load_event("aws-health-ec2-retirement"), node)
     start = datetime.now(UTC) + timedelta(days=14)
@@ -417,7 +431,7 @@ def test_a_vetoed_repair_escalates_with_the_operators_reason(
     (SendTaskFailure's cause, which the Catch passes to Escalate); the emulator's
     interpreter does not dump its objects into the twin's log on the way."""
     twin = service.twin
-    faulty = service.nodes_of("llama3-70b-pretrain")[-1]
+    faulty = service.a_healthy_node()
     service.operator.veto_node(faulty, "vendor RMA pending")
     twin.fault(faulty, "persistent")
     incident = service.incident_for(faulty)

@@ -259,7 +259,9 @@ def add_plan_parser(groups: Any) -> None:
     )
     plan.add_argument(
         "--gpu-hours",
-        type=_checked(_number, _bounded(0, planner.MAX_GPU_HOURS, low_open=True)),
+        type=_checked(
+            _number, _bounded(planner.MIN_GPU_HOURS, planner.MAX_GPU_HOURS, low_open=False)
+        ),
         metavar="H",
         help="GPU-hours the training needs",
     )

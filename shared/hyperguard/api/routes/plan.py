@@ -24,9 +24,13 @@ class PlanRequest(BaseModel):
     instances: int = Field(ge=1, le=planner.MAX_INSTANCES, description="instances in the cluster")
     gpus_per_instance: int = Field(ge=1, le=planner.MAX_GPUS, description="ml.p5.48xlarge: 8")
     failure_rate: float = Field(
-        gt=0, le=1, description="failures per instance-hour, a fraction: 0.0005 is 0.05 %"
+        ge=planner.MIN_RATE,
+        le=1,
+        description="failures per instance-hour, a fraction: 0.0005 is 0.05 %",
     )
-    gpu_hours: float = Field(gt=0, le=planner.MAX_GPU_HOURS, description="GPU-hours to train")
+    gpu_hours: float = Field(
+        ge=planner.MIN_GPU_HOURS, le=planner.MAX_GPU_HOURS, description="GPU-hours to train"
+    )
     downtime_min: float = Field(
         ge=0, le=planner.MAX_DOWNTIME_MIN, description="minutes lost per failure (HyperPod: 40)"
     )
