@@ -552,24 +552,36 @@ class _PassRun:
                 self.result.preempted.append(decision.job_id)
                 self.stop(decision.job_id)
             return
-        kept = record.job.nodes[: decision.replicas]
-        if self.count(
+        self.resize(
+            record,
+            record.job.nodes[: decision.replicas],
+            decision.reason,
+            grown=False,
+            for_job=decision.for_job,
+        )
+
+    def resize(
+        self, record: JobRecord, nodes: list[str], reason: str, *, grown: bool, **details: Any
+    ) -> bool:
+        """Resize the job to `nodes` (a new run), and the pass's copy with it."""
+        job = record.job
+        resized = self.count(
             self.lifecycle.resize(
-                decision.job_id,
-                nodes=kept,
+                job.job_id,
+                nodes=nodes,
                 by=Actor.SCHEDULER,
-                reason=decision.reason,
-                grown=False,
+                reason=reason,
+                grown=grown,
                 fence=self.fence,
-                for_job=decision.for_job,
+                **details,
             )
-        ):
-            self.records[decision.job_id] = record.model_copy(
-                update={
-                    "job": record.job.model_copy(update={"nodes": kept, "run": record.job.run + 1})
-                }
+        )
+        if resized:
+            self.records[job.job_id] = record.model_copy(
+                update={"job": job.model_copy(update={"nodes": nodes, "run": job.run + 1})}
             )
-            self.result.resized.append(decision.job_id)
+            self.result.resized.append(job.job_id)
+        return resized
 
     def resize_on_cluster(self, job_id: str) -> None:
         """Elastic training changes size by checkpointing and restarting at the new size."""
@@ -592,21 +604,8 @@ class _PassRun:
         if trial.room(job.pool, per) < extra:
             return
         nodes = [*job.nodes, *trial.choose(job.pool, per, extra)]
-        if self.count(
-            self.lifecycle.resize(
-                job.job_id,
-                nodes=nodes,
-                by=Actor.SCHEDULER,
-                reason=action.reason,
-                grown=True,
-                fence=self.fence,
-            )
-        ):
+        if self.resize(record, nodes, action.reason, grown=True):
             self.occupancy.free = trial.free
-            self.result.resized.append(job.job_id)
-            self.records[job.job_id] = record.model_copy(
-                update={"job": job.model_copy(update={"nodes": nodes, "run": job.run + 1})}
-            )
             self.resize_on_cluster(job.job_id)
 
     def dispatch(self, job: Job) -> None:
