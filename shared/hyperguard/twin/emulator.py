@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import ssl
 import threading
 import urllib.request
 from collections import Counter
@@ -189,7 +190,9 @@ def _patch_api_destinations() -> None:
                 headers=headers,
                 method=destination.http_method,
             )
-            with urllib.request.urlopen(request, timeout=5):
+            # A context per post: the trust store as it is now (OpenSSL's defaults, and
+            # SSL_CERT_FILE where set), not the one urllib's shared opener captured.
+            with urllib.request.urlopen(request, timeout=5, context=ssl.create_default_context()):
                 return
         except (OSError, ValueError) as error:
             dead_letter = (target.get("DeadLetterConfig") or {}).get("Arn")
