@@ -10,14 +10,14 @@ from typing import Any
 
 def port(text: str) -> int:
     """A TCP port, or 0 for any free one."""
-    value = _int(text)
+    value = whole(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{text} is not a port (0-65535; 0: any free port)")
     return value
 
 
 def positive_int(text: str) -> int:
-    value = _int(text)
+    value = whole(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
     return value
@@ -49,7 +49,8 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text} is not a number") from None
 
 
-def _int(text: str) -> int:
+def whole(text: str) -> int:
+    """Any whole number (range checks are the caller's)."""
     try:
         return int(text)
     except ValueError:

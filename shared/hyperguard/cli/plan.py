@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hyperguard import planner
+from hyperguard.cli import options
 from hyperguard.cli.output import print_json, print_renderable, print_table, table
 
 PLAN_OPTIONS = (
@@ -27,13 +28,6 @@ PLAN_OPTIONS = (
 
 
 # ---- argument types: planner's ranges, as usage errors -----------------------------------
-def _whole(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text} is not a whole number") from None
-
-
 def _number(text: str) -> float:
     """A number; `0.05%` is 0.0005, so a rate can be typed as the reference prints it."""
     try:
@@ -78,7 +72,7 @@ def _bounded(low: float, high: float, *, low_open: bool) -> Callable[[str, float
     return lambda field, value: planner.check_range(field, value, low, high, low_open=low_open)
 
 
-SIZE = _checked(_whole, planner.check_size)
+SIZE = _checked(options.whole, planner.check_size)
 RATE = _checked(_number, planner.check_rate)
 DOWNTIME = _checked(_number, planner.check_downtime)
 
@@ -221,7 +215,7 @@ def _grid_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sizes",
         required=True,
-        type=_listed(_whole, planner.check_size),
+        type=_listed(options.whole, planner.check_size),
         metavar="N,N,…",
         help=f"cluster sizes in instances, comma-separated (1 to {planner.MAX_GRID} of them)",
     )
@@ -247,7 +241,7 @@ def add_plan_parser(groups: Any) -> None:
     plan.add_argument("--instances", type=SIZE, metavar="N", help="instances in the cluster")
     plan.add_argument(
         "--gpus-per-instance",
-        type=_checked(_whole, planner.check_gpus_per_instance),
+        type=_checked(options.whole, planner.check_gpus_per_instance),
         metavar="G",
         help="GPUs per instance (ml.p5.48xlarge: 8)",
     )
