@@ -210,6 +210,13 @@ def _patch_api_destinations() -> None:
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/")
 
 
+def _peek_body(environ: dict[str, Any]) -> bytes:
+    """The request's body, read and put back for moto (which reads it again)."""
+    body: bytes = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    environ["wsgi.input"] = io.BytesIO(body)
+    return body
+
+
 def api_call(environ: dict[str, Any]) -> tuple[str, str]:
     """(access key id, "service:Operation") of a SigV4-signed request: the operation from
     X-Amz-Target (JSON protocols) or the Action parameter (query protocols), else the HTTP
@@ -224,8 +231,7 @@ def api_call(environ: dict[str, Any]) -> tuple[str, str]:
     if not operation and environ.get("CONTENT_TYPE", "").startswith(
         "application/x-www-form-urlencoded"
     ):
-        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-        environ["wsgi.input"] = io.BytesIO(body)
+        body = _peek_body(environ)
         operation = parse_qs(body.decode(errors="replace")).get("Action", [""])[0]
     return key, f"{service}:{operation or environ.get('REQUEST_METHOD', '?')}"
 
@@ -247,10 +253,8 @@ def required_grants(environ: dict[str, Any], call: str) -> list[tuple[str, str]]
     service, operation = call.split(":", 1)
     path = environ.get("PATH_INFO", "").strip("/")
     if service == "dynamodb":
-        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-        environ["wsgi.input"] = io.BytesIO(body)
         try:
-            request = json.loads(body or b"{}")
+            request = json.loads(_peek_body(environ) or b"{}")
         except ValueError:
             return [(call, "*")]
         if operation in ("TransactWriteItems", "TransactGetItems"):
@@ -321,10 +325,8 @@ class _PendingFault:
 
 def _request_body(environ: dict[str, Any]) -> dict[str, Any]:
     """The request's JSON body (empty if it has none), put back for moto."""
-    body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-    environ["wsgi.input"] = io.BytesIO(body)
     try:
-        parsed = json.loads(body or b"{}")
+        parsed = json.loads(_peek_body(environ) or b"{}")
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
