@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 MAX_INSTANCES = 100_000
 MAX_GPUS = 64
@@ -37,6 +38,25 @@ MIN_TARGET = 1e-9
 
 PUBLISHED_REPLACEMENT_MIN = 15.0
 """HyperPod's published typical time to replace a node (P90 903-981 s on p5.48xlarge)."""
+
+# Component times of one recovery, seconds: HyperPod's published figures where AWS published
+# one (root cause ≈ 1.5 min, replace ≈ 15 min, resume ≈ 23.5 min, p5.48xlarge), stated
+# assumptions for the rest. The automatic strategy weighs the same numbers
+# (hyperguard.recovery.strategy.ComponentTimes takes its defaults from here).
+DETECT_S = 90.0
+REPLACE_S = PUBLISHED_REPLACEMENT_MIN * 60
+RESUME_S = 1410.0
+REBOOT_S = 300.0
+"""Assumed: a warm reboot of a GPU instance."""
+RESCALE_S = 300.0
+"""Assumed: an elastic job's checkpoint-and-restart at a new size, its pods kept."""
+PROVISION_S = 300.0
+"""Assumed: Karpenter launching a GPU node."""
+HYPERGUARD_OVERHEAD_S = 2.4
+"""Measured: HyperGuard's own work per failure, fault → recovered with the cluster's own
+durations at zero (median, `bench/recovery.py --cluster-times zero`, BENCHMARKS.md,
+2026-11-22): detection of the event, the workflow's steps and its health-poll interval."""
+STRATEGIES = ("wait_for_repair", "hot_spare", "elastic_shrink", "move")
 DEFAULT_SPARE_TARGET = 0.01
 
 
@@ -129,6 +149,53 @@ def cost_saved(days_saved: float, gpus: int, gpu_hour_cost: float) -> float:
     return days_saved * 24 * gpus * gpu_hour_cost
 
 
+# ---- HyperGuard's strategies --------------------------------------------------------------
+def strategy_downtimes(instances: int) -> dict[str, float]:
+    """Minutes of whole-job downtime one node failure costs a job spread over `instances`,
+    per strategy: the lost GPU-time hyperguard.recovery.strategy estimates, divided by the
+    job's GPUs, plus detection and HyperGuard's measured overhead (common to all).
+
+        wait_for_repair  replace + resume
+        hot_spare        resume
+        elastic_shrink   rescale + replace / instances + rescale  (shrink, grow back)
+        move             provision + resume   (burst capacity)
+
+    elastic_shrink needs two instances at least (one keeps training)."""
+    check_size("instances", instances)
+    common = DETECT_S + HYPERGUARD_OVERHEAD_S
+    seconds = {
+        "wait_for_repair": REPLACE_S + RESUME_S,
+        "hot_spare": RESUME_S,
+        "elastic_shrink": 2 * RESCALE_S + REPLACE_S / instances if instances > 1 else None,
+        "move": PROVISION_S + RESUME_S,
+    }
+    return {name: round((common + s) / 60, 3) for name, s in seconds.items() if s is not None}
+
+
+def pct_time_lost(instances: int, rate: float, downtime_min: float) -> float:
+    """The share of a run's wall time spent down: days lost / days to train."""
+    lost = failures_per_hour(instances, rate) * downtime_min / 60
+    return 100 * lost / (1 + lost)
+
+
+def tradeoff(sizes: Sequence[int], rate: float) -> dict[str, object]:
+    """% of training time lost per cluster size for each strategy, at one failure rate (the
+    HTML report's trade-off chart; the same figures as `plan`'s `strategies`)."""
+    check_list("sizes", sizes, check_size)
+    check_rate("failure_rate", rate)
+    curves: dict[str, dict[str, object]] = {}
+    for name in STRATEGIES:
+        downtimes = [strategy_downtimes(size).get(name) for size in sizes]
+        curves[name] = {
+            "downtime_min": downtimes,
+            "pct_time_lost": [
+                None if d is None else round(pct_time_lost(size, rate, d), 4)
+                for size, d in zip(sizes, downtimes, strict=True)
+            ],
+        }
+    return {"sizes": list(sizes), "failure_rate": rate, "strategies": curves}
+
+
 # ---- hot spares ---------------------------------------------------------------------------
 def _shortfalls(expected_failures: float, most: int) -> Iterator[float]:
     """P(more than k failures) for k = 0..most, failures Poisson with this mean."""
@@ -186,9 +253,11 @@ class PlanInputs:
         check_range("target", self.target, MIN_TARGET, 0.5, low_open=False)
 
 
-def plan(inputs: PlanInputs) -> dict[str, float | int]:
-    """The published figures for one run (days, %, USD, hours), plus the hot spares.
-    A downtime above the baseline gives a negative improvement: the run takes longer."""
+def plan(inputs: PlanInputs) -> dict[str, Any]:
+    """The published figures for one run (days, %, USD, hours), plus the hot spares and,
+    under `strategies`, the same run with each HyperGuard strategy's downtime per failure
+    (strategy_downtimes) against the baseline. A downtime above the baseline gives a
+    negative improvement: the run takes longer."""
     i = inputs
     per_hour = failures_per_hour(i.instances, i.failure_rate)
     days = compute_days(i.gpu_hours, i.instances, i.gpus_per_instance)
@@ -197,6 +266,17 @@ def plan(inputs: PlanInputs) -> dict[str, float | int]:
     to_train, to_train_baseline = days + lost, days + lost_baseline
     saved = to_train_baseline - to_train
     spares = hot_spares(i.instances, i.failure_rate, i.replacement_min, i.target)
+    strategies = {
+        name: {
+            "downtime_min": minutes,
+            "days_lost": round(days_lost(days, per_hour, minutes), 4),
+            "improvement_pct": round(
+                100 * improvement(days + days_lost(days, per_hour, minutes), to_train_baseline),
+                4,
+            ),
+        }
+        for name, minutes in strategy_downtimes(i.instances).items()
+    }
     window_failures = i.instances * i.failure_rate * i.replacement_min / 60
     return {
         "compute_days": round(days, 4),
@@ -216,6 +296,7 @@ def plan(inputs: PlanInputs) -> dict[str, float | int]:
         "hot_spares_shortfall_probability": round(
             shortfall_probability(spares, window_failures) if spares < i.instances else 0.0, 6
         ),
+        "strategies": strategies,
     }
 
 

@@ -49,6 +49,38 @@ def test_the_published_example() -> None:
     assert result["cost_saved_usd"] == pytest.approx(25_600_000, abs=0.01)
 
 
+def test_each_strategys_downtime_is_the_published_components_plus_the_measured_overhead() -> None:
+    """Worked by hand from 90 s detection + 2.4 s HyperGuard overhead = 92.4 s:
+    wait_for_repair 92.4 + 900 + 1,410 = 2,402.4 s = 40.04 min (the published 40 min),
+    hot_spare 92.4 + 1,410 = 25.04 min, move 92.4 + 300 + 1,410 = 30.04 min,
+    elastic_shrink 92.4 + 2 * 300 + 900 / 256 = 696.9156 s = 11.599 min."""
+    strategies = planner.plan(PUBLISHED)["strategies"]
+    assert {name: s["downtime_min"] for name, s in strategies.items()} == {
+        "wait_for_repair": 40.04,
+        "hot_spare": 25.04,
+        "elastic_shrink": 11.599,
+        "move": 30.04,
+    }
+    # 625 failures * 25.04 min = 15,650 min = 10.8681 days; 1 - 214.3186 / 324.9783
+    assert strategies["hot_spare"]["days_lost"] == pytest.approx(10.8681, abs=1e-4)
+    assert strategies["hot_spare"]["improvement_pct"] == pytest.approx(34.0514, abs=1e-3)
+    assert "elastic_shrink" not in planner.strategy_downtimes(1)  # nothing keeps training
+
+
+def test_the_tradeoff_is_the_share_of_time_lost_per_size() -> None:
+    curves = planner.tradeoff([16, 256], 0.0005)["strategies"]
+    assert isinstance(curves, dict)
+    # 16 * 0.0005 failures/h * 40.04/60 h = 0.005339 of compute time lost; / (1 + it)
+    assert curves["wait_for_repair"]["pct_time_lost"][0] == pytest.approx(0.5310, abs=1e-3)
+    at_256 = {name: c["pct_time_lost"][1] for name, c in curves.items()}
+    assert sorted(at_256, key=at_256.__getitem__) == [
+        "elastic_shrink",
+        "hot_spare",
+        "move",
+        "wait_for_repair",
+    ]
+
+
 def test_each_formula() -> None:
     assert planner.failures_per_hour(256, 0.0005) == pytest.approx(0.128)
     assert planner.mtbf_hours(16, 0.001) == pytest.approx(62.5)

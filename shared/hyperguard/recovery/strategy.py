@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from pydantic import Field
 
+from hyperguard import planner
 from hyperguard.models import Incident, IncidentStatus, Job, Repair
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.jobs import AppliedStrategy, RecoveryStrategy
@@ -42,20 +43,26 @@ class ComponentTimes(CamelModel):
     figures (replace ≈ 15 min, resume ≈ 23.5 min, root cause ≈ 1.5 min; p5.48xlarge) where
     AWS published one; the rest are stated assumptions."""
 
-    detect_s: float = Field(default=90, ge=0, le=DAY_S)
+    detect_s: float = Field(default=planner.DETECT_S, ge=0, le=DAY_S)
     reboot_s: float = Field(
-        default=300, ge=0, le=DAY_S, description="assumed: a warm reboot of a GPU instance"
+        default=planner.REBOOT_S,
+        ge=0,
+        le=DAY_S,
+        description="assumed: a warm reboot of a GPU instance",
     )
-    replace_s: float = Field(default=900, ge=0, le=DAY_S)
-    resume_s: float = Field(default=1410, ge=0, le=DAY_S)
+    replace_s: float = Field(default=planner.REPLACE_S, ge=0, le=DAY_S)
+    resume_s: float = Field(default=planner.RESUME_S, ge=0, le=DAY_S)
     rescale_s: float = Field(
-        default=300,
+        default=planner.RESCALE_S,
         ge=0,
         le=DAY_S,
         description="assumed: an elastic job's checkpoint-and-restart at a new size, its pods kept",
     )
     provision_s: float = Field(
-        default=300, ge=0, le=DAY_S, description="assumed: Karpenter launching a GPU node"
+        default=planner.PROVISION_S,
+        ge=0,
+        le=DAY_S,
+        description="assumed: Karpenter launching a GPU node",
     )
 
 

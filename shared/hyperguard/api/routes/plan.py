@@ -56,6 +56,15 @@ class PlanRequest(BaseModel):
     )
 
 
+class StrategyPlan(BaseModel):
+    downtime_min: float = Field(
+        description="whole-job downtime per failure: published component times plus "
+        "HyperGuard's measured overhead (hyperguard.planner.strategy_downtimes)"
+    )
+    days_lost: float
+    improvement_pct: float = Field(description="% less training time than the baseline")
+
+
 class PlanResult(BaseModel):
     compute_days: float = Field(description="days of training if nothing failed")
     failures_per_hour: float
@@ -73,6 +82,10 @@ class PlanResult(BaseModel):
         "replacement than spares below `target`"
     )
     hot_spares_shortfall_probability: float
+    strategies: dict[str, StrategyPlan] = Field(
+        description="the run under each HyperGuard strategy: wait_for_repair, hot_spare, "
+        "elastic_shrink (two instances at least), move"
+    )
 
 
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
