@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: help install sam-install demo test test-unit test-integration test-e2e lint typecheck \
-        validate check-asl layer-requirements build bench clean
+        validate check-asl layer-requirements build bench clean browser
 
 help:
 	@echo "make demo   - start the local twin and run the demo scenario"
@@ -38,6 +38,15 @@ $(CHECKOV_VENV)/.installed:
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet 'checkov>=3.2,<4'
 	touch $@
+
+# Headless Chromium renders the twin's HTML report in the integration tier. CI runs as root
+# on Debian; elsewhere install it yourself.
+browser:
+	@command -v chromium >/dev/null || { \
+	    command -v apt-get >/dev/null || { \
+	        echo "make browser: chromium is not installed and there is no apt-get:" \
+	             "install Chromium with your package manager" >&2; exit 1; }; \
+	    apt-get update && apt-get install -y chromium; }
 
 demo: install
 	$(VENV)/bin/hyperguard twin demo
@@ -70,7 +79,7 @@ test-e2e: install
 	$(PY) -m pytest -q tests/e2e
 
 # Tiers in order: fast feedback first; the e2e tier starts the twin.
-test: lint typecheck validate
+test: lint typecheck validate browser
 	$(PY) -m pytest -q tests/unit tests/integration tests/e2e
 
 # shared/requirements.txt is what `sam build` installs into the layer; it is generated
