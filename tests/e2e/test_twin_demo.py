@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import EVENTS
 
 from hyperguard.store import IncidentStore
-from hyperguard.twin.demo import REDELIVERIES, REPORTS, run_scenario
+from hyperguard.twin.browser import chromium, rendered_charts
+from hyperguard.twin.demo import REDELIVERIES, REPORTS, report_data, run_scenario
+from hyperguard.twin.report import write_report
 from hyperguard.twin.runtime import Twin
 
 
@@ -31,8 +35,68 @@ def published_queue(twin: Twin) -> str:
 
 
 @pytest.fixture(scope="module")
-def result(twin: Twin, published_queue: str) -> dict[str, Any]:
-    return run_scenario(twin, EVENTS, say=lambda _line: None)
+def story() -> list[str]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def result(twin: Twin, published_queue: str, story: list[str]) -> dict[str, Any]:
+    return run_scenario(twin, EVENTS, say=story.append)
+
+
+def test_the_story_follows_each_recovery_state_by_state(
+    result: dict[str, Any], story: list[str]
+) -> None:
+    for incident in result["incidents"]:
+        node = incident["instance_id"]
+        told = [line.split(node, 1)[1].split()[0] for line in story if f"  {node} " in line]
+        assert told[0] == "incident" and told[-1] == "recovery"
+        path = [name for name in told[1:-1] if name != "WaitForRepair"]
+        expected = ["Diagnose", "Cordon", "GuardBlastRadius", "ProtectJobs", "Drain"]
+        if incident["repair"] == "drain":
+            expected += ["ResumeJobs", "CloseIncident"]
+        else:
+            expected += ["Repair", "ReturnToService", "ResumeJobs", "CloseIncident"]
+        assert path == expected
+        # the health-polling loop is told once, when it ends
+        assert told.count("WaitForRepair") == (incident["repair"] != "drain")
+
+
+def test_the_summary_table_gives_each_event_its_outcome(result: dict[str, Any]) -> None:
+    outcomes = {row["event"]: row["outcome"] for row in result["summary"]}
+    assert outcomes["GPU fault (simulated health agent)"] == "opened incident: resolved, replaced"
+    assert outcomes["same fault, reported again"] == "merged into incident: resolved, replaced"
+    assert outcomes["spot interruption warning"] == "opened incident: resolved, drained"
+    assert outcomes["rebalance recommendation"] == "counted, no action"
+    assert outcomes["foreign cluster (sample as published)"].startswith("another cluster")
+    assert outcomes["malformed (constructed)"] == "1 counted as malformed, acknowledged"
+    assert outcomes[f"8 deliveries, each redelivered x{REDELIVERIES}"] == (
+        f"{8 * REDELIVERIES} counted as duplicates, dropped"
+    )
+
+
+def test_the_report_draws_every_recovery_and_renders_in_chromium(
+    result: dict[str, Any], tmp_path: Path
+) -> None:
+    recoveries = result["recoveries"]
+    assert len(recoveries) == len(result["incidents"]) == 3
+    for recovery in recoveries:
+        names = [p["name"] for p in recovery["phases"]]
+        assert names[0] == "detect" and names[-1] == "close"
+        assert all(p["start"] <= p["end"] for p in recovery["phases"])
+    teams = result["gpu_use"]["teams"]
+    assert set(teams) == {"nlp", "vision"} and max(teams["nlp"]) == 8 * (4 + 2)
+    report = write_report(tmp_path / "demo.html", report_data(result))
+    if chromium() is None and not os.environ.get("CI"):
+        pytest.skip("Chromium is not installed (make browser)")
+    rendered = rendered_charts(report)
+    assert set(rendered) == {
+        "chart-recoveries",
+        "chart-gpu-use",
+        "chart-executions",
+        "chart-tradeoff",
+    }
+    assert all(marks > 0 for marks in rendered.values()), rendered
 
 
 def test_the_scenario_settles_with_no_errors_and_an_empty_dlq(result: dict[str, Any]) -> None:

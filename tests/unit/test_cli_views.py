@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,7 +159,7 @@ def test_jobs_list_json_gives_nodes_as_a_list(
 
 
 def test_twin_demo_json_keeps_the_story_off_stdout(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from hyperguard.twin import demo
 
@@ -187,8 +188,15 @@ def test_twin_demo_json_keeps_the_story_off_stdout(
     monkeypatch.setattr(cli, "_start_twin", lambda _args: Twin())
     monkeypatch.setattr(demo, "run_scenario", scenario)
     monkeypatch.setattr(demo, "render", lambda _result: "the story so far")
-    assert cli.main(["twin", "demo", "--json"]) == 0
+    monkeypatch.setattr(
+        demo, "report_data", lambda _result: {"title": "demo", "generated_at": "2026-11-22"}
+    )
+    report = tmp_path / "demo.html"
+    assert cli.main(["twin", "demo", "--json", "--report", str(report)]) == 0
     captured = capsys.readouterr()
-    assert json.loads(captured.out) == result
+    assert json.loads(captured.out) == result | {"report": str(report.resolve())}
     assert "injecting 9 real sample events" in captured.err
     assert "the story so far" in captured.err
+    assert f"report: {report.resolve()}" in captured.err
+    assert "what to try next" in captured.err
+    assert "<h1>demo</h1>" in report.read_text()

@@ -28,6 +28,10 @@ class Clock(Protocol):
         """The real time at which the virtual time `at` happens (or happened)."""
         ...
 
+    def virtual(self, wall: datetime) -> datetime:
+        """The virtual time at the real time `wall` (`wall`'s inverse)."""
+        ...
+
 
 def _require_aware(when: datetime) -> datetime:
     if when.tzinfo is None:
@@ -48,6 +52,9 @@ class ManualClock:
     def wall(self, at: datetime) -> datetime:
         """Tests run the service on this same clock: virtual and real time are one."""
         return at
+
+    def virtual(self, wall: datetime) -> datetime:
+        return wall
 
     def advance(self, by: float | timedelta) -> datetime:
         """Move forward by `by` (seconds or a timedelta) and return the new time."""
@@ -83,3 +90,7 @@ class ScaledClock:
 
     def wall(self, at: datetime) -> datetime:
         return self._wall_start + (at - self._start) / self.scale
+
+    def virtual(self, wall: datetime) -> datetime:
+        """The virtual time it was (or will be) at the real time `wall`: `wall`'s inverse."""
+        return self._start + (_require_aware(wall) - self._wall_start) * self.scale

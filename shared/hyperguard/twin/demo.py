@@ -13,12 +13,30 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hyperguard import planner
+from hyperguard.cli.executions import execution_states, history
+from hyperguard.events import ClassifyConfig, classify
 from hyperguard.store import IncidentStore
 from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.runtime import Twin
+from hyperguard.twin.runtime import SEED_JOBS, Twin
+from hyperguard.twin.story import Follower, phases
 
 REDELIVERIES = 3  # at-least-once: each delivered event arrives this many more times
 REPORTS = 5  # the HyperPod agent re-reporting the same fault, as new events
+GPUS_PER_INSTANCE = 8  # the twin's ml.p5.48xlarge
+
+NEXT_STEPS = [
+    "hyperguard twin up                      # a twin that stays up (Ctrl-C stops it)",
+    "hyperguard watch                        # in another terminal: incidents and executions live",
+    "hyperguard twin nodes                   # pick a node, then break it:",
+    "hyperguard twin fault INSTANCE_ID --kind gpu",
+    "hyperguard incidents list",
+    "hyperguard incidents show INCIDENT_ID   # the recovery as a timeline",
+    "hyperguard views teams                  # GPUs per team, borrowed, utilisation",
+    "hyperguard plan --instances 256 --gpus-per-instance 8 --failure-rate 0.0005 "
+    "--gpu-hours 10000000 --downtime-min 40 --baseline-downtime-min 280 --gpu-hour-cost 5",
+    "hyperguard twin scenario elastic-fault  # elastic_shrink against wait_for_repair",
+]
 
 
 def _load(events_dir: Path, name: str) -> dict[str, Any]:
@@ -40,12 +58,15 @@ def _envelope(event: dict[str, Any], event_id: str, account: str, region: str) -
     }
 
 
-def wait_until_settled(twin: Twin, timeout_s: float = 180) -> bool:
+def wait_until_settled(
+    twin: Twin, timeout_s: float = 180, on_poll: Callable[[], None] = lambda: None
+) -> bool:
     """Queue empty, nothing in flight, no execution running (twice in a row: a delivery
     being processed has left the queue but not yet started its execution)."""
     deadline = time.monotonic() + timeout_s
     quiet = 0
     while time.monotonic() < deadline:
+        on_poll()
         status = twin.status()
         running = status["executions"].get("RUNNING", 0)
         quiet = quiet + 1 if status["queue_depth"]["HealthQueue"] == 0 and running == 0 else 0
@@ -136,9 +157,79 @@ def run_scenario(
             sqs.send_message(QueueUrl=outputs["HealthQueueUrl"], MessageBody=json.dumps(body))
     for _ in range(REPORTS):
         events.put_events(Entries=[put_entry(plan[0][1], outputs["EventBusName"])])
-    say("recovering (cordon, protect jobs, drain, repair, wait until healthy, resume) ...")
-    settled = wait_until_settled(twin)
-    return report(twin, settled)
+    say(
+        "recovering (cordon, protect jobs, drain, repair, wait until healthy, resume); each "
+        "state as its execution leaves it, seconds since the demo started, cluster time:"
+    )
+    follower = Follower(twin, say)
+    settled = wait_until_settled(twin, on_poll=follower.poll)
+    follower.poll()
+    result = report(twin, settled)
+    rows: list[tuple[str, dict[str, Any] | None, str]] = [
+        ("GPU fault (simulated health agent)", None, faulty.instance_id)
+    ]
+    rows += [(label, event, event["detail"].get("instance-id") or "") for label, event in plan]
+    signals = result["signals"]
+    on_faulty = next(
+        (i["signals"] for i in result["incidents"] if i["instance_id"] == faulty.instance_id), 0
+    )
+    result["summary"] = [
+        *summarise(rows, result["incidents"], cluster),
+        {
+            "event": "malformed (constructed)",
+            "classification": "-",
+            "action": "-",
+            "outcome": f"{signals.get('malformed', 0)} counted as malformed, acknowledged",
+        },
+        {
+            "event": f"{len(delivered)} deliveries, each redelivered x{REDELIVERIES}",
+            "classification": "same event id",
+            "action": "-",
+            "outcome": f"{signals.get('duplicate', 0)} counted as duplicates, dropped",
+        },
+        {
+            "event": f"the GPU fault reported {REPORTS} more times",
+            "classification": "hyperpod_node_health",
+            "action": "open_incident",
+            "outcome": f"merged: the node's incident holds {on_faulty} signals",
+        },
+    ]
+    return result
+
+
+def summarise(
+    rows: list[tuple[str, dict[str, Any] | None, str]],
+    incidents: list[dict[str, Any]],
+    cluster: str,
+) -> list[dict[str, str]]:
+    """Event -> classification (the ingest function's own classifier) -> action -> what
+    became of it on the twin. `rows`: (label, event or None for the agent's report, node)."""
+    by_node = {i["instance_id"]: i for i in incidents}
+    seen: set[str] = set()
+    summary = []
+    for label, event, node in rows:
+        if event is None:
+            kind, action, target = "hyperpod_node_health", "open_incident", cluster
+        else:
+            (signal, *_) = classify(event, ClassifyConfig())
+            kind, action, target = signal.kind, signal.action.value, signal.cluster or cluster
+            node = signal.instance_id or node
+        incident = by_node.get(node)
+        if target != cluster:
+            outcome = f"another cluster ({target}): counted as foreign, dropped"
+        elif action == "ignore":
+            outcome = "counted, no action"
+        elif incident is None:
+            outcome = "no incident"
+        else:
+            verb = "noted on" if action == "notify" else "merged into" if node in seen else "opened"
+            ending = incident["resolution"] or incident["status"]
+            outcome = f"{verb} incident: {incident['status']}, {ending}"
+            seen.add(node)
+        summary.append(
+            {"event": label, "classification": kind, "action": action, "outcome": outcome}
+        )
+    return summary
 
 
 def signal_counts(twin: Twin) -> dict[str, int]:
@@ -168,13 +259,37 @@ def report(twin: Twin, settled: bool) -> dict[str, Any]:
     outputs = twin.deployment.outputs
     store = IncidentStore(outputs["IncidentsTableName"], outputs["NodesTableName"])
     sfn = twin.client("stepfunctions")
-    incidents = []
+    to_cluster = twin.cluster.clock.virtual
+    incidents, recoveries, execution_rows = [], [], []
     for incident in store.recent():
-        execution = (
-            sfn.describe_execution(executionArn=incident.execution_arn)["status"]
-            if incident.execution_arn
-            else None
-        )
+        if incident.execution_arn:
+            described = sfn.describe_execution(executionArn=incident.execution_arn)
+            states = execution_states(history(sfn, incident.execution_arn))
+            recoveries.append(
+                {
+                    "incident_id": incident.incident_id,
+                    "instance_id": incident.instance_id,
+                    "outcome": incident.resolution or incident.status.value,
+                    "phases": [
+                        {
+                            "name": p.name,
+                            "start": _iso(to_cluster(p.start)),
+                            "end": _iso(to_cluster(p.end)),
+                        }
+                        for p in phases(incident, states)
+                    ],
+                }
+            )
+            execution_rows.append(
+                {
+                    "name": described["name"],
+                    "state_machine": described["stateMachineArn"].rsplit(":", 1)[-1],
+                    "status": described["status"],
+                    "start": _iso(described["startDate"]),
+                    "stop": _iso(described["stopDate"]) if described.get("stopDate") else None,
+                    "states": len(states),
+                }
+            )
         incidents.append(
             {
                 "incident_id": incident.incident_id,
@@ -186,7 +301,7 @@ def report(twin: Twin, settled: bool) -> dict[str, Any]:
                 "replacement": incident.replacement_instance_id,
                 "signals": incident.signal_count,
                 "sources": incident.sources,
-                "execution": execution,
+                "execution": execution_rows[-1]["status"] if incident.execution_arn else None,
                 "timings": incident.timings,
                 "jobs": [j.model_dump(mode="json") for j in incident.jobs],
             }
@@ -211,10 +326,78 @@ def report(twin: Twin, settled: bool) -> dict[str, Any]:
         "signals": signal_counts(twin),
         "incidents": incidents,
         "executions": status["executions"],
+        "recoveries": recoveries,
+        "recovery_executions": execution_rows,
+        "gpu_use": gpu_use(twin),
         "dlq_depth": status["queue_depth"]["HealthDLQ"],
         "invocations": status["invocations"],
         "function_errors": status["function_errors"],
     }
+
+
+def gpu_use(twin: Twin) -> dict[str, Any]:
+    """GPUs each team's training held over the demo, in cluster time: every moment a job's
+    size changed on the simulated cluster (its ground truth), as a step series."""
+    teams = {
+        twin.seeded_jobs[name]: team for name, team, *_ in SEED_JOBS if name in twin.seeded_jobs
+    }
+    changes = sorted(
+        (point.at, job_id, point.replicas)
+        for job_id in teams
+        for point in twin.cluster.timeline(job_id)
+    )
+    size = dict.fromkeys(teams, 0)
+    times: list[str] = []
+    series: dict[str, list[int]] = {team: [] for team in sorted(set(teams.values()))}
+    for at, job_id, replicas in [*changes, (twin.cluster.clock.now(), "", 0)]:
+        if job_id:
+            size[job_id] = replicas
+        times.append(_iso(at))
+        for team in series:
+            series[team].append(
+                GPUS_PER_INSTANCE * sum(n for j, n in size.items() if teams[j] == team)
+            )
+    return {"times": times, "teams": series}
+
+
+def report_data(result: dict[str, Any]) -> dict[str, Any]:
+    """What the HTML report draws (hyperguard.twin.report): the run's facts, nothing else."""
+    return {
+        "title": "HyperGuard twin demo",
+        "subtitle": (
+            "real AWS sample events into the real template on the emulator; times are the "
+            "simulated cluster's (x60)"
+        ),
+        "generated_at": _iso(datetime.now(UTC)),
+        "summary": result["summary"],
+        "recoveries": result["recoveries"],
+        "gpu_use": result["gpu_use"],
+        "executions": result["recovery_executions"],
+        "tradeoff": tradeoff(planner.PUBLISHED_RATE),
+        "next_steps": NEXT_STEPS,
+    }
+
+
+TRADEOFF_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+def tradeoff(rate: float) -> dict[str, Any]:
+    """The planner's trade-off curves for the report, with what they rest on."""
+    return planner.tradeoff(TRADEOFF_SIZES, rate) | {
+        "inputs": {
+            "failure rate per instance-hour": rate,
+            "component times (s)": (
+                f"detect {planner.DETECT_S:g}, replace {planner.REPLACE_S:g}, resume "
+                f"{planner.RESUME_S:g}, rescale {planner.RESCALE_S:g}, provision "
+                f"{planner.PROVISION_S:g}"
+            ),
+            "HyperGuard overhead (s, measured)": planner.HYPERGUARD_OVERHEAD_S,
+        }
+    }
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat(timespec="milliseconds")
 
 
 def render(result: dict[str, Any]) -> str:
