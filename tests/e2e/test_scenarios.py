@@ -5,10 +5,16 @@ measured on the simulated cluster's timeline, run the way a user runs it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from tests.conftest import ROOT
+
+from hyperguard import planner
+from hyperguard.twin.browser import chromium, rendered_charts
 
 
 def test_the_elastic_fault_scenario_compares_shrinking_with_waiting() -> None:
@@ -42,3 +48,54 @@ def test_the_elastic_fault_scenario_compares_shrinking_with_waiting() -> None:
     # it trained through the repair, so it lost less; both lost GPU-time
     assert 0 < shrink["lost_gpu_minutes"] < wait["lost_gpu_minutes"]
     assert result["modelled"]["reboot_s"] == 300.0  # what the simulation was given
+
+
+def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -> None:
+    """The command as a user runs it: each strategy's job through the real workflows, the
+    applied strategy recorded by HyperGuard, downtime split by phase, the report rendered."""
+    report = tmp_path / "gameday.html"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hyperguard.cli.main",
+            "twin",
+            "gameday",
+            "--days",
+            "1",
+            "--measure",
+            "1",
+            "--json",
+            "--report",
+            str(report),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["inputs"]["instances"] == 256 and result["failures"] >= 1
+    assert result["measured_failures"] == 1
+    strategies = result["strategies"]
+    assert set(strategies) == {"auto", "wait_for_repair", "hot_spare", "elastic_shrink"}
+    for name, measured in strategies.items():
+        (round_,) = measured["rounds"]
+        if name != "auto":
+            assert round_["strategy"] == name  # what HyperGuard recorded on the incident
+        gpus = 32
+        by_phase = round_["badput_gpu_min_by_phase"]
+        assert sum(by_phase.values()) == pytest.approx(round_["downtime_min"] * gpus, abs=1)
+        assert {"detect", "cordon/drain"} <= set(by_phase)
+        goodput = measured["scheduling_goodput_pct"] * measured["runtime_goodput_pct"] / 100
+        assert goodput == pytest.approx(measured["goodput_pct"], abs=0.01)
+        assert 0 < measured["goodput_pct"] < 100 and 0 < measured["formula_goodput_pct"] < 100
+    downtime = {n: s["downtime_per_failure_min"] for n, s in strategies.items()}
+    # waiting for the replacement costs the most; shrinking, which trains on, the least
+    assert downtime["elastic_shrink"] < downtime["hot_spare"] < downtime["wait_for_repair"]
+    assert result["modelled"]["job_restart_s"] == planner.RESUME_S
+    if chromium() is not None or os.environ.get("CI"):
+        rendered = rendered_charts(report)
+        assert rendered["chart-gameday"] == 2 and rendered["chart-tradeoff"] == 4

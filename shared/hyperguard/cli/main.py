@@ -22,9 +22,18 @@ from typing import Any
 
 from hyperguard.cli import executions, incidents, views, watch
 from hyperguard.cli.jobs import add_jobs_parser
-from hyperguard.cli.options import add_group, port, positive_float, positive_int
+from hyperguard.cli.options import (
+    add_group,
+    bounded_int,
+    number_between,
+    port,
+    positive_float,
+    positive_int,
+    whole,
+)
 from hyperguard.cli.output import CliError, print_json, print_table, say
 from hyperguard.cli.plan import add_plan_parser
+from hyperguard.planner import MAX_INSTANCES, MIN_RATE
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -150,7 +159,7 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
 
 
 def cmd_twin_demo(args: argparse.Namespace) -> int:
-    from hyperguard.twin.demo import render, run_scenario
+    from hyperguard.twin.demo import NEXT_STEPS, render, report_data, run_scenario
 
     # with --json, stdout carries the result only: the story goes to stderr
     tell: Callable[[str], None] = say if args.json else print
@@ -173,10 +182,33 @@ def cmd_twin_demo(args: argparse.Namespace) -> int:
     finally:
         twin.down()
     tell(render(result))
+    result["report"] = _write_report(args.report, report_data(result))
     if args.json:
         print_json(result)
+    else:
+        print_table(result["summary"], SUMMARY_COLUMNS, title="\nevent -> outcome")
+    tell(f"\nreport: {result['report']} (open it in a browser; it needs no network)")
+    tell("\nwhat to try next:\n" + "\n".join(f"  {line}" for line in NEXT_STEPS))
     ok = result["settled"] and result["dlq_depth"] == 0 and not result["function_errors"]
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _write_report(path: str, data: dict[str, Any]) -> str:
+    """The HTML report at `path`; its absolute path."""
+    from hyperguard.twin.report import write_report
+
+    try:
+        return str(write_report(Path(path), data).resolve())
+    except (OSError, RuntimeError) as exc:  # RuntimeError: plotly is not installed
+        raise CliError(f"the report could not be written to {path}: {exc}") from exc
+
+
+SUMMARY_COLUMNS = [
+    ("event", "EVENT"),
+    ("classification", "CLASSIFIED AS"),
+    ("action", "ACTION"),
+    ("outcome", "OUTCOME"),
+]
 
 
 def cmd_twin_scenario(args: argparse.Namespace) -> int:
@@ -201,6 +233,58 @@ def cmd_twin_scenario(args: argparse.Namespace) -> int:
     ]
     print_table(rows, [(c, c.upper()) for c in columns])
     return EXIT_OK
+
+
+def cmd_twin_gameday(args: argparse.Namespace) -> int:
+    from hyperguard.twin import gameday
+
+    strategies = list(dict.fromkeys(args.strategy or gameday.STRATEGIES))
+    twin = _start_twin(
+        args,
+        hyperpod_nodes=gameday.nodes_for(strategies),
+        burst_nodes=0,
+        seed_jobs=False,
+        timings=gameday.GAMEDAY_TIMINGS,
+    )
+    try:
+        result = gameday.run(
+            twin,
+            instances=args.instances,
+            failure_rate=args.failure_rate,
+            days=args.days,
+            strategies=strategies,
+            measure=args.measure,
+            seed=args.seed,
+        )
+    finally:
+        twin.down()
+    if args.report:
+        result["report"] = _write_report(args.report, gameday.report_data(result))
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    print(
+        f"{result['failures']} failures in {args.days:g} days on {args.instances} instances "
+        f"at {args.failure_rate:g} per instance-hour (expected {result['expected_failures']}); "
+        f"{result['measured_failures']} measured on the twin for each strategy, the rest "
+        "charged their mean"
+    )
+    rows = [{"strategy": name, **values} for name, values in result["strategies"].items()]
+    print_table(rows, GAMEDAY_COLUMNS)
+    if args.report:
+        print(f"report: {result['report']}")
+    return EXIT_OK
+
+
+GAMEDAY_COLUMNS = [
+    ("strategy", "STRATEGY"),
+    ("downtime_per_failure_min", "MIN/FAILURE (MEASURED)"),
+    ("formula_downtime_per_failure_min", "MIN/FAILURE (PLANNER)"),
+    ("goodput_pct", "GOODPUT % (MEASURED)"),
+    ("formula_goodput_pct", "GOODPUT % (PLANNER)"),
+    ("scheduling_goodput_pct", "SCHEDULING %"),
+    ("runtime_goodput_pct", "RUNTIME %"),
+]
 
 
 def _service(args: argparse.Namespace) -> Any:
@@ -407,6 +491,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--nodes", type=positive_int, default=16, help="HyperPod nodes to simulate (>= 1)"
         )
+        if name == "demo":
+            p.add_argument(
+                "--report",
+                default="hyperguard-demo.html",
+                help="where to write the HTML report (default hyperguard-demo.html)",
+            )
         p.set_defaults(func=func)
     p = twin.add_parser(
         "scenario",
@@ -416,6 +506,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=["elastic-fault"], help="the scenario")
     twin_options(p, 0, 0)
     p.set_defaults(func=cmd_twin_scenario)
+    p = twin.add_parser(
+        "gameday",
+        help="weeks of node failures at a given rate: each strategy's job through the real "
+        "workflows on a fresh twin, measured downtime and goodput beside the planner's",
+    )
+    p.add_argument(
+        "--instances",
+        type=bounded_int(1, MAX_INSTANCES),
+        default=256,
+        help="instances the training run spans (default 256)",
+    )
+    p.add_argument(
+        "--failure-rate",
+        type=number_between(MIN_RATE, 1),
+        default=0.0005,
+        help="failures per instance-hour, a fraction (default 0.0005 = 0.05 %%)",
+    )
+    p.add_argument(
+        "--days",
+        type=number_between(0.01, 365),
+        default=30,
+        help="the period the failures are drawn over (default 30)",
+    )
+    p.add_argument(
+        "--strategy",
+        action="append",
+        choices=["auto", "wait_for_repair", "hot_spare", "elastic_shrink"],
+        help="a strategy to run (repeat for more; default all four, side by side)",
+    )
+    p.add_argument(
+        "--measure",
+        type=bounded_int(1, 50),
+        default=3,
+        help="failures taken through the twin per strategy (1-50, default 3); the rest "
+        "are charged the mean measured downtime",
+    )
+    p.add_argument("--seed", type=whole, default=0, help="the failure times' seed (default 0)")
+    p.add_argument("--report", help="also write an HTML report (charts) to this path")
+    twin_options(p, 0, 0)
+    p.set_defaults(func=cmd_twin_gameday)
     for name, func, text in (
         ("status", cmd_twin_status, "what is deployed, where, what the twin emulates, counters"),
         ("nodes", cmd_twin_nodes, "the simulated cluster's nodes"),
@@ -456,6 +586,10 @@ def _runtime_errors() -> tuple[type[BaseException], ...]:
     from hyperguard.twin.client import TwinUnreachableError
 
     errors: list[type[BaseException]] = [CliError, TwinUnreachableError]
+    with contextlib.suppress(ImportError):  # a scenario that did not finish in its limits
+        from hyperguard.twin.runtime import TwinError
+
+        errors.append(TwinError)
     with contextlib.suppress(ImportError):
         from botocore.exceptions import BotoCoreError, ClientError
 

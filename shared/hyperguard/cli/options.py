@@ -23,6 +23,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from `low` to `high`, both included."""
+
+    def argument(text: str) -> int:
+        value = whole(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not a whole number from {low} to {high}")
+        return value
+
+    return argument
+
+
 def positive_float(text: str) -> float:
     value = _float(text)
     if not math.isfinite(value) or value <= 0:

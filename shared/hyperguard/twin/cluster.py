@@ -123,6 +123,11 @@ class SimTimings(BaseModel):
     deep_health_check_s: float = Field(default=600.0, ge=0)
     nodeclaim_termination_s: float = Field(default=60.0, ge=0)
     job_restart_s: float = Field(default=60.0, ge=0, description="start/resume overhead")
+    rescale_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="an elastic job restarting at a new size, its healthy pods' nodes kept",
+    )
     step_duration_s: float = Field(default=30.0, gt=0, description="one training step")
     checkpoint_interval_steps: int = Field(default=10, ge=1)
 
@@ -1184,7 +1189,7 @@ class SimulatedCluster:
             step = self._checkpoints.get(run.location or "", 0)
         run.anchor_step = run.emitted_step = step
         run.state = "running"
-        run.ready_at = now + timedelta(seconds=self.timings.job_restart_s)
+        run.ready_at = now + timedelta(seconds=self.timings.rescale_s)
         run.restarts += 1
         self._start_pods(run, now)
 
@@ -1209,7 +1214,7 @@ class SimulatedCluster:
         run.nodes = healthy[:size]
         run.state = "running"
         run.anchor_step = run.emitted_step = self._checkpoints.get(run.location or "", 0)
-        run.ready_at = now + timedelta(seconds=self.timings.job_restart_s)
+        run.ready_at = now + timedelta(seconds=self.timings.rescale_s)
         run.restarts += 1
         self._start_pods(run, now)
         self._patch_status(

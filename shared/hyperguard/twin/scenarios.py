@@ -20,6 +20,7 @@ shrank, restarted and grew the jobs.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,6 +31,8 @@ from hyperguard.twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_policy,
 
 GPUS_PER_REPLICA = 8
 FULL = 4
+POOL = "workers"
+"""The twin's HyperPod instance group."""
 STRATEGIES = ("elastic_shrink", "wait_for_repair")
 TRAINED_STEPS = 25
 """Steps each job trains before the fault (two checkpoints written)."""
@@ -48,10 +51,10 @@ class Subject:
 
 def elastic_fault(twin: Twin, *, timeout_s: float = 240.0) -> dict[str, Any]:
     """Run the scenario on a twin started with 8 HyperPod nodes and no seeded jobs."""
-    _configure(twin)
-    subjects = [_submit(twin, strategy) for strategy in STRATEGIES]
+    configure(twin, STRATEGIES)
+    subjects = [submit(twin, strategy) for strategy in STRATEGIES]
     deadline = time.monotonic() + timeout_s
-    _wait(
+    wait_for(
         lambda: all(twin.cluster.step_of(s.job_id) >= TRAINED_STEPS for s in subjects),
         deadline,
         "the jobs never trained",
@@ -72,8 +75,8 @@ def elastic_fault(twin: Twin, *, timeout_s: float = 240.0) -> dict[str, Any]:
         )
     for subject in faulted:
         twin.cluster.inject_fault(subject.node, "gpu")
-    _wait(
-        lambda: all(_back_at_full_size(twin, s) is not None for s in faulted),
+    wait_for(
+        lambda: all(back_at_full_size(twin, s) is not None for s in faulted),
         deadline,
         "a job never trained at full size again",
     )
@@ -85,25 +88,28 @@ def elastic_fault(twin: Twin, *, timeout_s: float = 240.0) -> dict[str, Any]:
     }
 
 
-def _configure(twin: Twin) -> None:
+def configure(twin: Twin, strategies: Sequence[str], hot_spares: int = 0) -> None:
+    """A team per strategy with a quota of FULL nodes, fair share, and the twin's repair
+    policy (`hot_spares` idle nodes kept in the pool)."""
     policy = fast_policy(twin.config.time_scale).model_copy(
         update={
-            # two faults in an 8-node pool at once is the scenario, not a reason to brake
+            # a fault in each team's job at once is the scenario, not a reason to brake
             "max_unhealthy_node_threshold_percentage": 50,
             "max_parallel_nodes_repaired_percentage": 50,
+            "hot_spares": {POOL: hot_spares} if hot_spares else {},
         }
     )
-    _ok(twin, "PUT", "/policies/node-repair", NodeRepairConfig.model_dump(policy, mode="json"))
-    _ok(
+    ok(twin, "PUT", "/policies/node-repair", NodeRepairConfig.model_dump(policy, mode="json"))
+    ok(
         twin,
         "PUT",
         "/scheduler-config",
         {"PriorityClasses": [{"Name": "training", "Weight": 50}], "FairShare": "Enabled"},
     )
-    for strategy in STRATEGIES:
-        team = strategy.replace("_", "-")
-        _ok(twin, "PUT", "/principals", {"principal_arn": team_role(team), "team": team})
-        _ok(
+    for strategy in strategies:
+        team = team_of(strategy)
+        ok(twin, "PUT", "/principals", {"principal_arn": team_role(team), "team": team})
+        ok(
             twin,
             "PUT",
             f"/teams/{team}/compute-quota",
@@ -121,9 +127,14 @@ def _configure(twin: Twin) -> None:
         )
 
 
-def _submit(twin: Twin, strategy: str) -> Subject:
-    team = strategy.replace("_", "-")
-    job = _ok(
+def team_of(strategy: str) -> str:
+    return strategy.replace("_", "-")
+
+
+def submit(twin: Twin, strategy: str) -> Subject:
+    """An elastic job (min 2, max FULL replicas) asking for `strategy`, in its own team."""
+    team = team_of(strategy)
+    job = ok(
         twin,
         "POST",
         "/jobs",
@@ -150,7 +161,7 @@ def _submit(twin: Twin, strategy: str) -> Subject:
     return Subject(strategy, team, job["job_id"])
 
 
-def _back_at_full_size(twin: Twin, subject: Subject) -> Progress | None:
+def back_at_full_size(twin: Twin, subject: Subject) -> Progress | None:
     assert subject.fault_at is not None
     return next(
         (
@@ -164,7 +175,7 @@ def _back_at_full_size(twin: Twin, subject: Subject) -> Progress | None:
 
 def _measure(twin: Twin, subject: Subject, step_s: float) -> dict[str, Any]:
     assert subject.fault_at is not None
-    full = _back_at_full_size(twin, subject)
+    full = back_at_full_size(twin, subject)
     assert full is not None
     after = [p for p in twin.cluster.timeline(subject.job_id) if p.at > subject.fault_at]
     training = [p for p in after if p.replicas > 0]
@@ -173,7 +184,7 @@ def _measure(twin: Twin, subject: Subject, step_s: float) -> dict[str, Any]:
     lost = gpus * idle_s - gpus * step_s * (full.step - subject.step_at_fault)
     resumed_from = training[0].step if training else None
     kept = subject.checkpoint_at_fault
-    view = _ok(twin, "GET", f"/jobs/{subject.job_id}")
+    view = ok(twin, "GET", f"/jobs/{subject.job_id}")
     return {
         "lost_gpu_minutes": round(lost / 60, 1),
         "replicas_min_seen": min((p.replicas for p in training), default=0),
@@ -188,14 +199,14 @@ def _measure(twin: Twin, subject: Subject, step_s: float) -> dict[str, Any]:
     }
 
 
-def _ok(twin: Twin, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+def ok(twin: Twin, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
     status, answer = twin.api(method, path, body, **kwargs)
     if status >= 300:
         raise TwinError(f"{method} {path} answered {status}: {answer}")
     return answer
 
 
-def _wait(condition: Any, deadline: float, what: str) -> None:
+def wait_for(condition: Any, deadline: float, what: str) -> None:
     while time.monotonic() < deadline:
         if condition():
             return
