@@ -58,6 +58,8 @@ durations at zero (median, `bench/recovery.py --cluster-times zero`, BENCHMARKS.
 2026-11-22): detection of the event, the workflow's steps and its health-poll interval."""
 STRATEGIES = ("wait_for_repair", "hot_spare", "elastic_shrink", "move")
 DEFAULT_SPARE_TARGET = 0.01
+PUBLISHED_RATE = 0.0005
+"""The published example's failures per instance-hour (0.05 %)."""
 
 
 class PlanInputError(ValueError):
