@@ -402,3 +402,28 @@ def test_watch_prints_each_change_until_ctrl_c(
         "watching incidents and recovery executions every 0.5 s (Ctrl-C stops)",
         "hyperguard: interrupted",
     ]
+
+
+def test_a_state_that_decided_something_says_what() -> None:
+    def exited_with(name: str, s: float, output: Any) -> dict[str, Any]:
+        e = exited(name, s)
+        e["stateExitedEventDetails"]["output"] = output
+        return e
+
+    history = [
+        event("ExecutionStarted", 0),
+        entered("Diagnose", 0),
+        exited_with("Diagnose", 1, json.dumps({"verdict": "repair", "action": "replace"})),
+        entered("CheckHealth", 1),
+        exited_with("CheckHealth", 2, json.dumps({"health": "pending"})),
+        entered("Drain", 2),
+        exited_with("Drain", 3, json.dumps({"verdict": "repair"})),  # not its own decision
+        entered("CloseIncident", 3),
+        exited_with("CloseIncident", 4, "not json"),
+    ]
+    assert [s["outcome"] for s in execution_states(history)] == [
+        "done: repair, replace",
+        "done: pending",
+        "done",
+        "done",
+    ]

@@ -38,6 +38,30 @@ operator start it with)."""
 
 _EXECUTION_ENDED = ("ExecutionFailed", "ExecutionTimedOut", "ExecutionAborted")
 
+DECIDED = {
+    "Diagnose": ("verdict", "action"),
+    "GuardBlastRadius": ("verdict",),
+    "Repair": ("action",),
+    "CheckHealth": ("health",),
+    "CloseIncident": ("resolution",),
+}
+"""What a successful state decided, from its output (the recovery's fields): the timeline
+shows `done: repair, replace` rather than `done`."""
+
+
+def _decided(state: str, output: str | None) -> str:
+    keys = DECIDED.get(state)
+    if not keys or not output:
+        return "done"
+    try:
+        fields = json.loads(output)
+    except ValueError:
+        return "done"
+    if not isinstance(fields, dict):
+        return "done"
+    said = [str(fields[k]) for k in keys if isinstance(fields.get(k), str | int)]
+    return f"done: {', '.join(said)}" if said else "done"
+
 
 # ---- reading Step Functions ---------------------------------------------------------------
 def state_machine(deps: Deps, args: argparse.Namespace) -> tuple[Any, str]:
@@ -57,9 +81,9 @@ def history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
 
 def execution_states(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The states an execution went through, in order: when each was entered (seconds after
-    the execution started), how long it took, its retries, and how it ended: `done`,
-    `failed: ERROR` (with `error` and `cause`; also a failure a Catch handled), `aborted`,
-    or `running`."""
+    the execution started), how long it took, its retries, and how it ended: `done` (with
+    what it decided, for the states in DECIDED), `failed: ERROR` (with `error` and `cause`;
+    also a failure a Catch handled), `aborted`, or `running`."""
     if not events:
         return []
     start: datetime = events[0]["timestamp"]
@@ -88,7 +112,12 @@ def execution_states(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         current = states[-1]
         if "stateExitedEventDetails" in event:
             current["took_s"] = round(at - current["entered_s"], 3)
-            current["outcome"] = f"failed: {current['error']}" if failed else "done"
+            details = event["stateExitedEventDetails"]
+            current["outcome"] = (
+                f"failed: {current['error']}"
+                if failed
+                else _decided(details["name"], details.get("output"))
+            )
         elif kind.endswith("Scheduled"):  # TaskScheduled, LambdaFunctionScheduled: one try
             attempts += 1
             current["retries"] = max(attempts - 1, 0)
