@@ -9,8 +9,8 @@ divs a real browser must have rendered.
 plotly is the `report` extra, imported only when a report is made: the Lambda layer never
 ships it.
 
-Input contract (every section optional except `title` and `generated_at`; a missing or
-empty section is left out with a one-line note, never an error):
+Input contract (every section optional except `title` and `generated_at`; a missing
+section is left out, an empty one says so in a line, never an error):
 
     title: str; generated_at: str (ISO 8601); subtitle: str
     summary: [{"event", "classification", "action", "outcome": str}]       -> table
@@ -332,7 +332,9 @@ def render_report(data: Mapping[str, Any]) -> str:
     body: list[str] = []
     charts: list[str] = []
     for key, heading, build in SECTIONS:
-        part = build(data[key]) if data.get(key) else None
+        if key not in data:
+            continue  # not this kind of run's (a game day has no event table)
+        part = build(data[key]) if data[key] else None
         if part is None:
             body.append(f'<p class="absent">{_esc(heading)}: no data in this run.</p>')
             continue
