@@ -395,6 +395,88 @@ class PriorityClassViews(BaseModel):
     priority_classes: list[PriorityClassView]
 
 
+class IncidentBadput(BaseModel):
+    """What one incident that protected the job cost, by recovery phase: the incident's
+    phase durations (its `timings`) * the job's GPUs. A phase whose milestones the
+    incident did not record is null."""
+
+    incident_id: str
+    protected_at: datetime = Field(description="when recovery took the job (its `protected` entry)")
+    strategy: str | None = Field(
+        description="what recovery did with the job (the incident's plan); null when the "
+        "incident is not found"
+    )
+    detect_gpu_min: float | None = Field(description="first signal → detected, * the job's GPUs")
+    cordon_drain_gpu_min: float | None = Field(
+        description="detected → repair requested (a drain without repair: → resumed)"
+    )
+    repair_gpu_min: float | None = Field(description="repair requested → healthy")
+    resume_gpu_min: float | None = Field(description="healthy → resumed")
+    total_gpu_min: float = Field(description="the phases present, summed")
+
+
+class JobGoodput(BaseModel):
+    """One job's goodput over the window (docs/api.md, Views: goodput)."""
+
+    job_id: str
+    name: str | None
+    team: str
+    status: JobStatus
+    gpus: int = Field(description="GPUs the job asked for: replicas * GPUs per replica")
+    wall_s: float = Field(
+        description="from submission (or window_start, if later) to the job's end (or now)"
+    )
+    holding_s: float = Field(
+        description="of wall_s, time admitted or running at its admitted size (not shrunk below it)"
+    )
+    lost_s: float = Field(
+        description="of holding_s, work lost at faults: from the last checkpoint before each "
+        "fault until the job ran again"
+    )
+    productive_s: float = Field(description="holding_s - lost_s")
+    faults: int = Field(
+        description="node faults (`protected`) and lost runs (`lost`) in the window"
+    )
+    scheduling_goodput_pct: float | None = Field(
+        description="100 * holding_s / wall_s, one decimal; null when wall_s is 0"
+    )
+    runtime_goodput_pct: float | None = Field(
+        description="100 * productive_s / holding_s; null when the job held nothing"
+    )
+    goodput_pct: float | None = Field(
+        description="scheduling * runtime = 100 * productive_s / wall_s; null when wall_s is 0"
+    )
+    badput: list[IncidentBadput] = Field(
+        description="each incident that protected the job in the window, by phase"
+    )
+
+
+class TeamGoodput(BaseModel):
+    """A team's jobs, each weighted by its GPUs."""
+
+    team: str
+    jobs: int
+    wall_gpu_hours: float = Field(description="Σ wall_s * gpus, in GPU-hours")
+    holding_gpu_hours: float = Field(description="Σ holding_s * gpus")
+    productive_gpu_hours: float = Field(description="Σ productive_s * gpus")
+    scheduling_goodput_pct: float | None = Field(description="100 * holding / wall")
+    runtime_goodput_pct: float | None = Field(description="100 * productive / holding")
+    goodput_pct: float | None = Field(description="100 * productive / wall")
+    detect_gpu_min: float = Field(description="the jobs' incident badput, by phase, summed")
+    cordon_drain_gpu_min: float
+    repair_gpu_min: float
+    resume_gpu_min: float
+
+
+class GoodputView(BaseModel):
+    window_start: datetime = Field(
+        description="now - window_hours: the jobs active now and those that ended since, "
+        "their times counted from here"
+    )
+    jobs: list[JobGoodput]
+    teams: list[TeamGoodput]
+
+
 # -- incidents and nodes ------------------------------------------------------------------
 class IncidentView(Incident):
     """An incident as the API shows it: task tokens are never shown, and a team member sees

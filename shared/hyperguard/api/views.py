@@ -2,26 +2,62 @@
 
 What each figure means is written down in docs/api.md (Views); the inputs are what the
 deployed service keeps: quotas (TeamsTable, the API), jobs and their histories (JobsTable,
-the job lifecycle), nodes (NodesTable, the inventory sync and recovery)."""
+the job lifecycle), nodes (NodesTable, the inventory sync and recovery), incidents
+(IncidentsTable, recovery).
+
+Goodput (`/views/goodput`), split as the ML goodput literature splits it, per job over a
+window (the jobs active now and those that ended since its start):
+- wall time — from the job's submission (or the window's start, if later) to its end (or
+  now);
+- holding time — of the wall time, the time the job held all its resources: in a holding
+  status (Admitted or Running) at its admitted size (the replicas of its last admission or
+  restart; a shrink below that size stops the clock until it grows back), read from the
+  status changes and resizes of its history;
+- scheduling goodput = holding / wall;
+- lost time — work lost at faults: at each node fault (a `protected` entry: recovery took
+  the job off a failed node) and each lost run (`lost`: the reconciler found the run gone),
+  the holding time from the job's last checkpoint before it (a `checkpoint` history entry,
+  or `last_checkpoint.completed_at`; with none, from its submission) until it ran again
+  (its next restart, relocation, release or resize, or until it stopped holding). The
+  overlapping spans of several faults count once. This is an approximation: a checkpoint
+  is taken as complete when it was reported, the time since it as entirely wasted (as if
+  the job had made progress at a steady rate and resumes from exactly that checkpoint),
+  recovery downtime while the job keeps its nodes (waiting for a repair) is lost too, and
+  preemptions and resizes are not charged work lost;
+- productive time = holding - lost; runtime goodput = productive / holding;
+- goodput = scheduling x runtime = productive / wall;
+- badput per incident — for each incident that protected the job in the window, its
+  recovery phases (from its `timings`, seconds from the first signal): detect (signal →
+  detected), cordon/drain (detected → repair requested; a drain without repair: →
+  resumed), repair (repair requested → healthy), resume (healthy → resumed), each x the
+  job's GPUs, in GPU-minutes; a phase whose milestones are missing is absent (null). The
+  phases are the incident's, not the job's own: a job moved to a hot spare early is still
+  charged the incident's repair.
+Per team, every job weighted by its GPUs (replicas asked for x GPUs per replica): Σ wall,
+holding and productive GPU-time, and the same three ratios of the sums."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from hyperguard.api.models import (
     ClusterView,
     ComputeQuotaView,
+    GoodputView,
+    IncidentBadput,
     InstanceHealth,
+    JobGoodput,
     PriorityClassView,
     PriorityClassViews,
+    TeamGoodput,
     TeamView,
     resolved,
 )
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
 from hyperguard.governance.state import TeamPolicy
-from hyperguard.models import Job, JobStatus, Node, NodeStatus
+from hyperguard.models import Incident, Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import (
     ZERO,
     ComputeQuota,
@@ -30,8 +66,9 @@ from hyperguard.models.governance import (
     accelerator_share,
     instance_amount,
 )
-from hyperguard.store import JobStore, NodeStore, TeamStore
-from hyperguard.store.jobs import JobEvent, JobRecord
+from hyperguard.models.jobs import TERMINAL_STATUSES
+from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
+from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 
 HOLDING = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
 WAITING = frozenset({JobStatus.PENDING, JobStatus.SUSPENDED})
@@ -304,6 +341,319 @@ def gpu_hours(steps: list[Step], start: datetime, end: datetime) -> tuple[float,
     return installed_s / 3600, used_s / 3600, idle_s / 3600
 
 
+# -- goodput (the module docstring says what each figure means) ----------------------------
+GOODPUT_WINDOW_HOURS = (1, 720)
+"""The window's allowed length, in hours (1 hour to 30 days)."""
+DEFAULT_GOODPUT_WINDOW_HOURS = 24
+FAULTS = frozenset({JobEvent.PROTECTED, JobEvent.LOST})
+"""Where work is lost: recovery took the job off a failed node; the reconciler found its run
+gone."""
+RUNS_AGAIN = frozenset(
+    {JobEvent.RESTARTED, JobEvent.RELOCATED, JobEvent.RELEASED, JobEvent.SHRUNK, JobEvent.GROWN}
+)
+"""After a fault, the job runs again (or recovery is done with it) at the first of these."""
+PHASES = ("detect", "cordon_drain", "repair", "resume")
+
+Interval = tuple[datetime, datetime]
+
+
+def _union(intervals: Iterable[Interval]) -> list[Interval]:
+    """Sorted, disjoint intervals covering the same time (empty ones dropped)."""
+    merged: list[Interval] = []
+    for begin, end in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def _clip(intervals: Iterable[Interval], start: datetime, end: datetime) -> list[Interval]:
+    return _union((max(b, start), min(e, end)) for b, e in intervals)
+
+
+def _seconds(intervals: Iterable[Interval]) -> float:
+    return sum((e - b).total_seconds() for b, e in intervals)
+
+
+def _common_s(a: Sequence[Interval], b: Sequence[Interval]) -> float:
+    """Seconds in both `a` and `b` (each sorted and disjoint)."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        begin, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if end > begin:
+            total += (end - begin).total_seconds()
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def holding_intervals(
+    record: JobRecord, history: Sequence[JobHistoryEntry], end: datetime
+) -> list[Interval]:
+    """When the job held all its resources: a holding status at its admitted size (the
+    replicas of its last admission or restart that names them); a shrink below that size
+    stops the clock until a growth reaches it again. A job whose history overflowed
+    (`history_dropped`) is taken to hold what its current status says from its last start,
+    resize or end on."""
+    status: JobStatus | None = None
+    size = current = record.job.replicas
+    since: datetime | None = None
+    intervals: list[Interval] = []
+    last: datetime | None = None
+
+    def holds_all() -> bool:
+        return status in HOLDING and current >= size
+
+    def mark(at: datetime, full: bool) -> None:
+        nonlocal since
+        if full and since is None:
+            since = at
+        elif not full and since is not None:
+            intervals.append((since, at))
+            since = None
+
+    for entry in history:
+        if entry.status is not None:
+            status = entry.status
+        replicas = entry.details.get("replicas")
+        if isinstance(replicas, int | float):
+            if entry.status in HOLDING:
+                size = current = int(replicas)
+            elif entry.event in (JobEvent.SHRUNK, JobEvent.GROWN):
+                current = int(replicas)
+        mark(entry.at, holds_all())
+        last = entry.at
+    if record.history_dropped or not history:
+        marks = [t for t in (record.started_at, record.scaled_at, record.ended_at, last) if t]
+        if marks:
+            mark(max(marks), record.job.status in HOLDING)
+    if since is not None and end > since:
+        intervals.append((since, end))
+    return intervals
+
+
+def lost_intervals(
+    record: JobRecord, history: Sequence[JobHistoryEntry], origin: datetime, end: datetime
+) -> list[Interval]:
+    """At each fault: from the last checkpoint before it (with none, `origin`: the job's
+    submission) until the job runs again, stops holding, or `end`. Only their holding time
+    counts (the caller intersects)."""
+    checkpoints = [e.at for e in history if e.event is JobEvent.CHECKPOINT]
+    if record.job.last_checkpoint is not None:
+        checkpoints.append(record.job.last_checkpoint.completed_at)
+    lost: list[Interval] = []
+    for index, entry in enumerate(history):
+        if entry.event not in FAULTS:
+            continue
+        before = [c for c in checkpoints if c <= entry.at]
+        since = max(before) if before else min(origin, entry.at)
+        until = entry.at
+        if entry.event is JobEvent.PROTECTED:
+            until = next(
+                (
+                    e.at
+                    for e in history[index + 1 :]
+                    if e.event in RUNS_AGAIN or (e.status is not None and e.status not in HOLDING)
+                ),
+                max(end, entry.at),
+            )
+        lost.append((since, until))
+    return _union(lost)
+
+
+def incident_phases(timings: Mapping[str, float]) -> dict[str, float | None]:
+    """Seconds of each recovery phase from an incident's `timings` (seconds from the first
+    signal); None where a milestone is missing. Out-of-order milestones count 0."""
+    detected, requested, healthy, resumed = (
+        timings.get(f"signal_to_{m}_s")
+        for m in ("detected", "repair_requested", "healthy", "resumed")
+    )
+
+    def span(begin: float | None, end: float | None) -> float | None:
+        return None if begin is None or end is None else max(float(end) - float(begin), 0.0)
+
+    if requested is None:  # a drain, or a node that came back on its own: no repair
+        return {
+            "detect": span(0.0, detected),
+            "cordon_drain": span(detected, resumed),
+            "repair": None,
+            "resume": None,
+        }
+    return {
+        "detect": span(0.0, detected),
+        "cordon_drain": span(detected, requested),
+        "repair": span(requested, healthy),
+        "resume": span(healthy, resumed),
+    }
+
+
+def _gpu_min(seconds: float | None, gpus: int) -> float | None:
+    return None if seconds is None else round(seconds * gpus / 60, 2)
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return round(100 * part / whole, 1) if whole > 0 else None
+
+
+def _badput(
+    job_id: str, at: datetime, incident_id: str, incident: Incident | None, gpus: int
+) -> IncidentBadput:
+    phases = incident_phases(incident.timings if incident else {})
+    plans = [p for p in (incident.jobs if incident else []) if p.job_id == job_id]
+    minutes = {name: _gpu_min(phases[name], gpus) for name in PHASES}
+    return IncidentBadput(
+        incident_id=incident_id,
+        protected_at=at,
+        strategy=plans[-1].strategy if plans else None,
+        detect_gpu_min=minutes["detect"],
+        cordon_drain_gpu_min=minutes["cordon_drain"],
+        repair_gpu_min=minutes["repair"],
+        resume_gpu_min=minutes["resume"],
+        total_gpu_min=round(sum(v for v in minutes.values() if v is not None), 2),
+    )
+
+
+def _job_end(record: JobRecord, now: datetime) -> datetime:
+    if record.job.status in TERMINAL_STATUSES and record.ended_at is not None:
+        return min(record.ended_at, now)
+    return now
+
+
+def job_goodput(
+    record: JobRecord,
+    incidents: Mapping[str, Incident],
+    catalogue: InstanceCatalogue,
+    window_start: datetime,
+    now: datetime,
+) -> JobGoodput:
+    """One job's goodput over [window_start, now]; `incidents`: by id, those that protected
+    it (a missing one leaves its phases null)."""
+    job = record.job
+    history = sorted(record.history, key=lambda e: e.at)
+    submitted = job.submitted_at or (history[0].at if history else window_start)
+    start = max(submitted, window_start)
+    end = max(_job_end(record, now), start)
+    gpus = job.replicas * _replica_gpus(job, catalogue)
+    holding = _clip(holding_intervals(record, history, end), start, end)
+    lost = _clip(lost_intervals(record, history, submitted, end), start, end)
+    wall_s = (end - start).total_seconds()
+    holding_s = _seconds(holding)
+    lost_s = _common_s(holding, lost)
+    productive_s = holding_s - lost_s
+    badput: dict[str, IncidentBadput] = {}
+    faults = 0
+    for entry in history:
+        if entry.event not in FAULTS or not start <= entry.at <= end:
+            continue
+        faults += 1
+        incident_id = entry.details.get("incident_id")
+        if (
+            entry.event is JobEvent.PROTECTED
+            and isinstance(incident_id, str)
+            and incident_id not in badput
+        ):
+            badput[incident_id] = _badput(
+                job.job_id, entry.at, incident_id, incidents.get(incident_id), gpus
+            )
+    return JobGoodput(
+        job_id=job.job_id,
+        name=job.name,
+        team=job.team,
+        status=job.status,
+        gpus=gpus,
+        wall_s=round(wall_s, 3),
+        holding_s=round(holding_s, 3),
+        lost_s=round(lost_s, 3),
+        productive_s=round(productive_s, 3),
+        faults=faults,
+        scheduling_goodput_pct=_pct(holding_s, wall_s),
+        runtime_goodput_pct=_pct(productive_s, holding_s),
+        goodput_pct=_pct(productive_s, wall_s),
+        badput=list(badput.values()),
+    )
+
+
+def team_goodput(jobs: Iterable[JobGoodput]) -> list[TeamGoodput]:
+    """Per team: the jobs' wall, holding and productive GPU-time summed (each job weighted by
+    its GPUs), the ratios of the sums, and the incident badput by phase."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for job in jobs:
+        team = sums[job.team]
+        team["jobs"] += 1
+        team["wall"] += job.wall_s * job.gpus
+        team["holding"] += job.holding_s * job.gpus
+        team["productive"] += job.productive_s * job.gpus
+        for badput in job.badput:
+            for name in PHASES:
+                team[name] += getattr(badput, f"{name}_gpu_min") or 0.0
+    return [
+        TeamGoodput(
+            team=name,
+            jobs=int(s["jobs"]),
+            wall_gpu_hours=round(s["wall"] / 3600, 2),
+            holding_gpu_hours=round(s["holding"] / 3600, 2),
+            productive_gpu_hours=round(s["productive"] / 3600, 2),
+            scheduling_goodput_pct=_pct(s["holding"], s["wall"]),
+            runtime_goodput_pct=_pct(s["productive"], s["holding"]),
+            goodput_pct=_pct(s["productive"], s["wall"]),
+            detect_gpu_min=round(s["detect"], 2),
+            cordon_drain_gpu_min=round(s["cordon_drain"], 2),
+            repair_gpu_min=round(s["repair"], 2),
+            resume_gpu_min=round(s["resume"], 2),
+        )
+        for name, s in sorted(sums.items())
+    ]
+
+
+def in_window(record: JobRecord, window_start: datetime) -> bool:
+    """Not a job that ended before the window (a cancelled job whose pods are still being
+    stopped is active, whenever it ended)."""
+    return not (
+        record.job.status in TERMINAL_STATUSES
+        and record.ended_at is not None
+        and record.ended_at < window_start
+    )
+
+
+def protecting_incidents(records: Iterable[JobRecord], window_start: datetime) -> list[str]:
+    """The incidents that protected these jobs in the window (their `protected` entries)."""
+    ids: dict[str, None] = {}
+    for record in records:
+        for entry in record.history:
+            incident_id = entry.details.get("incident_id")
+            if (
+                entry.event is JobEvent.PROTECTED
+                and entry.at >= window_start
+                and isinstance(incident_id, str)
+            ):
+                ids[incident_id] = None
+    return list(ids)
+
+
+def goodput_view(
+    records: Iterable[JobRecord],
+    incidents: Iterable[Incident],
+    catalogue: InstanceCatalogue,
+    window_start: datetime,
+    now: datetime,
+) -> GoodputView:
+    """`records`: the jobs active now and those that ended since `window_start`;
+    `incidents`: those that protected them."""
+    by_id = {i.incident_id: i for i in incidents}
+    jobs = sorted(
+        (
+            job_goodput(r, by_id, catalogue, window_start, now)
+            for r in records
+            if in_window(r, window_start)
+        ),
+        key=lambda j: (j.team, j.job_id),
+    )
+    return GoodputView(window_start=window_start, jobs=jobs, teams=team_goodput(jobs))
+
+
 # -- the views read from the stores (the API's routes and the CLI) -------------------------
 def read_team_views(
     teams: TeamStore, jobs: JobStore, catalogue: InstanceCatalogue
@@ -330,3 +680,23 @@ def read_cluster_view(
     left. Jobs: active now or ended today."""
     start = day_start(now)
     return cluster_view(nodes.all(), jobs.active_or_ended_since(start, now), catalogue, now)
+
+
+def read_goodput_view(
+    jobs: JobStore,
+    incidents: IncidentStore,
+    catalogue: InstanceCatalogue,
+    now: datetime,
+    window_hours: int = DEFAULT_GOODPUT_WINDOW_HOURS,
+    visible: Callable[[str], bool] = lambda _team: True,
+) -> GoodputView:
+    """Jobs active now or ended in the last `window_hours` (the `Live` index, never a scan)
+    of the teams `visible` admits, and the incidents that protected them (by key)."""
+    low, high = GOODPUT_WINDOW_HOURS
+    if not low <= window_hours <= high:
+        raise ValueError(f"window_hours must be from {low} to {high}, not {window_hours}")
+    start = now - timedelta(hours=window_hours)
+    records = [r for r in jobs.active_or_ended_since(start, now) if visible(r.job.team)]
+    ids = protecting_incidents(records, start)
+    found = incidents.many(ids) if ids else []
+    return goodput_view(records, found, catalogue, start, now)

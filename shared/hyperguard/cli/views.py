@@ -1,4 +1,4 @@
-"""`hyperguard views teams|classes|cluster`: the API's /views, computed the same way
+"""`hyperguard views teams|classes|cluster|goodput`: the API's /views, computed the same way
 (hyperguard.api.views) from the service's tables."""
 
 from __future__ import annotations
@@ -9,9 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hyperguard.cli.options import add_group
+from hyperguard.cli.options import add_group, bounded_int
 from hyperguard.cli.output import print_json, print_table
 from hyperguard.models import utcnow
+
+GOODPUT_WINDOW_HOURS = (1, 720)
+"""As the API's `window_hours` (hyperguard.api.views.GOODPUT_WINDOW_HOURS; not imported here:
+the parser is built before any command runs, and the API's modules load lazily)."""
+DEFAULT_GOODPUT_WINDOW_HOURS = 24
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,17 @@ class Deps:
 
     stores: Callable[[argparse.Namespace], tuple[Any, Any, Any, Any]]
     clock: Callable[[], datetime] = utcnow
+    incidents: Callable[[argparse.Namespace], Any] | None = None
+    """How `views goodput` reaches IncidentsTable (default: the stack's, as `incidents`
+    commands reach it)."""
+
+
+def _incident_store(args: argparse.Namespace, deps: Deps) -> Any:
+    if deps.incidents is not None:
+        return deps.incidents(args)
+    from hyperguard.cli.main import _incident_store as stack_incidents
+
+    return stack_incidents(args)
 
 
 TEAM_COLUMNS = [
@@ -56,6 +72,35 @@ CLUSTER_ROWS = [
     ("idle_gpu_hours_today", "idle GPU-hours today"),
     ("running_jobs", "jobs running"),
     ("pending_jobs", "jobs pending"),
+]
+
+GOODPUT_JOB_COLUMNS = [
+    ("team", "TEAM"),
+    ("job", "JOB"),
+    ("status", "STATUS"),
+    ("gpus", "GPUS"),
+    ("wall_h", "WALL H"),
+    ("holding_h", "HOLDING H"),
+    ("lost_h", "LOST H"),
+    ("scheduling_goodput_pct", "SCHEDULING %"),
+    ("runtime_goodput_pct", "RUNTIME %"),
+    ("goodput_pct", "GOODPUT %"),
+    ("faults", "FAULTS"),
+    ("badput_gpu_min", "INCIDENT BADPUT GPU-MIN"),
+]
+GOODPUT_TEAM_COLUMNS = [
+    ("team", "TEAM"),
+    ("jobs", "JOBS"),
+    ("wall_gpu_hours", "WALL GPU-H"),
+    ("holding_gpu_hours", "HOLDING GPU-H"),
+    ("productive_gpu_hours", "PRODUCTIVE GPU-H"),
+    ("scheduling_goodput_pct", "SCHEDULING %"),
+    ("runtime_goodput_pct", "RUNTIME %"),
+    ("goodput_pct", "GOODPUT %"),
+    ("detect_gpu_min", "DETECT GPU-MIN"),
+    ("cordon_drain_gpu_min", "CORDON/DRAIN"),
+    ("repair_gpu_min", "REPAIR"),
+    ("resume_gpu_min", "RESUME"),
 ]
 
 
@@ -104,6 +149,36 @@ def cmd_cluster(args: argparse.Namespace, deps: Deps) -> int:
     return 0
 
 
+def cmd_goodput(args: argparse.Namespace, deps: Deps) -> int:
+    from hyperguard.api.views import read_goodput_view
+
+    _teams, jobs, _nodes, catalogue = deps.stores(args)
+    incidents = _incident_store(args, deps)
+    view = read_goodput_view(
+        jobs, incidents, catalogue, deps.clock(), args.window_hours
+    ).model_dump(mode="json")
+    if args.json:
+        print_json(view)
+        return 0
+    rows = [
+        {
+            **j,
+            "job": j["name"] or j["job_id"],
+            "wall_h": round(j["wall_s"] / 3600, 2),
+            "holding_h": round(j["holding_s"] / 3600, 2),
+            "lost_h": round(j["lost_s"] / 3600, 2),
+            "badput_gpu_min": round(sum(b["total_gpu_min"] for b in j["badput"]), 2)
+            if j["badput"]
+            else None,
+        }
+        for j in view["jobs"]
+    ]
+    since = f"since {view['window_start']}"
+    print_table(view["teams"], GOODPUT_TEAM_COLUMNS, title=f"goodput per team {since}")
+    print_table(rows, GOODPUT_JOB_COLUMNS, title=f"goodput per job {since}")
+    return 0
+
+
 def add_parsers(
     groups: Any, service_options: Callable[[argparse.ArgumentParser], None], deps: Deps
 ) -> None:
@@ -128,3 +203,16 @@ def add_parsers(
         p = views.add_parser(name, help=text)
         service_options(p)
         p.set_defaults(func=lambda args, f=func: f(args, deps))
+    p = views.add_parser(
+        "goodput",
+        help="per job and team: scheduling, runtime and overall goodput; badput per incident",
+    )
+    p.add_argument(
+        "--window-hours",
+        type=bounded_int(*GOODPUT_WINDOW_HOURS),
+        default=DEFAULT_GOODPUT_WINDOW_HOURS,
+        metavar="H",
+        help="the last H hours (1-720, default 24)",
+    )
+    service_options(p)
+    p.set_defaults(func=lambda args: cmd_goodput(args, deps))

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from hyperguard.api.deps import ApiDependencies
-from hyperguard.api.models import ClusterView, PriorityClassViews, TeamViews
+from hyperguard.api.models import ClusterView, GoodputView, PriorityClassViews, TeamViews
 from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
-from hyperguard.api.views import read_cluster_view, read_priority_class_views, read_team_views
+from hyperguard.api.views import (
+    DEFAULT_GOODPUT_WINDOW_HOURS,
+    GOODPUT_WINDOW_HOURS,
+    read_cluster_view,
+    read_goodput_view,
+    read_priority_class_views,
+    read_team_views,
+)
+
+WindowHours = Annotated[
+    int,
+    Query(
+        ge=GOODPUT_WINDOW_HOURS[0],
+        le=GOODPUT_WINDOW_HOURS[1],
+        description="the window: the last N hours (1-720)",
+    ),
+]
 
 
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
@@ -44,5 +63,25 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     def view_cluster() -> Response[ClusterView]:
         caller()
         return ok(read_cluster_view(deps.nodes, deps.jobs, deps.catalogue, deps.clock()))
+
+    @router.get(
+        "/views/goodput",
+        summary="Scheduling, runtime and overall goodput per job and team; badput per incident",
+        tags=["views"],
+        responses=responses(200, GoodputView),
+    )
+    def view_goodput(
+        window_hours: WindowHours = DEFAULT_GOODPUT_WINDOW_HOURS,
+    ) -> Response[GoodputView]:
+        who = caller()
+        view = read_goodput_view(
+            deps.jobs,
+            deps.incidents,
+            deps.catalogue,
+            deps.clock(),
+            window_hours,
+            visible=who.may_see_team,
+        )
+        return ok(view)
 
     return router
