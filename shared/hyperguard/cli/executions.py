@@ -112,11 +112,11 @@ def execution_states(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         current = states[-1]
         if "stateExitedEventDetails" in event:
             current["took_s"] = round(at - current["entered_s"], 3)
-            details = event["stateExitedEventDetails"]
+            exit_ = event["stateExitedEventDetails"]
             current["outcome"] = (
                 f"failed: {current['error']}"
                 if failed
-                else _decided(details["name"], details.get("output"))
+                else _decided(exit_["name"], exit_.get("output"))
             )
         elif kind.endswith("Scheduled"):  # TaskScheduled, LambdaFunctionScheduled: one try
             attempts += 1
