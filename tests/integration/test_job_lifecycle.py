@@ -1,7 +1,8 @@
 """The job lifecycle on moto: random sequences of moves by every actor never take a job out
 of a terminal status, never leave a job holding quota without nodes (or waiting with
 some), and never run it backwards; restarts keep its size; the Live index always holds
-exactly the active jobs and those with pods to stop."""
+exactly the active jobs and those with pods to stop; the replicas quota counts are the
+nodes a job holds. Recovery may shrink a job, never grow it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.conftest import Stack
 
-from hyperguard.governance.jobs import Actor, JobLifecycle, SubmissionRules
+from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
@@ -44,6 +45,8 @@ MOVES = st.sampled_from(
         "requeue_recovery",
         "release",
         "checkpoint",
+        "grow",
+        "relocate",
     ]
 )
 
@@ -82,6 +85,18 @@ def apply(lifecycle: JobLifecycle, teams: TeamStore, job_id: str, move: str, ste
                     grown=False,
                     fence=fence,
                 )
+            case "grow":
+                lifecycle.resize(
+                    job_id,
+                    nodes=[*job.nodes, NODES[2]],
+                    by=Actor.SCHEDULER,
+                    reason="grown",
+                    grown=True,
+                    fence=fence,
+                )
+            case "relocate":
+                if job.nodes:
+                    lifecycle.relocate(job, old=job.nodes[0], new=NODES[2], incident_id=INCIDENT)
             case "cancel":
                 lifecycle.cancel(job_id, principal="someone")
             case "stopped":
@@ -149,8 +164,12 @@ def test_random_moves_keep_the_lifecycles_invariants(stack: Stack, moves: list[s
         if status is JobStatus.CANCELLED and not after.stop_pending:
             assert not nodes, move
         assert after.job.run >= before.job.run
-        if move == "restart" and after.job.run > before.job.run:
-            assert len(nodes) == len(before.job.nodes)  # a restart never changes its size
+        if move in ("restart", "relocate") and after.job.run >= before.job.run:
+            assert len(nodes) == len(before.job.nodes)  # neither changes its size
+        if move == "relocate":
+            assert after.job.run == before.job.run  # the same run, recorded where it is
+        if status in HOLDING_STATUSES and after.admitted_replicas is not None:
+            assert after.admitted_replicas == len(nodes), move  # quota counts what it holds
         if after.job.last_checkpoint and before.job.last_checkpoint:
             assert after.job.last_checkpoint.step >= before.job.last_checkpoint.step
         statuses = [h.status for h in after.history if h.status is not None]
@@ -159,3 +178,38 @@ def test_random_moves_keep_the_lifecycles_invariants(stack: Stack, moves: list[s
         live = {r.job.job_id for r in jobs.active()}
         assert (job_id in live) == (status in ACTIVE_STATUSES or after.stop_pending), move
         before = after
+
+
+def test_recovery_may_shrink_a_job_it_protects_but_never_grow_it(stack: Stack) -> None:
+    jobs = JobStore(stack.tables["JobsTable"])
+    teams = TeamStore(stack.tables["TeamsTable"])
+    lifecycle = JobLifecycle(jobs)
+    job_id = f"job-{next(_ids)}"
+    job = Job(job_id=job_id, team="ml", image="i", replicas=2, submitted_at=datetime.now(UTC))
+    lifecycle.submit(job, principal="p", rules=RULES)
+    lease = teams.acquire_lease("c", "pass", 60)
+    assert lease is not None
+    fence = [teams.lease_check(lease)]
+    assert lifecycle.admit(
+        job_id, nodes=NODES[:2], pool="w", replicas=2, restart=False, reason="a", fence=fence
+    )
+    assert lifecycle.protect(job_id, incident_id=INCIDENT, node=NODES[0])
+
+    def resize(nodes: list[str], *, grown: bool) -> Outcome:
+        return lifecycle.resize(
+            job_id,
+            nodes=nodes,
+            by=Actor.RECOVERY,
+            reason="recovery",
+            grown=grown,
+            protected_by=INCIDENT,
+            run=0,
+        )
+
+    refused = resize(NODES, grown=True)
+    assert not refused and refused.why == f"resize refused: recovery may only shrink job {job_id}"
+    assert not resize(NODES, grown=False)  # more nodes, whatever the caller calls it
+    assert resize(NODES[1:2], grown=False)
+    record = jobs.record(job_id)
+    assert record is not None and record.job.nodes == NODES[1:2]
+    assert record.admitted_replicas == 1 and record.job.run == 1

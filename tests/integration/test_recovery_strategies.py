@@ -5,18 +5,20 @@ the scheduler; recovery's steps run against the simulated cluster's APIs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
-from tests.integration.scheduler_harness import scheduler
+from tests.integration.scheduler_harness import running_jobs, scheduler
 
+from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Escalator, EventPublisher
-from hyperguard.models import Action, HealthSignal, Repair, Severity, SignalSource
+from hyperguard.models import Action, HealthSignal, Job, JobStatus, Repair, Severity, SignalSource
 from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.store import IncidentStore, JobStore, NodeStore
@@ -157,7 +159,7 @@ def test_an_asked_wait_for_repair_is_honoured_with_a_spare_at_hand(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
     apis = make_cluster(hyperpod_nodes=4)
-    _, _, recovery, job_id = start(
+    api, _, recovery, job_id = start(
         stack, apis, team_gpus=32, replicas=2, recovery={"strategy": "wait_for_repair"}
     )
     faulty = apis.cluster.job_instances(job_id)[0]
@@ -172,6 +174,12 @@ def test_an_asked_wait_for_repair_is_honoured_with_a_spare_at_hand(
     )
     assert set(plan.lost_gpu_minutes) == {"wait_for_repair", "hot_spare"}  # spare was there
     assert job_id not in {r.job_id for r in apis.gateway.job_runs()}  # stopped until then
+    record = api.jobs.record(job_id)
+    assert record is not None and plan.checkpoint_step == 10
+    protected = next(h for h in record.history if h.event.value == "protected")
+    # Recorded, not weighed. (The marker's time is S3's LastModified, a wall clock the
+    # twin's manual clock does not share: only its presence is checked here.)
+    assert isinstance(protected.details["checkpoint_age_s"], int | float)
 
 
 def test_a_development_job_moves_at_once_and_is_placed_again(
@@ -206,3 +214,103 @@ def test_a_development_job_moves_at_once_and_is_placed_again(
     apis.settle()
     assert apis.cluster.runs()[job_id].kind == "Job"  # a batch Job on EKS
     assert apis.cluster.runs()[job_id].anchor_step == 10
+
+
+class CancelsBeforeDispatch(HyperPodEksGateway):
+    """Recovery's gateway: just before recovery dispatches the run it restarted, a user
+    cancels the job and a scheduling pass stops its pods."""
+
+    before: Callable[[], None]
+
+    def dispatch(self, job: Job, nodes: list[str]) -> bool:
+        self.before()
+        return super().dispatch(job, nodes)
+
+
+def test_a_cancel_between_recoverys_restart_and_its_dispatch_leaves_no_orphan_run(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=3)
+    api, service, recovery, job_id = start(stack, apis, team_gpus=16, replicas=2)
+
+    def cancel_and_pass() -> None:
+        assert api.call("DELETE", f"/jobs/{job_id}").status == 200
+        assert service.run_pass().stopped == [job_id]
+
+    gateway = CancelsBeforeDispatch(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    gateway.before = cancel_and_pass
+    recovery.steps.gateway = gateway
+    faulty = apis.cluster.job_instances(job_id)[0]
+    r = recovery.run(
+        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
+    )
+    assert recovery.plan(r).strategy == "hot_spare"
+    record = api.jobs.record(job_id)
+    assert record is not None and record.job.status is JobStatus.CANCELLED
+    assert not record.stop_pending  # its pods were stopped before the run was dispatched
+    assert job_id in running_jobs(apis)  # the run recovery dispatched after that: an orphan
+    result = service.run_pass()
+    assert result.stopped == [job_id]
+    assert job_id not in running_jobs(apis)
+
+
+def test_the_repaired_node_becomes_the_hot_spare(stack: Stack, make_cluster: MakeCluster) -> None:
+    apis = make_cluster(hyperpod_nodes=3)
+    api, service, recovery, job_id = start(stack, apis, team_gpus=24, replicas=2)
+    RepairPolicyStore(stack.tables["TeamsTable"]).put(
+        NodeRepairConfig.model_validate({"hotSpares": {"workers": 1}})
+    )
+    assert service.run_pass().spares == 1  # the idle third node
+    faulty = apis.cluster.job_instances(job_id)[0]
+    r = recovery.run(
+        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
+    )
+    spare = recovery.plan(r).spare
+    assert recovery.plan(r).outcome == f"restarted on {spare}"
+    r = recovery.run("repair", r=r)
+    r = recovery.until_healthy(r)
+    r = recovery.run("return_to_service", "resume_jobs", "close", r=r)
+    assert r["resolution"] == "rebooted"
+    later = api.submit("solo", 8).body["job_id"]
+    result = service.run_pass()
+    assert result.spares == 1 and result.admitted == []  # the repaired node is held back
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert spare in view["nodes"] and faulty not in view["nodes"]
+    assert faulty in {n.instance_id for n in recovery.nodes.in_pool("workers") if n.healthy}
+    assert faulty not in {i for j in running_jobs(apis) for i in apis.cluster.job_instances(j)}
+    reason = api.call("GET", f"/jobs/{later}").body["reason"]
+    assert "installed capacity of ml.p5.48xlarge exhausted" in reason
+
+
+def test_a_moved_job_is_placed_on_burst_capacity_though_hyperpod_has_room(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=4, burst_nodes=4)
+    api, service, recovery, job_id = start(
+        stack,
+        apis,
+        team_gpus=16,
+        replicas=2,
+        template="development",
+        recovery={"strategy": "move"},
+    )
+    faulty = apis.cluster.job_instances(job_id)[0]
+    r = recovery.run(
+        "diagnose",
+        "guard",
+        "cordon",
+        "protect_jobs",
+        "drain",
+        r=recovery.fault(faulty, "persistent"),
+    )
+    assert recovery.plan(r).outcome == "requeued (move)"
+    requeued = api.jobs.record(job_id)
+    assert requeued is not None and requeued.prefer_burst
+    assert requeued.history[-1].reason.endswith("placed next on EKS burst capacity first")
+    assert requeued.history[-1].details["prefer_burst"] is True
+    assert service.run_pass().admitted == [job_id]
+    placed = api.jobs.record(job_id)
+    assert placed is not None and placed.job.pool == "gpu-burst-on-demand"  # two HyperPod
+    assert not placed.prefer_burst  # nodes were idle: the preference is spent
+    admitted = next(h for h in reversed(placed.history) if h.event.value == "restarted")
+    assert "burst capacity first: moved off a failed node" in admitted.reason

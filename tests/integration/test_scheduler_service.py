@@ -267,3 +267,87 @@ def test_a_preempted_job_restarts_from_its_checkpoint(
     run = apis.cluster.runs()[low]
     assert run.state == "running" and run.name.endswith("-run-1")
     assert run.anchor_step == 500
+
+
+class StopFailsOnce(HyperPodEksGateway):
+    """The cluster refuses the first `stop_job` (an API server hiccup), then complies."""
+
+    failures = 1
+
+    def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise ClusterError("the API server is unavailable")
+        return super().stop_job(job_id, before_run=before_run)
+
+
+def test_a_cancel_whose_stop_fails_keeps_stop_pending_and_is_stopped_on_the_next_pass(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster()
+    api = Api(stack)
+    api.quota("solo", 16)
+    job_id = api.submit("solo", 8).body["job_id"]
+    gateway = StopFailsOnce(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    service = scheduler(stack, apis, gateway)
+    service.run_pass()
+    assert api.call("DELETE", f"/jobs/{job_id}").status == 200
+    assert service.run_pass().stopped == []
+    record = api.jobs.record(job_id)
+    assert record is not None and record.stop_pending and record.job.nodes  # still owed
+    assert running_jobs(apis) == {job_id}
+    assert service.run_pass().stopped == [job_id]
+    record = api.jobs.record(job_id)
+    assert record is not None and not record.stop_pending and record.job.nodes == []
+    assert running_jobs(apis) == set()
+
+
+def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2)
+    api = Api(stack)
+    api.call(
+        "PUT",
+        "/scheduler-config",
+        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
+    )
+    api.quota("solo", 8, borrow=0)
+    low = api.submit("solo", 8, priority_class="low").body["job_id"]
+    gateway = StopFailsOnce(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    service = scheduler(stack, apis, gateway)
+    service.run_pass()
+    high = api.submit("solo", 8, priority_class="high").body["job_id"]
+    result = service.run_pass()
+    assert result.preempted == [low] and result.stopped == []  # the stop failed
+    assert running_jobs(apis) == {low, high}  # the preempted job's pods still run
+    result = service.run_pass()
+    assert result.stopped == [low] and result.admitted == []
+    assert running_jobs(apis) == {high}
+    assert api.jobs.record(low).job.status is JobStatus.PREEMPTED  # type: ignore[union-attr]
+
+
+def test_elastic_growth_is_fenced_on_the_teams_quota_version(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=4)
+    api = Api(stack)
+    api.quota("solo", 16, strategy="DontLend", borrow=None)
+    elastic = {"minReplicas": 2, "maxReplicas": 4, "scalingTimeoutInSeconds": 0}
+    job_id = api.submit("solo", 8, replicas=2, elastic_policy=elastic).body["job_id"]
+    service = scheduler(stack, apis)
+    assert service.run_pass().admitted == [job_id]
+    assert api.quota("solo", 32, strategy="DontLend", borrow=None, version=1).status == 200
+    read_quotas = service.teams.quotas
+
+    def quotas_then_cut() -> Any:
+        snapshot = read_quotas()  # 32 GPUs: the engine grows the job to 4 replicas
+        cut = api.quota("solo", 16, strategy="DontLend", borrow=None, version=2)
+        assert cut.status == 200
+        return snapshot
+
+    service.teams.quotas = quotas_then_cut  # type: ignore[method-assign]
+    result = service.run_pass()
+    assert result.resized == [] and result.conflicts == 1
+    record = api.jobs.record(job_id)
+    assert record is not None and len(record.job.nodes) == 2 and record.admitted_replicas == 2

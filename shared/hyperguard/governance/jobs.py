@@ -12,12 +12,14 @@ states (Succeeded, Failed, Cancelled) are final: no rule leaves them.
     start        Admitted                  Running    scheduler
     undispatch   Admitted                  Pending    scheduler (the cluster refused it)
     preempt      Admitted/Running          Preempted  scheduler (fenced)
-    resize       Admitted/Running          (same)     scheduler (fenced), recovery (on its node)
+    resize       Admitted/Running          (same)     scheduler (fenced; growth also on the
+                                                      quota version), recovery (shrink only)
     cancel       any but terminal          Cancelled  api
     stopped      Cancelled                 Cancelled  scheduler (its pods are gone)
     succeed      Admitted/Running          Succeeded  reconciler (its current run completed)
     fail         Admitted/Running          Failed     reconciler (its current run failed)
-    requeue      Admitted/Running          Pending    recovery (protected by it), reconciler
+    requeue      Admitted/Running          Pending    recovery (protected by it; `move` also
+                                                      asks for burst capacity), reconciler
                                                       (the run it saw lost)
     protect      Admitted/Running          (same)     recovery (the job is on its node)
     restart      Admitted/Running          Running    recovery (protected by it, same run)
@@ -230,6 +232,7 @@ class JobLifecycle:
             sets=sets,
             add={"restart_count": 1, "run": 1} if restart else None,
             fence=fence,
+            remove=("prefer_burst",),
             details={"nodes": nodes, "pool": pool, "replicas": replicas, **details},
         )
 
@@ -285,8 +288,12 @@ class JobLifecycle:
         """Shrink or grow a running job to `nodes` (one per replica); every resize is a new
         run (a checkpoint-and-restart at the new size, in place where the run allows it).
         Recovery resizes only a job it protects, from the run it saw (`protected_by`,
-        `run`)."""
-        condition, values, names = _guarded(protected_by, run)
+        `run`), and only down: growth takes quota, which only the scheduler's pass, fenced
+        on the team's quota version, may grant."""
+        if by is Actor.RECOVERY and grown:
+            return Outcome(False, f"resize refused: recovery may only shrink job {job_id}")
+        shrink_only = len(nodes) if by is Actor.RECOVERY else None
+        condition, values, names = _guarded(protected_by, run, holds_at_least=shrink_only)
         return self._move(
             Move.RESIZE,
             job_id,
@@ -389,19 +396,24 @@ class JobLifecycle:
         reason: str,
         protected_by: str | None = None,
         run: int | None = None,
+        prefer_burst: bool = False,
         **details: Any,
     ) -> Outcome:
         """Back to the queue, to resume from its latest checkpoint wherever the scheduler
-        places it. Recovery requeues only jobs it protects; the reconciler only the run
-        it saw lost."""
+        places it (on EKS burst capacity first with `prefer_burst`: recovery's `move`).
+        Recovery requeues only jobs it protects; the reconciler only the run it saw lost."""
         condition, values, names = _guarded(protected_by, run)
+        sets: dict[str, Any] = {"nodes": []}
+        if prefer_burst:
+            sets["prefer_burst"] = True
+            details["prefer_burst"] = True
         return self._move(
             Move.REQUEUE,
             job_id,
             by,
             JobEvent.LOST if by is Actor.RECONCILER else JobEvent.REQUEUED,
             reason,
-            sets={"nodes": []},
+            sets=sets,
             remove=("admitted_replicas",),
             condition=condition,
             values=values,
@@ -571,13 +583,16 @@ class JobLifecycle:
 
 
 def _guarded(
-    protected_by: str | None, run: int | None
+    protected_by: str | None, run: int | None, *, holds_at_least: int | None = None
 ) -> tuple[str | None, dict[str, Any] | None, dict[str, str] | None]:
-    """The extra condition of a move that holds only while `protected_by` protects the job
-    and/or it is still at run `run`."""
+    """The extra condition of a move that holds only while `protected_by` protects the job,
+    it is still at run `run`, and/or it holds at least `holds_at_least` nodes."""
     clauses: list[str] = []
     values: dict[str, Any] = {}
     names: dict[str, str] = {}
+    if holds_at_least is not None:
+        clauses.append("size(nodes) >= :size")
+        values[":size"] = holds_at_least
     if protected_by is not None:
         clauses.append("protected_by = :incident")
         values[":incident"] = protected_by

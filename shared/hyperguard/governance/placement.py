@@ -1,6 +1,9 @@
 """Where an admitted job runs: which HyperPod instance group or EKS node pool.
 
 Rules, in order:
+0. A job recovery moved off a failed node (`prefer_burst`, its `move` strategy) goes to EKS
+   burst capacity first, where its template allows it and a burst pool has room: the point
+   of the move is not to wait for the HyperPod pool it failed in.
 1. Capacity already paid for (committed HyperPod capacity: reserved instances, training plans)
    is used first by every template: its marginal cost is zero.
 2. production → HyperPod only (its health agents, deep health checks and auto-resume are the
@@ -102,6 +105,7 @@ def place(
     accelerators: int,
     pools: Sequence[Pool],
     prices: Mapping[tuple[PoolKind, str], float] = DEFAULT_HOURLY_PRICES,
+    prefer_burst: bool = False,
 ) -> Placement:
     """Choose a pool for an admitted job needing `accelerators` of `instance_type`."""
     allowed = _ALLOWED.get(template)
@@ -113,6 +117,11 @@ def place(
         for pool in pools
         if ec2_name(pool.instance_type) == wanted and pool.free_accelerators >= accelerators
     ]
+    if prefer_burst:
+        burst = [p for p in fitting if p.kind in allowed and p.kind is not PoolKind.HYPERPOD]
+        if burst:
+            why = f"{template} → burst capacity first: moved off a failed node"
+            return _cheapest(burst, accelerators, prices, why)
     committed = [p for p in fitting if p.committed and p.kind is PoolKind.HYPERPOD]
     if committed:
         return _cheapest(committed, accelerators, prices, "committed HyperPod capacity first")

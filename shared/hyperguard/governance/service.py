@@ -4,7 +4,8 @@ through the job lifecycle (hyperguard.governance.jobs), each a conditional write
 
 Single writer. A pass holds the cluster's lease (TeamsTable `LEASE/<cluster>`); every write
 that takes or gives back quota is a transaction that also checks the lease is still this
-pass's (and, for an admission, that the team's quota is still the version the pass read).
+pass's (and, for an admission or an elastic growth, that the team's quota is still the
+version the pass read).
 A concurrent cancel, a finished job, a quota update or a second pass that took an expired
 lease therefore makes the write fail instead of oversubscribing anything. The deployment
 adds a FIFO queue with one message group and reserved concurrency 1, so passes rarely even
@@ -15,14 +16,20 @@ whose run failed by itself ends Failed, one whose run the cluster lost (or no lo
 requeued to resume from its checkpoint — each only once node recovery has had
 `failedRunGraceS` to claim it (a run that dies with its node is recovery's, which knows the
 job's strategy), and never while a node under it is unhealthy or recovery protects it.
-Running jobs' progress is read from their checkpoint markers.
+Running jobs' progress is read from their checkpoint markers. Then live runs that no job
+should have any more — of a job that ended or waits, or older than the job's current run
+(a stop that failed, a run recovery dispatched after a cancel) — are stopped, a bounded
+number a pass.
 
 Hot spares: `hotSpares` idle healthy nodes per pool (NodeRepairConfig) are left out of the
 capacity the pass admits into, so that node recovery finds one when a node fails.
 
 Order of effects, and why:
 * preempt: conditional write first, then `stop_job` — the database is what quota is counted
-  from, so it must never show a job stopped that is still admitted;
+  from, so it must never show a job stopped that is still admitted; a stop that fails is
+  retried by the next pass's orphan sweep;
+* cancel: `stop_job` first, then `stopped` (clearing `stop_pending`), only if the stop
+  succeeded — otherwise the next pass tries again;
 * resize (elastic): conditional write, then the cluster (a HyperPodPyTorchJob is patched in
   place, a batch Job re-run from its checkpoint);
 * admit: conditional write (status Admitted, nodes, pool), then `dispatch`, then Running; a
@@ -179,6 +186,10 @@ class PassResult:
             "pending": self.pending,
             "conflicts": self.conflicts,
         }
+
+
+ORPHAN_STOPS_PER_PASS = 20
+"""Jobs whose orphaned runs one pass stops, so that a backlog cannot stretch a pass."""
 
 
 class SchedulerBusyError(RuntimeError):
@@ -350,7 +361,9 @@ class _PassRun:
             if record.stop_pending:
                 self.stop_cancelled(record)
         nodes = self.gateway.list_nodes()
-        moved = self.reconcile(snapshot, nodes, policy, now)
+        runs = self.gateway.job_runs()
+        moved = self.reconcile(snapshot, runs, nodes, policy, now)
+        self.stop_orphans(snapshot, runs)
         if moved:
             # Read back only what this pass just moved: another writer's change since the
             # snapshot is refused by the conditional writes (as it is a moment after any
@@ -404,13 +417,16 @@ class _PassRun:
 
     # -- reconciliation ---------------------------------------------------------------------
     def reconcile(
-        self, snapshot: list[JobRecord], nodes: list[Node], policy: NodeRepairConfig, now: datetime
+        self,
+        snapshot: list[JobRecord],
+        cluster_runs: list[RunStatus],
+        nodes: list[Node],
+        policy: NodeRepairConfig,
+        now: datetime,
     ) -> list[str]:
         """End, requeue or update running jobs from what the cluster says; the jobs whose
         status changed."""
-        runs: dict[tuple[str, int], RunStatus] = {
-            (r.job_id, r.run): r for r in self.gateway.job_runs()
-        }
+        runs = {(r.job_id, r.run): r for r in cluster_runs}
         healthy = {n.instance_id for n in nodes if n.status is NodeStatus.RUNNING and n.healthy}
         moved: list[str] = []
         for record in snapshot:
@@ -464,6 +480,32 @@ class _PassRun:
                 self.stop(job.job_id)
         return moved
 
+    def stop_orphans(self, snapshot: list[JobRecord], runs: list[RunStatus]) -> None:
+        """Stop the live runs no job should have: every run of a job that has ended or
+        waits (a preemption whose stop failed, a run recovery dispatched after a cancel had
+        its pods stopped), and runs older than a holding job's current one. Safe against
+        the snapshot being older than `runs`: a waiting job gets a new run only from this
+        pass's admission, and a holding job's run numbers only grow. A job recovery
+        protects is left to it (it stops the runs it replaces), as is a cancelled one whose
+        stop `stop_cancelled` still owes. Jobs the snapshot lacks (ended ones) are read by
+        key; at most ORPHAN_STOPS_PER_PASS jobs a pass, the rest on the next."""
+        live = [r for r in runs if r.phase in (RunPhase.PENDING, RunPhase.RUNNING)]
+        records = {r.job.job_id: r for r in snapshot}
+        unread = sorted({r.job_id for r in live} - records.keys())[:ORPHAN_STOPS_PER_PASS]
+        records |= {r.job.job_id: r for r in self.jobs.records_of(unread)}
+        stops: dict[str, int | None] = {}
+        for run in live:
+            record = records.get(run.job_id)
+            if record is None or record.stop_pending or record.protected_by:
+                continue
+            job = record.job
+            if job.status not in HOLDING_STATUSES:
+                stops[job.job_id] = None  # all of its runs
+            elif run.run < job.run:
+                stops[job.job_id] = job.run
+        for job_id, before_run in sorted(stops.items())[:ORPHAN_STOPS_PER_PASS]:
+            self.stop(job_id, before_run=before_run)
+
     def progress(self, record: JobRecord) -> None:
         """A newer complete checkpoint marker than the job's last known one."""
         job = record.job
@@ -495,6 +537,7 @@ class _PassRun:
             accelerators=per * action.replicas,
             pools=trial.pools(per),
             prices=self.service.prices,
+            prefer_burst=record.prefer_burst,
         )
         if placement.pool is None:
             self.result.unplaced.append(job.job_id)
@@ -563,8 +606,12 @@ class _PassRun:
     def resize(
         self, record: JobRecord, nodes: list[str], reason: str, *, grown: bool, **details: Any
     ) -> bool:
-        """Resize the job to `nodes` (a new run), and the pass's copy with it."""
+        """Resize the job to `nodes` (a new run), and the pass's copy with it. Growth takes
+        quota, so it is fenced like an admission: also on the team's quota version."""
         job = record.job
+        fence = self.fence
+        if grown:
+            fence = [*fence, self.teams.quota_version_check(job.team, self.versions[job.team])]
         resized = self.count(
             self.lifecycle.resize(
                 job.job_id,
@@ -572,7 +619,7 @@ class _PassRun:
                 by=Actor.SCHEDULER,
                 reason=reason,
                 grown=grown,
-                fence=self.fence,
+                fence=fence,
                 **details,
             )
         )
@@ -617,14 +664,19 @@ class _PassRun:
         if self.count(self.lifecycle.start(job.job_id, nodes=job.nodes, pool=job.pool)):
             self.result.dispatched.append(job.job_id)
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, *, before_run: int | None = None) -> bool:
+        """Delete the job's runs (those below `before_run`, if given); False when the
+        cluster refused, which `stop_orphans` or `stop_cancelled` retry on the next pass."""
         try:
-            self.gateway.stop_job(job_id)
+            self.gateway.stop_job(job_id, before_run=before_run)
         except ClusterError as exc:
             logger.error("stop_job failed", extra={"job_id": job_id, "error": str(exc)})
-            return
+            return False
         self.result.stopped.append(job_id)
+        return True
 
     def stop_cancelled(self, record: JobRecord) -> None:
-        self.stop(record.job.job_id)
-        self.count(self.lifecycle.stopped(record.job.job_id, record.job.nodes))
+        """`stopped` (which clears `stop_pending`) only once the cluster stopped the pods:
+        until then the job stays on the `Live` index and every pass tries again."""
+        if self.stop(record.job.job_id):
+            self.count(self.lifecycle.stopped(record.job.job_id, record.job.nodes))

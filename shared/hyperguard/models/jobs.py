@@ -43,7 +43,8 @@ class RecoveryStrategy(StrEnum):
     ELASTIC_SHRINK = "elastic_shrink"
     """Keep training on the healthy nodes (an elastic job above its minimum); grow back later."""
     MOVE = "move"
-    """Back to the queue now, to be placed wherever the job's template allows (EKS burst)."""
+    """Back to the queue now, placed on the EKS burst pools its template allows first (then
+    wherever else it allows)."""
 
 
 class AppliedStrategy(StrEnum):

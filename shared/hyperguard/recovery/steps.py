@@ -339,6 +339,7 @@ class RecoverySteps:
                 strategy=choice.strategy.value,
                 why=choice.why,
                 lost_gpu_minutes=choice.lost_gpu_minutes,
+                checkpoint_age_s=self._age_s(checkpoint),
             )
             if not outcome:
                 logger.info("job not protected", extra={"why": outcome.why})
@@ -361,6 +362,13 @@ class RecoverySteps:
         self.incidents.update(incident.incident_id, jobs=planned)
         r["jobs"] = [p.job_id for p in planned if p.round == round_]
         return r
+
+    def _age_s(self, checkpoint: Checkpoint | None) -> float | None:
+        """How old the checkpoint every strategy resumes from is: the work lost whichever
+        strategy is chosen, so recorded for the operator rather than weighed in the choice."""
+        if checkpoint is None:
+            return None
+        return round((self.clock() - checkpoint.completed_at).total_seconds(), 1)
 
     def _latest_checkpoint(self, job: Job) -> Checkpoint | None:
         """The newer of the reported checkpoint and the newest complete marker in S3."""
@@ -684,6 +692,8 @@ class RecoverySteps:
                 in_place = self.gateway.resize(shrunk, kept)
                 self._release(incident, job.job_id)
                 return f"shrunk to {size} replica(s){' in place' if in_place else ''}"
+            case AppliedStrategy.MOVE:
+                return self._requeue(incident, protected, job, "move", prefer_burst=True)
             case _:
                 return self._requeue(incident, protected, job, f"{strategy.value}")
 
@@ -702,16 +712,27 @@ class RecoverySteps:
         )
         return ", ".join(lost)
 
-    def _requeue(self, incident: Incident, protected: ProtectedJob, job: Job, why: str) -> str:
-        """Back to the queue with its checkpoint; its runs up to the failed one are stopped."""
+    def _requeue(
+        self,
+        incident: Incident,
+        protected: ProtectedJob,
+        job: Job,
+        why: str,
+        *,
+        prefer_burst: bool = False,
+    ) -> str:
+        """Back to the queue with its checkpoint; its runs up to the failed one are stopped.
+        `prefer_burst` (a `move`): placed next on EKS burst capacity where it has room."""
         if job.status in HOLDING_STATUSES:
+            where = "; placed next on EKS burst capacity first" if prefer_burst else ""
             outcome: Outcome = self.lifecycle.requeue(
                 job.job_id,
                 by=Actor.RECOVERY,
                 reason=f"requeued by incident {incident.incident_id} ({why}): resumes from "
-                f"checkpoint step {protected.checkpoint_step}",
+                f"checkpoint step {protected.checkpoint_step}{where}",
                 protected_by=incident.incident_id,
                 run=protected.run,
+                prefer_burst=prefer_burst,
             )
             if not outcome:
                 return outcome.why

@@ -10,8 +10,8 @@ not change the choice.
     hot_spare        G * resume                       an idle healthy node of the pool
     elastic_shrink   G * rescale + k*g * repair       elastic, above its minimum without the
                      + G * rescale                      node: shrink now, grow back afterwards
-    move             G * (provision + resume)         back to the queue, any pool the job's
-                                                        template allows (EKS burst capacity)
+    move             G * (provision + resume)         back to the queue, placed on the burst
+                                                        (EKS) pools its template allows first
 
 G: the job's GPUs; k*g: those on the failed node; repair: the reboot's or replacement's
 duration; resume: a job restart from its checkpoint; rescale: an elastic checkpoint-and-

@@ -11,6 +11,8 @@ Besides the `Job` fields an item carries what the governance API shows about it:
 - `first_admitted_at`, `started_at` (this run), `ended_at`, `admitted_replicas`;
 - `stop_pending`  set when a job with pods is cancelled: the scheduler stops it on the
              cluster and clears the flag (the API never talks to the cluster);
+- `prefer_burst` set by recovery's `move` requeue, cleared by the next admission: place
+             the job on EKS burst capacity first;
 - `live`     LIVE while the job is active or has pods to stop, then `ended#<UTC day>` (the
              day it ended, or its pods were stopped): written with every status change, so
              the `Live` index's LIVE partition holds the jobs a scheduling pass reads, and a
@@ -122,6 +124,9 @@ class JobRecord(BaseModel):
     """When the job last changed size (elastic jobs: scalingTimeoutInSeconds counts from it)."""
     run_time_s: float | None = None
     """Set when the job ends: seconds from its first admission to its end."""
+    prefer_burst: bool = False
+    """Recovery moved the job off a failed node (`move`): its next placement tries EKS burst
+    capacity first, where its template allows; that admission clears it."""
     history_dropped: int = 0
     """History entries not kept because the history was full (MAX_HISTORY)."""
 

@@ -57,3 +57,25 @@ def test_pool_too_small_is_skipped() -> None:
     )
     assert placement.pool == "eks-od"
     assert "full" in placement.reason
+
+
+@pytest.mark.parametrize(
+    ("template", "pools", "expected"),
+    [
+        ("development", [HP_COMMITTED, HP, OD], "eks-od"),  # burst before even committed
+        ("development", [HP, FULL_HP], "hp-ondemand"),  # no burst room: HyperPod after all
+        ("production", [HP, OD, SPOT], "hp-ondemand"),  # its template allows no burst
+        ("research", [HP_COMMITTED, OD, SPOT], "eks-spot"),  # only the kinds it allows
+    ],
+)
+def test_a_moved_job_prefers_the_burst_capacity_its_template_allows(
+    template: str, pools: list[Pool], expected: str
+) -> None:
+    placement = place(
+        template=template,
+        instance_type="ml.p5.48xlarge",
+        accelerators=8,
+        pools=pools,
+        prefer_burst=True,
+    )
+    assert placement.pool == expected
