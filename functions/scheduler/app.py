@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.governance.service import SchedulerBusyError, SchedulerService, woken_jobs
-from hyperguard.observability import logger, metrics, tracer
+from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import JobStore, TeamStore
 
@@ -35,4 +35,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     for name, count in result.counts().items():
         metrics.add_metric(name=f"Scheduler_{name}", unit="Count", value=count)
     metrics.add_metric(name="SchedulerPassMs", unit="Milliseconds", value=result.duration_s * 1e3)
+    for team, count in result.pending_by_team.items():
+        with single_metric(
+            name="TeamPendingJobs", unit=MetricUnit.Count, value=count, namespace=NAMESPACE
+        ) as metric:
+            metric.add_dimension(name="team", value=team)
     return {"acquired": result.acquired, **result.counts()}

@@ -6,6 +6,9 @@ Handlers decorate in one order: inject_lambda_context → log_metrics → captur
 from __future__ import annotations
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+__all__ = ["NAMESPACE", "SERVICE", "MetricUnit", "logger", "metrics", "single_metric", "tracer"]
 
 SERVICE = "hyperguard"
 NAMESPACE = "HyperGuard"

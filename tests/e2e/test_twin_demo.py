@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.conftest import EVENTS
 
-from hyperguard.store import IncidentStore
+from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.twin.browser import chromium, rendered_charts
 from hyperguard.twin.demo import REDELIVERIES, REPORTS, report_data, run_scenario
 from hyperguard.twin.report import write_report
@@ -60,6 +60,23 @@ def test_the_story_follows_each_recovery_state_by_state(
         assert path == expected
         # the health-polling loop is told once, when it ends
         assert told.count("WaitForRepair") == (incident["repair"] != "drain")
+
+
+def test_time_to_resolution_is_a_metric_per_pool_and_outcome(
+    twin: Twin, result: dict[str, Any]
+) -> None:
+    metrics = twin.client("cloudwatch").list_metrics(
+        Namespace="HyperGuard", MetricName="IncidentResolvedSeconds"
+    )["Metrics"]
+    seen = {tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"])) for m in metrics}
+    assert twin.deployment is not None
+    nodes = NodeStore(twin.deployment.outputs["NodesTableName"])
+    pools = {i["instance_id"]: nodes.get(i["instance_id"]).pool for i in result["incidents"]}  # type: ignore[union-attr]
+    assert seen == {
+        (("outcome", i["resolution"]), ("pool", pools[i["instance_id"]]), ("service", "hyperguard"))
+        for i in result["incidents"]
+    }
+    assert {dict(s)["pool"] for s in seen} == {"workers", "gpu-burst"}
 
 
 def test_the_summary_table_gives_each_event_its_outcome(result: dict[str, Any]) -> None:

@@ -72,9 +72,10 @@ def test_fifty_concurrent_submissions_never_exceed_the_quota(
         done.set()
         for future in schedulers:
             future.result()
-    services[0].run_pass()
+    last = services[0].run_pass()
 
     assert statuses == [201] * 50
+    assert last.pending_by_team == {"solo": 34}  # the TeamPendingJobs metric's values
     assert over == []
     assert _holding_gpus(api.jobs, "solo") == 16
     records = api.jobs.records()

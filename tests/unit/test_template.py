@@ -176,7 +176,7 @@ def test_every_function_has_an_eks_access_entry_and_the_catalogue_permission() -
 
 
 # ---- observability --------------------------------------------------------------------
-_METRIC_CALL = re.compile(r'add_metric\(\s*name=(f?)"([^"]+)"')
+_METRIC_CALL = re.compile(r'(?:add_metric|single_metric)\(\s*name=(f?)"([^"]+)"')
 
 
 def _metric_families() -> dict[str, set[str]]:
@@ -203,7 +203,8 @@ def _metric_calls() -> list[tuple[bool, str]]:
 
 
 def emitted_metrics() -> set[str]:
-    """Every EMF metric name the code can emit, read from its add_metric calls."""
+    """Every EMF metric name the code can emit, read from its add_metric and single_metric
+    calls."""
     families = _metric_families()
     calls = _metric_calls()
     prefixes = {name.partition("{")[0] for is_f, name in calls if is_f}

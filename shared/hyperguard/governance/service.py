@@ -167,6 +167,7 @@ class PassResult:
     lost: list[str] = field(default_factory=list)
     spares: int = 0
     pending: int = 0
+    pending_by_team: dict[str, int] = field(default_factory=dict)
     conflicts: int = 0
     writes: int = 0
     duration_s: float = 0.0
@@ -409,6 +410,7 @@ class _PassRun:
             elif action.kind is DecisionKind.GROW:
                 self.grow(action)
         self.result.pending = len(reasons)
+        self.result.pending_by_team = dict(Counter(self.records[j].job.team for j in reasons))
         for job_id, reason in reasons.items():
             record = self.records[job_id]
             if record.reason != reason and record.job.status in WAITING_STATUSES:

@@ -34,7 +34,7 @@ from hyperguard.models import (
     wait_timestamp,
 )
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy
-from hyperguard.observability import logger, metrics
+from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.recovery.policy import NodeRepairConfig, decide
 from hyperguard.recovery.strategy import Situation, choose, measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
@@ -746,6 +746,22 @@ class RecoverySteps:
             job_id, incident_id=incident.incident_id, reason="recovery is done with it"
         )
 
+    def _resolved_metric(self, incident: Incident, resolution: str) -> None:
+        """Time to resolution by pool and outcome (dimensions: a pool's recoveries and each
+        way they end can be graphed and alarmed on apart)."""
+        seconds = incident.timings.get("signal_to_resolved_s")
+        if seconds is None:
+            return
+        node = self.nodes.get(incident.instance_id)
+        with single_metric(
+            name="IncidentResolvedSeconds",
+            unit=MetricUnit.Seconds,
+            value=seconds,
+            namespace=NAMESPACE,
+        ) as metric:
+            metric.add_dimension(name="pool", value=(node.pool if node else None) or "unknown")
+            metric.add_dimension(name="outcome", value=resolution)
+
     def close(self, r: Recovery) -> Recovery:
         """Resolve with timings, release the node, announce IncidentResolved. A signal that
         joined after the node was found healthy, while the node is unhealthy again, is not
@@ -789,6 +805,7 @@ class RecoverySteps:
             )
             for name, seconds in closed.timings.items():
                 metrics.add_metric(name=f"Incident_{name}", unit="Seconds", value=seconds)
+            self._resolved_metric(closed, resolution)
             logger.info(
                 "incident resolved",
                 extra={"incident_id": incident.incident_id, "resolution": resolution},
