@@ -182,10 +182,8 @@ def test_an_asked_wait_for_repair_is_honoured_with_a_spare_at_hand(
     assert isinstance(protected.details["checkpoint_age_s"], int | float)
 
 
-def test_a_development_job_moves_at_once_and_is_placed_again(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=2, burst_nodes=4)  # two on-demand, two spot
+def _move_off_a_failed_node(stack: Stack, apis: Any) -> tuple[Any, Any, Any, str, Any]:
+    """A development job asking for `move`, its node failed, recovery up to the drain."""
     api, service, recovery, job_id = start(
         stack,
         apis,
@@ -203,6 +201,14 @@ def test_a_development_job_moves_at_once_and_is_placed_again(
         "drain",
         r=recovery.fault(faulty, "persistent"),
     )
+    return api, service, recovery, job_id, r
+
+
+def test_a_development_job_moves_at_once_and_is_placed_again(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=2, burst_nodes=4)  # two on-demand, two spot
+    api, service, recovery, job_id, r = _move_off_a_failed_node(stack, apis)
     assert r["moved"] == [job_id]
     assert recovery.plan(r).outcome == "requeued (move)"
     assert api.call("GET", f"/jobs/{job_id}").body["status"] == "Pending"
@@ -286,23 +292,7 @@ def test_a_moved_job_is_placed_on_burst_capacity_though_hyperpod_has_room(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
     apis = make_cluster(hyperpod_nodes=4, burst_nodes=4)
-    api, service, recovery, job_id = start(
-        stack,
-        apis,
-        team_gpus=16,
-        replicas=2,
-        template="development",
-        recovery={"strategy": "move"},
-    )
-    faulty = apis.cluster.job_instances(job_id)[0]
-    r = recovery.run(
-        "diagnose",
-        "guard",
-        "cordon",
-        "protect_jobs",
-        "drain",
-        r=recovery.fault(faulty, "persistent"),
-    )
+    api, service, recovery, job_id, r = _move_off_a_failed_node(stack, apis)
     assert recovery.plan(r).outcome == "requeued (move)"
     requeued = api.jobs.record(job_id)
     assert requeued is not None and requeued.prefer_burst

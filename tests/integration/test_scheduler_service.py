@@ -232,18 +232,23 @@ def test_cancelling_a_running_job_stops_its_pods_on_the_next_pass(
     assert [h.event.value for h in record.history][-2:] == ["cancelled", "stopped"]
 
 
-def test_a_preempted_job_restarts_from_its_checkpoint(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
+def _low_priority_job(api: Api) -> str:
+    """Priority classes low and high, team `solo` with one node's quota, a low job in it."""
     api.call(
         "PUT",
         "/scheduler-config",
         {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
     )
     api.quota("solo", 8, borrow=0)
-    low = api.submit("solo", 8, priority_class="low").body["job_id"]
+    return str(api.submit("solo", 8, priority_class="low").body["job_id"])
+
+
+def test_a_preempted_job_restarts_from_its_checkpoint(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack)
+    low = _low_priority_job(api)
     service = scheduler(stack, apis)
     service.run_pass()
     checkpoint = {"step": 500, "uri": "s3://ckpt-bucket/low/step-00000500/"}
@@ -308,13 +313,7 @@ def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(
 ) -> None:
     apis = make_cluster(hyperpod_nodes=2)
     api = Api(stack)
-    api.call(
-        "PUT",
-        "/scheduler-config",
-        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
-    )
-    api.quota("solo", 8, borrow=0)
-    low = api.submit("solo", 8, priority_class="low").body["job_id"]
+    low = _low_priority_job(api)
     gateway = StopFailsOnce(apis.gateway.hyperpod, apis.gateway.kubernetes)
     service = scheduler(stack, apis, gateway)
     service.run_pass()

@@ -18,17 +18,20 @@ T0 = datetime(2025, 1, 6, tzinfo=UTC)
 
 
 def incident(incident_id: str, **fields: Any) -> Incident:
+    """A GPU incident on i-0a opened at T0; `fields` add to or replace any of that."""
     return Incident(
-        incident_id=incident_id,
-        instance_id="i-0a",
-        cluster="hp",
-        kind="gpu",
-        severity="critical",
-        repair=Repair.REPLACE,
-        reason="GPU fell off the bus",
-        opened_at=T0,
-        first_signal_at=T0,
-        **fields,
+        **{
+            "incident_id": incident_id,
+            "instance_id": "i-0a",
+            "cluster": "hp",
+            "kind": "gpu",
+            "severity": "critical",
+            "repair": Repair.REPLACE,
+            "reason": "GPU fell off the bus",
+            "opened_at": T0,
+            "first_signal_at": T0,
+        }
+        | fields
     )
 
 

@@ -8,10 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from tests.unit.test_cli_views import incident as gpu_incident
 
 from hyperguard import planner
-from hyperguard.models import Repair
-from hyperguard.models.incidents import Incident
 from hyperguard.twin.cluster import Progress
 from hyperguard.twin.gameday import _idle, failures, nodes_for, spares_for
 from hyperguard.twin.story import PHASE_OF_STATE, Phase, phases
@@ -40,17 +39,7 @@ def _state(name: str, at_s: float, took_s: float | None) -> dict[str, object]:
 
 
 def test_phases_join_runs_of_states_and_start_detection_at_the_first_signal() -> None:
-    incident = Incident(
-        incident_id="i-1-x",
-        instance_id="i-1",
-        cluster="c",
-        kind="hyperpod_node_health",
-        severity="fatal",
-        repair=Repair.REPLACE,
-        reason="r",
-        opened_at=T0,
-        first_signal_at=T0 - timedelta(seconds=30),
-    )
+    incident = gpu_incident("i-0a-x", opened_at=T0, first_signal_at=_at(-30))
     states = [
         _state("Diagnose", 0, 2),
         _state("RouteDiagnosis", 2, 0),  # a Choice: no phase, no time

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import catalogue
+from tests.unit.test_cli_views import incident as gpu_incident
 
 from hyperguard.api import views
 from hyperguard.api.models import IncidentBadput, JobGoodput
@@ -18,7 +19,6 @@ from hyperguard.cli import main as cli
 from hyperguard.cli import views as views_cli
 from hyperguard.models import Checkpoint, Incident, Job, JobStatus
 from hyperguard.models.incidents import ProtectedJob
-from hyperguard.models.signals import Repair
 from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 
 D = datetime(2025, 3, 3, tzinfo=UTC)
@@ -75,14 +75,8 @@ def admitted(when: datetime, replicas: int = 1, *, restart: bool = False) -> lis
 
 
 def incident(incident_id: str, timings: dict[str, float], strategy: str) -> Incident:
-    return Incident(
-        incident_id=incident_id,
-        instance_id="i-0a",
-        cluster="hp",
-        kind="gpu",
-        severity="critical",
-        repair=Repair.REPLACE,
-        reason="GPU fell off the bus",
+    return gpu_incident(
+        incident_id,
         opened_at=D,
         first_signal_at=D,
         timings=timings,
