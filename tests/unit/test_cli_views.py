@@ -161,26 +161,30 @@ def test_jobs_list_json_gives_nodes_as_a_list(
     assert json.loads(capsys.readouterr().out)[0]["nodes"] == ["i-1", "i-2"]
 
 
+class StubCluster:
+    def instances(self) -> list[Any]:
+        return []
+
+    def runs(self) -> dict[str, Any]:
+        return {}
+
+
+class StubTwin:
+    """What `twin demo` asks of a twin before and after its scenario."""
+
+    cluster = StubCluster()
+
+    def status(self) -> dict[str, Any]:
+        return {"stack": "hyperguard", "resources": {}, "not_created": {}}
+
+    def down(self) -> None:
+        pass
+
+
 def test_twin_demo_json_keeps_the_story_off_stdout(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from hyperguard.twin import demo
-
-    class Cluster:
-        def instances(self) -> list[Any]:
-            return []
-
-        def runs(self) -> dict[str, Any]:
-            return {}
-
-    class Twin:
-        cluster = Cluster()
-
-        def status(self) -> dict[str, Any]:
-            return {"stack": "hyperguard", "resources": {}, "not_created": {}}
-
-        def down(self) -> None:
-            pass
 
     result = {"settled": True, "dlq_depth": 0, "function_errors": {}}
 
@@ -188,7 +192,7 @@ def test_twin_demo_json_keeps_the_story_off_stdout(
         say("injecting 9 real sample events into the twin:")
         return result
 
-    monkeypatch.setattr(cli, "_start_twin", lambda _args: Twin())
+    monkeypatch.setattr(cli, "_start_twin", lambda _args: StubTwin())
     monkeypatch.setattr(demo, "run_scenario", scenario)
     monkeypatch.setattr(demo, "render", lambda _result: "the story so far")
     monkeypatch.setattr(
@@ -203,3 +207,19 @@ def test_twin_demo_json_keeps_the_story_off_stdout(
     assert f"report: {report.resolve()}" in captured.err
     assert "what to try next" in captured.err
     assert "<h1>demo</h1>" in report.read_text()
+
+
+def test_a_report_that_cannot_be_written_is_a_runtime_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from hyperguard.twin import demo
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setattr(cli, "_start_twin", lambda _args: StubTwin())
+    monkeypatch.setattr(demo, "run_scenario", lambda *_a, **_k: {"settled": True})
+    monkeypatch.setattr(demo, "render", lambda _result: "")
+    monkeypatch.setattr(demo, "report_data", lambda _r: {"title": "t", "generated_at": "now"})
+    assert cli.main(["twin", "demo", "--report", str(blocker / "demo.html")]) == 1
+    err = capsys.readouterr().err
+    assert "the report could not be written to" in err and "Traceback" not in err
