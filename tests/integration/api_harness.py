@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from tests.conftest import Stack, catalogue
 
 from hyperguard.api import ApiDependencies, create_app
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
 
 ADMIN = DEFAULT_PRINCIPAL
@@ -80,24 +81,34 @@ class Api:
         self.nodes = NodeStore(stack.tables["NodesTable"])
         self.incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
         self.policies = RepairPolicyStore(stack.tables["TeamsTable"])
+        self.burst_policies = BurstPolicyStore(stack.tables["TeamsTable"])
         self.wakeup = RecordingWakeup()
         self.node_actions = RecordingNodeActions()
-        self.app = create_app(
-            ApiDependencies(
-                jobs=self.jobs,
-                teams=self.teams,
-                incidents=self.incidents,
-                nodes=self.nodes,
-                node_actions=self.node_actions,
-                wakeup=self.wakeup,
-                catalogue=catalogue(),
-                policies=self.policies,
-                admin_principals=frozenset({ADMIN}),
-                clock=clock or (lambda: datetime.now(UTC)),
-            )
+        self.deps = ApiDependencies(
+            jobs=self.jobs,
+            teams=self.teams,
+            incidents=self.incidents,
+            nodes=self.nodes,
+            node_actions=self.node_actions,
+            wakeup=self.wakeup,
+            catalogue=catalogue(),
+            policies=self.policies,
+            burst_policies=self.burst_policies,
+            admin_principals=frozenset({ADMIN}),
+            clock=clock or (lambda: datetime.now(UTC)),
         )
+        self._apps = threading.local()
         paths = json.loads(self.app.get_openapi_json_schema())["paths"]
         self.proxy = ApiGatewayProxy(lambda e: self.app.resolve(e, None), paths)
+
+    @property
+    def app(self) -> Any:
+        """One resolver per thread, as each concurrent Lambda invocation has its own
+        container (powertools' resolver keeps the current request on itself)."""
+        app = getattr(self._apps, "app", None)
+        if app is None:
+            app = self._apps.app = create_app(self.deps)
+        return app
 
     def call(
         self,

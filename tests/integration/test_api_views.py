@@ -210,6 +210,7 @@ def test_the_cli_shows_what_the_api_does(stack: Stack, capsys: pytest.CaptureFix
     assert args.func(args) == 0
     table = capsys.readouterr().out
     assert "idle GPU-hours today" in table and "12.0" in table
+    assert "workers" in table  # the per-pool table
     args = parser.parse_args(["views", "teams"])
     assert args.func(args) == 0
     assert "200.0" in capsys.readouterr().out

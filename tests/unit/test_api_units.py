@@ -11,6 +11,7 @@ from tests.conftest import catalogue
 from hyperguard.api.auth import resolve_caller, role_arn
 from hyperguard.api.errors import ForbiddenError, UnauthenticatedError, _field
 from hyperguard.api.views import cluster_view, priority_class_views, quota_view, team_views
+from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
 from hyperguard.store.jobs import JobRecord
@@ -67,7 +68,7 @@ def test_team_view_counts_use_borrowing_and_utilisation() -> None:
         _record("d", "nlp", JobStatus.SUCCEEDED),
         _record("e", "cv", JobStatus.RUNNING, admitted_replicas=1, replicas=3),
     ]
-    views = {v.team: v for v in team_views([_quota("nlp", 16)], records, CATALOGUE)}
+    views = {v.team: v for v in team_views([_quota("nlp", 16)], records, CATALOGUE, BurstPolicy())}
     nlp = views["nlp"]
     assert (nlp.allocated_gpus, nlp.limit_gpus, nlp.gpus_in_use, nlp.borrowed_gpus) == (
         16,
@@ -132,7 +133,7 @@ def test_cluster_view_sums_installed_capacity() -> None:
         )
         for n, status in enumerate([NodeStatus.RUNNING, NodeStatus.FAILURE, NodeStatus.NOT_FOUND])
     ]
-    view = cluster_view(nodes, [_record("a", "t", JobStatus.RUNNING)], CATALOGUE, T0)
+    view = cluster_view(nodes, [_record("a", "t", JobStatus.RUNNING)], CATALOGUE, T0, BurstPolicy())
     assert view.instances == 2
     assert view.instances_by_health.model_dump() == {
         "schedulable": 1,
@@ -142,6 +143,59 @@ def test_cluster_view_sums_installed_capacity() -> None:
     assert (view.gpus, view.vcpus, view.memory_gib, view.gpus_in_use) == (16, 384, 4096, 8)
     assert view.idle_gpus == 8
     assert view.instances_by_status == {"Running": 1, "Failure": 1}
+
+
+def test_costs_by_pool_and_team_at_the_burst_policys_prices() -> None:
+    """Per pool: its present instances x the policy's price (committed: 0), GPU-hours today
+    of its nodes and of the jobs now in it; per team: its jobs on EKS pools."""
+    start = T0.replace(hour=0)
+
+    def node(n: int, pool: str, platform: str, itype: str, capacity: str = "on-demand") -> Node:
+        return Node(
+            instance_id=f"i-{n:017x}",
+            cluster="c",
+            pool=pool,
+            platform=platform,
+            instance_type=itype,
+            accelerators=8,
+            capacity_type=capacity,
+            launch_time=start,
+        )
+
+    nodes = [
+        node(1, "workers", "hyperpod", "ml.p5.48xlarge"),
+        node(2, "workers", "hyperpod", "ml.p5.48xlarge"),
+        node(3, "burst", "eks", "p5.48xlarge"),
+        node(4, "burst", "eks", "p5.48xlarge", "spot"),
+    ]
+    on_demand = _record(
+        "od", "ml", JobStatus.RUNNING, gpus=4, pool_kind="eks-on-demand", started_at=start
+    )
+    on_demand.job.pool = "burst-on-demand"
+    on_spot = _record("sp", "cv", JobStatus.RUNNING, pool_kind="eks-spot")
+    on_spot.job.pool = "burst-spot"
+    on_hp = _record("hp", "ml", JobStatus.RUNNING, pool_kind="hyperpod")
+    on_hp.job.pool = "workers"
+    records = [on_demand, on_spot, on_hp]
+    policy = BurstPolicy(committed_pools=["workers", "burst-spot"])
+    view = cluster_view(nodes, records, CATALOGUE, T0, policy)
+    pools = {p.pool: p for p in view.pools}
+    assert sorted(pools) == ["burst-on-demand", "burst-spot", "workers"]
+    assert (pools["workers"].kind, pools["workers"].instances, pools["workers"].gpus) == (
+        "hyperpod",
+        2,
+        16,
+    )
+    assert pools["workers"].usd_per_hour == 0.0 and pools["workers"].committed
+    assert pools["burst-on-demand"].usd_per_hour == 55.04
+    assert pools["burst-on-demand"].gpus_in_use == 4
+    assert pools["burst-on-demand"].gpu_hours_installed_today == 72.0  # 8 GPUs x 9 h
+    assert pools["burst-spot"].usd_per_hour == 0.0
+    teams = {v.team: v for v in team_views([], records, CATALOGUE, policy)}
+    assert teams["ml"].burst_usd_per_hour == 27.52  # half a p5 on demand; HyperPod: not burst
+    assert teams["cv"].burst_usd_per_hour == 0.0  # committed spot pool
+    teams = {v.team: v for v in team_views([], records, CATALOGUE, BurstPolicy())}
+    assert teams["cv"].burst_usd_per_hour == 30.0
 
 
 class _Grants:

@@ -96,7 +96,7 @@ def offline_dependencies(**overrides: Any) -> ApiDependencies:
     from hyperguard.catalogue import StaticCatalogue
     from hyperguard.governance.service import NoWakeup
     from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-    from hyperguard.store.policy import RepairPolicyStore
+    from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 
     values: dict[str, Any] = {
         "jobs": JobStore("-"),
@@ -107,6 +107,7 @@ def offline_dependencies(**overrides: Any) -> ApiDependencies:
         "wakeup": NoWakeup(),
         "catalogue": StaticCatalogue({}),
         "policies": RepairPolicyStore("-"),
+        "burst_policies": BurstPolicyStore("-"),
     }
     return ApiDependencies(**(values | overrides))
 
@@ -120,7 +121,8 @@ def openapi_json(app: APIGatewayRestResolver | None = None) -> str:
         app.get_openapi_json_schema(
             title=TITLE,
             version=VERSION,
-            description="Jobs, team quotas, scheduler policy, node repair policy, views, "
+            description="Jobs, team quotas, scheduler policy, node repair and burst policies, "
+            "views, "
             "incidents, node actions and the reliability planner. Callers sign requests "
             "with SigV4 (API Gateway IAM authorization).",
         )

@@ -14,7 +14,7 @@ from hyperguard.governance.service import SchedulerWakeup, wakeup_for
 from hyperguard.models import utcnow
 from hyperguard.settings import Settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 
 
 @dataclass
@@ -27,6 +27,7 @@ class ApiDependencies:
     wakeup: SchedulerWakeup
     catalogue: InstanceCatalogue
     policies: RepairPolicyStore
+    burst_policies: BurstPolicyStore
     admin_principals: frozenset[str] = frozenset()
     clock: Callable[[], datetime] = utcnow
     lifecycle: JobLifecycle = field(init=False)
@@ -52,6 +53,7 @@ class ApiDependencies:
             wakeup=wakeup_for(settings),
             catalogue=catalogue,
             policies=RepairPolicyStore(settings.teams_table),
+            burst_policies=BurstPolicyStore(settings.teams_table),
             admin_principals=frozenset(
                 arn.strip() for arn in settings.admin_principal_arns.split(",") if arn.strip()
             ),

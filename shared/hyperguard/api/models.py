@@ -333,6 +333,11 @@ class TeamView(BaseModel):
     )
     running_jobs: int = Field(description="admitted or running")
     pending_jobs: int = Field(description="pending, suspended or preempted (waiting again)")
+    burst_usd_per_hour: float = Field(
+        description="what the team's admitted and running jobs on EKS pools cost per hour at "
+        "the burst policy's prices (their share of the pools' instances; 0 on committed "
+        "pools), two decimals: the rate its spend cap limits"
+    )
 
 
 class PriorityClassView(BaseModel):
@@ -359,6 +364,25 @@ class InstanceHealth(BaseModel):
     unschedulable: int = Field(description="the others: cordoned, unhealthy or not Running")
 
 
+class PoolView(BaseModel):
+    pool: str = Field(description="HyperPod instance group, or `<NodePool>-on-demand|-spot`")
+    kind: str = Field(description="hyperpod, eks-on-demand or eks-spot")
+    instance_type: str
+    committed: bool = Field(description="named in the burst policy's committedPools")
+    instances: int = Field(description="instances present (not NotFound)")
+    gpus: int
+    gpus_in_use: int = Field(description="GPUs allocated to admitted and running jobs")
+    usd_per_hour: float | None = Field(
+        description="the pool's present instances x the burst policy's price per "
+        "instance-hour (0 when committed; null when the policy has no price for it)"
+    )
+    gpu_hours_installed_today: float
+    gpu_hours_in_use_today: float = Field(
+        description="of the jobs whose current pool this is (a job that moved counts in "
+        "its current pool)"
+    )
+
+
 class ClusterView(BaseModel):
     instances: int = Field(description="instances present (not NotFound)")
     instances_by_status: dict[str, int] = Field(description="by HyperPod instance status")
@@ -380,6 +404,9 @@ class ClusterView(BaseModel):
     )
     idle_gpu_hours_today: float = Field(
         description="∫ max(0, installed - in use) dt since day_start, two decimals"
+    )
+    pools: list[PoolView] = Field(
+        default_factory=list, description="per pool: GPUs, cost per hour, GPU-hours today"
     )
 
 

@@ -49,6 +49,7 @@ from hyperguard.api.models import (
     IncidentBadput,
     InstanceHealth,
     JobGoodput,
+    PoolView,
     PriorityClassView,
     PriorityClassViews,
     TeamGoodput,
@@ -56,6 +57,8 @@ from hyperguard.api.models import (
     resolved,
 )
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
+from hyperguard.governance.burst_policy import BurstPolicy, is_burst
+from hyperguard.governance.placement import PoolKind, pool_of, price_key
 from hyperguard.governance.state import TeamPolicy
 from hyperguard.models import Incident, Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import (
@@ -69,6 +72,7 @@ from hyperguard.models.governance import (
 from hyperguard.models.jobs import TERMINAL_STATUSES
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
+from hyperguard.store.policy import BurstPolicyStore
 
 HOLDING = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})
 WAITING = frozenset({JobStatus.PENDING, JobStatus.SUSPENDED})
@@ -110,17 +114,39 @@ def held(record: JobRecord, catalogue: InstanceCatalogue) -> ResourceAmount:
     return instance_amount(spec, replicas)
 
 
+def burst_usd_per_hour(
+    record: JobRecord, catalogue: InstanceCatalogue, burst: BurstPolicy
+) -> float:
+    """What a job holding EKS capacity costs per hour at the policy's prices (0 for a job
+    not on an EKS pool, or placed before pool kinds were recorded)."""
+    job = record.job
+    if job.status not in HOLDING or not is_burst(record.pool_kind) or job.pool is None:
+        return 0.0
+    return burst.job_usd_per_hour(
+        PoolKind(str(record.pool_kind)),
+        job.pool,
+        job.instance_type,
+        held(record, catalogue).accelerators,
+        catalogue.spec(job.instance_type).accelerators,
+    )
+
+
 def team_views(
-    quotas: Iterable[ComputeQuota], records: Iterable[JobRecord], catalogue: InstanceCatalogue
+    quotas: Iterable[ComputeQuota],
+    records: Iterable[JobRecord],
+    catalogue: InstanceCatalogue,
+    burst: BurstPolicy,
 ) -> list[TeamView]:
     used: dict[str, Counter[str]] = defaultdict(Counter)
     running: Counter[str] = Counter()
     pending: Counter[str] = Counter()
+    spend: dict[str, float] = defaultdict(float)
     for record in records:
         job = record.job
         if job.status in HOLDING:
             used[job.team][ml_name(job.instance_type)] += held(record, catalogue).accelerators
             running[job.team] += 1
+            spend[job.team] += burst_usd_per_hour(record, catalogue, burst)
         elif job.status in WAITING or job.status is JobStatus.PREEMPTED:
             pending[job.team] += 1
     by_team = {q.compute_quota_target.team_name: q for q in quotas}
@@ -146,6 +172,7 @@ def team_views(
                 utilisation_pct=round(100 * in_use / allocated, 1) if allocated else None,
                 running_jobs=running[team],
                 pending_jobs=pending[team],
+                burst_usd_per_hour=round(spend[team], 2),
             )
         )
     return views
@@ -213,14 +240,58 @@ def _health(node: Node) -> str:
     return "unschedulable"
 
 
+def pool_views(
+    nodes: Sequence[Node],
+    jobs: Sequence[JobRecord],
+    catalogue: InstanceCatalogue,
+    burst: BurstPolicy,
+    start: datetime,
+    now: datetime,
+) -> list[PoolView]:
+    """Per pool of the nodes: GPUs, GPUs in use, what its present instances cost per hour
+    and GPU-hours today (a job counts in its current pool)."""
+    prices = burst.price_table()
+    by_pool: dict[str, list[Node]] = defaultdict(list)
+    for node in nodes:
+        by_pool[pool_of(node)[0]].append(node)
+    views = []
+    for name, members in sorted(by_pool.items()):
+        kind = pool_of(members[0])[1]
+        present = [n for n in members if n.status is not NodeStatus.NOT_FOUND]
+        mine = [r for r in jobs if r.job.pool == name]
+        instance_type = members[0].instance_type
+        committed = name in burst.committed_pools
+        price = 0.0 if committed else prices.get(price_key(kind, instance_type))
+        installed_h, used_h, _ = gpu_hours(
+            [*_node_steps(members, start, now), *_job_steps(mine, catalogue)], start, now
+        )
+        views.append(
+            PoolView(
+                pool=name,
+                kind=kind.value,
+                instance_type=instance_type,
+                committed=committed,
+                instances=len(present),
+                gpus=sum(n.accelerators for n in present),
+                gpus_in_use=sum(held(r, catalogue).accelerators for r in mine),
+                usd_per_hour=None if price is None else round(price * len(present), 2),
+                gpu_hours_installed_today=round(installed_h, 2),
+                gpu_hours_in_use_today=round(used_h, 2),
+            )
+        )
+    return views
+
+
 def cluster_view(
     nodes: Iterable[Node],
     records: Iterable[JobRecord],
     catalogue: InstanceCatalogue,
     now: datetime,
+    burst: BurstPolicy,
 ) -> ClusterView:
     """`nodes`: every node NodesTable holds (retired ones too, for today's figures);
-    `records`: the jobs active now and those that ended today."""
+    `records`: the jobs active now and those that ended today; `burst`: the prices and
+    committed pools the pools' costs are figured at."""
     nodes = list(nodes)
     present = [n for n in nodes if n.status is not NodeStatus.NOT_FOUND]
     gpus = vcpus = memory = 0
@@ -260,6 +331,7 @@ def cluster_view(
         gpu_hours_installed_today=round(installed_h, 2),
         gpu_hours_in_use_today=round(used_h, 2),
         idle_gpu_hours_today=round(idle_h, 2),
+        pools=pool_views(nodes, jobs, catalogue, burst, start, now),
     )
 
 
@@ -658,8 +730,9 @@ def goodput_view(
 def read_team_views(
     teams: TeamStore, jobs: JobStore, catalogue: InstanceCatalogue
 ) -> list[TeamView]:
-    """Quotas and the jobs active now (the `Live` index)."""
-    return team_views(teams.quotas(), jobs.active(), catalogue)
+    """Quotas, the jobs active now (the `Live` index) and the burst policy (TeamsTable)."""
+    burst = BurstPolicyStore(teams.table_name, teams.table).get()
+    return team_views(teams.quotas(), jobs.active(), catalogue, burst)
 
 
 def read_priority_class_views(
@@ -673,13 +746,18 @@ def read_priority_class_views(
 
 
 def read_cluster_view(
-    nodes: NodeStore, jobs: JobStore, catalogue: InstanceCatalogue, now: datetime
+    teams: TeamStore,
+    nodes: NodeStore,
+    jobs: JobStore,
+    catalogue: InstanceCatalogue,
+    now: datetime,
 ) -> ClusterView:
     """NodesTable is scanned: it holds one item per instance ever seen (the inventory sync
     reads it whole every 5 minutes too), and today's retired instances count until they
-    left. Jobs: active now or ended today."""
+    left. Jobs: active now or ended today. The burst policy: from TeamsTable."""
     start = day_start(now)
-    return cluster_view(nodes.all(), jobs.active_or_ended_since(start, now), catalogue, now)
+    burst = BurstPolicyStore(teams.table_name, teams.table).get()
+    return cluster_view(nodes.all(), jobs.active_or_ended_since(start, now), catalogue, now, burst)
 
 
 def read_goodput_view(

@@ -47,6 +47,7 @@ TEAM_COLUMNS = [
     ("utilisation_pct", "UTILISATION %"),
     ("running_jobs", "RUNNING"),
     ("pending_jobs", "PENDING"),
+    ("burst_usd_per_hour", "BURST $/H"),
 ]
 CLASS_COLUMNS = [
     ("priority_class", "CLASS"),
@@ -72,6 +73,18 @@ CLUSTER_ROWS = [
     ("idle_gpu_hours_today", "idle GPU-hours today"),
     ("running_jobs", "jobs running"),
     ("pending_jobs", "jobs pending"),
+]
+POOL_COLUMNS = [
+    ("pool", "POOL"),
+    ("kind", "KIND"),
+    ("instance_type", "INSTANCE TYPE"),
+    ("committed", "COMMITTED"),
+    ("instances", "INSTANCES"),
+    ("gpus", "GPUS"),
+    ("gpus_in_use", "IN USE"),
+    ("usd_per_hour", "$/H"),
+    ("gpu_hours_installed_today", "GPU-H INSTALLED"),
+    ("gpu_hours_in_use_today", "GPU-H IN USE"),
 ]
 
 GOODPUT_JOB_COLUMNS = [
@@ -134,8 +147,8 @@ def cmd_classes(args: argparse.Namespace, deps: Deps) -> int:
 def cmd_cluster(args: argparse.Namespace, deps: Deps) -> int:
     from hyperguard.api.views import read_cluster_view
 
-    _teams, jobs, nodes, catalogue = deps.stores(args)
-    view = read_cluster_view(nodes, jobs, catalogue, deps.clock()).model_dump(mode="json")
+    teams, jobs, nodes, catalogue = deps.stores(args)
+    view = read_cluster_view(teams, nodes, jobs, catalogue, deps.clock()).model_dump(mode="json")
     if args.json:
         print_json(view)
         return 0
@@ -146,6 +159,7 @@ def cmd_cluster(args: argparse.Namespace, deps: Deps) -> int:
     print_table(
         rows, [("figure", "FIGURE"), ("value", "VALUE")], title=f"today from {view['day_start']}"
     )
+    print_table(view["pools"], POOL_COLUMNS, title="by pool (cost at the burst policy's prices)")
     return 0
 
 

@@ -210,9 +210,11 @@ class JobLifecycle:
         restart: bool,
         reason: str,
         fence: list[dict[str, Any]],
+        pool_kind: str | None = None,
         **details: Any,
     ) -> Outcome:
-        """Admitted onto `nodes`; a restart (the job ran before) starts a new run."""
+        """Admitted onto `nodes`; a restart (the job ran before) starts a new run.
+        `pool_kind`: hyperpod, eks-on-demand or eks-spot (what the views price it as)."""
         at = self.clock().isoformat()
         sets: dict[str, Any] = {
             "nodes": nodes,
@@ -221,6 +223,9 @@ class JobLifecycle:
             "started_at": at,
             "scaled_at": at,
         }
+        if pool_kind is not None:
+            sets["pool_kind"] = pool_kind
+            details = {"pool_kind": pool_kind, **details}
         if not restart:
             sets["first_admitted_at"] = at
         return self._move(

@@ -4,8 +4,10 @@ Rules, in order:
 0. A job recovery moved off a failed node (`prefer_burst`, its `move` strategy) goes to EKS
    burst capacity first, where its template allows it and a burst pool has room: the point
    of the move is not to wait for the HyperPod pool it failed in.
-1. Capacity already paid for (committed HyperPod capacity: reserved instances, training plans)
-   is used first by every template: its marginal cost is zero.
+1. Capacity already paid for (the burst policy's `committedPools`: reserved instances,
+   training plans, capacity blocks) is used first: its marginal cost is zero. Committed
+   HyperPod capacity by every template; a committed EKS pool by every template that may
+   burst at all (development, research) — production stays on HyperPod.
 2. production → HyperPod only (its health agents, deep health checks and auto-resume are the
    point); waits when HyperPod is full.
 3. development → HyperPod; when HyperPod is full, EKS on-demand.
@@ -13,6 +15,11 @@ Rules, in order:
 Among the pools a rule allows, the cheapest hourly cost for the job wins; ties go to the pool
 with the most free accelerators. EKS pools match a HyperPod instance type by the EC2 name
 (`ml.p5.48xlarge` ↔ `p5.48xlarge`).
+
+Spend caps (`BurstBudget`, from the burst policy): an EKS pool whose cost for the job would
+take the team's (or all teams') burst spend rate — the hourly cost of its jobs on EKS pools
+plus this job's, x 24 — above its cap in USD per day is not a candidate. When that leaves
+no pool, the job waits with the cap as its reason.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from hyperguard.catalogue import ec2_name
+from hyperguard.catalogue import ec2_name, ml_name
+from hyperguard.models import Node
 
 
 class PoolKind(StrEnum):
@@ -47,11 +55,31 @@ DEFAULT_HOURLY_PRICES: Mapping[tuple[PoolKind, str], float] = {
     (PoolKind.EKS_SPOT, "g5.12xlarge"): 2.30,
     (PoolKind.EKS_SPOT, "trn1.32xlarge"): 8.60,
 }
-"""Hourly USD per instance, us-east-1, rounded from the public price pages (SageMaker
-HyperPod pricing for `ml.*`; EC2 On-Demand pricing for EKS; spot is a typical recent spot
-price, which moves hourly). These are defaults for ranking pools, not a bill: override them
-with the account's negotiated, reserved or current spot prices. Committed capacity is charged
-at 0 regardless (it is paid whether used or not)."""
+"""The burst policy's default `prices` (hyperguard.governance.burst_policy)."""
+
+PRICE_SOURCE = (
+    "Hourly USD per instance, us-east-1, rounded from the public price pages (SageMaker "
+    "HyperPod pricing for ml.* instance types; EC2 On-Demand pricing for EKS on-demand; spot "
+    "is a typical recent spot price, which moves hourly). These are defaults for ranking "
+    "pools, not a bill: store the account's negotiated, reserved or current spot prices "
+    "instead. Committed capacity is charged at 0 regardless (it is paid whether used or not)."
+)
+
+
+def price_key(kind: PoolKind, instance_type: str) -> tuple[PoolKind, str]:
+    """How prices are looked up: HyperPod by its `ml.` name, EKS by the EC2 name."""
+    name = ml_name(instance_type) if kind is PoolKind.HYPERPOD else ec2_name(instance_type)
+    return kind, name
+
+
+def pool_of(node: Node) -> tuple[str, PoolKind]:
+    """HyperPod instance group, or EKS NodePool split by capacity type (one Karpenter
+    NodePool may hold both)."""
+    if node.platform == "hyperpod":
+        return node.pool, PoolKind.HYPERPOD
+    if node.capacity_type.lower() == "spot":
+        return f"{node.pool}-spot", PoolKind.EKS_SPOT
+    return f"{node.pool}-on-demand", PoolKind.EKS_ON_DEMAND
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +92,7 @@ class Pool:
     """Accelerators of one of the pool's instances."""
     committed: bool = False
     hourly_price: float | None = None
-    """Per instance; None → DEFAULT_HOURLY_PRICES."""
+    """Per instance; None → the prices `place` is given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +100,39 @@ class Placement:
     pool: str | None
     reason: str
     hourly_cost: float = 0.0
+    """The job's share of the pool's instances at `hourly_price` (0 on committed capacity)."""
+    kind: PoolKind | None = None
+    hourly_price: float = 0.0
+    """USD per instance-hour the placement assumed (0 on committed capacity)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BurstBudget:
+    """What a team may still spend on EKS burst capacity: its jobs' and all teams' jobs'
+    current hourly cost on EKS pools, and the caps in USD per day (None: no cap)."""
+
+    team: str
+    team_usd_per_hour: float = 0.0
+    total_usd_per_hour: float = 0.0
+    team_cap_usd_per_day: float | None = None
+    global_cap_usd_per_day: float | None = None
+
+    def refusal(self, cost: float) -> str | None:
+        """Why adding `cost` USD/h of burst would break a cap; None when it would not."""
+        if cost <= 0:
+            return None
+        caps = (
+            (f"team {self.team}'s", self.team_usd_per_hour, self.team_cap_usd_per_day),
+            ("the global", self.total_usd_per_hour, self.global_cap_usd_per_day),
+        )
+        for whose, running, cap in caps:
+            if cap is not None and (running + cost) * 24 > cap + 1e-9:
+                return (
+                    f"{whose} burst spend cap of ${cap:.2f}/day would be exceeded: "
+                    f"${running:.2f}/h running + ${cost:.2f}/h for this job = "
+                    f"${(running + cost) * 24:.2f}/day"
+                )
+        return None
 
 
 _ALLOWED: Mapping[str, tuple[PoolKind, ...]] = {
@@ -86,16 +147,22 @@ def allows_burst(template: str) -> bool:
     return any(kind is not PoolKind.HYPERPOD for kind in _ALLOWED.get(template, ()))
 
 
+def instance_price(pool: Pool, prices: Mapping[tuple[PoolKind, str], float]) -> float:
+    """USD per instance-hour of the pool: 0 when committed; inf when no price is known."""
+    if pool.committed:
+        return 0.0
+    if pool.hourly_price is not None:
+        return pool.hourly_price
+    return prices.get(price_key(pool.kind, pool.instance_type), float("inf"))
+
+
 def hourly_cost(
     pool: Pool, accelerators: int, prices: Mapping[tuple[PoolKind, str], float]
 ) -> float:
     """Cost of the job's share of the pool's instances (accelerators / per instance)."""
     if pool.committed:
         return 0.0
-    price = pool.hourly_price
-    if price is None:
-        price = prices.get((pool.kind, pool.instance_type), float("inf"))
-    return price * accelerators / max(pool.per_instance, 1)
+    return instance_price(pool, prices) * accelerators / max(pool.per_instance, 1)
 
 
 def place(
@@ -106,25 +173,43 @@ def place(
     pools: Sequence[Pool],
     prices: Mapping[tuple[PoolKind, str], float] = DEFAULT_HOURLY_PRICES,
     prefer_burst: bool = False,
+    budget: BurstBudget | None = None,
 ) -> Placement:
-    """Choose a pool for an admitted job needing `accelerators` of `instance_type`."""
+    """Choose a pool for an admitted job needing `accelerators` of `instance_type`; EKS
+    pools only within `budget`'s spend caps."""
     allowed = _ALLOWED.get(template)
     if allowed is None:
         return Placement(None, f"unknown template {template!r}")
     wanted = ec2_name(instance_type)
+    capped: list[str] = []
+
+    def within_caps(pool: Pool) -> bool:
+        if budget is None or pool.kind is PoolKind.HYPERPOD:
+            return True
+        refusal = budget.refusal(hourly_cost(pool, accelerators, prices))
+        if refusal is not None and pool.kind in allowed:
+            capped.append(refusal)
+        return refusal is None
+
     fitting = [
         pool
         for pool in pools
-        if ec2_name(pool.instance_type) == wanted and pool.free_accelerators >= accelerators
+        if ec2_name(pool.instance_type) == wanted
+        and pool.free_accelerators >= accelerators
+        and within_caps(pool)
     ]
     if prefer_burst:
         burst = [p for p in fitting if p.kind in allowed and p.kind is not PoolKind.HYPERPOD]
         if burst:
             why = f"{template} → burst capacity first: moved off a failed node"
             return _cheapest(burst, accelerators, prices, why)
-    committed = [p for p in fitting if p.committed and p.kind is PoolKind.HYPERPOD]
+    committed = [
+        p
+        for p in fitting
+        if p.committed and (p.kind is PoolKind.HYPERPOD or allows_burst(template))
+    ]
     if committed:
-        return _cheapest(committed, accelerators, prices, "committed HyperPod capacity first")
+        return _cheapest(committed, accelerators, prices, "committed capacity first")
     for kind in allowed:
         candidates = [p for p in fitting if p.kind is kind]
         if candidates:
@@ -134,6 +219,8 @@ def place(
                 else f"{template} → {kind.value} because {allowed[0].value} is full"
             )
             return _cheapest(candidates, accelerators, prices, why)
+    if capped:
+        return Placement(None, f"waiting: {capped[0]}")
     kinds = " or ".join(kind.value for kind in allowed)
     return Placement(
         None, f"waiting: no {kinds} pool of {wanted} has {accelerators} free accelerators"
@@ -148,4 +235,10 @@ def _cheapest(
 ) -> Placement:
     best = min(pools, key=lambda p: (hourly_cost(p, accelerators, prices), -p.free_accelerators))
     cost = hourly_cost(best, accelerators, prices)
-    return Placement(best.name, f"{why}: {best.name} at ${cost:.2f}/h", cost)
+    return Placement(
+        best.name,
+        f"{why}: {best.name} at ${cost:.2f}/h",
+        cost,
+        best.kind,
+        instance_price(best, prices),
+    )

@@ -24,6 +24,12 @@ number a pass.
 Hot spares: `hotSpares` idle healthy nodes per pool (NodeRepairConfig) are left out of the
 capacity the pass admits into, so that node recovery finds one when a node fails.
 
+Burst policy (hyperguard.governance.burst_policy), read once a pass: placement ranks pools by
+its prices, uses its committed pools first, and keeps each team's (and all teams') burst
+spend rate within its caps — counted from the jobs holding EKS capacity at the start of the
+pass plus those the pass places there (releases count from the next pass). Every admission
+records the pool kind, the price per instance-hour and the job's hourly cost it assumed.
+
 Order of effects, and why:
 * preempt: conditional write first, then `stop_job` — the database is what quota is counted
   from, so it must never show a job stopped that is still admitted; a stop that fails is
@@ -54,15 +60,11 @@ from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.cluster.workloads import RunPhase, RunStatus
+from hyperguard.governance.burst_policy import BurstPolicy, is_burst
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
-from hyperguard.governance.placement import (
-    DEFAULT_HOURLY_PRICES,
-    Pool,
-    PoolKind,
-    place,
-)
+from hyperguard.governance.placement import Pool, PoolKind, place, pool_of
 from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
 from hyperguard.models.camel import CamelModel
@@ -72,7 +74,7 @@ from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.settings import Settings
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.jobs import JobRecord, JobStore
-from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.teams import Lease, TeamStore
 
 
@@ -141,16 +143,6 @@ def wakeup_for(settings: Settings) -> SchedulerWakeup:
 
 def usable(node: Node) -> bool:
     return node.status is NodeStatus.RUNNING and node.healthy and node.schedulable
-
-
-def pool_of(node: Node) -> tuple[str, PoolKind]:
-    """HyperPod instance group, or EKS NodePool split by capacity type (one Karpenter
-    NodePool may hold both)."""
-    if node.platform == "hyperpod":
-        return node.pool, PoolKind.HYPERPOD
-    if node.capacity_type.lower() == "spot":
-        return f"{node.pool}-spot", PoolKind.EKS_SPOT
-    return f"{node.pool}-on-demand", PoolKind.EKS_ON_DEMAND
 
 
 @dataclass
@@ -238,14 +230,16 @@ class _Occupancy:
             if node in self.free and node not in self.spares:
                 self.free[node] += per
 
-    def pools(self, per: int) -> list[Pool]:
+    def pools(self, per: int, committed: Collection[str] = ()) -> list[Pool]:
+        """The pools and their free accelerators in whole replicas of `per`; `committed`:
+        the pools whose capacity is already paid for."""
         free: Counter[tuple[str, PoolKind, str, int]] = Counter()
         for instance_id, node in self.nodes.items():
             name, kind = pool_of(node)
             key = (name, kind, node.instance_type, node.accelerators)
             free[key] += self.free[instance_id] // per * per
         return [
-            Pool(name, kind, itype, amount, per_instance)
+            Pool(name, kind, itype, amount, per_instance, committed=name in committed)
             for (name, kind, itype, per_instance), amount in free.items()
         ]
 
@@ -281,11 +275,11 @@ class SchedulerService:
         catalogue: InstanceCatalogue,
         cluster: str,
         policies: RepairPolicyStore | None = None,
+        burst_policies: BurstPolicyStore | None = None,
         checkpoints: CheckpointStore | None = None,
         lease_ttl_s: float = 120.0,
         settings: EngineSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
-        prices: Mapping[tuple[PoolKind, str], float] = DEFAULT_HOURLY_PRICES,
     ) -> None:
         self.jobs = jobs
         self.lifecycle = JobLifecycle(jobs, clock=clock)
@@ -294,11 +288,11 @@ class SchedulerService:
         self.catalogue = catalogue
         self.cluster = cluster
         self.policies = policies or RepairPolicyStore(teams.table_name, teams.table)
+        self.burst_policies = burst_policies or BurstPolicyStore(teams.table_name, teams.table)
         self.checkpoints = checkpoints or CheckpointStore()
         self.lease_ttl_s = lease_ttl_s
         self.settings = settings or EngineSettings()
         self.clock = clock
-        self.prices = prices
 
     def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
         """One pass, or nothing (`acquired` False) while another pass holds the lease.
@@ -335,6 +329,10 @@ class _PassRun:
         self.records: dict[str, JobRecord] = {}
         self.versions: dict[str, int] = {}
         self.occupancy = _Occupancy((), ())
+        self.burst = BurstPolicy()
+        self.prices: Mapping[tuple[PoolKind, str], float] = self.burst.price_table()
+        self.burst_spend: dict[str, float] = {}
+        """USD per hour each team's jobs cost on EKS pools, as the pass places them."""
 
     def per_replica(self, job: Job) -> int:
         """Accelerators one replica of the job holds on its node."""
@@ -357,6 +355,8 @@ class _PassRun:
     def run(self) -> None:
         now = self.service.clock()
         policy = self.service.policies.get()
+        self.burst = self.service.burst_policies.get()
+        self.prices = self.burst.price_table()
         snapshot = self.jobs.active(also=self.named)
         for record in snapshot:
             if record.stop_pending:
@@ -379,6 +379,7 @@ class _PassRun:
         )
         spares = self.occupancy.reserve_spares(policy.hot_spares)
         self.result.spares = len(spares)
+        self.burst_spend = self.spend_on_burst(holding, nodes)
         quotas = self.teams.quotas()
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
@@ -523,6 +524,31 @@ class _PassRun:
             self.result.writes += 1
 
     # -- admission --------------------------------------------------------------------------
+    def spend_on_burst(
+        self, holding: Iterable[JobRecord], nodes: Iterable[Node]
+    ) -> dict[str, float]:
+        """USD per hour per team of the jobs holding EKS capacity, at the policy's prices:
+        the pool kind the job was placed with, or (placed before kinds were recorded) that
+        of its first node."""
+        by_id = {n.instance_id: n for n in nodes}
+        spend: dict[str, float] = defaultdict(float)
+        for record in holding:
+            job = record.job
+            node = by_id.get(job.nodes[0]) if job.nodes else None
+            kind = record.pool_kind or (pool_of(node)[1] if node is not None else None)
+            if not is_burst(kind) or job.pool is None:
+                continue
+            per_instance = (
+                node.accelerators
+                if node is not None
+                else self.service.catalogue.spec(job.instance_type).accelerators
+            )
+            gpus = self.per_replica(job) * len(job.nodes)
+            spend[job.team] += self.burst.job_usd_per_hour(
+                PoolKind(str(kind)), job.pool, job.instance_type, gpus, per_instance
+            )
+        return dict(spend)
+
     def admit(self, action: Decision, victims: list[Decision]) -> str | None:
         """Carry out an admission and the preemptions made for it; the pending reason when
         no allowed pool can place it (its victims are then left alone)."""
@@ -537,9 +563,10 @@ class _PassRun:
             template=job.template,
             instance_type=job.instance_type,
             accelerators=per * action.replicas,
-            pools=trial.pools(per),
-            prices=self.service.prices,
+            pools=trial.pools(per, self.burst.committed_pools),
+            prices=self.prices,
             prefer_burst=record.prefer_burst,
+            budget=self.burst.budget(job.team, self.burst_spend),
         )
         if placement.pool is None:
             self.result.unplaced.append(job.job_id)
@@ -560,12 +587,16 @@ class _PassRun:
                     *self.fence,
                     self.teams.quota_version_check(job.team, self.versions[job.team]),
                 ],
+                pool_kind=placement.kind.value if placement.kind else None,
+                hourly_price=round(placement.hourly_price, 4),
                 hourly_cost=round(placement.hourly_cost, 2),
             )
         )
         if not admitted:
             return None
         self.occupancy.free = trial.free
+        if is_burst(placement.kind):
+            self.burst_spend[job.team] = self.burst_spend.get(job.team, 0.0) + placement.hourly_cost
         for victim in victims:
             if victim.kind is DecisionKind.SHRINK:
                 self.resize_on_cluster(victim.job_id)

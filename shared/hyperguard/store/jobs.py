@@ -129,6 +129,9 @@ class JobRecord(BaseModel):
     capacity first, where its template allows; that admission clears it."""
     history_dropped: int = 0
     """History entries not kept because the history was full (MAX_HISTORY)."""
+    pool_kind: str | None = None
+    """hyperpod, eks-on-demand or eks-spot: the kind of `job.pool` when the scheduler placed
+    it (None for jobs placed before kinds were recorded)."""
 
 
 class TransitionOutcome(StrEnum):

@@ -1,11 +1,14 @@
-"""The node repair policy, one item in TeamsTable (pk `POLICY`, sk `NODE_REPAIR`)."""
+"""The cluster's policies, one item each in TeamsTable (pk `POLICY`): the node repair policy
+(sk `NODE_REPAIR`) and the burst policy (sk `BURST`)."""
 
 from __future__ import annotations
 
+from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.store.codec import TableStore, plain, to_item
 
 KEY = {"pk": "POLICY", "sk": "NODE_REPAIR"}
+BURST_KEY = {"pk": "POLICY", "sk": "BURST"}
 
 
 class RepairPolicyStore(TableStore):
@@ -18,3 +21,13 @@ class RepairPolicyStore(TableStore):
 
     def put(self, config: NodeRepairConfig) -> None:
         self.table.put_item(Item={**KEY, "config": to_item(config)})
+
+
+class BurstPolicyStore(TableStore):
+    def get(self) -> BurstPolicy:
+        """The stored burst policy, or the documented defaults when none is stored."""
+        item = self.table.get_item(Key=BURST_KEY, ConsistentRead=True).get("Item")
+        return BurstPolicy.model_validate(plain(item["policy"])) if item else BurstPolicy()
+
+    def put(self, policy: BurstPolicy) -> None:
+        self.table.put_item(Item={**BURST_KEY, "policy": to_item(policy)})

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
+from hyperguard.governance.burst_policy import BurstPolicy, PoolPrice, SpendCaps
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, Pool, PoolKind, place
 
 HP_COMMITTED = Pool("hp-reserved", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, 8, committed=True)
@@ -79,3 +81,221 @@ def test_a_moved_job_prefers_the_burst_capacity_its_template_allows(
         prefer_burst=True,
     )
     assert placement.pool == expected
+
+
+# -- the burst policy: committed pools, prices, spend caps -----------------------------------
+def test_committed_pools_cost_nothing_and_record_a_zero_price() -> None:
+    placement = place(
+        template="research",
+        instance_type="ml.p5.48xlarge",
+        accelerators=8,
+        pools=[HP_COMMITTED, SPOT],
+    )
+    assert placement.pool == "hp-reserved"
+    assert placement.reason.startswith("committed capacity first")
+    assert (placement.kind, placement.hourly_cost, placement.hourly_price) == (
+        PoolKind.HYPERPOD,
+        0.0,
+        0.0,
+    )
+
+
+def test_a_committed_eks_pool_serves_templates_that_may_burst_but_not_production() -> None:
+    reserved_od = Pool("eks-block", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, 8, committed=True)
+    for template, expected in (
+        ("development", "eks-block"),
+        ("research", "eks-block"),
+        ("production", "hp-ondemand"),
+    ):
+        placement = place(
+            template=template,
+            instance_type="ml.p5.48xlarge",
+            accelerators=8,
+            pools=[HP, reserved_od, SPOT],
+        )
+        assert placement.pool == expected, template
+
+
+def test_prices_from_the_policy_change_the_choice_and_are_recorded() -> None:
+    """At the default on-demand price a p5 burst breaks a $1000/day cap; at the account's
+    negotiated price (stored in the policy, spelt with the ml. name) it fits."""
+    caps = SpendCaps(teams={"ml": 1000})
+    default = BurstPolicy(spend_caps=caps)
+    negotiated = BurstPolicy(
+        prices=[
+            PoolPrice(
+                pool_kind=PoolKind.EKS_ON_DEMAND, instance_type="ml.p5.48xlarge", hourly_usd=30
+            )
+        ],
+        spend_caps=caps,
+    )
+    outcomes = [
+        place(
+            template="development",
+            instance_type="ml.p5.48xlarge",
+            accelerators=8,
+            pools=[FULL_HP, OD],
+            prices=policy.price_table(),
+            budget=policy.budget("ml", {}),
+        )
+        for policy in (default, negotiated)
+    ]
+    assert outcomes[0].pool is None
+    assert "$1000.00/day would be exceeded" in outcomes[0].reason
+    assert outcomes[1].pool == "eks-od"
+    assert (outcomes[1].kind, outcomes[1].hourly_price, outcomes[1].hourly_cost) == (
+        PoolKind.EKS_ON_DEMAND,
+        30.0,
+        30.0,
+    )
+    # A pool the policy has no price for is never preferred to one it prices.
+    unpriced = Pool("od-gone", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 64, 8)
+    placement = place(
+        template="development",
+        instance_type="ml.p5.48xlarge",
+        accelerators=8,
+        pools=[FULL_HP, unpriced, OD_CHEAP],
+        prices=BurstPolicy(prices=[]).price_table(),
+    )
+    assert placement.pool == "eks-od-cheap"
+
+
+def test_a_spend_cap_refuses_the_burst_placement_with_the_caps_reason() -> None:
+    od = Pool("od", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, 8)
+    price = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
+    caps = SpendCaps(teams={"ml": 24 * price - 1})
+    policy = BurstPolicy(spend_caps=caps)
+    placement = place(
+        template="development",
+        instance_type="ml.p5.48xlarge",
+        accelerators=8,
+        pools=[FULL_HP, od],
+        prices=policy.price_table(),
+        budget=policy.budget("ml", {}),
+    )
+    assert placement.pool is None
+    assert placement.reason.startswith("waiting: team ml's burst spend cap of $")
+    # Another team has no cap; half a node fits the cap.
+    assert (
+        place(
+            template="development",
+            instance_type="ml.p5.48xlarge",
+            accelerators=8,
+            pools=[FULL_HP, od],
+            budget=policy.budget("cv", {}),
+        ).pool
+        == "od"
+    )
+    assert (
+        place(
+            template="development",
+            instance_type="ml.p5.48xlarge",
+            accelerators=4,
+            pools=[FULL_HP, od],
+            budget=policy.budget("ml", {}),
+        ).pool
+        == "od"
+    )
+    # What already runs counts: with half a node running, the other half is refused.
+    assert (
+        place(
+            template="development",
+            instance_type="ml.p5.48xlarge",
+            accelerators=4,
+            pools=[FULL_HP, od],
+            budget=policy.budget("ml", {"ml": price / 2}),
+        ).pool
+        is None
+    )
+    # HyperPod is never capped; committed burst costs nothing, so is never capped either.
+    assert (
+        place(
+            template="development",
+            instance_type="ml.p5.48xlarge",
+            accelerators=8,
+            pools=[HP, od],
+            budget=policy.budget("ml", {"ml": 1e6}),
+        ).pool
+        == "hp-ondemand"
+    )
+    block = Pool("block", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, 8, committed=True)
+    assert (
+        place(
+            template="development",
+            instance_type="ml.p5.48xlarge",
+            accelerators=8,
+            pools=[FULL_HP, block],
+            budget=policy.budget("ml", {"ml": 1e6}),
+        ).pool
+        == "block"
+    )
+
+
+def test_the_global_cap_counts_every_teams_burst_spend() -> None:
+    od = Pool("od", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, 8)
+    policy = BurstPolicy(spend_caps=SpendCaps(global_usd_per_day=2000))
+    placement = place(
+        template="development",
+        instance_type="ml.p5.48xlarge",
+        accelerators=8,
+        pools=[FULL_HP, od],
+        budget=policy.budget("ml", {"cv": 40.0}),
+    )
+    assert placement.pool is None
+    assert "the global burst spend cap of $2000.00/day" in placement.reason
+
+
+def test_a_moved_job_over_its_cap_falls_back_to_hyperpod() -> None:
+    policy = BurstPolicy(spend_caps=SpendCaps(teams={"ml": 0}))
+    placement = place(
+        template="development",
+        instance_type="ml.p5.48xlarge",
+        accelerators=8,
+        pools=[HP, OD],
+        prefer_burst=True,
+        budget=policy.budget("ml", {}),
+    )
+    assert placement.pool == "hp-ondemand"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (
+            {"prices": [{"poolKind": "gpu-farm", "instanceType": "p5.48xlarge", "hourlyUsd": 1}]},
+            "poolKind",
+        ),
+        (
+            {"prices": [{"poolKind": "eks-spot", "instanceType": "p5.48xlarge", "hourlyUsd": -1}]},
+            "hourlyUsd",
+        ),
+        (
+            {
+                "prices": [
+                    {"poolKind": "eks-spot", "instanceType": "p5.48xlarge", "hourlyUsd": 10001}
+                ]
+            },
+            "hourlyUsd",
+        ),
+        ({"committedPools": ["bad name!"]}, "committedPools"),
+        ({"spendCaps": {"teams": {"ml": -5}}}, "teams"),
+        ({"spendCaps": {"globalUsdPerDay": -1}}, "globalUsdPerDay"),
+        (
+            {
+                "prices": [{"poolKind": "eks-spot", "instanceType": "p5.48xlarge", "hourlyUsd": 1}]
+                * 2
+            },
+            "priced twice",
+        ),
+    ],
+)
+def test_the_burst_policy_is_bounded(body: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError, match=field):
+        BurstPolicy.model_validate(body)
+
+
+def test_the_burst_policy_defaults_are_the_documented_prices() -> None:
+    policy = BurstPolicy()
+    assert dict(policy.price_table()) == dict(DEFAULT_HOURLY_PRICES)
+    assert policy.committed_pools == []
+    assert policy.spend_caps.teams == {} and policy.spend_caps.global_usd_per_day is None

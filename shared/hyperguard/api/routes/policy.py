@@ -1,5 +1,6 @@
 """Cluster policy: the scheduler config (SageMaker's ClusterSchedulerConfig shape), the node
-repair policy (EKS's nodeRepairConfig shape plus HyperGuard's additions), and who may call."""
+repair policy (EKS's nodeRepairConfig shape plus HyperGuard's additions), the burst policy
+(prices, committed pools, spend caps), and who may call."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from hyperguard.api.models import (
     SchedulerConfigView,
 )
 from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
+from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.recovery.policy import NodeRepairConfig
 
 
@@ -73,6 +75,28 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     def get_repair_policy() -> Response[NodeRepairConfig]:
         caller()
         return ok(deps.policies.get())
+
+    @router.put(
+        "/policies/burst",
+        summary="Set the burst policy: prices, committed pools, spend caps",
+        tags=["policy"],
+        responses=responses(200, BurstPolicy, 400, 413),
+    )
+    def put_burst_policy(policy: Annotated[BurstPolicy, Body()]) -> Response[BurstPolicy]:
+        caller().require_admin()
+        deps.burst_policies.put(policy)
+        deps.wakeup.wake("burst policy changed")  # prices, committed pools, caps place jobs
+        return ok(policy)
+
+    @router.get(
+        "/policies/burst",
+        summary="The burst policy (the documented defaults until one is set)",
+        tags=["policy"],
+        responses=responses(200, BurstPolicy),
+    )
+    def get_burst_policy() -> Response[BurstPolicy]:
+        caller()
+        return ok(deps.burst_policies.get())
 
     @router.put(
         "/principals",

@@ -35,7 +35,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
 
     @router.get(
         "/views/teams",
-        summary="GPUs allocated, allocated to tasks, borrowed, utilisation % per team",
+        summary="GPUs allocated, allocated to tasks, borrowed, utilisation %, burst $/h per team",
         tags=["views"],
         responses=responses(200, TeamViews),
     )
@@ -56,13 +56,15 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
 
     @router.get(
         "/views/cluster",
-        summary="Instances by health, GPUs installed / in use / idle, idle GPU-hours today",
+        summary="Instances by health, GPUs installed / in use / idle, idle GPU-hours today, "
+        "cost and GPU-hours per pool",
         tags=["views"],
         responses=responses(200, ClusterView),
     )
     def view_cluster() -> Response[ClusterView]:
         caller()
-        return ok(read_cluster_view(deps.nodes, deps.jobs, deps.catalogue, deps.clock()))
+        view = read_cluster_view(deps.teams, deps.nodes, deps.jobs, deps.catalogue, deps.clock())
+        return ok(view)
 
     @router.get(
         "/views/goodput",

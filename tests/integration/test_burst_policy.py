@@ -1,0 +1,137 @@
+"""The burst policy through the API (PUT/GET /policies/burst) and in the scheduling pass:
+prices, committed pools and spend caps on moto tables and the simulated cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.conftest import Stack
+from tests.integration.api_harness import Api, member
+from tests.integration.conftest import MakeCluster
+from tests.integration.scheduler_harness import running_jobs, scheduler
+
+from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
+from hyperguard.store.jobs import JobEvent
+
+OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
+
+
+def test_get_answers_the_documented_defaults_until_a_policy_is_stored(stack: Stack) -> None:
+    api = Api(stack)
+    api.call("PUT", "/principals", {"principal_arn": member("nlp"), "team": "nlp"})
+    reply = api.call("GET", "/policies/burst", principal=member("nlp"))
+    assert reply.status == 200
+    assert reply.body["committedPools"] == []
+    assert reply.body["spendCaps"] == {"globalUsdPerDay": None, "teams": {}}
+    prices = {(p["poolKind"], p["instanceType"]): p["hourlyUsd"] for p in reply.body["prices"]}
+    assert prices == {(k.value, t): usd for (k, t), usd in DEFAULT_HOURLY_PRICES.items()}
+
+
+def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) -> None:
+    api = Api(stack)
+    api.call("PUT", "/principals", {"principal_arn": member("nlp"), "team": "nlp"})
+    policy = {
+        "prices": [{"poolKind": "eks-on-demand", "instanceType": "p5.48xlarge", "hourlyUsd": 30}],
+        "committedPools": ["workers"],
+        "spendCaps": {"globalUsdPerDay": 5000, "teams": {"nlp": 1000}},
+    }
+    refused = api.call("PUT", "/policies/burst", policy, principal=member("nlp"))
+    assert refused.status == 403
+    price = {"poolKind": "eks-spot", "instanceType": "p5.48xlarge", "hourlyUsd": 1}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"prices": [price | {"hourlyUsd": 10_001}]}, "prices[0].hourlyUsd"),
+        ({"prices": [price | {"poolKind": "gpu-farm"}]}, "prices[0].poolKind"),
+        ({"prices": [price | {"instanceType": "p5 48xlarge"}]}, "prices[0].instanceType"),
+        ({"prices": [price] * 201}, "prices"),
+        ({"committedPools": ["no spaces please"]}, "committedPools[0]"),
+        ({"spendCaps": {"globalUsdPerDay": -1}}, "spendCaps.globalUsdPerDay"),
+        ({"spendCaps": {"teams": {"nlp": -1}}}, "spendCaps.teams"),
+        ({"spendCaps": {"teams": {f"t{i}": 1 for i in range(501)}}}, "spendCaps.teams"),
+        ({"surprise": 1}, "surprise"),
+    ]
+    for body, field in cases:
+        reply = api.call("PUT", "/policies/burst", body)
+        assert reply.status == 422, body
+        assert reply.body["field"].startswith(field), (body, reply.body)
+    assert api.wakeup.reasons == []
+    assert api.call("GET", "/policies/burst").body["committedPools"] == []
+    stored = api.call("PUT", "/policies/burst", policy)
+    assert stored.status == 200
+    assert api.wakeup.reasons == ["burst policy changed"]
+    assert api.call("GET", "/policies/burst").body == policy | {
+        "prices": [price | {"poolKind": "eks-on-demand", "hourlyUsd": 30.0}],
+        "spendCaps": {"globalUsdPerDay": 5000.0, "teams": {"nlp": 1000.0}},
+    }
+
+
+def _admission(api: Api, job_id: str) -> dict[str, Any]:
+    record = api.jobs.record(job_id)
+    assert record is not None
+    entry = [e for e in record.history if e.event is JobEvent.ADMITTED][-1]
+    return entry.details
+
+
+def test_a_spend_cap_keeps_a_development_job_pending_while_hyperpod_is_full(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)  # 2 on-demand, 2 spot p5 nodes
+    api = Api(stack)
+    api.quota("solo", 64, borrow=0)
+    caps: dict[str, Any] = {"spendCaps": {"teams": {"solo": 1000}}}
+    assert api.call("PUT", "/policies/burst", caps).status == 200
+    production = api.submit("solo", 8).body["job_id"]
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    service = scheduler(stack, apis)
+    result = service.run_pass()
+    assert result.dispatched == [production]
+    assert result.unplaced == [development]
+    waiting = api.call("GET", f"/jobs/{development}").body
+    assert waiting["status"] == "Pending"
+    assert waiting["reason"] == (
+        "admissible but not placeable: waiting: team solo's burst spend cap of "
+        f"$1000.00/day would be exceeded: $0.00/h running + ${OD_P5:.2f}/h for this job = "
+        f"${OD_P5 * 24:.2f}/day"
+    )
+    assert development not in running_jobs(apis)
+
+    # A higher cap: the job bursts onto EKS on-demand, at the price the policy says.
+    caps["spendCaps"]["teams"]["solo"] = 2000
+    assert api.call("PUT", "/policies/burst", caps).status == 200
+    assert service.run_pass().dispatched == [development]
+    assert api.call("GET", f"/jobs/{development}").body["pool"] == "gpu-burst-on-demand"
+    details = _admission(api, development)
+    assert (details["pool_kind"], details["hourly_price"], details["hourly_cost"]) == (
+        "eks-on-demand",
+        OD_P5,
+        OD_P5,
+    )
+    assert _admission(api, production)["pool_kind"] == "hyperpod"
+    teams = {t["team"]: t for t in api.call("GET", "/views/teams").body["teams"]}
+    assert teams["solo"]["burst_usd_per_hour"] == OD_P5
+
+    # What runs on burst counts against the cap: a second development job is refused.
+    third = api.submit("solo", 8, template="development").body["job_id"]
+    service.run_pass()
+    reason = api.call("GET", f"/jobs/{third}").body["reason"]
+    assert f"${OD_P5:.2f}/h running + ${OD_P5:.2f}/h for this job" in reason
+
+
+@pytest.mark.parametrize("pool", ["gpu-burst-on-demand"])
+def test_a_committed_pool_is_used_first_at_no_cost_and_under_any_cap(
+    stack: Stack, make_cluster: MakeCluster, pool: str
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)
+    api = Api(stack)
+    api.quota("solo", 64, borrow=0)
+    policy = {"committedPools": [pool], "spendCaps": {"teams": {"solo": 0}}}
+    assert api.call("PUT", "/policies/burst", policy).status == 200
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    assert scheduler(stack, apis).run_pass().dispatched == [development]
+    placed = api.call("GET", f"/jobs/{development}").body
+    assert placed["pool"] == pool  # before the free HyperPod node: already paid for
+    assert placed["history"][-2]["reason"].endswith(f"committed capacity first: {pool} at $0.00/h")
+    details = _admission(api, development)
+    assert (details["hourly_price"], details["hourly_cost"]) == (0.0, 0.0)
+    teams = {t["team"]: t for t in api.call("GET", "/views/teams").body["teams"]}
+    assert teams["solo"]["burst_usd_per_hour"] == 0.0
