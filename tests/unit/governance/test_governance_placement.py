@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from hyperguard.governance.burst_policy import BurstPolicy, PoolPrice, SpendCaps
-from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, Pool, PoolKind, place
+from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, Placement, Pool, PoolKind, place
 
 HP_COMMITTED = Pool("hp-reserved", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, 8, committed=True)
 HP = Pool("hp-ondemand", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, 8)
@@ -160,74 +162,39 @@ def test_prices_from_the_policy_change_the_choice_and_are_recorded() -> None:
     assert placement.pool == "eks-od-cheap"
 
 
+def _development(accelerators: int, pools: list[Pool], **budget_and_prices: Any) -> Placement:
+    """A development job of `accelerators` on p5.48xlarge."""
+    return place(
+        template="development",
+        instance_type="ml.p5.48xlarge",
+        accelerators=accelerators,
+        pools=pools,
+        **budget_and_prices,
+    )
+
+
 def test_a_spend_cap_refuses_the_burst_placement_with_the_caps_reason() -> None:
     od = Pool("od", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, 8)
     price = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
     caps = SpendCaps(teams={"ml": 24 * price - 1})
     policy = BurstPolicy(spend_caps=caps)
-    placement = place(
-        template="development",
-        instance_type="ml.p5.48xlarge",
-        accelerators=8,
-        pools=[FULL_HP, od],
-        prices=policy.price_table(),
-        budget=policy.budget("ml", {}),
+    placement = _development(
+        8, [FULL_HP, od], prices=policy.price_table(), budget=policy.budget("ml", {})
     )
     assert placement.pool is None
     assert placement.reason.startswith("waiting: team ml's burst spend cap of $")
     # Another team has no cap; half a node fits the cap.
-    assert (
-        place(
-            template="development",
-            instance_type="ml.p5.48xlarge",
-            accelerators=8,
-            pools=[FULL_HP, od],
-            budget=policy.budget("cv", {}),
-        ).pool
-        == "od"
-    )
-    assert (
-        place(
-            template="development",
-            instance_type="ml.p5.48xlarge",
-            accelerators=4,
-            pools=[FULL_HP, od],
-            budget=policy.budget("ml", {}),
-        ).pool
-        == "od"
-    )
+    assert _development(8, [FULL_HP, od], budget=policy.budget("cv", {})).pool == "od"
+    assert _development(4, [FULL_HP, od], budget=policy.budget("ml", {})).pool == "od"
     # What already runs counts: with half a node running, the other half is refused.
     assert (
-        place(
-            template="development",
-            instance_type="ml.p5.48xlarge",
-            accelerators=4,
-            pools=[FULL_HP, od],
-            budget=policy.budget("ml", {"ml": price / 2}),
-        ).pool
-        is None
+        _development(4, [FULL_HP, od], budget=policy.budget("ml", {"ml": price / 2})).pool is None
     )
     # HyperPod is never capped; committed burst costs nothing, so is never capped either.
-    assert (
-        place(
-            template="development",
-            instance_type="ml.p5.48xlarge",
-            accelerators=8,
-            pools=[HP, od],
-            budget=policy.budget("ml", {"ml": 1e6}),
-        ).pool
-        == "hp-ondemand"
-    )
+    assert _development(8, [HP, od], budget=policy.budget("ml", {"ml": 1e6})).pool == "hp-ondemand"
     block = Pool("block", PoolKind.EKS_ON_DEMAND, "p5.48xlarge", 8, 8, committed=True)
     assert (
-        place(
-            template="development",
-            instance_type="ml.p5.48xlarge",
-            accelerators=8,
-            pools=[FULL_HP, block],
-            budget=policy.budget("ml", {"ml": 1e6}),
-        ).pool
-        == "block"
+        _development(8, [FULL_HP, block], budget=policy.budget("ml", {"ml": 1e6})).pool == "block"
     )
 
 
