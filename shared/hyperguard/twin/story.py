@@ -93,6 +93,8 @@ class Follower:
         self.told: dict[str, int] = {}
         """Execution ARN -> how many of its states have been told."""
         self.ended: set[str] = set()
+        self.polling: set[str] = set()
+        """Executions whose health-polling loop has been announced."""
 
     def _line(self, at: datetime, node: str, text: str) -> None:
         cluster = self.twin.cluster.clock.virtual(at).strftime("%H:%M:%S")
@@ -140,7 +142,14 @@ class Follower:
                 while loop < len(done) and done[loop]["state"] in POLL_LOOP:
                     loop += 1
                 if loop == len(done) and running:
-                    break  # the loop may go on: tell it when it has ended
+                    if arn not in self.polling:  # the loop may go on: tell it when it ends
+                        self.polling.add(arn)
+                        self._line(
+                            datetime.fromisoformat(state["entered_at"]),
+                            node,
+                            f"{'WaitForRepair':<22} polling health until the node is back ...",
+                        )
+                    break
                 polls = sum(s["state"] == "CheckHealth" for s in done[told:loop])
                 took = (
                     _exited(done[loop - 1]) - datetime.fromisoformat(done[told]["entered_at"])
