@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import BaseModel
+
 from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.store.codec import TableStore, plain, to_item
@@ -11,23 +15,27 @@ KEY = {"pk": "POLICY", "sk": "NODE_REPAIR"}
 BURST_KEY = {"pk": "POLICY", "sk": "BURST"}
 
 
-class RepairPolicyStore(TableStore):
-    def get(self) -> NodeRepairConfig:
+class PolicyStore[M: BaseModel](TableStore):
+    """One policy item: `model` stored under `attribute` at `key`."""
+
+    model: type[M]
+    key: dict[str, str]
+    attribute: str
+
+    def get(self) -> M:
         """The stored policy, or the documented defaults when none is stored."""
-        item = self.table.get_item(Key=KEY, ConsistentRead=True).get("Item")
-        return (
-            NodeRepairConfig.model_validate(plain(item["config"])) if item else NodeRepairConfig()
+        item: dict[str, Any] | None = self.table.get_item(Key=self.key, ConsistentRead=True).get(
+            "Item"
         )
+        return self.model.model_validate(plain(item[self.attribute])) if item else self.model()
 
-    def put(self, config: NodeRepairConfig) -> None:
-        self.table.put_item(Item={**KEY, "config": to_item(config)})
+    def put(self, policy: M) -> None:
+        self.table.put_item(Item={**self.key, self.attribute: to_item(policy)})
 
 
-class BurstPolicyStore(TableStore):
-    def get(self) -> BurstPolicy:
-        """The stored burst policy, or the documented defaults when none is stored."""
-        item = self.table.get_item(Key=BURST_KEY, ConsistentRead=True).get("Item")
-        return BurstPolicy.model_validate(plain(item["policy"])) if item else BurstPolicy()
+class RepairPolicyStore(PolicyStore[NodeRepairConfig]):
+    model, key, attribute = NodeRepairConfig, KEY, "config"
 
-    def put(self, policy: BurstPolicy) -> None:
-        self.table.put_item(Item={**BURST_KEY, "policy": to_item(policy)})
+
+class BurstPolicyStore(PolicyStore[BurstPolicy]):
+    model, key, attribute = BurstPolicy, BURST_KEY, "policy"
