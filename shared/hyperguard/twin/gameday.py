@@ -41,6 +41,7 @@ from typing import Any
 
 from hyperguard import planner
 from hyperguard.cli.executions import execution_states, history
+from hyperguard.models.incidents import Incident
 from hyperguard.store import IncidentStore
 from hyperguard.twin.cluster import Progress, SimTimings
 from hyperguard.twin.runtime import Twin, TwinError
@@ -256,8 +257,11 @@ def _measure(twin: Twin, subject: Subject) -> dict[str, Any]:
     badput["progress lost"] = rolled_back
     lost = sum(badput.values())
     return {
-        "incident_id": incident,
-        "strategy": _applied(twin, incident, subject.job_id),
+        "incident_id": incident.incident_id if incident else None,
+        # the strategy HyperGuard recorded for the job on the incident
+        "strategy": next((j.strategy for j in incident.jobs if j.job_id == subject.job_id), None)
+        if incident
+        else None,
         "downtime_min": round(lost / gpus / 60, 2),
         "without_all_resources_min": round((lost - rolled_back) / gpus / 60, 2),
         "progress_lost_min": round(rolled_back / gpus / 60, 2),
@@ -278,8 +282,9 @@ def _idle(timeline: list[Progress], start: datetime, end: datetime, gpus: int) -
     return idle
 
 
-def _recovery(twin: Twin, subject: Subject) -> tuple[str | None, list[tuple[str, Any, Any]]]:
-    """The incident the fault opened and its phases, in the cluster's time."""
+def _recovery(twin: Twin, subject: Subject) -> tuple[Incident | None, list[tuple[str, Any, Any]]]:
+    """The incident the fault opened (with its execution) and its phases, in the cluster's
+    time."""
     assert twin.deployment is not None and subject.fault_at is not None
     outputs = twin.deployment.outputs
     store = IncidentStore(outputs["IncidentsTableName"], outputs["NodesTableName"])
@@ -293,22 +298,9 @@ def _recovery(twin: Twin, subject: Subject) -> tuple[str | None, list[tuple[str,
     sfn = twin.client("stepfunctions")
     states = execution_states(history(sfn, incident.execution_arn))
     to_cluster = twin.cluster.clock.virtual
-    return incident.incident_id, [
+    return incident, [
         (p.name, to_cluster(p.start), to_cluster(p.end)) for p in phases(incident, states)
     ]
-
-
-def _applied(twin: Twin, incident_id: str | None, job_id: str) -> str | None:
-    """The strategy HyperGuard recorded for the job on the incident."""
-    if incident_id is None:
-        return None
-    assert twin.deployment is not None
-    outputs = twin.deployment.outputs
-    store = IncidentStore(outputs["IncidentsTableName"], outputs["NodesTableName"])
-    incident = store.get(incident_id)
-    return (
-        next((j.strategy for j in incident.jobs if j.job_id == job_id), None) if incident else None
-    )
 
 
 def _summary(
