@@ -112,27 +112,3 @@ def rendered_charts(html_path: Path, *, timeout_s: float = 60) -> dict[str, int]
     counter.feed(dom)
     counter.close()
     return {chart: counter.traces.get(chart, 0) for chart in counter.expected}
-
-
-def screenshot(
-    html_path: Path,
-    png_path: Path,
-    width: int = 1400,
-    height: int = 2400,
-    *,
-    timeout_s: float = 60,
-) -> Path:
-    """A PNG of the rendered page, `width` x `height` pixels."""
-    _run(
-        [
-            "--virtual-time-budget=10000",
-            "--hide-scrollbars",
-            f"--window-size={width},{height}",
-            f"--screenshot={png_path.resolve()}",
-            html_path.resolve().as_uri(),
-        ],
-        timeout_s,
-    )
-    if not png_path.exists():
-        raise RuntimeError(f"Chromium wrote no screenshot to {png_path}")
-    return png_path
