@@ -17,6 +17,10 @@ EventBridge, report a checkpoint to the service's API — it hands to `effects` 
 What it models, and the behaviour it stands for:
 - HyperPod nodes in instance groups; a replacement is a new instance in the same group with
   the same NodeLogicalId; Karpenter nodes with their NodeClaims, replaced by deleting those;
+- Karpenter v1 launching the NodeClaims the service creates: an EC2 launch, then the node
+  registering; EC2 capacity per instance type and capacity type is a knob of the world (an
+  insufficient-capacity error deletes the claim), and so is a node that never registers
+  (Karpenter deletes its claim after the registration TTL);
 - faults: "gpu" (cured by a reboot), "persistent" (only a replacement cures it), "kernel"
   (KernelReady=False; SageMaker still says Running; a reboot cures it); the health agent
   shows them in the SageMaker status, the node-health-status label and node conditions, and
@@ -38,7 +42,7 @@ import heapq
 import json
 import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -80,6 +84,14 @@ from hyperguard.twin.kube.store import (
 )
 
 FaultKind = Literal["gpu", "persistent", "kernel"]
+CapacityType = Literal["reserved", "on-demand", "spot"]
+"""Karpenter's `karpenter.sh/capacity-type` values."""
+EC2_CAPACITY_TYPES: dict[str, str] = {
+    "reserved": "Reserved",
+    "on-demand": "OnDemand",
+    "spot": "Spot",
+}
+"""Karpenter's capacity type → `Instance.capacity_type` (EC2's and SageMaker's spelling)."""
 RunObjectKind = Literal["Job", "HyperPodPyTorchJob"]
 RUN_RESOURCES: dict[Any, Any] = {
     "Job": JOBS,
@@ -90,6 +102,8 @@ RUN_RESOURCES: dict[Any, Any] = {
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 AZ = "us-east-1a"
 KARPENTER_FINALIZER = "karpenter.sh/termination"
+# A NodeClaim's stages; its Ready condition is True once all of them are.
+CLAIM_STAGES = ("Launched", "Registered", "Initialized")
 # The conditions the EKS node monitoring agent keeps on a node, all True when healthy.
 MONITORED_CONDITIONS = (
     "AcceleratedHardwareReady",
@@ -112,7 +126,11 @@ class SimTimings(BaseModel):
     is one (replacement 903-981 s). Assumed, for want of a published figure: a warm reboot
     of a p5.48xlarge (300 s: firmware POST with 8 GPUs and EFA, kubelet re-registration), the
     120 s an old instance shuts down before its replacement is provisioned, 600 s of deep
-    health checks, 60 s for Karpenter to drain and terminate a burst node.
+    health checks, 60 s for Karpenter to drain and terminate a burst node, and for a NodeClaim
+    Karpenter launches a GPU node for: 60 s of EC2 launch (until Launched, with the instance's
+    providerID), then 240 s until the node is Ready (boot, kubelet registration, GPU driver
+    and device plugin). Karpenter's own: a claim whose node has not registered 15 min after
+    the claim was created is deleted.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -122,6 +140,13 @@ class SimTimings(BaseModel):
     replace_shutdown_s: float = Field(default=120.0, ge=0)
     deep_health_check_s: float = Field(default=600.0, ge=0)
     nodeclaim_termination_s: float = Field(default=60.0, ge=0)
+    nodeclaim_launch_s: float = Field(default=60.0, ge=0, description="until Launched")
+    nodeclaim_ready_s: float = Field(
+        default=240.0, ge=0, description="from Launched until Registered, Initialized, Ready"
+    )
+    nodeclaim_registration_ttl_s: float = Field(
+        default=900.0, ge=0, description="from creation: an unregistered claim is deleted"
+    )
     job_restart_s: float = Field(default=60.0, ge=0, description="start/resume overhead")
     rescale_s: float = Field(
         default=60.0,
@@ -169,6 +194,11 @@ class _Happening(StrEnum):
     BOOT_DONE = "boot_done"
     CHECK_DONE = "check_done"
     CLAIM_GONE = "claim_gone"
+    CLAIM_LAUNCH = "claim_launch"
+    """EC2 answers the launch of an API-created NodeClaim (keyed by the claim's uid)."""
+    CLAIM_REGISTER = "claim_register"
+    CLAIM_TTL = "claim_ttl"
+    """Karpenter's registration TTL of an API-created NodeClaim ran out."""
     FAULTY_SCALE_DOWN = "faulty_scale_down"
     """An elastic run's faultyScaleDownTimeoutInSeconds ran out (keyed by the run's uid)."""
 
@@ -300,6 +330,10 @@ class SimulatedCluster:
         self._agenda: list[_Scheduled] = []
         self._seq = 0
         self._issued: set[str] = set()
+        self._claims: dict[str, str] = {}
+        """API-created NodeClaims not registered yet: name by uid."""
+        self._ec2_capacity: dict[tuple[str, str], int] = {}
+        self._unregistering = 0
         self._step = timedelta(seconds=self.timings.step_duration_s)
         store.add_listener(self._on_api_change)
 
@@ -314,14 +348,48 @@ class SimulatedCluster:
         with self._settled() as now:
             return [self._launch_hyperpod(group, instance_type, now) for _ in range(count)]
 
+    def add_nodepool(self, name: str, instance_type: str) -> None:
+        """A Karpenter NodePool of one EC2 instance type, without nodes (kept if it exists)."""
+        with self._lock:
+            if self.store.find(NODEPOOLS, name) is None:
+                self.store.create(NODEPOOLS, _nodepool(name, instance_type))
+
     def add_burst_nodes(
         self, nodepool: str, instance_type: str, count: int, *, spot: bool = False
     ) -> list[str]:
         """Karpenter nodes of `nodepool` (EC2 instance type), each with its NodeClaim."""
+        self.add_nodepool(nodepool, instance_type)
+        capacity_type: CapacityType = "spot" if spot else "on-demand"
         with self._settled() as now:
-            if self.store.find(NODEPOOLS, nodepool) is None:
-                self.store.create(NODEPOOLS, _nodepool(nodepool, instance_type))
-            return [self._launch_burst(nodepool, instance_type, spot, now) for _ in range(count)]
+            return [
+                self._launch_burst(nodepool, instance_type, capacity_type, now)
+                for _ in range(count)
+            ]
+
+    def set_ec2_capacity(
+        self, instance_type: str, capacity_type: CapacityType, available: int | None
+    ) -> None:
+        """How many more instances EC2 launches for NodeClaims of this EC2 instance type and
+        Karpenter capacity type; None (everything's default) is no limit. A launch that finds
+        none left fails with InsufficientInstanceCapacity, and Karpenter deletes the claim.
+        Terminated instances do not give capacity back: set it again to free some. Nodes
+        `add_burst_nodes` places are the world as it is, outside this count."""
+        if capacity_type not in EC2_CAPACITY_TYPES:
+            raise ValueError(f"unknown capacity type {capacity_type!r}")
+        if available is not None and available < 0:
+            raise ValueError("available must not be negative")
+        with self._settled():
+            if available is None:
+                self._ec2_capacity.pop((instance_type, capacity_type), None)
+            else:
+                self._ec2_capacity[(instance_type, capacity_type)] = available
+
+    def fail_next_registrations(self, count: int = 1) -> None:
+        """The next `count` instances launched for NodeClaims never join the cluster (a bad
+        AMI, bootstrap or security group): Launched stays the claim's last step, and Karpenter
+        deletes the claim, terminating the instance, at the registration TTL."""
+        with self._lock:
+            self._unregistering += count
 
     def seed_checkpoint(self, location: str, step: int) -> None:
         """A job trained before the twin started: its latest checkpoint is in S3."""
@@ -634,6 +702,12 @@ class SimulatedCluster:
                 self._show_health(instance, due.at)
             case _Happening.CLAIM_GONE if instance is not None:
                 self._terminate_burst(instance)
+            case _Happening.CLAIM_LAUNCH:
+                self._launch_claim(due.instance_id, due.at)
+            case _Happening.CLAIM_REGISTER:
+                self._register_claim(due.instance_id, due.at)
+            case _Happening.CLAIM_TTL:
+                self._expire_claim(due.instance_id, due.at)
             case _Happening.FAULTY_SCALE_DOWN:
                 run = self._runs.get(due.instance_id)
                 if run is not None and run.state == "waiting" and run.elastic is not None:
@@ -664,10 +738,27 @@ class SimulatedCluster:
         self.store.create(NODES, self._node_object(instance, now))
         return instance_id
 
-    def _launch_burst(self, nodepool: str, instance_type: str, spot: bool, now: datetime) -> str:
+    def _launch_burst(
+        self, nodepool: str, instance_type: str, capacity_type: CapacityType, now: datetime
+    ) -> str:
+        """A running Karpenter node with its NodeClaim, as if launched before the twin began."""
+        instance = self._new_burst_instance(nodepool, instance_type, capacity_type, now)
+        instance.nodeclaim = f"{nodepool}-{self._rng.getrandbits(24):06x}"
+        self.store.create(NODECLAIMS, _nodeclaim(instance.nodeclaim, instance, self._stamp(now)))
+        self.store.create(NODES, self._node_object(instance, now))
+        return instance.instance_id
+
+    def _new_burst_instance(
+        self,
+        nodepool: str,
+        instance_type: str,
+        capacity_type: CapacityType,
+        now: datetime,
+        status: NodeStatus = NodeStatus.RUNNING,
+    ) -> Instance:
+        """An EC2 instance Karpenter launched for `nodepool`; its node is not created here."""
         instance_id = self._new_instance_id()
         octets = "-".join(str(self._rng.randrange(1, 255)) for _ in range(2))
-        claim = f"{nodepool}-{self._rng.getrandbits(24):06x}"
         instance = Instance(
             instance_id=instance_id,
             platform="eks",
@@ -676,13 +767,11 @@ class SimulatedCluster:
             instance_type=instance_type,
             node_name=f"ip-10-42-{octets}.ec2.internal",
             launch_time=now,
-            capacity_type="Spot" if spot else "OnDemand",
-            nodeclaim=claim,
+            capacity_type=EC2_CAPACITY_TYPES[capacity_type],
+            status=status,
         )
         self._instances[instance_id] = instance
-        self.store.create(NODECLAIMS, _nodeclaim(claim, instance, self.clock.wall(now)))
-        self.store.create(NODES, self._node_object(instance, now))
-        return instance_id
+        return instance
 
     def _stamp(self, when: datetime) -> str:
         """A virtual time as an API shows it: the real time at which it happens."""
@@ -757,10 +846,11 @@ class SimulatedCluster:
         del self._instances[instance.instance_id]
         self._faults.pop(instance.instance_id, None)
         self._repairs.pop(instance.instance_id, None)
-        self.store.delete(NODES, instance.node_name)
+        if self.store.find(NODES, instance.node_name) is not None:  # None: never registered
+            self.store.delete(NODES, instance.node_name)
         self._delete_pods_on(instance.node_name)
-        if instance.nodeclaim and self.store.find(NODECLAIMS, instance.nodeclaim):
-            self.store.patch(NODECLAIMS, instance.nodeclaim, {"metadata": {"finalizers": None}})
+        if instance.nodeclaim:
+            self._drop_finalizer(instance.nodeclaim)
 
     def _publish(self, instance: Instance, now: datetime) -> None:
         """The node's Kubernetes view: labels and conditions as the agents keep them."""
@@ -805,7 +895,11 @@ class SimulatedCluster:
             conditions.append(_condition(kind, ok, f"{kind}IsReady" if ok else why, at))
         return conditions
 
-    def _node_object(self, instance: Instance, now: datetime) -> dict[str, Any]:
+    def _node_object(
+        self, instance: Instance, now: datetime, claim_labels: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The Node as its kubelet registers it; a Karpenter node also carries its NodeClaim's
+        labels."""
         labels: dict[str, str] = {
             INSTANCE_TYPE_LABEL: instance.instance_type,
             "kubernetes.io/hostname": instance.node_name,
@@ -815,9 +909,8 @@ class SimulatedCluster:
             labels[INSTANCE_GROUP_LABEL] = instance.group
         else:
             labels[NODEPOOL_LABEL] = instance.group
-            labels[CAPACITY_TYPE_LABEL] = (
-                "spot" if instance.capacity_type == "Spot" else ("on-demand")
-            )
+            labels[CAPACITY_TYPE_LABEL] = _capacity_label(instance)
+            labels.update(claim_labels or {})
         labels.update({k: v for k, v in self._health_labels(instance).items() if v})
         return {
             "metadata": {"name": instance.node_name, "labels": labels},
@@ -910,6 +1003,8 @@ class SimulatedCluster:
                     self._rescale(obj, now)
             elif rt == PODS and event == "DELETED":
                 self._pod_gone(obj, now)
+            elif rt == NODECLAIMS and event == "ADDED":
+                self._accept_claim(obj, now)
             elif (
                 rt == NODECLAIMS
                 and obj["metadata"].get("deletionTimestamp")
@@ -1322,13 +1417,136 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------ Karpenter
 
+    def _accept_claim(self, claim: dict[str, Any], now: datetime) -> None:
+        """Karpenter's first look at a NodeClaim created through the API: its finalizer, its
+        conditions Unknown, and the EC2 launch under way (or, for a claim it cannot launch
+        at all, Launched=False). Every claim gets the registration TTL."""
+        meta = claim["metadata"]
+        uid, name = meta["uid"], meta["name"]
+        self._claims[uid] = name
+        finalizers = [f for f in meta.get("finalizers") or [] if f != KARPENTER_FINALIZER]
+        self.store.patch(
+            NODECLAIMS, name, {"metadata": {"finalizers": [*finalizers, KARPENTER_FINALIZER]}}
+        )
+        problem = self._unlaunchable(claim)
+        if problem is None:
+            self._schedule(now, self.timings.nodeclaim_launch_s, "claim_launch", uid)
+            self._set_claim_status(name, {}, now)
+        else:
+            self._set_claim_status(name, {"Launched": (False, "LaunchFailed", problem)}, now)
+        self._schedule(now, self.timings.nodeclaim_registration_ttl_s, "claim_ttl", uid)
+
+    def _unlaunchable(self, claim: dict[str, Any]) -> str | None:
+        """Why Karpenter cannot launch this claim at all (None: it can)."""
+        nodepool, instance_type, _ = _claim_request(claim)
+        if not instance_type:
+            return f"no {INSTANCE_TYPE_LABEL} requirement with operator In"
+        if not nodepool:
+            return f"no {NODEPOOL_LABEL} label or requirement"
+        if self.store.find(NODEPOOLS, nodepool) is None:
+            return f'NodePool "{nodepool}" not found'
+        return None
+
+    def _launch_claim(self, uid: str, at: datetime) -> None:
+        """EC2 answers: an instance (Launched, with its providerID), or insufficient
+        capacity (Karpenter deletes the claim)."""
+        claim = self._live_claim(uid)
+        if claim is None:
+            return  # deleted before the launch: nothing is launched
+        name = claim["metadata"]["name"]
+        nodepool, instance_type, capacity_type = _claim_request(claim)
+        left = self._ec2_capacity.get((instance_type, capacity_type))
+        if left == 0:
+            message = (
+                "InsufficientInstanceCapacity: We currently do not have sufficient "
+                f"{instance_type} capacity in the Availability Zone you requested ({AZ}). Our "
+                "system will be working on provisioning additional capacity."
+            )
+            self._set_claim_status(name, {"Launched": (False, "InsufficientCapacity", message)}, at)
+            self._delete_claim(name, at)
+            return
+        if left is not None:
+            self._ec2_capacity[(instance_type, capacity_type)] = left - 1
+        instance = self._new_burst_instance(
+            nodepool, instance_type, capacity_type, at, status=NodeStatus.PENDING
+        )
+        instance.nodeclaim = name
+        # What Karpenter learns from the launch it writes onto the claim (and so the node).
+        resolved = {
+            NODEPOOL_LABEL: nodepool,
+            INSTANCE_TYPE_LABEL: instance_type,
+            CAPACITY_TYPE_LABEL: capacity_type,
+            "topology.kubernetes.io/zone": AZ,
+        }
+        self.store.patch(NODECLAIMS, name, {"metadata": {"labels": resolved}})
+        provider = {"providerID": f"aws:///{AZ}/{instance.instance_id}"}
+        self._set_claim_status(name, {"Launched": (True, "Launched", "")}, at, provider)
+        if self._unregistering:
+            self._unregistering -= 1  # the registration TTL will delete the claim
+        else:
+            self._schedule(at, self.timings.nodeclaim_ready_s, "claim_register", uid)
+
+    def _register_claim(self, uid: str, at: datetime) -> None:
+        """The node has joined the cluster with its GPUs: Registered, Initialized, Ready."""
+        claim = self._live_claim(uid)
+        if claim is None:
+            return
+        meta = claim["metadata"]
+        instance = next(i for i in self._instances.values() if i.nodeclaim == meta["name"])
+        del self._claims[uid]
+        self._show_health(instance, at)
+        self.store.create(NODES, self._node_object(instance, at, meta.get("labels") or {}))
+        ready = {stage: (True, stage, "") for stage in CLAIM_STAGES}
+        self._set_claim_status(meta["name"], ready, at, {"nodeName": instance.node_name})
+
+    def _expire_claim(self, uid: str, at: datetime) -> None:
+        """Karpenter's liveness check: a claim whose node has not registered by now goes."""
+        claim = self._live_claim(uid)
+        if claim is not None:
+            self._delete_claim(claim["metadata"]["name"], at)
+
+    def _delete_claim(self, name: str, at: datetime) -> None:
+        """Karpenter deletes a claim itself: as a deletion through the API would, without
+        the store calling us back."""
+        self._release_claim(self.store.delete(NODECLAIMS, name), at)
+
+    def _live_claim(self, uid: str) -> dict[str, Any] | None:
+        """The API-created claim `uid` while it waits to launch or register, not deleted."""
+        name = self._claims.get(uid)
+        claim = self.store.find(NODECLAIMS, name) if name is not None else None
+        if claim is None or claim["metadata"]["uid"] != uid:
+            return None
+        return None if claim["metadata"].get("deletionTimestamp") else claim
+
+    def _set_claim_status(
+        self,
+        name: str,
+        changes: Mapping[str, tuple[bool, str, str]],
+        at: datetime,
+        fields: Mapping[str, str] | None = None,
+    ) -> None:
+        current = self.store.get(NODECLAIMS, name).get("status") or {}
+        conditions = _claim_conditions(current.get("conditions") or [], changes, self._stamp(at))
+        status = {**(fields or {}), "conditions": conditions}
+        self.store.patch(NODECLAIMS, name, {"status": status}, subresource="status")
+
+    def _drop_finalizer(self, claim: str) -> None:
+        found = self.store.find(NODECLAIMS, claim)
+        if found is None:
+            return
+        others = [f for f in found["metadata"].get("finalizers") or [] if f != KARPENTER_FINALIZER]
+        self.store.patch(NODECLAIMS, claim, {"metadata": {"finalizers": others or None}})
+
     def _release_claim(self, claim: dict[str, Any], now: datetime) -> None:
-        """A deleted NodeClaim: Karpenter drains the node and terminates the instance."""
+        """A deleted NodeClaim: Karpenter drains the node and terminates the instance; a
+        claim with no instance yet has its launch cancelled and goes at once."""
+        self._claims.pop(claim["metadata"]["uid"], None)
         instance = next(
             (i for i in self._instances.values() if i.nodeclaim == claim["metadata"]["name"]),
             None,
         )
         if instance is None:
+            self._drop_finalizer(claim["metadata"]["name"])
             return
         instance.status = NodeStatus.SHUTTING_DOWN
         self._lose_pods(instance, now)
@@ -1425,14 +1643,75 @@ def _nodepool(name: str, instance_type: str) -> dict[str, Any]:
     }
 
 
-def _nodeclaim(name: str, instance: Instance, launched: datetime) -> dict[str, Any]:
-    at = launched.strftime("%Y-%m-%dT%H:%M:%SZ")
+def _capacity_label(instance: Instance) -> str:
+    """Karpenter's capacity-type label for an instance of `EC2_CAPACITY_TYPES`' values."""
+    by_ec2 = {ec2: karpenter for karpenter, ec2 in EC2_CAPACITY_TYPES.items()}
+    return by_ec2.get(instance.capacity_type, "on-demand")
+
+
+def _claim_request(claim: dict[str, Any]) -> tuple[str, str, CapacityType]:
+    """(NodePool, EC2 instance type, capacity type) a NodeClaim asks for ("" when it does
+    not say). Of the capacity types allowed, Karpenter prefers reserved, then spot."""
+    allowed: dict[str, list[str]] = {
+        r.get("key", ""): list(r.get("values") or [])
+        for r in (claim.get("spec") or {}).get("requirements") or []
+        if r.get("operator") == "In"
+    }
+    labels = claim["metadata"].get("labels") or {}
+    nodepool = labels.get(NODEPOOL_LABEL) or next(iter(allowed.get(NODEPOOL_LABEL, [])), "")
+    instance_type = next(iter(allowed.get(INSTANCE_TYPE_LABEL, [])), "")
+    capacity = allowed.get(CAPACITY_TYPE_LABEL, [])
+    capacity_type: CapacityType = (
+        "reserved" if "reserved" in capacity else "spot" if "spot" in capacity else "on-demand"
+    )
+    return nodepool, instance_type, capacity_type
+
+
+def _claim_conditions(
+    current: list[dict[str, str]], changes: Mapping[str, tuple[bool, str, str]], at: str
+) -> list[dict[str, str]]:
+    """A NodeClaim's conditions after `changes` (type → (status, reason, message)), as
+    Karpenter keeps them: a stage not reached yet is Unknown; Ready is True once every stage
+    is, False once one is False, Unknown otherwise; sorted by type, as Karpenter does."""
+    by_type = {c["type"]: c for c in current}
+
+    def put(kind: str, status: str, reason: str, message: str) -> None:
+        before = by_type.get(kind)
+        kept = before is not None and before["status"] == status
+        by_type[kind] = {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": before["lastTransitionTime"] if before and kept else at,
+        }
+
+    for stage in CLAIM_STAGES:
+        if stage not in by_type:
+            put(stage, "Unknown", "AwaitingReconciliation", "object is awaiting reconciliation")
+    for kind, (ok, reason, message) in changes.items():
+        put(kind, "True" if ok else "False", reason, message)
+    pending = [by_type[s] for s in sorted(CLAIM_STAGES) if by_type[s]["status"] != "True"]
+    if not pending:
+        put("Ready", "True", "Ready", "")
+    else:
+        failed = any(c["status"] == "False" for c in pending)
+        put(
+            "Ready",
+            "False" if failed else "Unknown",
+            "UnhealthyDependents" if failed else "ReconcilingDependents",
+            ", ".join(f"{c['type']}={c['status']}" for c in pending),
+        )
+    return [by_type[kind] for kind in sorted(by_type)]
+
+
+def _nodeclaim(name: str, instance: Instance, at: str) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name,
             "labels": {
                 NODEPOOL_LABEL: instance.group,
-                CAPACITY_TYPE_LABEL: "spot" if instance.capacity_type == "Spot" else "on-demand",
+                CAPACITY_TYPE_LABEL: _capacity_label(instance),
                 INSTANCE_TYPE_LABEL: instance.instance_type,
             },
             "finalizers": [KARPENTER_FINALIZER],
@@ -1447,9 +1726,8 @@ def _nodeclaim(name: str, instance: Instance, launched: datetime) -> dict[str, A
         "status": {
             "providerID": f"aws:///{AZ}/{instance.instance_id}",
             "nodeName": instance.node_name,
-            "conditions": [
-                _condition(kind, True, kind, at)
-                for kind in ("Launched", "Registered", "Initialized", "Ready")
-            ],
+            "conditions": _claim_conditions(
+                [], {stage: (True, stage, "") for stage in CLAIM_STAGES}, at
+            ),
         },
     }

@@ -117,6 +117,7 @@ class TwinConfig:
     eks_cluster_name: str = "hyperguard-eks"
     hyperpod_nodes: int = 16
     burst_nodes: int = 4
+    """Karpenter nodes running at start, spot for half of them (0: the NodePool is empty)."""
     time_scale: float = 60.0
     seed_jobs: bool = True
     max_concurrency: int = 4
@@ -308,9 +309,11 @@ class Twin:
 
     def _create_account_infrastructure(self) -> None:
         """What an account has before HyperGuard is deployed: the HyperPod cluster and its
-        EKS orchestrator (with Karpenter's burst pool), and the jobs' checkpoint bucket."""
+        EKS orchestrator (with Karpenter's burst pool, which HyperGuard's NodeClaims launch
+        into even when it starts empty), and the jobs' checkpoint bucket."""
         config = self.config
         self.cluster.add_instance_group("workers", INSTANCE_TYPE, config.hyperpod_nodes)
+        self.cluster.add_nodepool("gpu-burst", "p5.48xlarge")
         on_demand = config.burst_nodes - config.burst_nodes // 2
         self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", on_demand)
         self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", config.burst_nodes // 2, spot=True)
