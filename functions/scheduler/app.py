@@ -7,6 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.governance.service import SchedulerBusyError, SchedulerService, woken_jobs
+from hyperguard.messaging import Workflows
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import JobStore, TeamStore
@@ -19,6 +20,9 @@ service = SchedulerService(
     gateway=gateway_for(settings, catalogue),
     catalogue=catalogue,
     cluster=settings.hyperpod_cluster_name,
+    bursts=Workflows(settings.burst_state_machine_arn)
+    if settings.burst_state_machine_arn
+    else None,
     lease_ttl_s=settings.scheduler_lease_s,
 )
 

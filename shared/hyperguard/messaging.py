@@ -110,8 +110,9 @@ def _subject(text: str) -> str:
     return printable[:100] or "HyperGuard"
 
 
-class RecoveryWorkflows:
-    """Starts NodeRecovery executions, one per incident, named after it."""
+class Workflows:
+    """Starts executions of one state machine, each named after what it is for (an
+    incident, a burst), so that starting one twice starts it once."""
 
     def __init__(self, state_machine_arn: str, sfn: Any | None = None) -> None:
         self.state_machine_arn = state_machine_arn
@@ -121,22 +122,27 @@ class RecoveryWorkflows:
         prefix, _, machine = self.state_machine_arn.rpartition(":stateMachine:")
         return f"{prefix}:execution:{machine}:{name}"
 
-    def ensure_started(self, incident_id: str, payload: dict[str, Any]) -> str:
+    def ensure_started(self, name: str, payload: dict[str, Any]) -> str:
         """StartExecution is idempotent for the same name and input; a closed execution
-        of the same name means the incident's workflow already ran."""
+        of the same name (or one started with other input) means it already ran or runs."""
         sfn = self._sfn or client("stepfunctions")
         try:
             return str(
                 sfn.start_execution(
                     stateMachineArn=self.state_machine_arn,
-                    name=incident_id,
+                    name=name,
                     input=json.dumps(payload, default=str, sort_keys=True),
                 )["executionArn"]
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
-                return self.execution_arn(incident_id)
+                return self.execution_arn(name)
             raise
+
+
+class RecoveryWorkflows(Workflows):
+    """NodeRecovery executions, one per incident, named after it; and the calls that end
+    a recovery's wait for an operator or a signal."""
 
     def resume(self, task_token: str, output: dict[str, Any]) -> None:
         """An operator approved a paused recovery."""

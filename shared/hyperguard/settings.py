@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     recovery_state_machine_arn: str = Field(
         default="", description="only the ingest function starts recoveries"
     )
+    burst_state_machine_arn: str = Field(
+        default="", description="BurstCapacity; empty: the scheduler never bursts"
+    )
     hyperpod_cluster_name: str = Field(min_length=1)
     eks_cluster_name: str = Field(
         min_length=1, description="the EKS cluster that orchestrates HyperPod (and bursts)"

@@ -48,6 +48,12 @@ def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) 
         ({"spendCaps": {"globalUsdPerDay": -1}}, "spendCaps.globalUsdPerDay"),
         ({"spendCaps": {"teams": {"nlp": -1}}}, "spendCaps.teams"),
         ({"spendCaps": {"teams": {f"t{i}": 1 for i in range(501)}}}, "spendCaps.teams"),
+        ({"capacity": {"capacityOrder": ["spot", "spot"]}}, "capacity.capacityOrder"),
+        ({"capacity": {"capacityOrder": ["cheap"]}}, "capacity.capacityOrder[0]"),
+        ({"capacity": {"maxNodes": 1001}}, "capacity.maxNodes"),
+        ({"capacity": {"pollIntervalS": 0}}, "capacity.pollIntervalS"),
+        ({"capacity": {"launchTimeoutS": 3601}}, "capacity.launchTimeoutS"),
+        ({"capacity": {"nodePool": "no spaces"}}, "capacity.nodePool"),
         ({"surprise": 1}, "surprise"),
     ]
     for body, field in cases:
@@ -62,6 +68,16 @@ def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) 
     assert api.call("GET", "/policies/burst").body == policy | {
         "prices": [price | {"poolKind": "eks-on-demand", "hourlyUsd": 30.0}],
         "spendCaps": {"globalUsdPerDay": 5000.0, "teams": {"nlp": 1000.0}},
+        "capacity": {
+            "nodePool": "gpu-burst",
+            "nodeClass": "default",
+            "capacityOrder": ["on-demand", "spot"],
+            "maxNodes": 0,
+            "pollIntervalS": 30,
+            "launchTimeoutS": 900,
+            "scaleInAfterS": 600,
+            "retryAfterS": 600,
+        },
     }
 
 

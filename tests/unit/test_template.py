@@ -184,6 +184,7 @@ def _metric_families() -> dict[str, set[str]]:
     from hyperguard.governance.service import PassResult
     from hyperguard.ingestion import Outcome
     from hyperguard.recovery.steps import STEPS
+    from hyperguard.scaling.steps import STEPS as BURST_STEPS
 
     steps_source = (ROOT / "shared" / "hyperguard" / "recovery" / "steps.py").read_text()
     milestones = re.findall(r'self\._mark\(incident, "(\w+)"\)', steps_source)
@@ -191,6 +192,7 @@ def _metric_families() -> dict[str, set[str]]:
         "Signals_": {o.value for o in Outcome},
         "Scheduler_": set(PassResult().counts()),
         "RecoveryStep_": set(STEPS),
+        "BurstStep_": set(BURST_STEPS),
         "Incident_": {f"signal_to_{m}_s" for m in milestones},
     }
 

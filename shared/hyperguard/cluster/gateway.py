@@ -10,10 +10,12 @@ steps stay safe.
 
 from __future__ import annotations
 
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.cluster.workloads import RunStatus
 from hyperguard.models import Job, Node, RepairOutcome
 
@@ -72,3 +74,15 @@ class ClusterGateway(Protocol):
         ...
 
     def job_runs(self) -> list[RunStatus]: ...
+
+    def burst_claims(self, burst_id: str | None = None) -> list[BurstClaim]:
+        """The NodeClaims HyperGuard created for burst capacity (of one burst, if given)."""
+        ...
+
+    def request_burst_node(self, manifest: dict[str, Any]) -> bool:
+        """Ensure a NodeClaim (hyperguard.cluster.karpenter.nodeclaim_manifest) exists."""
+        ...
+
+    def release_burst_node(self, claim: str) -> bool: ...
+
+    def mark_burst_node_idle(self, claim: str, since: datetime | None) -> bool: ...

@@ -14,6 +14,7 @@ NodeClaim and rebooted through EC2, since Karpenter has no reboot.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from hyperguard.cluster.conventions import (
@@ -26,6 +27,12 @@ from hyperguard.cluster.conventions import (
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
+from hyperguard.cluster.karpenter import (
+    BURST_LABEL,
+    IDLE_SINCE_ANNOTATION,
+    BurstClaim,
+    read_claim,
+)
 from hyperguard.cluster.kubernetes import (
     KubeNode,
     KubernetesAdapter,
@@ -48,6 +55,8 @@ UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 )
 EKS_PLATFORM = "eks"
+# Karpenter's capacity-type label → the node's capacity type as EC2 and HyperGuard spell it.
+EC2_CAPACITY_TYPE = {"spot": "Spot", "on-demand": "OnDemand", "reserved": "Reserved"}
 
 RepairCall = Callable[[list[str]], RepairOutcome]
 
@@ -164,6 +173,28 @@ class HyperPodEksGateway:
         objects = self.kubernetes.list_runs({JOB_ID_LABEL: None})
         return [r for r in map(run_status, objects) if r is not None]
 
+    # burst capacity (Karpenter NodeClaims HyperGuard creates)
+
+    def burst_claims(self, burst_id: str | None = None) -> list[BurstClaim]:
+        """HyperGuard's NodeClaims (of one burst, if given), as Karpenter reports them."""
+        labels: dict[str, Any] = {BURST_LABEL: burst_id if burst_id is not None else None}
+        claims = (read_claim(obj) for obj in self.kubernetes.list_nodeclaims(labels))
+        return [claim for claim in claims if claim is not None]
+
+    def request_burst_node(self, manifest: dict[str, Any]) -> bool:
+        """Ensure the NodeClaim exists (False: it did already)."""
+        return self.kubernetes.create_nodeclaim(manifest)
+
+    def release_burst_node(self, claim: str) -> bool:
+        """Delete the NodeClaim: Karpenter drains the node and terminates the instance.
+        False when it was already gone."""
+        return self.kubernetes.delete_nodeclaim_named(claim)
+
+    def mark_burst_node_idle(self, claim: str, since: datetime | None) -> bool:
+        """Record (or, with None, clear) when the claim's node was first seen idle."""
+        value = since.strftime("%Y-%m-%dT%H:%M:%SZ") if since is not None else None
+        return self.kubernetes.annotate_nodeclaim(claim, {IDLE_SINCE_ANNOTATION: value})
+
     def _manifest(self, job: Job, nodes: list[str]) -> dict[str, Any]:
         return _manifest(job, *self._placement(nodes))
 
@@ -235,14 +266,14 @@ class HyperPodEksGateway:
         """An EKS node as Karpenter labels it (its instance type is the EC2 name)."""
         instance_type = kube.labels.get(INSTANCE_TYPE_LABEL, "")
         status = _kube_status(kube)
-        spot = kube.labels.get(CAPACITY_TYPE_LABEL) == "spot"
+        capacity = kube.labels.get(CAPACITY_TYPE_LABEL, "on-demand")
         return Node(
             instance_id=instance_id,
             cluster=self.kubernetes.cluster_name,
             pool=kube.labels[NODEPOOL_LABEL],
             platform=EKS_PLATFORM,
             instance_type=instance_type,
-            capacity_type="Spot" if spot else "OnDemand",
+            capacity_type=EC2_CAPACITY_TYPE.get(capacity, "OnDemand"),
             accelerators=accelerators_of(self.hyperpod.catalogue, instance_type),
             status=status,
             schedulable=not kube.unschedulable,

@@ -368,6 +368,28 @@ class KubernetesAdapter:
             return gone is None
         return False
 
+    def list_nodeclaims(self, labels: dict[str, Any]) -> list[dict[str, Any]]:
+        """NodeClaims carrying `labels` (a value of ... means the label exists), as JSON."""
+        claims = self._api(lambda: list(self.client.list(NodeClaim, labels=labels)))
+        return [claim.to_dict() for claim in claims]  # type: ignore[no-untyped-call]
+
+    def create_nodeclaim(self, manifest: dict[str, Any]) -> bool:
+        """Create a NodeClaim. False when one of that name exists already (409)."""
+        what = f"create NodeClaim {manifest['metadata']['name']}"
+        obj = NodeClaim.from_dict(manifest)
+        return self._request(what, lambda: self.client.create(obj), expected=(409,)) is None
+
+    def delete_nodeclaim_named(self, name: str) -> bool:
+        """Delete the NodeClaim `name`. False when it was already gone (404)."""
+        call = partial(self.client.delete, NodeClaim, name)
+        return self._request(f"delete NodeClaim {name}", call, expected=(404,)) is None
+
+    def annotate_nodeclaim(self, name: str, annotations: dict[str, str | None]) -> bool:
+        """Merge-patch the NodeClaim's annotations (None removes one). False when gone."""
+        patch = {"metadata": {"annotations": annotations}}
+        call = partial(self.client.patch, NodeClaim, name, patch, patch_type=PatchType.MERGE)
+        return self._request(f"annotate NodeClaim {name}", call, expected=(404,)) is None
+
     # internals
 
     def _api[T](self, call: Callable[[], T]) -> T:

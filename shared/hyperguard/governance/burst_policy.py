@@ -13,6 +13,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from hyperguard.cluster.karpenter import CapacityType
 from hyperguard.governance.placement import (
     DEFAULT_HOURLY_PRICES,
     PRICE_SOURCE,
@@ -63,6 +64,72 @@ class SpendCaps(CamelModel):
         return value
 
 
+class BurstCapacity(CamelModel):
+    """How the BurstCapacity workflow raises EKS capacity through Karpenter, and when the
+    scheduler gives it back. The durations are what the workflow and the scheduler wait for;
+    the defaults suit GPU nodes, which take minutes to launch and register."""
+
+    node_pool: str = Field(
+        default="gpu-burst",
+        pattern=POOL_NAME,
+        description="the Karpenter NodePool HyperGuard's NodeClaims belong to (its "
+        "disruption budgets and the node's labels come from it)",
+    )
+    node_class: str = Field(
+        default="default",
+        pattern=POOL_NAME,
+        description="the EC2NodeClass the NodeClaims launch with; for `reserved` it must "
+        "select the capacity reservations (capacityReservationSelectorTerms)",
+    )
+    capacity_order: list[CapacityType] = Field(
+        default_factory=lambda: [CapacityType.ON_DEMAND, CapacityType.SPOT],
+        min_length=1,
+        max_length=3,
+        description="capacity types in the order a burst tries them (each within what the "
+        "job's template allows: development on-demand or reserved, research spot). Put "
+        "`reserved` first when the node class selects ODCRs or Capacity Blocks",
+    )
+    max_nodes: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="HyperGuard's NodeClaims alive at once, launching or running. 0 (the "
+        "default: bursting spends money, so it is asked for) turns bursting off; idle burst "
+        "nodes are still released. Enforced before a claim is created (Karpenter's NodePool "
+        "limits are only checked eventually and a fast scale-out can overrun them)",
+    )
+    poll_interval_s: int = Field(
+        default=30, ge=1, le=600, description="between two looks at the NodeClaims"
+    )
+    launch_timeout_s: int = Field(
+        default=900,
+        ge=5,
+        le=3600,
+        description="how long one capacity type may take to bring every node of a burst to "
+        "Ready before the next type is tried (Karpenter removes a node that has not "
+        "registered in 15 minutes)",
+    )
+    scale_in_after_s: int = Field(
+        default=600,
+        ge=0,
+        le=86400,
+        description="cooldown: a burst node idle this long is released",
+    )
+    retry_after_s: int = Field(
+        default=600,
+        ge=5,
+        le=86400,
+        description="after a burst for the same jobs ended, how long before another is tried",
+    )
+
+    @field_validator("capacity_order")
+    @classmethod
+    def _each_once(cls, value: list[CapacityType]) -> list[CapacityType]:
+        if len(set(value)) != len(value):
+            raise ValueError("capacityOrder names a capacity type twice")
+        return value
+
+
 def default_prices() -> list[PoolPrice]:
     return [
         PoolPrice(pool_kind=kind, instance_type=itype, hourly_usd=usd)
@@ -91,6 +158,11 @@ class BurstPolicy(CamelModel):
         "cap); a placement that would is refused and the job stays pending",
     )
 
+    capacity: BurstCapacity = Field(
+        default_factory=BurstCapacity,
+        description="how bursts raise EKS capacity through Karpenter and release it",
+    )
+
     @model_validator(mode="after")
     def _one_price_each(self) -> Self:
         seen: set[tuple[PoolKind, str]] = set()
@@ -116,6 +188,14 @@ class BurstPolicy(CamelModel):
             return 0.0
         price = self.price_table().get(price_key(kind, instance_type), 0.0)
         return price * gpus / max(per_instance, 1)
+
+    def node_price(self, capacity: CapacityType, instance_type: str) -> float | None:
+        """USD per instance-hour of a burst node (0 when its pool is committed; None when
+        no price is known, and such capacity is never bought)."""
+        if f"{self.capacity.node_pool}-{capacity.value}" in self.committed_pools:
+            return 0.0
+        kind = PoolKind.EKS_SPOT if capacity is CapacityType.SPOT else PoolKind.EKS_ON_DEMAND
+        return self.price_table().get(price_key(kind, instance_type))
 
     def budget(self, team: str, burst_usd_per_hour: Mapping[str, float]) -> BurstBudget:
         """What `team` may still spend on burst, given every team's burst spend now."""

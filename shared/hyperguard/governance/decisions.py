@@ -34,6 +34,9 @@ class PendingGroup:
 
     reason: str
     job_ids: tuple[str, ...]
+    short_of_capacity: tuple[str, ...] = ()
+    """Those of `job_ids` that only installed capacity holds back: their team's quota (and
+    the lending pool) would take them. Burst capacity would let them run."""
 
 
 @dataclass(slots=True)
@@ -55,6 +58,11 @@ class Decisions:
     @property
     def pending_reasons(self) -> dict[str, str]:
         return {job_id: group.reason for group in self.pending for job_id in group.job_ids}
+
+    @property
+    def short_of_capacity(self) -> list[str]:
+        """Pending jobs that only installed capacity holds back, in admission order."""
+        return [job_id for group in self.pending for job_id in group.short_of_capacity]
 
     @property
     def write_count(self) -> int:

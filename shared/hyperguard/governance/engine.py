@@ -95,6 +95,7 @@ class _Pass:
         self.contended: set[str] = set()
         self.failed: dict[tuple[str, str], list[tuple[ResourceAmount, int, str]]] = {}
         self._last_block = ""
+        self._last_binding = _TEAM
 
     # -- accounting ---------------------------------------------------------------------
 
@@ -219,7 +220,8 @@ class _Pass:
                 heapq.heappush(heap, (fresh, index))
                 continue
             if not self._try_admit(bucket.jobs[bucket.pos], bucket.policy, reclaim=in_quota):
-                self._wait(bucket.jobs[bucket.pos :], self._last_block)
+                waiting = bucket.jobs[bucket.pos :]
+                self._wait(waiting, self._last_block, self._short_of_capacity(waiting))
                 self.contended.add(bucket.jobs[0].instance_type)
                 continue
             bucket.pos += 1
@@ -227,8 +229,30 @@ class _Pass:
                 heapq.heappush(heap, (self._key(bucket), index))
         return deferred
 
-    def _wait(self, jobs: list[Workload], reason: str) -> None:
-        self.decisions.pending.append(PendingGroup(reason, tuple(w.job_id for w in jobs)))
+    def _wait(self, jobs: list[Workload], reason: str, short: tuple[str, ...] = ()) -> None:
+        self.decisions.pending.append(PendingGroup(reason, tuple(w.job_id for w in jobs), short))
+
+    def _short_of_capacity(self, jobs: list[Workload]) -> tuple[str, ...]:
+        """The first of `jobs` (one queue shape, oldest first) that their team's limit would
+        still take, when installed capacity is what held the head back: the capacity itself,
+        or the lending pool where IdleResourceSharing makes it grow with the capacity."""
+        grows = self.state.scheduler.idle_resource_sharing is Toggle.ENABLED
+        if not jobs or not (
+            self._last_binding == _CAPACITY or (self._last_binding == _POOL and grows)
+        ):
+            return ()
+        policy = self.state.teams[jobs[0].team]
+        flavor = jobs[0].instance_type
+        used = list(self.usage.get((policy.team, flavor)) or (0, 0, 0))
+        limit = policy.limit.get(flavor, ZERO)
+        short: list[str] = []
+        for workload in jobs:
+            need = workload.per_replica.scaled(workload.floor)
+            used = [u + n for u, n in zip(used, need, strict=True)]
+            if any(u > q for u, q in zip(used, limit, strict=True)):
+                break
+            short.append(workload.job_id)
+        return tuple(short)
 
     def _structural_block(self, workload: Workload) -> str | None:
         """Reasons no amount of waiting or preempting can fix."""
@@ -263,6 +287,7 @@ class _Pass:
     def _try_admit(self, workload: Workload, policy: TeamPolicy, *, reclaim: bool) -> bool:
         flavor = workload.instance_type
         room, binding = self._room(policy, flavor, workload.per_replica)
+        self._last_binding = binding
         if room >= workload.floor:
             self._admit(workload, policy, workload.at_most(min(room, workload.replicas)), "")
             return True

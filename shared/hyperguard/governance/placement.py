@@ -74,11 +74,16 @@ def price_key(kind: PoolKind, instance_type: str) -> tuple[PoolKind, str]:
 
 def pool_of(node: Node) -> tuple[str, PoolKind]:
     """HyperPod instance group, or EKS NodePool split by capacity type (one Karpenter
-    NodePool may hold both)."""
+    NodePool may hold all three). Reserved EKS capacity (ODCR, Capacity Blocks) is
+    on-demand capacity by price and by what a template allows; list `<NodePool>-reserved`
+    among the burst policy's committed pools when it is paid for already."""
     if node.platform == "hyperpod":
         return node.pool, PoolKind.HYPERPOD
-    if node.capacity_type.lower() == "spot":
+    capacity = node.capacity_type.lower()
+    if capacity == "spot":
         return f"{node.pool}-spot", PoolKind.EKS_SPOT
+    if capacity == "reserved":
+        return f"{node.pool}-reserved", PoolKind.EKS_ON_DEMAND
     return f"{node.pool}-on-demand", PoolKind.EKS_ON_DEMAND
 
 
@@ -104,6 +109,8 @@ class Placement:
     kind: PoolKind | None = None
     hourly_price: float = 0.0
     """USD per instance-hour the placement assumed (0 on committed capacity)."""
+    short: bool = False
+    """No allowed pool has room (rather than a spend cap refusing): more capacity would do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +230,9 @@ def place(
         return Placement(None, f"waiting: {capped[0]}")
     kinds = " or ".join(kind.value for kind in allowed)
     return Placement(
-        None, f"waiting: no {kinds} pool of {wanted} has {accelerators} free accelerators"
+        None,
+        f"waiting: no {kinds} pool of {wanted} has {accelerators} free accelerators",
+        short=True,
     )
 
 

@@ -30,6 +30,13 @@ spend rate within its caps — counted from the jobs holding EKS capacity at the
 pass plus those the pass places there (releases count from the next pass). Every admission
 records the pool kind, the price per instance-hour and the job's hourly cost it assumed.
 
+Burst capacity (hyperguard.scaling.burst), when BurstCapacity is deployed: jobs that only
+installed capacity holds back (the engine's `short_of_capacity`) and jobs admitted that no
+allowed pool has room for, whose template may run on EKS, less the nodes HyperGuard's
+NodeClaims are already launching, start one BurstCapacity execution per template and
+instance type, named by a deterministic burst id (a second pass starting it again is a
+no-op). The same pass releases HyperGuard's burst nodes idle past the policy's cooldown.
+
 Order of effects, and why:
 * preempt: conditional write first, then `stop_job` — the database is what quota is counted
   from, so it must never show a job stopped that is still admitted; a stop that fails is
@@ -57,20 +64,30 @@ from typing import Any, Protocol
 from pydantic import Field, ValidationError
 
 from hyperguard.aws import client
-from hyperguard.catalogue import InstanceCatalogue, ml_name
+from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
+from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.cluster.workloads import RunPhase, RunStatus
 from hyperguard.governance.burst_policy import BurstPolicy, is_burst
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
-from hyperguard.governance.placement import Pool, PoolKind, place, pool_of
+from hyperguard.governance.placement import Pool, PoolKind, allows_burst, place, pool_of
 from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
+from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES
 from hyperguard.observability import logger
 from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.scaling.burst import (
+    MAX_BURST_JOBS,
+    BurstJob,
+    BurstRequest,
+    burst_id,
+    nodes_for,
+    scale_in,
+)
 from hyperguard.settings import Settings
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.jobs import JobRecord, JobStore
@@ -157,6 +174,8 @@ class PassResult:
     succeeded: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    bursts: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
     spares: int = 0
     pending: int = 0
     pending_by_team: dict[str, int] = field(default_factory=dict)
@@ -175,6 +194,8 @@ class PassResult:
             "succeeded": len(self.succeeded),
             "failed": len(self.failed),
             "lost": len(self.lost),
+            "bursts": len(self.bursts),
+            "released": len(self.released),
             "spares": self.spares,
             "pending": self.pending,
             "conflicts": self.conflicts,
@@ -277,6 +298,7 @@ class SchedulerService:
         policies: RepairPolicyStore | None = None,
         burst_policies: BurstPolicyStore | None = None,
         checkpoints: CheckpointStore | None = None,
+        bursts: Workflows | None = None,
         lease_ttl_s: float = 120.0,
         settings: EngineSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
@@ -290,6 +312,8 @@ class SchedulerService:
         self.policies = policies or RepairPolicyStore(teams.table_name, teams.table)
         self.burst_policies = burst_policies or BurstPolicyStore(teams.table_name, teams.table)
         self.checkpoints = checkpoints or CheckpointStore()
+        self.bursts = bursts
+        """BurstCapacity; None: never burst (nor scale burst nodes in)."""
         self.lease_ttl_s = lease_ttl_s
         self.settings = settings or EngineSettings()
         self.clock = clock
@@ -333,6 +357,10 @@ class _PassRun:
         self.prices: Mapping[tuple[PoolKind, str], float] = self.burst.price_table()
         self.burst_spend: dict[str, float] = {}
         """USD per hour each team's jobs cost on EKS pools, as the pass places them."""
+        self.short: dict[str, int] = {}
+        """Jobs admitted that no allowed pool had room for: replicas they need."""
+        self.held: set[str] = set()
+        """Nodes some job holds at the start of the pass."""
 
     def per_replica(self, job: Job) -> int:
         """Accelerators one replica of the job holds on its node."""
@@ -374,6 +402,7 @@ class _PassRun:
         self.records = {r.job.job_id: r for r in snapshot}
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
+        self.held = {node for r in holding for node in r.job.nodes}
         self.occupancy = _Occupancy(
             nodes, ((r.job.nodes, self.per_replica(r.job)) for r in holding)
         )
@@ -410,6 +439,8 @@ class _PassRun:
                     reasons[action.job_id] = why
             elif action.kind is DecisionKind.GROW:
                 self.grow(action)
+        if self.service.bursts is not None:
+            self.raise_capacity(decisions.short_of_capacity, reasons, state, now)
         self.result.pending = len(reasons)
         self.result.pending_by_team = dict(Counter(self.records[j].job.team for j in reasons))
         for job_id, reason in reasons.items():
@@ -570,6 +601,8 @@ class _PassRun:
         )
         if placement.pool is None:
             self.result.unplaced.append(job.job_id)
+            if placement.short:
+                self.short[job.job_id] = action.replicas
             return f"admissible but not placeable: {placement.reason}"
         chosen = trial.choose(placement.pool, per, action.replicas)
         for victim in victims:
@@ -612,6 +645,103 @@ class _PassRun:
         )
         self.dispatch(placed)
         return None
+
+    # -- burst capacity ---------------------------------------------------------------------
+    def raise_capacity(
+        self,
+        short_of_capacity: list[str],
+        reasons: dict[str, str],
+        state: GovernanceState,
+        now: datetime,
+    ) -> None:
+        """Start a BurstCapacity execution for the jobs only capacity holds back (those its
+        template lets onto EKS), less the nodes already launching; give back burst nodes
+        idle past the cooldown. A cluster or Step Functions error skips this for the pass."""
+        capacity = self.burst.capacity
+        try:
+            claims = self.gateway.burst_claims()
+        except ClusterError as error:
+            logger.warning("burst claims unreadable", extra={"error": str(error)})
+            return
+        self.release_idle(claims, now)
+        wanted = dict(self.short)
+        for job_id in short_of_capacity:
+            workload = state.workloads.get(job_id)
+            if workload is not None:
+                wanted.setdefault(job_id, workload.floor)
+        if not wanted or capacity.max_nodes == 0:
+            return
+        launching = Counter(
+            c.instance_type for c in claims if not (c.deleting or c.ready or c.failure)
+        )
+        groups: dict[tuple[str, str], list[BurstJob]] = defaultdict(list)
+        for job_id, replicas in wanted.items():
+            job = self.records[job_id].job
+            if not allows_burst(job.template):
+                continue
+            instance_type = ec2_name(job.instance_type)
+            needed = nodes_for(
+                replicas,
+                self.per_replica(job),
+                self.service.catalogue.spec(job.instance_type).accelerators,
+            )
+            if launching[instance_type] >= needed:
+                launching[instance_type] -= needed
+                reasons[job_id] = f"{reasons.get(job_id, 'pending')}; burst capacity launching"
+                continue
+            groups[(job.template, instance_type)].append(
+                BurstJob(job_id=job_id, team=job.team, nodes=needed)
+            )
+        for (template, instance_type), group in groups.items():
+            jobs = group[:MAX_BURST_JOBS]
+            name = burst_id(
+                self.service.cluster,
+                template,
+                instance_type,
+                (j.job_id for j in jobs),
+                now,
+                capacity.retry_after_s,
+            )
+            request = BurstRequest(
+                burst_id=name,
+                template=template,
+                instance_type=instance_type,
+                accelerators_per_node=self.service.catalogue.spec(instance_type).accelerators,
+                jobs=jobs,
+                spend_usd_per_hour={t: round(v, 4) for t, v in self.burst_spend.items()},
+            )
+            try:
+                self.service.bursts.ensure_started(  # type: ignore[union-attr]
+                    name, {"request": request.model_dump(mode="json", by_alias=True)}
+                )
+            except Exception as error:  # the next pass starts it again
+                logger.warning("burst not started", extra={"burst_id": name, "error": str(error)})
+                continue
+            self.result.bursts.append(name)
+            for member in jobs:
+                why = reasons.get(member.job_id, "pending")
+                reasons[member.job_id] = f"{why}; {name} raising capacity"
+
+    def release_idle(self, claims: list[BurstClaim], now: datetime) -> None:
+        """Scale-in: release HyperGuard's burst nodes idle for the cooldown (Karpenter drains
+        and terminates them), marking when each was first seen idle on its NodeClaim."""
+        busy = self.held | {
+            i
+            for i, node in self.occupancy.nodes.items()
+            if self.occupancy.free[i] < node.accelerators
+        }
+        release, marks = scale_in(claims, busy, now, self.burst.capacity.scale_in_after_s)
+        for name, since in marks:
+            try:
+                self.gateway.mark_burst_node_idle(name, since)
+            except ClusterError as error:
+                logger.warning("idle mark failed", extra={"claim": name, "error": str(error)})
+        for name in release:
+            try:
+                if self.gateway.release_burst_node(name):
+                    self.result.released.append(name)
+            except ClusterError as error:
+                logger.warning("release failed", extra={"claim": name, "error": str(error)})
 
     def give_way(self, decision: Decision) -> None:
         record = self.records[decision.job_id]

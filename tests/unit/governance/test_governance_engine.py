@@ -550,3 +550,41 @@ def test_idle_capacity_goes_to_elastic_jobs_by_priority_then_fair_share() -> Non
         d.job_id: d.replicas for d in schedule(cluster(quotas, 4, jobs)).of_kind(DecisionKind.GROW)
     }
     assert grown == {"a-high": 3}  # priority first
+
+
+def test_jobs_only_installed_capacity_holds_back_are_short_of_capacity() -> None:
+    # Team a may use 32 GPUs (16 nominal + 16 borrowed); the cluster has 2 instances (16),
+    # and with IdleResourceSharing the shared pool grows with the installed capacity.
+    quotas = [quota("a", 16, borrow=100, strategy="LendAndBorrow")]
+    jobs = [job(f"j{i}", "a", 8, replicas=1, at=float(i)) for i in range(5)]
+    decisions = schedule(cluster(quotas, 2, jobs))
+    assert admitted(decisions) == {"j0": 1, "j1": 1}
+    # j2 and j3 fit the team's limit (32 GPUs), j4 would not: only the first two would run
+    # on burst capacity.
+    assert decisions.short_of_capacity == ["j2", "j3"]
+    assert "exhausted" in decisions.pending_reasons["j2"]
+
+
+def test_quotas_above_the_installed_capacity_leave_jobs_short_of_capacity() -> None:
+    quotas = [quota("a", 32, strategy="DontLend", borrow=None)]
+    jobs = [job(f"j{i}", "a", 8, at=float(i)) for i in range(5)]
+    decisions = schedule(cluster(quotas, 2, jobs))
+    assert decisions.short_of_capacity == ["j2", "j3"]
+    assert "installed capacity of ml.p5.48xlarge exhausted" in decisions.pending_reasons["j2"]
+
+
+def test_jobs_their_team_quota_holds_back_are_not_short_of_capacity() -> None:
+    quotas = [quota("a", 8, strategy="DontLend", borrow=None), quota("b", 64, strategy="Lend")]
+    jobs = [job("j0", "a", 8), job("j1", "a", 8, at=1.0)]
+    decisions = schedule(cluster(quotas, 8, jobs))
+    assert admitted(decisions) == {"j0": 1}
+    assert decisions.short_of_capacity == []
+
+
+def test_without_idle_sharing_a_full_lending_pool_is_not_short_of_capacity() -> None:
+    # The pool is what lending teams lend; more instances would not enlarge it.
+    quotas = [quota("a", 16, borrow=100, strategy="LendAndBorrow")]
+    jobs = [job(f"j{i}", "a", 8, at=float(i)) for i in range(3)]
+    decisions = schedule(cluster(quotas, 2, jobs, idle="Disabled"))
+    assert admitted(decisions) == {"j0": 1, "j1": 1}
+    assert decisions.short_of_capacity == []

@@ -1,0 +1,151 @@
+"""Karpenter NodeClaims HyperGuard creates to raise burst capacity, and how it reads them.
+
+A NodeClaim (karpenter.sh/v1, cluster-scoped) asks Karpenter for one node: the instance
+type, the capacity type (`reserved`, `on-demand`, `spot`) and the NodePool whose EC2NodeClass
+it launches with. Karpenter launches an instance and reports progress in the claim's status
+conditions (Launched, Registered, Initialized, Ready); an insufficient-capacity error shows
+as Launched=False and Karpenter then deletes the claim, as it does a claim whose node has not
+registered within 15 minutes. Deleting a claim drains its node and terminates the instance.
+
+HyperGuard labels its claims with the burst that created them (`hyperguard.io/burst`) and
+the attempt (`hyperguard.io/burst-attempt`: one capacity type per attempt), and keeps the
+time a claim's node was first seen idle in an annotation (`hyperguard.io/idle-since`), so
+that scale-in survives any number of scheduler passes without a table of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from hyperguard.cluster.conventions import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL
+
+BURST_LABEL = "hyperguard.io/burst"
+ATTEMPT_LABEL = "hyperguard.io/burst-attempt"
+IDLE_SINCE_ANNOTATION = "hyperguard.io/idle-since"
+GPU_RESOURCE = "nvidia.com/gpu"
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+
+
+class CapacityType(StrEnum):
+    """Karpenter's `karpenter.sh/capacity-type` values."""
+
+    RESERVED = "reserved"
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+class BurstClaim(BaseModel):
+    """One of HyperGuard's NodeClaims as Karpenter last reported it."""
+
+    name: str
+    burst_id: str
+    attempt: int
+    node_pool: str
+    instance_type: str
+    capacity_type: str
+    created: datetime | None = None
+    deleting: bool = False
+    launched: bool = False
+    ready: bool = False
+    failure: str | None = None
+    """Why Karpenter could not launch it (Launched=False: reason and message)."""
+    instance_id: str | None = None
+    node_name: str | None = None
+    idle_since: datetime | None = None
+
+
+def nodeclaim_manifest(
+    *,
+    name: str,
+    burst_id: str,
+    attempt: int,
+    node_pool: str,
+    node_class: str,
+    instance_type: str,
+    capacity_type: CapacityType,
+    accelerators: int,
+    neuron: bool = False,
+) -> dict[str, Any]:
+    """A NodeClaim for one node of `instance_type` (EC2 name) and `capacity_type`, launched
+    with the NodePool's EC2NodeClass `node_class`, requesting the node's accelerators."""
+    resource = NEURON_RESOURCE if neuron else GPU_RESOURCE
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "labels": {
+                NODEPOOL_LABEL: node_pool,
+                BURST_LABEL: burst_id,
+                ATTEMPT_LABEL: str(attempt),
+            },
+        },
+        "spec": {
+            "nodeClassRef": {
+                "group": "karpenter.k8s.aws",
+                "kind": "EC2NodeClass",
+                "name": node_class,
+            },
+            "requirements": [
+                {"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": [instance_type]},
+                {"key": CAPACITY_TYPE_LABEL, "operator": "In", "values": [capacity_type.value]},
+                {"key": NODEPOOL_LABEL, "operator": "In", "values": [node_pool]},
+            ],
+            "resources": {"requests": {resource: str(accelerators)}},
+        },
+    }
+
+
+def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
+    """The claim as HyperGuard tracks it; None for a claim HyperGuard did not create."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    burst_id = labels.get(BURST_LABEL)
+    if not burst_id:
+        return None
+    spec = obj.get("spec") or {}
+    wanted = {r.get("key"): (r.get("values") or [""])[0] for r in spec.get("requirements") or []}
+    status = obj.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    launched = conditions.get("Launched") or {}
+    failure = None
+    if launched.get("status") == "False":
+        failure = f"{launched.get('reason') or 'LaunchFailed'}: {launched.get('message') or ''}"
+    provider = status.get("providerID") or ""
+    annotations = meta.get("annotations") or {}
+    try:
+        attempt = int(labels.get(ATTEMPT_LABEL, "0"))
+    except ValueError:
+        attempt = 0
+    return BurstClaim(
+        name=meta.get("name", ""),
+        burst_id=burst_id,
+        attempt=attempt,
+        node_pool=labels.get(NODEPOOL_LABEL) or wanted.get(NODEPOOL_LABEL, ""),
+        instance_type=wanted.get(INSTANCE_TYPE_LABEL, ""),
+        capacity_type=labels.get(CAPACITY_TYPE_LABEL) or wanted.get(CAPACITY_TYPE_LABEL, ""),
+        created=_time(meta.get("creationTimestamp")),
+        deleting=meta.get("deletionTimestamp") is not None,
+        launched=launched.get("status") == "True",
+        ready=(conditions.get("Ready") or {}).get("status") == "True",
+        failure=failure,
+        instance_id=provider.rsplit("/", 1)[-1] if provider.startswith("aws://") else None,
+        node_name=status.get("nodeName") or None,
+        idle_since=_time(annotations.get(IDLE_SINCE_ANNOTATION)),
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -1,0 +1,221 @@
+"""Burst decisions, pure: which jobs a burst is for, which capacity to try in which order,
+whether the nodes came, and which idle burst nodes to give back.
+
+A burst is one BurstCapacity execution for one job template and one instance type: the jobs
+that only installed capacity holds back (their team's quota would take them). It tries the
+capacity types the burst policy orders (`capacity.capacityOrder`), each only if the template
+allows it (development: reserved or on-demand; research: spot; production never bursts),
+has a price, and keeps every team's and the global burst spend rate within the caps. One
+capacity type is one attempt: all the burst's nodes (an all-or-nothing gang) come, or the
+attempt's NodeClaims are deleted and the next type is tried; when none is left the burst
+rolls back and the jobs stay pending with the reasons.
+
+The burst id is deterministic — the cluster, the template, the instance type, the jobs and
+the `retryAfterS` window — so that the scheduler's passes, each of which sees the same
+jobs waiting, start one execution (Step Functions refuses a second of the same name), and a
+burst that failed is tried again in the next window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from pydantic import Field
+
+from hyperguard.cluster.karpenter import BurstClaim, CapacityType
+from hyperguard.governance.burst_policy import BurstPolicy
+from hyperguard.models.camel import CamelModel
+from hyperguard.models.governance import TEAM_NAME_PATTERN
+
+TEMPLATE_CAPACITY: Mapping[str, tuple[CapacityType, ...]] = {
+    "development": (CapacityType.RESERVED, CapacityType.ON_DEMAND),
+    "research": (CapacityType.SPOT,),
+}
+"""Capacity types each template may burst onto (the placement rules' EKS pools)."""
+
+MAX_BURST_JOBS = 100
+MAX_NODES_PER_JOB = 1000
+
+
+class BurstJob(CamelModel):
+    job_id: str = Field(min_length=1, max_length=128)
+    team: str = Field(pattern=TEAM_NAME_PATTERN, max_length=63)
+    nodes: int = Field(ge=1, le=MAX_NODES_PER_JOB, description="burst nodes the job needs")
+
+
+class BurstRequest(CamelModel):
+    """What the scheduler asks a BurstCapacity execution for (its input)."""
+
+    burst_id: str = Field(pattern=r"^burst-[0-9a-f]{16}$")
+    template: str = Field(max_length=32)
+    instance_type: str = Field(max_length=50, description="the EC2 name")
+    accelerators_per_node: int = Field(ge=1, le=64)
+    jobs: list[BurstJob] = Field(min_length=1, max_length=MAX_BURST_JOBS)
+    spend_usd_per_hour: dict[str, float] = Field(
+        default_factory=dict,
+        max_length=500,
+        description="every team's burst spend when the scheduler asked (the caps' baseline)",
+    )
+
+
+class CapacityOption(CamelModel):
+    capacity_type: CapacityType
+    pool: str = Field(description="`<NodePool>-<capacity type>`, as placement names it")
+    usd_per_node_hour: float
+    usd_per_hour: float = Field(description="the burst's nodes together")
+
+
+class BurstPlan(CamelModel):
+    jobs: list[BurstJob]
+    nodes: int
+    options: list[CapacityOption]
+    refused: list[str] = Field(default_factory=list, description="why capacity was left out")
+
+
+def burst_id(
+    cluster: str,
+    template: str,
+    instance_type: str,
+    job_ids: Iterable[str],
+    now: datetime,
+    retry_after_s: float,
+) -> str:
+    window = int(now.timestamp() // max(retry_after_s, 1))
+    key = "\n".join([cluster, template, instance_type, str(window), *sorted(job_ids)])
+    return "burst-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def nodes_for(replicas: int, accelerators_per_replica: int, accelerators_per_node: int) -> int:
+    """Nodes `replicas` replicas need, each replica whole on one node."""
+    per_node = max(accelerators_per_node // max(accelerators_per_replica, 1), 1)
+    return math.ceil(replicas / per_node)
+
+
+def plan_burst(
+    request: BurstRequest,
+    policy: BurstPolicy,
+    *,
+    claims_elsewhere: int,
+    spend_usd_per_hour: Mapping[str, float],
+) -> BurstPlan:
+    """The jobs this burst raises nodes for (in order, while HyperGuard's claims stay within
+    `maxNodes` counting the `claims_elsewhere` other bursts hold) and the capacity types to
+    try, in order, each within the spend caps given every team's burst spend now."""
+    capacity = policy.capacity
+    room = capacity.max_nodes - claims_elsewhere
+    refused: list[str] = []
+    jobs: list[BurstJob] = []
+    for job in request.jobs:
+        if sum(j.nodes for j in jobs) + job.nodes > room:
+            refused.append(
+                f"job {job.job_id}: {job.nodes} more node(s) would exceed maxNodes "
+                f"{capacity.max_nodes} ({claims_elsewhere} held by other bursts)"
+            )
+            continue
+        jobs.append(job)
+    nodes = sum(job.nodes for job in jobs)
+    options: list[CapacityOption] = []
+    allowed = TEMPLATE_CAPACITY.get(request.template, ())
+    for kind in capacity.capacity_order:
+        if not jobs:
+            break
+        if kind not in allowed:
+            continue
+        price = policy.node_price(kind, request.instance_type)
+        if price is None:
+            refused.append(f"{kind.value}: no price for {request.instance_type}")
+            continue
+        refusal = _cap_refusal(policy, jobs, price, spend_usd_per_hour)
+        if refusal is not None:
+            refused.append(f"{kind.value}: {refusal}")
+            continue
+        options.append(
+            CapacityOption(
+                capacity_type=kind,
+                pool=f"{capacity.node_pool}-{kind.value}",
+                usd_per_node_hour=price,
+                usd_per_hour=round(price * nodes, 6),
+            )
+        )
+    if jobs and not allowed:
+        refused.append(f"template {request.template} never bursts")
+    return BurstPlan(jobs=jobs, nodes=nodes, options=options, refused=refused)
+
+
+def _cap_refusal(
+    policy: BurstPolicy,
+    jobs: Sequence[BurstJob],
+    price: float,
+    spend: Mapping[str, float],
+) -> str | None:
+    by_team: dict[str, float] = defaultdict(float)
+    for job in jobs:
+        by_team[job.team] += price * job.nodes
+    for team, cost in sorted(by_team.items()):
+        budget = policy.budget(team, spend)
+        refusal = budget.refusal(cost)
+        if refusal is not None:
+            return refusal
+    total = sum(by_team.values())
+    budget = policy.budget("", spend)
+    cap = budget.global_cap_usd_per_day
+    if total > 0 and cap is not None and (budget.total_usd_per_hour + total) * 24 > cap + 1e-9:
+        return (
+            f"the global burst spend cap of ${cap:.2f}/day would be exceeded: "
+            f"${budget.total_usd_per_hour:.2f}/h running + ${total:.2f}/h for this burst"
+        )
+    return None
+
+
+def assess(
+    claims: Sequence[BurstClaim],
+    nodes: int,
+    *,
+    waited_s: float,
+    timeout_s: float,
+) -> tuple[str, str | None]:
+    """Where one attempt stands: `ready` (every node Ready), `failed` (Karpenter could not
+    launch one, or removed one), `timeout`, or `waiting`; and why, when it did not work."""
+    failures = [c for c in claims if c.failure]
+    if failures:
+        return "failed", f"NodeClaim {failures[0].name}: {failures[0].failure}"
+    alive = [c for c in claims if not c.deleting]
+    if len(alive) < nodes:
+        return "failed", (
+            f"{nodes - len(alive)} of {nodes} NodeClaim(s) removed by Karpenter (it deletes a "
+            "claim EC2 has no capacity for, or whose node never registered)"
+        )
+    if sum(1 for c in alive if c.ready) >= nodes:
+        return "ready", None
+    if waited_s >= timeout_s:
+        ready = sum(1 for c in alive if c.ready)
+        return "timeout", f"{ready} of {nodes} node(s) Ready after {waited_s:.0f} s"
+    return "waiting", None
+
+
+def scale_in(
+    claims: Iterable[BurstClaim],
+    busy: set[str],
+    now: datetime,
+    cooldown_s: float,
+) -> tuple[list[str], list[tuple[str, datetime | None]]]:
+    """The claims to release (their node idle for `cooldown_s`), and the idle marks to set
+    (first seen idle now) or clear (busy again). `busy`: instance ids some job holds."""
+    release: list[str] = []
+    marks: list[tuple[str, datetime | None]] = []
+    for claim in claims:
+        if claim.deleting or not claim.ready:
+            continue
+        if claim.instance_id in busy:
+            if claim.idle_since is not None:
+                marks.append((claim.name, None))
+            continue
+        if claim.idle_since is None:
+            marks.append((claim.name, now))
+        elif (now - claim.idle_since).total_seconds() >= cooldown_s:
+            release.append(claim.name)
+    return release, marks

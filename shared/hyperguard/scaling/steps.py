@@ -1,0 +1,237 @@
+"""BurstCapacity workflow steps. Each is an *ensure* step: safe to run twice.
+
+The state machine passes the state (`burst`, a plain dict) from step to step; each step
+returns it updated, and its Choice states read `capacity`. The state starts as
+{"request": BurstRequest}; `plan` adds the plan, `request` the attempt's NodeClaims and when
+they were asked for, `check` where they stand, `next_capacity` moves to the next capacity
+type, `admit` hands the nodes to the scheduler and `rollback` gives everything back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from hyperguard.catalogue import InstanceCatalogue
+from hyperguard.cluster import ClusterGateway
+from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
+from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.service import SchedulerWakeup
+from hyperguard.messaging import EventPublisher
+from hyperguard.models import utcnow
+from hyperguard.models.jobs import WAITING_STATUSES
+from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
+from hyperguard.scaling.burst import BurstPlan, BurstRequest, assess, plan_burst
+from hyperguard.store import JobStore
+from hyperguard.store.policy import BurstPolicyStore
+
+Burst = dict[str, Any]
+
+STEPS = frozenset({"plan", "request", "check", "next_capacity", "admit", "rollback"})
+MAX_FAILURES_KEPT = 10
+
+
+class UnknownStepError(ValueError):
+    """The state machine asked for a step this function does not have."""
+
+
+class BurstSteps:
+    def __init__(
+        self,
+        *,
+        gateway: ClusterGateway,
+        jobs: JobStore,
+        policies: BurstPolicyStore,
+        catalogue: InstanceCatalogue,
+        wakeup: SchedulerWakeup,
+        publisher: EventPublisher,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.gateway = gateway
+        self.jobs = jobs
+        self.lifecycle = JobLifecycle(jobs, clock=clock)
+        self.policies = policies
+        self.catalogue = catalogue
+        self.wakeup = wakeup
+        self.publisher = publisher
+        self.clock = clock
+
+    def run(self, step: str, burst: Burst) -> Burst:
+        action = getattr(self, step, None) if step in STEPS else None
+        if action is None:
+            raise UnknownStepError(f"unknown burst step {step!r}")
+        result: Burst = action(dict(burst))
+        metrics.add_metric(name=f"BurstStep_{step}", unit="Count", value=1)
+        return result
+
+    # -- steps ----------------------------------------------------------------------------
+    def plan(self, burst: Burst) -> Burst:
+        """Which of the jobs still wait, and the capacity types to try for them."""
+        request = BurstRequest.model_validate(burst["request"])
+        policy = self.policies.get()
+        records = {r.job.job_id: r for r in self.jobs.records_of([j.job_id for j in request.jobs])}
+        waiting = [
+            job
+            for job in request.jobs
+            if (record := records.get(job.job_id)) is not None
+            and record.job.status in WAITING_STATUSES
+            and not record.stop_pending
+        ]
+        elsewhere = sum(
+            1
+            for claim in self.gateway.burst_claims()
+            if not claim.deleting and claim.burst_id != request.burst_id
+        )
+        plan = plan_burst(
+            request.model_copy(update={"jobs": waiting}) if waiting else request,
+            policy,
+            claims_elsewhere=elsewhere,
+            spend_usd_per_hour=request.spend_usd_per_hour,
+        )
+        if not waiting:
+            plan = BurstPlan(jobs=[], nodes=0, options=[], refused=["no job waits any more"])
+        burst.update(
+            plan=plan.model_dump(mode="json"),
+            attempt=0,
+            failures=list(plan.refused)[:MAX_FAILURES_KEPT],
+            poll_s=policy.capacity.poll_interval_s,
+            capacity=(
+                "not-needed" if not plan.jobs else "planned" if plan.options else "unaffordable"
+            ),
+        )
+        logger.info(
+            "burst planned",
+            extra={"burst_id": request.burst_id, "nodes": plan.nodes, "refused": plan.refused},
+        )
+        return burst
+
+    def request(self, burst: Burst) -> Burst:
+        """Ensure the attempt's NodeClaims exist, one per node."""
+        request, plan = self._request(burst), self._plan(burst)
+        attempt = int(burst.get("attempt", 0))
+        option = plan.options[attempt]
+        policy = self.policies.get()
+        spec = self.catalogue.spec(request.instance_type)
+        for index in range(plan.nodes):
+            self.gateway.request_burst_node(
+                nodeclaim_manifest(
+                    name=_claim_name(request.burst_id, attempt, index),
+                    burst_id=request.burst_id,
+                    attempt=attempt,
+                    node_pool=policy.capacity.node_pool,
+                    node_class=policy.capacity.node_class,
+                    instance_type=request.instance_type,
+                    capacity_type=option.capacity_type,
+                    accelerators=spec.accelerators,
+                    neuron=request.instance_type.startswith(("trn", "inf")),
+                )
+            )
+        if burst.get("requested_attempt") != attempt:
+            burst["requested_attempt"] = attempt
+            burst["requested_at"] = self.clock().isoformat()
+        burst["capacity"] = "requested"
+        return burst
+
+    def check(self, burst: Burst) -> Burst:
+        """Are the attempt's nodes Ready? Failed or too slow: the next capacity type."""
+        request, plan = self._request(burst), self._plan(burst)
+        attempt = int(burst.get("attempt", 0))
+        policy = self.policies.get()
+        claims = self._claims(request.burst_id, attempt)
+        waited = (self.clock() - datetime.fromisoformat(burst["requested_at"])).total_seconds()
+        status, why = assess(
+            claims, plan.nodes, waited_s=waited, timeout_s=policy.capacity.launch_timeout_s
+        )
+        burst["capacity"] = status
+        burst["poll_s"] = policy.capacity.poll_interval_s
+        if why is not None:
+            option = plan.options[attempt]
+            burst["failures"] = [
+                *burst.get("failures", []),
+                f"{option.capacity_type.value}: {why}",
+            ][-MAX_FAILURES_KEPT:]
+        if status == "ready":
+            burst["instance_ids"] = sorted(c.instance_id for c in claims if c.instance_id)
+        return burst
+
+    def next_capacity(self, burst: Burst) -> Burst:
+        """Give back this attempt's claims; move on to the next capacity type, if any."""
+        request, plan = self._request(burst), self._plan(burst)
+        attempt = int(burst.get("attempt", 0))
+        for claim in self._claims(request.burst_id, attempt):
+            self.gateway.release_burst_node(claim.name)
+        burst["attempt"] = attempt + 1
+        burst["capacity"] = "retry" if attempt + 1 < len(plan.options) else "exhausted"
+        return burst
+
+    def admit(self, burst: Burst) -> Burst:
+        """The nodes are Ready: wake the scheduler, which places the jobs on them."""
+        request, plan = self._request(burst), self._plan(burst)
+        option = plan.options[int(burst.get("attempt", 0))]
+        self.wakeup.wake(f"burst {request.burst_id} ready", plan.jobs[0].job_id)
+        waited = (self.clock() - datetime.fromisoformat(burst["requested_at"])).total_seconds()
+        detail = {
+            "burstId": request.burst_id,
+            "instanceType": request.instance_type,
+            "capacityType": option.capacity_type.value,
+            "nodes": plan.nodes,
+            "instanceIds": burst.get("instance_ids", []),
+            "usdPerHour": option.usd_per_hour,
+            "jobs": [j.job_id for j in plan.jobs],
+            "secondsToReady": round(waited, 1),
+        }
+        self.publisher.publish("Burst Capacity Ready", detail)
+        self._metric("BurstNodesReadySeconds", waited, option.capacity_type.value)
+        burst["outcome"] = "ready"
+        return burst
+
+    def rollback(self, burst: Burst) -> Burst:
+        """No capacity came (or a step failed): delete every claim of the burst and leave the
+        jobs pending with the reasons."""
+        request = BurstRequest.model_validate(burst["request"])
+        for claim in self.gateway.burst_claims(request.burst_id):
+            if not claim.deleting:
+                self.gateway.release_burst_node(claim.name)
+        failures = list(burst.get("failures") or [])
+        error = burst.get("error")
+        if isinstance(error, dict):
+            failures.append(f"{error.get('Error')}: {str(error.get('Cause', ''))[:300]}")
+        why = "; ".join(failures) or "no capacity type to try"
+        reason = f"waiting: burst {request.burst_id} raised no capacity: {why}"[:1000]
+        for job in request.jobs:
+            self.lifecycle.set_reason(job.job_id, reason)
+        self.publisher.publish(
+            "Burst Capacity Rolled Back",
+            {
+                "burstId": request.burst_id,
+                "instanceType": request.instance_type,
+                "jobs": [j.job_id for j in request.jobs],
+                "reasons": failures,
+            },
+        )
+        burst["outcome"] = "rolled-back"
+        burst["reason"] = why
+        return burst
+
+    # -- helpers --------------------------------------------------------------------------
+    @staticmethod
+    def _request(burst: Burst) -> BurstRequest:
+        return BurstRequest.model_validate(burst["request"])
+
+    @staticmethod
+    def _plan(burst: Burst) -> BurstPlan:
+        return BurstPlan.model_validate(burst["plan"])
+
+    def _claims(self, burst_id: str, attempt: int) -> list[BurstClaim]:
+        return [c for c in self.gateway.burst_claims(burst_id) if c.attempt == attempt]
+
+    def _metric(self, name: str, value: float, capacity_type: str) -> None:
+        with single_metric(
+            name=name, unit=MetricUnit.Seconds, value=value, namespace=NAMESPACE
+        ) as metric:
+            metric.add_dimension(name="capacity_type", value=capacity_type)
+
+
+def _claim_name(burst_id: str, attempt: int, index: int) -> str:
+    return f"hg-{burst_id}-{attempt}-{index}"
