@@ -5,24 +5,13 @@ low-priority one of its own team."""
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from tests.e2e.conftest import running_twin
+from tests.e2e.http import Http, member
 
 from hyperguard.twin.runtime import Twin
-
-ADMIN = "arn:aws:iam::123456789012:role/hyperguard-admin"
-CLUSTER_ARN = "arn:aws:sagemaker:us-east-1:123456789012:cluster/hyperguard-twin"
-
-
-def member(team: str) -> str:
-    return f"arn:aws:iam::123456789012:role/{team}-engineer"
 
 
 @pytest.fixture(scope="module")
@@ -31,75 +20,6 @@ def twin() -> Iterator[Twin]:
     # job admitted against it would wait for HyperPod instead of reclaiming (a known gap).
     with running_twin(hyperpod_nodes=4, burst_nodes=0, seed_jobs=False) as running:
         yield running
-
-
-class Http:
-    def __init__(self, base: str) -> None:
-        self.base = base
-
-    def __call__(
-        self, method: str, path: str, body: Any = None, principal: str = ADMIN
-    ) -> tuple[int, Any]:
-        request = urllib.request.Request(
-            self.base + path,
-            data=None if body is None else json.dumps(body).encode(),
-            method=method,
-            headers={"Content-Type": "application/json", "X-HyperGuard-Principal": principal},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
-
-    def quota(
-        self, team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int | None = 100
-    ) -> int:
-        sharing: dict[str, Any] = {"Strategy": strategy}
-        if borrow is not None:
-            sharing["BorrowLimit"] = borrow
-        body = {
-            "Name": f"{team}-quota",
-            "ClusterArn": CLUSTER_ARN,
-            "ComputeQuotaConfig": {
-                "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Accelerators": gpus}],
-                "ResourceSharingConfig": sharing,
-                "PreemptTeamTasks": "LowerPriority",
-            },
-            "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 0},
-        }
-        return self("PUT", f"/teams/{team}/compute-quota", body)[0]
-
-    def submit(self, team: str, gpus: int, replicas: int = 1, priority_class: str = "low") -> str:
-        status, body = self(
-            "POST",
-            "/jobs",
-            {
-                "team": team,
-                "instance_type": "ml.p5.48xlarge",
-                "accelerators_per_replica": gpus,
-                "replicas": replicas,
-                "priority_class": priority_class,
-                "image": "trainer:1",
-                "checkpoint_location": f"s3://hyperguard-twin-checkpoints/{team}/",
-            },
-            principal=member(team),
-        )
-        assert status == 201, body
-        return str(body["job_id"])
-
-    def status_of(self, job_id: str) -> str:
-        return str(self("GET", f"/jobs/{job_id}")[1]["status"])
-
-    def wait(self, expected: dict[str, str], timeout_s: float = 30) -> None:
-        deadline = time.monotonic() + timeout_s
-        seen: dict[str, str] = {}
-        while time.monotonic() < deadline:
-            seen = {job: self.status_of(job) for job in expected}
-            if seen == expected:
-                return
-            time.sleep(0.3)
-        raise AssertionError(f"expected {expected}, have {seen}")
 
 
 @pytest.fixture(scope="module")

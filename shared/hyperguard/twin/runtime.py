@@ -28,6 +28,7 @@ from typing import Any
 from werkzeug.serving import make_server
 
 from hyperguard import aws
+from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy
 from hyperguard.recovery.policy import DeepHealthCheck, NodeRepairConfig
 from hyperguard.twin import aws as twin_aws
 from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, PRINCIPAL_HEADER, ApiGatewayProxy
@@ -101,6 +102,23 @@ def fast_policy(time_scale: float) -> NodeRepairConfig:
             "failed_run_grace_s": max(1, round(defaults.failed_run_grace_s / time_scale)),
             "deep_health_checks": [DeepHealthCheck.INSTANCE_STRESS],
         }
+    )
+
+
+def fast_burst_policy(time_scale: float, max_nodes: int = 8) -> BurstPolicy:
+    """The burst policy an operator of the twin stores: bursting on (up to `max_nodes`
+    NodeClaims), its waits the published defaults on the simulated cluster's clock."""
+    defaults = BurstCapacity()
+    return BurstPolicy(
+        capacity=defaults.model_copy(
+            update={
+                "max_nodes": max_nodes,
+                "poll_interval_s": 1,
+                "launch_timeout_s": max(5, round(defaults.launch_timeout_s / time_scale)),
+                "scale_in_after_s": round(defaults.scale_in_after_s / time_scale),
+                "retry_after_s": max(5, round(defaults.retry_after_s / time_scale)),
+            }
+        )
     )
 
 
@@ -452,6 +470,8 @@ class Twin:
         self._api_ok(
             "PUT", "/policies/node-repair", policy.model_dump(mode="json", exclude_none=True)
         )
+        burst = fast_burst_policy(self.config.time_scale)
+        self._api_ok("PUT", "/policies/burst", burst.model_dump(mode="json", by_alias=True))
         if not self.config.seed_jobs:
             return
         self._api_ok("PUT", "/scheduler-config", SEED_POLICY)

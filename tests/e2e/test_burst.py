@@ -1,0 +1,151 @@
+"""Burst to EKS end to end on the twin: the scheduler starts BurstCapacity for a job only
+installed capacity holds back; the workflow creates Karpenter NodeClaims through the
+Kubernetes API, the twin's Karpenter launches them (or EC2 has no capacity), the job runs on
+the new nodes, and the scheduler releases them once idle past the cooldown."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from tests.e2e.conftest import running_twin
+from tests.e2e.http import Http, member
+
+from hyperguard.cluster.karpenter import BURST_LABEL
+from hyperguard.twin.kube import NODECLAIMS
+from hyperguard.twin.runtime import Twin, fast_burst_policy
+
+TEAM = "alpha"
+
+
+@pytest.fixture(scope="module")
+def twin() -> Iterator[Twin]:
+    # Two HyperPod nodes and an empty burst pool: the Karpenter NodePool exists, no nodes.
+    with running_twin(hyperpod_nodes=2, burst_nodes=0, seed_jobs=False) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def http(twin: Twin) -> Http:
+    api = Http(twin.api_endpoint)
+    assert api("PUT", "/principals", {"principal_arn": member(TEAM), "team": TEAM})[0] in (200, 201)
+    # A quota larger than HyperPod: what is beyond the 16 installed GPUs waits for capacity.
+    assert api.quota(TEAM, 48, strategy="DontLend", borrow=None) == 201
+    config = {"PriorityClasses": [{"Name": "low", "Weight": 10}]}
+    assert api("PUT", "/scheduler-config", config)[0] == 200
+    for _ in range(2):
+        api.submit(TEAM, 8)  # production fills HyperPod
+    api.wait({j["job_id"]: "Running" for j in api("GET", "/jobs")[1]["jobs"]})
+    return api
+
+
+def set_policy(twin: Twin, http: Http, **capacity: Any) -> dict[str, Any]:
+    body = fast_burst_policy(twin.config.time_scale).model_dump(mode="json", by_alias=True)
+    body["capacity"].update(capacity)
+    status, stored = http("PUT", "/policies/burst", body)
+    assert status == 200, stored
+    return dict(stored)
+
+
+def executions(twin: Twin) -> list[dict[str, Any]]:
+    assert twin.deployment is not None
+    sfn = twin.client("stepfunctions")
+    arn = twin.deployment.outputs["BurstCapacityStateMachineArn"]
+    listed = sfn.list_executions(stateMachineArn=arn)["executions"]
+    return [sfn.describe_execution(executionArn=e["executionArn"]) for e in listed]
+
+
+def until(condition: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def ended(twin: Twin, job_ids: set[str]) -> dict[str, Any] | None:
+    """The burst execution for exactly these jobs, once it has ended."""
+    for execution in executions(twin):
+        request = json.loads(execution["input"])["request"]
+        if {j["jobId"] for j in request["jobs"]} == job_ids and execution["status"] != "RUNNING":
+            return execution
+    return None
+
+
+def burst_instances(twin: Twin) -> list[str]:
+    return [
+        i.instance_id
+        for i in twin.cluster.instances()
+        if i.nodeclaim is not None and i.nodeclaim.startswith("hg-burst-")
+    ]
+
+
+def test_a_development_job_bursts_onto_new_nodes_and_they_go_once_idle(
+    twin: Twin, http: Http
+) -> None:
+    set_policy(twin, http)
+    job = http.submit(TEAM, 8, replicas=2, template="development")
+    http.wait({job: "Running"}, timeout_s=90)
+    record = http("GET", f"/jobs/{job}")[1]
+    assert record["pool"] == "gpu-burst-on-demand"
+    assert sorted(record["nodes"]) == sorted(burst_instances(twin))
+    execution = until(lambda: ended(twin, {job}), "the burst to end")
+    assert execution["status"] == "SUCCEEDED"
+    output = json.loads(execution["output"])
+    assert output["outcome"] == "ready"
+    assert output["plan"]["nodes"] == 2
+    assert output["plan"]["options"][0]["capacityType"] == "on-demand"
+    assert sorted(output["instance_ids"]) == sorted(record["nodes"])
+
+    assert http("DELETE", f"/jobs/{job}")[0] == 200
+    until(lambda: not burst_instances(twin), "the idle burst nodes to be released")
+    assert http.status_of(job) == "Cancelled"
+
+
+def test_a_stock_out_falls_back_to_the_next_capacity_type(twin: Twin, http: Http) -> None:
+    set_policy(twin, http, capacityOrder=["reserved", "on-demand"])
+    twin.cluster.set_ec2_capacity("p5.48xlarge", "reserved", 0)
+    try:
+        job = http.submit(TEAM, 8, template="development")
+        http.wait({job: "Running"}, timeout_s=90)
+        execution = until(lambda: ended(twin, {job}), "the burst to end")
+    finally:
+        twin.cluster.set_ec2_capacity("p5.48xlarge", "reserved", None)
+    output = json.loads(execution["output"])
+    assert execution["status"] == "SUCCEEDED" and output["outcome"] == "ready"
+    assert output["attempt"] == 1
+    assert output["failures"][0].startswith("reserved: 1 of 1 NodeClaim(s) removed by Karpenter")
+    assert http("GET", f"/jobs/{job}")[1]["pool"] == "gpu-burst-on-demand"
+    assert http("DELETE", f"/jobs/{job}")[0] == 200
+    until(lambda: not burst_instances(twin), "the idle burst node to be released")
+
+
+def test_no_capacity_anywhere_rolls_back_and_the_job_keeps_waiting(twin: Twin, http: Http) -> None:
+    set_policy(twin, http, capacityOrder=["on-demand"], launchTimeoutS=5)
+    twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", 0)
+    try:
+        job = http.submit(TEAM, 8, template="development")
+        execution = until(lambda: ended(twin, {job}), "the burst to end")
+        output = json.loads(execution["output"])
+        assert execution["status"] == "SUCCEEDED" and output["outcome"] == "rolled-back"
+        assert "on-demand: 1 of 1 NodeClaim(s) removed by Karpenter" in output["reason"]
+        assert http.status_of(job) == "Pending"
+        assert burst_instances(twin) == []
+        assert twin.store.list(NODECLAIMS, label_selector=BURST_LABEL) == []
+    finally:
+        twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", None)
+    assert http("DELETE", f"/jobs/{job}")[0] == 200
+
+
+def test_production_never_bursts(twin: Twin, http: Http) -> None:
+    set_policy(twin, http)
+    before = len(executions(twin))
+    job = http.submit(TEAM, 8)
+    until(lambda: "installed capacity" in http("GET", f"/jobs/{job}")[1]["reason"], "a reason")
+    assert len(executions(twin)) == before
+    assert http("DELETE", f"/jobs/{job}")[0] == 200
