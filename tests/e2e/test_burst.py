@@ -11,14 +11,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from tests.conftest import ROOT
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 
 from hyperguard.cluster.karpenter import BURST_LABEL
+from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.kube import NODECLAIMS
 from hyperguard.twin.runtime import Twin, fast_burst_policy
 
 TEAM = "alpha"
+EVENTS = ROOT / "tests" / "events"
 
 
 @pytest.fixture(scope="module")
@@ -148,4 +151,35 @@ def test_production_never_bursts(twin: Twin, http: Http) -> None:
     job = http.submit(TEAM, 8)
     until(lambda: "installed capacity" in http("GET", f"/jobs/{job}")[1]["reason"], "a reason")
     assert len(executions(twin)) == before
+    assert http("DELETE", f"/jobs/{job}")[0] == 200
+
+
+def test_a_spot_interruption_on_a_burst_node_moves_the_job_to_new_burst_capacity(
+    twin: Twin, http: Http
+) -> None:
+    set_policy(twin, http, capacityOrder=["spot"])
+    job = http.submit(TEAM, 8, template="research")
+    http.wait({job: "Running"}, timeout_s=90)
+    first = http("GET", f"/jobs/{job}")[1]
+    assert first["pool"] == "gpu-burst-spot"
+    (doomed,) = first["nodes"]
+
+    assert twin.deployment is not None
+    warning = json.loads((EVENTS / "ec2-spot-interruption-warning.json").read_text())
+    bus = twin.deployment.outputs["EventBusName"]
+    twin.client("events").put_events(Entries=[put_entry(retarget(warning, doomed), bus)])
+
+    def moved() -> dict[str, Any] | None:
+        record = http("GET", f"/jobs/{job}")[1]
+        return record if record["status"] == "Running" and doomed not in record["nodes"] else None
+
+    record = until(moved, "the job to run on new burst capacity", timeout_s=120)
+    assert record["pool"] == "gpu-burst-spot"
+    events = [entry["event"] for entry in record["history"]]
+    assert "protected" in events
+    incidents = http("GET", "/incidents")[1]["incidents"]
+    incident = next(i for i in incidents if i["instance_id"] == doomed)
+    assert incident["kind"] == "spot_interruption"
+    # The interrupted node, drained and idle, is given back like any idle burst node.
+    until(lambda: doomed not in burst_instances(twin), "the interrupted node to be released")
     assert http("DELETE", f"/jobs/{job}")[0] == 200
