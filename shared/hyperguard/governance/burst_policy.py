@@ -119,7 +119,9 @@ class BurstCapacity(CamelModel):
         default=600,
         ge=5,
         le=86400,
-        description="after a burst for the same jobs ended, how long before another is tried",
+        description="bursts for the same jobs are tried at most once per window of this "
+        "length (windows aligned to the clock): after a rollback, the next try comes when the "
+        "window turns, up to this long after",
     )
 
     @field_validator("capacity_order")
@@ -148,8 +150,9 @@ class BurstPolicy(CamelModel):
         default_factory=list,
         max_length=100,
         description="HyperPod instance groups or EKS pools (`<NodePool>-on-demand`, "
-        "`<NodePool>-spot`) whose capacity is already paid for: reserved instances, training "
-        "plans, capacity blocks. Placement uses them first (rule 1) at a cost of 0",
+        "`<NodePool>-spot`, `<NodePool>-reserved`) whose capacity is already paid for: "
+        "reserved instances, training plans, capacity blocks. Placement uses them first "
+        "(rule 1) and bursts price them at 0",
     )
     spend_caps: SpendCaps = Field(
         default_factory=SpendCaps,

@@ -96,8 +96,14 @@ class BurstSteps:
             attempt=0,
             failures=list(plan.refused)[:MAX_FAILURES_KEPT],
             poll_s=policy.capacity.poll_interval_s,
+            # Jobs wait but no capacity may be bought for them (maxNodes, caps, prices):
+            # roll back, which leaves the reasons on them.
             capacity=(
-                "not-needed" if not plan.jobs else "planned" if plan.options else "unaffordable"
+                "not-needed"
+                if not waiting
+                else "planned"
+                if plan.jobs and plan.options
+                else "unaffordable"
             ),
         )
         logger.info(
@@ -172,16 +178,16 @@ class BurstSteps:
         self.wakeup.wake(f"burst {request.burst_id} ready", plan.jobs[0].job_id)
         waited = (self.clock() - datetime.fromisoformat(burst["requested_at"])).total_seconds()
         detail = {
-            "burstId": request.burst_id,
-            "instanceType": request.instance_type,
-            "capacityType": option.capacity_type.value,
+            "burst_id": request.burst_id,
+            "instance_type": request.instance_type,
+            "capacity_type": option.capacity_type.value,
             "nodes": plan.nodes,
-            "instanceIds": burst.get("instance_ids", []),
-            "usdPerHour": option.usd_per_hour,
+            "instance_ids": burst.get("instance_ids", []),
+            "usd_per_hour": option.usd_per_hour,
             "jobs": [j.job_id for j in plan.jobs],
-            "secondsToReady": round(waited, 1),
+            "seconds_to_ready": round(waited, 1),
         }
-        self.publisher.publish("Burst Capacity Ready", detail)
+        self.publisher.publish("BurstCapacityRaised", detail)
         self._metric("BurstNodesReadySeconds", waited, option.capacity_type.value)
         burst["outcome"] = "ready"
         return burst
@@ -202,10 +208,10 @@ class BurstSteps:
         for job in request.jobs:
             self.lifecycle.set_reason(job.job_id, reason)
         self.publisher.publish(
-            "Burst Capacity Rolled Back",
+            "BurstRolledBack",
             {
-                "burstId": request.burst_id,
-                "instanceType": request.instance_type,
+                "burst_id": request.burst_id,
+                "instance_type": request.instance_type,
                 "jobs": [j.job_id for j in request.jobs],
                 "reasons": failures,
             },
