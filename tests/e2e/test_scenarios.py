@@ -17,6 +17,38 @@ from hyperguard import planner
 from hyperguard.twin.browser import chromium, rendered_charts
 
 
+def test_a_retirement_announced_ahead_moves_the_job_in_time_losing_no_step() -> None:
+    """`hyperguard twin scenario proactive-move --json`: the AWS Health sample aimed at a node
+    under an elastic job, its start moved ahead; HyperGuard acts the repair policy's lead
+    before it. Before jobs moved ahead of the drain, the eviction cost the job the 5 steps
+    since its last checkpoint; now it shrinks gracefully and loses none."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hyperguard.cli.main",
+            "twin",
+            "scenario",
+            "proactive-move",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{") :])
+    assert result["moved_before_deadline"] is True
+    assert result["unplanned_downtime_s"] == 0.0
+    assert result["job_steps_lost"] == 0
+    assert result["incident_status"] == "resolved"
+    assert result["strategy_applied"] == "elastic_shrink"
+    # shrinking and growing back are each one rescale of the simulated operator
+    assert result["planned_pause_s"] == 2 * result["modelled"]["rescale_s"]
+
+
 def test_the_elastic_fault_scenario_compares_shrinking_with_waiting() -> None:
     proc = subprocess.run(
         [

@@ -212,6 +212,8 @@ SUMMARY_COLUMNS = [
 
 
 def cmd_twin_scenario(args: argparse.Namespace) -> int:
+    if args.name == "proactive-move":
+        return _proactive_move(args)
     from hyperguard.twin.scenarios import elastic_fault
 
     twin = _start_twin(args, hyperpod_nodes=8, burst_nodes=0, seed_jobs=False)
@@ -232,6 +234,29 @@ def cmd_twin_scenario(args: argparse.Namespace) -> int:
         "full_size_again_after_s",
     ]
     print_table(rows, [(c, c.upper()) for c in columns])
+    return EXIT_OK
+
+
+def _proactive_move(args: argparse.Namespace) -> int:
+    from hyperguard.twin.proactive import proactive_move
+
+    twin = _start_twin(args, hyperpod_nodes=6, burst_nodes=0, seed_jobs=False)
+    try:
+        result = proactive_move(twin, ROOT / "tests" / "events")
+    finally:
+        twin.down()
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    keys = [
+        "moved_before_deadline",
+        "unplanned_downtime_s",
+        "job_steps_lost",
+        "planned_pause_s",
+        "strategy_applied",
+        "incident_status",
+    ]
+    print_table([{k: result[k] for k in keys}], [(k, k.upper()) for k in keys])
     return EXIT_OK
 
 
@@ -501,9 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = twin.add_parser(
         "scenario",
         help="run a measured scenario on a fresh twin (elastic-fault: one node fault under "
-        "an elastic job, elastic_shrink against wait_for_repair)",
+        "an elastic job, elastic_shrink against wait_for_repair; proactive-move: an AWS "
+        "Health retirement announced ahead for a node under an elastic job)",
     )
-    p.add_argument("name", choices=["elastic-fault"], help="the scenario")
+    p.add_argument("name", choices=["elastic-fault", "proactive-move"], help="the scenario")
     twin_options(p, 0, 0)
     p.set_defaults(func=cmd_twin_scenario)
     p = twin.add_parser(

@@ -389,24 +389,24 @@ class RecoverySteps:
     def drain(self, r: Recovery) -> Recovery:
         """Evict the node's pods within the deadline; then the jobs that need not wait for
         the node move on now: to a hot spare, shrunk onto their other nodes, or back to the
-        queue."""
+        queue. A fault announced ahead (a planned incident: the node still works) moves the
+        jobs first, so that an elastic job shrinks, or moves to a spare, the graceful way
+        (it checkpoints before its pods leave the node), and evicts what is left after."""
         incident = self._incident(r)
         policy = self._policy()
         deadline = float(policy.drain_deadline_s)
         if incident.deadline is not None:
             deadline = max((incident.deadline - self.clock()).total_seconds(), 0.0)
+        moving = {
+            AppliedStrategy.HOT_SPARE,
+            AppliedStrategy.ELASTIC_SHRINK,
+            AppliedStrategy.MOVE,
+            AppliedStrategy.REQUEUE,
+        }
+        first = self._carry_out(incident, moving, r) if incident.kind in PLANNED_KINDS else []
         result = self.gateway.drain(incident.instance_id, deadline_s=deadline)
         r["drain"] = {"evicted": len(result.evicted), "forced": len(result.forced)}
-        r["moved"] = self._carry_out(
-            incident,
-            {
-                AppliedStrategy.HOT_SPARE,
-                AppliedStrategy.ELASTIC_SHRINK,
-                AppliedStrategy.MOVE,
-                AppliedStrategy.REQUEUE,
-            },
-            r,
-        )
+        r["moved"] = [*first, *self._carry_out(self._incident(r), moving, r)]
         # A job that waits for the repair trains no more until then: an elastic one whose
         # operator would shrink it on its own is stopped too.
         round_ = int(r.get("round", 1))
