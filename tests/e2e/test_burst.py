@@ -183,3 +183,34 @@ def test_a_spot_interruption_on_a_burst_node_moves_the_job_to_new_burst_capacity
     # The interrupted node, drained and idle, is given back like any idle burst node.
     until(lambda: doomed not in burst_instances(twin), "the interrupted node to be released")
     assert http("DELETE", f"/jobs/{job}")[0] == 200
+
+
+def test_a_burst_job_moves_back_to_hyperpod_at_a_checkpoint_once_a_node_frees_up(
+    twin: Twin, http: Http
+) -> None:
+    set_policy(twin, http, moveBack=True)
+    job = http.submit(TEAM, 8, template="development")
+    http.wait({job: "Running"}, timeout_s=90)
+    assert http("GET", f"/jobs/{job}")[1]["pool"] == "gpu-burst-on-demand"
+    (on_burst,) = burst_instances(twin)
+    production = [
+        j["job_id"]
+        for j in http("GET", "/jobs")[1]["jobs"]
+        if j["status"] == "Running" and j["job_id"] != job
+    ]
+    assert http("DELETE", f"/jobs/{production[0]}")[0] == 200  # a HyperPod node frees up
+
+    def back() -> dict[str, Any] | None:
+        record = http("GET", f"/jobs/{job}")[1]
+        return record if record["status"] == "Running" and record["pool"] == "workers" else None
+
+    record = until(back, "the job to run on HyperPod again", timeout_s=120)
+    moved = next(h for h in record["history"] if "moving back to HyperPod" in h["reason"])
+    assert moved["event"] == "preempted"
+    step = int(moved["reason"].rsplit(" ", 1)[1])
+    assert record["last_checkpoint"]["step"] >= step
+    # The run on HyperPod resumed from that checkpoint (the simulated trainer's truth).
+    resumed = [p for p in twin.cluster.timeline(job) if p.replicas > 0][-1]
+    assert resumed.step == step
+    until(lambda: on_burst not in burst_instances(twin), "the burst node to be released")
+    assert http("DELETE", f"/jobs/{job}")[0] == 200

@@ -1,6 +1,7 @@
-"""`hyperguard twin scenario elastic-fault --json`: one node fault under two identical
-elastic jobs (min 2, max 4), one shrinking and growing back, one waiting for the repair,
-measured on the simulated cluster's timeline, run the way a user runs it."""
+"""The measured twin commands, run the way a user runs them: `twin scenario elastic-fault`
+(one node fault under two identical elastic jobs, one shrinking and growing back, one
+waiting for the repair), `twin scenario proactive-move` (a retirement announced ahead) and
+`twin gameday`, each measured on the simulated cluster's timeline."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.conftest import ROOT
@@ -17,29 +19,26 @@ from hyperguard import planner
 from hyperguard.twin.browser import chromium, rendered_charts
 
 
+def run_cli(*args: str, timeout_s: float = 600) -> dict[str, Any]:
+    """`hyperguard <args> --json` as a user runs it; its result object."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "hyperguard.cli.main", *args, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout[proc.stdout.index("{") :]))
+
+
 def test_a_retirement_announced_ahead_moves_the_job_in_time_losing_no_step() -> None:
     """`hyperguard twin scenario proactive-move --json`: the AWS Health sample aimed at a node
     under an elastic job, its start moved ahead; HyperGuard acts the repair policy's lead
     before it. Before jobs moved ahead of the drain, the eviction cost the job the 5 steps
     since its last checkpoint; now it shrinks gracefully and loses none."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hyperguard.cli.main",
-            "twin",
-            "scenario",
-            "proactive-move",
-            "--json",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout[proc.stdout.index("{") :])
+    result = run_cli("twin", "scenario", "proactive-move")
     assert result["moved_before_deadline"] is True
     assert result["unplanned_downtime_s"] == 0.0
     assert result["job_steps_lost"] == 0
@@ -50,24 +49,7 @@ def test_a_retirement_announced_ahead_moves_the_job_in_time_losing_no_step() -> 
 
 
 def test_the_elastic_fault_scenario_compares_shrinking_with_waiting() -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hyperguard.cli.main",
-            "twin",
-            "scenario",
-            "elastic-fault",
-            "--json",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout[proc.stdout.index("{") :])
+    result = run_cli("twin", "scenario", "elastic-fault")
     strategies = result["strategies"]
     assert set(strategies) == {"elastic_shrink", "wait_for_repair"}
     keys = {"lost_gpu_minutes", "replicas_min_seen", "replicas_end", "checkpoint_step_kept"}
@@ -86,29 +68,9 @@ def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -
     """The command as a user runs it: each strategy's job through the real workflows, the
     applied strategy recorded by HyperGuard, downtime split by phase, the report rendered."""
     report = tmp_path / "gameday.html"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hyperguard.cli.main",
-            "twin",
-            "gameday",
-            "--days",
-            "1",
-            "--measure",
-            "1",
-            "--json",
-            "--report",
-            str(report),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+    result = run_cli(
+        "twin", "gameday", "--days", "1", "--measure", "1", "--report", str(report), timeout_s=900
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout)
     assert result["inputs"]["instances"] == 256 and result["failures"] >= 1
     assert result["measured_failures"] == 1
     strategies = result["strategies"]

@@ -115,6 +115,13 @@ class BurstCapacity(CamelModel):
         le=86400,
         description="cooldown: a burst node idle this long is released",
     )
+    move_back: bool = Field(
+        default=False,
+        description="move a development job on burst capacity back to HyperPod when a "
+        "HyperPod node of its type is free and nobody waits for it: at the first pass after "
+        "the job writes a checkpoint, it is stopped and resumes from that checkpoint on "
+        "HyperPod (work since the checkpoint, at most one pass interval, is redone)",
+    )
     retry_after_s: int = Field(
         default=600,
         ge=5,

@@ -176,6 +176,7 @@ class PassResult:
     lost: list[str] = field(default_factory=list)
     bursts: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
+    moved_back: list[str] = field(default_factory=list)
     spares: int = 0
     pending: int = 0
     pending_by_team: dict[str, int] = field(default_factory=dict)
@@ -196,6 +197,7 @@ class PassResult:
             "lost": len(self.lost),
             "bursts": len(self.bursts),
             "released": len(self.released),
+            "moved_back": len(self.moved_back),
             "spares": self.spares,
             "pending": self.pending,
             "conflicts": self.conflicts,
@@ -361,6 +363,8 @@ class _PassRun:
         """Jobs admitted that no allowed pool had room for: replicas they need."""
         self.held: set[str] = set()
         """Nodes some job holds at the start of the pass."""
+        self.checkpointed: dict[str, int] = {}
+        """Jobs whose new checkpoint this pass found: the step."""
 
     def per_replica(self, job: Job) -> int:
         """Accelerators one replica of the job holds on its node."""
@@ -541,7 +545,8 @@ class _PassRun:
             self.stop(job_id, before_run=before_run)
 
     def progress(self, record: JobRecord) -> None:
-        """A newer complete checkpoint marker than the job's last known one."""
+        """A newer complete checkpoint marker than the job's last known one (remembered for
+        moving a job back from burst capacity at that checkpoint)."""
         job = record.job
         if not job.checkpoint_location:
             return
@@ -553,6 +558,7 @@ class _PassRun:
         if found is not None:
             self.lifecycle.record_checkpoint(job.job_id, found, history=True)
             self.result.writes += 1
+            self.checkpointed[job.job_id] = found.step
 
     # -- admission --------------------------------------------------------------------------
     def spend_on_burst(
@@ -664,6 +670,8 @@ class _PassRun:
             logger.warning("burst claims unreadable", extra={"error": str(error)})
             return
         self.release_idle(claims, now)
+        if capacity.move_back and not short_of_capacity and not self.short:
+            self.move_back()
         wanted = dict(self.short)
         for job_id in short_of_capacity:
             workload = state.workloads.get(job_id)
@@ -720,7 +728,45 @@ class _PassRun:
             self.result.bursts.append(name)
             for member in jobs:
                 why = reasons.get(member.job_id, "pending")
-                reasons[member.job_id] = f"{why}; {name} raising capacity"
+                reasons[member.job_id] = f"{why}; burst capacity asked for ({name})"
+
+    def move_back(self) -> None:
+        """Development jobs running on burst capacity that just wrote a checkpoint go back
+        to the queue (a preemption) when HyperPod has room for them, which nobody waiting
+        needs (the caller checks): the next pass places them on HyperPod, where their
+        template prefers to run, and their burst nodes idle and are released."""
+        for job_id, step in self.checkpointed.items():
+            record = self.records.get(job_id)
+            if record is None:
+                continue
+            job = record.job
+            if (
+                job.status is not JobStatus.RUNNING
+                or not is_burst(record.pool_kind)
+                or record.protected_by
+                or record.stop_pending
+                or job.template != "development"
+            ):
+                continue
+            per = self.per_replica(job)
+            room = [
+                pool
+                for pool in self.occupancy.pools(per)
+                if pool.kind is PoolKind.HYPERPOD
+                and ml_name(pool.instance_type) == ml_name(job.instance_type)
+                and pool.free_accelerators >= per * len(job.nodes)
+            ]
+            if not room:
+                continue
+            reason = (
+                f"moving back to HyperPod ({room[0].name} has room) from checkpoint step {step}"
+            )
+            if self.count(
+                self.lifecycle.preempt(job_id, reason=reason, fence=self.fence, nodes=job.nodes)
+            ):
+                self.occupancy.choose(room[0].name, per, len(job.nodes))
+                self.result.moved_back.append(job_id)
+                self.stop(job_id)
 
     def release_idle(self, claims: list[BurstClaim], now: datetime) -> None:
         """Scale-in: release HyperGuard's burst nodes idle for the cooldown (Karpenter drains
