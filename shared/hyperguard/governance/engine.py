@@ -21,9 +21,11 @@ Rules (HyperPod task governance over Kueue semantics):
   run time: (1) reclaim — a team that fits its own nominal quota after admission takes back
   capacity from teams above their nominal, whatever their priority, lowest priority and
   newest first, and only while the victim's team is still above nominal; (2) within the team
-  — with PreemptTeamTasks LowerPriority, jobs of strictly lower priority. Elastic jobs are
-  shrunk toward their minimum replicas before anyone is preempted; the smallest set of
-  victims that makes room is kept.
+  — with PreemptTeamTasks LowerPriority, jobs of strictly lower priority, except for a job
+  burst capacity could take (`may_burst`), which waits for a burst instead (Kueue's
+  flavorFungibility whenCanPreempt: TryNextFlavor). Elastic jobs are shrunk toward their
+  minimum replicas before anyone is preempted; the smallest set of victims that makes room
+  is kept.
 * A job that would have to borrow never preempts another team's job. That is the guard against
   the Kueue loop (fair sharing plus borrow-within-cohort preemption: two borrowers preempting
   each other forever). Every preemption therefore either returns capacity to its owner or
@@ -400,7 +402,7 @@ class _Pass:
                     and self._is_borrowing(team, flavor)
                 ):
                     borrowers.extend(running.values())
-        if policy.preempt_lower_priority:
+        if policy.preempt_lower_priority and not workload.may_burst:
             own.extend(
                 w
                 for w in self.state.running.get((policy.team, flavor), {}).values()

@@ -423,9 +423,14 @@ class _PassRun:
         state = GovernanceState(
             quotas, config, capacity, catalogue, self.service.settings, now.timestamp()
         )
+        bursting = self.service.bursts is not None and self.burst.capacity.max_nodes > 0
         for record in active:
             workload = Workload.from_job(
-                record.job, catalogue, started_at=record.started_at, scaled_at=record.scaled_at
+                record.job,
+                catalogue,
+                started_at=record.started_at,
+                scaled_at=record.scaled_at,
+                may_burst=bursting and allows_burst(record.job.template),
             )
             if record.job.status in HOLDING_STATUSES and record.admitted_replicas:
                 workload.admitted = record.admitted_replicas

@@ -74,6 +74,10 @@ class Workload:
     """An elastic job grows only this long after it last changed size."""
     priority: int = NO_CLASS_PRIORITY
     seq: int = 0
+    may_burst: bool = False
+    """Burst capacity could take it (its template allows EKS and bursting is on): it then
+    does not preempt its own team's lower-priority jobs, but waits for a burst (Kueue's
+    flavorFungibility whenCanPreempt: TryNextFlavor). Reclaiming lent quota still applies."""
 
     @property
     def is_elastic(self) -> bool:
@@ -113,6 +117,7 @@ class Workload:
         *,
         started_at: datetime | None = None,
         scaled_at: datetime | None = None,
+        may_burst: bool = False,
     ) -> Workload:
         spec = catalogue.spec(job.instance_type)
         if job.accelerators_per_replica > 0:
@@ -134,6 +139,7 @@ class Workload:
             started_at=started_at.timestamp() if running and started_at else None,
             scaled_at=scaled_at.timestamp() if running and scaled_at else None,
             scaling_timeout_s=float(policy.scaling_timeout_in_seconds or 0) if policy else 0.0,
+            may_burst=may_burst,
         )
 
 

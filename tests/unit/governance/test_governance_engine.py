@@ -588,3 +588,23 @@ def test_without_idle_sharing_a_full_lending_pool_is_not_short_of_capacity() -> 
     decisions = schedule(cluster(quotas, 2, jobs, idle="Disabled"))
     assert admitted(decisions) == {"j0": 1, "j1": 1}
     assert decisions.short_of_capacity == []
+
+
+def test_a_job_that_may_burst_does_not_preempt_its_own_team_but_waits_for_a_burst() -> None:
+    # Team a's quota (24 GPUs) is larger than the cluster (16): capacity holds it back.
+    quotas = [quota("a", 24, strategy="DontLend", borrow=None)]
+
+    def jobs(may_burst: bool) -> list[Workload]:
+        urgent = job("urgent", "a", 8, cls="high", at=2.0)
+        urgent.may_burst = may_burst
+        return [
+            running(job("low", "a", 8, cls="low")),
+            running(job("other", "a", 8, cls="low", at=1.0), since=1.0),
+            urgent,
+        ]
+
+    decisions = schedule(cluster(quotas, 2, jobs(may_burst=False)))
+    assert preempted(decisions) == {"other"}  # the newest lower-priority job gives way
+    decisions = schedule(cluster(quotas, 2, jobs(may_burst=True)))
+    assert preempted(decisions) == set()
+    assert decisions.short_of_capacity == ["urgent"]
