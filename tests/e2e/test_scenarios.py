@@ -48,6 +48,36 @@ def test_a_retirement_announced_ahead_moves_the_job_in_time_losing_no_step() -> 
     assert result["planned_pause_s"] == 2 * result["modelled"]["rescale_s"]
 
 
+def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> None:
+    """`hyperguard twin scenario day-in-the-life --json`: the same day of demand on two fresh
+    twins, hybrid (burst and elastic) and static. About 13 minutes."""
+    result = run_cli("twin", "scenario", "day-in-the-life", timeout_s=1800)
+    hybrid, static = result["hybrid"], result["static"]
+    # The development spike burst onto EKS, was served, and the nodes were released.
+    assert hybrid["burst_nodes_peak"] >= 1 and hybrid["burst_nodes_at_end"] == 0
+    assert hybrid["gpu_hours_by_pool"].get("gpu-burst-on-demand", 0) > 0
+    assert static["burst_nodes_peak"] == 0
+    # Elastic training took the capacity static allocation leaves idle.
+    assert hybrid["idle_gpu_hours"] < static["idle_gpu_hours"]
+    assert hybrid["gpu_hours_used"] > static["gpu_hours_used"]
+    assert hybrid["jobs_completed"] >= static["jobs_completed"]
+    bursts = {
+        name: counts
+        for name, counts in result["executions"]["hybrid"].items()
+        if "BurstCapacity" in name
+    }
+    (counts,) = bursts.values()
+    assert counts.get("SUCCEEDED", 0) >= 1 and set(counts) <= {"SUCCEEDED"}
+    assert all(
+        not counts
+        for name, counts in result["executions"]["static"].items()
+        if "BurstCapacity" in name
+    )
+    for side in (hybrid, static):
+        assert set(side["avg_wait_s_by_priority"]) == {"inference", "training"}
+        assert side["cost_usd_by_pool"]["workers"] == round(16 * 24 * 98.32, 2)
+
+
 def test_the_elastic_fault_scenario_compares_shrinking_with_waiting() -> None:
     result = run_cli("twin", "scenario", "elastic-fault")
     strategies = result["strategies"]

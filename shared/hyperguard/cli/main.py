@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -92,6 +93,9 @@ def cmd_events_classify(args: argparse.Namespace) -> int:
 
 
 # ---- twin ---------------------------------------------------------------------------------
+DEFAULT_TIME_SCALE = 60.0
+
+
 def _start_twin(args: argparse.Namespace, **config: Any) -> Any:
     """A twin on the options' ports and clock (and `config`'s overrides), up and ready."""
     from hyperguard.twin.deploy import DeployError
@@ -214,6 +218,8 @@ SUMMARY_COLUMNS = [
 def cmd_twin_scenario(args: argparse.Namespace) -> int:
     if args.name == "proactive-move":
         return _proactive_move(args)
+    if args.name == "day-in-the-life":
+        return _day_in_the_life(args)
     from hyperguard.twin.scenarios import elastic_fault
 
     twin = _start_twin(args, hyperpod_nodes=8, burst_nodes=0, seed_jobs=False)
@@ -257,6 +263,62 @@ def _proactive_move(args: argparse.Namespace) -> int:
         "incident_status",
     ]
     print_table([{k: result[k] for k in keys}], [(k, k.upper()) for k in keys])
+    return EXIT_OK
+
+
+def _day_in_the_life(args: argparse.Namespace) -> int:
+    from hyperguard.twin.day import SIDES, TIME_SCALE, compare, day_in_the_life
+
+    if args.time_scale == DEFAULT_TIME_SCALE:  # a day at x60 would take 24 minutes a side
+        args.time_scale = TIME_SCALE
+    if args.side is not None:
+        print_json(day_in_the_life(lambda **config: _start_twin(args, **config), args.side))
+        return EXIT_OK
+    runs = {}
+    for side in SIDES:  # each on a twin in a process of its own
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hyperguard.cli.main",
+                "twin",
+                "scenario",
+                "day-in-the-life",
+                "--side",
+                side,
+                "--port",
+                str(args.port),
+                "--api-port",
+                str(args.api_port),
+                "--time-scale",
+                str(args.time_scale),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise CliError(f"the {side} day did not finish: {proc.stderr.strip()[-2000:]}")
+        runs[side] = json.loads(proc.stdout[proc.stdout.index("{") :])
+    result = compare(runs)
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    keys = [
+        "gpu_hours_used",
+        "idle_gpu_hours",
+        "burst_nodes_peak",
+        "burst_nodes_at_end",
+        "jobs_completed",
+        "usd_per_used_gpu_hour",
+    ]
+    rows = [{"side": side, **{k: result[side][k] for k in keys}} for side in ("hybrid", "static")]
+    print_table(rows, [("side", "SIDE"), *((k, k.upper()) for k in keys)])
+    for side in ("hybrid", "static"):
+        waits = ", ".join(
+            f"{p} {s:.0f} s" for p, s in result[side]["avg_wait_s_by_priority"].items()
+        )
+        print(f"{side}: average wait by priority: {waits}")
     return EXIT_OK
 
 
@@ -476,8 +538,8 @@ def twin_options(p: argparse.ArgumentParser, default_port: int, default_api_port
     p.add_argument(
         "--time-scale",
         type=positive_float,
-        default=60.0,
-        help="simulated seconds per wall-clock second (> 0)",
+        default=DEFAULT_TIME_SCALE,
+        help="simulated seconds per wall-clock second (> 0; day-in-the-life: 240 unless set)",
     )
     json_option(p)
 
@@ -527,9 +589,20 @@ def build_parser() -> argparse.ArgumentParser:
         "scenario",
         help="run a measured scenario on a fresh twin (elastic-fault: one node fault under "
         "an elastic job, elastic_shrink against wait_for_repair; proactive-move: an AWS "
-        "Health retirement announced ahead for a node under an elastic job)",
+        "Health retirement announced ahead for a node under an elastic job; day-in-the-life: "
+        "a simulated day of demand, hybrid burst and elastic against static allocation)",
     )
-    p.add_argument("name", choices=["elastic-fault", "proactive-move"], help="the scenario")
+    p.add_argument(
+        "name",
+        choices=["elastic-fault", "proactive-move", "day-in-the-life"],
+        help="the scenario",
+    )
+    p.add_argument(
+        "--side",
+        choices=["hybrid", "static"],
+        help="day-in-the-life: run one side only and print its JSON (default: both, each in "
+        "a process of its own)",
+    )
     twin_options(p, 0, 0)
     p.set_defaults(func=cmd_twin_scenario)
     p = twin.add_parser(

@@ -1,0 +1,274 @@
+"""The day-in-the-life scenario: one simulated day of demand, hybrid against static.
+
+The same demand runs twice, each on a fresh twin with a 16-node HyperPod cluster
+(ml.p5.48xlarge, 8 GPUs each) and an empty Karpenter pool, through the real workflows:
+
+- **hybrid**: bursting on (the twin's burst policy), production training elastic;
+- **static**: no burst (`maxNodes` 0), the training job fixed at its starting size.
+
+The demand, in hours of the simulated day (`DEMAND`):
+- 00:00, team `training`: one production training job, 8 replicas (elastic 8-16 in hybrid),
+  all day;
+- 08:00, team `product`: five production jobs of one node, 12 hours of work each: with the
+  training job, 13 of the 16 nodes (81 %) are busy during the day;
+- 11:00, team `product`: a spike of six development jobs of one node, 2 hours of work each,
+  at a higher priority;
+- 20:00: the day jobs are done and their nodes are free for the night.
+
+Both teams' quotas are 8 nodes, LendAndBorrow, with IdleResourceSharing and fair share. What
+is measured, by sampling the simulated cluster every simulated minute (`SAMPLE_S`): GPUs
+held by running jobs per pool, burst nodes alive, and each job's first start; the cost is
+those node-hours at the burst policy's default prices, HyperPod's 16 nodes being paid all
+day whether used or not (committed capacity). What is modelled: the demand above, the
+simulated cluster's timings (node launch, job restart, step time), and the prices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
+from hyperguard.twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_burst_policy, team_role
+from hyperguard.twin.scenarios import ok
+
+HOURS = 24
+NODES = 16
+GPUS = 8
+STEP_S = 30.0
+"""The simulated trainer's step (SimTimings' default)."""
+SAMPLE_S = 60.0
+"""Virtual seconds between two looks at the cluster."""
+TIME_SCALE = 240.0
+"""The scenario's default clock: virtual seconds per wall second (six minutes a side)."""
+PRIORITIES = {"training": 50, "inference": 100}
+SIDES = ("hybrid", "static")
+
+
+@dataclass(frozen=True)
+class Demand:
+    at_h: float
+    team: str
+    name: str
+    template: str
+    priority: str
+    replicas: int
+    work_h: float | None
+    """Hours of training at full size; None: runs all day."""
+    elastic_max: int | None = None
+
+
+DEMAND: tuple[Demand, ...] = (
+    Demand(0, "training", "pretrain", "production", "training", 8, None, elastic_max=NODES),
+    *(Demand(8, "product", f"day-{i}", "production", "training", 1, 12) for i in range(5)),
+    *(Demand(11, "product", f"spike-{i}", "development", "inference", 1, 2) for i in range(6)),
+)
+
+
+@dataclass
+class Ledger:
+    """What one side's day looked like, sampled."""
+
+    gpu_s_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    burst_node_s_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    burst_nodes_peak: int = 0
+    burst_nodes_at_end: int = 0
+    submitted: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    """job id → (priority class, virtual submission time)."""
+    started: dict[str, datetime] = field(default_factory=dict)
+
+
+def day_in_the_life(start: Callable[..., Twin], side: str) -> dict[str, Any]:
+    """Run the day for one side ("hybrid" or "static") on a fresh twin. `start(**config)`
+    returns a running twin with those TwinConfig settings (the CLI's ports and clock). The
+    CLI runs each side in a process of its own, so that nothing of one twin (moto keeps its
+    state per process) can reach the other."""
+    if side not in SIDES:
+        raise TwinError(f"unknown side {side!r}: {' or '.join(SIDES)}")
+    twin = start(hyperpod_nodes=NODES, burst_nodes=0, seed_jobs=False)
+    try:
+        result, executions = _run_day(twin, hybrid=side == "hybrid")
+        return {
+            "side": side,
+            "result": result,
+            "executions": executions,
+            "time_scale": twin.config.time_scale,
+        }
+    finally:
+        twin.down()
+
+
+def compare(sides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The scenario's answer from each side's run."""
+    return {
+        **{side: run["result"] for side, run in sides.items()},
+        "executions": {side: run["executions"] for side, run in sides.items()},
+        "demand": [d.__dict__ for d in DEMAND],
+        "time_scale": next(iter(sides.values()))["time_scale"],
+    }
+
+
+def _run_day(twin: Twin, *, hybrid: bool) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
+    _configure(twin, hybrid=hybrid)
+    clock = twin.cluster.clock
+    start = clock.now()
+    end = start + timedelta(hours=HOURS)
+    ledger = Ledger()
+    pending = sorted(DEMAND, key=lambda d: d.at_h)
+    last = start
+    while True:
+        now = clock.now()
+        while pending and now >= start + timedelta(hours=pending[0].at_h):
+            demand = pending.pop(0)
+            ledger.submitted[_submit(twin, demand, hybrid=hybrid)] = (demand.priority, now)
+        _sample(twin, ledger, min(now, end), (min(now, end) - last).total_seconds())
+        last = min(now, end)
+        if now >= end:
+            break
+        time.sleep(SAMPLE_S / twin.config.time_scale)
+    return _summary(twin, ledger, start, end), _executions(twin)
+
+
+def _configure(twin: Twin, *, hybrid: bool) -> None:
+    policy = fast_burst_policy(twin.config.time_scale, max_nodes=8 if hybrid else 0)
+    ok(twin, "PUT", "/policies/burst", policy.model_dump(mode="json", by_alias=True))
+    ok(
+        twin,
+        "PUT",
+        "/scheduler-config",
+        {
+            "PriorityClasses": [{"Name": n, "Weight": w} for n, w in PRIORITIES.items()],
+            "FairShare": "Enabled",
+            "IdleResourceSharing": "Enabled",
+        },
+    )
+    for team in ("training", "product"):
+        ok(twin, "PUT", "/principals", {"principal_arn": team_role(team), "team": team})
+        ok(
+            twin,
+            "PUT",
+            f"/teams/{team}/compute-quota",
+            {
+                "Name": f"{team}-quota",
+                "ClusterArn": twin.config.cluster_arn,
+                "ComputeQuotaConfig": {
+                    "ComputeQuotaResources": [{"InstanceType": INSTANCE_TYPE, "Count": 8}],
+                    "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 100},
+                    "PreemptTeamTasks": "LowerPriority",
+                },
+                "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
+                "ActivationState": "Enabled",
+            },
+        )
+
+
+def _submit(twin: Twin, demand: Demand, *, hybrid: bool) -> str:
+    body: dict[str, Any] = {
+        "name": demand.name,
+        "template": demand.template,
+        "priority_class": demand.priority,
+        "instance_type": INSTANCE_TYPE,
+        "replicas": demand.replicas,
+        "image": "hyperguard/trainer:twin",
+        "checkpoint_location": f"s3://{twin.config.parameters['CheckpointBucketName']}/"
+        f"{demand.name}/",
+    }
+    if demand.work_h is not None:
+        body["max_steps"] = round(demand.work_h * 3600 / STEP_S)
+    if hybrid and demand.elastic_max is not None:
+        body["elastic_policy"] = {
+            "minReplicas": demand.replicas,
+            "maxReplicas": demand.elastic_max,
+            "replicaIncrementStep": 1,
+            "gracefulShutdownTimeoutInSeconds": 600,
+            "scalingTimeoutInSeconds": 60,
+            "faultyScaleDownTimeoutInSeconds": 30,
+        }
+    job = ok(twin, "POST", "/jobs", body, principal=team_role(demand.team))
+    return str(job["job_id"])
+
+
+def _sample(twin: Twin, ledger: Ledger, now: datetime, dt: float) -> None:
+    """GPUs held per pool and burst nodes alive, charged for the `dt` seconds since the
+    last sample; first starts."""
+    instances = {i.node_name: i for i in twin.cluster.instances()}
+    burst = [i for i in instances.values() if i.platform == "eks"]
+    ledger.burst_nodes_peak = max(ledger.burst_nodes_peak, len(burst))
+    ledger.burst_nodes_at_end = len(burst)
+    for instance in burst:
+        ledger.burst_node_s_by_pool[_pool(instance)] += dt
+    for job_id, run in twin.cluster.runs().items():
+        if run.state != "running" or not run.nodes:
+            continue
+        ledger.started.setdefault(job_id, now)
+        for node in run.nodes:
+            held = instances.get(node)
+            if held is not None:
+                ledger.gpu_s_by_pool[_pool(held)] += GPUS * dt
+
+
+def _pool(instance: Any) -> str:
+    if instance.platform == "hyperpod":
+        return str(instance.group)
+    kind = {"Spot": "spot", "Reserved": "reserved"}.get(instance.capacity_type, "on-demand")
+    return f"{instance.group}-{kind}"
+
+
+def _summary(twin: Twin, ledger: Ledger, start: datetime, end: datetime) -> dict[str, Any]:
+    hyperpod_price = DEFAULT_HOURLY_PRICES[(PoolKind.HYPERPOD, INSTANCE_TYPE)]
+    prices = {
+        "on-demand": DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")],
+        "spot": DEFAULT_HOURLY_PRICES[(PoolKind.EKS_SPOT, "p5.48xlarge")],
+        "reserved": DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")],
+    }
+    cost = {"workers": round(NODES * HOURS * hyperpod_price, 2)}
+    for pool, seconds in ledger.burst_node_s_by_pool.items():
+        cost[pool] = round(seconds / 3600 * prices[_kind(pool)], 2)
+    used = sum(ledger.gpu_s_by_pool.values()) / 3600
+    provisioned = NODES * GPUS * HOURS + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
+    waits: dict[str, list[float]] = defaultdict(list)
+    never: dict[str, int] = defaultdict(int)
+    for job_id, (priority, submitted) in ledger.submitted.items():
+        began = ledger.started.get(job_id)
+        if began is None:
+            never[priority] += 1
+            began = end
+        waits[priority].append((began - submitted).total_seconds())
+    jobs = ok(twin, "GET", "/jobs")["jobs"]
+    return {
+        "gpu_hours_used": round(used, 1),
+        "gpu_hours_by_pool": {p: round(s / 3600, 1) for p, s in ledger.gpu_s_by_pool.items()},
+        "idle_gpu_hours": round(provisioned - used, 1),
+        "cost_usd_by_pool": cost,
+        "usd_per_used_gpu_hour": round(sum(cost.values()) / used, 2) if used else None,
+        "burst_nodes_peak": ledger.burst_nodes_peak,
+        "burst_nodes_at_end": ledger.burst_nodes_at_end,
+        "jobs_completed": sum(1 for j in jobs if j["status"] == "Succeeded"),
+        "avg_wait_s_by_priority": {p: round(sum(w) / len(w), 1) for p, w in sorted(waits.items())},
+        "never_started_by_priority": dict(never),
+    }
+
+
+def _kind(pool: str) -> str:
+    for kind in ("on-demand", "spot", "reserved"):
+        if pool.endswith(kind):
+            return kind
+    raise TwinError(f"not a burst pool: {pool}")
+
+
+def _executions(twin: Twin) -> dict[str, dict[str, int]]:
+    """Executions per state machine, by status."""
+    sfn = twin.client("stepfunctions")
+    counts: dict[str, dict[str, int]] = {}
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        by_status: dict[str, int] = defaultdict(int)
+        for execution in sfn.list_executions(stateMachineArn=machine["stateMachineArn"])[
+            "executions"
+        ]:
+            by_status[execution["status"]] += 1
+        counts[machine["name"]] = dict(by_status)
+    return counts
