@@ -34,7 +34,7 @@ from typing import Any
 
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_burst_policy, team_role
-from hyperguard.twin.scenarios import ok
+from hyperguard.twin.scenarios import add_team, ok
 
 HOURS = 24
 NODES = 16
@@ -147,23 +147,8 @@ def _configure(twin: Twin, *, hybrid: bool) -> None:
         },
     )
     for team in ("training", "product"):
-        ok(twin, "PUT", "/principals", {"principal_arn": team_role(team), "team": team})
-        ok(
-            twin,
-            "PUT",
-            f"/teams/{team}/compute-quota",
-            {
-                "Name": f"{team}-quota",
-                "ClusterArn": twin.config.cluster_arn,
-                "ComputeQuotaConfig": {
-                    "ComputeQuotaResources": [{"InstanceType": INSTANCE_TYPE, "Count": 8}],
-                    "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 100},
-                    "PreemptTeamTasks": "LowerPriority",
-                },
-                "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
-                "ActivationState": "Enabled",
-            },
-        )
+        sharing = {"Strategy": "LendAndBorrow", "BorrowLimit": 100}
+        add_team(twin, team, 8, sharing, preempt="LowerPriority")
 
 
 def _submit(twin: Twin, demand: Demand, *, hybrid: bool) -> str:

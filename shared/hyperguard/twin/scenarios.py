@@ -107,24 +107,30 @@ def configure(twin: Twin, strategies: Sequence[str], hot_spares: int = 0) -> Non
         {"PriorityClasses": [{"Name": "training", "Weight": 50}], "FairShare": "Enabled"},
     )
     for strategy in strategies:
-        team = team_of(strategy)
-        ok(twin, "PUT", "/principals", {"principal_arn": team_role(team), "team": team})
-        ok(
-            twin,
-            "PUT",
-            f"/teams/{team}/compute-quota",
-            {
-                "Name": f"{team}-quota",
-                "ClusterArn": twin.config.cluster_arn,
-                "ComputeQuotaConfig": {
-                    "ComputeQuotaResources": [{"InstanceType": INSTANCE_TYPE, "Count": FULL}],
-                    "ResourceSharingConfig": {"Strategy": "DontLend"},
-                    "PreemptTeamTasks": "Never",
-                },
-                "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
-                "ActivationState": "Enabled",
+        add_team(twin, team_of(strategy), FULL, {"Strategy": "DontLend"}, preempt="Never")
+
+
+def add_team(
+    twin: Twin, team: str, instances: int, sharing: dict[str, Any], *, preempt: str
+) -> None:
+    """A team whose members call as its role, with a quota of `instances` nodes."""
+    ok(twin, "PUT", "/principals", {"principal_arn": team_role(team), "team": team})
+    ok(
+        twin,
+        "PUT",
+        f"/teams/{team}/compute-quota",
+        {
+            "Name": f"{team}-quota",
+            "ClusterArn": twin.config.cluster_arn,
+            "ComputeQuotaConfig": {
+                "ComputeQuotaResources": [{"InstanceType": INSTANCE_TYPE, "Count": instances}],
+                "ResourceSharingConfig": sharing,
+                "PreemptTeamTasks": preempt,
             },
-        )
+            "ComputeQuotaTarget": {"TeamName": team, "FairShareWeight": 10},
+            "ActivationState": "Enabled",
+        },
+    )
 
 
 def team_of(strategy: str) -> str:
