@@ -61,18 +61,12 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     assert hybrid["idle_gpu_hours"] < static["idle_gpu_hours"]
     assert hybrid["gpu_hours_used"] > static["gpu_hours_used"]
     assert hybrid["jobs_completed"] >= static["jobs_completed"]
-    bursts = {
-        name: counts
-        for name, counts in result["executions"]["hybrid"].items()
-        if "BurstCapacity" in name
-    }
-    (counts,) = bursts.values()
+    by_side = result["executions_by_side"]
+    (counts,) = (c for name, c in by_side["hybrid"].items() if "BurstCapacity" in name)
     assert counts.get("SUCCEEDED", 0) >= 1 and set(counts) <= {"SUCCEEDED"}
-    assert all(
-        not counts
-        for name, counts in result["executions"]["static"].items()
-        if "BurstCapacity" in name
-    )
+    (static_counts,) = (c for name, c in by_side["static"].items() if "BurstCapacity" in name)
+    assert static_counts == {}
+    assert result["executions"] == {**by_side["hybrid"], **by_side["static"]}
     for side in (hybrid, static):
         assert set(side["avg_wait_s_by_priority"]) == {"inference", "training"}
         assert side["cost_usd_by_pool"]["workers"] == round(16 * 24 * 98.32, 2)

@@ -106,7 +106,11 @@ def compare(sides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The scenario's answer from each side's run."""
     return {
         **{side: run["result"] for side, run in sides.items()},
-        "executions": {side: run["executions"] for side, run in sides.items()},
+        # Every state machine of both twins, by its name (each twin's names are its own).
+        "executions": {
+            name: counts for run in sides.values() for name, counts in run["executions"].items()
+        },
+        "executions_by_side": {side: run["executions"] for side, run in sides.items()},
         "demand": [d.__dict__ for d in DEMAND],
         "time_scale": next(iter(sides.values()))["time_scale"],
     }
