@@ -191,8 +191,9 @@ def test_a_burst_job_moves_back_to_hyperpod_at_a_checkpoint_once_a_node_frees_up
     set_policy(twin, http, moveBack=True)
     job = http.submit(TEAM, 8, template="development")
     http.wait({job: "Running"}, timeout_s=90)
-    assert http("GET", f"/jobs/{job}")[1]["pool"] == "gpu-burst-on-demand"
-    (on_burst,) = burst_instances(twin)
+    placed = http("GET", f"/jobs/{job}")[1]
+    assert placed["pool"] == "gpu-burst-on-demand"
+    (on_burst,) = placed["nodes"]
     production = [
         j["job_id"]
         for j in http("GET", "/jobs")[1]["jobs"]

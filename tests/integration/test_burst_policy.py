@@ -77,6 +77,7 @@ def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) 
             "launchTimeoutS": 900,
             "scaleInAfterS": 600,
             "retryAfterS": 600,
+            "moveBack": False,
         },
     }
 
