@@ -26,6 +26,17 @@ INSTANCE_ID_IN_USE = "InstanceIdInUse"
 INVALID_INSTANCE_STATUS = "InvalidInstanceStatus"
 INTERNAL_SERVER_ERROR = "InternalServerError"
 
+# Karpenter's capacity-type label → the capacity type as EC2 (and Node.capacity_type) spell it.
+EC2_CAPACITY_TYPES = {"spot": "Spot", "on-demand": "OnDemand", "reserved": "Reserved"}
+
+
+def instance_id_from_provider_id(provider_id: str | None) -> str | None:
+    """The EC2 instance id of a Kubernetes providerID (`aws:///<az>/<instance id>`)."""
+    if not provider_id or not provider_id.startswith("aws://"):
+        return None
+    return provider_id.rsplit("/", 1)[-1] or None
+
+
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from hyperguard.cluster.conventions import (
     CAPACITY_TYPE_LABEL,
+    EC2_CAPACITY_TYPES,
     HEALTH_LABEL,
     INSTANCE_ID_NOT_FOUND,
     INSTANCE_TYPE_LABEL,
@@ -55,8 +56,6 @@ UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 )
 EKS_PLATFORM = "eks"
-# Karpenter's capacity-type label → the node's capacity type as EC2 and HyperGuard spell it.
-EC2_CAPACITY_TYPE = {"spot": "Spot", "on-demand": "OnDemand", "reserved": "Reserved"}
 
 RepairCall = Callable[[list[str]], RepairOutcome]
 
@@ -273,7 +272,7 @@ class HyperPodEksGateway:
             pool=kube.labels[NODEPOOL_LABEL],
             platform=EKS_PLATFORM,
             instance_type=instance_type,
-            capacity_type=EC2_CAPACITY_TYPE.get(capacity, "OnDemand"),
+            capacity_type=EC2_CAPACITY_TYPES.get(capacity, "OnDemand"),
             accelerators=accelerators_of(self.hyperpod.catalogue, instance_type),
             status=status,
             schedulable=not kube.unschedulable,

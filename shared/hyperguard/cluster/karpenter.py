@@ -22,13 +22,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hyperguard.cluster.conventions import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL
+from hyperguard.cluster.conventions import (
+    CAPACITY_TYPE_LABEL,
+    INSTANCE_TYPE_LABEL,
+    NODEPOOL_LABEL,
+    instance_id_from_provider_id,
+)
+from hyperguard.cluster.workloads import accelerator_resource
 
 BURST_LABEL = "hyperguard.io/burst"
 ATTEMPT_LABEL = "hyperguard.io/burst-attempt"
 IDLE_SINCE_ANNOTATION = "hyperguard.io/idle-since"
-GPU_RESOURCE = "nvidia.com/gpu"
-NEURON_RESOURCE = "aws.amazon.com/neuron"
 
 
 class CapacityType(StrEnum):
@@ -69,11 +73,10 @@ def nodeclaim_manifest(
     instance_type: str,
     capacity_type: CapacityType,
     accelerators: int,
-    neuron: bool = False,
 ) -> dict[str, Any]:
     """A NodeClaim for one node of `instance_type` (EC2 name) and `capacity_type`, launched
     with the NodePool's EC2NodeClass `node_class`, requesting the node's accelerators."""
-    resource = NEURON_RESOURCE if neuron else GPU_RESOURCE
+    resource = accelerator_resource(instance_type)
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
@@ -116,7 +119,6 @@ def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
     failure = None
     if launched.get("status") == "False":
         failure = f"{launched.get('reason') or 'LaunchFailed'}: {launched.get('message') or ''}"
-    provider = status.get("providerID") or ""
     annotations = meta.get("annotations") or {}
     try:
         attempt = int(labels.get(ATTEMPT_LABEL, "0"))
@@ -134,7 +136,7 @@ def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
         launched=launched.get("status") == "True",
         ready=(conditions.get("Ready") or {}).get("status") == "True",
         failure=failure,
-        instance_id=provider.rsplit("/", 1)[-1] if provider.startswith("aws://") else None,
+        instance_id=instance_id_from_provider_id(status.get("providerID")),
         node_name=status.get("nodeName") or None,
         idle_since=_time(annotations.get(IDLE_SINCE_ANNOTATION)),
     )

@@ -33,6 +33,7 @@ from hyperguard.cluster.conventions import (
     HEALTH_LABEL,
     INCIDENT_TAINT,
     REASON_LABEL,
+    instance_id_from_provider_id,
     label_safe,
 )
 from hyperguard.cluster.eks_token import EksTokenSource
@@ -90,12 +91,6 @@ class KubeNode(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, str]] = Field(default_factory=list)
     conditions: list[NodeCondition] = Field(default_factory=list)
-
-
-def instance_id_from_provider_id(provider_id: str | None) -> str | None:
-    if not provider_id or not provider_id.startswith("aws://"):
-        return None
-    return provider_id.rsplit("/", 1)[-1] or None
 
 
 def _code(error: ApiError) -> int:

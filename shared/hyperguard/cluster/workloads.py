@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hyperguard.catalogue import ec2_name
 from hyperguard.cluster.conventions import INSTANCE_TYPE_LABEL
 from hyperguard.models import Job
 
@@ -119,7 +120,10 @@ def run_name(job: Job) -> str:
 
 
 def accelerator_resource(instance_type: str) -> str:
-    return "aws.amazon.com/neuron" if "trn" in instance_type else "nvidia.com/gpu"
+    """The extended resource a pod (or a NodeClaim) requests for the instance type's
+    accelerators: AWS Trainium and Inferentia are Neuron devices, the rest GPUs."""
+    neuron = ec2_name(instance_type).startswith(("trn", "inf"))
+    return "aws.amazon.com/neuron" if neuron else "nvidia.com/gpu"
 
 
 def _pod_spec(job: Job, node_names: list[str]) -> dict[str, Any]:

@@ -130,7 +130,6 @@ class BurstSteps:
                     instance_type=request.instance_type,
                     capacity_type=option.capacity_type,
                     accelerators=spec.accelerators,
-                    neuron=request.instance_type.startswith(("trn", "inf")),
                 )
             )
         if burst.get("requested_attempt") != attempt:

@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from hyperguard.cluster.conventions import (
     CAPACITY_TYPE_LABEL,
     DEEP_HEALTH_CHECK_LABEL,
+    EC2_CAPACITY_TYPES,
     HEALTH_LABEL,
     INSTANCE_GROUP_LABEL,
     INSTANCE_ID_IN_USE,
@@ -86,12 +87,6 @@ from hyperguard.twin.kube.store import (
 FaultKind = Literal["gpu", "persistent", "kernel"]
 CapacityType = Literal["reserved", "on-demand", "spot"]
 """Karpenter's `karpenter.sh/capacity-type` values."""
-EC2_CAPACITY_TYPES: dict[str, str] = {
-    "reserved": "Reserved",
-    "on-demand": "OnDemand",
-    "spot": "Spot",
-}
-"""Karpenter's capacity type → `Instance.capacity_type` (EC2's and SageMaker's spelling)."""
 RunObjectKind = Literal["Job", "HyperPodPyTorchJob"]
 RUN_RESOURCES: dict[Any, Any] = {
     "Job": JOBS,
