@@ -15,12 +15,10 @@ from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore
 
 settings = load_settings("scheduler_queue_url")
-catalogue = Ec2InstanceCatalogue()
 steps = BurstSteps(
-    gateway=gateway_for(settings, catalogue),
+    gateway=gateway_for(settings, Ec2InstanceCatalogue()),
     jobs=JobStore(settings.jobs_table),
     policies=BurstPolicyStore(settings.teams_table),
-    catalogue=catalogue,
     wakeup=wakeup_for(settings),
     publisher=EventPublisher(settings.event_bus_name),
 )

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.cluster import ClusterGateway
 from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
 from hyperguard.governance.jobs import JobLifecycle
@@ -43,7 +42,6 @@ class BurstSteps:
         gateway: ClusterGateway,
         jobs: JobStore,
         policies: BurstPolicyStore,
-        catalogue: InstanceCatalogue,
         wakeup: SchedulerWakeup,
         publisher: EventPublisher,
         clock: Callable[[], datetime] = utcnow,
@@ -52,7 +50,6 @@ class BurstSteps:
         self.jobs = jobs
         self.lifecycle = JobLifecycle(jobs, clock=clock)
         self.policies = policies
-        self.catalogue = catalogue
         self.wakeup = wakeup
         self.publisher = publisher
         self.clock = clock
@@ -118,7 +115,6 @@ class BurstSteps:
         attempt = int(burst.get("attempt", 0))
         option = plan.options[attempt]
         policy = self.policies.get()
-        spec = self.catalogue.spec(request.instance_type)
         for index in range(plan.nodes):
             self.gateway.request_burst_node(
                 nodeclaim_manifest(
@@ -129,7 +125,7 @@ class BurstSteps:
                     node_class=policy.capacity.node_class,
                     instance_type=request.instance_type,
                     capacity_type=option.capacity_type,
-                    accelerators=spec.accelerators,
+                    accelerators=request.accelerators_per_node,
                 )
             )
         if burst.get("requested_attempt") != attempt:
