@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from hyperguard.cluster.conventions import EC2_CAPACITY_TYPES
+from hyperguard.cluster.karpenter import CapacityType
+from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_burst_policy, team_role
 from hyperguard.twin.scenarios import add_team, ok
@@ -47,6 +50,9 @@ TIME_SCALE = 240.0
 """The scenario's default clock: virtual seconds per wall second (six minutes a side)."""
 PRIORITIES = {"training": 50, "inference": 100}
 SIDES = ("hybrid", "static")
+PRICES = BurstPolicy()
+"""The default burst policy: the price a burst node is charged at."""
+KARPENTER_CAPACITY = {ec2: label for label, ec2 in EC2_CAPACITY_TYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class Ledger:
 
     gpu_s_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     burst_node_s_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    burst_usd_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     burst_nodes_peak: int = 0
     burst_nodes_at_end: int = 0
     submitted: dict[str, tuple[str, datetime]] = field(default_factory=dict)
@@ -189,7 +196,12 @@ def _sample(twin: Twin, ledger: Ledger, now: datetime, dt: float) -> None:
     ledger.burst_nodes_peak = max(ledger.burst_nodes_peak, len(burst))
     ledger.burst_nodes_at_end = len(burst)
     for instance in burst:
-        ledger.burst_node_s_by_pool[_pool(instance)] += dt
+        pool = _pool(instance)
+        ledger.burst_node_s_by_pool[pool] += dt
+        price = PRICES.node_price(_capacity(instance), instance.instance_type)
+        if price is None:
+            raise TwinError(f"the burst policy has no price for {instance.instance_type}")
+        ledger.burst_usd_by_pool[pool] += price * dt / 3600
     for job_id, run in twin.cluster.runs().items():
         if run.state != "running" or not run.nodes:
             continue
@@ -200,23 +212,22 @@ def _sample(twin: Twin, ledger: Ledger, now: datetime, dt: float) -> None:
                 ledger.gpu_s_by_pool[_pool(held)] += GPUS * dt
 
 
+def _capacity(instance: Any) -> CapacityType:
+    """A burst node's Karpenter capacity type."""
+    return CapacityType(KARPENTER_CAPACITY.get(instance.capacity_type, "on-demand"))
+
+
 def _pool(instance: Any) -> str:
+    """The pool as placement names it: the instance group, or `<NodePool>-<capacity type>`."""
     if instance.platform == "hyperpod":
         return str(instance.group)
-    kind = {"Spot": "spot", "Reserved": "reserved"}.get(instance.capacity_type, "on-demand")
-    return f"{instance.group}-{kind}"
+    return f"{instance.group}-{_capacity(instance).value}"
 
 
 def _summary(twin: Twin, ledger: Ledger, start: datetime, end: datetime) -> dict[str, Any]:
     hyperpod_price = DEFAULT_HOURLY_PRICES[(PoolKind.HYPERPOD, INSTANCE_TYPE)]
-    prices = {
-        "on-demand": DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")],
-        "spot": DEFAULT_HOURLY_PRICES[(PoolKind.EKS_SPOT, "p5.48xlarge")],
-        "reserved": DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")],
-    }
     cost = {"workers": round(NODES * HOURS * hyperpod_price, 2)}
-    for pool, seconds in ledger.burst_node_s_by_pool.items():
-        cost[pool] = round(seconds / 3600 * prices[_kind(pool)], 2)
+    cost |= {pool: round(usd, 2) for pool, usd in ledger.burst_usd_by_pool.items()}
     used = sum(ledger.gpu_s_by_pool.values()) / 3600
     provisioned = NODES * GPUS * HOURS + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
     waits: dict[str, list[float]] = defaultdict(list)
@@ -240,13 +251,6 @@ def _summary(twin: Twin, ledger: Ledger, start: datetime, end: datetime) -> dict
         "avg_wait_s_by_priority": {p: round(sum(w) / len(w), 1) for p, w in sorted(waits.items())},
         "never_started_by_priority": dict(never),
     }
-
-
-def _kind(pool: str) -> str:
-    for kind in ("on-demand", "spot", "reserved"):
-        if pool.endswith(kind):
-            return kind
-    raise TwinError(f"not a burst pool: {pool}")
 
 
 def _executions(twin: Twin) -> dict[str, dict[str, int]]:

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
+from hyperguard.twin.cluster import Progress
 from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.runtime import Twin, TwinError
 from hyperguard.twin.scenarios import FULL, back_at_full_size, configure, ok, submit, wait_for
@@ -75,7 +77,7 @@ def proactive_move(twin: Twin, events_dir: Path, *, timeout_s: float = 240.0) ->
     still_on_node = node in twin.cluster.job_instances(subject.job_id)
     if any(i.instance_id == node for i in twin.cluster.instances()):
         twin.cluster.inject_fault(node, "persistent")  # AWS retires the instance
-    moved = subject.__class__(subject.strategy, subject.team, subject.job_id, node, announced_at)
+    moved = replace(subject, node=node, fault_at=announced_at)
     wait_for(
         lambda: back_at_full_size(twin, moved) is not None and _incident(twin, node),
         deadline,
@@ -112,12 +114,12 @@ def _strategy(twin: Twin, incident_id: str, job_id: str) -> str | None:
 
 
 def _measure(
-    twin: Twin, job_id: str, announced: Any, start: Any, still_on_node: bool
+    twin: Twin, job_id: str, announced: datetime, start: datetime, still_on_node: bool
 ) -> dict[str, Any]:
     timeline = [p for p in twin.cluster.timeline(job_id) if p.at >= announced]
     lost_steps = 0
     paused_s = 0.0
-    stopped: Any = None
+    stopped: Progress | None = None
     for point in timeline:
         if point.replicas == 0 and stopped is None:
             stopped = point
