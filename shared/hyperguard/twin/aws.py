@@ -2,8 +2,10 @@
 
 - SageMaker HyperPod: DescribeCluster, ListClusterNodes (paging, IncludeNodeLogicalIds),
   DescribeClusterNode (by NodeId or NodeLogicalId), BatchRebootClusterNodes and
-  BatchReplaceClusterNodes (1-25 ids, per-node `Failed` errors), StartClusterHealthCheck —
-  moto knows clusters only as static records and has none of the node operations;
+  BatchReplaceClusterNodes (1-25 ids, per-node `Failed` errors), StartClusterHealthCheck,
+  BatchAddClusterNodes (1-5 entries of 1-50 nodes, idempotent by ClientToken) and
+  BatchDeleteClusterNodes (1-3000 NodeIds and/or 1-99 NodeLogicalIds) — moto knows
+  clusters only as static records and has none of the node operations;
 - EKS: DescribeCluster answers with the twin's Kubernetes API server (endpoint and CA);
 - EC2: RebootInstances of the burst nodes' instances reaches the cluster;
 - EventBridge: moto never fires a rule's schedule, and delivers every event put on the bus
@@ -28,10 +30,17 @@ from typing import Any
 from hyperguard.twin.cluster import SimulatedCluster
 
 NODE_ID = re.compile(r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$")
+NODE_LOGICAL_ID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9\-]*[a-zA-Z0-9]$")
+INSTANCE_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+CLIENT_TOKEN = re.compile(r"^[\x21-\x7E]{1,64}$")
 DEEP_HEALTH_CHECKS = frozenset(
     {"InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation"}
 )
 BATCH_LIMIT = 25
+ADD_ENTRIES_LIMIT = 5
+ADD_COUNT_LIMIT = 50
+DELETE_IDS_LIMIT = 3000
+DELETE_LOGICAL_IDS_LIMIT = 99
 PAGE_LIMIT = 100
 _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _UNIT_S = {"minute": 60, "hour": 3600, "day": 86400}
@@ -175,6 +184,53 @@ def _patch_sagemaker() -> None:
         return ActionResult({"ClusterArn": cluster.cluster_arn})
 
     SageMakerResponse.start_cluster_health_check = start_cluster_health_check  # type: ignore[attr-defined]
+
+    def batch_add_cluster_nodes(self: Any) -> Any:
+        cluster = cluster_or_raise(self)
+        entries = self._get_param("NodesToAdd") or []
+        if not 1 <= len(entries) <= ADD_ENTRIES_LIMIT:
+            raise ValidationError(f"NodesToAdd must hold 1 to {ADD_ENTRIES_LIMIT} entries.")
+        for entry in entries:
+            group = str(entry.get("InstanceGroupName") or "")
+            if len(group) > 63 or not INSTANCE_GROUP_NAME.match(group):
+                raise ValidationError(
+                    f"Invalid InstanceGroupName {group!r}: must match {INSTANCE_GROUP_NAME.pattern}"
+                )
+            count = entry.get("IncrementTargetCountBy")
+            if not isinstance(count, int) or not 1 <= count <= ADD_COUNT_LIMIT:
+                raise ValidationError(
+                    f"IncrementTargetCountBy must be between 1 and {ADD_COUNT_LIMIT}."
+                )
+        token = self._get_param("ClientToken")
+        if token is not None and not CLIENT_TOKEN.match(str(token)):
+            raise ValidationError(f"Invalid ClientToken: must match {CLIENT_TOKEN.pattern}")
+        return ActionResult(cluster.add_cluster_nodes(list(entries), token))
+
+    def batch_delete_cluster_nodes(self: Any) -> Any:
+        cluster = cluster_or_raise(self)
+        node_ids = self._get_param("NodeIds")
+        logical_ids = self._get_param("NodeLogicalIds")
+        if node_ids is None and logical_ids is None:
+            raise ValidationError("Either NodeIds or NodeLogicalIds must be provided.")
+        _check_ids("NodeIds", node_ids, DELETE_IDS_LIMIT, NODE_ID, 256)
+        _check_ids("NodeLogicalIds", logical_ids, DELETE_LOGICAL_IDS_LIMIT, NODE_LOGICAL_ID, 128)
+        return ActionResult(cluster.delete_cluster_nodes(node_ids or [], logical_ids or []))
+
+    def _check_ids(
+        name: str, ids: list[Any] | None, limit: int, pattern: re.Pattern[str], longest: int
+    ) -> None:
+        """A list of ids, if given, holds 1 to `limit` of them, each matching `pattern` and
+        at most `longest` characters long."""
+        if ids is None:
+            return
+        if not 1 <= len(ids) <= limit:
+            raise ValidationError(f"{name} must hold between 1 and {limit} ids.")
+        bad = [i for i in ids if not pattern.match(str(i)) or len(str(i)) > longest]
+        if bad:
+            raise ValidationError(f"Invalid {name} {bad}: must match {pattern.pattern}")
+
+    SageMakerResponse.batch_add_cluster_nodes = batch_add_cluster_nodes  # type: ignore[attr-defined]
+    SageMakerResponse.batch_delete_cluster_nodes = batch_delete_cluster_nodes  # type: ignore[attr-defined]
 
 
 def _patch_ec2() -> None:

@@ -28,6 +28,12 @@ What it models, and the behaviour it stands for:
   on EventBridge;
 - BatchReboot/BatchReplaceClusterNodes with per-node errors (InstanceIdNotFound,
   InstanceIdInUse), StartClusterHealthCheck;
+- a cluster in Continuous node provisioning mode: BatchAddClusterNodes grows an instance
+  group by Pending nodes, each with its NodeLogicalId, that get an instance and then join
+  Kubernetes (HyperPod capacity per instance group is a knob of the world: a launch that
+  finds none left leaves the node in Failure), idempotent by ClientToken;
+  BatchDeleteClusterNodes removes nodes by instance id or NodeLogicalId (NodeIdNotFound,
+  NodeIdInUse while a reboot or replacement is in progress), their pods lost;
 - a batch/v1 Job the service creates is admitted (Kueue) and its pods start on the nodes it
   pins; a job steps while every node under it is Running and healthy, and checkpoints every
   N steps (S3 shards, then the `_COMPLETE` marker, then a report to the service's API); a
@@ -38,6 +44,7 @@ What it models, and the behaviour it stands for:
 
 from __future__ import annotations
 
+import copy
 import heapq
 import json
 import random
@@ -96,6 +103,9 @@ RUN_RESOURCES: dict[Any, Any] = {
 }
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 AZ = "us-east-1a"
+# BatchDeleteClusterNodes' error codes the simulator gives.
+NODE_ID_NOT_FOUND = "NodeIdNotFound"
+NODE_ID_IN_USE = "NodeIdInUse"
 KARPENTER_FINALIZER = "karpenter.sh/termination"
 # A NodeClaim's stages; its Ready condition is True once all of them are.
 CLAIM_STAGES = ("Launched", "Registered", "Initialized")
@@ -125,7 +135,10 @@ class SimTimings(BaseModel):
     Karpenter launches a GPU node for: 60 s of EC2 launch (until Launched, with the instance's
     providerID), then 240 s until the node is Ready (boot, kubelet registration, GPU driver
     and device plugin). Karpenter's own: a claim whose node has not registered 15 min after
-    the claim was created is deleted.
+    the claim was created is deleted. A node BatchAddClusterNodes adds has its instance after
+    60 s (as a NodeClaim's EC2 launch) and runs, joined to Kubernetes, after 820 s: a
+    replacement's provisioning without the old instance's shutdown (940 - 120 s), for want of
+    a published figure for an added node.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -142,6 +155,12 @@ class SimTimings(BaseModel):
     nodeclaim_registration_ttl_s: float = Field(
         default=900.0, ge=0, description="from creation: an unregistered claim is deleted"
     )
+    hyperpod_launch_s: float = Field(
+        default=60.0, ge=0, description="from BatchAddClusterNodes until it has an instance"
+    )
+    hyperpod_add_s: float = Field(
+        default=820.0, ge=0, description="from BatchAddClusterNodes until the node runs"
+    )
     job_restart_s: float = Field(default=60.0, ge=0, description="start/resume overhead")
     rescale_s: float = Field(
         default=60.0,
@@ -152,9 +171,11 @@ class SimTimings(BaseModel):
     checkpoint_interval_steps: int = Field(default=10, ge=1)
 
     @model_validator(mode="after")
-    def _shutdown_within_replace(self) -> Self:
+    def _stages_in_order(self) -> Self:
         if self.replace_shutdown_s > self.replace_s:
             raise ValueError("replace_shutdown_s must not exceed replace_s")
+        if self.hyperpod_launch_s > self.hyperpod_add_s:
+            raise ValueError("hyperpod_launch_s must not exceed hyperpod_add_s")
         return self
 
 
@@ -196,6 +217,10 @@ class _Happening(StrEnum):
     """Karpenter's registration TTL of an API-created NodeClaim ran out."""
     FAULTY_SCALE_DOWN = "faulty_scale_down"
     """An elastic run's faultyScaleDownTimeoutInSeconds ran out (keyed by the run's uid)."""
+    NODE_LAUNCH = "node_launch"
+    """HyperPod launches the instance of an added node (keyed by its NodeLogicalId)."""
+    NODE_JOIN = "node_join"
+    """An added node has booted and joins Kubernetes (keyed by its NodeLogicalId)."""
 
 
 @dataclass(order=True, frozen=True)
@@ -204,6 +229,16 @@ class _Scheduled:
     seq: int
     what: _Happening = field(compare=False)
     instance_id: str = field(compare=False)
+
+
+@dataclass
+class _Addition:
+    """A node BatchAddClusterNodes added, until it runs: waiting for its instance, then
+    booting on it (`instance_id`); or, its launch failed (`failure`), in Failure for good."""
+
+    group: str
+    instance_id: str | None = None
+    failure: str | None = None
 
 
 @dataclass
@@ -328,6 +363,13 @@ class SimulatedCluster:
         self._claims: dict[str, str] = {}
         """API-created NodeClaims not registered yet: name by uid."""
         self._ec2_capacity: dict[tuple[str, str], int] = {}
+        self._groups: dict[str, str] = {}
+        """HyperPod instance groups, with their instance type (kept when they are empty)."""
+        self._additions: dict[str, _Addition] = {}
+        """Added nodes not running yet, by NodeLogicalId."""
+        self._hyperpod_capacity: dict[str, int] = {}
+        self._add_tokens: dict[str, dict[str, Any]] = {}
+        """BatchAddClusterNodes' responses, by ClientToken."""
         self._unregistering = 0
         self._step = timedelta(seconds=self.timings.step_duration_s)
         store.add_listener(self._on_api_change)
@@ -341,6 +383,7 @@ class SimulatedCluster:
     def add_instance_group(self, group: str, instance_type: str, count: int) -> list[str]:
         """HyperPod nodes joined to the EKS cluster, healthy and schedulable."""
         with self._settled() as now:
+            self._groups.setdefault(group, instance_type)
             return [self._launch_hyperpod(group, instance_type, now) for _ in range(count)]
 
     def add_nodepool(self, name: str, instance_type: str) -> None:
@@ -379,6 +422,21 @@ class SimulatedCluster:
             else:
                 self._ec2_capacity[(instance_type, capacity_type)] = available
 
+    def set_hyperpod_capacity(self, group: str, available: int | None) -> None:
+        """How many more instances HyperPod launches for nodes BatchAddClusterNodes adds to
+        instance group `group`; None (everything's default) is no limit. A launch that finds
+        none left fails with InsufficientInstanceCapacity, and the node stays in Failure,
+        without an instance, until it is deleted. Terminated instances do not give capacity
+        back: set it again to free some. Nodes `add_instance_group` places are the world as
+        it is, outside this count."""
+        if available is not None and available < 0:
+            raise ValueError("available must not be negative")
+        with self._settled():
+            if available is None:
+                self._hyperpod_capacity.pop(group, None)
+            else:
+                self._hyperpod_capacity[group] = available
+
     def fail_next_registrations(self, count: int = 1) -> None:
         """The next `count` instances launched for NodeClaims never join the cluster (a bad
         AMI, bootstrap or security group): Launched stays the claim's last step, and Karpenter
@@ -398,7 +456,7 @@ class SimulatedCluster:
         with self._settled() as now:
             instance = self._instance(instance_id)
             self._faults[instance_id] = Fault(kind, heal_on_reboot=kind != "persistent")
-            if instance_id not in self._repairs:
+            if instance_id not in self._repairs and not self._joining(instance_id):
                 self._show_health(instance, now)
             self._lose_pods(instance, now)
             self._report_fault(instance, kind)
@@ -532,28 +590,16 @@ class SimulatedCluster:
     # ------------------------------------------------------------ SageMaker API
 
     def describe_cluster(self) -> dict[str, Any]:
+        """A group's TargetCount counts its nodes not deleted, those still waiting for an
+        instance or failed to get one included; its CurrentCount, those with an instance."""
         with self._settled():
-            groups: dict[str, list[Instance]] = {}
-            for instance in self._instances.values():
-                if instance.platform == "hyperpod":
-                    groups.setdefault(instance.group, []).append(instance)
             return {
                 "ClusterArn": self.cluster_arn,
                 "ClusterName": self.hyperpod_cluster,
                 "ClusterStatus": "InService",
                 "InstanceGroups": [
-                    {
-                        "InstanceGroupName": name,
-                        "InstanceType": members[0].instance_type,
-                        "CurrentCount": len(members),
-                        "TargetCount": len(members),
-                        "ExecutionRole": f"arn:aws:iam::{self.account}:role/hyperpod-nodes",
-                        "LifeCycleConfig": {
-                            "SourceS3Uri": "s3://hyperpod-lifecycle/",
-                            "OnCreate": "on_create.sh",
-                        },
-                    }
-                    for name, members in sorted(groups.items())
+                    self._group_details(name, instance_type)
+                    for name, instance_type in sorted(self._groups.items())
                 ],
                 "Orchestrator": {
                     "Eks": {
@@ -562,7 +608,27 @@ class SimulatedCluster:
                     }
                 },
                 "NodeRecovery": "None",
+                "NodeProvisioningMode": "Continuous",
             }
+
+    def _group_details(self, name: str, instance_type: str) -> dict[str, Any]:
+        current = sum(
+            1 for i in self._instances.values() if i.platform == "hyperpod" and i.group == name
+        )
+        unlaunched = sum(
+            1 for a in self._additions.values() if a.group == name and a.instance_id is None
+        )
+        return {
+            "InstanceGroupName": name,
+            "InstanceType": instance_type,
+            "CurrentCount": current,
+            "TargetCount": current + unlaunched,
+            "ExecutionRole": f"arn:aws:iam::{self.account}:role/hyperpod-nodes",
+            "LifeCycleConfig": {
+                "SourceS3Uri": "s3://hyperpod-lifecycle/",
+                "OnCreate": "on_create.sh",
+            },
+        }
 
     def cluster_nodes(self, *, include_logical_ids: bool) -> list[dict[str, Any]]:
         """ClusterNodeSummaries, oldest first (ListClusterNodes' default order)."""
@@ -578,7 +644,8 @@ class SimulatedCluster:
             return summaries
 
     def describe_node(self, node_id: str) -> dict[str, Any] | None:
-        """ClusterNodeDetails by instance id or NodeLogicalId; None when there is none."""
+        """ClusterNodeDetails by instance id or NodeLogicalId; None when there is none. An
+        added node without an instance is found by its NodeLogicalId only."""
         with self._settled():
             instance = next(
                 (
@@ -589,7 +656,8 @@ class SimulatedCluster:
                 None,
             )
             if instance is None:
-                return None
+                addition = self._additions.get(node_id)
+                return None if addition is None else self._unlaunched_details(node_id, addition)
             kube = self.store.find(NODES, instance.node_name) or {}
             details = self._node_summary(instance)
             details.update(
@@ -606,6 +674,16 @@ class SimulatedCluster:
             )
             return details
 
+    def _unlaunched_details(self, logical_id: str, addition: _Addition) -> dict[str, Any]:
+        """An added node waiting for its instance (Pending), or failed to get one."""
+        status = NodeStatus.FAILURE if addition.failure else NodeStatus.PENDING
+        return {
+            "InstanceGroupName": addition.group,
+            "NodeLogicalId": logical_id,
+            "InstanceType": self._groups[addition.group],
+            "InstanceStatus": {"Status": status.value, "Message": addition.failure or ""},
+        }
+
     def batch_repair(
         self, action: Literal["reboot", "replace"], node_ids: list[str]
     ) -> dict[str, Any]:
@@ -620,12 +698,67 @@ class SimulatedCluster:
                 elif node_id in self._repairs:
                     what = f"a {self._repairs[node_id].action} of {node_id} is in progress"
                     failed.append(_failure(node_id, INSTANCE_ID_IN_USE, what))
+                elif self._joining(node_id):
+                    what = "still joining the cluster"
+                    failed.append(_failure(node_id, INSTANCE_ID_IN_USE, what))
                 elif self._refusals:
                     failed.append(_failure(node_id, self._refusals.pop(0), "injected failure"))
                 else:
                     self._start_repair(instance, action, now)
                     successful.append(node_id)
         return {"Successful": successful, "Failed": failed}
+
+    def add_cluster_nodes(
+        self, nodes_to_add: list[dict[str, Any]], client_token: str | None = None
+    ) -> dict[str, Any]:
+        """BatchAddClusterNodes' response: each node added is Pending, with its new
+        NodeLogicalId; an entry HyperPod cannot grant fails whole. Asked again with a
+        ClientToken it has seen, HyperPod adds nothing and answers as it did."""
+        with self._settled() as now:
+            if client_token is not None and client_token in self._add_tokens:
+                return copy.deepcopy(self._add_tokens[client_token])
+            successful: list[dict[str, str]] = []
+            failed: list[dict[str, Any]] = []
+            for spec in nodes_to_add:
+                group, count = spec["InstanceGroupName"], int(spec["IncrementTargetCountBy"])
+                refusal = self._unaddable(spec)
+                if refusal is not None:
+                    code, message = refusal
+                    failed.append(
+                        {
+                            "InstanceGroupName": group,
+                            "ErrorCode": code,
+                            "FailedCount": count,
+                            "Message": message,
+                        }
+                    )
+                    continue
+                for _ in range(count):
+                    successful.append(
+                        {
+                            "NodeLogicalId": self._request_node(group, now),
+                            "InstanceGroupName": group,
+                            "Status": NodeStatus.PENDING.value,
+                        }
+                    )
+            response = {"Successful": successful, "Failed": failed}
+            if client_token is not None:
+                self._add_tokens[client_token] = copy.deepcopy(response)
+            return response
+
+    def delete_cluster_nodes(self, node_ids: list[str], logical_ids: list[str]) -> dict[str, Any]:
+        """BatchDeleteClusterNodes' response. Its lists are for the kinds of ids asked
+        about, each only when it holds some (the model's lists hold at least one)."""
+        with self._settled() as now:
+            deleted, refused = self._delete_each(node_ids, "NodeId", now)
+            deleted_slots, refused_slots = self._delete_each(logical_ids, "NodeLogicalId", now)
+        response = {
+            "Successful": deleted,
+            "Failed": refused,
+            "SuccessfulNodeLogicalIds": deleted_slots,
+            "FailedNodeLogicalIds": refused_slots,
+        }
+        return {key: ids for key, ids in response.items() if ids}
 
     def start_health_check(self, instance_ids: list[str]) -> None:
         """Deep health checks on these Running HyperPod nodes (StartClusterHealthCheck)."""
@@ -648,7 +781,11 @@ class SimulatedCluster:
             unknown = [i for i in instance_ids if i not in self._instances]
             for instance_id in instance_ids:
                 instance = self._instances.get(instance_id)
-                if instance is not None and instance_id not in self._repairs:
+                if (
+                    instance is not None
+                    and instance_id not in self._repairs
+                    and not self._joining(instance_id)
+                ):
                     self._start_repair(instance, "reboot", now)
             return unknown
 
@@ -707,6 +844,10 @@ class SimulatedCluster:
                 run = self._runs.get(due.instance_id)
                 if run is not None and run.state == "waiting" and run.elastic is not None:
                     self._scale_down_faulty(run, due.at)
+            case _Happening.NODE_LAUNCH:
+                self._launch_added(due.instance_id, due.at)
+            case _Happening.NODE_JOIN:
+                self._join_added(due.instance_id, due.at)
 
     # ------------------------------------------------------------ nodes
 
@@ -717,7 +858,24 @@ class SimulatedCluster:
                 self._issued.add(instance_id)
                 return instance_id
 
+    def _new_logical_id(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
     def _launch_hyperpod(self, group: str, instance_type: str, now: datetime) -> str:
+        """A running HyperPod node, as if launched before the twin began."""
+        instance = self._new_hyperpod_instance(group, instance_type, now)
+        self.store.create(NODES, self._node_object(instance, now))
+        return instance.instance_id
+
+    def _new_hyperpod_instance(
+        self,
+        group: str,
+        instance_type: str,
+        now: datetime,
+        logical_id: str | None = None,
+        status: NodeStatus = NodeStatus.RUNNING,
+    ) -> Instance:
+        """An instance HyperPod launched for `group`; its node is not created here."""
         instance_id = self._new_instance_id()
         instance = Instance(
             instance_id=instance_id,
@@ -727,11 +885,132 @@ class SimulatedCluster:
             instance_type=instance_type,
             node_name=f"hyperpod-{instance_id}",
             launch_time=now,
-            logical_id=str(uuid.UUID(int=self._rng.getrandbits(128), version=4)),
+            logical_id=logical_id or self._new_logical_id(),
+            status=status,
         )
         self._instances[instance_id] = instance
-        self.store.create(NODES, self._node_object(instance, now))
-        return instance_id
+        return instance
+
+    def _unaddable(self, spec: Mapping[str, Any]) -> tuple[str, str] | None:
+        """Why HyperPod cannot add an entry's nodes (error code, message); None: it can."""
+        group = spec["InstanceGroupName"]
+        instance_type = self._groups.get(group)
+        if instance_type is None:
+            return (
+                "InstanceGroupNotFound",
+                f"Instance group {group} not found in cluster {self.hyperpod_cluster}.",
+            )
+        types = spec.get("InstanceTypes")
+        if types and instance_type not in types:
+            return (
+                "IncompatibleInstanceTypes",
+                f"Instance group {group} runs {instance_type}, not one of {types}.",
+            )
+        zones = spec.get("AvailabilityZones")
+        if zones and AZ not in zones:
+            return (
+                "IncompatibleAvailabilityZones",
+                f"Instance group {group} is in {AZ}, not one of {zones}.",
+            )
+        return None
+
+    def _request_node(self, group: str, now: datetime) -> str:
+        """A node added to `group`: Pending; its instance, then its joining, are due."""
+        logical_id = self._new_logical_id()
+        self._additions[logical_id] = _Addition(group)
+        self._schedule(now, self.timings.hyperpod_launch_s, "node_launch", logical_id)
+        self._schedule(now, self.timings.hyperpod_add_s, "node_join", logical_id)
+        return logical_id
+
+    def _launch_added(self, logical_id: str, at: datetime) -> None:
+        """HyperPod launches the added node's instance (Pending while it boots), or finds
+        no capacity for it: the node is in Failure."""
+        addition = self._additions.get(logical_id)
+        if addition is None:
+            return  # deleted before the launch: nothing is launched
+        instance_type = self._groups[addition.group]
+        left = self._hyperpod_capacity.get(addition.group)
+        if left == 0:
+            addition.failure = (
+                "InsufficientInstanceCapacity: We currently do not have sufficient "
+                f"{instance_type} capacity to launch the node in instance group "
+                f"{addition.group}."
+            )
+            return
+        if left is not None:
+            self._hyperpod_capacity[addition.group] = left - 1
+        instance = self._new_hyperpod_instance(
+            addition.group, instance_type, at, logical_id, NodeStatus.PENDING
+        )
+        addition.instance_id = instance.instance_id
+
+    def _join_added(self, logical_id: str, at: datetime) -> None:
+        """The added node has booted and joined Kubernetes: it runs, and its Node is the one
+        a node `add_instance_group` places has (unless a fault was injected meanwhile)."""
+        addition = self._additions.get(logical_id)
+        if addition is None or addition.instance_id is None:
+            return  # deleted, or its launch failed
+        del self._additions[logical_id]
+        instance = self._instances[addition.instance_id]
+        self._show_health(instance, at)
+        self.store.create(NODES, self._node_object(instance, at))
+
+    def _joining(self, instance_id: str) -> bool:
+        """Whether the instance is an added node's, booting and not yet in Kubernetes."""
+        return any(a.instance_id == instance_id for a in self._additions.values())
+
+    def _delete_each(
+        self, keys: list[str], kind: Literal["NodeId", "NodeLogicalId"], now: datetime
+    ) -> tuple[list[str], list[dict[str, str]]]:
+        """The ids of one kind deleted, and the errors of those that could not be."""
+        deleted: list[str] = []
+        refused: list[dict[str, str]] = []
+        for key in keys:
+            refusal = self._delete_node(key, by_logical_id=kind == "NodeLogicalId", now=now)
+            if refusal is None:
+                deleted.append(key)
+            else:
+                code, message = refusal
+                refused.append({"Code": code, "Message": message, kind: key})
+        return deleted, refused
+
+    def _delete_node(
+        self, key: str, *, by_logical_id: bool, now: datetime
+    ) -> tuple[str, str] | None:
+        """HyperPod deletes the node `key` names (instance id or NodeLogicalId); why it
+        cannot (error code, message), else None."""
+        instance = next(
+            (
+                i
+                for i in self._instances.values()
+                if i.platform == "hyperpod"
+                and key == (i.logical_id if by_logical_id else i.instance_id)
+            ),
+            None,
+        )
+        if instance is None and by_logical_id and key in self._additions:
+            del self._additions[key]  # no instance to terminate: its launch is called off
+            return None
+        if instance is None:
+            return NODE_ID_NOT_FOUND, f"Node {key} not found in cluster {self.hyperpod_cluster}."
+        repair = self._repairs.get(instance.instance_id)
+        if repair is not None:
+            return NODE_ID_IN_USE, f"A {repair.action} of node {key} is in progress."
+        self._remove_hyperpod(instance, now)
+        return None
+
+    def _remove_hyperpod(self, instance: Instance, now: datetime) -> None:
+        """A deleted node's instance is terminated: the pods on it are lost as on a node
+        loss, its Node object goes, and whatever was due to happen to it does not."""
+        self._lose_pods(instance, now)
+        del self._instances[instance.instance_id]
+        self._faults.pop(instance.instance_id, None)
+        self._never_healthy.discard(instance.instance_id)
+        if instance.logical_id is not None:
+            self._additions.pop(instance.logical_id, None)
+        if self.store.find(NODES, instance.node_name) is not None:  # None: not joined yet
+            self.store.delete(NODES, instance.node_name)
+        self._delete_pods_on(instance.node_name)
 
     def _launch_burst(
         self, nodepool: str, instance_type: str, capacity_type: CapacityType, now: datetime

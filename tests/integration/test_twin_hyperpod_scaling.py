@@ -1,0 +1,248 @@
+"""HyperPod instance groups grown and shrunk through the emulator (hyperguard.twin.aws and the
+simulated cluster): BatchAddClusterNodes, DescribeClusterNode by NodeLogicalId and
+BatchDeleteClusterNodes, as the botocore model shapes them, on the manual clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from tests.conftest import REGION, Stack
+from tests.integration.cluster_harness import HYPERPOD, P5, ClusterApis, cluster_apis
+
+from hyperguard.cluster.conventions import HEALTH_LABEL, INSTANCE_GROUP_LABEL
+from hyperguard.models import Job, JobStatus
+from hyperguard.twin.cluster import SimTimings
+from hyperguard.twin.kube.store import NODES, PODS
+
+GROUP = "workers"
+TIMINGS = SimTimings()  # the harness's cluster runs on the defaults
+
+
+@pytest.fixture
+def apis(stack: Stack) -> Iterator[ClusterApis]:
+    with cluster_apis(hyperpod_nodes=2, burst_nodes=1) as running:
+        yield running
+
+
+def sagemaker():  # type: ignore[no-untyped-def]
+    return boto3.client("sagemaker", region_name=REGION)
+
+
+def unchecked():  # type: ignore[no-untyped-def]
+    """A client that does not validate parameters: what reaches the server is checked there,
+    as SageMaker checks it."""
+    return boto3.client("sagemaker", region_name=REGION, config=Config(parameter_validation=False))
+
+
+def add(count: int, group: str = GROUP, **extra: Any) -> dict[str, Any]:
+    response: dict[str, Any] = sagemaker().batch_add_cluster_nodes(
+        ClusterName=HYPERPOD,
+        NodesToAdd=[{"InstanceGroupName": group, "IncrementTargetCountBy": count}],
+        **extra,
+    )
+    return response
+
+
+def group_counts(group: str = GROUP) -> tuple[int, int]:
+    """(TargetCount, CurrentCount) of the instance group."""
+    cluster = sagemaker().describe_cluster(ClusterName=HYPERPOD)
+    assert cluster["NodeProvisioningMode"] == "Continuous"
+    found = next(g for g in cluster["InstanceGroups"] if g["InstanceGroupName"] == group)
+    return found["TargetCount"], found["CurrentCount"]
+
+
+def listed() -> dict[str, dict[str, Any]]:
+    """ListClusterNodes' summaries by NodeLogicalId."""
+    page = sagemaker().list_cluster_nodes(ClusterName=HYPERPOD, IncludeNodeLogicalIds=True)
+    return {n["NodeLogicalId"]: n for n in page["ClusterNodeSummaries"]}
+
+
+def node(logical_id: str) -> dict[str, Any]:
+    details: dict[str, Any] = sagemaker().describe_cluster_node(
+        ClusterName=HYPERPOD, NodeLogicalId=logical_id
+    )["NodeDetails"]
+    return details
+
+
+def status(logical_id: str) -> str:
+    return str(node(logical_id)["InstanceStatus"]["Status"])
+
+
+def test_added_nodes_get_an_instance_then_join_kubernetes(apis: ClusterApis) -> None:
+    assert group_counts() == (2, 2)
+    answer = add(2)
+    assert answer["Failed"] == []
+    assert [(n["InstanceGroupName"], n["Status"]) for n in answer["Successful"]] == [
+        (GROUP, "Pending")
+    ] * 2
+    added = [n["NodeLogicalId"] for n in answer["Successful"]]
+    assert group_counts() == (4, 2)
+    assert not set(added) & set(listed())
+    assert all("InstanceId" not in node(a) and status(a) == "Pending" for a in added)
+
+    apis.advance(TIMINGS.hyperpod_launch_s)
+    summaries = listed()
+    assert all(summaries[a]["InstanceStatus"]["Status"] == "Pending" for a in added)
+    instance_ids = [summaries[a]["InstanceId"] for a in added]
+    assert all(i.startswith("i-") for i in instance_ids)
+    assert group_counts() == (4, 4)
+    assert all(apis.store.find(NODES, f"hyperpod-{i}") is None for i in instance_ids)
+
+    apis.advance(TIMINGS.hyperpod_add_s - TIMINGS.hyperpod_launch_s)
+    for logical_id, instance_id in zip(added, instance_ids, strict=True):
+        details = node(logical_id)
+        assert details["InstanceId"] == instance_id
+        assert details["InstanceStatus"]["Status"] == "Running"
+        labels = details["KubernetesConfig"]["CurrentLabels"]
+        assert labels[HEALTH_LABEL] == "Schedulable"
+        assert labels[INSTANCE_GROUP_LABEL] == GROUP
+        assert apis.cluster.schedulable(instance_id)
+
+
+def test_a_client_token_seen_before_adds_nothing(apis: ClusterApis) -> None:
+    first = add(2, ClientToken="grow-once")
+    again = add(2, ClientToken="grow-once")
+    assert again["Successful"] == first["Successful"]
+    assert group_counts() == (4, 2)
+    other = add(1, ClientToken="grow-twice")
+    assert len(other["Successful"]) == 1 and group_counts() == (5, 2)
+
+
+def test_entries_hyperpod_cannot_grant_fail_whole(apis: ClusterApis) -> None:
+    answer = sagemaker().batch_add_cluster_nodes(
+        ClusterName=HYPERPOD,
+        NodesToAdd=[
+            {"InstanceGroupName": "nope", "IncrementTargetCountBy": 3},
+            {"InstanceGroupName": GROUP, "IncrementTargetCountBy": 1, "InstanceTypes": [P5]},
+            {
+                "InstanceGroupName": GROUP,
+                "IncrementTargetCountBy": 2,
+                "InstanceTypes": ["ml.g5.xlarge"],
+            },
+            {
+                "InstanceGroupName": GROUP,
+                "IncrementTargetCountBy": 4,
+                "AvailabilityZones": ["us-east-1b"],
+            },
+        ],
+    )
+    assert len(answer["Successful"]) == 1
+    assert [
+        (f["InstanceGroupName"], f["ErrorCode"], f["FailedCount"]) for f in answer["Failed"]
+    ] == [
+        ("nope", "InstanceGroupNotFound", 3),
+        (GROUP, "IncompatibleInstanceTypes", 2),
+        (GROUP, "IncompatibleAvailabilityZones", 4),
+    ]
+    assert group_counts() == (3, 2)
+
+
+def test_a_launch_without_capacity_leaves_the_node_in_failure(apis: ClusterApis) -> None:
+    apis.cluster.set_hyperpod_capacity(GROUP, 1)
+    added = [n["NodeLogicalId"] for n in add(2)["Successful"]]
+    apis.advance(TIMINGS.hyperpod_add_s)
+    assert sorted(map(status, added)) == ["Failure", "Running"]
+    failed = next(a for a in added if status(a) == "Failure")
+    details = node(failed)
+    assert "InstanceId" not in details
+    assert "InsufficientInstanceCapacity" in details["InstanceStatus"]["Message"]
+    assert failed not in listed()
+    assert group_counts() == (4, 3)
+
+
+def test_nodes_are_deleted_by_logical_or_instance_id(apis: ClusterApis) -> None:
+    apis.cluster.set_hyperpod_capacity(GROUP, 1)
+    running, failed = (n["NodeLogicalId"] for n in add(2)["Successful"])
+    apis.advance(TIMINGS.hyperpod_add_s)
+    if status(running) == "Failure":
+        running, failed = failed, running
+    running_id = node(running)["InstanceId"]
+    pending = add(1)["Successful"][0]["NodeLogicalId"]
+    original = apis.hyperpod[0]
+    assert group_counts() == (5, 3)
+
+    by_slot = sagemaker().batch_delete_cluster_nodes(
+        ClusterName=HYPERPOD, NodeLogicalIds=[pending, failed, running]
+    )
+    assert by_slot["SuccessfulNodeLogicalIds"] == [pending, failed, running]
+    assert "FailedNodeLogicalIds" not in by_slot and "Successful" not in by_slot
+    by_id = sagemaker().batch_delete_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[original])
+    assert by_id["Successful"] == [original]
+
+    assert group_counts() == (1, 1)
+    assert sorted(n["InstanceId"] for n in listed().values()) == [apis.hyperpod[1]]
+    for instance_id in (running_id, original):
+        assert apis.store.find(NODES, f"hyperpod-{instance_id}") is None
+    apis.advance(TIMINGS.hyperpod_add_s)  # nothing due for the deleted nodes happens
+    assert group_counts() == (1, 1)
+    with pytest.raises(ClientError, match="ResourceNotFound"):
+        node(pending)
+
+
+def test_a_group_whose_nodes_are_all_deleted_is_still_listed(apis: ClusterApis) -> None:
+    sagemaker().batch_delete_cluster_nodes(ClusterName=HYPERPOD, NodeIds=apis.hyperpod)
+    assert group_counts() == (0, 0)
+    assert len(add(1)["Successful"]) == 1
+
+
+def test_deletes_fail_per_node(apis: ClusterApis) -> None:
+    rebooting, unknown = apis.hyperpod[0], "i-0000000000000dead"
+    sagemaker().batch_reboot_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[rebooting])
+    answer = sagemaker().batch_delete_cluster_nodes(
+        ClusterName=HYPERPOD,
+        NodeIds=[rebooting, unknown, apis.burst[0]],
+        NodeLogicalIds=["no-such-node"],
+    )
+    assert "Successful" not in answer and "SuccessfulNodeLogicalIds" not in answer
+    assert [(f["NodeId"], f["Code"]) for f in answer["Failed"]] == [
+        (rebooting, "NodeIdInUse"),
+        (unknown, "NodeIdNotFound"),
+        (apis.burst[0], "NodeIdNotFound"),
+    ]
+    assert [(f["NodeLogicalId"], f["Code"]) for f in answer["FailedNodeLogicalIds"]] == [
+        ("no-such-node", "NodeIdNotFound")
+    ]
+    assert group_counts() == (2, 2)
+
+
+def test_requests_are_validated_like_the_model(apis: ClusterApis) -> None:
+    entry = {"InstanceGroupName": GROUP, "IncrementTargetCountBy": 1}
+    for nodes in ([], [entry] * 6, [{**entry, "IncrementTargetCountBy": 51}]):
+        with pytest.raises(ClientError, match="ValidationException"):
+            unchecked().batch_add_cluster_nodes(ClusterName=HYPERPOD, NodesToAdd=nodes)
+    bad_group = [{**entry, "InstanceGroupName": "bad_name"}]
+    with pytest.raises(ClientError, match="ValidationException"):
+        unchecked().batch_add_cluster_nodes(ClusterName=HYPERPOD, NodesToAdd=bad_group)
+    for ids in ({}, {"NodeIds": []}, {"NodeIds": ["node-1"]}, {"NodeLogicalIds": ["-x"]}):
+        with pytest.raises(ClientError, match="ValidationException"):
+            unchecked().batch_delete_cluster_nodes(ClusterName=HYPERPOD, **ids)
+    with pytest.raises(ClientError, match="ResourceNotFound"):
+        sagemaker().batch_add_cluster_nodes(ClusterName="other", NodesToAdd=[entry])
+    assert group_counts() == (2, 2)
+
+
+def test_a_deleted_node_loses_its_pods(apis: ClusterApis) -> None:
+    target = apis.hyperpod[0]
+    job = Job(
+        job_id="pinned",
+        team="nlp",
+        priority_class="training",
+        instance_type=P5,
+        replicas=1,
+        image="hyperguard/trainer:test",
+        submitted_at=apis.clock.now(),
+    )
+    placed = job.model_copy(update={"status": JobStatus.RUNNING, "nodes": [target], "pool": GROUP})
+    apis.gateway.dispatch(placed, [target])
+    apis.settle()
+    on_target = f"spec.nodeName=hyperpod-{target}"
+    assert apis.cluster.runs()["pinned"].state == "running"
+    assert apis.store.list(PODS, field_selector=on_target)
+    sagemaker().batch_delete_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[target])
+    assert apis.cluster.runs()["pinned"].state == "failed"
+    assert not apis.store.list(PODS, field_selector=on_target)
