@@ -139,6 +139,24 @@ class Workflows:
                 return self.execution_arn(name)
             raise
 
+    def running_inputs(self, limit: int) -> dict[str, dict[str, Any]]:
+        """The inputs of up to `limit` of the newest running executions, by name."""
+        sfn = self._sfn or client("stepfunctions")
+        pages = sfn.get_paginator("list_executions").paginate(
+            stateMachineArn=self.state_machine_arn,
+            statusFilter="RUNNING",
+            PaginationConfig={"MaxItems": limit, "PageSize": min(limit, 100)},
+        )
+        inputs: dict[str, dict[str, Any]] = {}
+        for page in pages:
+            for execution in page["executions"]:
+                described = sfn.describe_execution(executionArn=execution["executionArn"])
+                try:
+                    inputs[execution["name"]] = json.loads(described.get("input") or "{}")
+                except ValueError:
+                    continue
+        return inputs
+
 
 class RecoveryWorkflows(Workflows):
     """NodeRecovery executions, one per incident, named after it; and the calls that end

@@ -215,3 +215,64 @@ def test_a_burst_job_moves_back_to_hyperpod_at_a_checkpoint_once_a_node_frees_up
     assert resumed.step == step
     until(lambda: on_burst not in burst_instances(twin), "the burst node to be released")
     assert http("DELETE", f"/jobs/{job}")[0] == 200
+
+
+def hyperpod_instances(twin: Twin) -> list[str]:
+    return [i.instance_id for i in twin.cluster.instances() if i.platform == "hyperpod"]
+
+
+def test_production_grows_a_hyperpod_group_first_and_gives_the_node_back_once_idle(
+    twin: Twin, http: Http
+) -> None:
+    installed = hyperpod_instances(twin)
+    held = {
+        n for j in http("GET", "/jobs")[1]["jobs"] if j["status"] == "Running" for n in j["nodes"]
+    }
+    fillers = [http.submit(TEAM, 8) for _ in set(installed) - held]  # HyperPod is full
+    http.wait(dict.fromkeys(fillers, "Running"), timeout_s=90)
+    set_policy(twin, http, hyperpodGroups=[{"instanceGroupName": "workers", "maxCount": 3}])
+    job = http.submit(TEAM, 8)  # production: HyperPod only
+    http.wait({job: "Running"}, timeout_s=120)
+    record = http("GET", f"/jobs/{job}")[1]
+    (added,) = set(hyperpod_instances(twin)) - set(installed)
+    assert record["pool"] == "workers" and record["nodes"] == [added]
+    execution = until(lambda: ended(twin, {job}), "the burst to end")
+    output = json.loads(execution["output"])
+    assert execution["status"] == "SUCCEEDED" and output["outcome"] == "ready"
+    assert output["plan"]["options"] == [
+        {
+            "capacityType": None,
+            "instanceGroup": "workers",
+            "pool": "workers",
+            "usdPerNodeHour": pytest.approx(output["plan"]["options"][0]["usdPerNodeHour"]),
+            "usdPerHour": pytest.approx(output["plan"]["options"][0]["usdPerNodeHour"]),
+        }
+    ]
+    assert output["plan"]["options"][0]["usdPerNodeHour"] > 0
+    assert output["instance_ids"] == [added]
+    groups = twin.client("sagemaker").describe_cluster(ClusterName=twin.config.cluster_name)
+    (workers,) = groups["InstanceGroups"]
+    assert workers["TargetCount"] == 3
+
+    assert http("DELETE", f"/jobs/{job}")[0] == 200
+    until(lambda: added not in hyperpod_instances(twin), "the idle added node to be deleted")
+    groups = twin.client("sagemaker").describe_cluster(ClusterName=twin.config.cluster_name)
+    assert groups["InstanceGroups"][0]["TargetCount"] == 2
+    assert sorted(hyperpod_instances(twin)) == sorted(installed)
+
+
+def test_a_priority_class_waits_its_threshold_before_a_burst(twin: Twin, http: Http) -> None:
+    set_policy(twin, http, burstAfterS={"low": 3600})
+    before = len(executions(twin))
+    job = http.submit(TEAM, 8, template="development")
+    reason = until(
+        lambda: (r := http("GET", f"/jobs/{job}")[1]["reason"]) and "of waiting" in r and r,
+        "the wait to show in the reason",
+    )
+    assert "burst capacity after 3600 s of waiting" in reason
+    assert len(executions(twin)) == before
+    set_policy(twin, http, burstAfterS={"low": 1})
+    http.wait({job: "Running"}, timeout_s=90)
+    assert http("GET", f"/jobs/{job}")[1]["pool"] == "gpu-burst-on-demand"
+    assert http("DELETE", f"/jobs/{job}")[0] == 200
+    until(lambda: not burst_instances(twin), "the idle burst node to be released")

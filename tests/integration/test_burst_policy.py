@@ -23,7 +23,12 @@ def test_get_answers_the_documented_defaults_until_a_policy_is_stored(stack: Sta
     reply = api.call("GET", "/policies/burst", principal=member("nlp"))
     assert reply.status == 200
     assert reply.body["committedPools"] == []
-    assert reply.body["spendCaps"] == {"globalUsdPerDay": None, "teams": {}}
+    assert reply.body["spendCaps"] == {
+        "globalUsdPerDay": None,
+        "teams": {},
+        "globalGpuHoursPerDay": None,
+        "teamGpuHoursPerDay": {},
+    }
     prices = {(p["poolKind"], p["instanceType"]): p["hourlyUsd"] for p in reply.body["prices"]}
     assert prices == {(k.value, t): usd for (k, t), usd in DEFAULT_HOURLY_PRICES.items()}
 
@@ -48,12 +53,28 @@ def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) 
         ({"spendCaps": {"globalUsdPerDay": -1}}, "spendCaps.globalUsdPerDay"),
         ({"spendCaps": {"teams": {"nlp": -1}}}, "spendCaps.teams"),
         ({"spendCaps": {"teams": {f"t{i}": 1 for i in range(501)}}}, "spendCaps.teams"),
+        ({"spendCaps": {"globalGpuHoursPerDay": -1}}, "spendCaps.globalGpuHoursPerDay"),
+        ({"spendCaps": {"teamGpuHoursPerDay": {"nlp": 1e9}}}, "spendCaps.teamGpuHoursPerDay"),
+        ({"capacity": {"burstAfterS": {"research": -1}}}, "capacity.burstAfterS"),
+        ({"capacity": {"burstAfterS": {"Not A Class": 1}}}, "capacity.burstAfterS"),
         ({"capacity": {"capacityOrder": ["spot", "spot"]}}, "capacity.capacityOrder"),
         ({"capacity": {"capacityOrder": ["cheap"]}}, "capacity.capacityOrder[0]"),
         ({"capacity": {"maxNodes": 1001}}, "capacity.maxNodes"),
         ({"capacity": {"pollIntervalS": 0}}, "capacity.pollIntervalS"),
         ({"capacity": {"launchTimeoutS": 3601}}, "capacity.launchTimeoutS"),
         ({"capacity": {"nodePool": "no spaces"}}, "capacity.nodePool"),
+        (
+            {"capacity": {"hyperpodGroups": [{"instanceGroupName": "a_b", "maxCount": 2}]}},
+            "capacity.hyperpodGroups[0].instanceGroupName",
+        ),
+        (
+            {"capacity": {"hyperpodGroups": [{"instanceGroupName": "w", "maxCount": 0}]}},
+            "capacity.hyperpodGroups[0].maxCount",
+        ),
+        (
+            {"capacity": {"hyperpodGroups": [{"instanceGroupName": "w", "maxCount": 2}] * 2}},
+            "capacity.hyperpodGroups",
+        ),
         ({"surprise": 1}, "surprise"),
     ]
     for body, field in cases:
@@ -67,11 +88,18 @@ def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) 
     assert api.wakeup.reasons == ["burst policy changed"]
     assert api.call("GET", "/policies/burst").body == policy | {
         "prices": [price | {"poolKind": "eks-on-demand", "hourlyUsd": 30.0}],
-        "spendCaps": {"globalUsdPerDay": 5000.0, "teams": {"nlp": 1000.0}},
+        "spendCaps": {
+            "globalUsdPerDay": 5000.0,
+            "teams": {"nlp": 1000.0},
+            "globalGpuHoursPerDay": None,
+            "teamGpuHoursPerDay": {},
+        },
         "capacity": {
             "nodePool": "gpu-burst",
             "nodeClass": "default",
+            "hyperpodGroups": [],
             "capacityOrder": ["on-demand", "spot"],
+            "burstAfterS": {},
             "maxNodes": 0,
             "pollIntervalS": 30,
             "launchTimeoutS": 900,

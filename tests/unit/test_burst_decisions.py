@@ -9,8 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.karpenter import BurstClaim, CapacityType, nodeclaim_manifest, read_claim
 from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy, SpendCaps
+from hyperguard.governance.placement import PoolKind
 from hyperguard.scaling.burst import (
     BurstJob,
     BurstRequest,
@@ -60,7 +62,7 @@ def test_research_bursts_only_onto_spot_and_production_never() -> None:
         request("production"), policy(), claims_elsewhere=0, spend_usd_per_hour={}
     )
     assert production.options == []
-    assert "template production never bursts" in production.refused
+    assert "template production never bursts onto EKS" in production.refused
 
 
 def test_committed_reserved_capacity_costs_nothing_and_is_tried_first() -> None:
@@ -111,6 +113,70 @@ def test_max_nodes_counts_other_bursts_claims_and_keeps_whole_jobs() -> None:
     )
     off = plan_burst(jobs, policy(max_nodes=0), claims_elsewhere=0, spend_usd_per_hour={})
     assert off.jobs == [] and off.options == []
+
+
+def group(
+    name: str = "workers", target: int = 4, itype: str = "ml.p5.48xlarge"
+) -> InstanceGroupSize:
+    return InstanceGroupSize(name=name, instance_type=itype, target_count=target, current_count=4)
+
+
+def test_a_hyperpod_group_the_policy_lets_grow_is_tried_before_any_eks_capacity() -> None:
+    chosen = policy(hyperpod_groups=[{"instanceGroupName": "workers", "maxCount": 6}])
+    plan = plan_burst(
+        request(), chosen, claims_elsewhere=0, spend_usd_per_hour={}, hyperpod_groups=[group()]
+    )
+    assert [o.label for o in plan.options] == ["hyperpod", "on-demand"]
+    assert (plan.options[0].instance_group, plan.options[0].pool) == ("workers", "workers")
+    hyperpod_price = chosen.price_table()[(PoolKind.HYPERPOD, "ml.p5.48xlarge")]
+    assert plan.options[0].usd_per_hour == pytest.approx(2 * hyperpod_price)
+    production = plan_burst(
+        request("production"),
+        chosen,
+        claims_elsewhere=0,
+        spend_usd_per_hour={},
+        hyperpod_groups=[group()],
+    )
+    assert [o.label for o in production.options] == ["hyperpod"]
+    research = plan_burst(
+        request("research"),
+        chosen,
+        claims_elsewhere=0,
+        spend_usd_per_hour={},
+        hyperpod_groups=[group()],
+    )
+    assert [o.label for o in research.options] == ["spot"]  # research never runs on HyperPod
+
+
+def test_a_hyperpod_group_grows_only_within_max_count_its_type_and_a_price() -> None:
+    chosen = policy(
+        hyperpod_groups=[
+            {"instanceGroupName": "workers", "maxCount": 5},
+            {"instanceGroupName": "gone", "maxCount": 9},
+            {"instanceGroupName": "small", "maxCount": 9},
+        ]
+    )
+    plan = plan_burst(
+        request("production"),
+        chosen,
+        claims_elsewhere=0,
+        spend_usd_per_hour={},
+        hyperpod_groups=[group(), group("small", itype="ml.g5.xlarge")],
+    )
+    assert plan.options == []
+    assert "hyperpod workers: 2 more node(s) would exceed maxCount 5 (target 4)" in plan.refused
+    assert "hyperpod gone: not an instance group the cluster can grow" in plan.refused
+    assert not any("small" in why for why in plan.refused)  # another type: not a candidate
+    committed = chosen.model_copy(update={"committed_pools": ["workers"]})
+    roomy = plan_burst(
+        request(),
+        committed,
+        claims_elsewhere=0,
+        spend_usd_per_hour={},
+        hyperpod_groups=[group(target=3)],
+    )
+    assert roomy.options[0].instance_group == "workers"
+    assert roomy.options[0].usd_per_hour == 0.0  # a training plan's spare capacity
 
 
 def test_an_instance_type_without_a_price_is_never_bought() -> None:
@@ -174,11 +240,11 @@ def test_assess_fails_at_once_on_insufficient_capacity_or_a_removed_claim() -> N
 def test_scale_in_marks_idle_nodes_then_releases_them_after_the_cooldown() -> None:
     fresh = claim("idle", ready=True, instance="i-1")
     release, marks = scale_in([fresh], busy=set(), now=NOW, cooldown_s=600)
-    assert release == [] and marks == [("idle", NOW)]
+    assert release == [] and marks == [(fresh, NOW)]
     waited = claim("idle", ready=True, instance="i-1", idle_since=NOW - timedelta(seconds=599))
     assert scale_in([waited], busy=set(), now=NOW, cooldown_s=600) == ([], [])
     cooled = claim("idle", ready=True, instance="i-1", idle_since=NOW - timedelta(seconds=600))
-    assert scale_in([cooled], busy=set(), now=NOW, cooldown_s=600) == (["idle"], [])
+    assert scale_in([cooled], busy=set(), now=NOW, cooldown_s=600) == ([cooled], [])
 
 
 def test_scale_in_keeps_busy_launching_and_leaving_nodes() -> None:
@@ -187,7 +253,7 @@ def test_scale_in_keeps_busy_launching_and_leaving_nodes() -> None:
     leaving = claim("leaving", ready=True, instance="i-3", deleting=True)
     release, marks = scale_in([busy, launching, leaving], busy={"i-1"}, now=NOW, cooldown_s=0)
     assert release == []
-    assert marks == [("busy", None)]
+    assert marks == [(busy, None)]
 
 
 def test_burst_ids_are_stable_within_a_window_and_name_the_jobs() -> None:
@@ -243,13 +309,23 @@ def test_a_nodeclaim_reads_back_as_it_was_written_and_foreign_claims_are_ignored
     max_nodes=st.integers(0, 24),
     cap=st.one_of(st.none(), st.floats(0, 20_000)),
     running=st.floats(0, 500),
+    gpu_cap=st.floats(0, 5000),
 )
 def test_a_plan_never_exceeds_max_nodes_or_a_cap(
-    nodes: list[int], elsewhere: int, max_nodes: int, cap: float | None, running: float
+    nodes: list[int],
+    elsewhere: int,
+    max_nodes: int,
+    cap: float | None,
+    running: float,
+    gpu_cap: float,
 ) -> None:
     jobs = [(f"j{i}", "alpha" if i % 2 else "beta", n) for i, n in enumerate(nodes)]
     chosen = BurstPolicy(
-        spend_caps=SpendCaps(global_usd_per_day=cap, teams={"alpha": 5000.0}),
+        spend_caps=SpendCaps(
+            global_usd_per_day=cap,
+            teams={"alpha": 5000.0},
+            team_gpu_hours_per_day={"beta": gpu_cap},
+        ),
         capacity=BurstCapacity(max_nodes=max_nodes),
     )
     plan = plan_burst(
@@ -266,3 +342,47 @@ def test_a_plan_never_exceeds_max_nodes_or_a_cap(
             assert (running + alpha) * 24 <= 5000.0 + 1e-6
         if cap is not None and option.usd_per_hour > 0:
             assert (running + option.usd_per_hour) * 24 <= cap + 1e-6
+        beta_gpus = sum(j.nodes for j in plan.jobs if j.team == "beta") * 8
+        assert beta_gpus * 24 <= gpu_cap + 1e-6
+
+
+def test_gpu_hour_caps_refuse_a_burst_like_dollar_caps() -> None:
+    capped = BurstPolicy(
+        spend_caps=SpendCaps(team_gpu_hours_per_day={"alpha": 24 * 16}),
+        capacity=BurstCapacity(max_nodes=16),
+    )
+    within = request("development", ("j1", "alpha", 2))  # 16 GPUs: exactly the cap
+    assert [
+        o.label
+        for o in plan_burst(within, capped, claims_elsewhere=0, spend_usd_per_hour={}).options
+    ] == ["on-demand"]
+    running = within.model_copy(update={"burst_gpus": {"alpha": 8.0}})
+    plan = plan_burst(running, capped, claims_elsewhere=0, spend_usd_per_hour={})
+    assert plan.options == []
+    assert plan.refused == [
+        "on-demand: team alpha's burst cap of 384 GPU-hours/day would be exceeded: "
+        "8 GPUs running + 16 for this job = 576 GPU-hours/day"
+    ]
+    global_cap = BurstPolicy(
+        spend_caps=SpendCaps(global_gpu_hours_per_day=24 * 20),
+        capacity=BurstCapacity(max_nodes=16),
+    )
+    other_team = within.model_copy(update={"burst_gpus": {"beta": 8.0}})
+    assert (
+        plan_burst(other_team, global_cap, claims_elsewhere=0, spend_usd_per_hour={}).options == []
+    )
+
+
+def test_committed_capacity_is_free_but_still_counts_gpu_hours() -> None:
+    chosen = BurstPolicy(
+        committed_pools=["gpu-burst-reserved"],
+        spend_caps=SpendCaps(teams={"alpha": 0.0}, team_gpu_hours_per_day={"alpha": 24 * 8}),
+        capacity=BurstCapacity(max_nodes=16, capacity_order=[CapacityType.RESERVED]),
+    )
+    one = request("development", ("j1", "alpha", 1))
+    assert (
+        plan_burst(one, chosen, claims_elsewhere=0, spend_usd_per_hour={}).options[0].usd_per_hour
+        == 0
+    )
+    two = request("development", ("j1", "alpha", 2))
+    assert plan_burst(two, chosen, claims_elsewhere=0, spend_usd_per_hour={}).options == []

@@ -42,6 +42,15 @@ class DrainResult(BaseModel):
         return not self.blocked
 
 
+class InstanceGroupSize(BaseModel):
+    """An instance group as DescribeCluster reports it."""
+
+    name: str
+    instance_type: str
+    target_count: int
+    current_count: int
+
+
 class ClusterGateway(Protocol):
     def list_nodes(self) -> list[Node]: ...
 
@@ -76,13 +85,28 @@ class ClusterGateway(Protocol):
     def job_runs(self) -> list[RunStatus]: ...
 
     def burst_claims(self, burst_id: str | None = None) -> list[BurstClaim]:
-        """The NodeClaims HyperGuard created for burst capacity (of one burst, if given)."""
+        """The NodeClaims HyperGuard created for burst capacity and the HyperPod nodes bursts
+        added (of one burst, if given)."""
         ...
 
     def request_burst_node(self, manifest: dict[str, Any]) -> bool:
         """Ensure a NodeClaim (hyperguard.cluster.karpenter.nodeclaim_manifest) exists."""
         ...
 
-    def release_burst_node(self, claim: str) -> bool: ...
+    def release_burst_node(self, claim: BurstClaim) -> bool: ...
 
-    def mark_burst_node_idle(self, claim: str, since: datetime | None) -> bool: ...
+    def mark_burst_node_idle(self, claim: BurstClaim, since: datetime | None) -> bool: ...
+
+    def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
+        """Whether the HyperPod cluster adds nodes on request, and its instance groups."""
+        ...
+
+    def add_hyperpod_nodes(
+        self, group: str, count: int, client_token: str
+    ) -> tuple[list[str], list[str]]: ...
+
+    def track_hyperpod_nodes(
+        self, burst_id: str, attempt: int, group: str, logical_ids: list[str]
+    ) -> list[BurstClaim]: ...
+
+    def delete_hyperpod_nodes(self, logical_ids: list[str]) -> None: ...

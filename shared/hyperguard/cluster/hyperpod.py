@@ -4,7 +4,9 @@ Shapes follow botocore's sagemaker service model: ListClusterNodes (MaxResults �
 IncludeNodeLogicalIds so that every node carries the NodeLogicalId its replacement keeps),
 DescribeClusterNode, BatchRebootClusterNodes / BatchReplaceClusterNodes (≤ 25 NodeIds per
 call, partial failure reported per node in `Failed`), StartClusterHealthCheck (deep health
-checks per instance group).
+checks per instance group); and, for clusters in `Continuous` node provisioning mode, growing
+an instance group with BatchAddClusterNodes (≤ 50 nodes per group and call, idempotent by
+ClientToken) and shrinking it with BatchDeleteClusterNodes (≤ 99 NodeLogicalIds per call).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel
 
 from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError
@@ -22,7 +25,7 @@ from hyperguard.cluster.conventions import (
     INTERNAL_SERVER_ERROR,
     INVALID_INSTANCE_STATUS,
 )
-from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
+from hyperguard.cluster.gateway import ClusterError, InstanceGroupSize, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus, RepairFailure, RepairOutcome
 from hyperguard.observability import logger
 
@@ -37,6 +40,23 @@ RETRYABLE_NODE_ERRORS = frozenset(
 NOT_FOUND_ERRORS = frozenset({"ResourceNotFound", "ValidationException"})
 
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation")
+ADD_LIMIT = 50
+"""BatchAddClusterNodes' IncrementTargetCountBy maximum."""
+DELETE_LIMIT = 99
+"""BatchDeleteClusterNodes' NodeLogicalIds maximum."""
+CONTINUOUS = "Continuous"
+# BatchDeleteClusterNodes: the node is gone already (what a retried delete finds).
+NODE_ID_NOT_FOUND = "NodeIdNotFound"
+
+
+class AddedNode(BaseModel):
+    """A node BatchAddClusterNodes added, as DescribeClusterNode reports it by logical id."""
+
+    logical_id: str
+    status: NodeStatus | None
+    """None: SageMaker no longer knows the node (it was deleted)."""
+    instance_id: str | None = None
+    message: str = ""
 
 
 def accelerators_of(catalogue: InstanceCatalogue, instance_type: str) -> int:
@@ -147,6 +167,75 @@ class HyperPodAdapter:
             ],
         )
         return True
+
+    def instance_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
+        """Whether nodes can be added (Continuous node provisioning), and the groups."""
+        cluster = self._call("describe_cluster", ClusterName=self.cluster_name)
+        groups = [
+            InstanceGroupSize(
+                name=g["InstanceGroupName"],
+                instance_type=g["InstanceType"],
+                target_count=g.get("TargetCount", g.get("CurrentCount", 0)),
+                current_count=g.get("CurrentCount", 0),
+            )
+            for g in cluster.get("InstanceGroups", [])
+            if g.get("InstanceGroupName") and g.get("InstanceType")
+        ]
+        return cluster.get("NodeProvisioningMode") == CONTINUOUS, groups
+
+    def add_nodes(self, group: str, count: int, client_token: str) -> tuple[list[str], list[str]]:
+        """Grow `group` by `count` nodes; the new nodes' logical ids, and why any could not be
+        added. Asking again with the same token adds nothing and answers the same."""
+        if not 1 <= count <= ADD_LIMIT:
+            raise ValueError(f"a group grows by 1 to {ADD_LIMIT} nodes at a time, not {count}")
+        response = self._call(
+            "batch_add_cluster_nodes",
+            ClusterName=self.cluster_name,
+            ClientToken=client_token,
+            NodesToAdd=[{"InstanceGroupName": group, "IncrementTargetCountBy": count}],
+        )
+        added = [n["NodeLogicalId"] for n in response.get("Successful", [])]
+        failed = [
+            f"{f.get('ErrorCode')}: {f.get('FailedCount')} node(s) of {f.get('InstanceGroupName')}"
+            f" not added{': ' + f['Message'] if f.get('Message') else ''}"
+            for f in response.get("Failed", [])
+        ]
+        return added, failed
+
+    def added_node(self, logical_id: str) -> AddedNode:
+        try:
+            response = self.client.describe_cluster_node(
+                ClusterName=self.cluster_name, NodeLogicalId=logical_id
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ResourceNotFound":
+                return AddedNode(logical_id=logical_id, status=None)
+            raise ClusterError(f"DescribeClusterNode {logical_id}: {error}") from error
+        except BotoCoreError as error:
+            raise ClusterError(f"DescribeClusterNode {logical_id}: {error}") from error
+        details = response["NodeDetails"]
+        status = details.get("InstanceStatus") or {}
+        return AddedNode(
+            logical_id=logical_id,
+            status=NodeStatus(status.get("Status", NodeStatus.PENDING.value)),
+            instance_id=details.get("InstanceId"),
+            message=status.get("Message", ""),
+        )
+
+    def delete_nodes(self, logical_ids: list[str]) -> list[str]:
+        """Delete nodes by logical id (a node already gone counts as deleted); the ids
+        SageMaker refused, with why."""
+        refused: list[str] = []
+        for chunk in _chunks(list(dict.fromkeys(logical_ids)), DELETE_LIMIT):
+            response = self._call(
+                "batch_delete_cluster_nodes", ClusterName=self.cluster_name, NodeLogicalIds=chunk
+            )
+            refused.extend(
+                f"{f.get('NodeLogicalId')}: {f.get('Code')} {f.get('Message', '')}".strip()
+                for f in response.get("FailedNodeLogicalIds", [])
+                if f.get("Code") != NODE_ID_NOT_FOUND
+            )
+        return refused
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         try:

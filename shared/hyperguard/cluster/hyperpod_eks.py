@@ -21,18 +21,29 @@ from hyperguard.cluster.conventions import (
     CAPACITY_TYPE_LABEL,
     EC2_CAPACITY_TYPES,
     HEALTH_LABEL,
+    INSTANCE_GROUP_LABEL,
     INSTANCE_ID_NOT_FOUND,
     INSTANCE_TYPE_LABEL,
     NODEPOOL_LABEL,
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
-from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
+from hyperguard.cluster.gateway import (
+    ClusterError,
+    DrainResult,
+    InstanceGroupSize,
+    NodeNotFoundError,
+)
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
+    ATTEMPT_LABEL,
     BURST_LABEL,
+    HYPERPOD_CAPACITY,
     IDLE_SINCE_ANNOTATION,
+    LOGICAL_ID_ANNOTATION,
     BurstClaim,
+    idle_mark,
     read_claim,
+    read_time,
 )
 from hyperguard.cluster.kubernetes import (
     KubeNode,
@@ -172,27 +183,95 @@ class HyperPodEksGateway:
         objects = self.kubernetes.list_runs({JOB_ID_LABEL: None})
         return [r for r in map(run_status, objects) if r is not None]
 
-    # burst capacity (Karpenter NodeClaims HyperGuard creates)
+    # burst capacity: Karpenter NodeClaims HyperGuard creates, nodes it adds to HyperPod
 
     def burst_claims(self, burst_id: str | None = None) -> list[BurstClaim]:
-        """HyperGuard's NodeClaims (of one burst, if given), as Karpenter reports them."""
+        """HyperGuard's NodeClaims, as Karpenter reports them, and the HyperPod nodes bursts
+        added (of one burst, if given)."""
         labels: dict[str, Any] = {BURST_LABEL: burst_id if burst_id is not None else None}
         claims = (read_claim(obj) for obj in self.kubernetes.list_nodeclaims(labels))
-        return [claim for claim in claims if claim is not None]
+        added = (
+            _added_node(kube)
+            for kube in self.kubernetes.list_nodes()
+            if NODEPOOL_LABEL not in kube.labels
+            and kube.labels.get(BURST_LABEL)
+            and burst_id in (None, kube.labels[BURST_LABEL])
+        )
+        return [claim for claim in (*claims, *added) if claim is not None]
 
     def request_burst_node(self, manifest: dict[str, Any]) -> bool:
         """Ensure the NodeClaim exists (False: it did already)."""
         return self.kubernetes.create_nodeclaim(manifest)
 
-    def release_burst_node(self, claim: str) -> bool:
-        """Delete the NodeClaim: Karpenter drains the node and terminates the instance.
-        False when it was already gone."""
-        return self.kubernetes.delete_nodeclaim_named(claim)
+    def release_burst_node(self, claim: BurstClaim) -> bool:
+        """Give the node back: delete its NodeClaim (Karpenter drains the node and
+        terminates the instance), or delete it from its HyperPod instance group. False when
+        a NodeClaim was already gone."""
+        if claim.platform == "hyperpod":
+            self.delete_hyperpod_nodes([claim.name])
+            return True
+        return self.kubernetes.delete_nodeclaim_named(claim.name)
 
-    def mark_burst_node_idle(self, claim: str, since: datetime | None) -> bool:
-        """Record (or, with None, clear) when the claim's node was first seen idle."""
-        value = since.strftime("%Y-%m-%dT%H:%M:%SZ") if since is not None else None
-        return self.kubernetes.annotate_nodeclaim(claim, {IDLE_SINCE_ANNOTATION: value})
+    def mark_burst_node_idle(self, claim: BurstClaim, since: datetime | None) -> bool:
+        """Record (or, with None, clear) when the node was first seen idle."""
+        mark = {IDLE_SINCE_ANNOTATION: idle_mark(since)}
+        if claim.platform == "hyperpod" and claim.instance_id:
+            return self.kubernetes.mark_node(claim.instance_id, annotations=mark)
+        return self.kubernetes.annotate_nodeclaim(claim.name, mark)
+
+    def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
+        """Whether HyperPod adds nodes on request (Continuous provisioning), and the groups."""
+        return self.hyperpod.instance_groups()
+
+    def add_hyperpod_nodes(
+        self, group: str, count: int, client_token: str
+    ) -> tuple[list[str], list[str]]:
+        """Ensure `group` grew by `count` nodes for this token: their logical ids, and why
+        any could not be added."""
+        return self.hyperpod.add_nodes(group, count, client_token)
+
+    def track_hyperpod_nodes(
+        self, burst_id: str, attempt: int, group: str, logical_ids: list[str]
+    ) -> list[BurstClaim]:
+        """Where the nodes a burst added stand. A node that runs is labelled as the burst's
+        (with its logical id), so that scale-in finds it after the burst has ended."""
+        claims = []
+        for logical_id in logical_ids:
+            node = self.hyperpod.added_node(logical_id)
+            claim = BurstClaim(
+                name=logical_id,
+                platform="hyperpod",
+                burst_id=burst_id,
+                attempt=attempt,
+                node_pool=group,
+                instance_type="",
+                capacity_type=HYPERPOD_CAPACITY,
+                deleting=node.status in (None, NodeStatus.SHUTTING_DOWN),
+                launched=node.instance_id is not None,
+                failure=f"{node.status.value}: {node.message}".rstrip(": ")
+                if node.status is NodeStatus.FAILURE
+                else None,
+                instance_id=node.instance_id,
+            )
+            if node.status is NodeStatus.RUNNING and node.instance_id:
+                try:
+                    self.kubernetes.mark_node(
+                        node.instance_id,
+                        labels={BURST_LABEL: burst_id, ATTEMPT_LABEL: str(attempt)},
+                        annotations={LOGICAL_ID_ANNOTATION: logical_id},
+                    )
+                except NodeNotFoundError:
+                    pass  # not registered with the API server yet: not ready
+                else:
+                    claim.ready = True
+            claims.append(claim)
+        return claims
+
+    def delete_hyperpod_nodes(self, logical_ids: list[str]) -> None:
+        """Ensure these HyperPod nodes are deleted (already gone is fine)."""
+        refused = self.hyperpod.delete_nodes(logical_ids)
+        if refused:
+            raise ClusterError(f"BatchDeleteClusterNodes refused {'; '.join(refused)}")
 
     def _manifest(self, job: Job, nodes: list[str]) -> dict[str, Any]:
         return _manifest(job, *self._placement(nodes))
@@ -282,6 +361,33 @@ class HyperPodEksGateway:
             launch_time=kube.created,
             healthy=status is NodeStatus.RUNNING and not _problems(kube),
         )
+
+
+def _added_node(kube: KubeNode) -> BurstClaim | None:
+    """A HyperPod node a burst added, from the marks `track_hyperpod_nodes` left on it."""
+    logical_id = kube.annotations.get(LOGICAL_ID_ANNOTATION)
+    if not logical_id:
+        return None
+    try:
+        attempt = int(kube.labels.get(ATTEMPT_LABEL, "0"))
+    except ValueError:
+        attempt = 0
+    return BurstClaim(
+        name=logical_id,
+        platform="hyperpod",
+        burst_id=kube.labels[BURST_LABEL],
+        attempt=attempt,
+        node_pool=kube.labels.get(INSTANCE_GROUP_LABEL, ""),
+        instance_type=kube.labels.get(INSTANCE_TYPE_LABEL, ""),
+        capacity_type=HYPERPOD_CAPACITY,
+        created=kube.created,
+        deleting=kube.deleting,
+        launched=True,
+        ready=_kube_status(kube) is NodeStatus.RUNNING,
+        instance_id=kube.instance_id,
+        node_name=kube.name,
+        idle_since=read_time(kube.annotations.get(IDLE_SINCE_ANNOTATION)),
+    )
 
 
 def _kube_status(kube: KubeNode) -> NodeStatus:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -33,6 +33,10 @@ from hyperguard.cluster.workloads import accelerator_resource
 BURST_LABEL = "hyperguard.io/burst"
 ATTEMPT_LABEL = "hyperguard.io/burst-attempt"
 IDLE_SINCE_ANNOTATION = "hyperguard.io/idle-since"
+LOGICAL_ID_ANNOTATION = "hyperguard.io/node-logical-id"
+"""On a HyperPod node a burst added: its NodeLogicalId, by which it is given back."""
+HYPERPOD_CAPACITY = "hyperpod"
+"""The capacity type of a node a burst added to a HyperPod instance group."""
 
 
 class CapacityType(StrEnum):
@@ -44,9 +48,12 @@ class CapacityType(StrEnum):
 
 
 class BurstClaim(BaseModel):
-    """One of HyperGuard's NodeClaims as Karpenter last reported it."""
+    """One of HyperGuard's NodeClaims as Karpenter last reported it; or a node a burst added
+    to a HyperPod instance group (`platform` hyperpod: `name` is its NodeLogicalId,
+    `node_pool` its instance group)."""
 
     name: str
+    platform: Literal["eks", "hyperpod"] = "eks"
     burst_id: str
     attempt: int
     node_pool: str
@@ -131,18 +138,23 @@ def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
         node_pool=labels.get(NODEPOOL_LABEL) or wanted.get(NODEPOOL_LABEL, ""),
         instance_type=wanted.get(INSTANCE_TYPE_LABEL, ""),
         capacity_type=labels.get(CAPACITY_TYPE_LABEL) or wanted.get(CAPACITY_TYPE_LABEL, ""),
-        created=_time(meta.get("creationTimestamp")),
+        created=read_time(meta.get("creationTimestamp")),
         deleting=meta.get("deletionTimestamp") is not None,
         launched=launched.get("status") == "True",
         ready=(conditions.get("Ready") or {}).get("status") == "True",
         failure=failure,
         instance_id=instance_id_from_provider_id(status.get("providerID")),
         node_name=status.get("nodeName") or None,
-        idle_since=_time(annotations.get(IDLE_SINCE_ANNOTATION)),
+        idle_since=read_time(annotations.get(IDLE_SINCE_ANNOTATION)),
     )
 
 
-def _time(value: Any) -> datetime | None:
+def idle_mark(since: datetime | None) -> str | None:
+    """The idle-since annotation's value (None: remove it)."""
+    return since.strftime("%Y-%m-%dT%H:%M:%SZ") if since is not None else None
+
+
+def read_time(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str) or not value:

@@ -89,6 +89,7 @@ class KubeNode(BaseModel):
     deleting: bool = False
     created: datetime | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, str]] = Field(default_factory=list)
     conditions: list[NodeCondition] = Field(default_factory=list)
 
@@ -224,6 +225,29 @@ class KubernetesAdapter:
             if labels.get(HEALTH_LABEL) == value:
                 return None
             return {"metadata": {"labels": {HEALTH_LABEL: value}}}
+
+        return self._patch_node(instance_id, change)
+
+    def mark_node(
+        self,
+        instance_id: str,
+        *,
+        labels: dict[str, str | None] | None = None,
+        annotations: dict[str, str | None] | None = None,
+    ) -> bool:
+        """Set (None: remove) HyperGuard's labels and annotations on the node. Returns False
+        when it already had them."""
+        wanted = {"labels": labels or {}, "annotations": annotations or {}}
+
+        def change(node: KubeNodeResource) -> dict[str, Any] | None:
+            meta = node.metadata or ObjectMeta()
+            have = {"labels": meta.labels or {}, "annotations": meta.annotations or {}}
+            patch = {
+                kind: {k: v for k, v in values.items() if have[kind].get(k) != v}
+                for kind, values in wanted.items()
+            }
+            patch = {kind: values for kind, values in patch.items() if values}
+            return {"metadata": patch} if patch else None
 
         return self._patch_node(instance_id, change)
 
@@ -501,6 +525,7 @@ class KubernetesAdapter:
             deleting=meta.deletionTimestamp is not None,
             created=meta.creationTimestamp,
             labels=dict(meta.labels or {}),
+            annotations=dict(meta.annotations or {}),
             taints=[
                 {k: str(v) for k, v in t.to_dict().items()}
                 for t in (spec.taints if spec and spec.taints else [])

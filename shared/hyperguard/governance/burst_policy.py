@@ -26,7 +26,13 @@ from hyperguard.models.governance import TEAM_NAME_PATTERN
 
 POOL_NAME = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$"
 INSTANCE_TYPE = r"^(ml\.)?[a-z0-9-]{1,24}\.[a-z0-9-]{1,24}$"
+INSTANCE_GROUP_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 MAX_USD_PER_DAY = 10_000_000.0
+MAX_GPU_HOURS_PER_DAY = 10_000_000.0
+MAX_BURST_AFTER_S = 7 * 86400
+MAX_PRIORITY_CLASSES = 10
+"""The scheduler config's limit on priority classes."""
+PriorityClassName = Annotated[str, StringConstraints(pattern=TEAM_NAME_PATTERN, max_length=63)]
 MAX_HOURLY_USD = 10_000.0
 
 
@@ -40,6 +46,9 @@ class PoolPrice(CamelModel):
     hourly_usd: float = Field(ge=0, le=MAX_HOURLY_USD, description="USD per instance-hour")
 
 
+TeamCaps = dict[Annotated[str, StringConstraints(pattern=TEAM_NAME_PATTERN, max_length=63)], float]
+
+
 class SpendCaps(CamelModel):
     global_usd_per_day: float | None = Field(
         default=None,
@@ -47,12 +56,22 @@ class SpendCaps(CamelModel):
         le=MAX_USD_PER_DAY,
         description="cap on all teams' burst spend rate together; null: none",
     )
-    teams: dict[
-        Annotated[str, StringConstraints(pattern=TEAM_NAME_PATTERN, max_length=63)], float
-    ] = Field(
+    teams: TeamCaps = Field(
         default_factory=dict,
         max_length=500,
         description="team → cap on its burst spend rate, USD per day; a team not named has none",
+    )
+    global_gpu_hours_per_day: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_GPU_HOURS_PER_DAY,
+        description="cap on all teams' burst GPUs together, as GPU-hours per day (GPUs on "
+        "burst capacity x 24); null: none",
+    )
+    team_gpu_hours_per_day: TeamCaps = Field(
+        default_factory=dict,
+        max_length=500,
+        description="team → cap on its burst GPUs, GPU-hours per day; a team not named has none",
     )
 
     @field_validator("teams")
@@ -62,6 +81,27 @@ class SpendCaps(CamelModel):
             if not 0 <= cap <= MAX_USD_PER_DAY:
                 raise ValueError(f"teams[{team}] must be 0..{MAX_USD_PER_DAY:.0f} USD per day")
         return value
+
+    @field_validator("team_gpu_hours_per_day")
+    @classmethod
+    def _gpu_caps_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for team, cap in value.items():
+            if not 0 <= cap <= MAX_GPU_HOURS_PER_DAY:
+                raise ValueError(
+                    f"teamGpuHoursPerDay[{team}] must be 0..{MAX_GPU_HOURS_PER_DAY:.0f}"
+                )
+        return value
+
+
+class GroupGrowth(CamelModel):
+    """A HyperPod instance group bursts may grow with BatchAddClusterNodes."""
+
+    instance_group_name: str = Field(pattern=INSTANCE_GROUP_NAME, max_length=63)
+    max_count: int = Field(
+        ge=1,
+        le=10000,
+        description="the most nodes the group may have (TargetCount) once a burst has grown it",
+    )
 
 
 class BurstCapacity(CamelModel):
@@ -81,6 +121,14 @@ class BurstCapacity(CamelModel):
         description="the EC2NodeClass the NodeClaims launch with; for `reserved` it must "
         "select the capacity reservations (capacityReservationSelectorTerms)",
     )
+    hyperpod_groups: list[GroupGrowth] = Field(
+        default_factory=list,
+        max_length=20,
+        description="HyperPod instance groups a burst grows before it buys any EKS capacity "
+        "(BatchAddClusterNodes; the cluster's NodeProvisioningMode must be Continuous), in "
+        "this order, for production and development jobs of the group's instance type. None "
+        "by default: a group grows only when named here",
+    )
     capacity_order: list[CapacityType] = Field(
         default_factory=lambda: [CapacityType.ON_DEMAND, CapacityType.SPOT],
         min_length=1,
@@ -89,14 +137,26 @@ class BurstCapacity(CamelModel):
         "job's template allows: development on-demand or reserved, research spot). Put "
         "`reserved` first when the node class selects ODCRs or Capacity Blocks",
     )
+    burst_after_s: dict[PriorityClassName, Annotated[int, Field(ge=0, le=MAX_BURST_AFTER_S)]] = (
+        Field(
+            default_factory=dict,
+            max_length=MAX_PRIORITY_CLASSES,
+            description="priority class → how long (seconds) its jobs wait for HyperPod capacity "
+            "before a burst is asked for them: a job admissible by quota but not placeable "
+            "bursts once it has waited this long since it last began waiting (submitted, "
+            "preempted, requeued). A class not named here, and a job without a class, bursts at "
+            "once (0)",
+        )
+    )
     max_nodes: int = Field(
         default=0,
         ge=0,
         le=1000,
-        description="HyperGuard's NodeClaims alive at once, launching or running. 0 (the "
-        "default: bursting spends money, so it is asked for) turns bursting off; idle burst "
-        "nodes are still released. Enforced before a claim is created (Karpenter's NodePool "
-        "limits are only checked eventually and a fast scale-out can overrun them)",
+        description="burst nodes alive at once, launching or running: HyperGuard's NodeClaims "
+        "and the HyperPod nodes bursts added. 0 (the default: bursting spends money, so it "
+        "is asked for) turns bursting off; idle burst nodes are still released. Enforced "
+        "before a node is asked for (Karpenter's NodePool limits are only checked eventually "
+        "and a fast scale-out can overrun them)",
     )
     poll_interval_s: int = Field(
         default=30, ge=1, le=600, description="between two looks at the NodeClaims"
@@ -138,6 +198,14 @@ class BurstCapacity(CamelModel):
             raise ValueError("capacityOrder names a capacity type twice")
         return value
 
+    @field_validator("hyperpod_groups")
+    @classmethod
+    def _groups_once(cls, value: list[GroupGrowth]) -> list[GroupGrowth]:
+        names = [g.instance_group_name for g in value]
+        if len(set(names)) != len(names):
+            raise ValueError("hyperpodGroups names an instance group twice")
+        return value
+
 
 def default_prices() -> list[PoolPrice]:
     return [
@@ -163,9 +231,10 @@ class BurstPolicy(CamelModel):
     )
     spend_caps: SpendCaps = Field(
         default_factory=SpendCaps,
-        description="caps on the burst spend rate: the hourly cost of a team's jobs on EKS "
-        "pools plus a new job's, x 24, may not exceed its cap (nor all teams' the global "
-        "cap); a placement that would is refused and the job stays pending",
+        description="caps on burst use, in USD or GPU-hours per day, as rates: the hourly "
+        "cost (or the GPUs) of a team's jobs on EKS pools plus a new job's, x 24, may not "
+        "exceed its cap (nor all teams' the global cap); a placement or a burst that would "
+        "is refused and the job stays pending",
     )
 
     capacity: BurstCapacity = Field(
@@ -207,14 +276,33 @@ class BurstPolicy(CamelModel):
         kind = PoolKind.EKS_SPOT if capacity is CapacityType.SPOT else PoolKind.EKS_ON_DEMAND
         return self.price_table().get(price_key(kind, instance_type))
 
-    def budget(self, team: str, burst_usd_per_hour: Mapping[str, float]) -> BurstBudget:
-        """What `team` may still spend on burst, given every team's burst spend now."""
+    def group_node_price(self, group: str, instance_type: str) -> float | None:
+        """USD per instance-hour of a node a burst adds to a HyperPod instance group (0 when
+        the group is committed; None when no price is known)."""
+        if group in self.committed_pools:
+            return 0.0
+        return self.price_table().get(price_key(PoolKind.HYPERPOD, instance_type))
+
+    def budget(
+        self,
+        team: str,
+        burst_usd_per_hour: Mapping[str, float],
+        burst_gpus: Mapping[str, float] | None = None,
+    ) -> BurstBudget:
+        """What `team` may still use of burst capacity, given every team's burst spend and
+        GPUs now."""
+        gpus = burst_gpus or {}
+        caps = self.spend_caps
         return BurstBudget(
             team=team,
             team_usd_per_hour=burst_usd_per_hour.get(team, 0.0),
             total_usd_per_hour=sum(burst_usd_per_hour.values()),
-            team_cap_usd_per_day=self.spend_caps.teams.get(team),
-            global_cap_usd_per_day=self.spend_caps.global_usd_per_day,
+            team_cap_usd_per_day=caps.teams.get(team),
+            global_cap_usd_per_day=caps.global_usd_per_day,
+            team_gpus=gpus.get(team, 0.0),
+            total_gpus=sum(gpus.values()),
+            team_cap_gpu_hours_per_day=caps.team_gpu_hours_per_day.get(team),
+            global_cap_gpu_hours_per_day=caps.global_gpu_hours_per_day,
         )
 
 

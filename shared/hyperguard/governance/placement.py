@@ -115,30 +115,47 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class BurstBudget:
-    """What a team may still spend on EKS burst capacity: its jobs' and all teams' jobs'
-    current hourly cost on EKS pools, and the caps in USD per day (None: no cap)."""
+    """What a team may still use of burst capacity: its jobs' and all teams' jobs' current
+    hourly cost and GPUs on burst capacity, and the caps, in USD and in GPU-hours per day
+    (None: no cap). Both are rates: what runs now, and what is added, for 24 hours."""
 
     team: str
     team_usd_per_hour: float = 0.0
     total_usd_per_hour: float = 0.0
     team_cap_usd_per_day: float | None = None
     global_cap_usd_per_day: float | None = None
+    team_gpus: float = 0.0
+    total_gpus: float = 0.0
+    team_cap_gpu_hours_per_day: float | None = None
+    global_cap_gpu_hours_per_day: float | None = None
 
-    def refusal(self, cost: float) -> str | None:
-        """Why adding `cost` USD/h of burst would break a cap; None when it would not."""
-        if cost <= 0:
-            return None
-        caps = (
-            (f"team {self.team}'s", self.team_usd_per_hour, self.team_cap_usd_per_day),
-            ("the global", self.total_usd_per_hour, self.global_cap_usd_per_day),
-        )
-        for whose, running, cap in caps:
-            if cap is not None and (running + cost) * 24 > cap + 1e-9:
-                return (
-                    f"{whose} burst spend cap of ${cap:.2f}/day would be exceeded: "
-                    f"${running:.2f}/h running + ${cost:.2f}/h for this job = "
-                    f"${(running + cost) * 24:.2f}/day"
-                )
+    def refusal(self, cost: float, gpus: float = 0.0) -> str | None:
+        """Why adding `cost` USD/h and `gpus` GPUs of burst would break a cap; None when it
+        would not."""
+        if cost > 0:
+            caps = (
+                (f"team {self.team}'s", self.team_usd_per_hour, self.team_cap_usd_per_day),
+                ("the global", self.total_usd_per_hour, self.global_cap_usd_per_day),
+            )
+            for whose, running, cap in caps:
+                if cap is not None and (running + cost) * 24 > cap + 1e-9:
+                    return (
+                        f"{whose} burst spend cap of ${cap:.2f}/day would be exceeded: "
+                        f"${running:.2f}/h running + ${cost:.2f}/h for this job = "
+                        f"${(running + cost) * 24:.2f}/day"
+                    )
+        if gpus > 0:
+            gpu_caps = (
+                (f"team {self.team}'s", self.team_gpus, self.team_cap_gpu_hours_per_day),
+                ("the global", self.total_gpus, self.global_cap_gpu_hours_per_day),
+            )
+            for whose, running, cap in gpu_caps:
+                if cap is not None and (running + gpus) * 24 > cap + 1e-9:
+                    return (
+                        f"{whose} burst cap of {cap:.0f} GPU-hours/day would be exceeded: "
+                        f"{running:.0f} GPUs running + {gpus:.0f} for this job = "
+                        f"{(running + gpus) * 24:.0f} GPU-hours/day"
+                    )
         return None
 
 
@@ -152,6 +169,11 @@ _ALLOWED: Mapping[str, tuple[PoolKind, ...]] = {
 def allows_burst(template: str) -> bool:
     """Whether the template lets a job run on EKS burst capacity."""
     return any(kind is not PoolKind.HYPERPOD for kind in _ALLOWED.get(template, ()))
+
+
+def allows_hyperpod(template: str) -> bool:
+    """Whether the template lets a job run on HyperPod."""
+    return PoolKind.HYPERPOD in _ALLOWED.get(template, ())
 
 
 def instance_price(pool: Pool, prices: Mapping[tuple[PoolKind, str], float]) -> float:
@@ -193,7 +215,7 @@ def place(
     def within_caps(pool: Pool) -> bool:
         if budget is None or pool.kind is PoolKind.HYPERPOD:
             return True
-        refusal = budget.refusal(hourly_cost(pool, accelerators, prices))
+        refusal = budget.refusal(hourly_cost(pool, accelerators, prices), accelerators)
         if refusal is not None and pool.kind in allowed:
             capped.append(refusal)
         return refusal is None

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import Field, ValidationError
 
 from hyperguard.aws import client
@@ -72,7 +73,14 @@ from hyperguard.governance.burst_policy import BurstPolicy, is_burst
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
-from hyperguard.governance.placement import Pool, PoolKind, allows_burst, place, pool_of
+from hyperguard.governance.placement import (
+    Pool,
+    PoolKind,
+    allows_burst,
+    allows_hyperpod,
+    place,
+    pool_of,
+)
 from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
@@ -203,6 +211,9 @@ class PassResult:
             "conflicts": self.conflicts,
         }
 
+
+MAX_BURSTS_IN_FLIGHT = 50
+"""Running bursts a pass reads (their inputs name the jobs they serve)."""
 
 ORPHAN_STOPS_PER_PASS = 20
 """Jobs whose orphaned runs one pass stops, so that a backlog cannot stretch a pass."""
@@ -359,10 +370,14 @@ class _PassRun:
         self.prices: Mapping[tuple[PoolKind, str], float] = self.burst.price_table()
         self.burst_spend: dict[str, float] = {}
         """USD per hour each team's jobs cost on EKS pools, as the pass places them."""
+        self.burst_gpus: dict[str, float] = {}
+        """GPUs each team's jobs hold on EKS pools, as the pass places them."""
         self.short: dict[str, int] = {}
         """Jobs admitted that no allowed pool had room for: replicas they need."""
         self.held: set[str] = set()
         """Nodes some job holds at the start of the pass."""
+        self.nodes: list[Node] = []
+        """The cluster's nodes as the pass read them."""
         self.checkpointed: dict[str, int] = {}
         """Jobs whose new checkpoint this pass found: the step."""
 
@@ -394,6 +409,7 @@ class _PassRun:
             if record.stop_pending:
                 self.stop_cancelled(record)
         nodes = self.gateway.list_nodes()
+        self.nodes = nodes
         runs = self.gateway.job_runs()
         moved = self.reconcile(snapshot, runs, nodes, policy, now)
         self.stop_orphans(snapshot, runs)
@@ -412,7 +428,7 @@ class _PassRun:
         )
         spares = self.occupancy.reserve_spares(policy.hot_spares)
         self.result.spares = len(spares)
-        self.burst_spend = self.spend_on_burst(holding, nodes)
+        self.burst_spend, self.burst_gpus = self.spend_on_burst(holding, nodes)
         quotas = self.teams.quotas()
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
@@ -568,12 +584,13 @@ class _PassRun:
     # -- admission --------------------------------------------------------------------------
     def spend_on_burst(
         self, holding: Iterable[JobRecord], nodes: Iterable[Node]
-    ) -> dict[str, float]:
-        """USD per hour per team of the jobs holding EKS capacity, at the policy's prices:
-        the pool kind the job was placed with, or (placed before kinds were recorded) that
-        of its first node."""
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """USD per hour, and GPUs, per team of the jobs holding EKS capacity, at the
+        policy's prices: the pool kind the job was placed with, or (placed before kinds were
+        recorded) that of its first node."""
         by_id = {n.instance_id: n for n in nodes}
         spend: dict[str, float] = defaultdict(float)
+        held: dict[str, float] = defaultdict(float)
         for record in holding:
             job = record.job
             node = by_id.get(job.nodes[0]) if job.nodes else None
@@ -589,7 +606,8 @@ class _PassRun:
             spend[job.team] += self.burst.job_usd_per_hour(
                 PoolKind(str(kind)), job.pool, job.instance_type, gpus, per_instance
             )
-        return dict(spend)
+            held[job.team] += gpus
+        return dict(spend), dict(held)
 
     def admit(self, action: Decision, victims: list[Decision]) -> str | None:
         """Carry out an admission and the preemptions made for it; the pending reason when
@@ -608,7 +626,7 @@ class _PassRun:
             pools=trial.pools(per, self.burst.committed_pools),
             prices=self.prices,
             prefer_burst=record.prefer_burst,
-            budget=self.burst.budget(job.team, self.burst_spend),
+            budget=self.burst.budget(job.team, self.burst_spend, self.burst_gpus),
         )
         if placement.pool is None:
             self.result.unplaced.append(job.job_id)
@@ -641,6 +659,7 @@ class _PassRun:
         self.occupancy.free = trial.free
         if is_burst(placement.kind):
             self.burst_spend[job.team] = self.burst_spend.get(job.team, 0.0) + placement.hourly_cost
+            self.burst_gpus[job.team] = self.burst_gpus.get(job.team, 0) + per * action.replicas
         for victim in victims:
             if victim.kind is DecisionKind.SHRINK:
                 self.resize_on_cluster(victim.job_id)
@@ -666,8 +685,9 @@ class _PassRun:
         now: datetime,
     ) -> None:
         """Start a BurstCapacity execution for the jobs only capacity holds back (those its
-        template lets onto EKS), less the nodes already launching; give back burst nodes
-        idle past the cooldown. A cluster or Step Functions error skips this for the pass."""
+        template lets onto EKS, or onto a HyperPod group the burst policy lets grow), less
+        the nodes already launching; give back burst nodes idle past the cooldown. A cluster
+        or Step Functions error skips this for the pass."""
         capacity = self.burst.capacity
         try:
             claims = self.gateway.burst_claims()
@@ -684,15 +704,27 @@ class _PassRun:
                 wanted.setdefault(job_id, workload.floor)
         if not wanted or capacity.max_nodes == 0:
             return
+        in_flight = self.bursts_in_flight()
         launching = Counter(
             c.instance_type for c in claims if not (c.deleting or c.ready or c.failure)
         )
+        growable = self.growable_types(launching)
         groups: dict[tuple[str, str], list[BurstJob]] = defaultdict(list)
         for job_id, replicas in wanted.items():
             job = self.records[job_id].job
-            if not allows_burst(job.template):
-                continue
             instance_type = ec2_name(job.instance_type)
+            if not allows_burst(job.template) and not (
+                allows_hyperpod(job.template) and instance_type in growable
+            ):
+                continue
+            if job_id in in_flight:
+                why = reasons.get(job_id, "pending")
+                reasons[job_id] = f"{why}; burst capacity being raised ({in_flight[job_id]})"
+                continue
+            due = self.burst_due(self.records[job_id], now)
+            if due is not None:
+                reasons[job_id] = f"{reasons.get(job_id, 'pending')}; {due}"
+                continue
             needed = nodes_for(
                 replicas,
                 self.per_replica(job),
@@ -722,6 +754,7 @@ class _PassRun:
                 accelerators_per_node=self.service.catalogue.spec(instance_type).accelerators,
                 jobs=jobs,
                 spend_usd_per_hour={t: round(v, 4) for t, v in self.burst_spend.items()},
+                burst_gpus=dict(self.burst_gpus),
             )
             try:
                 self.service.bursts.ensure_started(  # type: ignore[union-attr]
@@ -734,6 +767,61 @@ class _PassRun:
             for member in jobs:
                 why = reasons.get(member.job_id, "pending")
                 reasons[member.job_id] = f"{why}; burst capacity asked for ({name})"
+
+    def bursts_in_flight(self) -> dict[str, str]:
+        """The jobs a running BurstCapacity execution serves, and its burst id: a job is in
+        one burst at a time (its nodes may still be asked for, so no NodeClaim shows them)."""
+        if self.service.bursts is None:
+            return {}
+        try:
+            inputs = self.service.bursts.running_inputs(MAX_BURSTS_IN_FLIGHT)
+        except (ClientError, BotoCoreError) as error:  # the next pass looks again
+            logger.warning("running bursts unreadable", extra={"error": str(error)})
+            return {}
+        serving: dict[str, str] = {}
+        for name, payload in inputs.items():
+            request = payload.get("request") if isinstance(payload, dict) else None
+            for job in (request or {}).get("jobs") or []:
+                if isinstance(job, dict) and isinstance(job.get("jobId"), str):
+                    serving[job["jobId"]] = name
+        return serving
+
+    def burst_due(self, record: JobRecord, now: datetime) -> str | None:
+        """None when the job has waited its priority class's `burstAfterS`; else when its
+        burst is due, for its reason."""
+        wait_s = self.burst.capacity.burst_after_s.get(record.job.priority_class or "", 0)
+        since = record.waiting_since()
+        if wait_s <= 0 or since is None:
+            return None
+        waited = (now - since).total_seconds()
+        if waited >= wait_s:
+            return None
+        return f"burst capacity after {wait_s} s of waiting ({waited:.0f} s so far)"
+
+    def growable_types(self, launching: Counter[str]) -> set[str]:
+        """The EC2 instance types of the HyperPod groups the burst policy lets grow, with
+        the nodes those groups are still bringing up counted in `launching` (added to their
+        TargetCount, not running yet). Empty when none may grow or the cluster cannot say."""
+        names = {g.instance_group_name for g in self.burst.capacity.hyperpod_groups}
+        if not names:
+            return set()
+        try:
+            continuous, groups = self.gateway.hyperpod_groups()
+        except ClusterError as error:
+            logger.warning("instance groups unreadable", extra={"error": str(error)})
+            return set()
+        running = Counter(
+            n.pool
+            for n in self.nodes
+            if n.platform == "hyperpod" and n.status is NodeStatus.RUNNING
+        )
+        types: set[str] = set()
+        for group in groups:
+            if group.name in names and continuous:
+                instance_type = ec2_name(group.instance_type)
+                types.add(instance_type)
+                launching[instance_type] += max(group.target_count - running[group.name], 0)
+        return types
 
     def move_back(self) -> None:
         """Development jobs running on burst capacity that just wrote a checkpoint go back
@@ -782,17 +870,17 @@ class _PassRun:
             if self.occupancy.free[i] < node.accelerators
         }
         release, marks = scale_in(claims, busy, now, self.burst.capacity.scale_in_after_s)
-        for name, since in marks:
+        for claim, since in marks:
             try:
-                self.gateway.mark_burst_node_idle(name, since)
+                self.gateway.mark_burst_node_idle(claim, since)
             except ClusterError as error:
-                logger.warning("idle mark failed", extra={"claim": name, "error": str(error)})
-        for name in release:
+                logger.warning("idle mark failed", extra={"claim": claim.name, "error": str(error)})
+        for claim in release:
             try:
-                if self.gateway.release_burst_node(name):
-                    self.result.released.append(name)
+                if self.gateway.release_burst_node(claim):
+                    self.result.released.append(claim.name)
             except ClusterError as error:
-                logger.warning("release failed", extra={"claim": name, "error": str(error)})
+                logger.warning("release failed", extra={"claim": claim.name, "error": str(error)})
 
     def give_way(self, decision: Decision) -> None:
         record = self.records[decision.job_id]

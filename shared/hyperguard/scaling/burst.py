@@ -2,12 +2,14 @@
 whether the nodes came, and which idle burst nodes to give back.
 
 A burst is one BurstCapacity execution for one job template and one instance type: the jobs
-that only installed capacity holds back (their team's quota would take them). It tries the
-capacity types the burst policy orders (`capacity.capacityOrder`), each only if the template
-allows it (development: reserved or on-demand; research: spot; production never bursts),
+that only installed capacity holds back (their team's quota would take them). It tries,
+cheapest first: the HyperPod instance groups the burst policy lets grow
+(`capacity.hyperpodGroups`, BatchAddClusterNodes, for templates that run on HyperPod), then
+the EKS capacity types it orders (`capacity.capacityOrder`), each only if the template
+allows it (development: reserved or on-demand; research: spot; production: HyperPod only),
 has a price, and keeps every team's and the global burst spend rate within the caps. One
-capacity type is one attempt: all the burst's nodes (an all-or-nothing gang) come, or the
-attempt's NodeClaims are deleted and the next type is tried; when none is left the burst
+option is one attempt: all the burst's nodes (an all-or-nothing gang) come, or the
+attempt's nodes are given back and the next option is tried; when none is left the burst
 rolls back and the jobs stay pending with the reasons.
 
 The burst id is deterministic — the cluster, the template, the instance type, the jobs and
@@ -26,8 +28,12 @@ from datetime import datetime
 
 from pydantic import Field
 
-from hyperguard.cluster.karpenter import BurstClaim, CapacityType
+from hyperguard.catalogue import ml_name
+from hyperguard.cluster.gateway import InstanceGroupSize
+from hyperguard.cluster.hyperpod import ADD_LIMIT
+from hyperguard.cluster.karpenter import HYPERPOD_CAPACITY, BurstClaim, CapacityType
 from hyperguard.governance.burst_policy import BurstPolicy
+from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 
@@ -60,13 +66,30 @@ class BurstRequest(CamelModel):
         max_length=500,
         description="every team's burst spend when the scheduler asked (the caps' baseline)",
     )
+    burst_gpus: dict[str, float] = Field(
+        default_factory=dict,
+        max_length=500,
+        description="every team's GPUs on burst capacity when the scheduler asked",
+    )
 
 
 class CapacityOption(CamelModel):
-    capacity_type: CapacityType
-    pool: str = Field(description="`<NodePool>-<capacity type>`, as placement names it")
+    capacity_type: CapacityType | None = Field(
+        default=None, description="the Karpenter capacity type; None: a HyperPod group grows"
+    )
+    instance_group: str | None = Field(
+        default=None, description="the HyperPod instance group BatchAddClusterNodes grows"
+    )
+    pool: str = Field(
+        description="`<NodePool>-<capacity type>` or the instance group, as placement names it"
+    )
     usd_per_node_hour: float
     usd_per_hour: float = Field(description="the burst's nodes together")
+
+    @property
+    def label(self) -> str:
+        """`hyperpod`, or the capacity type: what events, metrics and reasons call it."""
+        return self.capacity_type.value if self.capacity_type else HYPERPOD_CAPACITY
 
 
 class BurstPlan(CamelModel):
@@ -101,10 +124,13 @@ def plan_burst(
     *,
     claims_elsewhere: int,
     spend_usd_per_hour: Mapping[str, float],
+    hyperpod_groups: Sequence[InstanceGroupSize] = (),
 ) -> BurstPlan:
-    """The jobs this burst raises nodes for (in order, while HyperGuard's claims stay within
-    `maxNodes` counting the `claims_elsewhere` other bursts hold) and the capacity types to
-    try, in order, each within the spend caps given every team's burst spend now."""
+    """The jobs this burst raises nodes for (in order, while burst nodes stay within
+    `maxNodes` counting the `claims_elsewhere` other bursts hold) and the options to try, in
+    order, each within the spend caps given every team's burst spend now: the HyperPod
+    groups the policy lets grow (`hyperpod_groups`: the cluster's, when it adds nodes on
+    request), then the EKS capacity types."""
     capacity = policy.capacity
     room = capacity.max_nodes - claims_elsewhere
     refused: list[str] = []
@@ -119,6 +145,10 @@ def plan_burst(
         jobs.append(job)
     nodes = sum(job.nodes for job in jobs)
     options: list[CapacityOption] = []
+    if jobs and allows_hyperpod(request.template):
+        options += _group_options(
+            request, policy, jobs, nodes, hyperpod_groups, spend_usd_per_hour, refused
+        )
     allowed = TEMPLATE_CAPACITY.get(request.template, ())
     for kind in capacity.capacity_order:
         if not jobs:
@@ -129,7 +159,7 @@ def plan_burst(
         if price is None:
             refused.append(f"{kind.value}: no price for {request.instance_type}")
             continue
-        refusal = _cap_refusal(policy, jobs, price, spend_usd_per_hour)
+        refusal = _cap_refusal(policy, request, jobs, price, spend_usd_per_hour)
         if refusal is not None:
             refused.append(f"{kind.value}: {refusal}")
             continue
@@ -141,34 +171,79 @@ def plan_burst(
                 usd_per_hour=round(price * nodes, 6),
             )
         )
-    if jobs and not allowed:
-        refused.append(f"template {request.template} never bursts")
+    if jobs and not allowed and not options:
+        refused.append(f"template {request.template} never bursts onto EKS")
     return BurstPlan(jobs=jobs, nodes=nodes, options=options, refused=refused)
+
+
+def _group_options(
+    request: BurstRequest,
+    policy: BurstPolicy,
+    jobs: Sequence[BurstJob],
+    nodes: int,
+    groups: Sequence[InstanceGroupSize],
+    spend: Mapping[str, float],
+    refused: list[str],
+) -> list[CapacityOption]:
+    """The HyperPod groups of the request's instance type the policy lets grow by `nodes`."""
+    found = {g.name: g for g in groups}
+    options: list[CapacityOption] = []
+    for growth in policy.capacity.hyperpod_groups:
+        name = growth.instance_group_name
+        group = found.get(name)
+        if group is None:
+            refused.append(f"hyperpod {name}: not an instance group the cluster can grow")
+            continue
+        if ml_name(group.instance_type) != ml_name(request.instance_type):
+            continue
+        if nodes > ADD_LIMIT:
+            refused.append(f"hyperpod {name}: {nodes} nodes, more than {ADD_LIMIT} at once")
+            continue
+        if group.target_count + nodes > growth.max_count:
+            refused.append(
+                f"hyperpod {name}: {nodes} more node(s) would exceed maxCount "
+                f"{growth.max_count} (target {group.target_count})"
+            )
+            continue
+        price = policy.group_node_price(name, group.instance_type)
+        if price is None:
+            refused.append(f"hyperpod {name}: no price for {group.instance_type}")
+            continue
+        refusal = _cap_refusal(policy, request, jobs, price, spend)
+        if refusal is not None:
+            refused.append(f"hyperpod {name}: {refusal}")
+            continue
+        options.append(
+            CapacityOption(
+                instance_group=name,
+                pool=name,
+                usd_per_node_hour=price,
+                usd_per_hour=round(price * nodes, 6),
+            )
+        )
+    return options
 
 
 def _cap_refusal(
     policy: BurstPolicy,
+    request: BurstRequest,
     jobs: Sequence[BurstJob],
     price: float,
     spend: Mapping[str, float],
 ) -> str | None:
-    by_team: dict[str, float] = defaultdict(float)
+    """Why buying the jobs' nodes at `price` would break a spend or GPU-hour cap."""
+    cost: dict[str, float] = defaultdict(float)
+    gpus: dict[str, float] = defaultdict(float)
     for job in jobs:
-        by_team[job.team] += price * job.nodes
-    for team, cost in sorted(by_team.items()):
-        budget = policy.budget(team, spend)
-        refusal = budget.refusal(cost)
+        cost[job.team] += price * job.nodes
+        gpus[job.team] += request.accelerators_per_node * job.nodes
+    for team in sorted(cost):
+        refusal = policy.budget(team, spend, request.burst_gpus).refusal(cost[team], gpus[team])
         if refusal is not None:
             return refusal
-    total = sum(by_team.values())
-    budget = policy.budget("", spend)
-    cap = budget.global_cap_usd_per_day
-    if total > 0 and cap is not None and (budget.total_usd_per_hour + total) * 24 > cap + 1e-9:
-        return (
-            f"the global burst spend cap of ${cap:.2f}/day would be exceeded: "
-            f"${budget.total_usd_per_hour:.2f}/h running + ${total:.2f}/h for this burst"
-        )
-    return None
+    return policy.budget("", spend, request.burst_gpus).refusal(
+        sum(cost.values()), sum(gpus.values())
+    )
 
 
 def assess(
@@ -185,6 +260,8 @@ def assess(
         return "failed", f"NodeClaim {failures[0].name}: {failures[0].failure}"
     alive = [c for c in claims if not c.deleting]
     if len(alive) < nodes:
+        if claims and claims[0].platform == "hyperpod":
+            return "failed", f"{nodes - len(alive)} of {nodes} added HyperPod node(s) deleted"
         return "failed", (
             f"{nodes - len(alive)} of {nodes} NodeClaim(s) removed by Karpenter (it deletes a "
             "claim EC2 has no capacity for, or whose node never registered)"
@@ -202,20 +279,20 @@ def scale_in(
     busy: set[str],
     now: datetime,
     cooldown_s: float,
-) -> tuple[list[str], list[tuple[str, datetime | None]]]:
-    """The claims to release (their node idle for `cooldown_s`), and the idle marks to set
-    (first seen idle now) or clear (busy again). `busy`: instance ids some job holds."""
-    release: list[str] = []
-    marks: list[tuple[str, datetime | None]] = []
+) -> tuple[list[BurstClaim], list[tuple[BurstClaim, datetime | None]]]:
+    """The burst nodes to release (idle for `cooldown_s`), and the idle marks to set (first
+    seen idle now) or clear (busy again). `busy`: instance ids some job holds."""
+    release: list[BurstClaim] = []
+    marks: list[tuple[BurstClaim, datetime | None]] = []
     for claim in claims:
         if claim.deleting or not claim.ready:
             continue
         if claim.instance_id in busy:
             if claim.idle_since is not None:
-                marks.append((claim.name, None))
+                marks.append((claim, None))
             continue
         if claim.idle_since is None:
-            marks.append((claim.name, now))
+            marks.append((claim, now))
         elif (now - claim.idle_since).total_seconds() >= cooldown_s:
-            release.append(claim.name)
+            release.append(claim)
     return release, marks

@@ -2,9 +2,10 @@
 
 The state machine passes the state (`burst`, a plain dict) from step to step; each step
 returns it updated, and its Choice states read `capacity`. The state starts as
-{"request": BurstRequest}; `plan` adds the plan, `request` the attempt's NodeClaims and when
-they were asked for, `check` where they stand, `next_capacity` moves to the next capacity
-type, `admit` hands the nodes to the scheduler and `rollback` gives everything back.
+{"request": BurstRequest}; `plan` adds the plan, `request` the attempt's nodes (NodeClaims,
+or the logical ids of the nodes BatchAddClusterNodes added to a HyperPod group, in `added`)
+and when they were asked for, `check` where they stand, `next_capacity` moves to the next
+option, `admit` hands the nodes to the scheduler and `rollback` gives everything back.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from datetime import datetime
 from typing import Any
 
 from hyperguard.cluster import ClusterGateway
+from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
 from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.governance.service import SchedulerWakeup
 from hyperguard.messaging import EventPublisher
 from hyperguard.models import utcnow
 from hyperguard.models.jobs import WAITING_STATUSES
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
-from hyperguard.scaling.burst import BurstPlan, BurstRequest, assess, plan_burst
+from hyperguard.scaling.burst import BurstPlan, BurstRequest, CapacityOption, assess, plan_burst
 from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore
 
@@ -80,12 +83,23 @@ class BurstSteps:
             for claim in self.gateway.burst_claims()
             if not claim.deleting and claim.burst_id != request.burst_id
         )
+        groups: list[InstanceGroupSize] = []
+        unavailable = None
+        if waiting and policy.capacity.hyperpod_groups and allows_hyperpod(request.template):
+            continuous, groups = self.gateway.hyperpod_groups()
+            if not continuous:
+                groups = []
+                unavailable = "hyperpod: the cluster does not add nodes on request "
+                unavailable += "(its NodeProvisioningMode is not Continuous)"
         plan = plan_burst(
             request.model_copy(update={"jobs": waiting}) if waiting else request,
             policy,
             claims_elsewhere=elsewhere,
             spend_usd_per_hour=request.spend_usd_per_hour,
+            hyperpod_groups=groups,
         )
+        if unavailable:
+            plan.refused.insert(0, unavailable)
         if not waiting:
             plan = BurstPlan(jobs=[], nodes=0, options=[], refused=["no job waits any more"])
         burst.update(
@@ -110,12 +124,18 @@ class BurstSteps:
         return burst
 
     def request(self, burst: Burst) -> Burst:
-        """Ensure the attempt's NodeClaims exist, one per node."""
+        """Ensure the attempt's nodes are asked for: one NodeClaim per node, or the HyperPod
+        group grown by them (the attempt's client token makes asking again a no-op)."""
         request, plan = self._request(burst), self._plan(burst)
         attempt = int(burst.get("attempt", 0))
         option = plan.options[attempt]
         policy = self.policies.get()
-        for index in range(plan.nodes):
+        if option.instance_group is not None:
+            added, failed = self.gateway.add_hyperpod_nodes(
+                option.instance_group, plan.nodes, f"{request.burst_id}-{attempt}"
+            )
+            burst.update(added=added, add_failures=failed)
+        for index in range(plan.nodes if option.capacity_type else 0):
             self.gateway.request_burst_node(
                 nodeclaim_manifest(
                     name=_claim_name(request.burst_id, attempt, index),
@@ -124,7 +144,7 @@ class BurstSteps:
                     node_pool=policy.capacity.node_pool,
                     node_class=policy.capacity.node_class,
                     instance_type=request.instance_type,
-                    capacity_type=option.capacity_type,
+                    capacity_type=option.capacity_type,  # type: ignore[arg-type]
                     accelerators=request.accelerators_per_node,
                 )
             )
@@ -135,33 +155,34 @@ class BurstSteps:
         return burst
 
     def check(self, burst: Burst) -> Burst:
-        """Are the attempt's nodes Ready? Failed or too slow: the next capacity type."""
-        request, plan = self._request(burst), self._plan(burst)
+        """Are the attempt's nodes Ready? Failed or too slow: the next option."""
+        plan = self._plan(burst)
         attempt = int(burst.get("attempt", 0))
         policy = self.policies.get()
-        claims = self._claims(request.burst_id, attempt)
+        option = plan.options[attempt]
+        claims = self._claims(burst, option)
         waited = (self.clock() - datetime.fromisoformat(burst["requested_at"])).total_seconds()
         status, why = assess(
             claims, plan.nodes, waited_s=waited, timeout_s=policy.capacity.launch_timeout_s
         )
+        if burst.get("add_failures"):
+            status, why = "failed", "; ".join(burst["add_failures"])
         burst["capacity"] = status
         burst["poll_s"] = policy.capacity.poll_interval_s
         if why is not None:
-            option = plan.options[attempt]
             burst["failures"] = [
                 *burst.get("failures", []),
-                f"{option.capacity_type.value}: {why}",
+                f"{option.label}: {why}",
             ][-MAX_FAILURES_KEPT:]
         if status == "ready":
             burst["instance_ids"] = sorted(c.instance_id for c in claims if c.instance_id)
         return burst
 
     def next_capacity(self, burst: Burst) -> Burst:
-        """Give back this attempt's claims; move on to the next capacity type, if any."""
-        request, plan = self._request(burst), self._plan(burst)
+        """Give back this attempt's nodes; move on to the next option, if any."""
+        plan = self._plan(burst)
         attempt = int(burst.get("attempt", 0))
-        for claim in self._claims(request.burst_id, attempt):
-            self.gateway.release_burst_node(claim.name)
+        self._give_back(burst, plan.options[attempt])
         burst["attempt"] = attempt + 1
         burst["capacity"] = "retry" if attempt + 1 < len(plan.options) else "exhausted"
         return burst
@@ -175,7 +196,7 @@ class BurstSteps:
         detail = {
             "burst_id": request.burst_id,
             "instance_type": request.instance_type,
-            "capacity_type": option.capacity_type.value,
+            "capacity_type": option.label,
             "nodes": plan.nodes,
             "instance_ids": burst.get("instance_ids", []),
             "usd_per_hour": option.usd_per_hour,
@@ -183,7 +204,7 @@ class BurstSteps:
             "seconds_to_ready": round(waited, 1),
         }
         self.publisher.publish("BurstCapacityRaised", detail)
-        self._metric("BurstNodesReadySeconds", waited, option.capacity_type.value)
+        self._metric("BurstNodesReadySeconds", waited, option.label)
         burst["outcome"] = "ready"
         return burst
 
@@ -193,7 +214,9 @@ class BurstSteps:
         request = BurstRequest.model_validate(burst["request"])
         for claim in self.gateway.burst_claims(request.burst_id):
             if not claim.deleting:
-                self.gateway.release_burst_node(claim.name)
+                self.gateway.release_burst_node(claim)
+        if burst.get("added"):
+            self.gateway.delete_hyperpod_nodes(burst["added"])
         failures = list(burst.get("failures") or [])
         error = burst.get("error")
         if isinstance(error, dict):
@@ -224,8 +247,28 @@ class BurstSteps:
     def _plan(burst: Burst) -> BurstPlan:
         return BurstPlan.model_validate(burst["plan"])
 
-    def _claims(self, burst_id: str, attempt: int) -> list[BurstClaim]:
-        return [c for c in self.gateway.burst_claims(burst_id) if c.attempt == attempt]
+    def _claims(self, burst: Burst, option: CapacityOption) -> list[BurstClaim]:
+        """The attempt's nodes as their platform reports them."""
+        burst_id = self._request(burst).burst_id
+        attempt = int(burst.get("attempt", 0))
+        if option.instance_group is not None:
+            return self.gateway.track_hyperpod_nodes(
+                burst_id, attempt, option.instance_group, list(burst.get("added") or [])
+            )
+        return [
+            c
+            for c in self.gateway.burst_claims(burst_id)
+            if c.attempt == attempt and c.platform == "eks"
+        ]
+
+    def _give_back(self, burst: Burst, option: CapacityOption) -> None:
+        if option.instance_group is not None:
+            if burst.get("added"):
+                self.gateway.delete_hyperpod_nodes(burst["added"])
+            burst.update(added=[], add_failures=[])
+            return
+        for claim in self._claims(burst, option):
+            self.gateway.release_burst_node(claim)
 
     def _metric(self, name: str, value: float, capacity_type: str) -> None:
         with single_metric(

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
-from hyperguard.models.jobs import ACTIVE_STATUSES
+from hyperguard.models.jobs import ACTIVE_STATUSES, WAITING_STATUSES
 from hyperguard.store.codec import (
     TableStore,
     batch_get,
@@ -132,6 +132,22 @@ class JobRecord(BaseModel):
     pool_kind: str | None = None
     """hyperpod, eks-on-demand or eks-spot: the kind of `job.pool` when the scheduler placed
     it (None for jobs placed before kinds were recorded)."""
+
+    def waiting_since(self) -> datetime | None:
+        """When the job last began waiting for admission (submitted, preempted, requeued);
+        None when it does not wait."""
+        if self.job.status not in WAITING_STATUSES:
+            return None
+        since = self.job.submitted_at
+        waiting = True
+        for entry in self.history:
+            if entry.status is None:
+                continue
+            now_waiting = entry.status in WAITING_STATUSES
+            if now_waiting and not waiting:
+                since = entry.at
+            waiting = now_waiting
+        return since
 
 
 class TransitionOutcome(StrEnum):
