@@ -154,12 +154,33 @@ def test_a_spend_cap_keeps_a_development_job_pending_while_hyperpod_is_full(
     assert _admission(api, production)["pool_kind"] == "hyperpod"
     teams = {t["team"]: t for t in api.call("GET", "/views/teams").body["teams"]}
     assert teams["solo"]["burst_usd_per_hour"] == OD_P5
+    assert teams["solo"]["burst_gpus"] == 8
 
     # What runs on burst counts against the cap: a second development job is refused.
     third = api.submit("solo", 8, template="development").body["job_id"]
     service.run_pass()
     reason = api.call("GET", f"/jobs/{third}").body["reason"]
     assert f"${OD_P5:.2f}/h running + ${OD_P5:.2f}/h for this job" in reason
+
+
+def test_a_gpu_hour_cap_holds_burst_gpus_whatever_they_cost(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)
+    api = Api(stack)
+    api.quota("solo", 64, borrow=0)
+    caps = {"spendCaps": {"teamGpuHoursPerDay": {"solo": 8 * 24}}}
+    assert api.call("PUT", "/policies/burst", caps).status == 200
+    api.submit("solo", 8)  # production takes the HyperPod node
+    first = api.submit("solo", 8, template="development").body["job_id"]
+    second = api.submit("solo", 8, template="development").body["job_id"]
+    result = scheduler(stack, apis).run_pass()
+    assert first in result.dispatched and second in result.unplaced
+    assert api.call("GET", f"/jobs/{first}").body["pool"] == "gpu-burst-on-demand"
+    assert api.call("GET", f"/jobs/{second}").body["reason"] == (
+        "admissible but not placeable: waiting: team solo's burst cap of 192 GPU-hours/day "
+        "would be exceeded: 8 GPUs running + 8 for this job = 384 GPU-hours/day"
+    )
 
 
 @pytest.mark.parametrize("pool", ["gpu-burst-on-demand"])
@@ -180,3 +201,4 @@ def test_a_committed_pool_is_used_first_at_no_cost_and_under_any_cap(
     assert (details["hourly_price"], details["hourly_cost"]) == (0.0, 0.0)
     teams = {t["team"]: t for t in api.call("GET", "/views/teams").body["teams"]}
     assert teams["solo"]["burst_usd_per_hour"] == 0.0
+    assert teams["solo"]["burst_gpus"] == 8  # free, but GPU-hour caps count it

@@ -338,6 +338,11 @@ class TeamView(BaseModel):
         "the burst policy's prices (their share of the pools' instances; 0 on committed "
         "pools), two decimals: the rate its spend cap limits"
     )
+    burst_gpus: int = Field(
+        default=0,
+        description="GPUs the team's admitted and running jobs hold on EKS pools: x 24, the "
+        "rate its GPU-hour cap limits",
+    )
 
 
 class PriorityClassView(BaseModel):

@@ -141,12 +141,16 @@ def team_views(
     running: Counter[str] = Counter()
     pending: Counter[str] = Counter()
     spend: dict[str, float] = defaultdict(float)
+    on_burst: Counter[str] = Counter()
     for record in records:
         job = record.job
         if job.status in HOLDING:
-            used[job.team][ml_name(job.instance_type)] += held(record, catalogue).accelerators
+            gpus = held(record, catalogue).accelerators
+            used[job.team][ml_name(job.instance_type)] += gpus
             running[job.team] += 1
             spend[job.team] += burst_usd_per_hour(record, catalogue, burst)
+            if is_burst(record.pool_kind):
+                on_burst[job.team] += gpus
         elif job.status in WAITING or job.status is JobStatus.PREEMPTED:
             pending[job.team] += 1
     by_team = {q.compute_quota_target.team_name: q for q in quotas}
@@ -173,6 +177,7 @@ def team_views(
                 running_jobs=running[team],
                 pending_jobs=pending[team],
                 burst_usd_per_hour=round(spend[team], 2),
+                burst_gpus=on_burst[team],
             )
         )
     return views

@@ -48,6 +48,7 @@ TEAM_COLUMNS = [
     ("running_jobs", "RUNNING"),
     ("pending_jobs", "PENDING"),
     ("burst_usd_per_hour", "BURST $/H"),
+    ("burst_gpus", "BURST GPUS"),
 ]
 CLASS_COLUMNS = [
     ("priority_class", "CLASS"),
