@@ -276,3 +276,24 @@ def test_a_priority_class_waits_its_threshold_before_a_burst(twin: Twin, http: H
     assert http("GET", f"/jobs/{job}")[1]["pool"] == "gpu-burst-on-demand"
     assert http("DELETE", f"/jobs/{job}")[0] == 200
     until(lambda: not burst_instances(twin), "the idle burst node to be released")
+
+
+def test_a_burst_the_nodepool_limits_cannot_hold_rolls_back_before_buying(
+    twin: Twin, http: Http
+) -> None:
+    set_policy(twin, http)
+    twin.cluster.set_nodepool_limits("gpu-burst", {"nvidia.com/gpu": "8"})
+    try:
+        job = http.submit(TEAM, 8, replicas=2, template="development")  # two nodes, 16 GPUs
+        execution = until(lambda: ended(twin, {job}), "the burst to end")
+        output = json.loads(execution["output"])
+        assert output["outcome"] == "rolled-back" and output["plan"]["options"] == []
+        assert output["plan"]["refused"] == [
+            "NodePool gpu-burst: its limits leave room for 1 more p5.48xlarge node(s), the "
+            "burst needs 2 (nvidia.com/gpu 8 (0 in use))"
+        ]
+        assert twin.store.list(NODECLAIMS, label_selector=BURST_LABEL) == []
+        assert "limits leave room for 1 more" in http("GET", f"/jobs/{job}")[1]["reason"]
+    finally:
+        twin.cluster.set_nodepool_limits("gpu-burst", None)
+    assert http("DELETE", f"/jobs/{job}")[0] == 200

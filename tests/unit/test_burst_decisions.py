@@ -9,8 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from hyperguard.catalogue import InstanceSpec
 from hyperguard.cluster.gateway import InstanceGroupSize
-from hyperguard.cluster.karpenter import BurstClaim, CapacityType, nodeclaim_manifest, read_claim
+from hyperguard.cluster.karpenter import (
+    BurstClaim,
+    CapacityType,
+    nodeclaim_manifest,
+    nodes_within_limits,
+    read_claim,
+)
 from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy, SpendCaps
 from hyperguard.governance.placement import PoolKind
 from hyperguard.scaling.burst import (
@@ -18,8 +25,10 @@ from hyperguard.scaling.burst import (
     BurstRequest,
     assess,
     burst_id,
+    last_rollback,
     nodes_for,
     plan_burst,
+    rollback_note,
     scale_in,
 )
 
@@ -386,3 +395,92 @@ def test_committed_capacity_is_free_but_still_counts_gpu_hours() -> None:
     )
     two = request("development", ("j1", "alpha", 2))
     assert plan_burst(two, chosen, claims_elsewhere=0, spend_usd_per_hour={}).options == []
+
+
+def p5(count: int, *, label: bool = True) -> list[dict[str, object]]:
+    """NodeClaims of p5.48xlarge: labelled (launched) or only asking (requirement)."""
+    if label:
+        return [
+            {"metadata": {"labels": {"node.kubernetes.io/instance-type": "p5.48xlarge"}}}
+        ] * count
+    requirement = {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["p5.48xlarge"],
+    }
+    return [{"metadata": {}, "spec": {"requirements": [requirement]}}] * count
+
+
+P5_SPEC = InstanceSpec(accelerators=8, vcpu=192, memory_mib=2048 * 1024)
+
+
+def test_nodepool_limits_count_every_claim_of_the_pool() -> None:
+    spec = {"p5.48xlarge": P5_SPEC}.__getitem__
+    room, why = nodes_within_limits(
+        {"nvidia.com/gpu": "32"}, p5(2) + p5(1, label=False), "p5.48xlarge", spec
+    )
+    assert (room, why) == (1, "nvidia.com/gpu 32 (24 in use)")
+    assert nodes_within_limits({"nodes": "3"}, p5(3), "p5.48xlarge", spec)[0] == 0
+    assert nodes_within_limits({"memory": "8Ti", "cpu": "1000"}, p5(1), "p5.48xlarge", spec) == (
+        3,
+        "memory 8Ti (2048Gi in use)",
+    )
+    assert nodes_within_limits({"aws.amazon.com/neuron": "1"}, p5(9), "p5.48xlarge", spec) == (
+        None,
+        None,
+    )
+    assert nodes_within_limits({}, p5(9), "p5.48xlarge", spec) == (None, None)
+
+
+def test_a_burst_the_nodepool_limits_cannot_hold_buys_no_eks_capacity() -> None:
+    chosen = policy(hyperpod_groups=[{"instanceGroupName": "workers", "maxCount": 9}])
+    plan = plan_burst(
+        request(),
+        chosen,
+        claims_elsewhere=0,
+        spend_usd_per_hour={},
+        hyperpod_groups=[group()],
+        nodepool_room=(1, "nvidia.com/gpu 32 (24 in use)"),
+    )
+    assert [o.label for o in plan.options] == ["hyperpod"]  # HyperPod is not the NodePool's
+    assert plan.refused == [
+        "NodePool gpu-burst: its limits leave room for 1 more p5.48xlarge node(s), the burst "
+        "needs 2 (nvidia.com/gpu 32 (24 in use))"
+    ]
+
+
+@given(
+    gpu_limit=st.integers(0, 256),
+    existing=st.integers(0, 40),
+    nodes=st.lists(st.integers(1, 8), min_size=1, max_size=6),
+)
+def test_karpenter_options_never_exceed_the_nodepool_limits(
+    gpu_limit: int, existing: int, nodes: list[int]
+) -> None:
+    spec = {"p5.48xlarge": P5_SPEC}.__getitem__
+    room = nodes_within_limits(
+        {"nvidia.com/gpu": str(gpu_limit)}, p5(existing), "p5.48xlarge", spec
+    )
+    jobs = [(f"j{i}", "alpha", n) for i, n in enumerate(nodes)]
+    plan = plan_burst(
+        request("development", *jobs),
+        policy(max_nodes=1000),
+        claims_elsewhere=0,
+        spend_usd_per_hour={},
+        nodepool_room=room,
+    )
+    if plan.options:
+        assert (existing + plan.nodes) * 8 <= max(gpu_limit, existing * 8)
+
+
+def test_a_rollback_note_is_carried_forward_unchanged_pass_after_pass() -> None:
+    note = rollback_note("burst-0123456789abcdef", "on-demand: 1 of 1 NodeClaim(s) removed")
+    assert note == (
+        "waiting: burst burst-0123456789abcdef raised no capacity: on-demand: 1 of 1 "
+        "NodeClaim(s) removed"
+    )
+    last = last_rollback(note)
+    assert last == note.removeprefix("waiting: ")
+    next_pass = f"pending: capacity; burst capacity asked for (burst-1111111111111111); last {last}"
+    assert last_rollback(next_pass) == last
+    assert last_rollback("pending: capacity; burst capacity launching") is None

@@ -97,6 +97,10 @@ class ClusterGateway(Protocol):
 
     def mark_burst_node_idle(self, claim: BurstClaim, since: datetime | None) -> bool: ...
 
+    def nodepool_room(self, node_pool: str, instance_type: str) -> tuple[int | None, str | None]:
+        """More nodes of the type the NodePool's limits allow (None: unlimited), and why."""
+        ...
+
     def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
         """Whether the HyperPod cluster adds nodes on request, and its instance groups."""
         ...

@@ -42,6 +42,7 @@ from hyperguard.cluster.karpenter import (
     LOGICAL_ID_ANNOTATION,
     BurstClaim,
     idle_mark,
+    nodes_within_limits,
     read_claim,
     read_time,
 )
@@ -218,6 +219,19 @@ class HyperPodEksGateway:
         if claim.platform == "hyperpod" and claim.instance_id:
             return self.kubernetes.mark_node(claim.instance_id, annotations=mark)
         return self.kubernetes.annotate_nodeclaim(claim.name, mark)
+
+    def nodepool_room(self, node_pool: str, instance_type: str) -> tuple[int | None, str | None]:
+        """How many more nodes of `instance_type` the NodePool's limits leave room for, counting
+        every NodeClaim of the pool, and the limit that binds (None: no limit applies). A
+        NodePool that does not exist has no room."""
+        pool = self.kubernetes.get_nodepool(node_pool)
+        if pool is None:
+            return 0, f"NodePool {node_pool} does not exist"
+        limits = (pool.get("spec") or {}).get("limits") or {}
+        if not limits:
+            return None, None
+        claims = self.kubernetes.list_nodeclaims({NODEPOOL_LABEL: node_pool})
+        return nodes_within_limits(limits, claims, instance_type, self.hyperpod.catalogue.spec)
 
     def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
         """Whether HyperPod adds nodes on request (Continuous provisioning), and the groups."""

@@ -7,6 +7,12 @@ conditions (Launched, Registered, Initialized, Ready); an insufficient-capacity 
 as Launched=False and Karpenter then deletes the claim, as it does a claim whose node has not
 registered within 15 minutes. Deleting a claim drains its node and terminates the instance.
 
+A NodePool's `spec.limits` (cpu, memory, an accelerator resource, nodes) bound the nodes
+of all its claims, but Karpenter checks them only eventually, so a fast scale-out overruns
+them. `nodes_within_limits` counts the claims of the pool that exist (whoever created them)
+and says how many more nodes of a type the limits leave room for, before HyperGuard creates
+one.
+
 HyperGuard labels its claims with the burst that created them (`hyperguard.io/burst`) and
 the attempt (`hyperguard.io/burst-attempt`: one capacity type per attempt), and keeps the
 time a claim's node was first seen idle in an annotation (`hyperguard.io/idle-since`), so
@@ -15,13 +21,16 @@ that scale-in survives any number of scheduler passes without a table of its own
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from lightkube.utils.quantity import parse_quantity
 from pydantic import BaseModel
 
+from hyperguard.catalogue import InstanceSpec, UnknownInstanceTypeError
 from hyperguard.cluster.conventions import (
     CAPACITY_TYPE_LABEL,
     INSTANCE_TYPE_LABEL,
@@ -147,6 +156,69 @@ def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
         node_name=status.get("nodeName") or None,
         idle_since=read_time(annotations.get(IDLE_SINCE_ANNOTATION)),
     )
+
+
+def node_resources(instance_type: str, spec: InstanceSpec) -> dict[str, float]:
+    """What one node of the type counts against a NodePool's limits."""
+    return {
+        "cpu": spec.vcpu,
+        "memory": spec.memory_mib * 2**20,
+        accelerator_resource(instance_type): spec.accelerators,
+        "nodes": 1,
+    }
+
+
+def claim_instance_type(obj: Mapping[str, Any]) -> str | None:
+    """The instance type a NodeClaim's node has (its label) or asks for (its requirement)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.get(INSTANCE_TYPE_LABEL):
+        return str(labels[INSTANCE_TYPE_LABEL])
+    for requirement in (obj.get("spec") or {}).get("requirements") or []:
+        values = requirement.get("values") or []
+        if requirement.get("key") == INSTANCE_TYPE_LABEL and len(values) == 1:
+            return str(values[0])
+    return None
+
+
+def nodes_within_limits(
+    limits: Mapping[str, Any],
+    claims: Iterable[Mapping[str, Any]],
+    instance_type: str,
+    spec_of: Callable[[str], InstanceSpec],
+) -> tuple[int | None, str | None]:
+    """How many more nodes of `instance_type` a NodePool's `spec.limits` leave room for,
+    given the pool's NodeClaims (every claim holds its node's resources until it is gone),
+    and the limit that binds; (None, None) when no limit applies. A claim whose instance type
+    is unknown counts its node only."""
+    used: dict[str, float] = {}
+    for claim in claims:
+        name = claim_instance_type(claim)
+        try:
+            resources = node_resources(name, spec_of(name)) if name else {"nodes": 1}
+        except UnknownInstanceTypeError:
+            resources = {"nodes": 1}
+        for resource, amount in resources.items():
+            used[resource] = used.get(resource, 0) + amount
+    per_node = node_resources(instance_type, spec_of(instance_type))
+    room: int | None = None
+    binding: str | None = None
+    for resource, quantity in limits.items():
+        need = per_node.get(resource, 0)
+        if not need:
+            continue
+        try:
+            limit = float(parse_quantity(str(quantity)) or 0)
+        except ValueError:
+            continue  # the API server validates quantities; one it let through is no limit
+        fits = max(math.floor((limit - used.get(resource, 0)) / need + 1e-9), 0)
+        if room is None or fits < room:
+            room = fits
+            binding = f"{resource} {quantity} ({_amount(resource, used.get(resource, 0))} in use)"
+    return room, binding
+
+
+def _amount(resource: str, value: float) -> str:
+    return f"{value / 2**30:.0f}Gi" if resource == "memory" else f"{value:g}"
 
 
 def idle_mark(since: datetime | None) -> str | None:

@@ -51,6 +51,7 @@ EVICTION_RETRY_S = 5.0
 # Karpenter (karpenter.sh/v1): the labels it puts on its nodes, and the cluster-scoped
 # NodeClaim that stands for one instance and its node.
 NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
+NodePool = create_global_resource("karpenter.sh", "v1", "NodePool", "nodepools")
 HyperPodJob = create_namespaced_resource(*HYPERPOD_JOB_API)
 _RUN_RESOURCES: dict[RunKind, Any] = {RunKind.BATCH: Job, RunKind.HYPERPOD: HyperPodJob}
 
@@ -391,6 +392,19 @@ class KubernetesAdapter:
         """NodeClaims carrying `labels` (a value of ... means the label exists), as JSON."""
         claims = self._api(lambda: list(self.client.list(NodeClaim, labels=labels)))
         return [claim.to_dict() for claim in claims]  # type: ignore[no-untyped-call]
+
+    def get_nodepool(self, name: str) -> dict[str, Any] | None:
+        """The NodePool `name` as JSON; None when there is none (404)."""
+        try:
+            pool = self.client.get(NodePool, name)
+        except ApiError as error:
+            if _code(error) == 404:
+                return None
+            raise ClusterError(f"get NodePool {name} on {self.cluster_name}: {error}") from error
+        except TRANSPORT_ERRORS as error:
+            raise ClusterError(f"get NodePool {name} on {self.cluster_name}: {error}") from error
+        found: dict[str, Any] = pool.to_dict()  # type: ignore[no-untyped-call]
+        return found
 
     def create_nodeclaim(self, manifest: dict[str, Any]) -> bool:
         """Create a NodeClaim. False when one of that name exists already (409)."""

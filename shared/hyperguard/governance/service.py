@@ -93,6 +93,7 @@ from hyperguard.scaling.burst import (
     BurstJob,
     BurstRequest,
     burst_id,
+    last_rollback,
     nodes_for,
     scale_in,
 )
@@ -767,6 +768,10 @@ class _PassRun:
             for member in jobs:
                 why = reasons.get(member.job_id, "pending")
                 reasons[member.job_id] = f"{why}; burst capacity asked for ({name})"
+        for job_id in wanted:  # the last rollback's reasons stay while the job waits
+            last = last_rollback(self.records[job_id].reason)
+            if last is not None and job_id in reasons and last not in reasons[job_id]:
+                reasons[job_id] = f"{reasons[job_id]}; last {last}"[:1000]
 
     def bursts_in_flight(self) -> dict[str, str]:
         """The jobs a running BurstCapacity execution serves, and its burst id: a job is in

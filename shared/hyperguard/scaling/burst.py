@@ -44,6 +44,8 @@ TEMPLATE_CAPACITY: Mapping[str, tuple[CapacityType, ...]] = {
 """Capacity types each template may burst onto (the placement rules' EKS pools)."""
 
 MAX_BURST_JOBS = 100
+NO_CAPACITY = "raised no capacity: "
+"""What a rolled-back burst writes on its jobs: `waiting: burst <id> raised no capacity: …`."""
 MAX_NODES_PER_JOB = 1000
 
 
@@ -112,6 +114,19 @@ def burst_id(
     return "burst-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def rollback_note(burst_id: str, why: str) -> str:
+    """The reason a rolled-back burst leaves on its jobs."""
+    return f"waiting: burst {burst_id} {NO_CAPACITY}{why}"[:1000]
+
+
+def last_rollback(reason: str) -> str | None:
+    """The note of the last burst that raised no capacity, kept in a job's reason (None:
+    there is none), so that the next pass can carry it forward."""
+    end = reason.find(NO_CAPACITY)
+    start = reason.rfind("burst burst-", 0, end)
+    return reason[start:] if end >= 0 and start >= 0 else None
+
+
 def nodes_for(replicas: int, accelerators_per_replica: int, accelerators_per_node: int) -> int:
     """Nodes `replicas` replicas need, each replica whole on one node."""
     per_node = max(accelerators_per_node // max(accelerators_per_replica, 1), 1)
@@ -125,12 +140,15 @@ def plan_burst(
     claims_elsewhere: int,
     spend_usd_per_hour: Mapping[str, float],
     hyperpod_groups: Sequence[InstanceGroupSize] = (),
+    nodepool_room: tuple[int | None, str | None] = (None, None),
 ) -> BurstPlan:
     """The jobs this burst raises nodes for (in order, while burst nodes stay within
     `maxNodes` counting the `claims_elsewhere` other bursts hold) and the options to try, in
     order, each within the spend caps given every team's burst spend now: the HyperPod
     groups the policy lets grow (`hyperpod_groups`: the cluster's, when it adds nodes on
-    request), then the EKS capacity types."""
+    request), then the EKS capacity types, each only while the NodePool's limits leave room
+    for the burst's nodes (`nodepool_room`: more nodes of the type they allow, None for no
+    limit, and the limit that binds)."""
     capacity = policy.capacity
     room = capacity.max_nodes - claims_elsewhere
     refused: list[str] = []
@@ -150,6 +168,13 @@ def plan_burst(
             request, policy, jobs, nodes, hyperpod_groups, spend_usd_per_hour, refused
         )
     allowed = TEMPLATE_CAPACITY.get(request.template, ())
+    pool_room, limit = nodepool_room
+    if jobs and allowed and pool_room is not None and nodes > pool_room:
+        refused.append(
+            f"NodePool {capacity.node_pool}: its limits leave room for {pool_room} more "
+            f"{request.instance_type} node(s), the burst needs {nodes} ({limit})"
+        )
+        allowed = ()
     for kind in capacity.capacity_order:
         if not jobs:
             break
@@ -171,7 +196,7 @@ def plan_burst(
                 usd_per_hour=round(price * nodes, 6),
             )
         )
-    if jobs and not allowed and not options:
+    if jobs and request.template not in TEMPLATE_CAPACITY and not options:
         refused.append(f"template {request.template} never bursts onto EKS")
     return BurstPlan(jobs=jobs, nodes=nodes, options=options, refused=refused)
 

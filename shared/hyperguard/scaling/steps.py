@@ -24,7 +24,15 @@ from hyperguard.messaging import EventPublisher
 from hyperguard.models import utcnow
 from hyperguard.models.jobs import WAITING_STATUSES
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
-from hyperguard.scaling.burst import BurstPlan, BurstRequest, CapacityOption, assess, plan_burst
+from hyperguard.scaling.burst import (
+    TEMPLATE_CAPACITY,
+    BurstPlan,
+    BurstRequest,
+    CapacityOption,
+    assess,
+    plan_burst,
+    rollback_note,
+)
 from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore
 
@@ -91,12 +99,16 @@ class BurstSteps:
                 groups = []
                 unavailable = "hyperpod: the cluster does not add nodes on request "
                 unavailable += "(its NodeProvisioningMode is not Continuous)"
+        room: tuple[int | None, str | None] = (None, None)
+        if waiting and TEMPLATE_CAPACITY.get(request.template):
+            room = self.gateway.nodepool_room(policy.capacity.node_pool, request.instance_type)
         plan = plan_burst(
             request.model_copy(update={"jobs": waiting}) if waiting else request,
             policy,
             claims_elsewhere=elsewhere,
             spend_usd_per_hour=request.spend_usd_per_hour,
             hyperpod_groups=groups,
+            nodepool_room=room,
         )
         if unavailable:
             plan.refused.insert(0, unavailable)
@@ -222,7 +234,7 @@ class BurstSteps:
         if isinstance(error, dict):
             failures.append(f"{error.get('Error')}: {str(error.get('Cause', ''))[:300]}")
         why = "; ".join(failures) or "no capacity type to try"
-        reason = f"waiting: burst {request.burst_id} raised no capacity: {why}"[:1000]
+        reason = rollback_note(request.burst_id, why)
         for job in request.jobs:
             self.lifecycle.set_reason(job.job_id, reason)
         self.publisher.publish(

@@ -392,6 +392,15 @@ class SimulatedCluster:
             if self.store.find(NODEPOOLS, name) is None:
                 self.store.create(NODEPOOLS, _nodepool(name, instance_type))
 
+    def set_nodepool_limits(self, name: str, limits: dict[str, str] | None) -> None:
+        """What an admin's `kubectl edit nodepool` sets: the NodePool's `spec.limits` (cpu,
+        memory, nvidia.com/gpu, nodes; None removes them). The simulated Karpenter launches the
+        claims it is given whatever the limits say, as Karpenter checks them only eventually."""
+        with self._lock:
+            self.store.patch(NODEPOOLS, name, {"spec": {"limits": None}})
+            if limits:
+                self.store.patch(NODEPOOLS, name, {"spec": {"limits": limits}})
+
     def add_burst_nodes(
         self, nodepool: str, instance_type: str, count: int, *, spot: bool = False
     ) -> list[str]:
