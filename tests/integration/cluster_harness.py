@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 import boto3
+from botocore.config import Config
 
 from hyperguard.cluster import kubernetes as kubernetes_module
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
@@ -172,3 +173,13 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
     teams.release_lease(lease)
     apis.settle()
     return seeded
+
+
+def sagemaker():  # type: ignore[no-untyped-def]
+    return boto3.client("sagemaker", region_name=REGION)
+
+
+def unchecked():  # type: ignore[no-untyped-def]
+    """A client that does not validate parameters: what reaches the server is checked there,
+    as SageMaker checks it."""
+    return boto3.client("sagemaker", region_name=REGION, config=Config(parameter_validation=False))

@@ -8,10 +8,15 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from tests.conftest import REGION, Stack
-from tests.integration.cluster_harness import HYPERPOD, ClusterApis, cluster_apis
+from tests.integration.cluster_harness import (
+    HYPERPOD,
+    ClusterApis,
+    cluster_apis,
+    sagemaker,
+    unchecked,
+)
 
 from hyperguard.twin.aws import ScheduleRunner, attach, schedule_period_s
 
@@ -20,16 +25,6 @@ from hyperguard.twin.aws import ScheduleRunner, attach, schedule_period_s
 def apis(stack: Stack) -> Iterator[ClusterApis]:
     with cluster_apis(hyperpod_nodes=5, burst_nodes=1) as running:
         yield running
-
-
-def sagemaker():  # type: ignore[no-untyped-def]
-    return boto3.client("sagemaker", region_name=REGION)
-
-
-def unchecked():  # type: ignore[no-untyped-def]
-    """A client that does not validate parameters: what reaches the server is checked there,
-    as SageMaker checks it."""
-    return boto3.client("sagemaker", region_name=REGION, config=Config(parameter_validation=False))
 
 
 def test_list_cluster_nodes_pages_and_names_logical_ids_only_when_asked(apis: ClusterApis) -> None:

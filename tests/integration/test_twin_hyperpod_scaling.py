@@ -7,12 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
-from tests.conftest import REGION, Stack
-from tests.integration.cluster_harness import HYPERPOD, P5, ClusterApis, cluster_apis
+from tests.conftest import Stack
+from tests.integration.cluster_harness import (
+    HYPERPOD,
+    P5,
+    ClusterApis,
+    cluster_apis,
+    sagemaker,
+    unchecked,
+)
 
 from hyperguard.cluster.conventions import HEALTH_LABEL, INSTANCE_GROUP_LABEL
 from hyperguard.models import Job, JobStatus
@@ -27,16 +32,6 @@ TIMINGS = SimTimings()  # the harness's cluster runs on the defaults
 def apis(stack: Stack) -> Iterator[ClusterApis]:
     with cluster_apis(hyperpod_nodes=2, burst_nodes=1) as running:
         yield running
-
-
-def sagemaker():  # type: ignore[no-untyped-def]
-    return boto3.client("sagemaker", region_name=REGION)
-
-
-def unchecked():  # type: ignore[no-untyped-def]
-    """A client that does not validate parameters: what reaches the server is checked there,
-    as SageMaker checks it."""
-    return boto3.client("sagemaker", region_name=REGION, config=Config(parameter_validation=False))
 
 
 def add(count: int, group: str = GROUP, **extra: Any) -> dict[str, Any]:

@@ -85,8 +85,8 @@ class CapacityOption(CamelModel):
     pool: str = Field(
         description="`<NodePool>-<capacity type>` or the instance group, as placement names it"
     )
-    usd_per_node_hour: float
-    usd_per_hour: float = Field(description="the burst's nodes together")
+    usd_per_node_hour: float = 0.0
+    usd_per_hour: float = Field(default=0.0, description="the burst's nodes together")
 
     @property
     def label(self) -> str:
@@ -180,22 +180,14 @@ def plan_burst(
             break
         if kind not in allowed:
             continue
-        price = policy.node_price(kind, request.instance_type)
-        if price is None:
-            refused.append(f"{kind.value}: no price for {request.instance_type}")
-            continue
-        refusal = _cap_refusal(policy, request, jobs, price, spend_usd_per_hour)
-        if refusal is not None:
-            refused.append(f"{kind.value}: {refusal}")
-            continue
-        options.append(
-            CapacityOption(
-                capacity_type=kind,
-                pool=f"{capacity.node_pool}-{kind.value}",
-                usd_per_node_hour=price,
-                usd_per_hour=round(price * nodes, 6),
-            )
+        option = _priced(
+            CapacityOption(capacity_type=kind, pool=f"{capacity.node_pool}-{kind.value}"),
+            policy.node_price(kind, request.instance_type),
+            refused,
+            purchase=(policy, request, jobs, nodes, spend_usd_per_hour),
         )
+        if option is not None:
+            options.append(option)
     if jobs and request.template not in TEMPLATE_CAPACITY and not options:
         refused.append(f"template {request.template} never bursts onto EKS")
     return BurstPlan(jobs=jobs, nodes=nodes, options=options, refused=refused)
@@ -230,23 +222,39 @@ def _group_options(
                 f"{growth.max_count} (target {group.target_count})"
             )
             continue
-        price = policy.group_node_price(name, group.instance_type)
-        if price is None:
-            refused.append(f"hyperpod {name}: no price for {group.instance_type}")
-            continue
-        refusal = _cap_refusal(policy, request, jobs, price, spend)
-        if refusal is not None:
-            refused.append(f"hyperpod {name}: {refusal}")
-            continue
-        options.append(
-            CapacityOption(
-                instance_group=name,
-                pool=name,
-                usd_per_node_hour=price,
-                usd_per_hour=round(price * nodes, 6),
-            )
+        option = _priced(
+            CapacityOption(instance_group=name, pool=name),
+            policy.group_node_price(name, group.instance_type),
+            refused,
+            purchase=(policy, request, jobs, nodes, spend),
         )
+        if option is not None:
+            options.append(option)
     return options
+
+
+_Purchase = tuple[BurstPolicy, BurstRequest, Sequence[BurstJob], int, Mapping[str, float]]
+"""What an option would buy: the policy, the request, the plan's jobs and nodes, and every
+team's burst spend now."""
+
+
+def _priced(
+    option: CapacityOption, price: float | None, refused: list[str], *, purchase: _Purchase
+) -> CapacityOption | None:
+    """The option at its price per node, if it has one and the caps allow it; else None,
+    with why in `refused`."""
+    policy, request, jobs, nodes, spend = purchase
+    where = f"hyperpod {option.instance_group}" if option.instance_group else option.label
+    if price is None:
+        refused.append(f"{where}: no price for {request.instance_type}")
+        return None
+    refusal = _cap_refusal(policy, request, jobs, price, spend)
+    if refusal is not None:
+        refused.append(f"{where}: {refusal}")
+        return None
+    return option.model_copy(
+        update={"usd_per_node_hour": price, "usd_per_hour": round(price * nodes, 6)}
+    )
 
 
 def _cap_refusal(
