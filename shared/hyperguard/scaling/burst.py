@@ -25,8 +25,9 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from hyperguard.catalogue import ml_name
 from hyperguard.cluster.gateway import InstanceGroupSize
@@ -87,6 +88,12 @@ class CapacityOption(CamelModel):
     )
     usd_per_node_hour: float = 0.0
     usd_per_hour: float = Field(default=0.0, description="the burst's nodes together")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.capacity_type is None) == (self.instance_group is None):
+            raise ValueError("an option is either a capacity type or an instance group")
+        return self
 
     @property
     def label(self) -> str:

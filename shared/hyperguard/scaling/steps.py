@@ -97,8 +97,10 @@ class BurstSteps:
             continuous, groups = self.gateway.hyperpod_groups()
             if not continuous:
                 groups = []
-                unavailable = "hyperpod: the cluster does not add nodes on request "
-                unavailable += "(its NodeProvisioningMode is not Continuous)"
+                unavailable = (
+                    "hyperpod: the cluster does not add nodes on request "
+                    "(its NodeProvisioningMode is not Continuous)"
+                )
         room: tuple[int | None, str | None] = (None, None)
         if waiting and TEMPLATE_CAPACITY.get(request.template):
             room = self.gateway.nodepool_room(policy.capacity.node_pool, request.instance_type)
@@ -142,24 +144,25 @@ class BurstSteps:
         attempt = int(burst.get("attempt", 0))
         option = plan.options[attempt]
         policy = self.policies.get()
-        if option.instance_group is not None:
+        if option.capacity_type is None:
             added, failed = self.gateway.add_hyperpod_nodes(
-                option.instance_group, plan.nodes, f"{request.burst_id}-{attempt}"
+                str(option.instance_group), plan.nodes, f"{request.burst_id}-{attempt}"
             )
             burst.update(added=added, add_failures=failed)
-        for index in range(plan.nodes if option.capacity_type else 0):
-            self.gateway.request_burst_node(
-                nodeclaim_manifest(
-                    name=_claim_name(request.burst_id, attempt, index),
-                    burst_id=request.burst_id,
-                    attempt=attempt,
-                    node_pool=policy.capacity.node_pool,
-                    node_class=policy.capacity.node_class,
-                    instance_type=request.instance_type,
-                    capacity_type=option.capacity_type,  # type: ignore[arg-type]
-                    accelerators=request.accelerators_per_node,
+        else:
+            for index in range(plan.nodes):
+                self.gateway.request_burst_node(
+                    nodeclaim_manifest(
+                        name=_claim_name(request.burst_id, attempt, index),
+                        burst_id=request.burst_id,
+                        attempt=attempt,
+                        node_pool=policy.capacity.node_pool,
+                        node_class=policy.capacity.node_class,
+                        instance_type=request.instance_type,
+                        capacity_type=option.capacity_type,
+                        accelerators=request.accelerators_per_node,
+                    )
                 )
-            )
         if burst.get("requested_attempt") != attempt:
             burst["requested_attempt"] = attempt
             burst["requested_at"] = self.clock().isoformat()
