@@ -14,7 +14,7 @@ from hyperguard.api.views import cluster_view, priority_class_views, quota_view,
 from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
-from hyperguard.store.jobs import JobRecord
+from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.store.teams import PrincipalGrant
 
 CATALOGUE = catalogue()
@@ -226,3 +226,35 @@ def test_error_fields_name_the_json_path() -> None:
     assert _field(loc) == "ComputeQuotaConfig.ComputeQuotaResources[0].InstanceType"
     assert _field(("query", "limit")) == "limit"
     assert _field(("body",)) == "body"
+
+
+def test_team_gpu_hours_today_come_from_the_histories_ended_jobs_included() -> None:
+    start = T0.replace(hour=0)
+    ended = _record("done", "nlp", JobStatus.SUCCEEDED, replicas=2)
+    ended.history = [
+        JobHistoryEntry(
+            at=start - timedelta(hours=1), event=JobEvent.ADMITTED, status=JobStatus.ADMITTED
+        ),
+        JobHistoryEntry(
+            at=start + timedelta(hours=2), event=JobEvent.FINISHED, status=JobStatus.SUCCEEDED
+        ),
+    ]
+    running = _record("run", "nlp", JobStatus.RUNNING, gpus=4)
+    running.history = [
+        JobHistoryEntry(
+            at=start + timedelta(hours=5), event=JobEvent.ADMITTED, status=JobStatus.ADMITTED
+        ),
+        JobHistoryEntry(
+            at=start + timedelta(hours=6), event=JobEvent.DISPATCHED, status=JobStatus.RUNNING
+        ),
+    ]
+    waiting = _record("wait", "cv", JobStatus.PENDING)
+    teams = {
+        v.team: v for v in team_views([], [ended, running, waiting], CATALOGUE, BurstPolicy(), T0)
+    }
+    # 16 GPUs from midnight to 02:00 (not the hour before), 4 GPUs from 05:00 to 09:00.
+    assert teams["nlp"].gpu_hours_today == 16 * 2 + 4 * 4
+    assert (teams["nlp"].running_jobs, teams["nlp"].pending_jobs) == (1, 0)
+    assert teams["cv"].gpu_hours_today == 0.0
+    without_clock = team_views([], [running], CATALOGUE, BurstPolicy())
+    assert without_clock[0].gpu_hours_today == 0.0

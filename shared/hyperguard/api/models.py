@@ -343,6 +343,11 @@ class TeamView(BaseModel):
         description="GPUs the team's admitted and running jobs hold on EKS pools: x 24, the "
         "rate its GPU-hour cap limits",
     )
+    gpu_hours_today: float = Field(
+        default=0.0,
+        description="GPU-hours the team's jobs held today (UTC), on any pool, from their "
+        "histories (jobs that ended today included), two decimals",
+    )
 
 
 class PriorityClassView(BaseModel):

@@ -136,7 +136,20 @@ def team_views(
     records: Iterable[JobRecord],
     catalogue: InstanceCatalogue,
     burst: BurstPolicy,
+    now: datetime | None = None,
 ) -> list[TeamView]:
+    """Per team, of `records` (the jobs active now, and with `now` those that ended today):
+    quota use, job counts, burst spend and GPUs, and GPU-hours held today."""
+    records = list(records)
+    gpu_hours_today: dict[str, float] = {}
+    if now is not None:
+        of_team: dict[str, list[JobRecord]] = defaultdict(list)
+        for record in records:
+            of_team[record.job.team].append(record)
+        gpu_hours_today = {
+            team: round(gpu_hours(_job_steps(jobs, catalogue), day_start(now), now)[1], 2)
+            for team, jobs in of_team.items()
+        }
     used: dict[str, Counter[str]] = defaultdict(Counter)
     running: Counter[str] = Counter()
     pending: Counter[str] = Counter()
@@ -178,6 +191,7 @@ def team_views(
                 pending_jobs=pending[team],
                 burst_usd_per_hour=round(spend[team], 2),
                 burst_gpus=on_burst[team],
+                gpu_hours_today=gpu_hours_today.get(team, 0.0),
             )
         )
     return views
@@ -733,11 +747,13 @@ def goodput_view(
 
 # -- the views read from the stores (the API's routes and the CLI) -------------------------
 def read_team_views(
-    teams: TeamStore, jobs: JobStore, catalogue: InstanceCatalogue
+    teams: TeamStore, jobs: JobStore, catalogue: InstanceCatalogue, now: datetime
 ) -> list[TeamView]:
-    """Quotas, the jobs active now (the `Live` index) and the burst policy (TeamsTable)."""
+    """Quotas, the jobs active now or ended today (the `Live` index) and the burst policy
+    (TeamsTable)."""
     burst = BurstPolicyStore(teams.table_name, teams.table).get()
-    return team_views(teams.quotas(), jobs.active(), catalogue, burst)
+    records = jobs.active_or_ended_since(day_start(now), now)
+    return team_views(teams.quotas(), records, catalogue, burst, now)
 
 
 def read_priority_class_views(

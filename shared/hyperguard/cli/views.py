@@ -49,6 +49,7 @@ TEAM_COLUMNS = [
     ("pending_jobs", "PENDING"),
     ("burst_usd_per_hour", "BURST $/H"),
     ("burst_gpus", "BURST GPUS"),
+    ("gpu_hours_today", "GPU-H TODAY"),
 ]
 CLASS_COLUMNS = [
     ("priority_class", "CLASS"),
@@ -122,7 +123,8 @@ def cmd_teams(args: argparse.Namespace, deps: Deps) -> int:
     from hyperguard.api.views import read_team_views
 
     teams, jobs, _nodes, catalogue = deps.stores(args)
-    rows = [v.model_dump(mode="json") for v in read_team_views(teams, jobs, catalogue)]
+    views = read_team_views(teams, jobs, catalogue, deps.clock())
+    rows = [v.model_dump(mode="json") for v in views]
     if args.json:
         print_json({"teams": rows})
     else:

@@ -35,13 +35,14 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
 
     @router.get(
         "/views/teams",
-        summary="GPUs allocated, allocated to tasks, borrowed, utilisation %, burst $/h per team",
+        summary="GPUs allocated, allocated to tasks, borrowed, utilisation %, burst $/h and "
+        "GPUs, GPU-hours today per team",
         tags=["views"],
         responses=responses(200, TeamViews),
     )
     def view_teams() -> Response[TeamViews]:
         who = caller()
-        views = read_team_views(deps.teams, deps.jobs, deps.catalogue)
+        views = read_team_views(deps.teams, deps.jobs, deps.catalogue, deps.clock())
         return ok(TeamViews(teams=[v for v in views if who.may_see_team(v.team)]))
 
     @router.get(
