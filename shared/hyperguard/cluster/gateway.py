@@ -84,9 +84,11 @@ class ClusterGateway(Protocol):
 
     def job_runs(self) -> list[RunStatus]: ...
 
-    def burst_claims(self, burst_id: str | None = None) -> list[BurstClaim]:
-        """The NodeClaims HyperGuard created for burst capacity and the HyperPod nodes bursts
-        added (of one burst, if given)."""
+    def burst_claims(
+        self, burst_id: str | None = None, *, include_hyperpod: bool = True
+    ) -> list[BurstClaim]:
+        """The NodeClaims HyperGuard created for burst capacity and (unless told not to) the
+        HyperPod nodes bursts added (of one burst, if given)."""
         ...
 
     def request_burst_node(self, manifest: dict[str, Any]) -> bool:

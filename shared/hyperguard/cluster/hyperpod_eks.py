@@ -43,6 +43,7 @@ from hyperguard.cluster.karpenter import (
     BurstClaim,
     idle_mark,
     nodes_within_limits,
+    read_attempt,
     read_claim,
     read_time,
 )
@@ -186,19 +187,22 @@ class HyperPodEksGateway:
 
     # burst capacity: Karpenter NodeClaims HyperGuard creates, nodes it adds to HyperPod
 
-    def burst_claims(self, burst_id: str | None = None) -> list[BurstClaim]:
-        """HyperGuard's NodeClaims, as Karpenter reports them, and the HyperPod nodes bursts
-        added (of one burst, if given)."""
+    def burst_claims(
+        self, burst_id: str | None = None, *, include_hyperpod: bool = True
+    ) -> list[BurstClaim]:
+        """HyperGuard's NodeClaims, as Karpenter reports them, and (unless told not to: that
+        costs a list of every node) the HyperPod nodes bursts added (of one burst, if given)."""
         labels: dict[str, Any] = {BURST_LABEL: burst_id if burst_id is not None else None}
-        claims = (read_claim(obj) for obj in self.kubernetes.list_nodeclaims(labels))
-        added = (
-            _added_node(kube)
-            for kube in self.kubernetes.list_nodes()
-            if NODEPOOL_LABEL not in kube.labels
-            and kube.labels.get(BURST_LABEL)
-            and burst_id in (None, kube.labels[BURST_LABEL])
-        )
-        return [claim for claim in (*claims, *added) if claim is not None]
+        claims = [read_claim(obj) for obj in self.kubernetes.list_nodeclaims(labels)]
+        if include_hyperpod:
+            claims += [
+                _added_node(kube)
+                for kube in self.kubernetes.list_nodes()
+                if NODEPOOL_LABEL not in kube.labels
+                and kube.labels.get(BURST_LABEL)
+                and burst_id in (None, kube.labels[BURST_LABEL])
+            ]
+        return [claim for claim in claims if claim is not None]
 
     def request_burst_node(self, manifest: dict[str, Any]) -> bool:
         """Ensure the NodeClaim exists (False: it did already)."""
@@ -382,15 +386,11 @@ def _added_node(kube: KubeNode) -> BurstClaim | None:
     logical_id = kube.annotations.get(LOGICAL_ID_ANNOTATION)
     if not logical_id:
         return None
-    try:
-        attempt = int(kube.labels.get(ATTEMPT_LABEL, "0"))
-    except ValueError:
-        attempt = 0
     return BurstClaim(
         name=logical_id,
         platform="hyperpod",
         burst_id=kube.labels[BURST_LABEL],
-        attempt=attempt,
+        attempt=read_attempt(kube.labels),
         node_pool=kube.labels.get(INSTANCE_GROUP_LABEL, ""),
         instance_type=kube.labels.get(INSTANCE_TYPE_LABEL, ""),
         capacity_type=HYPERPOD_CAPACITY,

@@ -136,14 +136,10 @@ def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
     if launched.get("status") == "False":
         failure = f"{launched.get('reason') or 'LaunchFailed'}: {launched.get('message') or ''}"
     annotations = meta.get("annotations") or {}
-    try:
-        attempt = int(labels.get(ATTEMPT_LABEL, "0"))
-    except ValueError:
-        attempt = 0
     return BurstClaim(
         name=meta.get("name", ""),
         burst_id=burst_id,
-        attempt=attempt,
+        attempt=read_attempt(labels),
         node_pool=labels.get(NODEPOOL_LABEL) or wanted.get(NODEPOOL_LABEL, ""),
         instance_type=wanted.get(INSTANCE_TYPE_LABEL, ""),
         capacity_type=labels.get(CAPACITY_TYPE_LABEL) or wanted.get(CAPACITY_TYPE_LABEL, ""),
@@ -156,6 +152,14 @@ def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
         node_name=status.get("nodeName") or None,
         idle_since=read_time(annotations.get(IDLE_SINCE_ANNOTATION)),
     )
+
+
+def read_attempt(labels: Mapping[str, str]) -> int:
+    """The burst attempt a claim or node is labelled with (0 when the label is unreadable)."""
+    try:
+        return int(labels.get(ATTEMPT_LABEL, "0"))
+    except ValueError:
+        return 0
 
 
 def node_resources(instance_type: str, spec: InstanceSpec) -> dict[str, float]:

@@ -175,13 +175,16 @@ class BurstSteps:
         attempt = int(burst.get("attempt", 0))
         policy = self.policies.get()
         option = plan.options[attempt]
-        claims = self._claims(burst, option)
         waited = (self.clock() - datetime.fromisoformat(burst["requested_at"])).total_seconds()
-        status, why = assess(
-            claims, plan.nodes, waited_s=waited, timeout_s=policy.capacity.launch_timeout_s
-        )
-        if burst.get("add_failures"):
+        claims: list[BurstClaim] = []
+        why: str | None
+        if burst.get("add_failures"):  # SageMaker refused the group: nothing to look at
             status, why = "failed", "; ".join(burst["add_failures"])
+        else:
+            claims = self._claims(burst, option)
+            status, why = assess(
+                claims, plan.nodes, waited_s=waited, timeout_s=policy.capacity.launch_timeout_s
+            )
         burst["capacity"] = status
         burst["poll_s"] = policy.capacity.poll_interval_s
         if why is not None:
@@ -227,7 +230,9 @@ class BurstSteps:
         """No capacity came (or a step failed): delete every claim of the burst and leave the
         jobs pending with the reasons."""
         request = BurstRequest.model_validate(burst["request"])
-        for claim in self.gateway.burst_claims(request.burst_id):
+        # The HyperPod nodes of the burst are those its attempt added (earlier attempts'
+        # were given back when they failed).
+        for claim in self.gateway.burst_claims(request.burst_id, include_hyperpod=False):
             if not claim.deleting:
                 self.gateway.release_burst_node(claim)
         if burst.get("added"):
@@ -270,11 +275,8 @@ class BurstSteps:
             return self.gateway.track_hyperpod_nodes(
                 burst_id, attempt, option.instance_group, list(burst.get("added") or [])
             )
-        return [
-            c
-            for c in self.gateway.burst_claims(burst_id)
-            if c.attempt == attempt and c.platform == "eks"
-        ]
+        claims = self.gateway.burst_claims(burst_id, include_hyperpod=False)
+        return [c for c in claims if c.attempt == attempt]
 
     def _give_back(self, burst: Burst, option: CapacityOption) -> None:
         if option.instance_group is not None:
