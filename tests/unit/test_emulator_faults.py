@@ -1,4 +1,5 @@
-"""DynamoDB errors the emulator injects, as the service's own SDK client sees them.
+"""DynamoDB as the emulator serves it to the service's own SDK client: the errors it injects,
+and requests applied to an item atomically.
 
 No network: botocore's `before-send` hands each signed request to the emulator's WSGI app
 and its answer back to the client, so the client's real retry handler (standard mode, the
@@ -8,6 +9,9 @@ config in hyperguard.aws) decides what to retry and how often.
 from __future__ import annotations
 
 import json
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -238,3 +242,83 @@ def test_the_body_moto_reads_is_intact_after_a_match(emulator: Emulator) -> None
     environ = EnvironBuilder(path="/", method="POST", headers=headers, data=body).get_environ()
     list(emulator._wrap(moto)(environ, lambda *_: None))
     assert looked == [{"TableName": TABLE, "Item": {}}] and received == [body]
+
+
+class CountingLock:
+    """A lock that tells how many threads wait for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waiting = 0
+
+    def __enter__(self) -> None:
+        self.waiting += 1
+        self._lock.acquire()
+        self.waiting -= 1
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
+def test_a_scan_never_sees_an_update_half_applied(
+    monkeypatch: pytest.MonkeyPatch, emulator: Emulator
+) -> None:
+    """moto stores an UpdateItem's new key bare, then sets its attributes: a Scan in between
+    read `{"instance_id": ...}` alone (a CI run failed on exactly that). DynamoDB applies a
+    request to an item atomically, and so must the emulator. The update is held inside moto
+    until the scan has either finished (the torn read) or waits for the update to end."""
+    from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIDINVENTORY",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://emulator.invalid:4566",
+    }.items():
+        monkeypatch.setenv(name, value)
+    aws.client.cache_clear()
+    ddb = aws.client("dynamodb")
+    app = emulator._wrap(DomainDispatcherApplication(create_backend_app))
+    ddb.meta.events.register("before-send.dynamodb", wsgi_sender(app))
+    lock = CountingLock()
+    monkeypatch.setattr(emulator, "_dynamodb_lock", lock, raising=False)
+    table = f"nodes-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "instance_id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "instance_id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    updating, scanned = threading.Event(), threading.Event()
+    execute = UpdateExpressionExecutor.execute
+
+    def held(self: Any, node: Any = None) -> None:
+        if node is None:  # the whole expression (it recurses into its parts)
+            updating.set()
+            deadline = time.monotonic() + 10
+            while not (scanned.is_set() or lock.waiting):
+                assert time.monotonic() < deadline, "the scan neither ran nor waited"
+                time.sleep(0.001)
+        execute(self, node)
+
+    monkeypatch.setattr(UpdateExpressionExecutor, "execute", held)
+    writer = threading.Thread(
+        target=ddb.update_item,
+        kwargs={
+            "TableName": table,
+            "Key": {"instance_id": {"S": "i-1"}},
+            "UpdateExpression": "SET in_pool = :p",
+            "ExpressionAttributeValues": {":p": {"S": "hyperpod"}},
+        },
+    )
+    writer.start()
+    try:
+        assert updating.wait(10)
+        items = ddb.scan(TableName=table)["Items"]
+        scanned.set()
+    finally:
+        writer.join()
+        ddb.delete_table(TableName=table)
+        aws.client.cache_clear()
+    assert items == [{"instance_id": {"S": "i-1"}, "in_pool": {"S": "hyperpod"}}]

@@ -427,6 +427,10 @@ class Emulator:
         """Calls answered with an injected error: ("service:Operation", error code)."""
         self._pending: list[_PendingFault] = []
         self._faults_lock = threading.Lock()
+        self._dynamodb_lock = threading.Lock()
+        """DynamoDB applies each request to an item atomically; moto does not (an UpdateItem
+        of a new key stores the bare key, then sets the attributes in place, and a Scan in
+        another thread can read the item in between). One DynamoDB request at a time."""
 
     @property
     def endpoint(self) -> str:
@@ -507,6 +511,9 @@ class Emulator:
                 for action, resource in required_grants(environ, call):
                     self.grants[(key, action, resource)] += 1
                 injected = self._take_fault(environ, key, call)
+                if injected is None and call.startswith("dynamodb:"):
+                    with self._dynamodb_lock:
+                        return moto_app(environ, start_response)
                 if injected is None:
                     return moto_app(environ, start_response)
                 status, body = injected
