@@ -274,6 +274,7 @@ class FakeApiServer:
     hyperpod_jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """HyperPodPyTorchJobs by namespace/name."""
     nodeclaims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodepools: dict[str, dict[str, Any]] = field(default_factory=dict)
     # NodeClaims a list still returns although they are gone (a list served from a lagging
     # cache): a DELETE that follows finds nothing.
     stale_nodeclaims: list[dict[str, Any]] = field(default_factory=list)
@@ -342,6 +343,8 @@ class FakeApiServer:
                 return self._list("NodeClaimList", "karpenter.sh/v1", items)
             case "DELETE", ["apis", "karpenter.sh", "v1", "nodeclaims", name]:
                 return self._delete_nodeclaim(name)
+            case "GET", ["apis", "karpenter.sh", "v1", "nodepools", name]:
+                return self._get(self.nodepools, name, "nodepools")
             case "POST", ["apis", group, "v1", "namespaces", ns, plural] if plural in RUNS:
                 return self._create_run(plural, ns, body)
             case "GET", ["apis", group, "v1", plural] if plural in RUNS:
@@ -803,6 +806,20 @@ def test_delete_nodeclaim_api_failures_are_cluster_errors(kube, burst):
     burst.errors = {("GET", NODECLAIMS): 503}
     with pytest.raises(ClusterError):
         kube.delete_nodeclaim(BURST_INSTANCE)
+
+
+def test_get_nodepool_reads_the_pool_or_none_and_wraps_failures(kube, api):
+    api.nodepools["gpu-burst"] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu-burst", "resourceVersion": "7"},
+        "spec": {"limits": {"nvidia.com/gpu": "64"}, "template": {"spec": {}}},
+    }
+    assert kube.get_nodepool("gpu-burst")["spec"]["limits"] == {"nvidia.com/gpu": "64"}
+    assert kube.get_nodepool("gone") is None
+    api.errors[("GET", "/apis/karpenter.sh/v1/nodepools/gpu-burst")] = 500
+    with pytest.raises(ClusterError, match="get NodePool gpu-burst on gpu-eks"):
+        kube.get_nodepool("gpu-burst")
 
 
 def test_list_nodes_reports_karpenter_nodes_with_their_labels(kube, burst):

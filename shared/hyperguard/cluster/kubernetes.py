@@ -395,14 +395,9 @@ class KubernetesAdapter:
 
     def get_nodepool(self, name: str) -> dict[str, Any] | None:
         """The NodePool `name` as JSON; None when there is none (404)."""
-        try:
-            pool = self.client.get(NodePool, name)
-        except ApiError as error:
-            if _code(error) == 404:
-                return None
-            raise ClusterError(f"get NodePool {name} on {self.cluster_name}: {error}") from error
-        except TRANSPORT_ERRORS as error:
-            raise ClusterError(f"get NodePool {name} on {self.cluster_name}: {error}") from error
+        pool = self._get(f"get NodePool {name}", lambda: self.client.get(NodePool, name))
+        if pool is None:
+            return None
         found: dict[str, Any] = pool.to_dict()  # type: ignore[no-untyped-call]
         return found
 
@@ -436,29 +431,37 @@ class KubernetesAdapter:
     ) -> int | None:
         """Make one API call: None when it succeeds, the HTTP status when it fails with one
         of `expected`; any other failure is a ClusterError."""
+        return self._attempt(what, call, expected)[0]
+
+    def _get[T](self, what: str, call: Callable[[], T]) -> T | None:
+        """Read one object: None when it does not exist (404); any other failure is a
+        ClusterError."""
+        return self._attempt(what, call, (404,))[1]
+
+    def _attempt[T](
+        self, what: str, call: Callable[[], T], expected: Collection[int]
+    ) -> tuple[int | None, T | None]:
+        """(None, the call's result), or (the HTTP status, None) for a failure in
+        `expected`; any other failure is a ClusterError naming `what` and the cluster."""
         try:
-            call()
+            return None, call()
         except ApiError as error:
             if _code(error) in expected:
-                return _code(error)
+                return _code(error), None
             raise ClusterError(f"{what} on {self.cluster_name}: {error}") from error
         except TRANSPORT_ERRORS as error:
             raise ClusterError(f"{what} on {self.cluster_name}: {error}") from error
-        return None
 
     def _get_node(self, instance_id: str) -> KubeNodeResource:
         name = self._node_names.get(instance_id)
         if name is not None:
-            try:
-                node = self.client.get(KubeNodeResource, name)
-            except ApiError as error:
-                if _code(error) != 404:
-                    raise ClusterError(f"get node {name}: {error}") from error
-            except TRANSPORT_ERRORS as error:
-                raise ClusterError(f"get node {name}: {error}") from error
-            else:
-                if node.spec and instance_id_from_provider_id(node.spec.providerID) == instance_id:
-                    return node
+            node = self._get(f"get node {name}", lambda: self.client.get(KubeNodeResource, name))
+            if (
+                node
+                and node.spec
+                and instance_id_from_provider_id(node.spec.providerID) == instance_id
+            ):
+                return node
         for node in self._api(lambda: list(self.client.list(KubeNodeResource))):
             provider_id = node.spec.providerID if node.spec else None
             found = instance_id_from_provider_id(provider_id)
