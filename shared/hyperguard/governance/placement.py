@@ -132,31 +132,28 @@ class BurstBudget:
     def refusal(self, cost: float, gpus: float = 0.0) -> str | None:
         """Why adding `cost` USD/h and `gpus` GPUs of burst would break a cap; None when it
         would not."""
-        if cost > 0:
-            caps = (
-                (f"team {self.team}'s", self.team_usd_per_hour, self.team_cap_usd_per_day),
-                ("the global", self.total_usd_per_hour, self.global_cap_usd_per_day),
-            )
-            for whose, running, cap in caps:
-                if cap is not None and (running + cost) * 24 > cap + 1e-9:
-                    return (
-                        f"{whose} burst spend cap of ${cap:.2f}/day would be exceeded: "
-                        f"${running:.2f}/h running + ${cost:.2f}/h for this job = "
-                        f"${(running + cost) * 24:.2f}/day"
-                    )
-        if gpus > 0:
-            gpu_caps = (
-                (f"team {self.team}'s", self.team_gpus, self.team_cap_gpu_hours_per_day),
-                ("the global", self.total_gpus, self.global_cap_gpu_hours_per_day),
-            )
-            for whose, running, cap in gpu_caps:
-                if cap is not None and (running + gpus) * 24 > cap + 1e-9:
-                    return (
-                        f"{whose} burst cap of {cap:.0f} GPU-hours/day would be exceeded: "
-                        f"{running:.0f} GPUs running + {gpus:.0f} for this job = "
-                        f"{(running + gpus) * 24:.0f} GPU-hours/day"
-                    )
+        team = f"team {self.team}'s"
+        caps = (
+            (_USD_CAP, team, cost, self.team_usd_per_hour, self.team_cap_usd_per_day),
+            (_USD_CAP, "the global", cost, self.total_usd_per_hour, self.global_cap_usd_per_day),
+            (_GPU_CAP, team, gpus, self.team_gpus, self.team_cap_gpu_hours_per_day),
+            (_GPU_CAP, "the global", gpus, self.total_gpus, self.global_cap_gpu_hours_per_day),
+        )
+        for why, whose, added, running, cap in caps:
+            daily = (running + added) * 24
+            if added > 0 and cap is not None and daily > cap + 1e-9:
+                return why.format(whose=whose, cap=cap, running=running, added=added, daily=daily)
         return None
+
+
+_USD_CAP = (
+    "{whose} burst spend cap of ${cap:.2f}/day would be exceeded: ${running:.2f}/h running + "
+    "${added:.2f}/h for this job = ${daily:.2f}/day"
+)
+_GPU_CAP = (
+    "{whose} burst cap of {cap:.0f} GPU-hours/day would be exceeded: {running:.0f} GPUs "
+    "running + {added:.0f} for this job = {daily:.0f} GPU-hours/day"
+)
 
 
 _ALLOWED: Mapping[str, tuple[PoolKind, ...]] = {
