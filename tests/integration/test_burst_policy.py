@@ -11,7 +11,9 @@ from tests.integration.api_harness import Api, member
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
+from hyperguard.cluster.karpenter import BURST_LABEL
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
+from hyperguard.inventory import InventorySync
 from hyperguard.store.jobs import JobEvent
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
@@ -180,6 +182,36 @@ def test_a_gpu_hour_cap_holds_burst_gpus_whatever_they_cost(
     assert api.call("GET", f"/jobs/{second}").body["reason"] == (
         "admissible but not placeable: waiting: team solo's burst cap of 192 GPU-hours/day "
         "would be exceeded: 8 GPUs running + 8 for this job = 384 GPU-hours/day"
+    )
+
+
+def test_a_hyperpod_node_a_burst_added_counts_against_the_caps_until_it_is_given_back(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Jobs on a node BatchAddClusterNodes added run on HyperPod, but the node is burst
+    capacity until scale-in deletes it: its GPUs count against the GPU-hour caps, and the
+    team view reports them."""
+    apis = make_cluster(hyperpod_nodes=2, burst_nodes=4)
+    added = apis.hyperpod[1]
+    assert apis.gateway.kubernetes.mark_node(added, labels={BURST_LABEL: "burst-1"})
+    api = Api(stack)
+    api.quota("solo", 64, borrow=0)
+    caps = {"spendCaps": {"teamGpuHoursPerDay": {"solo": 8 * 24}}}
+    assert api.call("PUT", "/policies/burst", caps).status == 200
+    production = [api.submit("solo", 8).body["job_id"] for _ in range(2)]
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    result = scheduler(stack, apis).run_pass()
+    assert sorted(result.dispatched) == sorted(production)
+    assert result.unplaced == [development]
+    assert api.call("GET", f"/jobs/{development}").body["reason"] == (
+        "admissible but not placeable: waiting: team solo's burst cap of 192 GPU-hours/day "
+        "would be exceeded: 8 GPUs running + 8 for this job = 384 GPU-hours/day"
+    )
+    InventorySync(api.nodes, apis.gateway, frozenset({"hyperguard-twin"})).sync()
+    (team,) = api.call("GET", "/views/teams").body["teams"]
+    assert (team["burst_gpus"], team["burst_usd_per_hour"]) == (
+        8,
+        DEFAULT_HOURLY_PRICES[(PoolKind.HYPERPOD, "ml.p5.48xlarge")],
     )
 
 

@@ -198,6 +198,21 @@ def test_costs_by_pool_and_team_at_the_burst_policys_prices() -> None:
     assert teams["cv"].burst_usd_per_hour == 30.0
 
 
+def test_a_job_on_a_hyperpod_node_a_burst_added_counts_that_share_as_burst() -> None:
+    """A node BatchAddClusterNodes added for a burst stays burst capacity (priced, capped)
+    until scale-in gives it back, although jobs on it are placed on HyperPod."""
+    job = _record("hp", "nlp", JobStatus.RUNNING, replicas=2, pool_kind="hyperpod")
+    job.job.pool, job.job.nodes = "workers", ["i-original", "i-added"]
+    (plain,) = team_views([], [job], CATALOGUE, BurstPolicy())
+    assert (plain.burst_gpus, plain.burst_usd_per_hour) == (0, 0.0)
+    (view,) = team_views([], [job], CATALOGUE, BurstPolicy(), added={"i-added"})
+    assert view.burst_gpus == 8  # one of its two nodes
+    assert view.burst_usd_per_hour == 98.32  # a p5 on HyperPod, at the policy's price
+    committed = BurstPolicy(committed_pools=["workers"])
+    (free,) = team_views([], [job], CATALOGUE, committed, added={"i-added"})
+    assert (free.burst_gpus, free.burst_usd_per_hour) == (8, 0.0)
+
+
 class _Grants:
     def __init__(self, grants: dict[str, PrincipalGrant]) -> None:
         self.grants = grants

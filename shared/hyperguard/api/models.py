@@ -334,14 +334,15 @@ class TeamView(BaseModel):
     running_jobs: int = Field(description="admitted or running")
     pending_jobs: int = Field(description="pending, suspended or preempted (waiting again)")
     burst_usd_per_hour: float = Field(
-        description="what the team's admitted and running jobs on EKS pools cost per hour at "
-        "the burst policy's prices (their share of the pools' instances; 0 on committed "
-        "pools), two decimals: the rate its spend cap limits"
+        description="what the team's admitted and running jobs on burst capacity (EKS pools, "
+        "and HyperPod nodes a burst added) cost per hour at the burst policy's prices (their "
+        "share of the instances; 0 on committed pools), two decimals: the rate its spend cap "
+        "limits"
     )
     burst_gpus: int = Field(
         default=0,
-        description="GPUs the team's admitted and running jobs hold on EKS pools: x 24, the "
-        "rate its GPU-hour cap limits",
+        description="GPUs the team's admitted and running jobs hold on burst capacity (EKS "
+        "pools, and HyperPod nodes a burst added): x 24, the rate its GPU-hour cap limits",
     )
     gpu_hours_today: float = Field(
         default=0.0,

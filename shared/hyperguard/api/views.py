@@ -39,7 +39,7 @@ holding and productive GPU-time, and the same three ratios of the sums."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from hyperguard.api.models import (
@@ -57,8 +57,13 @@ from hyperguard.api.models import (
     resolved,
 )
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
-from hyperguard.governance.burst_policy import BurstPolicy, is_burst
-from hyperguard.governance.placement import PoolKind, pool_of, price_key
+from hyperguard.governance.burst_policy import (
+    BurstPolicy,
+    added_by_burst,
+    burst_share,
+    is_burst,
+)
+from hyperguard.governance.placement import pool_of, price_key
 from hyperguard.governance.state import TeamPolicy
 from hyperguard.models import Incident, Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import (
@@ -114,21 +119,23 @@ def held(record: JobRecord, catalogue: InstanceCatalogue) -> ResourceAmount:
     return instance_amount(spec, replicas)
 
 
-def burst_usd_per_hour(
-    record: JobRecord, catalogue: InstanceCatalogue, burst: BurstPolicy
-) -> float:
-    """What a job holding EKS capacity costs per hour at the policy's prices (0 for a job
-    not on an EKS pool, or placed before pool kinds were recorded)."""
+def burst_held(
+    record: JobRecord, catalogue: InstanceCatalogue, burst: BurstPolicy, added: Collection[str]
+) -> tuple[float, float]:
+    """What a job holding burst capacity (an EKS pool, or HyperPod nodes a burst added: the
+    instance ids in `added`) costs per hour at the policy's prices, and its GPUs there; (0, 0)
+    for any other job, or one placed before pool kinds were recorded."""
     job = record.job
-    if job.status not in HOLDING or not is_burst(record.pool_kind) or job.pool is None:
-        return 0.0
-    return burst.job_usd_per_hour(
-        PoolKind(str(record.pool_kind)),
-        job.pool,
-        job.instance_type,
-        held(record, catalogue).accelerators,
-        catalogue.spec(job.instance_type).accelerators,
+    if job.status not in HOLDING or job.pool is None:
+        return 0.0, 0.0
+    share = burst_share(
+        record.pool_kind, job.nodes, held(record, catalogue).accelerators, added.__contains__
     )
+    if share is None:
+        return 0.0, 0.0
+    kind, gpus = share
+    per_instance = catalogue.spec(job.instance_type).accelerators
+    return burst.job_usd_per_hour(kind, job.pool, job.instance_type, gpus, per_instance), gpus
 
 
 def team_views(
@@ -137,9 +144,11 @@ def team_views(
     catalogue: InstanceCatalogue,
     burst: BurstPolicy,
     now: datetime | None = None,
+    added: Collection[str] = (),
 ) -> list[TeamView]:
     """Per team, of `records` (the jobs active now, and with `now` those that ended today):
-    quota use, job counts, burst spend and GPUs, and GPU-hours held today."""
+    quota use, job counts, burst spend and GPUs (`added`: the HyperPod nodes bursts added),
+    and GPU-hours held today."""
     records = list(records)
     gpu_hours_today: dict[str, float] = {}
     if now is not None:
@@ -154,16 +163,16 @@ def team_views(
     running: Counter[str] = Counter()
     pending: Counter[str] = Counter()
     spend: dict[str, float] = defaultdict(float)
-    on_burst: Counter[str] = Counter()
+    on_burst: dict[str, float] = defaultdict(float)
     for record in records:
         job = record.job
         if job.status in HOLDING:
             gpus = held(record, catalogue).accelerators
             used[job.team][ml_name(job.instance_type)] += gpus
             running[job.team] += 1
-            spend[job.team] += burst_usd_per_hour(record, catalogue, burst)
-            if is_burst(record.pool_kind):
-                on_burst[job.team] += gpus
+            usd, burst_gpus = burst_held(record, catalogue, burst, added)
+            spend[job.team] += usd
+            on_burst[job.team] += burst_gpus
         elif job.status in WAITING or job.status is JobStatus.PREEMPTED:
             pending[job.team] += 1
     by_team = {q.compute_quota_target.team_name: q for q in quotas}
@@ -190,7 +199,7 @@ def team_views(
                 running_jobs=running[team],
                 pending_jobs=pending[team],
                 burst_usd_per_hour=round(spend[team], 2),
-                burst_gpus=on_burst[team],
+                burst_gpus=round(on_burst[team]),
                 gpu_hours_today=gpu_hours_today.get(team, 0.0),
             )
         )
@@ -747,13 +756,25 @@ def goodput_view(
 
 # -- the views read from the stores (the API's routes and the CLI) -------------------------
 def read_team_views(
-    teams: TeamStore, jobs: JobStore, catalogue: InstanceCatalogue, now: datetime
+    teams: TeamStore,
+    jobs: JobStore,
+    nodes: NodeStore,
+    catalogue: InstanceCatalogue,
+    now: datetime,
 ) -> list[TeamView]:
-    """Quotas, the jobs active now or ended today (the `Live` index) and the burst policy
-    (TeamsTable)."""
+    """Quotas, the jobs active now or ended today (the `Live` index), the burst policy
+    (TeamsTable), and which HyperPod nodes the holding jobs run on a burst added (one
+    BatchGetItem per 100 of their nodes)."""
     burst = BurstPolicyStore(teams.table_name, teams.table).get()
     records = jobs.active_or_ended_since(day_start(now), now)
-    return team_views(teams.quotas(), records, catalogue, burst, now)
+    on_hyperpod = [
+        instance_id
+        for record in records
+        if record.job.status in HOLDING and not is_burst(record.pool_kind)
+        for instance_id in record.job.nodes
+    ]
+    added = {n.instance_id for n in nodes.many(on_hyperpod) if added_by_burst(n)}
+    return team_views(teams.quotas(), records, catalogue, burst, now, added)
 
 
 def read_priority_class_views(

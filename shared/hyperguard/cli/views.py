@@ -122,8 +122,8 @@ GOODPUT_TEAM_COLUMNS = [
 def cmd_teams(args: argparse.Namespace, deps: Deps) -> int:
     from hyperguard.api.views import read_team_views
 
-    teams, jobs, _nodes, catalogue = deps.stores(args)
-    views = read_team_views(teams, jobs, catalogue, deps.clock())
+    teams, jobs, nodes, catalogue = deps.stores(args)
+    views = read_team_views(teams, jobs, nodes, catalogue, deps.clock())
     rows = [v.model_dump(mode="json") for v in views]
     if args.json:
         print_json({"teams": rows})

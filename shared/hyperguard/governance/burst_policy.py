@@ -8,12 +8,12 @@ sk `BURST`); these defaults apply until one is stored (`PUT /policies/burst`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Self
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from hyperguard.cluster.karpenter import CapacityType
+from hyperguard.cluster.karpenter import BURST_LABEL, CapacityType
 from hyperguard.governance.placement import (
     DEFAULT_HOURLY_PRICES,
     PRICE_SOURCE,
@@ -23,6 +23,7 @@ from hyperguard.governance.placement import (
 )
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.governance import TEAM_NAME_PATTERN
+from hyperguard.models.nodes import Node
 
 POOL_NAME = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$"
 INSTANCE_TYPE = r"^(ml\.)?[a-z0-9-]{1,24}\.[a-z0-9-]{1,24}$"
@@ -259,7 +260,7 @@ class BurstPolicy(CamelModel):
         return {price_key(p.pool_kind, p.instance_type): p.hourly_usd for p in self.prices}
 
     def job_usd_per_hour(
-        self, kind: PoolKind, pool: str, instance_type: str, gpus: int, per_instance: int
+        self, kind: PoolKind, pool: str, instance_type: str, gpus: float, per_instance: int
     ) -> float:
         """A job's share of its pool's instances at these prices (0 on committed capacity,
         and where no price is known)."""
@@ -308,3 +309,22 @@ class BurstPolicy(CamelModel):
 
 def is_burst(kind: str | PoolKind | None) -> bool:
     return kind in (PoolKind.EKS_ON_DEMAND, PoolKind.EKS_SPOT)
+
+
+def added_by_burst(node: Node | None) -> bool:
+    """A HyperPod node a burst added: its Kubernetes Node carries the burst's label."""
+    return node is not None and node.platform == "hyperpod" and BURST_LABEL in node.labels
+
+
+def burst_share(
+    kind: str | PoolKind | None, nodes: Sequence[str], gpus: float, added: Callable[[str], bool]
+) -> tuple[PoolKind, float] | None:
+    """The pool kind and the GPUs of a job's `gpus` that are burst capacity: all of them on
+    an EKS pool; on HyperPod, the share on nodes a burst added (`added`), which stays burst
+    capacity, counted by the caps, until scale-in gives the node back. None: no burst."""
+    if is_burst(kind):
+        return PoolKind(str(kind)), gpus
+    on_added = sum(1 for instance_id in nodes if added(instance_id))
+    if not on_added:
+        return None
+    return PoolKind.HYPERPOD, gpus * on_added / len(nodes)

@@ -69,7 +69,12 @@ from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.cluster.workloads import RunPhase, RunStatus
-from hyperguard.governance.burst_policy import BurstPolicy, is_burst
+from hyperguard.governance.burst_policy import (
+    BurstPolicy,
+    added_by_burst,
+    burst_share,
+    is_burst,
+)
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
@@ -372,6 +377,7 @@ class _PassRun:
         self.burst_spend: dict[str, float] = {}
         """USD per hour each team's jobs cost on EKS pools, as the pass places them."""
         self.burst_gpus: dict[str, float] = {}
+        self.nodes_by_id: dict[str, Node] = {}
         """GPUs each team's jobs hold on EKS pools, as the pass places them."""
         self.short: dict[str, int] = {}
         """Jobs admitted that no allowed pool had room for: replicas they need."""
@@ -429,7 +435,8 @@ class _PassRun:
         )
         spares = self.occupancy.reserve_spares(policy.hot_spares)
         self.result.spares = len(spares)
-        self.burst_spend, self.burst_gpus = self.spend_on_burst(holding, nodes)
+        self.nodes_by_id = {n.instance_id: n for n in nodes}
+        self.burst_spend, self.burst_gpus = self.spend_on_burst(holding)
         quotas = self.teams.quotas()
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
@@ -584,31 +591,44 @@ class _PassRun:
 
     # -- admission --------------------------------------------------------------------------
     def spend_on_burst(
-        self, holding: Iterable[JobRecord], nodes: Iterable[Node]
+        self, holding: Iterable[JobRecord]
     ) -> tuple[dict[str, float], dict[str, float]]:
-        """USD per hour, and GPUs, per team of the jobs holding EKS capacity, at the
-        policy's prices: the pool kind the job was placed with, or (placed before kinds were
-        recorded) that of its first node."""
-        by_id = {n.instance_id: n for n in nodes}
+        """USD per hour, and GPUs, per team of the jobs holding burst capacity."""
         spend: dict[str, float] = defaultdict(float)
         held: dict[str, float] = defaultdict(float)
         for record in holding:
             job = record.job
-            node = by_id.get(job.nodes[0]) if job.nodes else None
+            node = self.nodes_by_id.get(job.nodes[0]) if job.nodes else None
             kind = record.pool_kind or (pool_of(node)[1] if node is not None else None)
-            if not is_burst(kind) or job.pool is None:
-                continue
-            per_instance = (
-                node.accelerators
-                if node is not None
-                else self.service.catalogue.spec(job.instance_type).accelerators
-            )
-            gpus = self.per_replica(job) * len(job.nodes)
-            spend[job.team] += self.burst.job_usd_per_hour(
-                PoolKind(str(kind)), job.pool, job.instance_type, gpus, per_instance
-            )
-            held[job.team] += gpus
+            usd, gpus = self.burst_held(job, kind, job.pool, job.nodes)
+            if gpus:
+                spend[job.team] += usd
+                held[job.team] += gpus
         return dict(spend), dict(held)
+
+    def burst_held(
+        self, job: Job, kind: str | PoolKind | None, pool: str | None, nodes: list[str]
+    ) -> tuple[float, float]:
+        """USD per hour at the policy's prices, and GPUs, of the burst capacity `job` holds on
+        `nodes` of `pool` (placed as `kind`, or before kinds were recorded, as its first
+        node's): all of an EKS pool, the share on HyperPod nodes a burst added."""
+        share = burst_share(
+            kind,
+            nodes,
+            self.per_replica(job) * len(nodes),
+            lambda instance_id: added_by_burst(self.nodes_by_id.get(instance_id)),
+        )
+        if share is None or pool is None:
+            return 0.0, 0.0
+        node = self.nodes_by_id.get(nodes[0])
+        per_instance = (
+            node.accelerators
+            if node is not None
+            else self.service.catalogue.spec(job.instance_type).accelerators
+        )
+        burst_kind, gpus = share
+        usd = self.burst.job_usd_per_hour(burst_kind, pool, job.instance_type, gpus, per_instance)
+        return usd, gpus
 
     def admit(self, action: Decision, victims: list[Decision]) -> str | None:
         """Carry out an admission and the preemptions made for it; the pending reason when
@@ -658,9 +678,10 @@ class _PassRun:
         if not admitted:
             return None
         self.occupancy.free = trial.free
-        if is_burst(placement.kind):
-            self.burst_spend[job.team] = self.burst_spend.get(job.team, 0.0) + placement.hourly_cost
-            self.burst_gpus[job.team] = self.burst_gpus.get(job.team, 0) + per * action.replicas
+        usd, gpus = self.burst_held(job, placement.kind, placement.pool, chosen)
+        if gpus:
+            self.burst_spend[job.team] = self.burst_spend.get(job.team, 0.0) + usd
+            self.burst_gpus[job.team] = self.burst_gpus.get(job.team, 0) + gpus
         for victim in victims:
             if victim.kind is DecisionKind.SHRINK:
                 self.resize_on_cluster(victim.job_id)

@@ -42,7 +42,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     )
     def view_teams() -> Response[TeamViews]:
         who = caller()
-        views = read_team_views(deps.teams, deps.jobs, deps.catalogue, deps.clock())
+        views = read_team_views(deps.teams, deps.jobs, deps.nodes, deps.catalogue, deps.clock())
         return ok(TeamViews(teams=[v for v in views if who.may_see_team(v.team)]))
 
     @router.get(
