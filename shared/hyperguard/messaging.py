@@ -157,6 +157,24 @@ class Workflows:
                     continue
         return inputs
 
+    def succeeded_output(self, name: str) -> dict[str, Any] | None:
+        """The output of the execution `name` if it succeeded; None if it did not (yet), or
+        there is no such execution (never started, or past Step Functions' 90 days)."""
+        sfn = self._sfn or client("stepfunctions")
+        try:
+            described = sfn.describe_execution(executionArn=self.execution_arn(name))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
+                return None
+            raise
+        if described["status"] != "SUCCEEDED":
+            return None
+        try:
+            output = json.loads(described.get("output") or "null")
+        except ValueError:
+            return None
+        return output if isinstance(output, dict) else None
+
 
 class RecoveryWorkflows(Workflows):
     """NodeRecovery executions, one per incident, named after it; and the calls that end

@@ -1,25 +1,40 @@
 """HyperPod instance groups grown and shrunk through the emulator (hyperguard.twin.aws and the
 simulated cluster): BatchAddClusterNodes, DescribeClusterNode by NodeLogicalId and
-BatchDeleteClusterNodes, as the botocore model shapes them, on the manual clock."""
+BatchDeleteClusterNodes, as the botocore model shapes them, on the manual clock; and the
+scheduler's scale-in of a node a burst added."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from tests.conftest import Stack
 from tests.integration.cluster_harness import (
+    ACCOUNT,
     HYPERPOD,
     P5,
+    REGION,
     ClusterApis,
     cluster_apis,
     sagemaker,
     unchecked,
 )
+from tests.integration.scheduler_harness import scheduler
 
 from hyperguard.cluster.conventions import HEALTH_LABEL, INSTANCE_GROUP_LABEL
+from hyperguard.cluster.karpenter import (
+    BURST_LABEL,
+    IDLE_SINCE_ANNOTATION,
+    LOGICAL_ID_ANNOTATION,
+    idle_mark,
+)
+from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus
 from hyperguard.twin.cluster import SimTimings
 from hyperguard.twin.kube.store import NODES, PODS
@@ -241,3 +256,49 @@ def test_a_deleted_node_loses_its_pods(apis: ClusterApis) -> None:
     sagemaker().batch_delete_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[target])
     assert apis.cluster.runs()["pinned"].state == "failed"
     assert not apis.store.list(PODS, field_selector=on_target)
+
+
+BURSTS = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:hyperguard-BurstCapacity"
+
+
+def test_scale_in_deletes_only_a_hyperpod_node_its_burst_says_it_added(
+    stack: Stack, apis: ClusterApis
+) -> None:
+    """A node's burst label can be set by anyone who may patch the node (its own kubelet
+    too), so before scale-in deletes an idle HyperPod node, the burst's execution output
+    must list the node among those it added."""
+    (logical_id,) = [n["NodeLogicalId"] for n in add(1)["Successful"]]
+    apis.advance(TIMINGS.hyperpod_add_s + 1)
+    instance_id = node(logical_id)["InstanceId"]
+    an_hour_ago = apis.clock.now() - timedelta(hours=1)
+    assert apis.gateway.kubernetes.mark_node(
+        instance_id,
+        labels={BURST_LABEL: "burst-forged"},
+        annotations={
+            LOGICAL_ID_ANNOTATION: logical_id,
+            IDLE_SINCE_ANNOTATION: idle_mark(an_hour_ago),
+        },
+    )
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    service = scheduler(stack, apis)
+    service.bursts = Workflows(BURSTS, sfn=sfn)
+    described = {"executionArn": service.bursts.execution_arn("burst-forged")}
+    with Stubber(sfn) as stub:
+        stub.add_client_error(
+            "describe_execution", "ExecutionDoesNotExist", expected_params=described
+        )
+        assert service.run_pass().released == []
+        stub.assert_no_pending_responses()
+    assert group_counts() == (3, 3)  # the node stays
+
+    answer = {
+        **described,
+        "stateMachineArn": BURSTS,
+        "status": "SUCCEEDED",
+        "startDate": an_hour_ago,
+        "output": json.dumps({"added": [logical_id]}),
+    }
+    with Stubber(sfn) as stub:
+        stub.add_response("describe_execution", answer, described)
+        assert service.run_pass().released == [logical_id]
+    assert group_counts()[0] == 2  # BatchDeleteClusterNodes took it out of the group

@@ -901,12 +901,38 @@ class _PassRun:
                 self.gateway.mark_burst_node_idle(claim, since)
             except ClusterError as error:
                 logger.warning("idle mark failed", extra={"claim": claim.name, "error": str(error)})
+        added: dict[str, frozenset[str]] = {}
         for claim in release:
+            if claim.platform == "hyperpod":
+                if claim.burst_id not in added:
+                    added[claim.burst_id] = self.nodes_added_by(claim.burst_id)
+                if claim.name not in added[claim.burst_id]:
+                    logger.warning(
+                        "idle HyperPod node kept: its burst did not add it",
+                        extra={"claim": claim.name, "burst_id": claim.burst_id},
+                    )
+                    continue
             try:
                 if self.gateway.release_burst_node(claim):
                     self.result.released.append(claim.name)
             except ClusterError as error:
                 logger.warning("release failed", extra={"claim": claim.name, "error": str(error)})
+
+    def nodes_added_by(self, burst_id: str) -> frozenset[str]:
+        """The NodeLogicalIds the burst's execution added to HyperPod, from its output (the
+        node's label alone could be anyone's who may patch nodes, a kubelet's on its own
+        node among them); none when it did not succeed or cannot be read."""
+        try:
+            output = self.service.bursts.succeeded_output(burst_id)  # type: ignore[union-attr]
+        except (ClientError, BotoCoreError) as error:  # the next pass looks again
+            logger.warning("burst unreadable", extra={"burst_id": burst_id, "error": str(error)})
+            return frozenset()
+        added = (output or {}).get("added")
+        return (
+            frozenset(a for a in added if isinstance(a, str))
+            if isinstance(added, list)
+            else frozenset()
+        )
 
     def give_way(self, decision: Decision) -> None:
         record = self.records[decision.job_id]
