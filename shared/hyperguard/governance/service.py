@@ -375,10 +375,11 @@ class _PassRun:
         self.burst = BurstPolicy()
         self.prices: Mapping[tuple[PoolKind, str], float] = self.burst.price_table()
         self.burst_spend: dict[str, float] = {}
-        """USD per hour each team's jobs cost on EKS pools, as the pass places them."""
+        """USD per hour each team's jobs cost on burst capacity, as the pass places them."""
         self.burst_gpus: dict[str, float] = {}
+        """GPUs each team's jobs hold on burst capacity, as the pass places them."""
         self.nodes_by_id: dict[str, Node] = {}
-        """GPUs each team's jobs hold on EKS pools, as the pass places them."""
+        """The cluster's nodes as the pass read them."""
         self.short: dict[str, int] = {}
         """Jobs admitted that no allowed pool had room for: replicas they need."""
         self.held: set[str] = set()
