@@ -3,6 +3,7 @@ prices, committed pools and spend caps on moto tables and the simulated cluster.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from tests.integration.scheduler_harness import running_jobs, scheduler
 from hyperguard.cluster.karpenter import BURST_LABEL
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.inventory import InventorySync
+from hyperguard.messaging import Workflows
 from hyperguard.store.jobs import JobEvent
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
@@ -234,3 +236,47 @@ def test_a_committed_pool_is_used_first_at_no_cost_and_under_any_cap(
     teams = {t["team"]: t for t in api.call("GET", "/views/teams").body["teams"]}
     assert teams["solo"]["burst_usd_per_hour"] == 0.0
     assert teams["solo"]["burst_gpus"] == 8  # free, but GPU-hour caps count it
+
+
+BURSTS = "arn:aws:states:us-east-1:123456789012:stateMachine:hyperguard-BurstCapacity"
+
+
+def test_move_back_takes_a_development_job_home_at_a_checkpoint_it_just_reported(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A checkpoint reported through the API (no newer marker for the pass to find) moves a
+    development job back from burst capacity while it is fresh, never an old one."""
+    apis = make_cluster(hyperpod_nodes=1, burst_nodes=2)
+    api = Api(stack, clock=apis.clock.now)
+    api.quota("solo", 64, borrow=0)
+    assert api.call("PUT", "/policies/burst", {"capacity": {"moveBack": True}}).status == 200
+    service = scheduler(stack, apis)
+    # Scale-in and move-back run where BurstCapacity is deployed; nothing here starts one.
+    service.bursts = Workflows(BURSTS)
+    production = api.submit("solo", 8).body["job_id"]
+    assert service.run_pass().dispatched == [production]  # HyperPod is full
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    assert service.run_pass().dispatched == [development]
+    assert api.call("GET", f"/jobs/{development}").body["pool"] == "gpu-burst-on-demand"
+    assert api.call("DELETE", f"/jobs/{production}").status == 200
+    service.run_pass()  # stops the production run: the HyperPod node is free
+    assert api.call("GET", f"/jobs/{development}").body["status"] == "Running"
+
+    def checkpoint(step: int, age: timedelta) -> None:
+        report = {
+            "step": step,
+            "uri": f"s3://ckpt-bucket/dev/step-{step:08d}/",
+            "completed_at": (apis.clock.now() - age).isoformat(),
+        }
+        assert api.call("POST", f"/jobs/{development}/checkpoints", report).status == 201
+
+    checkpoint(100, timedelta(minutes=5))
+    assert service.run_pass().moved_back == []  # it would redo five minutes
+    checkpoint(200, timedelta(seconds=30))
+    assert service.run_pass().moved_back == [development]
+    view = api.call("GET", f"/jobs/{development}").body
+    assert view["history"][-1]["reason"] == (
+        "moving back to HyperPod (workers has room) from checkpoint step 200"
+    )
+    assert service.run_pass().dispatched == [development]
+    assert api.call("GET", f"/jobs/{development}").body["pool"] == "workers"

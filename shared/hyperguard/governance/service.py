@@ -221,6 +221,11 @@ class PassResult:
 MAX_BURSTS_IN_FLIGHT = 50
 """Running bursts a pass reads (their inputs name the jobs they serve)."""
 
+MOVE_BACK_WITHIN_S = 90.0
+"""How fresh a checkpoint must be for a job to move back from burst capacity at it: what the
+job redoes at most. Above the scheduler's 1-minute schedule, so that a checkpoint reported
+through the API (which leaves no newer marker for the pass to find) still meets a pass."""
+
 ORPHAN_STOPS_PER_PASS = 20
 """Jobs whose orphaned runs one pass stops, so that a backlog cannot stretch a pass."""
 
@@ -719,7 +724,7 @@ class _PassRun:
             return
         self.release_idle(claims, now)
         if capacity.move_back and not short_of_capacity and not self.short:
-            self.move_back()
+            self.move_back(now)
         wanted = dict(self.short)
         for job_id in short_of_capacity:
             workload = state.workloads.get(job_id)
@@ -850,12 +855,18 @@ class _PassRun:
                 launching[instance_type] += max(group.target_count - running[group.name], 0)
         return types
 
-    def move_back(self) -> None:
-        """Development jobs running on burst capacity that just wrote a checkpoint go back
+    def move_back(self, now: datetime) -> None:
+        """Development jobs running on burst capacity that just completed a checkpoint (the
+        pass found its marker, or the job reported it within MOVE_BACK_WITHIN_S) go back
         to the queue (a preemption) when HyperPod has room for them, which nobody waiting
         needs (the caller checks): the next pass places them on HyperPod, where their
         template prefers to run, and their burst nodes idle and are released."""
-        for job_id, step in self.checkpointed.items():
+        fresh = dict(self.checkpointed)
+        for held in self.records.values():
+            last = held.job.last_checkpoint
+            if last is not None and (now - last.completed_at).total_seconds() <= MOVE_BACK_WITHIN_S:
+                fresh.setdefault(held.job.job_id, last.step)
+        for job_id, step in fresh.items():
             record = self.records.get(job_id)
             if record is None:
                 continue
