@@ -60,7 +60,6 @@ from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml
 from hyperguard.governance.burst_policy import (
     BurstPolicy,
     added_by_burst,
-    burst_share,
     is_burst,
 )
 from hyperguard.governance.placement import pool_of, price_key
@@ -126,16 +125,17 @@ def burst_held(
     instance ids in `added`) costs per hour at the policy's prices, and its GPUs there; (0, 0)
     for any other job, or one placed before pool kinds were recorded."""
     job = record.job
-    if job.status not in HOLDING or job.pool is None:
+    if job.status not in HOLDING:
         return 0.0, 0.0
-    share = burst_share(
-        record.pool_kind, job.nodes, held(record, catalogue).accelerators, added.__contains__
+    return burst.held_on_burst(
+        record.pool_kind,
+        job.pool,
+        job.instance_type,
+        job.nodes,
+        held(record, catalogue).accelerators,
+        catalogue.spec(job.instance_type).accelerators,
+        added.__contains__,
     )
-    if share is None:
-        return 0.0, 0.0
-    kind, gpus = share
-    per_instance = catalogue.spec(job.instance_type).accelerators
-    return burst.job_usd_per_hour(kind, job.pool, job.instance_type, gpus, per_instance), gpus
 
 
 def team_views(

@@ -269,6 +269,25 @@ class BurstPolicy(CamelModel):
         price = self.price_table().get(price_key(kind, instance_type), 0.0)
         return price * gpus / max(per_instance, 1)
 
+    def held_on_burst(
+        self,
+        kind: str | PoolKind | None,
+        pool: str | None,
+        instance_type: str,
+        nodes: Sequence[str],
+        gpus: float,
+        per_instance: int,
+        added: Callable[[str], bool],
+    ) -> tuple[float, float]:
+        """USD per hour at these prices, and GPUs, of the burst capacity a job holds with
+        `gpus` on `nodes` of `pool` (see burst_share); (0, 0) when it holds none."""
+        share = burst_share(kind, nodes, gpus, added)
+        if share is None or pool is None:
+            return 0.0, 0.0
+        burst_kind, on_burst = share
+        usd = self.job_usd_per_hour(burst_kind, pool, instance_type, on_burst, per_instance)
+        return usd, on_burst
+
     def node_price(self, capacity: CapacityType, instance_type: str) -> float | None:
         """USD per instance-hour of a burst node (0 when its pool is committed; None when
         no price is known, and such capacity is never bought)."""

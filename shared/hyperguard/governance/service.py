@@ -72,7 +72,6 @@ from hyperguard.cluster.workloads import RunPhase, RunStatus
 from hyperguard.governance.burst_policy import (
     BurstPolicy,
     added_by_burst,
-    burst_share,
     is_burst,
 )
 from hyperguard.governance.decisions import Decision, DecisionKind
@@ -618,23 +617,21 @@ class _PassRun:
         """USD per hour at the policy's prices, and GPUs, of the burst capacity `job` holds on
         `nodes` of `pool` (placed as `kind`, or before kinds were recorded, as its first
         node's): all of an EKS pool, the share on HyperPod nodes a burst added."""
-        share = burst_share(
-            kind,
-            nodes,
-            self.per_replica(job) * len(nodes),
-            lambda instance_id: added_by_burst(self.nodes_by_id.get(instance_id)),
-        )
-        if share is None or pool is None:
-            return 0.0, 0.0
-        node = self.nodes_by_id.get(nodes[0])
+        node = self.nodes_by_id.get(nodes[0]) if nodes else None
         per_instance = (
             node.accelerators
             if node is not None
             else self.service.catalogue.spec(job.instance_type).accelerators
         )
-        burst_kind, gpus = share
-        usd = self.burst.job_usd_per_hour(burst_kind, pool, job.instance_type, gpus, per_instance)
-        return usd, gpus
+        return self.burst.held_on_burst(
+            kind,
+            pool,
+            job.instance_type,
+            nodes,
+            self.per_replica(job) * len(nodes),
+            per_instance,
+            lambda instance_id: added_by_burst(self.nodes_by_id.get(instance_id)),
+        )
 
     def admit(self, action: Decision, victims: list[Decision]) -> str | None:
         """Carry out an admission and the preemptions made for it; the pending reason when
