@@ -179,9 +179,9 @@ class BurstCapacity(CamelModel):
     move_back: bool = Field(
         default=False,
         description="move a development job on burst capacity back to HyperPod when a "
-        "HyperPod node of its type is free and nobody waits for it: at the first pass after "
-        "the job writes a checkpoint, it is stopped and resumes from that checkpoint on "
-        "HyperPod (work since the checkpoint, at most one pass interval, is redone)",
+        "HyperPod node of its type is free and nobody waits for it: at a pass at most 90 s "
+        "after the job completes a checkpoint, it is stopped and resumes from that "
+        "checkpoint on HyperPod (work since the checkpoint, at most 90 s, is redone)",
     )
     retry_after_s: int = Field(
         default=600,
