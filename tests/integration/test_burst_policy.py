@@ -3,9 +3,11 @@ prices, committed pools and spend caps on moto tables and the simulated cluster.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
@@ -13,9 +15,12 @@ from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
 from hyperguard.cluster.karpenter import BURST_LABEL
+from hyperguard.governance.burst_policy import BurstPolicy
+from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Workflows
+from hyperguard.scaling.burst import next_window, rollback_note
 from hyperguard.store.jobs import JobEvent
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
@@ -280,3 +285,55 @@ def test_move_back_takes_a_development_job_home_at_a_checkpoint_it_just_reported
     )
     assert service.run_pass().dispatched == [development]
     assert api.call("GET", f"/jobs/{development}").body["pool"] == "workers"
+
+
+def test_a_burst_that_rolled_back_is_asked_for_again_only_when_its_window_turns(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Within the window of a burst that raised nothing, the job's reason says when the next
+    burst may start, not that this one was asked for; the next window starts a new one."""
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack, clock=apis.clock.now)
+    api.quota("solo", 64, borrow=0)
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = sfn.create_state_machine(
+        name="hyperguard-BurstCapacity",
+        definition=json.dumps({"StartAt": "Plan", "States": {"Plan": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/hyperguard-burst",
+    )["stateMachineArn"]
+    assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
+    service = scheduler(stack, apis)
+    service.bursts = Workflows(machine)
+    production = api.submit("solo", 8).body["job_id"]
+    assert service.run_pass().dispatched == [production]  # HyperPod is full
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    [burst] = service.run_pass().bursts
+    assert (
+        api.call("GET", f"/jobs/{development}")
+        .body["reason"]
+        .endswith(f"; burst capacity asked for ({burst})")
+    )
+
+    # The burst rolls back: BurstSteps.rollback leaves its note and the execution ends.
+    sfn.stop_execution(executionArn=service.bursts.execution_arn(burst))
+    note = rollback_note(burst, "on-demand: InsufficientInstanceCapacity")
+    assert JobLifecycle(api.jobs).set_reason(development, note)
+    assert service.run_pass().bursts == []
+    retry = next_window(apis.clock.now(), BurstPolicy().capacity.retry_after_s)
+    assert apis.clock.now() < retry
+    assert (
+        api.call("GET", f"/jobs/{development}")
+        .body["reason"]
+        .endswith(
+            f"; next burst from {retry:%H:%M:%S}Z; last burst {burst} raised no capacity: "
+            "on-demand: InsufficientInstanceCapacity"
+        )
+    )
+
+    apis.advance((retry - apis.clock.now()).total_seconds())
+    [again] = service.run_pass().bursts
+    assert again != burst
+    assert (
+        f"; burst capacity asked for ({again}); last burst {burst} raised no"
+        in (api.call("GET", f"/jobs/{development}").body["reason"])
+    )

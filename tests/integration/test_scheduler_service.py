@@ -16,6 +16,7 @@ from tests.integration.scheduler_harness import running_jobs, scheduler
 
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
+from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store.jobs import JobStore
 
@@ -138,6 +139,39 @@ def test_a_job_cancelled_after_the_snapshot_is_not_admitted(
     record = api.jobs.record(victim)
     assert record is not None and record.job.status is JobStatus.CANCELLED
     assert record.job.nodes == [] and victim not in running_jobs(apis)
+
+
+class RollsBackDuringThePass(HyperPodEksGateway):
+    """A burst rolls back after the pass read the jobs: it leaves its note on the job, as
+    BurstSteps.rollback does, before the pass writes the reason it computed without it."""
+
+    api: Api
+    victim: str
+    note = "waiting: burst burst-0123456789abcdef raised no capacity: spot: InsufficientCapacity"
+
+    def list_nodes(self) -> list[Node]:
+        assert JobLifecycle(self.api.jobs).set_reason(self.victim, self.note)
+        return super().list_nodes()
+
+
+@pytest.mark.usefixtures("atomic_calls")
+def test_a_pass_never_overwrites_a_reason_written_after_its_snapshot(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack)
+    api.quota("solo", 16, borrow=0)
+    running = api.submit("solo", 8).body["job_id"]
+    scheduler(stack, apis).run_pass()
+    waiting = api.submit("solo", 8).body["job_id"]
+    gateway = RollsBackDuringThePass(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    gateway.api, gateway.victim = api, waiting
+    result = scheduler(stack, apis, gateway).run_pass()
+    assert result.conflicts == 1 and running_jobs(apis) == {running}
+    assert api.call("GET", f"/jobs/{waiting}").body["reason"] == gateway.note
+    scheduler(stack, apis).run_pass()  # the next pass reads the note and computes anew
+    reason = api.call("GET", f"/jobs/{waiting}").body["reason"]
+    assert reason.startswith("pending: installed capacity of ml.p5.48xlarge exhausted: 8/8")
 
 
 def test_a_stale_quota_version_stops_the_pass_before_it_admits(

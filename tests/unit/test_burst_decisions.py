@@ -26,6 +26,7 @@ from hyperguard.scaling.burst import (
     assess,
     burst_id,
     last_rollback,
+    next_window,
     nodes_for,
     plan_burst,
     rollback_note,
@@ -484,3 +485,19 @@ def test_a_rollback_note_is_carried_forward_unchanged_pass_after_pass() -> None:
     next_pass = f"pending: capacity; burst capacity asked for (burst-1111111111111111); last {last}"
     assert last_rollback(next_pass) == last
     assert last_rollback("pending: capacity; burst capacity launching") is None
+
+
+@given(
+    st.datetimes(
+        min_value=datetime(2020, 1, 1), max_value=datetime(2040, 1, 1), timezones=st.just(UTC)
+    ),
+    st.integers(min_value=5, max_value=86400),
+)
+def test_the_next_window_begins_where_the_burst_id_changes(now: datetime, length: int) -> None:
+    turn = next_window(now, length)
+    assert now < turn <= now + timedelta(seconds=length) and turn.tzinfo is UTC
+    same = burst_id("c", "development", "p5.48xlarge", ["j"], now, length)
+    before = turn - timedelta(microseconds=1)
+    assert burst_id("c", "development", "p5.48xlarge", ["j"], before, length) == same
+    assert burst_id("c", "development", "p5.48xlarge", ["j"], turn, length) != same
+

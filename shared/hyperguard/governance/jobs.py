@@ -518,9 +518,11 @@ class JobLifecycle:
         )
         return self.store.record_checkpoint(job_id, checkpoint, entry)
 
-    def set_reason(self, job_id: str, reason: str) -> bool:
-        """Why a waiting job still waits (no history entry: it changes every pass)."""
-        return self.store.set_reason(job_id, reason, expect=WAITING_STATUSES)
+    def set_reason(self, job_id: str, reason: str, *, replacing: str | None = None) -> bool:
+        """Why a waiting job still waits (no history entry: it changes every pass). A pass
+        passes the reason it read as `replacing`, so that a reason written since (a burst's
+        rollback note) is never overwritten by one computed without it."""
+        return self.store.set_reason(job_id, reason, expect=WAITING_STATUSES, replacing=replacing)
 
     # -- the one write ----------------------------------------------------------------------
     def _entry(

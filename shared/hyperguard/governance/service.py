@@ -98,6 +98,7 @@ from hyperguard.scaling.burst import (
     BurstRequest,
     burst_id,
     last_rollback,
+    next_window,
     nodes_for,
     scale_in,
 )
@@ -484,8 +485,10 @@ class _PassRun:
         for job_id, reason in reasons.items():
             record = self.records[job_id]
             if record.reason != reason and record.job.status in WAITING_STATUSES:
-                self.lifecycle.set_reason(job_id, reason)
-                self.result.writes += 1
+                if self.lifecycle.set_reason(job_id, reason, replacing=record.reason):
+                    self.result.writes += 1
+                else:  # changed since the snapshot: the next pass writes it anew
+                    self.result.conflicts += 1
 
     # -- reconciliation ---------------------------------------------------------------------
     def reconcile(
@@ -772,6 +775,16 @@ class _PassRun:
                 now,
                 capacity.retry_after_s,
             )
+            if any(  # this window's burst for these jobs rolled back: no second one yet
+                (last := last_rollback(self.records[j.job_id].reason)) is not None
+                and last.startswith(f"burst {name} ")
+                for j in jobs
+            ):
+                retry = next_window(now, capacity.retry_after_s)
+                for member in jobs:
+                    why = reasons.get(member.job_id, "pending")
+                    reasons[member.job_id] = f"{why}; next burst from {retry:%H:%M:%S}Z"
+                continue
             request = BurstRequest(
                 burst_id=name,
                 template=template,

@@ -121,6 +121,13 @@ def burst_id(
     return "burst-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def next_window(now: datetime, retry_after_s: float) -> datetime:
+    """When the burst window after the one `now` falls in begins: the earliest next try for
+    jobs whose burst of this window has already ended."""
+    length = max(retry_after_s, 1)
+    return datetime.fromtimestamp((now.timestamp() // length + 1) * length, now.tzinfo)
+
+
 def rollback_note(burst_id: str, why: str) -> str:
     """The reason a rolled-back burst leaves on its jobs."""
     return f"waiting: burst {burst_id} {NO_CAPACITY}{why}"[:1000]

@@ -506,21 +506,30 @@ class JobStore(TableStore):
             raise
         return TransitionOutcome.APPLIED
 
-    def set_reason(self, job_id: str, reason: str, *, expect: Collection[JobStatus]) -> bool:
-        """Why a waiting job still waits; no history entry (it changes every pass)."""
+    def set_reason(
+        self,
+        job_id: str,
+        reason: str,
+        *,
+        expect: Collection[JobStatus],
+        replacing: str | None = None,
+    ) -> bool:
+        """Why a waiting job still waits; no history entry (it changes every pass). With
+        `replacing`, only while the stored reason is still that one (False otherwise)."""
         expected = sorted(s.value for s in expect)
+        condition = "#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")"
+        values: dict[str, Any] = {":r": short(reason)}
+        values.update({f":e{i}": v for i, v in enumerate(expected)})
+        if replacing is not None:
+            condition += " AND #reason = :was"
+            values[":was"] = replacing
         try:
             self.table.update_item(
                 Key={"job_id": job_id},
                 UpdateExpression="SET #reason = :r",
-                ConditionExpression="#status IN ("
-                + ", ".join(f":e{i}" for i in range(len(expected)))
-                + ")",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#reason": "reason", "#status": "status"},
-                ExpressionAttributeValues={
-                    ":r": short(reason),
-                    **{f":e{i}": v for i, v in enumerate(expected)},
-                },
+                ExpressionAttributeValues=values,
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
