@@ -521,7 +521,8 @@ class JobStore(TableStore):
         values: dict[str, Any] = {":r": short(reason)}
         values.update({f":e{i}": v for i, v in enumerate(expected)})
         if replacing is not None:
-            condition += " AND #reason = :was"
+            # (a record without a reason reads as "", and reasons are never removed)
+            condition += " AND (#reason = :was OR attribute_not_exists(#reason))"
             values[":was"] = replacing
         try:
             self.table.update_item(
