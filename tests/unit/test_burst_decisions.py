@@ -500,4 +500,3 @@ def test_the_next_window_begins_where_the_burst_id_changes(now: datetime, length
     before = turn - timedelta(microseconds=1)
     assert burst_id("c", "development", "p5.48xlarge", ["j"], before, length) == same
     assert burst_id("c", "development", "p5.48xlarge", ["j"], turn, length) != same
-
