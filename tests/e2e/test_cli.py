@@ -40,21 +40,19 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             cwd=ROOT,
         )
         url = f"http://127.0.0.1:{port}"
+        # The status route answers while the twin still deploys; the line comes once it is up
+        # (and once `twin up` handles SIGTERM).
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{url}/_hyperguard/status", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None, log.read_text()
-                time.sleep(0.3)
-        else:
-            proc.kill()
-            pytest.fail(f"twin did not come up: {log.read_text()}")
+        while f"HyperGuard twin up at {url}" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"twin did not come up: {log.read_text()}")
+            time.sleep(0.3)
+        urllib.request.urlopen(f"{url}/_hyperguard/status", timeout=2)
         yield url
         proc.terminate()
-        proc.wait(timeout=20)
-    assert f"HyperGuard twin up at {url}" in log.read_text()
+        assert proc.wait(timeout=20) == 0, log.read_text()
 
 
 def lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
@@ -258,8 +256,7 @@ def test_watch_ends_with_ctrl_c_in_one_line(endpoint: str) -> None:
         text=True,
     )
     assert proc.stderr is not None
-    assert proc.stderr.readline().startswith("watching incidents")  # polling now
-    time.sleep(1)
+    assert proc.stderr.readline().startswith("watching incidents")  # its loop has begun
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130
