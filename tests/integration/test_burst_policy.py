@@ -14,14 +14,22 @@ from tests.integration.api_harness import Api, member
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
-from hyperguard.cluster.karpenter import BURST_LABEL
+from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
+from hyperguard.cluster.karpenter import (
+    BURST_LABEL,
+    IDLE_SINCE_ANNOTATION,
+    BurstClaim,
+    CapacityType,
+    idle_mark,
+    nodeclaim_manifest,
+)
 from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Workflows
 from hyperguard.scaling.burst import next_window, rollback_note
-from hyperguard.store.jobs import JobEvent
+from hyperguard.store.jobs import JobEvent, JobStore
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
 
@@ -337,3 +345,74 @@ def test_a_burst_that_rolled_back_is_asked_for_again_only_when_its_window_turns(
         f"; burst capacity asked for ({again}); last burst {burst} raised no"
         in (api.call("GET", f"/jobs/{development}").body["reason"])
     )
+
+
+class RestartsOnTheIdleNode(HyperPodEksGateway):
+    """Recovery restarts a job on a hot spare, an idle burst node, after the pass read the
+    jobs and before it gives that node back (the pass reads the burst claims in between)."""
+
+    jobs: JobStore
+    job_id: str
+    failed: str
+    spare: str
+
+    def burst_claims(
+        self, burst_id: str | None = None, *, include_hyperpod: bool = True
+    ) -> list[BurstClaim]:
+        lifecycle = JobLifecycle(self.jobs)
+        assert lifecycle.protect(self.job_id, incident_id="inc-1", node=self.failed)
+        assert lifecycle.restart(
+            self.job_id, incident_id="inc-1", run=0, nodes=[self.spare], reason="hot spare"
+        )
+        return super().burst_claims(burst_id, include_hyperpod=include_hyperpod)
+
+
+def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """An idle burst node past the cooldown that recovery restarts a job on (a hot spare)
+    while the pass runs stays: the pass reads the jobs again before it releases (D62)."""
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack, clock=apis.clock.now)
+    api.quota("solo", 64, borrow=0)
+    assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
+    for name in ("hg-burst-a", "hg-burst-b"):
+        assert apis.gateway.request_burst_node(
+            nodeclaim_manifest(
+                name=name,
+                burst_id="burst-0123456789abcdef",
+                attempt=0,
+                node_pool="gpu-burst",
+                node_class="default",
+                instance_type="p5.48xlarge",
+                capacity_type=CapacityType.ON_DEMAND,
+                accelerators=8,
+            )
+        )
+    apis.advance(600)
+    claims = apis.gateway.burst_claims()
+    assert len(claims) == 2 and all(c.ready and c.instance_id for c in claims), claims
+    service = scheduler(stack, apis)
+    service.bursts = Workflows(BURSTS)
+    production = api.submit("solo", 8).body["job_id"]
+    assert service.run_pass().dispatched == [production]  # HyperPod is full
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    assert service.run_pass().dispatched == [development]
+    [failed] = api.call("GET", f"/jobs/{development}").body["nodes"]
+    [idle] = [c for c in claims if c.instance_id != failed]
+    an_hour_ago = idle_mark(apis.clock.now() - timedelta(hours=1))
+    assert apis.gateway.kubernetes.annotate_nodeclaim(
+        idle.name, {IDLE_SINCE_ANNOTATION: an_hour_ago}
+    )
+
+    gateway = RestartsOnTheIdleNode(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    gateway.jobs, gateway.job_id, gateway.failed = api.jobs, development, failed
+    gateway.spare = str(idle.instance_id)
+    racing = scheduler(stack, apis, gateway)
+    racing.bursts = Workflows(BURSTS)
+    assert racing.run_pass().released == []
+    assert api.call("GET", f"/jobs/{development}").body["nodes"] == [idle.instance_id]
+    assert {c.name for c in apis.gateway.burst_claims() if not c.deleting} == {
+        "hg-burst-a",
+        "hg-burst-b",
+    }

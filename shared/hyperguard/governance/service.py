@@ -923,6 +923,14 @@ class _PassRun:
                 self.gateway.mark_burst_node_idle(claim, since)
             except ClusterError as error:
                 logger.warning("idle mark failed", extra={"claim": claim.name, "error": str(error)})
+        if release:  # a recovery may have restarted a job on one since the snapshot (hot spare)
+            try:
+                holding = self.jobs.active()
+            except (ClientError, BotoCoreError) as error:  # the next pass looks again
+                logger.warning("jobs unreadable", extra={"error": str(error)})
+                return
+            now_held = {i for r in holding if r.job.status in HOLDING_STATUSES for i in r.job.nodes}
+            release = [c for c in release if c.instance_id not in now_held]
         added: dict[str, frozenset[str]] = {}
         for claim in release:
             if claim.platform == "hyperpod":
