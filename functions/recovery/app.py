@@ -32,6 +32,7 @@ steps = RecoverySteps(
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     recovery = dict(event.get("recovery") or {})
-    if "task_token" in event:
-        recovery["task_token"] = event["task_token"]
+    for passed in ("task_token", "execution_arn"):  # from the context object
+        if passed in event:
+            recovery[passed] = event[passed]
     return steps.run(str(event.get("step")), recovery)

@@ -1119,7 +1119,8 @@ def test_an_ingest_worker_killed_mid_invocation_is_retried_and_nothing_is_half_w
 ) -> None:
     """The worker dies after the incident was written and its recovery started, before the
     execution was recorded on it and the delivery marked done; the SQS record comes back
-    and the retry completes what the first attempt began."""
+    and the retry completes what the first attempt began (or, if the recovery has closed
+    the incident first, finds it closed: the recovery's Diagnose recorded the execution)."""
     (node,) = lab.free_nodes(1)
     kill_when(lab, INGEST, updating_incident_of(node, "SET execution_arn"))
     lab.fault(node, "gpu")

@@ -247,6 +247,23 @@ def test_a_node_that_recovered_on_its_own_is_closed_and_released(world: World) -
     assert world.schedulable(healthy)  # never cordoned
 
 
+def test_diagnose_records_its_execution_on_an_incident_ingest_left_without_it(
+    world: World,
+) -> None:
+    """Ingest starts the recovery, then records it on the incident; a worker killed between
+    the two leaves the incident without it, and its retry may come after the recovery has
+    closed the incident. Diagnose records it first (the state machine passes
+    `$$.Execution.Id`), never over one already recorded."""
+    healthy = busy_node(world)
+    r = world.open(healthy)
+    arn = f"arn:aws:states:us-east-1:123456789012:execution:NodeRecovery:{r['incident_id']}"
+    r = world.run("diagnose", r={**r, "execution_arn": arn})
+    assert "execution_arn" not in r
+    assert world.incidents.get(r["incident_id"]).execution_arn == arn  # type: ignore[union-attr]
+    world.run("diagnose", r={**r, "execution_arn": f"{arn}-other"})
+    assert world.incidents.get(r["incident_id"]).execution_arn == arn  # type: ignore[union-attr]
+
+
 def test_a_node_condition_on_a_hyperpod_node_is_not_recovered_on_its_own(world: World) -> None:
     """SageMaker still says Running; the Kubernetes node says KernelReady=False."""
     faulty = busy_node(world)

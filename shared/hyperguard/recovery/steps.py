@@ -149,8 +149,14 @@ class RecoverySteps:
 
     # -- steps ----------------------------------------------------------------------------
     def diagnose(self, r: Recovery) -> Recovery:
-        """Record detection, re-read the node, decide the repair (or that none is needed)."""
+        """Record detection and the execution, re-read the node, decide the repair (or that
+        none is needed)."""
         incident = self._incident(r)
+        execution_arn = r.pop("execution_arn", None)
+        if incident.execution_arn is None and isinstance(execution_arn, str):
+            # Ingest records it after starting us; a worker that died before could have its
+            # retry suppressed once this recovery has closed the incident.
+            self.incidents.set_execution(incident.incident_id, execution_arn)
         if incident.status is IncidentStatus.OPEN:
             self._mark(incident, "detected")
             self.incidents.set_status(incident.incident_id, IncidentStatus.DETECTED)
