@@ -26,6 +26,7 @@ from hyperguard.cluster.karpenter import (
 from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
+from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Workflows
 from hyperguard.scaling.burst import next_window, rollback_note
@@ -254,6 +255,16 @@ def test_a_committed_pool_is_used_first_at_no_cost_and_under_any_cap(
 BURSTS = "arn:aws:states:us-east-1:123456789012:stateMachine:hyperguard-BurstCapacity"
 
 
+def hyperpod_full_then_development(api: Api, service: SchedulerService) -> tuple[str, str]:
+    """A production job fills the one HyperPod node, then a development job runs on a burst
+    node: their ids."""
+    production = api.submit("solo", 8).body["job_id"]
+    assert service.run_pass().dispatched == [production]
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    assert service.run_pass().dispatched == [development]
+    return production, development
+
+
 def test_move_back_takes_a_development_job_home_at_a_checkpoint_it_just_reported(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
@@ -266,10 +277,7 @@ def test_move_back_takes_a_development_job_home_at_a_checkpoint_it_just_reported
     service = scheduler(stack, apis)
     # Scale-in and move-back run where BurstCapacity is deployed; nothing here starts one.
     service.bursts = Workflows(BURSTS)
-    production = api.submit("solo", 8).body["job_id"]
-    assert service.run_pass().dispatched == [production]  # HyperPod is full
-    development = api.submit("solo", 8, template="development").body["job_id"]
-    assert service.run_pass().dispatched == [development]
+    production, development = hyperpod_full_then_development(api, service)
     assert api.call("GET", f"/jobs/{development}").body["pool"] == "gpu-burst-on-demand"
     assert api.call("DELETE", f"/jobs/{production}").status == 200
     service.run_pass()  # stops the production run: the HyperPod node is free
@@ -394,10 +402,7 @@ def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(
     assert len(claims) == 2 and all(c.ready and c.instance_id for c in claims), claims
     service = scheduler(stack, apis)
     service.bursts = Workflows(BURSTS)
-    production = api.submit("solo", 8).body["job_id"]
-    assert service.run_pass().dispatched == [production]  # HyperPod is full
-    development = api.submit("solo", 8, template="development").body["job_id"]
-    assert service.run_pass().dispatched == [development]
+    _, development = hyperpod_full_then_development(api, service)
     [failed] = api.call("GET", f"/jobs/{development}").body["nodes"]
     [idle] = [c for c in claims if c.instance_id != failed]
     an_hour_ago = idle_mark(apis.clock.now() - timedelta(hours=1))
