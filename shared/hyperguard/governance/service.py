@@ -89,7 +89,12 @@ from hyperguard.governance.state import EngineSettings, GovernanceState, Workloa
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
 from hyperguard.models.camel import CamelModel
-from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES
+from hyperguard.models.jobs import (
+    ACTIVE_STATUSES,
+    HOLDING_STATUSES,
+    WAITING_STATUSES,
+    held_nodes,
+)
 from hyperguard.observability import logger
 from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.scaling.burst import (
@@ -100,6 +105,7 @@ from hyperguard.scaling.burst import (
     last_rollback,
     next_window,
     nodes_for,
+    rolled_back,
     scale_in,
 )
 from hyperguard.settings import Settings
@@ -243,8 +249,8 @@ class _Occupancy:
         self.nodes = {n.instance_id: n for n in nodes if usable(n)}
         self.free = {i: n.accelerators for i, n in self.nodes.items()}
         self.spares: set[str] = set()
-        for held_nodes, per in holding:
-            self.take(held_nodes, per)
+        for placed, per in holding:
+            self.take(placed, per)
 
     def copy(self) -> _Occupancy:
         clone = _Occupancy((), ())
@@ -435,7 +441,7 @@ class _PassRun:
         self.records = {r.job.job_id: r for r in snapshot}
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
-        self.held = {node for r in holding for node in r.job.nodes}
+        self.held = held_nodes(r.job for r in holding)
         self.occupancy = _Occupancy(
             nodes, ((r.job.nodes, self.per_replica(r.job)) for r in holding)
         )
@@ -737,6 +743,10 @@ class _PassRun:
             c.instance_type for c in claims if not (c.deleting or c.ready or c.failure)
         )
         growable = self.growable_types(launching)
+
+        def note(job_id: str, text: str) -> None:
+            reasons[job_id] = f"{reasons.get(job_id, 'pending')}; {text}"
+
         groups: dict[tuple[str, str], list[BurstJob]] = defaultdict(list)
         for job_id, replicas in wanted.items():
             job = self.records[job_id].job
@@ -746,12 +756,11 @@ class _PassRun:
             ):
                 continue
             if job_id in in_flight:
-                why = reasons.get(job_id, "pending")
-                reasons[job_id] = f"{why}; burst capacity being raised ({in_flight[job_id]})"
+                note(job_id, f"burst capacity being raised ({in_flight[job_id]})")
                 continue
             due = self.burst_due(self.records[job_id], now)
             if due is not None:
-                reasons[job_id] = f"{reasons.get(job_id, 'pending')}; {due}"
+                note(job_id, due)
                 continue
             needed = nodes_for(
                 replicas,
@@ -760,7 +769,7 @@ class _PassRun:
             )
             if launching[instance_type] >= needed:
                 launching[instance_type] -= needed
-                reasons[job_id] = f"{reasons.get(job_id, 'pending')}; burst capacity launching"
+                note(job_id, "burst capacity launching")
                 continue
             groups[(job.template, instance_type)].append(
                 BurstJob(job_id=job_id, team=job.team, nodes=needed)
@@ -775,15 +784,11 @@ class _PassRun:
                 now,
                 capacity.retry_after_s,
             )
-            if any(  # this window's burst for these jobs rolled back: no second one yet
-                (last := last_rollback(self.records[j.job_id].reason)) is not None
-                and last.startswith(f"burst {name} ")
-                for j in jobs
-            ):
+            # This window's burst for these jobs rolled back: no second one yet.
+            if any(rolled_back(self.records[j.job_id].reason, name) for j in jobs):
                 retry = next_window(now, capacity.retry_after_s)
                 for member in jobs:
-                    why = reasons.get(member.job_id, "pending")
-                    reasons[member.job_id] = f"{why}; next burst from {retry:%H:%M:%S}Z"
+                    note(member.job_id, f"next burst from {retry:%H:%M:%S}Z")
                 continue
             request = BurstRequest(
                 burst_id=name,
@@ -803,8 +808,7 @@ class _PassRun:
                 continue
             self.result.bursts.append(name)
             for member in jobs:
-                why = reasons.get(member.job_id, "pending")
-                reasons[member.job_id] = f"{why}; burst capacity asked for ({name})"
+                note(member.job_id, f"burst capacity asked for ({name})")
         for job_id in wanted:  # the last rollback's reasons stay while the job waits
             last = last_rollback(self.records[job_id].reason)
             if last is not None and job_id in reasons and last not in reasons[job_id]:
@@ -925,11 +929,10 @@ class _PassRun:
                 logger.warning("idle mark failed", extra={"claim": claim.name, "error": str(error)})
         if release:  # a recovery may have restarted a job on one since the snapshot (hot spare)
             try:
-                holding = self.jobs.active()
+                now_held = held_nodes(r.job for r in self.jobs.active())
             except (ClientError, BotoCoreError) as error:  # the next pass looks again
                 logger.warning("jobs unreadable", extra={"error": str(error)})
                 return
-            now_held = {i for r in holding if r.job.status in HOLDING_STATUSES for i in r.job.nodes}
             release = [c for c in release if c.instance_id not in now_held]
         added: dict[str, frozenset[str]] = {}
         for claim in release:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Self
@@ -29,6 +30,11 @@ WAITING_STATUSES = frozenset({JobStatus.PENDING, JobStatus.PREEMPTED, JobStatus.
 TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 """Final: nothing moves a job out of these."""
 ACTIVE_STATUSES = HOLDING_STATUSES | WAITING_STATUSES
+
+
+def held_nodes(jobs: Iterable[Job]) -> set[str]:
+    """The instance ids the jobs that hold nodes (admitted or running) are placed on."""
+    return {node for job in jobs if job.status in HOLDING_STATUSES for node in job.nodes}
 
 
 class RecoveryStrategy(StrEnum):

@@ -33,7 +33,7 @@ from hyperguard.models import (
     utcnow,
     wait_timestamp,
 )
-from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy
+from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy, held_nodes
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.recovery.policy import NodeRepairConfig, decide
 from hyperguard.recovery.strategy import Situation, choose, measured
@@ -292,12 +292,7 @@ class RecoverySteps:
         me = self.nodes.get(incident.instance_id)
         nodes = self.nodes.in_pool(me.pool) if me else []
         active = self.jobs.active()
-        busy = {
-            i
-            for record in active
-            if record.job.status in HOLDING_STATUSES
-            for i in record.job.nodes
-        }
+        busy = held_nodes(record.job for record in active)
         spares = [
             n.instance_id
             for n in nodes

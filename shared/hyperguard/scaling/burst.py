@@ -141,6 +141,12 @@ def last_rollback(reason: str) -> str | None:
     return reason[start:] if end >= 0 and start >= 0 else None
 
 
+def rolled_back(reason: str, burst_id: str) -> bool:
+    """Whether the last rollback note a job's reason keeps is burst `burst_id`'s."""
+    last = last_rollback(reason)
+    return last is not None and last.startswith(f"burst {burst_id} ")
+
+
 def nodes_for(replicas: int, accelerators_per_replica: int, accelerators_per_node: int) -> int:
     """Nodes `replicas` replicas need, each replica whole on one node."""
     per_node = max(accelerators_per_node // max(accelerators_per_replica, 1), 1)
