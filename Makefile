@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: help install sam-install demo test test-unit test-integration test-e2e lint typecheck \
-        validate check-asl layer-requirements build bench clean browser
+        validate check-asl lock build bench clean browser
 
 help:
 	@echo "make demo   - start the local twin and run the demo scenario"
@@ -17,10 +17,13 @@ help:
 	@echo "make build  - sam build (arm64 wheels, no Docker)"
 	@echo "make bench  - run the benchmarks (JSON on stdout)"
 
-$(VENV)/.installed: pyproject.toml
+# One lock of versions (requirements/dev.lock) for the tests, the twin and the layer: the
+# layer's shared/requirements.txt is the runtime part of it (`make lock` writes both).
+$(VENV)/.installed: pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -r requirements/dev.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
 install: $(VENV)/.installed
@@ -82,13 +85,16 @@ test-e2e: install
 test: lint typecheck validate browser
 	$(PY) -m pytest -q tests/unit tests/integration tests/e2e
 
-# shared/requirements.txt is what `sam build` installs into the layer; it is generated
-# from pyproject.toml (a unit test fails if the two disagree).
-layer-requirements: install
+# requirements/dev.lock pins every package of pyproject.toml's dependencies and extras;
+# shared/requirements.txt, what `sam build` installs into the layer, is its runtime part
+# (unit tests fail if either disagrees with pyproject.toml). Run after changing a dependency.
+lock: install
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.13 \
+	    --quiet --no-header -o requirements/dev.lock
 	$(PY) -m hyperguard.tools.layer_requirements > shared/requirements.txt
 
 # The layer's recipe (shared/Makefile) runs pip with the project's Python.
-build: sam-install
+build: install sam-install
 	PYTHON=$(abspath $(PY)) $(SAM) build --parallel
 
 # The scheduler's default shape and its growth measurement take about a minute each here;

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from tests.conftest import ROOT, template
 
-from hyperguard.tools.layer_requirements import layer_requirements
+from hyperguard.tools.layer_requirements import canonical, layer_requirements, read_lock
 
 
 def _resources(kind: str) -> dict[str, dict[str, Any]]:
@@ -114,8 +116,33 @@ def test_the_ingest_function_reports_partial_batch_failures_and_the_queue_redriv
     assert queue["VisibilityTimeout"] >= 6 * template()["Globals"]["Function"]["Timeout"]
 
 
-def test_layer_requirements_match_pyproject() -> None:
+def test_layer_requirements_match_pyproject_and_the_lock() -> None:
     assert (ROOT / "shared" / "requirements.txt").read_text() == layer_requirements()
+
+
+def test_the_lock_holds_every_dependency_pyproject_names() -> None:
+    """One lock for the tests, the twin and the layer: `make lock` after a dependency change."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [
+        *project["dependencies"],
+        *(d for ds in project["optional-dependencies"].values() for d in ds),
+    ]
+    locked = read_lock((ROOT / "requirements" / "dev.lock").read_text())
+    wanted = {canonical(re.split(r"[\[<>=~!; ]", n, maxsplit=1)[0]) for n in names}
+    assert wanted - {"hyperguard"} <= set(locked)
+
+
+def test_the_layer_takes_what_its_packages_require_from_the_lock(tmp_path: Path) -> None:
+    lock = tmp_path / "dev.lock"
+    lock.write_text(
+        "a==1\n    # via hyperguard (pyproject.toml)\nb==2 ; sys_platform != 'win32'\n"
+        "    # via\n    #   a\n    #   moto\nc==3\n    # via moto\nd==4\n    # via b\n"
+    )
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[project]\ndependencies = ["a[extra]>=1"]\n')
+    lines = layer_requirements(pyproject, lock).splitlines()[1:]
+    # b because a needs it, d because b does; c only moto (a test dependency) needs
+    assert lines == ["a==1", "b==2 ; sys_platform != 'win32'", "d==4"]
 
 
 def test_nothing_in_the_template_is_for_the_twin() -> None:
