@@ -57,6 +57,7 @@ demo: install
 lint: install
 	$(VENV)/bin/ruff check shared functions tests bench
 	$(VENV)/bin/ruff format --check shared functions tests bench
+	$(PY) -m hyperguard.tools.complexity
 
 typecheck: install
 	$(VENV)/bin/mypy

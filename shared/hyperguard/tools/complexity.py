@@ -1,0 +1,69 @@
+"""The complexity gate CI runs: no function or method worse than radon's rank C.
+
+Rank C is a cyclomatic complexity of at most 20. The functions that were already worse when
+the gate came are listed in pyproject.toml (`[tool.hyperguard.complexity] allowed`, each
+with the complexity it had); they may get simpler, never more complex, and an entry is
+removed once its function is back within C, so the list only shrinks (D65).
+
+`python -m hyperguard.tools.complexity` prints what breaks the gate and exits 1, or exits 0.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+from radon.complexity import cc_visit
+from radon.visitors import Function
+
+ROOT = Path(__file__).resolve().parents[3]
+PATHS = ("shared/hyperguard", "functions", "bench")
+WORST_ALLOWED = 20
+"""The top of radon's rank C."""
+
+
+def complexities(root: Path = ROOT, paths: tuple[str, ...] = PATHS) -> Iterator[tuple[str, int]]:
+    """(`path:Qualified.name`, cyclomatic complexity) of every function and method."""
+    for top in paths:
+        for path in sorted((root / top).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            for block in cc_visit(path.read_text()):
+                if isinstance(block, Function):  # methods come as functions, and in classes
+                    yield f"{where}:{block.fullname}", block.complexity
+
+
+def violations(measured: dict[str, int], allowed: dict[str, int]) -> list[str]:
+    """What breaks the gate: a new function over the limit, a listed one grown, a stale entry."""
+    found = []
+    for name, score in sorted(measured.items()):
+        if score <= WORST_ALLOWED:
+            continue
+        if name not in allowed:
+            found.append(f"{name}: complexity {score} (rank worse than C): split it")
+        elif score > allowed[name]:
+            found.append(f"{name}: complexity {score}, listed at {allowed[name]}: it grew")
+    for name, score in sorted(allowed.items()):
+        if measured.get(name, 0) <= WORST_ALLOWED:
+            found.append(f"{name}: listed at {score} but now within C: remove its entry")
+        elif measured[name] < score:
+            found.append(f"{name}: now {measured[name]}, listed at {score}: lower its entry")
+    return found
+
+
+def allowed_list(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, int]:
+    config = tomllib.loads(pyproject.read_text())
+    listed = config.get("tool", {}).get("hyperguard", {}).get("complexity", {}).get("allowed", {})
+    return {str(name): int(score) for name, score in listed.items()}
+
+
+def main() -> int:
+    found = violations(dict(complexities()), allowed_list())
+    for line in found:
+        print(line, file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
