@@ -78,7 +78,7 @@ def _patch() -> None:
     _patch_schedule_matching()
 
 
-def _patch_sagemaker() -> None:
+def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each simple)
     from moto.core.responses import ActionResult
     from moto.sagemaker.exceptions import ResourceNotFound, ValidationError
     from moto.sagemaker.responses import SageMakerResponse
