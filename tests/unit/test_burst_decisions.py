@@ -300,14 +300,14 @@ def test_a_nodeclaim_reads_back_as_it_was_written_and_foreign_claims_are_ignored
         accelerators=8,
     )
     manifest["status"] = {
-        "providerID": "aws:///us-east-1a/i-0abc",
+        "providerID": "aws:///us-east-1a/i-0abc1234def567890",
         "nodeName": "ip-10-0-0-1.ec2.internal",
         "conditions": [{"type": "Launched", "status": "True"}, {"type": "Ready", "status": "True"}],
     }
     read = read_claim(manifest)
     assert read is not None
     assert (read.attempt, read.capacity_type, read.instance_type) == (1, "spot", "p5.48xlarge")
-    assert (read.ready, read.instance_id, read.failure) == (True, "i-0abc", None)
+    assert (read.ready, read.instance_id, read.failure) == (True, "i-0abc1234def567890", None)
     assert manifest["spec"]["resources"]["requests"] == {"nvidia.com/gpu": "8"}
     foreign = {"metadata": {"name": "gpu-burst-abc", "labels": {"karpenter.sh/nodepool": "x"}}}
     assert read_claim(foreign) is None

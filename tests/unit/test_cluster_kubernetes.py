@@ -29,6 +29,7 @@ from lightkube.config.models import Cluster, User
 from tests.conftest import catalogue
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
+from hyperguard.cluster.conventions import UNKNOWN_PROVIDER_ID_METRIC
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import (
@@ -39,6 +40,8 @@ from hyperguard.cluster.kubernetes import (
 from hyperguard.cluster.workloads import job_name
 from hyperguard.models import Job, NodeStatus
 from hyperguard.models.jobs import ElasticPolicy
+from hyperguard.observability import metrics
+from hyperguard.provider_ids import hyperpod_provider_id
 
 CATALOGUE = catalogue()
 
@@ -46,6 +49,7 @@ MERGE_PATCH = "application/merge-patch+json"
 SERVER = "https://ABCDEF0123456789.gr7.us-west-2.eks.amazonaws.com"
 INSTANCE = "i-0123456789abcdef0"
 OTHER_INSTANCE = "i-0fedcba9876543210"
+CLUSTER_ID = "tqci9uwuwqiz"
 NODE = f"hyperpod-{INSTANCE}"
 OTHER_NODE = f"hyperpod-{OTHER_INSTANCE}"
 RUNS = {"jobs": "Job", "hyperpodpytorchjobs": "HyperPodPyTorchJob"}
@@ -95,7 +99,8 @@ def node_json(name: str, instance_id: str, **spec: Any) -> dict[str, Any]:
             },
             "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
         },
-        "spec": {"providerID": f"aws:///us-west-2a/{instance_id}", **spec},
+        # HyperPod's providerID form, as a live HyperPod EKS node carries it.
+        "spec": {"providerID": hyperpod_provider_id("usw2-az1", CLUSTER_ID, instance_id), **spec},
         "status": {
             "conditions": [
                 {
@@ -547,6 +552,27 @@ def test_finds_a_node_by_provider_id_and_remembers_its_name(kube, api):
 def test_unknown_instance_is_node_not_found(kube):
     with pytest.raises(NodeNotFoundError):
         kube.find_node("i-00000000000000000")
+
+
+def test_finds_a_node_by_either_provider_id_form(kube, api):
+    burst = "i-0b0b0b0b0b0b0b0b0"
+    api.add_node(burst_node_json("ip-10-0-0-7.ec2.internal", burst))
+    assert kube.find_node(INSTANCE).name == NODE  # HyperPod's form
+    assert kube.find_node(burst).name == "ip-10-0-0-7.ec2.internal"  # EKS's form
+
+
+def test_a_provider_id_of_an_unknown_form_is_counted_and_its_node_not_found(kube, api):
+    """The instance id is never guessed from an unknown form (the last segment here would be
+    a valid-looking id): the node is not found, and the unknown form is counted."""
+    instance = "i-0d0d0d0d0d0d0d0d0"
+    api.add_node(node_json("odd", instance))
+    api.nodes["odd"]["spec"]["providerID"] = f"aws:///usw2-az1/somewhere/else/{instance}"
+    metrics.clear_metrics()
+    with pytest.raises(NodeNotFoundError):
+        kube.find_node(instance)
+    assert metrics.metric_set[UNKNOWN_PROVIDER_ID_METRIC]["Value"] == [1.0]
+    assert instance not in {n.instance_id for n in kube.list_nodes()}
+    metrics.clear_metrics()
 
 
 def test_node_conditions(kube):

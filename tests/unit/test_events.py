@@ -680,7 +680,22 @@ def test_explicit_instance_id_wins_over_provider_id() -> None:
     assert only(classify(event)).instance_id == "i-0fff"
 
 
-@pytest.mark.parametrize("provider_id", [None, "kind://docker/node-1", "aws:///us-west-2a/"])
+def test_node_condition_reads_hyperpods_provider_id_form() -> None:
+    provider_id = "aws:///us-west-2b/sagemaker/cluster/hyperpod-abc123xyz0-i-0123456789abcdef0"
+    event = node_condition("Ready", "False", providerId=provider_id)
+    assert only(classify(event)).instance_id == "i-0123456789abcdef0"
+
+
+@pytest.mark.parametrize(
+    "provider_id",
+    [
+        None,
+        "kind://docker/node-1",
+        "aws:///us-west-2a/",
+        # not guessed from the last segment: neither EKS's form nor HyperPod's
+        "aws:///us-west-2a/sagemaker/other/i-0123456789abcdef0",
+    ],
+)
 def test_node_condition_without_instance_is_malformed(provider_id: str | None) -> None:
     event = node_condition("Ready", "False", providerId=provider_id)
     assert malformed_field(event) == "detail.instanceId"

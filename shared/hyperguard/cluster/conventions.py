@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+from hyperguard.observability import MetricUnit, logger, metrics
+from hyperguard.provider_ids import parse_provider_id
+
 # HyperGuard's own marks on a node it is repairing.
 INCIDENT_TAINT = "hyperguard.io/incident"
 REASON_LABEL = "hyperguard.io/reason"
@@ -30,11 +33,24 @@ INTERNAL_SERVER_ERROR = "InternalServerError"
 EC2_CAPACITY_TYPES = {"spot": "Spot", "on-demand": "OnDemand", "reserved": "Reserved"}
 
 
-def instance_id_from_provider_id(provider_id: str | None) -> str | None:
-    """The EC2 instance id of a Kubernetes providerID (`aws:///<az>/<instance id>`)."""
-    if not provider_id or not provider_id.startswith("aws://"):
+UNKNOWN_PROVIDER_ID_METRIC = "UnknownProviderId"
+
+
+def instance_id_from_provider_id(provider_id: str | None, *, holder: str = "") -> str | None:
+    """The EC2 instance id of a node's (or NodeClaim's) providerID; None when there is none
+    yet or its form is unknown. An unknown form is counted (UnknownProviderId) and logged
+    with `holder`, the object that carries it: the caller treats that node as not found."""
+    if not provider_id:
         return None
-    return provider_id.rsplit("/", 1)[-1] or None
+    parsed = parse_provider_id(provider_id)
+    if parsed is None:
+        metrics.add_metric(name=UNKNOWN_PROVIDER_ID_METRIC, unit=MetricUnit.Count, value=1)
+        logger.warning(
+            "providerID of an unknown form: the node is treated as not found",
+            extra={"provider_id": provider_id[:300], "holder": holder},
+        )
+        return None
+    return parsed.instance_id
 
 
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -148,7 +148,9 @@ def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
         launched=launched.get("status") == "True",
         ready=(conditions.get("Ready") or {}).get("status") == "True",
         failure=failure,
-        instance_id=instance_id_from_provider_id(status.get("providerID")),
+        instance_id=instance_id_from_provider_id(
+            status.get("providerID"), holder=f"NodeClaim {meta.get('name', '')}"
+        ),
         node_name=status.get("nodeName") or None,
         idle_since=read_time(annotations.get(IDLE_SINCE_ANNOTATION)),
     )

@@ -2,8 +2,10 @@
 
 The client is built from the EKS endpoint, its CA data and an EKS bearer token (see
 eks_token), and rebuilt when the token is refreshed. Nodes are found by instance id through
-`spec.providerID` (`aws:///<az>/<instance-id>`); the API server offers no field selector on
-that field, so the adapter lists nodes once and remembers the instance → node name mapping.
+`spec.providerID` (EKS's `aws:///<az>/<instance-id>` or HyperPod's
+`aws:///<az>/sagemaker/cluster/hyperpod-<cluster-id>-<instance-id>`); the API server offers
+no field selector on that field, so the adapter lists nodes once and remembers the
+instance → node name mapping.
 EKS burst nodes belong to Karpenter: deleting a node's NodeClaim is how one is replaced.
 """
 
@@ -375,9 +377,10 @@ class KubernetesAdapter:
         claims = self._api(lambda: list(self.client.list(NodeClaim)))
         for claim in claims:
             status = claim.get("status") or {}
-            if instance_id_from_provider_id(status.get("providerID")) != instance_id:
-                continue
             meta = claim.metadata
+            holder = f"NodeClaim {meta.name if meta else ''}"
+            if instance_id_from_provider_id(status.get("providerID"), holder=holder) != instance_id:
+                continue
             if meta is None or meta.name is None or meta.deletionTimestamp is not None:
                 return False
             gone = self._request(
@@ -456,15 +459,10 @@ class KubernetesAdapter:
         name = self._node_names.get(instance_id)
         if name is not None:
             node = self._get(f"get node {name}", lambda: self.client.get(KubeNodeResource, name))
-            if (
-                node
-                and node.spec
-                and instance_id_from_provider_id(node.spec.providerID) == instance_id
-            ):
+            if node and _instance_of(node) == instance_id:
                 return node
         for node in self._api(lambda: list(self.client.list(KubeNodeResource))):
-            provider_id = node.spec.providerID if node.spec else None
-            found = instance_id_from_provider_id(provider_id)
+            found = _instance_of(node)
             if found and node.metadata and node.metadata.name:
                 self._node_names[found] = node.metadata.name
             if found == instance_id:
@@ -537,7 +535,7 @@ class KubernetesAdapter:
         conditions = node.status.conditions if node.status and node.status.conditions else []
         return KubeNode(
             name=meta.name or "",
-            instance_id=instance_id_from_provider_id(spec.providerID if spec else None),
+            instance_id=_instance_of(node),
             unschedulable=bool(spec and spec.unschedulable),
             deleting=meta.deletionTimestamp is not None,
             created=meta.creationTimestamp,
@@ -567,3 +565,10 @@ def _evictable(pod: Pod) -> bool:
     if meta.annotations and MIRROR_POD_ANNOTATION in meta.annotations:
         return False
     return not any(owner.kind == "DaemonSet" for owner in meta.ownerReferences or [])
+
+
+def _instance_of(node: KubeNodeResource) -> str | None:
+    """The node's instance id by its providerID (None: not set yet, or of an unknown form)."""
+    name = node.metadata.name if node.metadata else None
+    provider_id = node.spec.providerID if node.spec else None
+    return instance_id_from_provider_id(provider_id, holder=f"node {name or ''}")

@@ -6,7 +6,6 @@ Plain EKS sends no node-health events to EventBridge, so this contract is HyperG
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -21,12 +20,11 @@ from hyperguard.events.base import (
     parse_event,
 )
 from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
+from hyperguard.provider_ids import parse_provider_id
 
 FORWARDER_SOURCE = "hyperguard.node-forwarder"
 NODE_CONDITION_CHANGED = "Kubernetes Node Condition Changed"
 
-# aws:///us-west-2a/i-0abc... (the node's spec.providerID on EKS and HyperPod EKS).
-_PROVIDER_ID = re.compile(r"aws:///[^/]*/(i-[0-9A-Za-z]+)")
 
 # Repair per "*Ready" condition: hardware and storage faults need a new instance, software
 # faults usually clear on reboot. Ready=False says nothing about the cause, so it is treated
@@ -57,8 +55,10 @@ class NodeConditionDetail(DetailModel):
     def resolved_instance_id(self) -> str | None:
         if self.instance_id:
             return self.instance_id
-        match = _PROVIDER_ID.fullmatch(self.provider_id or "")
-        return match.group(1) if match else None
+        # The node's spec.providerID, EKS's form or HyperPod's; an unknown form leaves
+        # the event without an instance: it is dropped as malformed (and counted).
+        parsed = parse_provider_id(self.provider_id or "")
+        return parsed.instance_id if parsed else None
 
     def is_problem(self) -> bool:
         # "*Ready" conditions are healthy when True; problem conditions are unhealthy when True.
@@ -79,7 +79,9 @@ def classify_node_condition(event: Mapping[str, Any]) -> list[HealthSignal]:
         raise malformed_field(
             event,
             "detail.instanceId",
-            "detail.instanceId is required unless detail.providerId is aws:///<zone>/<instance id>",
+            "detail.instanceId is required unless detail.providerId is a node's providerID "
+            "(aws:///<zone>/<instance id> or "
+            "aws:///<zone>/sagemaker/cluster/hyperpod-<cluster id>-<instance id>)",
         )
     condition = f"{detail.condition_type}={detail.status}"
     if detail.is_problem():
