@@ -1117,6 +1117,42 @@ def test_dispatch_on_burst_nodes_creates_a_kueue_batch_job(gateway, burst):
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == (
         "hyperpod-ns-team-a-localqueue"
     )
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "training-priority"
+    assert "priorityClassName" not in spec["template"]["spec"]  # no PriorityClass exists
+
+
+def test_burst_pods_select_the_ec2_name_tolerate_the_pools_taints_and_block_disruption(
+    gateway, burst
+):
+    """Karpenter's nodes carry the EC2 instance-type name and the NodePool's template
+    taints; a pod that selects `ml.p5.48xlarge` or lacks the tolerations never starts there."""
+    burst.nodepools["gpu-burst"] = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu-burst"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "taints": [
+                        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+                        {"key": "hyperguard.io/burst", "effect": "NoSchedule"},
+                    ],
+                    "startupTaints": [
+                        {"key": "node.cilium.io/agent-not-ready", "effect": "NoSchedule"}
+                    ],
+                }
+            }
+        },
+    }
+    gateway.dispatch(training_job(replicas=1), [BURST_INSTANCE])
+
+    template = burst.calls("POST")[0].body["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "p5.48xlarge"}
+    assert template["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule", "operator": "Equal", "value": "true"},
+        {"key": "hyperguard.io/burst", "effect": "NoSchedule", "operator": "Exists"},
+    ]
+    assert template["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
 
 
 def test_dispatch_twice_is_already_dispatched(gateway, api):

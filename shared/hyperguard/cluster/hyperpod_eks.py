@@ -14,6 +14,7 @@ NodeClaim and rebooted through EC2, since Karpenter has no reboot.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -62,6 +63,7 @@ from hyperguard.cluster.workloads import (
     job_name,
     resize_patch,
     run_status,
+    toleration_of,
 )
 from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
 
@@ -148,7 +150,7 @@ class HyperPodEksGateway:
         """Submit run `job.run` of `job` pinned to `nodes` (instance ids, one per replica):
         a HyperPodPyTorchJob on HyperPod nodes, a batch Job on EKS burst nodes. False when
         this run was already submitted."""
-        return self.kubernetes.create_run(self._manifest(job, nodes))
+        return self.kubernetes.create_run(self._manifest(job, self._placement(nodes)))
 
     def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
         """Delete the job's runs (those numbered below `before_run`, if given) with their
@@ -164,7 +166,7 @@ class HyperPodEksGateway:
         """Run `job` (its new run number) on `nodes` instead: a running HyperPodPyTorchJob
         is patched in place (the operator checkpoints and restarts it at the new size;
         True); anything else is stopped and dispatched anew (False)."""
-        names, on_hyperpod = self._placement(nodes)
+        placement = self._placement(nodes)
         objects = self.kubernetes.list_runs({JOB_ID_LABEL: job_name(job.job_id)})
         live = [
             r
@@ -172,12 +174,12 @@ class HyperPodEksGateway:
             if r is not None and r.phase in (RunPhase.PENDING, RunPhase.RUNNING)
         ]
         current = max(live, key=lambda r: r.run, default=None)
-        if on_hyperpod and current is not None and current.kind is RunKind.HYPERPOD:
-            patch = resize_patch(job, names)
+        if placement.on_hyperpod and current is not None and current.kind is RunKind.HYPERPOD:
+            patch = resize_patch(job, placement.node_names)
             if self.kubernetes.patch_run(current.kind, current.namespace, current.name, patch):
                 return True
         self.stop_job(job.job_id, before_run=job.run)
-        self.kubernetes.create_run(_manifest(job, names, on_hyperpod))
+        self.kubernetes.create_run(self._manifest(job, placement))
         return False
 
     def job_runs(self) -> list[RunStatus]:
@@ -291,17 +293,38 @@ class HyperPodEksGateway:
         if refused:
             raise ClusterError(f"BatchDeleteClusterNodes refused {'; '.join(refused)}")
 
-    def _manifest(self, job: Job, nodes: list[str]) -> dict[str, Any]:
-        return _manifest(job, *self._placement(nodes))
+    def _manifest(self, job: Job, placement: _Placement) -> dict[str, Any]:
+        if placement.on_hyperpod:
+            return hyperpod_job_manifest(job, placement.node_names)
+        return batch_job_manifest(job, placement.node_names, self._tolerations(placement))
 
-    def _placement(self, nodes: list[str]) -> tuple[list[str], bool]:
-        """The Kubernetes node names of `nodes`, and whether any is a HyperPod node."""
+    def _placement(self, nodes: list[str]) -> _Placement:
+        """The Kubernetes node names of `nodes`, whether any is a HyperPod node, and the
+        NodePools of the Karpenter nodes among them."""
         kube = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
         missing = [i for i in nodes if i not in kube]
         if missing:
             raise NodeNotFoundError(missing[0])
         on_hyperpod = not nodes or any(NODEPOOL_LABEL not in kube[i].labels for i in nodes)
-        return [kube[i].name for i in nodes], on_hyperpod
+        pools = (
+            sorted({kube[i].labels[NODEPOOL_LABEL] for i in nodes} - {""})
+            if not on_hyperpod
+            else []
+        )
+        return _Placement([kube[i].name for i in nodes], on_hyperpod, pools)
+
+    def _tolerations(self, placement: _Placement) -> list[dict[str, Any]]:
+        """Tolerations of the taints the placement's NodePools put on their nodes
+        (spec.template.spec.taints; startupTaints are removed before pods schedule)."""
+        tolerations: list[dict[str, Any]] = []
+        for name in placement.node_pools:
+            pool = self.kubernetes.get_nodepool(name) or {}
+            template = ((pool.get("spec") or {}).get("template") or {}).get("spec") or {}
+            for taint in template.get("taints") or []:
+                toleration = toleration_of(taint)
+                if toleration not in tolerations:
+                    tolerations.append(toleration)
+        return tolerations
 
     def _repair(
         self, instance_ids: list[str], hyperpod: RepairCall, burst: RepairCall
@@ -447,7 +470,8 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
     )
 
 
-def _manifest(job: Job, node_names: list[str], on_hyperpod: bool) -> dict[str, Any]:
-    if on_hyperpod:
-        return hyperpod_job_manifest(job, node_names)
-    return batch_job_manifest(job, node_names)
+@dataclass(frozen=True)
+class _Placement:
+    node_names: list[str]
+    on_hyperpod: bool
+    node_pools: list[str]

@@ -9,7 +9,9 @@ A job is dispatched as one *run* at a time, numbered by `Job.run`:
 Both follow HyperPod task governance's conventions: namespace `hyperpod-ns-<team>`, Kueue
 local queue `hyperpod-ns-<team>-localqueue`, priority class label `<class>-priority`. Pods
 are pinned to the nodes HyperGuard placed the job on (required node affinity on
-`metadata.name`).
+`metadata.name`), select the instance type by the name those nodes carry (`ml.*` on
+HyperPod, the EC2 name on Karpenter's), tolerate the burst NodePool's taints and carry
+`karpenter.sh/do-not-disrupt`.
 
 `run_status` reads a run back as a RunStatus. How a run ends:
 - batch Job: condition `Complete` → succeeded; `Failed` with reason `PodFailurePolicy` →
@@ -32,15 +34,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hyperguard.catalogue import ec2_name
+from hyperguard.catalogue import ec2_name, ml_name
 from hyperguard.cluster.conventions import INSTANCE_TYPE_LABEL
 from hyperguard.models import Job
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Kueue picks a Workload's WorkloadPriorityClass from this label. spec.priorityClassName is
+# left unset: it must name an existing PriorityClass, and HyperGuard creates none.
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_ID_LABEL = "hyperguard.io/job-id"
 RUN_LABEL = "hyperguard.io/run"
 JOB_ID_ANNOTATION = "hyperguard.io/job-id"
+DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
+"""Karpenter v1's pod annotation: no voluntary disruption of the pod's node while it runs."""
 AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
 HPJOB_POD_LABEL = "HPJob"
 """The label the HyperPod training operator puts on a HyperPodPyTorchJob's pods."""
@@ -126,7 +132,30 @@ def accelerator_resource(instance_type: str) -> str:
     return "aws.amazon.com/neuron" if neuron else "nvidia.com/gpu"
 
 
-def _pod_spec(job: Job, node_names: list[str]) -> dict[str, Any]:
+def _pod_template(
+    job: Job,
+    node_names: list[str],
+    *,
+    instance_type: str,
+    tolerations: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A run's pod template: selects `instance_type` as the nodes spell it (HyperPod's ml.
+    name, the EC2 name on Karpenter's nodes), tolerates `tolerations` and asks Karpenter
+    (v1) not to disrupt the node while the pod runs: consolidation would otherwise take a
+    burst node from under a training run."""
+    spec = _pod_spec(job, node_names, instance_type)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return {
+        "metadata": {
+            "labels": {JOB_ID_LABEL: job_name(job.job_id)},
+            "annotations": {DO_NOT_DISRUPT_ANNOTATION: "true"},
+        },
+        "spec": spec,
+    }
+
+
+def _pod_spec(job: Job, node_names: list[str], instance_type: str) -> dict[str, Any]:
     accelerators = {accelerator_resource(job.instance_type): str(job.accelerators_per_replica)}
     env = [{"name": JOB_ID_ENV, "value": job.job_id}]
     if job.checkpoint_location:
@@ -146,7 +175,7 @@ def _pod_spec(job: Job, node_names: list[str]) -> dict[str, Any]:
         container["command"] = list(job.command)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "nodeSelector": {INSTANCE_TYPE_LABEL: job.instance_type},
+        "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
         "containers": [container],
     }
     if node_names:
@@ -171,6 +200,17 @@ def pinned_to(node_names: list[str]) -> dict[str, Any]:
     }
 
 
+def toleration_of(taint: dict[str, Any]) -> dict[str, Any]:
+    """The toleration of exactly this taint (key, value and effect; Equal, or Exists for a
+    taint without a value)."""
+    toleration: dict[str, Any] = {"key": taint.get("key"), "effect": taint.get("effect")}
+    if taint.get("value"):
+        toleration.update(operator="Equal", value=taint["value"])
+    else:
+        toleration["operator"] = "Exists"
+    return toleration
+
+
 def _metadata(job: Job) -> dict[str, Any]:
     labels = {
         QUEUE_LABEL: local_queue(job.team),
@@ -190,10 +230,13 @@ def _metadata(job: Job) -> dict[str, Any]:
     }
 
 
-def batch_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
+def batch_job_manifest(
+    job: Job, node_names: list[str], tolerations: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The batch/v1 Job of this run on EKS burst nodes, suspended until Kueue admits it.
     A pod that is disrupted (DisruptionTarget) fails the Job at once with reason
-    PodFailurePolicy, which is how HyperGuard tells a lost run from a failed one."""
+    PodFailurePolicy, which is how HyperGuard tells a lost run from a failed one. Karpenter's
+    nodes carry the EC2 instance-type name and their NodePool's taints (`tolerations`)."""
     replicas = len(node_names) or job.replicas
     return {
         "apiVersion": "batch/v1",
@@ -214,10 +257,9 @@ def batch_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
                     }
                 ]
             },
-            "template": {
-                "metadata": {"labels": {JOB_ID_LABEL: job_name(job.job_id)}},
-                "spec": _pod_spec(job, node_names),
-            },
+            "template": _pod_template(
+                job, node_names, instance_type=ec2_name(job.instance_type), tolerations=tolerations
+            ),
         },
     }
 
@@ -230,10 +272,7 @@ def hyperpod_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
         "name": REPLICA_SPEC,
         "replicas": replicas,
         "spares": 0,
-        "template": {
-            "metadata": {"labels": {JOB_ID_LABEL: job_name(job.job_id)}},
-            "spec": _pod_spec(job, node_names),
-        },
+        "template": _pod_template(job, node_names, instance_type=ml_name(job.instance_type)),
     }
     spec: dict[str, Any] = {
         "nprocPerNode": str(job.accelerators_per_replica),
