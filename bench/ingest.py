@@ -39,7 +39,7 @@ def _calls_counter() -> Counter[str]:
         calls[operation] += 1
         return original(self, operation, params)
 
-    BaseClient._make_api_call = counting  # type: ignore[method-assign]
+    BaseClient._make_api_call = counting
     return calls
 
 
@@ -167,7 +167,8 @@ def on_twin(samples: int) -> dict[str, Any]:
     events = twin.client("events")
     hp = json.loads((EVENTS / "hyperpod-node-health-unhealthy.json").read_text())
     nodes = [i.instance_id for i in twin.cluster.instances() if i.platform == "hyperpod"][:samples]
-    to_incident, to_detected = [], []
+    to_incident: list[float] = []
+    to_detected: list[float] = []
     for instance in nodes:
         t = time.perf_counter()
         events.put_events(
@@ -175,12 +176,13 @@ def on_twin(samples: int) -> dict[str, Any]:
                 put_entry(retarget(hp, instance, twin.config.cluster_name), out["EventBusName"])
             ]
         )
-        opened = None
+        opened: float | None = None
         while time.perf_counter() - t < 30:
             incident = store.open_incident_for(instance)
             if incident and opened is None:
                 opened = time.perf_counter() - t
             if incident and incident.status.value == "detected":
+                assert opened is not None  # set above, when the incident first appeared
                 to_incident.append(opened)
                 to_detected.append(time.perf_counter() - t)
                 break

@@ -239,6 +239,9 @@ class Meter:
     def wall(self, at: datetime) -> datetime:
         return at
 
+    def virtual(self, wall: datetime) -> datetime:
+        return wall
+
     def at(self, t: float) -> datetime:
         return EPOCH + timedelta(seconds=t)
 
