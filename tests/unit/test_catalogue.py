@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -35,7 +37,7 @@ def test_an_unknown_type_is_a_typed_error_naming_it() -> None:
 
 
 @pytest.fixture
-def ec2(monkeypatch: pytest.MonkeyPatch):
+def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, list[list[str]]]]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     with mock_aws():
@@ -48,7 +50,7 @@ def ec2(monkeypatch: pytest.MonkeyPatch):
         yield client, calls
 
 
-def test_each_type_is_read_once_and_a_batch_is_one_call(ec2) -> None:
+def test_each_type_is_read_once_and_a_batch_is_one_call(ec2: tuple[Any, list[list[str]]]) -> None:
     client, calls = ec2
     ec2_catalogue = Ec2InstanceCatalogue(client)
     ec2_catalogue.prefetch(["ml.p5.48xlarge", "g5.12xlarge", "p5.48xlarge"])
@@ -58,7 +60,9 @@ def test_each_type_is_read_once_and_a_batch_is_one_call(ec2) -> None:
     assert len(calls) == 1
 
 
-def test_an_unknown_type_in_a_batch_is_found_and_remembered(ec2) -> None:
+def test_an_unknown_type_in_a_batch_is_found_and_remembered(
+    ec2: tuple[Any, list[list[str]]],
+) -> None:
     client, calls = ec2
     ec2_catalogue = Ec2InstanceCatalogue(client)
     ec2_catalogue.prefetch(["p5.48xlarge", "x9.huge"])

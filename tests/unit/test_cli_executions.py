@@ -12,7 +12,6 @@ from tests.unit.test_cli_errors import Unreachable, exit_status
 from tests.unit.test_cli_views import T0, incident
 
 from hyperguard.cli import main as cli
-from hyperguard.cli import watch
 from hyperguard.cli.executions import execution_states
 from hyperguard.models import Incident
 
@@ -104,7 +103,7 @@ class StepFunctions:
             item["stopDate"] = at(e["stop"])
         return item
 
-    def get_paginator(self, operation: str) -> Paginator:
+    def get_paginator(self, operation: str) -> Paginator | History:
         if operation == "get_execution_history":
             return History(self)
         assert operation == "list_executions"
@@ -373,7 +372,7 @@ def test_watch_prints_each_change_until_ctrl_c(
         elif len(naps) == 3:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(watch.time, "sleep", sleep)
+    monkeypatch.setattr("hyperguard.cli.watch.time.sleep", sleep)
     assert exit_status(["watch", "--interval", "0.5"]) == 130
     captured = capsys.readouterr()
     assert naps == [0.5, 0.5, 0.5]

@@ -19,7 +19,7 @@ UNKNOWN = "i-0000000000000dead"
 
 
 @pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch):
+def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
@@ -32,8 +32,12 @@ class Recorded(list[dict[str, Any]]):
         self.append(dict(params))
 
 
+MotoEc2 = tuple[Any, list[str], Recorded]
+"""A moto EC2 client, its running instances' ids, and its reboots."""
+
+
 @contextmanager
-def moto_ec2(count: int) -> Iterator[tuple[Any, list[str], Recorded]]:
+def moto_ec2(count: int) -> Iterator[MotoEc2]:
     """A moto EC2 client with `count` running instances, and a record of its reboots."""
     with mock_aws():
         client = boto3.client("ec2", region_name=REGION)
@@ -47,12 +51,12 @@ def moto_ec2(count: int) -> Iterator[tuple[Any, list[str], Recorded]]:
 
 
 @pytest.fixture
-def ec2():
+def ec2() -> Iterator[MotoEc2]:
     with moto_ec2(2) as ec2:
         yield ec2
 
 
-def test_reboots_each_instance_once(ec2):
+def test_reboots_each_instance_once(ec2: MotoEc2) -> None:
     client, (a, b), calls = ec2
 
     outcome = Ec2Adapter(client=client).reboot([a, b, a])
@@ -62,7 +66,7 @@ def test_reboots_each_instance_once(ec2):
     assert calls == [{"InstanceIds": [a]}, {"InstanceIds": [b]}]
 
 
-def test_an_unknown_instance_fails_alone_with_instance_id_not_found(ec2):
+def test_an_unknown_instance_fails_alone_with_instance_id_not_found(ec2: MotoEc2) -> None:
     client, (a, _), calls = ec2
 
     outcome = Ec2Adapter(client=client).reboot([UNKNOWN, a])
@@ -83,7 +87,7 @@ def test_an_unknown_instance_fails_alone_with_instance_id_not_found(ec2):
         ("UnauthorizedOperation", "UnauthorizedOperation"),
     ],
 )
-def test_ec2_errors_map_onto_sagemakers_per_node_codes(ec2_code, error_code):
+def test_ec2_errors_map_onto_sagemakers_per_node_codes(ec2_code: str, error_code: str) -> None:
     client = boto3.client("ec2", region_name=REGION)
     with Stubber(client) as stubber:
         stubber.add_client_error(
@@ -99,7 +103,9 @@ def test_ec2_errors_map_onto_sagemakers_per_node_codes(ec2_code, error_code):
     assert [(f.node_id, f.error_code) for f in outcome.failed] == [(UNKNOWN, error_code)]
 
 
-def test_no_client_is_created_until_first_use(monkeypatch, ec2):
+def test_no_client_is_created_until_first_use(
+    monkeypatch: pytest.MonkeyPatch, ec2: MotoEc2
+) -> None:
     client, (a, _), calls = ec2
     created: list[Any] = []
 

@@ -38,8 +38,10 @@ class World:
         self.clock.advance(seconds)
         self.cluster.advance()
 
-    def create(self, name: str, capacity: list[str] | None = None, **labels: str) -> None:
-        self.store.create(NODECLAIMS, manifest(name, capacity, **labels), user=USER)
+    def create(
+        self, name: str, capacity: list[str] | None = None, labels: dict[str, str] | None = None
+    ) -> None:
+        self.store.create(NODECLAIMS, manifest(name, capacity, **(labels or {})), user=USER)
 
     def claim(self, name: str) -> dict[str, Any] | None:
         return self.store.find(NODECLAIMS, name)
@@ -155,7 +157,9 @@ def test_a_claim_is_a_ready_node_after_the_launch_and_the_boot(world: World) -> 
 
 
 def test_the_node_carries_the_claims_labels_and_is_listed_by_its_pool(world: World) -> None:
-    world.create("hg-burst-b-7-1-0", **{BURST_LABEL: "b-7", "hyperguard.io/burst-attempt": "1"})
+    world.create(
+        "hg-burst-b-7-1-0", labels={BURST_LABEL: "b-7", "hyperguard.io/burst-attempt": "1"}
+    )
     world.advance(LAUNCH_S + READY_S)
     (instance,) = world.burst()
     labels = world.store.get(NODES, instance.node_name)["metadata"]["labels"]
@@ -307,7 +311,7 @@ def test_karpenter_prefers_reserved_then_spot(
 
 
 def test_a_claim_in_a_pool_that_does_not_exist_never_launches(world: World) -> None:
-    world.create("hg-burst-b-1-1-0", **{"karpenter.sh/nodepool": "nowhere"})
+    world.create("hg-burst-b-1-1-0", labels={"karpenter.sh/nodepool": "nowhere"})
     launched = world.conditions("hg-burst-b-1-1-0")["Launched"]
     assert (launched["status"], launched["reason"]) == ("False", "LaunchFailed")
     assert launched["message"] == 'NodePool "nowhere" not found'

@@ -810,7 +810,7 @@ def containers(value: Any) -> list[Any]:
 
 @st.composite
 def mutated_events(draw: st.DrawFn) -> dict[str, Any]:
-    event = copy.deepcopy(draw(st.sampled_from(SEED_EVENTS)))
+    event: dict[str, Any] = copy.deepcopy(draw(st.sampled_from(SEED_EVENTS)))
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         target = draw(st.sampled_from(containers(event)))
         keys = list(target) if isinstance(target, dict) else list(range(len(target)))

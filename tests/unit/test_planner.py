@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -110,7 +111,9 @@ def test_mtbf_grid_rounds_up_without_float_noise() -> None:
 def test_reduction_grid_is_the_improvement_whatever_the_gpu_hours() -> None:
     grid = planner.reduction_grid([16, 256], [0.0005], 40, 280)
     assert grid == {"sizes": [16, 256], "grid": {"0.0005": [3.08, 32.05]}}
-    assert grid["grid"]["0.0005"][1] == round(planner.plan(PUBLISHED)["improvement_pct"], 2)
+    rows = grid["grid"]
+    assert isinstance(rows, dict)
+    assert rows["0.0005"][1] == round(planner.plan(PUBLISHED)["improvement_pct"], 2)
 
 
 def test_hot_spares_keep_the_shortfall_below_the_target() -> None:
@@ -172,10 +175,11 @@ def test_inputs_out_of_range_name_their_field(fields: dict[str, float], field: s
     ],
 )
 def test_grids_refuse_bad_lists(sizes: list[int], rates: list[float], field: str) -> None:
-    for grid in (
+    grids: tuple[Callable[[], object], ...] = (
         lambda: planner.mtbf_grid(sizes, rates),
         lambda: planner.reduction_grid(sizes, rates, 40, 280),
-    ):
+    )
+    for grid in grids:
         with pytest.raises(PlanInputError) as caught:
             grid()
         assert caught.value.field == field

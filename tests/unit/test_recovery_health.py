@@ -11,7 +11,7 @@ import pytest
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL
 from hyperguard.models import Incident, Node, NodeStatus, Repair, wait_timestamp
 from hyperguard.recovery.policy import DeepHealthCheck, NodeRepairConfig
-from hyperguard.recovery.steps import RecoverySteps
+from hyperguard.recovery.steps import Recovery, RecoverySteps
 
 INSTANCE = "i-0123456789abcdef0"
 
@@ -80,7 +80,9 @@ REBOOTING = (NodeStatus.PENDING, False, None)
 
 
 def polls(cluster: ScriptedCluster, policy: NodeRepairConfig, n: int) -> list[str | None]:
-    runner, r, verdicts = steps(cluster, policy), {}, []
+    runner = steps(cluster, policy)
+    r: Recovery = {}
+    verdicts: list[str | None] = []
     for _ in range(n):
         verdicts.append(runner._rebooted_health(INCIDENT, r))
     return verdicts

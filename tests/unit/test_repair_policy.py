@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -44,7 +45,7 @@ def node(*reboots_ago_min: float) -> Node:
 
 
 def test_the_eks_shape_reads_unchanged() -> None:
-    eks = {
+    eks: dict[str, Any] = {
         "enabled": True,
         "maxUnhealthyNodeThresholdPercentage": 30,
         "maxParallelNodesRepairedCount": 2,

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import pytest
-from governance_builders import CATALOGUE, P5, cluster, gpus_used, job, quota, running
+from tests.unit.governance.governance_builders import (
+    CATALOGUE,
+    P5,
+    cluster,
+    gpus_used,
+    job,
+    quota,
+    running,
+)
 
 from hyperguard.governance import DecisionKind, Decisions, GovernanceState, schedule
 from hyperguard.governance.state import Workload
+from hyperguard.models.governance import ComputeQuota
 
 
 def admitted(decisions: Decisions) -> dict[str, int]:
@@ -19,16 +29,23 @@ def preempted(decisions: Decisions) -> set[str]:
     return {d.job_id for d in decisions.preempted}
 
 
+class ClusterOptions(TypedDict, total=False):
+    """The scheduler settings a case gives `cluster` beyond its defaults."""
+
+    fair_share: str
+    idle: str
+
+
 @dataclass
 class Case:
     name: str
-    quotas: list
+    quotas: list[ComputeQuota]
     instances: int
     jobs: list[Workload]
     admit: dict[str, int]
     preempt: set[str] = field(default_factory=set)
     pending_reason: dict[str, str] = field(default_factory=dict)
-    kwargs: dict = field(default_factory=dict)
+    kwargs: ClusterOptions = field(default_factory=lambda: ClusterOptions())
 
 
 CASES = [
@@ -178,7 +195,7 @@ def test_admission_rules(case: Case) -> None:
 @dataclass
 class PreemptCase:
     name: str
-    quotas: list
+    quotas: list[ComputeQuota]
     instances: int
     jobs: list[Workload]
     admit: dict[str, int]

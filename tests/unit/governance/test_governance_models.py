@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 from tests.conftest import catalogue
@@ -127,7 +129,9 @@ def test_scheduler_config_limits() -> None:
         ({"InstanceType": "ml.p5.48xlarge", "Accelerators": 2, "MemoryInGiB": 100}, (2, 48, 100)),
     ],
 )
-def test_resolve_quota_resource(resource: dict, expected: tuple[int, float, float]) -> None:
+def test_resolve_quota_resource(
+    resource: dict[str, Any], expected: tuple[int, float, float]
+) -> None:
     amount = resolve_quota_resource(ComputeQuotaResourceConfig.model_validate(resource), CATALOGUE)
     assert (amount.accelerators, amount.vcpu, amount.memory_gib) == expected
 

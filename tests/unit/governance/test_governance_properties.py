@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from governance_builders import CLASSES, P5, cluster, job, quota, running
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.unit.governance.governance_builders import CLASSES, P5, cluster, job, quota, running
 
-from hyperguard.governance import DecisionKind, GovernanceState, schedule
+from hyperguard.governance import DecisionKind, Decisions, GovernanceState, Workload, schedule
 from hyperguard.models.governance import ZERO
 
 MAX_PASSES = 40
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list]:
+def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list[list[Workload]]]:
     teams = draw(st.integers(min_value=1, max_value=4))
     quotas = [
         quota(
@@ -35,9 +35,9 @@ def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list]:
         min_runtime=draw(st.sampled_from([0.0, 30.0])),
         now=0.0,
     )
-    waves = []
+    waves: list[list[Workload]] = []
     for wave in range(draw(st.integers(min_value=1, max_value=3))):
-        jobs = []
+        jobs: list[Workload] = []
         for index in range(draw(st.integers(min_value=1, max_value=10))):
             elastic = draw(st.booleans())
             replicas = draw(st.integers(min_value=1, max_value=3))
@@ -74,7 +74,7 @@ def check_limits(state: GovernanceState) -> None:
     assert all(u <= p for u, p in zip(lent, totals.pool, strict=True))
 
 
-def check_preemptions_justified(state: GovernanceState, decisions) -> None:
+def check_preemptions_justified(state: GovernanceState, decisions: Decisions) -> None:
     borrowing_before = {
         team
         for (team, _), used in state.usage.items()
@@ -83,6 +83,7 @@ def check_preemptions_justified(state: GovernanceState, decisions) -> None:
     for action in decisions.actions:
         if action.kind not in (DecisionKind.PREEMPT, DecisionKind.SHRINK):
             continue
+        assert action.for_job is not None, action
         victim = state.workloads[action.job_id]
         preemptor = state.workloads[action.for_job]
         if victim.team == preemptor.team:
@@ -108,7 +109,9 @@ def run_to_fixed_point(state: GovernanceState) -> int:
 
 @settings(max_examples=300, deadline=None)
 @given(clusters())
-def test_invariants_hold_and_passes_reach_a_fixed_point(case) -> None:
+def test_invariants_hold_and_passes_reach_a_fixed_point(
+    case: tuple[GovernanceState, list[list[Workload]]],
+) -> None:
     state, waves = case
     for wave, jobs in enumerate(waves):
         state.now = wave * 100.0
@@ -124,7 +127,9 @@ def test_invariants_hold_and_passes_reach_a_fixed_point(case) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(clusters(), st.data())
-def test_finishing_jobs_never_cause_preemption_ping_pong(case, data) -> None:
+def test_finishing_jobs_never_cause_preemption_ping_pong(
+    case: tuple[GovernanceState, list[list[Workload]]], data: st.DataObject
+) -> None:
     """Jobs finish one by one; after each, passes settle without a job being preempted
     twice in a row on a state that no longer changes."""
     state, waves = case
@@ -183,7 +188,9 @@ def one_team_contention(draw: st.DrawFn) -> tuple[GovernanceState, str]:
 
 @settings(max_examples=300, deadline=None)
 @given(one_team_contention())
-def test_no_job_is_preempted_while_shrinking_elastic_jobs_would_make_room(case) -> None:
+def test_no_job_is_preempted_while_shrinking_elastic_jobs_would_make_room(
+    case: tuple[GovernanceState, str],
+) -> None:
     state, urgent = case
     workload = state.workloads[urgent]
     shrinkable = sum(
