@@ -4,10 +4,12 @@ member sees only their own team's jobs in incidents."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any
 
 from tests.conftest import Stack
-from tests.integration.api_harness import Api, member
+from tests.integration.api_harness import ADMIN, Api, member
 
 from hyperguard.governance.jobs import Actor, JobLifecycle
 from hyperguard.models import HealthSignal, Node, ProtectedJob, Repair, Severity
@@ -167,3 +169,85 @@ def test_members_see_only_their_teams_jobs_in_incidents(stack: Stack) -> None:
         "legacy",
     ]
     assert "cv-secret" not in str(api.call("GET", "/incidents", principal=member("nlp")).body)
+
+
+def _quota_body(count: Any) -> dict[str, Any]:
+    return {
+        "Name": "cv",
+        "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abc",
+        "ComputeQuotaConfig": {
+            "ComputeQuotaResources": [{"InstanceType": "ml.p5.48xlarge", "Count": count}]
+        },
+        "ComputeQuotaTarget": {"TeamName": "cv"},
+    }
+
+
+def test_numbers_are_bounded_before_parsing_and_typed_strictly(stack: Stack) -> None:
+    api = api_for(stack)
+    job_id = api.call("POST", "/jobs", BASE, principal=member("nlp")).body["job_id"]
+    before = snapshot_of(api)
+    giant = "9" * 5000  # past Python's 4,300-digit int conversion limit
+    raw_bodies = [
+        (
+            "POST",
+            "/jobs",
+            f'{{"instance_type": "ml.p5.48xlarge", "image": "t:1", "replicas": {giant}}}',
+        ),
+        ("POST", f"/jobs/{job_id}/checkpoints", f'{{"step": {giant}, "uri": "s3://b/k/"}}'),
+        ("POST", f"/jobs/{job_id}/checkpoints", f'{{"step": 1.{giant}, "uri": "s3://b/k/"}}'),
+        ("POST", f"/jobs/{job_id}/checkpoints", '{"step": 1e999, "uri": "s3://b/k/"}'),
+        ("POST", f"/jobs/{job_id}/checkpoints", '{"step": NaN, "uri": "s3://b/k/"}'),
+        ("PUT", "/teams/cv/compute-quota", json.dumps(_quota_body(0)).replace("0}", giant + "}")),
+        ("PUT", "/policies/node-repair", f'{{"pollIntervalS": -{giant}}}'),
+        ("PUT", "/policies/burst", f'{{"spendCaps": {{"teams": {{"nlp": {giant}}}}}}}'),
+        ("POST", "/plan", f'{{"instances": {giant}}}'),
+    ]
+    for method, path, raw in raw_bodies:
+        reply = api.call(method, path, raw=raw)
+        assert reply.status == 422, (path, reply.body)
+        assert reply.body["field"] == "body" and "number" in reply.body["error"], reply.body
+    typed_wrong = [
+        ("POST", "/jobs", BASE | {"replicas": True}, "replicas"),
+        ("POST", "/jobs", BASE | {"replicas": "2"}, "replicas"),
+        ("POST", "/jobs", BASE | {"auto_resume": "true"}, "auto_resume"),
+        ("POST", f"/jobs/{job_id}/checkpoints", {"step": "10", "uri": "s3://b/k/"}, "step"),
+        ("POST", f"/jobs/{job_id}/checkpoints", {"step": False, "uri": "s3://b/k/"}, "step"),
+        (
+            "PUT",
+            "/teams/cv/compute-quota",
+            _quota_body("4"),
+            "ComputeQuotaConfig.ComputeQuotaResources[0].Count",
+        ),
+        ("PUT", "/policies/node-repair", {"pollIntervalS": True}, "pollIntervalS"),
+        ("PUT", "/policies/burst", {"spendCaps": {"globalUsdPerDay": "5"}}, "spendCaps"),
+    ]
+    for method, path, body, field in typed_wrong:
+        principal = member("nlp") if path.startswith("/jobs") else ADMIN
+        reply = api.call(method, path, body, principal=principal)
+        assert reply.status == 422, (body, reply.body)
+        assert reply.body["field"].startswith(field), (body, reply.body)
+    assert snapshot_of(api) == before
+
+
+def snapshot_of(api: Api) -> Any:
+    return (
+        [r.model_dump() for r in api.jobs.records()],
+        api.call("GET", "/policies/burst").body,
+        api.call("GET", "/policies/node-repair").body,
+        api.call("GET", "/teams/cv/compute-quota").body,
+    )
+
+
+def test_members_read_only_their_own_teams_spend_caps(stack: Stack) -> None:
+    api = api_for(stack)
+    caps = {
+        "globalUsdPerDay": 5000,
+        "teams": {"nlp": 100, "cv": 900},
+        "teamGpuHoursPerDay": {"nlp": 24, "cv": 480},
+    }
+    assert api.call("PUT", "/policies/burst", {"spendCaps": caps}).status == 200
+    seen = api.call("GET", "/policies/burst", principal=member("nlp")).body["spendCaps"]
+    assert (seen["teams"], seen["teamGpuHoursPerDay"]) == ({"nlp": 100}, {"nlp": 24})
+    assert seen["globalUsdPerDay"] == 5000  # the cluster-wide cap is not a team's secret
+    full = api.call("GET", "/policies/burst").body["spendCaps"]
+    assert full["teams"] == {"nlp": 100, "cv": 900}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,7 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.api.auth import Caller, resolve_caller
 from hyperguard.api.deps import ApiDependencies
-from hyperguard.api.errors import register_error_handlers
+from hyperguard.api.errors import InvalidRequestError, register_error_handlers
 from hyperguard.api.routes import incidents, jobs, plan, policy, teams, views
 
 TITLE = "HyperGuard API"
@@ -28,6 +29,45 @@ VERSION = "1.0.0"
 MAX_BODY = 65_536
 """Bytes a request body may have: far above any valid body (a job's command is capped at
 16 KB), far below what makes an item, a pass or a log line fail."""
+
+
+MAX_NUMBER_CHARS = 64
+"""Characters a JSON number may have before Python parses it: far above the largest value any
+field accepts (a step, 10**15, has 16 digits), so an out-of-range number is still refused by
+its field's range with the field named; far below the 4,300 digits past which Python refuses
+to turn a string into an int (sys.get_int_max_str_digits), which answered 500."""
+
+
+def _number_in_range(literal: str) -> None:
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise InvalidRequestError(
+            f"a number in the body has more than {MAX_NUMBER_CHARS} characters", "body"
+        )
+
+
+def _bounded_int(literal: str) -> int:
+    _number_in_range(literal)
+    return int(literal)
+
+
+def _bounded_float(literal: str) -> float:
+    _number_in_range(literal)
+    value = float(literal)
+    if not math.isfinite(value):
+        raise InvalidRequestError("a number in the body is out of range", "body")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidRequestError(f"{name} is not a JSON number", "body")
+
+
+def load_body(text: str) -> Any:
+    """A request body as JSON (RFC 8259): every number bounded in characters before Python
+    parses it, NaN and Infinity refused (JSON has no such values)."""
+    return json.loads(
+        text, parse_int=_bounded_int, parse_float=_bounded_float, parse_constant=_no_constant
+    )
 
 
 def body_problem(event: Mapping[str, Any]) -> tuple[int, str, str] | None:
@@ -77,7 +117,7 @@ class HyperGuardResolver(APIGatewayRestResolver):
 
 
 def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
-    app = HyperGuardResolver(enable_validation=True)
+    app = HyperGuardResolver(enable_validation=True, json_body_deserializer=load_body)
     register_error_handlers(app)
 
     def caller() -> Caller:

@@ -16,6 +16,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
     StringConstraints,
     ValidationError,
     field_validator,
@@ -104,8 +106,8 @@ class JobSubmission(BaseModel):
     accelerator: AcceleratorKind | None = Field(
         default=None, description="instead of instance_type: the accelerator kind"
     )
-    accelerators_per_replica: int = Field(default=8, ge=1, le=64)
-    replicas: int = Field(
+    accelerators_per_replica: StrictInt = Field(default=8, ge=1, le=64)
+    replicas: StrictInt = Field(
         default=1, ge=1, le=MAX_REPLICAS, description="elastic jobs: the size to start with"
     )
     elastic_policy: ElasticPolicy | None = Field(
@@ -116,7 +118,7 @@ class JobSubmission(BaseModel):
     recovery: JobRecovery = Field(
         default_factory=JobRecovery, description="what recovery does when a node fails"
     )
-    max_steps: int | None = Field(
+    max_steps: StrictInt | None = Field(
         default=None, ge=1, le=10**9, description="the training's length in steps, if known"
     )
     image: str = Field(min_length=1, max_length=1024)
@@ -127,7 +129,7 @@ class JobSubmission(BaseModel):
         f"{MAX_COMMAND} in all",
     )
     checkpoint_location: str | None = Field(default=None, max_length=1024, pattern=S3_URI)
-    auto_resume: bool = False
+    auto_resume: StrictBool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSubmission:
@@ -147,7 +149,7 @@ class JobSubmission(BaseModel):
 class CheckpointReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    step: int = Field(ge=0, le=MAX_STEP)
+    step: StrictInt = Field(ge=0, le=MAX_STEP)
     uri: str = Field(max_length=1024, pattern=S3_URI)
     completed_at: AwareDatetime | None = Field(
         default=None, description="defaults to now; between 2000 and a day from now"
@@ -231,7 +233,7 @@ class ComputeQuotaRequest(AwsShape):
     compute_quota_config: ComputeQuotaConfig
     compute_quota_target: ComputeQuotaTarget
     activation_state: ActivationState = ActivationState.ENABLED
-    target_version: int | None = Field(default=None, ge=1)
+    target_version: StrictInt | None = Field(default=None, ge=1)
 
     def quota(self) -> ComputeQuota:
         return ComputeQuota.model_validate(
@@ -277,7 +279,7 @@ class SchedulerConfigRequest(AwsShape):
     priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
     fair_share: Toggle = Toggle.ENABLED
     idle_resource_sharing: Toggle = Toggle.ENABLED
-    target_version: int | None = Field(
+    target_version: StrictInt | None = Field(
         default=None, ge=0, description="the version you read (0: none was set yet)"
     )
 
@@ -304,7 +306,7 @@ class PrincipalGrantBody(BaseModel):
 
     principal_arn: str = Field(max_length=1000, pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:.+$")
     team: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$")
-    admin: bool = False
+    admin: StrictBool = False
 
 
 class PrincipalList(BaseModel):

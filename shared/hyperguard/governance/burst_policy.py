@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Self
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from hyperguard.cluster.karpenter import BURST_LABEL, CapacityType
 from hyperguard.governance.placement import (
@@ -44,14 +52,16 @@ class PoolPrice(CamelModel):
         max_length=50,
         description="ml.* (HyperPod) or the EC2 name (EKS); either spelling is matched",
     )
-    hourly_usd: float = Field(ge=0, le=MAX_HOURLY_USD, description="USD per instance-hour")
+    hourly_usd: StrictFloat = Field(ge=0, le=MAX_HOURLY_USD, description="USD per instance-hour")
 
 
-TeamCaps = dict[Annotated[str, StringConstraints(pattern=TEAM_NAME_PATTERN, max_length=63)], float]
+TeamCaps = dict[
+    Annotated[str, StringConstraints(pattern=TEAM_NAME_PATTERN, max_length=63)], StrictFloat
+]
 
 
 class SpendCaps(CamelModel):
-    global_usd_per_day: float | None = Field(
+    global_usd_per_day: StrictFloat | None = Field(
         default=None,
         ge=0,
         le=MAX_USD_PER_DAY,
@@ -62,7 +72,7 @@ class SpendCaps(CamelModel):
         max_length=500,
         description="team → cap on its burst spend rate, USD per day; a team not named has none",
     )
-    global_gpu_hours_per_day: float | None = Field(
+    global_gpu_hours_per_day: StrictFloat | None = Field(
         default=None,
         ge=0,
         le=MAX_GPU_HOURS_PER_DAY,
@@ -98,7 +108,7 @@ class GroupGrowth(CamelModel):
     """A HyperPod instance group bursts may grow with BatchAddClusterNodes."""
 
     instance_group_name: str = Field(pattern=INSTANCE_GROUP_NAME, max_length=63)
-    max_count: int = Field(
+    max_count: StrictInt = Field(
         ge=1,
         le=10000,
         description="the most nodes the group may have (TargetCount) once a burst has grown it",
@@ -138,18 +148,18 @@ class BurstCapacity(CamelModel):
         "job's template allows: development on-demand or reserved, research spot). Put "
         "`reserved` first when the node class selects ODCRs or Capacity Blocks",
     )
-    burst_after_s: dict[PriorityClassName, Annotated[int, Field(ge=0, le=MAX_BURST_AFTER_S)]] = (
-        Field(
-            default_factory=dict,
-            max_length=MAX_PRIORITY_CLASSES,
-            description="priority class → how long (seconds) its jobs wait for HyperPod capacity "
-            "before a burst is asked for them: a job admissible by quota but not placeable "
-            "bursts once it has waited this long since it last began waiting (submitted, "
-            "preempted, requeued). A class not named here, and a job without a class, bursts at "
-            "once (0)",
-        )
+    burst_after_s: dict[
+        PriorityClassName, Annotated[StrictInt, Field(ge=0, le=MAX_BURST_AFTER_S)]
+    ] = Field(
+        default_factory=dict,
+        max_length=MAX_PRIORITY_CLASSES,
+        description="priority class → how long (seconds) its jobs wait for HyperPod capacity "
+        "before a burst is asked for them: a job admissible by quota but not placeable "
+        "bursts once it has waited this long since it last began waiting (submitted, "
+        "preempted, requeued). A class not named here, and a job without a class, bursts at "
+        "once (0)",
     )
-    max_nodes: int = Field(
+    max_nodes: StrictInt = Field(
         default=0,
         ge=0,
         le=1000,
@@ -159,10 +169,10 @@ class BurstCapacity(CamelModel):
         "before a node is asked for (Karpenter's NodePool limits are only checked eventually "
         "and a fast scale-out can overrun them)",
     )
-    poll_interval_s: int = Field(
+    poll_interval_s: StrictInt = Field(
         default=30, ge=1, le=600, description="between two looks at the NodeClaims"
     )
-    launch_timeout_s: int = Field(
+    launch_timeout_s: StrictInt = Field(
         default=900,
         ge=5,
         le=3600,
@@ -170,20 +180,20 @@ class BurstCapacity(CamelModel):
         "Ready before the next type is tried (Karpenter removes a node that has not "
         "registered in 15 minutes)",
     )
-    scale_in_after_s: int = Field(
+    scale_in_after_s: StrictInt = Field(
         default=600,
         ge=0,
         le=86400,
         description="cooldown: a burst node idle this long is released",
     )
-    move_back: bool = Field(
+    move_back: StrictBool = Field(
         default=False,
         description="move a development job on burst capacity back to HyperPod when a "
         "HyperPod node of its type is free and nobody waits for it: at a pass at most 90 s "
         "after the job completes a checkpoint, it is stopped and resumes from that "
         "checkpoint on HyperPod (work since the checkpoint, at most 90 s, is redone)",
     )
-    retry_after_s: int = Field(
+    retry_after_s: StrictInt = Field(
         default=600,
         ge=5,
         le=86400,
@@ -254,6 +264,20 @@ class BurstPolicy(CamelModel):
                 )
             seen.add(key)
         return self
+
+    def seen_by_team(self, team: str | None) -> BurstPolicy:
+        """The policy as a team's member may read it: the other teams' caps left out (what
+        another team may spend is theirs to know)."""
+        caps = self.spend_caps
+        mine = caps.model_copy(
+            update={
+                "teams": {t: c for t, c in caps.teams.items() if t == team},
+                "team_gpu_hours_per_day": {
+                    t: c for t, c in caps.team_gpu_hours_per_day.items() if t == team
+                },
+            }
+        )
+        return self.model_copy(update={"spend_caps": mine})
 
     def price_table(self) -> Mapping[tuple[PoolKind, str], float]:
         """USD per instance-hour by (pool kind, instance type) as placement looks it up."""

@@ -15,7 +15,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_pascal
 
 from hyperguard.catalogue import InstanceCatalogue, InstanceSpec, ml_name
@@ -86,15 +94,17 @@ that many of the largest instance): keeps numbers inside what DynamoDB stores.""
 
 class AcceleratorPartitionConfig(AwsShape):
     type: str = Field(min_length=1, max_length=64, description="MIG profile, e.g. mig-1g.10gb")
-    count: int = Field(ge=0, le=MAX_INSTANCES * 64)
+    count: StrictInt = Field(ge=0, le=MAX_INSTANCES * 64)
 
 
 class ComputeQuotaResourceConfig(AwsShape):
     instance_type: str = Field(min_length=1, max_length=64)
-    count: int | None = Field(default=None, ge=0, le=MAX_INSTANCES, description="whole instances")
-    accelerators: int | None = Field(default=None, ge=0, le=MAX_INSTANCES * 64)
-    vcpu: float | None = Field(default=None, ge=0, le=MAX_INSTANCES * 1024, alias="VCpu")
-    memory_in_gib: float | None = Field(
+    count: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_INSTANCES, description="whole instances"
+    )
+    accelerators: StrictInt | None = Field(default=None, ge=0, le=MAX_INSTANCES * 64)
+    vcpu: StrictFloat | None = Field(default=None, ge=0, le=MAX_INSTANCES * 1024, alias="VCpu")
+    memory_in_gib: StrictFloat | None = Field(
         default=None, ge=0, le=MAX_INSTANCES * 32768, alias="MemoryInGiB"
     )
     accelerator_partition: AcceleratorPartitionConfig | None = None
@@ -102,7 +112,7 @@ class ComputeQuotaResourceConfig(AwsShape):
 
 class ResourceSharingConfig(AwsShape):
     strategy: SharingStrategy = SharingStrategy.LEND_AND_BORROW
-    borrow_limit: int | None = Field(
+    borrow_limit: StrictInt | None = Field(
         default=None, ge=0, le=10000, description="percent of the team's own quota"
     )
     absolute_borrow_limits: list[ComputeQuotaResourceConfig] | None = Field(
@@ -120,7 +130,7 @@ class ComputeQuotaConfig(AwsShape):
 
 class ComputeQuotaTarget(AwsShape):
     team_name: str = Field(pattern=TEAM_NAME_PATTERN, min_length=1, max_length=63)
-    fair_share_weight: int = Field(default=0, ge=0, le=100)
+    fair_share_weight: StrictInt = Field(default=0, ge=0, le=100)
 
 
 class ComputeQuota(AwsShape):
@@ -136,7 +146,7 @@ class ComputeQuota(AwsShape):
 
 class PriorityClass(AwsShape):
     name: str = Field(pattern=TEAM_NAME_PATTERN, min_length=1, max_length=63)
-    weight: int = Field(ge=0, le=100)
+    weight: StrictInt = Field(ge=0, le=100)
 
 
 class SchedulerConfig(AwsShape):

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from hyperguard.models.camel import CamelModel
 
@@ -75,15 +75,17 @@ class ElasticPolicy(CamelModel):
     spells them. The job runs with minReplicas + N * replicaIncrementStep replicas, or one
     of replicaDiscreteValues (not both), never above maxReplicas."""
 
-    min_replicas: int = Field(ge=1, le=MAX_REPLICAS)
-    max_replicas: int = Field(ge=1, le=MAX_REPLICAS)
-    replica_increment_step: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
-    replica_discrete_values: list[int] | None = Field(default=None, min_length=1, max_length=64)
-    graceful_shutdown_timeout_in_seconds: int | None = Field(default=None, ge=0, le=86_400)
+    min_replicas: StrictInt = Field(ge=1, le=MAX_REPLICAS)
+    max_replicas: StrictInt = Field(ge=1, le=MAX_REPLICAS)
+    replica_increment_step: StrictInt | None = Field(default=None, ge=1, le=MAX_REPLICAS)
+    replica_discrete_values: list[StrictInt] | None = Field(
+        default=None, min_length=1, max_length=64
+    )
+    graceful_shutdown_timeout_in_seconds: StrictInt | None = Field(default=None, ge=0, le=86_400)
     """Time to checkpoint and exit on a scaling event before a forced stop."""
-    scaling_timeout_in_seconds: int | None = Field(default=None, ge=0, le=86_400)
+    scaling_timeout_in_seconds: StrictInt | None = Field(default=None, ge=0, le=86_400)
     """Delay before a scale-up (against flapping)."""
-    faulty_scale_down_timeout_in_seconds: int | None = Field(default=None, ge=0, le=86_400)
+    faulty_scale_down_timeout_in_seconds: StrictInt | None = Field(default=None, ge=0, le=86_400)
     """How long to wait for spare capacity after a fault before shrinking."""
 
     @model_validator(mode="after")

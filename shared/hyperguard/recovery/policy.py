@@ -14,6 +14,9 @@ from typing import Annotated, Self
 from pydantic import (
     BaseModel,
     Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
     StringConstraints,
     field_validator,
     model_validator,
@@ -49,35 +52,35 @@ POOL_NAME = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$"
 class NodeRepairConfigOverride(CamelModel):
     node_monitoring_condition: str = Field(min_length=1, max_length=128)
     node_unhealthy_reason: str = Field(min_length=1, max_length=128)
-    min_repair_wait_time_mins: int = Field(ge=1, le=WEEK_MINS)
+    min_repair_wait_time_mins: StrictInt = Field(ge=1, le=WEEK_MINS)
     repair_action: RepairAction
 
 
 class NodeRepairConfig(CamelModel):
-    enabled: bool = True
-    max_unhealthy_node_threshold_count: int | None = Field(default=None, ge=1, le=100_000)
-    max_unhealthy_node_threshold_percentage: int | None = Field(default=20, ge=1, le=100)
-    max_parallel_nodes_repaired_count: int | None = Field(default=None, ge=1, le=100_000)
-    max_parallel_nodes_repaired_percentage: int | None = Field(default=20, ge=1, le=100)
+    enabled: StrictBool = True
+    max_unhealthy_node_threshold_count: StrictInt | None = Field(default=None, ge=1, le=100_000)
+    max_unhealthy_node_threshold_percentage: StrictInt | None = Field(default=20, ge=1, le=100)
+    max_parallel_nodes_repaired_count: StrictInt | None = Field(default=None, ge=1, le=100_000)
+    max_parallel_nodes_repaired_percentage: StrictInt | None = Field(default=20, ge=1, le=100)
     node_repair_config_overrides: list[NodeRepairConfigOverride] = Field(
         default_factory=list, max_length=100
     )
     # HyperGuard's additions (not in the EKS shape). Durations are data: a deployment that
     # wants faster or slower recovery stores other values (PUT /policies/node-repair).
-    accelerator_fault_wait_mins: float = Field(default=10, ge=0, le=WEEK_MINS)
-    other_fault_wait_mins: float = Field(default=30, ge=0, le=WEEK_MINS)
-    repeat_fault_window_mins: float = Field(default=1440, ge=0, le=WEEK_MINS)
-    scheduled_change_lead_mins: float = Field(default=60, ge=0, le=WEEK_MINS)
-    health_budget_mins: float = Field(default=45, ge=0.001, le=WEEK_MINS)
-    drain_deadline_s: float = Field(default=120, ge=0, le=3600)
+    accelerator_fault_wait_mins: StrictFloat = Field(default=10, ge=0, le=WEEK_MINS)
+    other_fault_wait_mins: StrictFloat = Field(default=30, ge=0, le=WEEK_MINS)
+    repeat_fault_window_mins: StrictFloat = Field(default=1440, ge=0, le=WEEK_MINS)
+    scheduled_change_lead_mins: StrictFloat = Field(default=60, ge=0, le=WEEK_MINS)
+    health_budget_mins: StrictFloat = Field(default=45, ge=0.001, le=WEEK_MINS)
+    drain_deadline_s: StrictFloat = Field(default=120, ge=0, le=3600)
     # A Wait state's SecondsPath must be a whole number of seconds.
-    poll_interval_s: int = Field(default=30, ge=1, le=3600)
+    poll_interval_s: StrictInt = Field(default=30, ge=1, le=3600)
     deep_health_checks: list[DeepHealthCheck] = Field(
         default_factory=list,
         max_length=3,
         description="run after a reboot, before the node returns to service; empty: none",
     )
-    hot_spares: dict[Annotated[str, StringConstraints(pattern=POOL_NAME)], int] = Field(
+    hot_spares: dict[Annotated[str, StringConstraints(pattern=POOL_NAME)], StrictInt] = Field(
         default_factory=dict,
         max_length=100,
         description="idle healthy nodes the scheduler keeps free per pool (instance group or "
@@ -88,7 +91,7 @@ class NodeRepairConfig(CamelModel):
         description="component times the automatic recovery strategy weighs "
         "(hyperguard.recovery.strategy)",
     )
-    failed_run_grace_s: int = Field(
+    failed_run_grace_s: StrictInt = Field(
         default=180,
         ge=0,
         le=3600,

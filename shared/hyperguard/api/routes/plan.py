@@ -8,7 +8,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from hyperguard import planner
 from hyperguard.api.deps import ApiDependencies
@@ -21,34 +21,36 @@ class PlanRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    instances: int = Field(ge=1, le=planner.MAX_INSTANCES, description="instances in the cluster")
-    gpus_per_instance: int = Field(ge=1, le=planner.MAX_GPUS, description="ml.p5.48xlarge: 8")
-    failure_rate: float = Field(
+    instances: StrictInt = Field(
+        ge=1, le=planner.MAX_INSTANCES, description="instances in the cluster"
+    )
+    gpus_per_instance: StrictInt = Field(ge=1, le=planner.MAX_GPUS, description="ml.p5.48xlarge: 8")
+    failure_rate: StrictFloat = Field(
         ge=planner.MIN_RATE,
         le=1,
         description="failures per instance-hour, a fraction: 0.0005 is 0.05 %",
     )
-    gpu_hours: float = Field(
+    gpu_hours: StrictFloat = Field(
         ge=planner.MIN_GPU_HOURS, le=planner.MAX_GPU_HOURS, description="GPU-hours to train"
     )
-    downtime_min: float = Field(
+    downtime_min: StrictFloat = Field(
         ge=0, le=planner.MAX_DOWNTIME_MIN, description="minutes lost per failure (HyperPod: 40)"
     )
-    baseline_downtime_min: float = Field(
+    baseline_downtime_min: StrictFloat = Field(
         ge=0,
         le=planner.MAX_DOWNTIME_MIN,
         description="minutes lost per failure without fast recovery (published: 280)",
     )
-    gpu_hour_cost: float = Field(
+    gpu_hour_cost: StrictFloat = Field(
         ge=0, le=planner.MAX_GPU_HOUR_COST, description="price of one GPU-hour, USD"
     )
-    replacement_min: float = Field(
+    replacement_min: StrictFloat = Field(
         default=planner.PUBLISHED_REPLACEMENT_MIN,
         gt=0,
         le=planner.MAX_DOWNTIME_MIN,
         description="minutes to replace a failed node (HyperPod's published time)",
     )
-    target: float = Field(
+    target: StrictFloat = Field(
         default=planner.DEFAULT_SPARE_TARGET,
         ge=planner.MIN_TARGET,
         le=0.5,

@@ -90,13 +90,15 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
 
     @router.get(
         "/policies/burst",
-        summary="The burst policy (the documented defaults until one is set)",
+        summary="The burst policy (the documented defaults until one is set); a team member "
+        "sees only their own team's spend caps",
         tags=["policy"],
         responses=responses(200, BurstPolicy),
     )
     def get_burst_policy() -> Response[BurstPolicy]:
-        caller()
-        return ok(deps.burst_policies.get())
+        who = caller()
+        policy = deps.burst_policies.get()
+        return ok(policy if who.admin else policy.seen_by_team(who.team))
 
     @router.put(
         "/principals",
