@@ -5,6 +5,7 @@ document says. Bounded: a fixed number of examples per operation, derandomized."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import schemathesis
@@ -18,7 +19,8 @@ from schemathesis.checks import (
 from tests.conftest import ROOT
 from tests.e2e.conftest import running_twin
 
-from hyperguard.twin.runtime import DEFAULT_PRINCIPAL, Twin, team_role
+from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL
+from hyperguard.twin.runtime import Twin, team_role
 
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.json")
 CHECKS = [
@@ -45,7 +47,7 @@ def twin() -> Iterator[Twin]:
     suppress_health_check=list(HealthCheck),
 )
 def test_the_api_answers_as_its_document_says(
-    case: schemathesis.Case, principal: str, twin: Twin
+    case: schemathesis.Case[Any], principal: str, twin: Twin
 ) -> None:
     case.call_and_validate(
         base_url=twin.api_endpoint,

@@ -59,7 +59,7 @@ class Service:
         tests' nodes may be with an operator, and their jobs placed elsewhere)."""
         busy = {i.instance_id for i in self.incidents.recent(1000)}
         nodes = self.twin.cluster.snapshot()["nodes"]
-        return next(
+        instance_id: str = next(
             n["instance_id"]
             for n in nodes
             if n["platform"] == "hyperpod"
@@ -67,6 +67,7 @@ class Service:
             and n["schedulable"]
             and n["instance_id"] not in busy
         )
+        return instance_id
 
     def until(self, condition: Any, timeout_s: float = 30, what: str = "") -> Any:
         """The condition's first truthy value."""

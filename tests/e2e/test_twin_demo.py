@@ -22,7 +22,7 @@ def published_queue(twin: Twin) -> str:
     """A subscriber to HyperGuard's own events on its bus."""
     assert twin.deployment is not None
     sqs, events = twin.client("sqs"), twin.client("events")
-    url = sqs.create_queue(QueueName="hyperguard-events-subscriber")["QueueUrl"]
+    url: str = sqs.create_queue(QueueName="hyperguard-events-subscriber")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]

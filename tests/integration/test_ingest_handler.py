@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -100,7 +100,7 @@ def test_a_transient_failure_fails_only_its_record_and_the_retry_completes_it(
     seeded: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = load_handler(seeded.env(), monkeypatch)
-    real_start = app.ingestor.workflows.ensure_started
+    real_start: Callable[[str, dict[str, Any]], str] = app.ingestor.workflows.ensure_started
     calls = {"n": 0}
 
     def flaky_start(incident_id: str, payload: dict[str, Any]) -> str:

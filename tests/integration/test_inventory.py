@@ -59,9 +59,11 @@ def test_a_replaced_node_is_retired_and_its_replacement_stored(
     result = sync.sync()
     new = apis.cluster.replacement_of(old)
     assert result.retired == 1 and new is not None
-    assert nodes.get(old).status is NodeStatus.NOT_FOUND  # type: ignore[union-attr]
-    assert nodes.get(new).logical_id == nodes.get(old).logical_id  # type: ignore[union-attr]
-    assert nodes.get(foreign.instance_id).status is NodeStatus.RUNNING  # not ours: untouched  # type: ignore[union-attr]
+    retired, replacement, theirs = nodes.get(old), nodes.get(new), nodes.get(foreign.instance_id)
+    assert retired is not None and replacement is not None and theirs is not None
+    assert retired.status is NodeStatus.NOT_FOUND
+    assert replacement.logical_id == retired.logical_id
+    assert theirs.status is NodeStatus.RUNNING  # not ours: untouched
 
 
 def test_a_look_up_remembers_a_miss_for_its_window(stack: Stack, apis: ClusterApis) -> None:

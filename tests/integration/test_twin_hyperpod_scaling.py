@@ -228,7 +228,13 @@ def test_requests_are_validated_like_the_model(apis: ClusterApis) -> None:
     bad_group = [{**entry, "InstanceGroupName": "bad_name"}]
     with pytest.raises(ClientError, match="ValidationException"):
         unchecked().batch_add_cluster_nodes(ClusterName=HYPERPOD, NodesToAdd=bad_group)
-    for ids in ({}, {"NodeIds": []}, {"NodeIds": ["node-1"]}, {"NodeLogicalIds": ["-x"]}):
+    bad_ids: list[dict[str, list[str]]] = [
+        {},
+        {"NodeIds": []},
+        {"NodeIds": ["node-1"]},
+        {"NodeLogicalIds": ["-x"]},
+    ]
+    for ids in bad_ids:
         with pytest.raises(ClientError, match="ValidationException"):
             unchecked().batch_delete_cluster_nodes(ClusterName=HYPERPOD, **ids)
     with pytest.raises(ClientError, match="ResourceNotFound"):
