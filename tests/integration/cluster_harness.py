@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from xml.sax.saxutils import escape
 
 import boto3
@@ -175,11 +176,11 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
     return seeded
 
 
-def sagemaker():  # type: ignore[no-untyped-def]
+def sagemaker() -> Any:
     return boto3.client("sagemaker", region_name=REGION)
 
 
-def unchecked():  # type: ignore[no-untyped-def]
+def unchecked() -> Any:
     """A client that does not validate parameters: what reaches the server is checked there,
     as SageMaker checks it."""
     return boto3.client("sagemaker", region_name=REGION, config=Config(parameter_validation=False))

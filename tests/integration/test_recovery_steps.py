@@ -4,7 +4,7 @@ service's own adapters, with a manual clock (the state machine itself runs in te
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -54,7 +54,11 @@ class World:
         self.sync.sync()
         self.published: list[tuple[str, dict[str, Any]]] = []
         publisher = EventPublisher(stack.bus_name)
-        publisher.publish = lambda t, d, resources=[]: self.published.append((t, d))  # type: ignore[method-assign]
+
+        def record(detail_type: str, detail: dict[str, Any], resources: Sequence[str] = ()) -> None:
+            self.published.append((detail_type, detail))
+
+        publisher.publish = record  # type: ignore[method-assign]
         self.steps = RecoverySteps(
             incidents=self.incidents,
             nodes=self.nodes,
