@@ -515,6 +515,41 @@ def test_two_replacements_in_one_pool_each_find_their_own_node(world: World) -> 
     ]
 
 
+def test_a_replacement_with_a_new_logical_id_is_found_not_timed_out(world: World) -> None:
+    world.cluster.keep_logical_ids_on_replace(False)
+    occupy_spares(world)
+    faulty = busy_node(world)
+    old_slot = world.nodes.get(faulty).logical_id  # type: ignore[union-attr]
+    world.cluster.inject_fault(faulty)
+    r = world.run(*UP_TO_REPAIR, r=world.open(faulty))
+    r = world.until_healthy(r)
+    replacement = world.cluster.replacement_of(faulty)
+    assert (r["health"], r["replacement"]) == ("healthy", replacement)
+    new = world.cluster.instance(str(replacement))
+    assert new is not None and new.logical_id not in (None, old_slot)  # the id was not kept
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    assert r["resolution"] == "replaced"
+    assert world.nodes.get(str(replacement)) is not None  # admitted to the inventory
+
+
+def test_two_replacements_with_new_logical_ids_each_take_a_new_node(world: World) -> None:
+    world.cluster.keep_logical_ids_on_replace(False)
+    first, second = busy_node(world, index=0), busy_node(world, "vit-h14-pretrain", 0)
+    before = {i.instance_id for i in world.cluster.instances()}
+    recoveries = []
+    for faulty in (first, second):
+        world.cluster.inject_fault(faulty)
+        recoveries.append(world.run(*UP_TO_REPAIR, r=world.open(faulty)))
+    done = [world.until_healthy(r) for r in recoveries]
+    replacements = {r["replacement"] for r in done}
+    # Which new node replaced which no API says; each takes one, and none was there before.
+    assert replacements == {
+        world.cluster.replacement_of(first),
+        world.cluster.replacement_of(second),
+    }
+    assert not replacements & before
+
+
 def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(world: World) -> None:
     eks = world.apis.burst[0]
     world.cluster.inject_fault(eks)

@@ -12,11 +12,12 @@ import math
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
+from hyperguard.cluster.karpenter import BURST_LABEL
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.governance.placement import allows_burst
 from hyperguard.messaging import Escalator, EventPublisher, announcement, escalation
@@ -423,7 +424,7 @@ class RecoverySteps:
     def repair(self, r: Recovery) -> Recovery:
         incident = self._incident(r)
         action = Repair(r.get("action") or incident.action or incident.repair)
-        pool = self._pool_ids(incident.instance_id)
+        pool = self._pool(incident.instance_id)
         outcome = (
             self.gateway.reboot([incident.instance_id])
             if action is Repair.REBOOT
@@ -442,16 +443,22 @@ class RecoverySteps:
         budget = timedelta(minutes=self._policy().health_budget_mins)
         r.update(
             action=action.value,
-            pool_before=pool,
+            pool_before=[n.instance_id for n in pool],
+            # Which logical id each of them had: a replacement that keeps its node's id is
+            # that node's, never another's whose id was not kept.
+            logical_ids_before={n.instance_id: n.logical_id for n in pool if n.logical_id},
+            repair_requested_at=now.isoformat(),
             health_deadline=(now + budget).isoformat(),
             health="pending",
         )
         return r
 
-    def _pool_ids(self, instance_id: str) -> list[str]:
+    def _pool(self, instance_id: str) -> list[Node]:
+        """The nodes of `instance_id`'s pool (itself included), by instance id."""
         nodes = self.gateway.list_nodes()
         me = next((n for n in nodes if n.instance_id == instance_id), None)
-        return sorted(n.instance_id for n in nodes if me and n.pool == me.pool)
+        pool = [n for n in nodes if me is not None and n.pool == me.pool]
+        return sorted(pool, key=lambda n: n.instance_id)
 
     def check_health(self, r: Recovery) -> Recovery:
         """healthy / pending; a reboot that does not cure the fault → replace (the ladder);
@@ -471,7 +478,7 @@ class RecoverySteps:
                 r["health"], r["replacement"] = "healthy", None
                 return r
         else:
-            replacement = self._replacement(incident, r.get("pool_before", []))
+            replacement = self._replacement(incident, r)
             if (
                 replacement is not None
                 and replacement.status is NodeStatus.RUNNING
@@ -526,18 +533,21 @@ class RecoverySteps:
         node = self.nodes.get(incident.instance_id)
         return node is not None and node.platform == "eks"
 
-    def _replacement(self, incident: Incident, pool_before: list[str]) -> Node | None:
-        """HyperPod keeps a node's NodeLogicalId across a replacement, which names the
-        replacement exactly even when several nodes of a pool are replaced at once; without
-        one (EKS), a node that was not in the pool when the repair began stands in."""
+    def _replacement(self, incident: Incident, r: Recovery) -> Node | None:
+        """The node that replaces the incident's, as `replacement_among` finds it."""
         old = self.nodes.get(incident.instance_id)
-        nodes = [n for n in self.gateway.list_nodes() if n.instance_id != incident.instance_id]
+        logical_ids = dict(r.get("logical_ids_before") or {})
         if old is not None and old.logical_id:
-            return next((n for n in nodes if n.logical_id == old.logical_id), None)
-        before = set(pool_before)
-        pool = old.pool if old else None
-        fresh = [n for n in nodes if n.pool == pool and n.instance_id not in before]
-        return fresh[0] if fresh else None
+            logical_ids.setdefault(incident.instance_id, old.logical_id)
+        requested = r.get("repair_requested_at")
+        return replacement_among(
+            self.gateway.list_nodes(),
+            old_id=incident.instance_id,
+            pool=old.pool if old else None,
+            pool_before=list(r.get("pool_before") or []),
+            logical_ids_before=logical_ids,
+            requested_at=datetime.fromisoformat(requested) if requested else None,
+        )
 
     def return_to_service(self, r: Recovery) -> Recovery:
         """Uncordon a rebooted node; admit a replacement into the inventory."""
@@ -879,7 +889,7 @@ class RecoverySteps:
         targets = [incident.instance_id]
         if r.get("action") == Repair.REPLACE.value and not self._is_eks(incident):
             try:
-                replacement = self._replacement(incident, r.get("pool_before", []))
+                replacement = self._replacement(incident, r)
             except ClusterError:
                 replacement = None
             if replacement is not None and not (
@@ -918,6 +928,70 @@ class RecoverySteps:
             for record in self.jobs.active()
             if record.protected_by == incident.incident_id and record.job.job_id not in planned
         ]
+
+
+def replacement_among(
+    nodes: list[Node],
+    *,
+    old_id: str,
+    pool: str | None,
+    pool_before: list[str],
+    logical_ids_before: dict[str, str],
+    requested_at: datetime | None,
+) -> Node | None:
+    """The node among `nodes` that replaces `old_id`, None while there is none yet.
+
+    HyperPod keeps a node's NodeLogicalId across a replacement, which names the replacement
+    exactly even when several nodes of a pool are replaced at once. Where the id was not kept
+    (or never known), a new node stands in: of the same pool, not in it when the repair was
+    asked for (`pool_before`), launched since (`requested_at`), not added by a burst, and
+    whose logical id is no other node's of before (that node's replacement, which kept its
+    id). When several nodes of the pool went and several new ones came, the k-th node gone
+    (by instance id) takes the k-th new one (by launch time), so that two replacements never
+    pick the same node; which new node replaced which no API says then, and either is a new
+    node of the group."""
+    old_logical_id = logical_ids_before.get(old_id)
+    if old_logical_id:
+        kept = next(
+            (n for n in nodes if n.logical_id == old_logical_id and n.instance_id != old_id),
+            None,
+        )
+        if kept is not None:
+            return kept
+    gone = _gone(nodes, [*pool_before, old_id], logical_ids_before)
+    if old_id not in gone:
+        return None  # still listed: its replacement has not come yet
+    fresh = _new_in_pool(nodes, pool, set(pool_before), logical_ids_before, requested_at)
+    rank = gone.index(old_id)
+    return fresh[rank] if rank < len(fresh) else None
+
+
+def _gone(nodes: list[Node], before: list[str], logical_ids: dict[str, str]) -> list[str]:
+    """The nodes of `before` no longer listed, nor replaced by a node that kept their id."""
+    listed = {n.instance_id for n in nodes} | {n.logical_id for n in nodes if n.logical_id}
+    return sorted({i for i in before if i not in listed and logical_ids.get(i, i) not in listed})
+
+
+def _new_in_pool(
+    nodes: list[Node],
+    pool: str | None,
+    before: set[str],
+    logical_ids: dict[str, str],
+    requested_at: datetime | None,
+) -> list[Node]:
+    """Nodes that joined `pool` since the repair was asked for, oldest first."""
+    taken = set(logical_ids.values())
+    since = requested_at or datetime.min.replace(tzinfo=UTC)
+    fresh = [
+        n
+        for n in nodes
+        if n.pool == pool
+        and n.instance_id not in before
+        and n.logical_id not in taken
+        and BURST_LABEL not in n.labels
+        and (n.launch_time or since) >= since
+    ]
+    return sorted(fresh, key=lambda n: (n.launch_time or since, n.instance_id))
 
 
 STEPS = frozenset(

@@ -16,7 +16,8 @@ EventBridge, report a checkpoint to the service's API — it hands to `effects` 
 
 What it models, and the behaviour it stands for:
 - HyperPod nodes in instance groups; a replacement is a new instance in the same group with
-  the same NodeLogicalId; Karpenter nodes with their NodeClaims, replaced by deleting those;
+  the same NodeLogicalId (or, a knob of the world, a new one); Karpenter nodes with their
+  NodeClaims, replaced by deleting those;
 - Karpenter v1 launching the NodeClaims the service creates: an EC2 launch, then the node
   registering; EC2 capacity per instance type and capacity type is a knob of the world (an
   insufficient-capacity error deletes the claim), and so is a node that never registers
@@ -352,6 +353,7 @@ class SimulatedCluster:
         self._repairs: dict[str, _Repair] = {}
         self._replaced_by: dict[str, str] = {}
         self._never_healthy: set[str] = set()
+        self._keep_logical_ids = True
         self._refusals: list[str] = []
         self._runs: dict[str, Run] = {}
         self._checkpoints: dict[str, int] = {}
@@ -479,6 +481,13 @@ class SimulatedCluster:
         """The next replacement of `instance_id` comes up in Failure and stays there."""
         with self._lock:
             self._never_healthy.add(instance_id)
+
+    def keep_logical_ids_on_replace(self, keep: bool) -> None:
+        """Whether a replacement keeps its node's NodeLogicalId (HyperPod's documented
+        behaviour, the default) or comes back with a new one, as a node whose slot HyperPod
+        re-creates would: same instance group, new instance id, new logical id."""
+        with self._lock:
+            self._keep_logical_ids = keep
 
     def fail_job(self, job_id: str, exit_code: int = 1) -> None:
         """The training of the job's running run crashes by itself (not its node)."""
@@ -1109,7 +1118,7 @@ class SimulatedCluster:
             node_name=f"hyperpod-{new_id}",
             launch_time=at,
             capacity_type=old.capacity_type,
-            logical_id=old.logical_id,
+            logical_id=old.logical_id if self._keep_logical_ids else self._new_logical_id(),
             status=NodeStatus.PENDING,
         )
         self._instances[new_id] = new
