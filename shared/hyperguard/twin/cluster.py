@@ -49,6 +49,7 @@ import copy
 import heapq
 import json
 import random
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -57,8 +58,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal, Self
 
+from moto.ec2.models.instance_types import INSTANCE_TYPES
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hyperguard.catalogue import ec2_name, spec_of
 from hyperguard.cluster.conventions import (
     CAPACITY_TYPE_LABEL,
     DEEP_HEALTH_CHECK_LABEL,
@@ -78,9 +81,11 @@ from hyperguard.cluster.workloads import (
     MAX_STEPS_ENV,
     REPLICA_SPEC,
     RESUME_STEP_ENV,
+    accelerator_resource,
 )
 from hyperguard.models import NodeStatus
 from hyperguard.models.jobs import ElasticPolicy
+from hyperguard.provider_ids import eks_provider_id, hyperpod_provider_id
 from hyperguard.twin.clock import Clock
 from hyperguard.twin.kube.store import (
     HYPERPOD_PYTORCH_JOBS,
@@ -104,6 +109,17 @@ RUN_RESOURCES: dict[Any, Any] = {
 }
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 AZ = "us-east-1a"
+AZ_ID = "use1-az1"
+"""The zone's id, which HyperPod's providerIDs name (live clusters show use1-az4 and the like)."""
+# HyperPod's labels on its EKS nodes besides the health ones: the compute type (what
+# HyperPod's own add-ons select), the instance group and the cluster (HyperPod EKS docs;
+# kubectl on live clusters).
+COMPUTE_TYPE_LABEL = "sagemaker.amazonaws.com/compute-type"
+CLUSTER_NAME_LABEL = "sagemaker.amazonaws.com/cluster-name"
+# EC2's architecture names → Kubernetes' (kubernetes.io/arch).
+_ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}
+KUBELET_MAX_PODS = 110
+"""The kubelet's default maxPods (the EKS AMI computes one per instance type from its ENIs)."""
 # BatchDeleteClusterNodes' error codes the simulator gives.
 NODE_ID_NOT_FOUND = "NodeIdNotFound"
 NODE_ID_IN_USE = "NodeIdInUse"
@@ -1190,25 +1206,62 @@ class SimulatedCluster:
     def _node_object(
         self, instance: Instance, now: datetime, claim_labels: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
-        """The Node as its kubelet registers it; a Karpenter node also carries its NodeClaim's
-        labels."""
+        """The Node as its kubelet registers it, dressed as a real one: a HyperPod node with
+        HyperPod's providerID form and labels; a Karpenter node with Karpenter's and the AWS
+        cloud provider's labels (EC2 instance-type name), its NodeClaim's labels and its
+        NodePool's template taints; both with the capacity EC2 gives the instance type."""
+        info = INSTANCE_TYPES.get(ec2_name(instance.instance_type)) or {}
         labels: dict[str, str] = {
             INSTANCE_TYPE_LABEL: instance.instance_type,
             "kubernetes.io/hostname": instance.node_name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": _ARCHITECTURES.get(
+                next(iter(info.get("ProcessorInfo", {}).get("SupportedArchitectures", [])), ""),
+                "amd64",
+            ),
+            "topology.kubernetes.io/region": self.region,
             "topology.kubernetes.io/zone": AZ,
+            "topology.k8s.aws/zone-id": AZ_ID,
         }
+        spec: dict[str, Any] = {"providerID": self._provider_id(instance)}
         if instance.platform == "hyperpod":
-            labels[INSTANCE_GROUP_LABEL] = instance.group
+            labels |= {
+                COMPUTE_TYPE_LABEL: "hyperpod",
+                INSTANCE_GROUP_LABEL: instance.group,
+                CLUSTER_NAME_LABEL: self.hyperpod_cluster,
+            }
         else:
-            labels[NODEPOOL_LABEL] = instance.group
-            labels[CAPACITY_TYPE_LABEL] = _capacity_label(instance)
-            labels.update(claim_labels or {})
+            template = self._nodepool_template(instance.group)
+            labels |= _karpenter_labels(instance, info)
+            labels |= (template.get("metadata") or {}).get("labels") or {}
+            labels |= claim_labels or {}
+            if taints := (template.get("spec") or {}).get("taints"):
+                spec["taints"] = copy.deepcopy(taints)
         labels.update({k: v for k, v in self._health_labels(instance).items() if v})
+        capacity = _node_capacity(instance.instance_type, info)
         return {
             "metadata": {"name": instance.node_name, "labels": labels},
-            "spec": {"providerID": f"aws:///{AZ}/{instance.instance_id}"},
-            "status": {"conditions": self._conditions(instance, now)},
+            "spec": spec,
+            "status": {
+                "capacity": capacity,
+                "allocatable": _allocatable(capacity),
+                "conditions": self._conditions(instance, now),
+            },
         }
+
+    def _provider_id(self, instance: Instance) -> str:
+        """spec.providerID as the node's kubelet sets it: HyperPod's form names the cluster
+        by the id its ARN ends in; Karpenter's nodes have the AWS cloud provider's form."""
+        if instance.platform == "hyperpod":
+            cluster_id = self.cluster_arn.rsplit("/", 1)[-1]
+            return hyperpod_provider_id(AZ_ID, cluster_id, instance.instance_id)
+        return eks_provider_id(AZ, instance.instance_id)
+
+    def _nodepool_template(self, name: str) -> dict[str, Any]:
+        """The NodePool's spec.template: the labels and taints Karpenter puts on its nodes."""
+        pool = self.store.find(NODEPOOLS, name) or {}
+        template: dict[str, Any] = (pool.get("spec") or {}).get("template") or {}
+        return template
 
     def _report_fault(self, instance: Instance, kind: FaultKind) -> None:
         """The health agent's report: HyperPod's node health event for a HyperPod node's
@@ -1242,7 +1295,7 @@ class SimulatedCluster:
             "clusterName": self.eks_cluster,
             "nodeName": instance.node_name,
             "instanceId": instance.instance_id,
-            "providerId": f"aws:///{AZ}/{instance.instance_id}",
+            "providerId": self._provider_id(instance),
             "conditionType": condition,
             "status": "False",
             "reason": reason,
@@ -1771,7 +1824,7 @@ class SimulatedCluster:
             "topology.kubernetes.io/zone": AZ,
         }
         self.store.patch(NODECLAIMS, name, {"metadata": {"labels": resolved}})
-        provider = {"providerID": f"aws:///{AZ}/{instance.instance_id}"}
+        provider = {"providerID": eks_provider_id(AZ, instance.instance_id)}
         self._set_claim_status(name, {"Launched": (True, "Launched", "")}, at, provider)
         if self._unregistering:
             self._unregistering -= 1  # the registration TTL will delete the claim
@@ -1906,11 +1959,14 @@ def _pinned_nodes(pod_spec: dict[str, Any]) -> list[str]:
 
 
 def _nodepool(name: str, instance_type: str) -> dict[str, Any]:
+    """A GPU NodePool as EKS's guides write one: its nodes tainted `nvidia.com/gpu` so that
+    only pods asking for the GPUs (and tolerating the taint) land there."""
     return {
         "metadata": {"name": name},
         "spec": {
             "template": {
                 "spec": {
+                    "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
                     "requirements": [
                         {
                             "key": INSTANCE_TYPE_LABEL,
@@ -1933,6 +1989,72 @@ def _nodepool(name: str, instance_type: str) -> dict[str, Any]:
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"},
         },
     }
+
+
+def _karpenter_labels(instance: Instance, info: Mapping[str, Any]) -> dict[str, str]:
+    """The labels Karpenter v1 (and its AWS provider) put on a node it launched, those of
+    its well-known labels that are cheap to derive (karpenter.sh/docs/reference/
+    well-known-labels, karpenter.sh/docs/concepts/scheduling "Well-Known Labels")."""
+    labels = {
+        NODEPOOL_LABEL: instance.group,
+        CAPACITY_TYPE_LABEL: _capacity_label(instance),
+        "karpenter.sh/registered": "true",
+        "karpenter.sh/initialized": "true",
+        "karpenter.k8s.aws/ec2nodeclass": "default",
+    }
+    if parts := _EC2_NAME.fullmatch(instance.instance_type):
+        labels |= {
+            "karpenter.k8s.aws/instance-category": parts["category"],
+            "karpenter.k8s.aws/instance-generation": parts["generation"],
+            "karpenter.k8s.aws/instance-family": instance.instance_type.split(".")[0],
+            "karpenter.k8s.aws/instance-size": parts["size"],
+        }
+    if info:
+        spec = spec_of(info)
+        labels |= {
+            "karpenter.k8s.aws/instance-cpu": str(spec.vcpu),
+            "karpenter.k8s.aws/instance-memory": str(spec.memory_mib),
+            "karpenter.k8s.aws/instance-hypervisor": str(info.get("Hypervisor", "nitro")),
+        }
+    for gpu in info.get("GpuInfo", {}).get("Gpus", [])[:1]:
+        labels |= {
+            "karpenter.k8s.aws/instance-gpu-count": str(gpu.get("Count", 0)),
+            "karpenter.k8s.aws/instance-gpu-manufacturer": str(gpu.get("Manufacturer", "")).lower(),
+            "karpenter.k8s.aws/instance-gpu-name": str(gpu.get("Name", "")).lower(),
+        }
+    return labels
+
+
+_EC2_NAME = re.compile(r"(?P<category>[a-z]+)(?P<generation>[0-9]+)[a-z0-9-]*\.(?P<size>[a-z0-9]+)")
+
+
+def _node_capacity(instance_type: str, info: Mapping[str, Any]) -> dict[str, str]:
+    """What the kubelet reports: EC2's vCPUs and memory, the accelerators as the device
+    plugin advertises them (nvidia.com/gpu or aws.amazon.com/neuron), maxPods."""
+    capacity = {"pods": str(KUBELET_MAX_PODS)}
+    if not info:
+        return capacity
+    spec = spec_of(info)
+    capacity |= {"cpu": str(spec.vcpu), "memory": f"{spec.memory_mib}Mi"}
+    if spec.accelerators:
+        capacity[accelerator_resource(instance_type)] = str(spec.accelerators)
+    return capacity
+
+
+def _allocatable(capacity: Mapping[str, str]) -> dict[str, str]:
+    """Capacity less the EKS AMI's kube-reserved (CPU: 6% of the first core, 1% of the
+    second, 0.5% of the next two, 0.25% of the rest; memory: 11 MiB per pod + 255 MiB) and
+    the kubelet's 100 MiB hard-eviction threshold."""
+    allocatable = dict(capacity)
+    if "cpu" in capacity:
+        cores = int(capacity["cpu"])
+        shares = (60, 10, 5, 5)
+        reserved = sum(shares[:cores]) + max(cores - 4, 0) * 2.5
+        allocatable["cpu"] = f"{int(cores * 1000 - reserved)}m"
+    if "memory" in capacity:
+        memory = int(capacity["memory"].removesuffix("Mi"))
+        allocatable["memory"] = f"{memory - 11 * KUBELET_MAX_PODS - 255 - 100}Mi"
+    return allocatable
 
 
 def _capacity_label(instance: Instance) -> str:
@@ -2016,7 +2138,7 @@ def _nodeclaim(name: str, instance: Instance, at: str) -> dict[str, Any]:
             }
         },
         "status": {
-            "providerID": f"aws:///{AZ}/{instance.instance_id}",
+            "providerID": eks_provider_id(AZ, instance.instance_id),
             "nodeName": instance.node_name,
             "conditions": _claim_conditions(
                 [], {stage: (True, stage, "") for stage in CLAIM_STAGES}, at

@@ -1,0 +1,82 @@
+"""The twin's nodes look like real ones: HyperPod's providerID form and labels on HyperPod
+nodes, Karpenter's and EC2's on burst nodes, with their NodePool's taints and EC2's
+capacity; the service's providerID parser finds both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hyperguard.cluster.conventions import instance_id_from_provider_id
+from hyperguard.provider_ids import ProviderIdForm, parse_provider_id
+from hyperguard.twin.clock import ManualClock
+from hyperguard.twin.cluster import Effect, SimulatedCluster
+from hyperguard.twin.kube.store import NODES, ObjectStore
+
+
+@pytest.fixture
+def cluster() -> SimulatedCluster:
+    clock = ManualClock()
+    effects: list[Effect] = []
+    return SimulatedCluster(clock, ObjectStore(clock=clock), effects=effects.append)
+
+
+def node_of(cluster: SimulatedCluster, instance_id: str) -> dict[str, Any]:
+    instance = cluster.instance(instance_id)
+    assert instance is not None
+    return cluster.store.get(NODES, instance.node_name)
+
+
+def test_a_hyperpod_node_has_hyperpods_provider_id_and_labels(cluster: SimulatedCluster) -> None:
+    (instance_id,) = cluster.add_instance_group("workers", "ml.p5.48xlarge", 1)
+    node = node_of(cluster, instance_id)
+    parsed = parse_provider_id(node["spec"]["providerID"])
+    assert parsed is not None and parsed.form is ProviderIdForm.HYPERPOD
+    assert parsed.cluster_id == cluster.cluster_arn.rsplit("/", 1)[-1]
+    assert instance_id_from_provider_id(node["spec"]["providerID"]) == instance_id
+    labels = node["metadata"]["labels"]
+    assert labels["node.kubernetes.io/instance-type"] == "ml.p5.48xlarge"
+    assert labels["sagemaker.amazonaws.com/compute-type"] == "hyperpod"
+    assert labels["sagemaker.amazonaws.com/instance-group-name"] == "workers"
+    assert labels["sagemaker.amazonaws.com/node-health-status"] == "Schedulable"
+    assert labels["kubernetes.io/arch"] == "amd64"
+    assert labels["kubernetes.io/hostname"] == node["metadata"]["name"]
+    assert labels["topology.kubernetes.io/zone"] == "us-east-1a"
+    assert "karpenter.sh/nodepool" not in labels and "taints" not in node["spec"]
+
+
+def test_a_karpenter_node_has_ec2_names_karpenters_labels_and_its_pools_taints(
+    cluster: SimulatedCluster,
+) -> None:
+    (instance_id,) = cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", 1, spot=True)
+    node = node_of(cluster, instance_id)
+    assert node["spec"]["providerID"] == f"aws:///us-east-1a/{instance_id}"
+    labels = node["metadata"]["labels"]
+    assert labels["node.kubernetes.io/instance-type"] == "p5.48xlarge"
+    assert labels["karpenter.sh/nodepool"] == "gpu-burst"
+    assert labels["karpenter.sh/capacity-type"] == "spot"
+    assert labels["karpenter.sh/registered"] == labels["karpenter.sh/initialized"] == "true"
+    assert labels["karpenter.k8s.aws/instance-family"] == "p5"
+    assert labels["karpenter.k8s.aws/instance-size"] == "48xlarge"
+    assert labels["karpenter.k8s.aws/instance-gpu-count"] == "8"
+    assert labels["karpenter.k8s.aws/instance-gpu-name"] == "h100"
+    assert node["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    ]
+
+
+def test_nodes_report_ec2s_capacity_and_allocatable_less_kube_reserved(
+    cluster: SimulatedCluster,
+) -> None:
+    (instance_id,) = cluster.add_instance_group("workers", "ml.p5.48xlarge", 1)
+    status = node_of(cluster, instance_id)["status"]
+    assert status["capacity"] == {
+        "cpu": "192",
+        "memory": "2097152Mi",
+        "nvidia.com/gpu": "8",
+        "pods": "110",
+    }
+    assert status["allocatable"]["nvidia.com/gpu"] == "8"
+    assert status["allocatable"]["cpu"] == "191450m"
+    assert status["allocatable"]["memory"] == "2095587Mi"
