@@ -34,8 +34,10 @@ from hyperguard.cluster.karpenter import (
     LOGICAL_ID_ANNOTATION,
     idle_mark,
 )
+from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus
+from hyperguard.scaling.burst import BurstJob, BurstRequest, plan_burst
 from hyperguard.twin.cluster import SimTimings
 from hyperguard.twin.kube.store import NODES, PODS
 
@@ -240,6 +242,60 @@ def test_requests_are_validated_like_the_model(apis: ClusterApis) -> None:
     with pytest.raises(ClientError, match="ResourceNotFound"):
         sagemaker().batch_add_cluster_nodes(ClusterName="other", NodesToAdd=[entry])
     assert group_counts() == (2, 2)
+
+
+def test_describe_cluster_shapes_managed_autoscaling_as_the_model_does(apis: ClusterApis) -> None:
+    described = sagemaker().describe_cluster(ClusterName=HYPERPOD)
+    assert "AutoScaling" not in described  # never configured
+    continuous, groups = apis.gateway.hyperpod_groups()
+    assert continuous and not any(g.autoscaled for g in groups)
+
+    apis.cluster.configure_scaling(autoscaling=True)
+    # botocore keeps only the members its model names: a misnamed one would be dropped.
+    described = sagemaker().describe_cluster(ClusterName=HYPERPOD)
+    assert described["AutoScaling"] == {
+        "Mode": "Enable",
+        "AutoScalerType": "Karpenter",
+        "Status": "InService",
+    }
+    assert described["NodeProvisioningMode"] == "Continuous"
+    continuous, groups = apis.gateway.hyperpod_groups()
+    assert continuous and groups and all(g.autoscaled for g in groups)
+
+    apis.cluster.configure_scaling(autoscaling=False)
+    assert sagemaker().describe_cluster(ClusterName=HYPERPOD)["AutoScaling"]["Mode"] == "Disable"
+    assert not any(g.autoscaled for g in apis.gateway.hyperpod_groups()[1])
+
+
+def test_a_burst_never_plans_nodes_for_a_group_the_autoscaler_manages(apis: ClusterApis) -> None:
+    apis.cluster.configure_scaling(autoscaling=True)
+    policy = BurstPolicy(
+        capacity=BurstCapacity.model_validate(
+            {"max_nodes": 8, "hyperpod_groups": [{"instanceGroupName": GROUP, "maxCount": 8}]}
+        )
+    )
+    request = BurstRequest(
+        burst_id="burst-0123456789abcdef",
+        template="production",
+        instance_type="p5.48xlarge",
+        accelerators_per_node=8,
+        jobs=[BurstJob(job_id="j1", team="alpha", nodes=1)],
+    )
+    _, groups = apis.gateway.hyperpod_groups()
+    plan = plan_burst(
+        request, policy, claims_elsewhere=0, spend_usd_per_hour={}, hyperpod_groups=groups
+    )
+    assert plan.options == []  # production bursts only onto HyperPod: nothing to buy
+    assert any("managed autoscaling (Karpenter) is on" in why for why in plan.refused)
+
+
+def test_without_continuous_provisioning_nodes_are_not_added(apis: ClusterApis) -> None:
+    apis.cluster.configure_scaling(continuous=False)
+    assert "NodeProvisioningMode" not in sagemaker().describe_cluster(ClusterName=HYPERPOD)
+    assert apis.gateway.hyperpod_groups()[0] is False
+    with pytest.raises(ClientError, match="ValidationException"):
+        add(1)
+    assert len(listed()) == 2
 
 
 def test_a_deleted_node_loses_its_pods(apis: ClusterApis) -> None:

@@ -189,6 +189,31 @@ def test_a_hyperpod_group_grows_only_within_max_count_its_type_and_a_price() -> 
     assert roomy.options[0].usd_per_hour == 0.0  # a training plan's spare capacity
 
 
+def test_a_group_hyperpods_autoscaler_manages_is_never_grown_by_hand() -> None:
+    chosen = policy(hyperpod_groups=[{"instanceGroupName": "workers", "maxCount": 6}])
+    managed = group().model_copy(update={"autoscaled": True})
+    plan = plan_burst(
+        request(), chosen, claims_elsewhere=0, spend_usd_per_hour={}, hyperpod_groups=[managed]
+    )
+    assert [o.label for o in plan.options] == ["on-demand"]  # EKS capacity is still tried
+    assert any(
+        why.startswith("hyperpod workers: HyperPod's managed autoscaling (Karpenter) is on")
+        for why in plan.refused
+    )
+
+
+def test_a_group_grows_by_at_most_the_calls_limit() -> None:
+    chosen = policy(
+        max_nodes=60, hyperpod_groups=[{"instanceGroupName": "workers", "maxCount": 99}]
+    )
+    big = request("production", ("j1", "alpha", 51))
+    plan = plan_burst(
+        big, chosen, claims_elsewhere=0, spend_usd_per_hour={}, hyperpod_groups=[group()]
+    )
+    assert plan.options == []
+    assert "hyperpod workers: 51 nodes, more than 50 at once" in plan.refused
+
+
 def test_an_instance_type_without_a_price_is_never_bought() -> None:
     unpriced = BurstPolicy(prices=[], capacity=BurstCapacity(max_nodes=16))
     plan = plan_burst(request(), unpriced, claims_elsewhere=0, spend_usd_per_hour={})

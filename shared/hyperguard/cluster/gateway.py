@@ -49,6 +49,9 @@ class InstanceGroupSize(BaseModel):
     instance_type: str
     target_count: int
     current_count: int
+    autoscaled: bool = False
+    """HyperPod's managed autoscaler (Karpenter) may scale the group: nodes added to it by
+    BatchAddClusterNodes would be scaled back."""
 
 
 class ClusterGateway(Protocol):

@@ -7,6 +7,12 @@ call, partial failure reported per node in `Failed`), StartClusterHealthCheck (d
 checks per instance group); and, for clusters in `Continuous` node provisioning mode, growing
 an instance group with BatchAddClusterNodes (≤ 50 nodes per group and call, idempotent by
 ClientToken) and shrinking it with BatchDeleteClusterNodes (≤ 99 NodeLogicalIds per call).
+
+DescribeCluster's `AutoScaling` (ClusterAutoScalingConfigOutput: Mode Enable | Disable,
+AutoScalerType Karpenter, Status) says whether HyperPod's managed Karpenter autoscaling is on.
+Which instance groups it scales is said only inside the EKS cluster (HyperpodNodeClass
+objects' instance groups), so with it on every group counts as autoscaled: HyperPod's docs
+say Karpenter scales a group it manages back to 0 nodes, whatever was added to it by hand.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ ADD_LIMIT = 50
 DELETE_LIMIT = 99
 """BatchDeleteClusterNodes' NodeLogicalIds maximum."""
 CONTINUOUS = "Continuous"
+AUTOSCALING_ENABLED = "Enable"
 # BatchDeleteClusterNodes: the node is gone already (what a retried delete finds).
 NODE_ID_NOT_FOUND = "NodeIdNotFound"
 
@@ -169,14 +176,17 @@ class HyperPodAdapter:
         return True
 
     def instance_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
-        """Whether nodes can be added (Continuous node provisioning), and the groups."""
+        """Whether nodes can be added (Continuous node provisioning), and the groups (each
+        autoscaled while HyperPod's managed autoscaling is enabled)."""
         cluster = self._call("describe_cluster", ClusterName=self.cluster_name)
+        autoscaled = (cluster.get("AutoScaling") or {}).get("Mode") == AUTOSCALING_ENABLED
         groups = [
             InstanceGroupSize(
                 name=g["InstanceGroupName"],
                 instance_type=g["InstanceType"],
                 target_count=g.get("TargetCount", g.get("CurrentCount", 0)),
                 current_count=g.get("CurrentCount", 0),
+                autoscaled=autoscaled,
             )
             for g in cluster.get("InstanceGroups", [])
             if g.get("InstanceGroupName") and g.get("InstanceType")

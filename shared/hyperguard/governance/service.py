@@ -863,7 +863,7 @@ class _PassRun:
         )
         types: set[str] = set()
         for group in groups:
-            if group.name in names and continuous:
+            if group.name in names and continuous and not group.autoscaled:
                 instance_type = ec2_name(group.instance_type)
                 types.add(instance_type)
                 launching[instance_type] += max(group.target_count - running[group.name], 0)

@@ -233,6 +233,12 @@ def _group_options(
             continue
         if ml_name(group.instance_type) != ml_name(request.instance_type):
             continue
+        if group.autoscaled:
+            refused.append(
+                f"hyperpod {name}: HyperPod's managed autoscaling (Karpenter) is on, and it "
+                "scales back nodes added to its groups by hand"
+            )
+            continue
         if nodes > ADD_LIMIT:
             refused.append(f"hyperpod {name}: {nodes} nodes, more than {ADD_LIMIT} at once")
             continue

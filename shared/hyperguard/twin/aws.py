@@ -187,6 +187,11 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
 
     def batch_add_cluster_nodes(self: Any) -> Any:
         cluster = cluster_or_raise(self)
+        if not cluster.continuous_provisioning:
+            # HyperPod adds nodes on request only in Continuous node provisioning mode.
+            raise ValidationError(
+                f"Cluster {cluster.hyperpod_cluster} does not use Continuous node provisioning."
+            )
         entries = self._get_param("NodesToAdd") or []
         if not 1 <= len(entries) <= ADD_ENTRIES_LIMIT:
             raise ValidationError(f"NodesToAdd must hold 1 to {ADD_ENTRIES_LIMIT} entries.")

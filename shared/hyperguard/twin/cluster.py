@@ -370,6 +370,8 @@ class SimulatedCluster:
         self._replaced_by: dict[str, str] = {}
         self._never_healthy: set[str] = set()
         self._keep_logical_ids = True
+        self.continuous_provisioning = True
+        self._autoscaling: dict[str, str] | None = None
         self._refusals: list[str] = []
         self._runs: dict[str, Run] = {}
         self._checkpoints: dict[str, int] = {}
@@ -498,6 +500,24 @@ class SimulatedCluster:
         with self._lock:
             self._never_healthy.add(instance_id)
 
+    def configure_scaling(
+        self, *, continuous: bool = True, autoscaling: bool | None = None
+    ) -> None:
+        """How the cluster was created or updated: in Continuous node provisioning mode (the
+        default; otherwise BatchAddClusterNodes is refused) and with HyperPod's managed
+        Karpenter autoscaling enabled (True), disabled (False) or never configured (None)."""
+        with self._lock:
+            self.continuous_provisioning = continuous
+            self._autoscaling = (
+                None
+                if autoscaling is None
+                else {
+                    "Mode": "Enable" if autoscaling else "Disable",
+                    "AutoScalerType": "Karpenter",
+                    "Status": "InService",
+                }
+            )
+
     def keep_logical_ids_on_replace(self, keep: bool) -> None:
         """Whether a replacement keeps its node's NodeLogicalId (HyperPod's documented
         behaviour, the default) or comes back with a new one, as a node whose slot HyperPod
@@ -625,9 +645,11 @@ class SimulatedCluster:
 
     def describe_cluster(self) -> dict[str, Any]:
         """A group's TargetCount counts its nodes not deleted, those still waiting for an
-        instance or failed to get one included; its CurrentCount, those with an instance."""
+        instance or failed to get one included; its CurrentCount, those with an instance.
+        NodeProvisioningMode and AutoScaling (ClusterAutoScalingConfigOutput) are there only
+        when the cluster was configured with them, as the model's optional members."""
         with self._settled():
-            return {
+            described = {
                 "ClusterArn": self.cluster_arn,
                 "ClusterName": self.hyperpod_cluster,
                 "ClusterStatus": "InService",
@@ -642,8 +664,12 @@ class SimulatedCluster:
                     }
                 },
                 "NodeRecovery": "None",
-                "NodeProvisioningMode": "Continuous",
             }
+            if self.continuous_provisioning:
+                described["NodeProvisioningMode"] = "Continuous"
+            if self._autoscaling is not None:
+                described["AutoScaling"] = dict(self._autoscaling)
+            return described
 
     def _group_details(self, name: str, instance_type: str) -> dict[str, Any]:
         current = sum(
