@@ -4,7 +4,9 @@ DescribeClusterNode), botocore's Stubber with model-validated responses where it
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import boto3
 import pytest
@@ -27,14 +29,14 @@ def instance_id(n: int) -> str:
 
 
 @pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch):
+def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
 
 
 @pytest.fixture
-def moto_sagemaker():
+def moto_sagemaker() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("sagemaker", region_name=REGION)
         client.create_cluster(
@@ -47,7 +49,7 @@ def moto_sagemaker():
         yield client
 
 
-def instance_group(name: str, instance_type: str, count: int) -> dict:
+def instance_group(name: str, instance_type: str, count: int) -> dict[str, Any]:
     return {
         "InstanceGroupName": name,
         "InstanceType": instance_type,
@@ -58,8 +60,12 @@ def instance_group(name: str, instance_type: str, count: int) -> dict:
     }
 
 
+Stubbed = tuple[Any, Stubber]
+"""A SageMaker client and the Stubber that answers it."""
+
+
 @pytest.fixture
-def stubbed():
+def stubbed() -> Iterator[Stubbed]:
     client = boto3.client("sagemaker", region_name=REGION)
     with Stubber(client) as stubber:
         yield client, stubber
@@ -74,8 +80,8 @@ class Sleeps(list[float]):
 # inventory and status
 
 
-def test_list_nodes_from_moto(moto_sagemaker):
-    calls: list[dict] = []
+def test_list_nodes_from_moto(moto_sagemaker: Any) -> None:
+    calls: list[dict[str, Any]] = []
     moto_sagemaker.meta.events.register(
         "provide-client-params.sagemaker.ListClusterNodes",
         lambda params, **_: calls.append(dict(params)),
@@ -96,7 +102,7 @@ def test_list_nodes_from_moto(moto_sagemaker):
     assert next(n for n in nodes if n.pool == "controllers").accelerators == 0
 
 
-def summary(n: int, status: str = "Running") -> dict:
+def summary(n: int, status: str = "Running") -> dict[str, Any]:
     return {
         "InstanceGroupName": "gpu-workers",
         "InstanceId": instance_id(n),
@@ -106,7 +112,7 @@ def summary(n: int, status: str = "Running") -> dict:
     }
 
 
-def test_list_nodes_follows_next_token_over_more_than_100_nodes(stubbed):
+def test_list_nodes_follows_next_token_over_more_than_100_nodes(stubbed: Stubbed) -> None:
     # moto 5.2.5's ListClusterNodes paginator restarts from the first node on every page
     # (its pagination model keys nodes on an attribute they lack), so this one is stubbed.
     client, stubber = stubbed
@@ -133,7 +139,7 @@ def test_list_nodes_follows_next_token_over_more_than_100_nodes(stubbed):
     assert not nodes[129].healthy
 
 
-def test_a_repeated_next_token_stops_listing_instead_of_looping(stubbed):
+def test_a_repeated_next_token_stops_listing_instead_of_looping(stubbed: Stubbed) -> None:
     client, stubber = stubbed
     for _ in range(2):
         stubber.add_response(
@@ -143,7 +149,7 @@ def test_a_repeated_next_token_stops_listing_instead_of_looping(stubbed):
         HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).list_nodes()
 
 
-def test_node_status_from_moto(moto_sagemaker):
+def test_node_status_from_moto(moto_sagemaker: Any) -> None:
     node = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=moto_sagemaker).node_status(
         "gpu-workers-3"
     )
@@ -152,7 +158,7 @@ def test_node_status_from_moto(moto_sagemaker):
     assert node.status is NodeStatus.RUNNING
 
 
-def test_unknown_node_is_node_not_found_with_moto(moto_sagemaker):
+def test_unknown_node_is_node_not_found_with_moto(moto_sagemaker: Any) -> None:
     # moto answers ValidationException, as the real service does for an unknown node id
     with pytest.raises(NodeNotFoundError) as raised:
         HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=moto_sagemaker).node_status(
@@ -161,14 +167,14 @@ def test_unknown_node_is_node_not_found_with_moto(moto_sagemaker):
     assert raised.value.instance_id == "i-0000000000000dead"
 
 
-def test_resource_not_found_is_node_not_found(stubbed):
+def test_resource_not_found_is_node_not_found(stubbed: Stubbed) -> None:
     client, stubber = stubbed
     stubber.add_client_error("describe_cluster_node", "ResourceNotFound", "no such node")
     with pytest.raises(NodeNotFoundError):
         HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client).node_status(instance_id(1))
 
 
-def test_other_errors_are_retryable_cluster_errors(stubbed):
+def test_other_errors_are_retryable_cluster_errors(stubbed: Stubbed) -> None:
     client, stubber = stubbed
     stubber.add_client_error("describe_cluster_node", "ThrottlingException", "slow down", 400)
     with pytest.raises(ClusterError) as raised:
@@ -176,7 +182,7 @@ def test_other_errors_are_retryable_cluster_errors(stubbed):
     assert not isinstance(raised.value, NodeNotFoundError)
 
 
-def test_node_status_maps_capacity_kubernetes_labels_and_taints(stubbed):
+def test_node_status_maps_capacity_kubernetes_labels_and_taints(stubbed: Stubbed) -> None:
     client, stubber = stubbed
     stubber.add_response(
         "describe_cluster_node",
@@ -236,23 +242,23 @@ def test_node_status_maps_capacity_kubernetes_labels_and_taints(stubbed):
         ("ml.x9.unknown", 0),  # EC2 does not know it: counted as none, not a crash
     ],
 )
-def test_accelerators_come_from_ec2s_figures(instance_type, accelerators):
+def test_accelerators_come_from_ec2s_figures(instance_type: str, accelerators: int) -> None:
     assert accelerators_of(CATALOGUE, instance_type) == accelerators
 
 
 # reboot and replace
 
 
-def ok(node_ids: list[str]) -> dict:
+def ok(node_ids: list[str]) -> dict[str, Any]:
     return {"Successful": node_ids, "Failed": []}
 
 
-def failed(node_id: str, code: str) -> dict:
+def failed(node_id: str, code: str) -> dict[str, Any]:
     return {"NodeId": node_id, "ErrorCode": code, "Message": f"{code} for {node_id}"}
 
 
 @pytest.mark.parametrize("operation", ["reboot", "replace"])
-def test_sixty_nodes_go_in_chunks_of_25_25_10(stubbed, operation):
+def test_sixty_nodes_go_in_chunks_of_25_25_10(stubbed: Stubbed, operation: str) -> None:
     client, stubber = stubbed
     api = f"batch_{operation}_cluster_nodes"
     ids = [instance_id(n) for n in range(60)]
@@ -265,7 +271,7 @@ def test_sixty_nodes_go_in_chunks_of_25_25_10(stubbed, operation):
     assert outcome.failed == []
 
 
-def test_duplicate_ids_are_sent_once(stubbed):
+def test_duplicate_ids_are_sent_once(stubbed: Stubbed) -> None:
     client, stubber = stubbed
     stubber.add_response(
         "batch_reboot_cluster_nodes",
@@ -278,7 +284,9 @@ def test_duplicate_ids_are_sent_once(stubbed):
     assert outcome.successful == [instance_id(1)]
 
 
-def test_transient_per_node_failures_are_retried_with_backoff_until_they_succeed(stubbed):
+def test_transient_per_node_failures_are_retried_with_backoff_until_they_succeed(
+    stubbed: Stubbed,
+) -> None:
     client, stubber = stubbed
     a, b, c = instance_id(1), instance_id(2), instance_id(3)
     stubber.add_response(
@@ -308,7 +316,7 @@ def test_transient_per_node_failures_are_retried_with_backoff_until_they_succeed
     assert sleeps == [2, 4]
 
 
-def test_instance_id_not_found_is_never_retried(stubbed):
+def test_instance_id_not_found_is_never_retried(stubbed: Stubbed) -> None:
     client, stubber = stubbed
     a, gone = instance_id(1), instance_id(2)
     stubber.add_response(
@@ -328,7 +336,7 @@ def test_instance_id_not_found_is_never_retried(stubbed):
     assert sleeps == []
 
 
-def test_exhausted_retries_are_reported_as_failed(stubbed):
+def test_exhausted_retries_are_reported_as_failed(stubbed: Stubbed) -> None:
     client, stubber = stubbed
     busy = instance_id(9)
     for _ in range(3):
@@ -349,7 +357,9 @@ def test_exhausted_retries_are_reported_as_failed(stubbed):
     assert sleeps == [1, 2]
 
 
-def test_a_chunk_that_fails_as_a_whole_fails_its_nodes_and_keeps_the_others(stubbed):
+def test_a_chunk_that_fails_as_a_whole_fails_its_nodes_and_keeps_the_others(
+    stubbed: Stubbed,
+) -> None:
     client, stubber = stubbed
     ids = [instance_id(n) for n in range(30)]
     stubber.add_response(
@@ -370,7 +380,7 @@ def test_a_chunk_that_fails_as_a_whole_fails_its_nodes_and_keeps_the_others(stub
     assert {f.error_code for f in outcome.failed} == {"ThrottlingException"}
 
 
-def test_no_client_is_created_until_first_use(monkeypatch):
+def test_no_client_is_created_until_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
     created: list[str] = []
     monkeypatch.setattr("hyperguard.cluster.hyperpod.client", created.append)
     adapter = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE)

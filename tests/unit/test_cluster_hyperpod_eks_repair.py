@@ -7,13 +7,14 @@ the API server is the in-memory fake of test_cluster_kubernetes, EC2 is moto.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 from tests.conftest import catalogue
-from tests.unit.test_cluster_ec2 import moto_ec2
+from tests.unit.test_cluster_ec2 import Recorded, moto_ec2
 from tests.unit.test_cluster_kubernetes import (
     BURST_CLAIM,
     BURST_INSTANCE,
@@ -24,6 +25,7 @@ from tests.unit.test_cluster_kubernetes import (
     OTHER_INSTANCE,
     OTHER_NODE,
     FakeApiServer,
+    SageMaker,
     burst_node_json,
     lightkube_client,
     node_json,
@@ -45,6 +47,10 @@ CLUSTER = "ml-cluster"
 UNKNOWN = "i-0000000000000dead"
 SYSTEM_INSTANCE = "i-0d0d0d0d0d0d0d0d0"
 SYSTEM_NODE = "ip-10-0-1-5.us-west-2.compute.internal"
+
+Ec2Instance = tuple[Any, str, Recorded]
+"""A moto EC2 client, its one running instance, and its RebootInstances calls."""
+NodeChange = Callable[[dict[str, Any]], None]
 
 
 def system_node() -> dict[str, Any]:
@@ -76,14 +82,14 @@ def api() -> FakeApiServer:
 
 
 @pytest.fixture
-def ec2():
+def ec2() -> Iterator[Ec2Instance]:
     """A moto EC2 with one running instance, and a record of RebootInstances calls."""
     with moto_ec2(1) as (client, (instance_id,), calls):
         yield client, instance_id, calls
 
 
 @pytest.fixture
-def sagemaker():
+def sagemaker() -> Iterator[SageMaker]:
     client = boto3.client(
         "sagemaker", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
     )
@@ -93,7 +99,7 @@ def sagemaker():
 
 
 @pytest.fixture
-def gateway(sagemaker, api, ec2) -> HyperPodEksGateway:
+def gateway(sagemaker: SageMaker, api: FakeApiServer, ec2: Ec2Instance) -> HyperPodEksGateway:
     return HyperPodEksGateway(
         HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=sagemaker[0], max_attempts=1),
         KubernetesAdapter("gpu-eks", client=lightkube_client(api)),
@@ -112,7 +118,9 @@ def hyperpod_inventory(stubber: Stubber, *instance_ids: str) -> None:
 # repairs go to whoever owns the node
 
 
-def test_a_mixed_replace_splits_by_owner_and_merges_the_outcomes(gateway, sagemaker, api, ec2):
+def test_a_mixed_replace_splits_by_owner_and_merges_the_outcomes(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer, ec2: Ec2Instance
+) -> None:
     _, stubber = sagemaker
     hyperpod_inventory(stubber, INSTANCE, OTHER_INSTANCE)
     stubber.add_response(
@@ -134,7 +142,9 @@ def test_a_mixed_replace_splits_by_owner_and_merges_the_outcomes(gateway, sagema
     assert ec2[2] == []
 
 
-def test_a_mixed_reboot_reboots_burst_nodes_through_ec2(gateway, sagemaker, api, ec2):
+def test_a_mixed_reboot_reboots_burst_nodes_through_ec2(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer, ec2: Ec2Instance
+) -> None:
     _, stubber = sagemaker
     _, burst_instance, reboots = ec2
     api.add_node(
@@ -164,7 +174,9 @@ def test_a_mixed_reboot_reboots_burst_nodes_through_ec2(gateway, sagemaker, api,
     assert api.calls("DELETE") == []
 
 
-def test_a_burst_node_whose_instance_is_gone_fails_its_reboot(gateway, sagemaker, ec2):
+def test_a_burst_node_whose_instance_is_gone_fails_its_reboot(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, ec2: Ec2Instance
+) -> None:
     _, stubber = sagemaker
     hyperpod_inventory(stubber, INSTANCE)
 
@@ -177,7 +189,9 @@ def test_a_burst_node_whose_instance_is_gone_fails_its_reboot(gateway, sagemaker
     assert ec2[2] == [{"InstanceIds": [BURST_INSTANCE]}]
 
 
-def test_replacing_a_burst_node_again_succeeds_without_deleting_again(gateway, sagemaker, api):
+def test_replacing_a_burst_node_again_succeeds_without_deleting_again(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer
+) -> None:
     _, stubber = sagemaker
     hyperpod_inventory(stubber, INSTANCE)
     hyperpod_inventory(stubber, INSTANCE)
@@ -191,8 +205,8 @@ def test_replacing_a_burst_node_again_succeeds_without_deleting_again(gateway, s
 
 
 def test_a_failed_nodeclaim_delete_fails_that_node_and_keeps_sagemakers_result(
-    gateway, sagemaker, api
-):
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer
+) -> None:
     _, stubber = sagemaker
     hyperpod_inventory(stubber, INSTANCE)
     stubber.add_response(
@@ -210,7 +224,9 @@ def test_a_failed_nodeclaim_delete_fails_that_node_and_keeps_sagemakers_result(
     assert BURST_CLAIM in failure.message
 
 
-def test_a_node_neither_hyperpod_nor_karpenter_owns_is_not_repaired(gateway, sagemaker, api, ec2):
+def test_a_node_neither_hyperpod_nor_karpenter_owns_is_not_repaired(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer, ec2: Ec2Instance
+) -> None:
     _, stubber = sagemaker
     hyperpod_inventory(stubber, INSTANCE)
     hyperpod_inventory(stubber, INSTANCE)
@@ -225,7 +241,9 @@ def test_a_node_neither_hyperpod_nor_karpenter_owns_is_not_repaired(gateway, sag
     assert ec2[2] == []
 
 
-def test_the_ec2_adapter_is_created_only_for_a_burst_reboot(sagemaker, api, ec2, monkeypatch):
+def test_the_ec2_adapter_is_created_only_for_a_burst_reboot(
+    sagemaker: SageMaker, api: FakeApiServer, ec2: Ec2Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client, burst_instance, reboots = ec2
     api.add_node(
         all_ready(burst_node_json("ip-10-0-12-99.us-west-2.compute.internal", burst_instance))
@@ -255,7 +273,9 @@ def test_the_ec2_adapter_is_created_only_for_a_burst_reboot(sagemaker, api, ec2,
 # burst nodes in the inventory
 
 
-def test_list_nodes_adds_karpenter_nodes_to_hyperpods(gateway, sagemaker, api):
+def test_list_nodes_adds_karpenter_nodes_to_hyperpods(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer
+) -> None:
     _, stubber = sagemaker
     # HyperPod's own Karpenter-based autoscaling labels its nodes too: SageMaker's
     # inventory still decides that the node is HyperPod's.
@@ -298,7 +318,7 @@ def set_condition(node: dict[str, Any], kind: str, value: str) -> None:
             condition["status"] = value
 
 
-def add_condition(kind: str, value: str) -> Any:
+def add_condition(kind: str, value: str) -> NodeChange:
     def change(node: dict[str, Any]) -> None:
         node["status"]["conditions"].append(
             {"type": kind, "status": value, "lastTransitionTime": "2025-01-01T00:30:00Z"}
@@ -332,7 +352,14 @@ def deleted(node: dict[str, Any]) -> None:
         (deleted, NodeStatus.SHUTTING_DOWN, False),
     ],
 )
-def test_node_status_of_a_burst_node(gateway, sagemaker, api, change, status, healthy):
+def test_node_status_of_a_burst_node(
+    gateway: HyperPodEksGateway,
+    sagemaker: SageMaker,
+    api: FakeApiServer,
+    change: NodeChange,
+    status: NodeStatus,
+    healthy: bool,
+) -> None:
     _, stubber = sagemaker
     change(api.nodes[BURST_NODE])
     stubber.add_client_error(
@@ -349,7 +376,9 @@ def test_node_status_of_a_burst_node(gateway, sagemaker, api, change, status, he
 
 
 @pytest.mark.parametrize("instance_id", [SYSTEM_INSTANCE, UNKNOWN])
-def test_node_status_of_a_node_nobody_owns_is_not_found(gateway, sagemaker, instance_id):
+def test_node_status_of_a_node_nobody_owns_is_not_found(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, instance_id: str
+) -> None:
     _, stubber = sagemaker
     stubber.add_client_error("describe_cluster_node", "ValidationException", "not found")
     with pytest.raises(NodeNotFoundError):

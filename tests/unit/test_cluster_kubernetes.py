@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -29,14 +30,10 @@ from lightkube.config.models import Cluster, User
 from tests.conftest import catalogue
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
-from hyperguard.cluster.conventions import UNKNOWN_PROVIDER_ID_METRIC
+from hyperguard.cluster.conventions import UNKNOWN_PROVIDER_ID_METRIC, label_safe
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
-from hyperguard.cluster.kubernetes import (
-    HyperPodHealthStatus,
-    KubernetesAdapter,
-    label_safe,
-)
+from hyperguard.cluster.kubernetes import HyperPodHealthStatus, KubernetesAdapter
 from hyperguard.cluster.workloads import job_name
 from hyperguard.models import Job, NodeStatus
 from hyperguard.models.jobs import ElasticPolicy
@@ -303,7 +300,7 @@ class FakeApiServer:
         return [r for r in self.requests if method is None or r.method == method]
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        body = json.loads(request.content) if request.content else None
+        body: Any = json.loads(request.content) if request.content else None  # what was sent
         query = parse_qs(
             request.url.query.decode()
             if isinstance(request.url.query, bytes)
@@ -539,7 +536,9 @@ def kube(api: FakeApiServer, clock: FakeClock) -> KubernetesAdapter:
 # node lookup
 
 
-def test_finds_a_node_by_provider_id_and_remembers_its_name(kube, api):
+def test_finds_a_node_by_provider_id_and_remembers_its_name(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     node = kube.find_node(INSTANCE)
     assert node.name == NODE
     assert node.instance_id == INSTANCE
@@ -549,19 +548,23 @@ def test_finds_a_node_by_provider_id_and_remembers_its_name(kube, api):
     assert (api.requests[-1].method, api.requests[-1].path) == ("GET", f"/api/v1/nodes/{NODE}")
 
 
-def test_unknown_instance_is_node_not_found(kube):
+def test_unknown_instance_is_node_not_found(kube: KubernetesAdapter) -> None:
     with pytest.raises(NodeNotFoundError):
         kube.find_node("i-00000000000000000")
 
 
-def test_finds_a_node_by_either_provider_id_form(kube, api):
+def test_finds_a_node_by_either_provider_id_form(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     burst = "i-0b0b0b0b0b0b0b0b0"
     api.add_node(burst_node_json("ip-10-0-0-7.ec2.internal", burst))
     assert kube.find_node(INSTANCE).name == NODE  # HyperPod's form
     assert kube.find_node(burst).name == "ip-10-0-0-7.ec2.internal"  # EKS's form
 
 
-def test_a_provider_id_of_an_unknown_form_is_counted_and_its_node_not_found(kube, api):
+def test_a_provider_id_of_an_unknown_form_is_counted_and_its_node_not_found(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     """The instance id is never guessed from an unknown form (the last segment here would be
     a valid-looking id): the node is not found, and the unknown form is counted."""
     instance = "i-0d0d0d0d0d0d0d0d0"
@@ -575,7 +578,7 @@ def test_a_provider_id_of_an_unknown_form_is_counted_and_its_node_not_found(kube
     metrics.clear_metrics()
 
 
-def test_node_conditions(kube):
+def test_node_conditions(kube: KubernetesAdapter) -> None:
     conditions = {c.type: c for c in kube.node_conditions(INSTANCE)}
     assert conditions["Ready"].status == "True"
     hardware = conditions["AcceleratedHardwareReady"]
@@ -586,7 +589,9 @@ def test_node_conditions(kube):
 # cordon and uncordon
 
 
-def test_cordon_patches_unschedulable_taint_and_label_in_one_merge_patch(kube, api):
+def test_cordon_patches_unschedulable_taint_and_label_in_one_merge_patch(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     assert kube.cordon(INSTANCE, incident_id="inc-42", reason="GPU XID 79: fell off the bus")
 
     (patch,) = api.calls("PATCH")
@@ -609,20 +614,26 @@ def test_cordon_patches_unschedulable_taint_and_label_in_one_merge_patch(kube, a
     assert api.nodes[OTHER_NODE]["spec"].get("unschedulable") is None
 
 
-def test_cordon_twice_for_one_incident_changes_nothing(kube, api):
+def test_cordon_twice_for_one_incident_changes_nothing(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     assert kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
     assert not kube.cordon(INSTANCE, incident_id="inc-42", reason="a different reason")
     assert len(api.calls("PATCH")) == 1
 
 
-def test_cordon_for_a_new_incident_replaces_the_old_incident_taint(kube, api):
+def test_cordon_for_a_new_incident_replaces_the_old_incident_taint(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     kube.cordon(INSTANCE, incident_id="inc-1", reason="xid")
     assert kube.cordon(INSTANCE, incident_id="inc-2", reason="ecc")
     taints = api.nodes[NODE]["spec"]["taints"]
     assert [t["value"] for t in taints if t["key"] == "hyperguard.io/incident"] == ["inc-2"]
 
 
-def test_cordon_rereads_the_node_after_a_conflict(kube, api):
+def test_cordon_rereads_the_node_after_a_conflict(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     api.conflicts = 1
     assert kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
     first, second = api.calls("PATCH")
@@ -631,13 +642,17 @@ def test_cordon_rereads_the_node_after_a_conflict(kube, api):
     assert api.nodes[NODE]["spec"]["unschedulable"] is True
 
 
-def test_cordon_gives_up_when_the_node_keeps_changing(kube, api):
+def test_cordon_gives_up_when_the_node_keeps_changing(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     api.conflicts = 10
     with pytest.raises(ClusterError):
         kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
 
 
-def test_uncordon_removes_only_what_cordon_added(kube, api):
+def test_uncordon_removes_only_what_cordon_added(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
     assert kube.uncordon(INSTANCE)
 
@@ -655,7 +670,9 @@ def test_uncordon_removes_only_what_cordon_added(kube, api):
     assert len(api.calls("PATCH")) == 2
 
 
-def test_uncordon_leaves_a_node_an_operator_had_cordoned_unschedulable(kube, api):
+def test_uncordon_leaves_a_node_an_operator_had_cordoned_unschedulable(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     api.nodes[NODE]["spec"]["unschedulable"] = True
     kube.cordon(INSTANCE, incident_id="inc-42", reason="xid")
     assert api.calls("PATCH")[0].body["metadata"]["annotations"] == {
@@ -670,7 +687,7 @@ def test_uncordon_leaves_a_node_an_operator_had_cordoned_unschedulable(kube, api
     assert all(t["key"] != "hyperguard.io/incident" for t in node["spec"]["taints"])
 
 
-def test_label_safe_values():
+def test_label_safe_values() -> None:
     assert label_safe("GPU XID 79: fell off the bus") == "GPU-XID-79-fell-off-the-bus"
     assert label_safe("-" * 5) == "unspecified"
     long = label_safe("a" * 62 + "-bcd")
@@ -680,7 +697,7 @@ def test_label_safe_values():
 # HyperPod node-health-status label
 
 
-def test_set_node_health_status_label(kube, api):
+def test_set_node_health_status_label(kube: KubernetesAdapter, api: FakeApiServer) -> None:
     assert kube.set_node_health_status(INSTANCE, HyperPodHealthStatus.UNSCHEDULABLE_PENDING_REBOOT)
     (patch,) = api.calls("PATCH")
     assert patch.content_type == MERGE_PATCH
@@ -707,7 +724,9 @@ def add_workload(api: FakeApiServer) -> None:
     api.add_pod(pod_json("elsewhere", "hyperpod-ns-team-a", OTHER_NODE, owner="Job"))
 
 
-def test_drain_evicts_pods_but_not_daemonset_or_mirror_pods(kube, api):
+def test_drain_evicts_pods_but_not_daemonset_or_mirror_pods(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     add_workload(api)
 
     result = kube.drain(INSTANCE, deadline_s=60)
@@ -734,7 +753,9 @@ def test_drain_evicts_pods_but_not_daemonset_or_mirror_pods(kube, api):
     assert api.calls("DELETE") == []
 
 
-def test_drain_retries_a_pdb_refusal_until_the_eviction_is_allowed(kube, api, clock):
+def test_drain_retries_a_pdb_refusal_until_the_eviction_is_allowed(
+    kube: KubernetesAdapter, api: FakeApiServer, clock: FakeClock
+) -> None:
     add_workload(api)
     api.pdb_refusals["hyperpod-ns-team-a/trainer-0"] = 2
 
@@ -746,7 +767,9 @@ def test_drain_retries_a_pdb_refusal_until_the_eviction_is_allowed(kube, api, cl
     assert len([r for r in api.calls("POST") if "trainer-0" in r.path]) == 3
 
 
-def test_drain_force_deletes_what_a_pdb_still_protects_at_the_deadline(kube, api, clock):
+def test_drain_force_deletes_what_a_pdb_still_protects_at_the_deadline(
+    kube: KubernetesAdapter, api: FakeApiServer, clock: FakeClock
+) -> None:
     add_workload(api)
     api.pdb_refusals["hyperpod-ns-team-a/trainer-0"] = -1  # refuses for ever
 
@@ -762,7 +785,7 @@ def test_drain_force_deletes_what_a_pdb_still_protects_at_the_deadline(kube, api
     assert "hyperpod-ns-team-a/trainer-0" not in api.pods
 
 
-def test_drain_of_an_unknown_instance_is_node_not_found(kube):
+def test_drain_of_an_unknown_instance_is_node_not_found(kube: KubernetesAdapter) -> None:
     with pytest.raises(NodeNotFoundError):
         kube.drain("i-00000000000000000", deadline_s=10)
 
@@ -785,7 +808,9 @@ def burst(api: FakeApiServer) -> FakeApiServer:
     return api
 
 
-def test_delete_nodeclaim_finds_the_claim_by_provider_id_and_deletes_it(kube, burst):
+def test_delete_nodeclaim_finds_the_claim_by_provider_id_and_deletes_it(
+    kube: KubernetesAdapter, burst: FakeApiServer
+) -> None:
     assert kube.delete_nodeclaim(BURST_INSTANCE)
 
     assert [(r.method, r.path, r.query) for r in burst.requests] == [
@@ -797,7 +822,7 @@ def test_delete_nodeclaim_finds_the_claim_by_provider_id_and_deletes_it(kube, bu
     assert "deletionTimestamp" not in other["metadata"]
 
 
-def test_delete_nodeclaim_twice_deletes_once(kube, burst):
+def test_delete_nodeclaim_twice_deletes_once(kube: KubernetesAdapter, burst: FakeApiServer) -> None:
     assert kube.delete_nodeclaim(BURST_INSTANCE)
     assert not kube.delete_nodeclaim(BURST_INSTANCE)
 
@@ -805,13 +830,17 @@ def test_delete_nodeclaim_twice_deletes_once(kube, burst):
     assert len(burst.calls("GET")) == 2
 
 
-def test_delete_nodeclaim_of_a_claim_that_is_already_gone(kube, burst):
+def test_delete_nodeclaim_of_a_claim_that_is_already_gone(
+    kube: KubernetesAdapter, burst: FakeApiServer
+) -> None:
     del burst.nodeclaims[BURST_CLAIM]
     assert not kube.delete_nodeclaim(BURST_INSTANCE)
     assert burst.calls("DELETE") == []
 
 
-def test_delete_nodeclaim_that_vanishes_between_list_and_delete_is_false(kube, burst):
+def test_delete_nodeclaim_that_vanishes_between_list_and_delete_is_false(
+    kube: KubernetesAdapter, burst: FakeApiServer
+) -> None:
     burst.stale_nodeclaims.append(burst.nodeclaims.pop(BURST_CLAIM))
 
     assert not kube.delete_nodeclaim(BURST_INSTANCE)
@@ -820,12 +849,14 @@ def test_delete_nodeclaim_that_vanishes_between_list_and_delete_is_false(kube, b
     assert delete.path == f"{NODECLAIMS}/{BURST_CLAIM}"
 
 
-def test_a_hyperpod_node_has_no_nodeclaim(kube, burst):
+def test_a_hyperpod_node_has_no_nodeclaim(kube: KubernetesAdapter, burst: FakeApiServer) -> None:
     assert not kube.delete_nodeclaim(INSTANCE)
     assert burst.calls("DELETE") == []
 
 
-def test_delete_nodeclaim_api_failures_are_cluster_errors(kube, burst):
+def test_delete_nodeclaim_api_failures_are_cluster_errors(
+    kube: KubernetesAdapter, burst: FakeApiServer
+) -> None:
     burst.errors[("DELETE", f"{NODECLAIMS}/{BURST_CLAIM}")] = 500
     with pytest.raises(ClusterError):
         kube.delete_nodeclaim(BURST_INSTANCE)
@@ -834,21 +865,26 @@ def test_delete_nodeclaim_api_failures_are_cluster_errors(kube, burst):
         kube.delete_nodeclaim(BURST_INSTANCE)
 
 
-def test_get_nodepool_reads_the_pool_or_none_and_wraps_failures(kube, api):
+def test_get_nodepool_reads_the_pool_or_none_and_wraps_failures(
+    kube: KubernetesAdapter, api: FakeApiServer
+) -> None:
     api.nodepools["gpu-burst"] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": "gpu-burst", "resourceVersion": "7"},
         "spec": {"limits": {"nvidia.com/gpu": "64"}, "template": {"spec": {}}},
     }
-    assert kube.get_nodepool("gpu-burst")["spec"]["limits"] == {"nvidia.com/gpu": "64"}
+    pool = kube.get_nodepool("gpu-burst")
+    assert pool is not None and pool["spec"]["limits"] == {"nvidia.com/gpu": "64"}
     assert kube.get_nodepool("gone") is None
     api.errors[("GET", "/apis/karpenter.sh/v1/nodepools/gpu-burst")] = 500
     with pytest.raises(ClusterError, match="get NodePool gpu-burst on gpu-eks"):
         kube.get_nodepool("gpu-burst")
 
 
-def test_list_nodes_reports_karpenter_nodes_with_their_labels(kube, burst):
+def test_list_nodes_reports_karpenter_nodes_with_their_labels(
+    kube: KubernetesAdapter, burst: FakeApiServer
+) -> None:
     burst.nodes[BURST_NODE]["metadata"]["deletionTimestamp"] = "2025-01-01T02:00:00Z"
 
     nodes = {n.instance_id: n for n in kube.list_nodes()}
@@ -891,13 +927,14 @@ class CountingTokens:
 
 
 def test_client_is_built_from_endpoint_ca_and_token_and_rebuilt_on_refresh(
-    api, ca_data, monkeypatch
-):
+    api: FakeApiServer, ca_data: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     built: list[Client] = []
     real_client = Client
 
     def client_with_mock_transport(*args: Any, **kwargs: Any) -> Client:
-        client = real_client(*args, transport=httpx2.MockTransport(api), **kwargs)
+        kwargs["transport"] = httpx2.MockTransport(api)
+        client = real_client(*args, **kwargs)
         built.append(client)
         return client
 
@@ -923,8 +960,12 @@ def test_client_is_built_from_endpoint_ca_and_token_and_rebuilt_on_refresh(
 # HyperPod on EKS: the composite gateway
 
 
+SageMaker = tuple[Any, Stubber]
+"""A SageMaker client and the Stubber that answers it."""
+
+
 @pytest.fixture
-def sagemaker():
+def sagemaker() -> Iterator[SageMaker]:
     client = boto3.client(
         "sagemaker", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x"
     )
@@ -934,7 +975,7 @@ def sagemaker():
 
 
 @pytest.fixture
-def gateway(sagemaker, kube) -> HyperPodEksGateway:
+def gateway(sagemaker: SageMaker, kube: KubernetesAdapter) -> HyperPodEksGateway:
     client, _ = sagemaker
     return HyperPodEksGateway(
         HyperPodAdapter("ml-cluster", catalogue=CATALOGUE, client=client), kube
@@ -951,7 +992,9 @@ def summary(instance_id: str, status: str = "Running") -> dict[str, Any]:
     }
 
 
-def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(gateway, sagemaker, api):
+def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer
+) -> None:
     _, stubber = sagemaker
     api.nodes[NODE]["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"] = (
         "UnschedulablePendingReboot"
@@ -987,7 +1030,9 @@ def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(gateway, sagem
     assert pending.node_name is None and pending.status is NodeStatus.PENDING
 
 
-def test_gateway_node_status_without_a_kubernetes_node(gateway, sagemaker):
+def test_gateway_node_status_without_a_kubernetes_node(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker
+) -> None:
     _, stubber = sagemaker
     stubber.add_response(
         "describe_cluster_node", {"NodeDetails": summary("i-0aaaaaaaaaaaaaaaa", "Pending")}
@@ -996,7 +1041,9 @@ def test_gateway_node_status_without_a_kubernetes_node(gateway, sagemaker):
     assert node.status is NodeStatus.PENDING and node.node_name is None
 
 
-def test_gateway_repairs_through_sagemaker_and_cordons_through_kubernetes(gateway, sagemaker, api):
+def test_gateway_repairs_through_sagemaker_and_cordons_through_kubernetes(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer
+) -> None:
     _, stubber = sagemaker
     stubber.add_response(
         "list_cluster_nodes",
@@ -1029,7 +1076,9 @@ def training_job(**overrides: Any) -> Job:
     return Job(**values)
 
 
-def test_dispatch_on_hyperpod_nodes_creates_a_hyperpod_pytorch_job(gateway, api):
+def test_dispatch_on_hyperpod_nodes_creates_a_hyperpod_pytorch_job(
+    gateway: HyperPodEksGateway, api: FakeApiServer
+) -> None:
     assert gateway.dispatch(training_job(auto_resume=True), [INSTANCE, OTHER_INSTANCE])
 
     (create,) = api.calls("POST")
@@ -1071,7 +1120,9 @@ def test_dispatch_on_hyperpod_nodes_creates_a_hyperpod_pytorch_job(gateway, api)
     assert container["command"] == ["torchrun", "train.py"]
 
 
-def test_an_elastic_job_carries_its_policy_bounded_by_what_was_admitted(gateway, api):
+def test_an_elastic_job_carries_its_policy_bounded_by_what_was_admitted(
+    gateway: HyperPodEksGateway, api: FakeApiServer
+) -> None:
     policy = ElasticPolicy(
         min_replicas=1,
         max_replicas=4,
@@ -1095,7 +1146,9 @@ def test_an_elastic_job_carries_its_policy_bounded_by_what_was_admitted(gateway,
     assert spec["runPolicy"]["jobMaxRetryCount"] == 0
 
 
-def test_dispatch_on_burst_nodes_creates_a_kueue_batch_job(gateway, burst):
+def test_dispatch_on_burst_nodes_creates_a_kueue_batch_job(
+    gateway: HyperPodEksGateway, burst: FakeApiServer
+) -> None:
     assert gateway.dispatch(training_job(replicas=1), [BURST_INSTANCE])
 
     (create,) = burst.calls("POST")
@@ -1122,8 +1175,8 @@ def test_dispatch_on_burst_nodes_creates_a_kueue_batch_job(gateway, burst):
 
 
 def test_burst_pods_select_the_ec2_name_tolerate_the_pools_taints_and_block_disruption(
-    gateway, burst
-):
+    gateway: HyperPodEksGateway, burst: FakeApiServer
+) -> None:
     """Karpenter's nodes carry the EC2 instance-type name and the NodePool's template
     taints; a pod that selects `ml.p5.48xlarge` or lacks the tolerations never starts there."""
     burst.nodepools["gpu-burst"] = {
@@ -1155,18 +1208,24 @@ def test_burst_pods_select_the_ec2_name_tolerate_the_pools_taints_and_block_disr
     assert template["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
 
 
-def test_dispatch_twice_is_already_dispatched(gateway, api):
+def test_dispatch_twice_is_already_dispatched(
+    gateway: HyperPodEksGateway, api: FakeApiServer
+) -> None:
     assert gateway.dispatch(training_job(), [INSTANCE])
     assert not gateway.dispatch(training_job(), [INSTANCE])
     assert len(api.hyperpod_jobs) == 1
 
 
-def test_dispatch_onto_a_node_the_api_server_does_not_have_is_node_not_found(gateway):
+def test_dispatch_onto_a_node_the_api_server_does_not_have_is_node_not_found(
+    gateway: HyperPodEksGateway,
+) -> None:
     with pytest.raises(NodeNotFoundError):
         gateway.dispatch(training_job(), ["i-0aaaaaaaaaaaaaaaa"])
 
 
-def test_every_run_is_a_new_object_and_stop_job_can_spare_the_newest(gateway, api):
+def test_every_run_is_a_new_object_and_stop_job_can_spare_the_newest(
+    gateway: HyperPodEksGateway, api: FakeApiServer
+) -> None:
     assert gateway.dispatch(training_job(), [INSTANCE])
     assert gateway.dispatch(training_job(run=1), [OTHER_INSTANCE])
     assert not gateway.dispatch(training_job(run=1), [OTHER_INSTANCE])
@@ -1184,7 +1243,9 @@ def test_every_run_is_a_new_object_and_stop_job_can_spare_the_newest(gateway, ap
     assert api.hyperpod_jobs == {}
 
 
-def test_job_without_priority_class_or_auto_resume(gateway, api):
+def test_job_without_priority_class_or_auto_resume(
+    gateway: HyperPodEksGateway, api: FakeApiServer
+) -> None:
     gateway.dispatch(
         training_job(
             priority_class=None, instance_type="ml.trn1.32xlarge", accelerators_per_replica=16
@@ -1199,7 +1260,9 @@ def test_job_without_priority_class_or_auto_resume(gateway, api):
     assert pod["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "16"}
 
 
-def test_stop_job_deletes_every_kind_of_run_with_its_pods_then_reports_nothing(gateway, burst):
+def test_stop_job_deletes_every_kind_of_run_with_its_pods_then_reports_nothing(
+    gateway: HyperPodEksGateway, burst: FakeApiServer
+) -> None:
     gateway.dispatch(training_job(), [INSTANCE])
     gateway.dispatch(training_job(run=1, replicas=1), [BURST_INSTANCE])
 
@@ -1222,7 +1285,9 @@ def test_stop_job_deletes_every_kind_of_run_with_its_pods_then_reports_nothing(g
     assert not gateway.stop_job("llama-70b-pretrain")
 
 
-def test_resize_patches_a_running_hyperpod_job_in_place(gateway, api):
+def test_resize_patches_a_running_hyperpod_job_in_place(
+    gateway: HyperPodEksGateway, api: FakeApiServer
+) -> None:
     job = training_job(elastic_policy=ElasticPolicy(min_replicas=1, max_replicas=2))
     gateway.dispatch(job, [INSTANCE, OTHER_INSTANCE])
     key = "hyperpod-ns-team-a/llama-70b-pretrain"
@@ -1252,7 +1317,9 @@ def test_resize_patches_a_running_hyperpod_job_in_place(gateway, api):
     )
 
 
-def test_resize_of_a_batch_job_is_a_new_run(gateway, burst):
+def test_resize_of_a_batch_job_is_a_new_run(
+    gateway: HyperPodEksGateway, burst: FakeApiServer
+) -> None:
     job = training_job(replicas=1, elastic_policy=ElasticPolicy(min_replicas=1, max_replicas=2))
     gateway.dispatch(job, [BURST_INSTANCE])
 
@@ -1261,7 +1328,7 @@ def test_resize_of_a_batch_job_is_a_new_run(gateway, burst):
     assert sorted(burst.jobs) == ["hyperpod-ns-team-a/llama-70b-pretrain-run-1"]
 
 
-def test_job_names_are_dns_labels_and_distinct():
+def test_job_names_are_dns_labels_and_distinct() -> None:
     assert job_name("llama-70b") == "llama-70b"
     rewritten = job_name("Team_A/Llama 70B run#1")
     assert rewritten.startswith("team-a-llama-70b-run-1-")
