@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -312,3 +313,138 @@ def test_a_twin_that_answers_with_an_error_is_not_reported_as_absent(
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("command", ["status", "nodes", "fault i-1", "inject event.json"])
+def test_a_twin_only_command_aimed_at_aws_is_one_line_and_exit_2(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def never(*_args: Any) -> Any:
+        raise AssertionError("nothing is asked of AWS")
+
+    monkeypatch.setattr(cli, "_service", never)
+    assert exit_status(["twin", *command.split(), "--endpoint", "aws"]) == 2
+    assert capsys.readouterr().err == (
+        "hyperguard: this command needs the local twin, not --endpoint aws\n"
+    )
+    monkeypatch.setenv("HYPERGUARD_ENDPOINT", "aws")  # the same when aws is the default
+    assert exit_status(["twin", *command.split()]) == 2
+
+
+def test_the_service_client_refuses_aws_for_the_twins_control_api() -> None:
+    from hyperguard.twin.client import ServiceClient, TwinUnreachableError
+
+    calls: tuple[Callable[[ServiceClient], object], ...] = (
+        lambda c: c.twin_get("status"),
+        lambda c: c.twin_post("fault", {"instance_id": "i-1"}),
+    )
+    for call in calls:
+        with pytest.raises(TwinUnreachableError, match="needs the local twin"):
+            call(ServiceClient("aws"))
+
+
+INTERRUPT_ON_IMPORT = """
+import os, signal, sys
+
+class InterruptOnImport:
+    # Ctrl-C the moment the CLI first imports {module!r}, wherever that happens.
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, InterruptOnImport())
+from hyperguard.cli.main import main  # what the `hyperguard` script runs
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("module", ["pydantic", "boto3", "hyperguard.planner"])
+def test_ctrl_c_while_the_cli_loads_is_one_line_and_exit_130(module: str) -> None:
+    """The heavy imports (most of the first second) happen after the handler is in place."""
+    command = ["plan", "mtbf", "--sizes", "8", "--rates", "0.001", "--json"]
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_ON_IMPORT.format(module=module), *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "hyperguard: interrupted\n", "")
+
+
+def test_ctrl_c_stops_a_cli_started_with_sigint_ignored(tmp_path: Any) -> None:
+    """A shell starts `hyperguard … &` with SIGINT ignored; `kill -INT` must still stop it."""
+    import signal
+
+    fifo = tmp_path / "event.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [*CLI, "events", "classify", str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        with fifo.open("w"):  # open once the CLI opened it to read: it waits for the event
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (130, "hyperguard: interrupted\n")
+
+
+class UpTwin:
+    """What `twin up` needs of a twin that came up."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.ready = threading.Event()
+        self.stopped = False
+        self.api_endpoint = "http://127.0.0.1:3000"
+        self.emulator = argparse.Namespace(endpoint="http://127.0.0.1:4566")
+
+    def status(self) -> dict[str, Any]:
+        self.ready.set()
+        return {"kubernetes_endpoint": "https://127.0.0.1:6443", "stack": "hyperguard"}
+
+    def down(self) -> None:
+        self.stopped = True
+
+
+def test_twin_up_stops_on_sigterm_that_lands_on_another_thread(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A signal may be delivered to any of the twin's threads; Python runs its handler on
+    the main thread only once that wakes up, so `twin up` must not sleep untimed."""
+    import signal
+    import threading
+
+    twin = UpTwin()
+    monkeypatch.setattr(cli, "_start_twin", lambda *_args, **_config: twin)
+    main_thread = threading.get_ident()
+    rescued = threading.Event()
+
+    def signal_from_another_thread() -> None:
+        twin.ready.wait(30)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # handled on main's wake
+        if not stopped.wait(30):  # never woke: unblock it, so the test fails, not hangs
+            rescued.set()
+            signal.pthread_kill(main_thread, signal.SIGTERM)
+
+    stopped = threading.Event()
+    previous = signal.getsignal(signal.SIGTERM)
+    helper = threading.Thread(target=signal_from_another_thread)
+    helper.start()
+    try:
+        assert cli.main(["twin", "up", "--json"]) == 0
+    finally:
+        stopped.set()
+        helper.join()
+        signal.signal(signal.SIGTERM, previous)
+    assert twin.stopped and not rescued.is_set()
+    assert json.loads(capsys.readouterr().out)["stack"] == "hyperguard"

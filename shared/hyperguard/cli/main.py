@@ -21,8 +21,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from hyperguard.cli import executions, incidents, views, watch
-from hyperguard.cli.jobs import add_jobs_parser
+# Only the standard library and these two light modules load before main() installs its
+# Ctrl-C handling: everything heavier (pydantic, boto3, the twin) loads inside it, so an
+# interruption while it loads is the one line `hyperguard: interrupted`, not a traceback.
 from hyperguard.cli.options import (
     add_group,
     bounded_int,
@@ -33,12 +34,10 @@ from hyperguard.cli.options import (
     whole,
 )
 from hyperguard.cli.output import CliError, print_json, print_table, say
-from hyperguard.cli.plan import add_plan_parser
-from hyperguard.planner import MAX_INSTANCES, MIN_RATE
 
 ROOT = Path(__file__).resolve().parents[3]
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 """Usage errors exit 2: argparse's own convention."""
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a writer whose reader went away (`| head`)."""
@@ -122,6 +121,9 @@ def _start_twin(args: argparse.Namespace, **config: Any) -> Any:
     except (TwinError, DeployError, LayerBuildError) as exc:
         twin.down()
         raise CliError(f"the twin did not start: {exc}") from exc
+    except KeyboardInterrupt:  # stopped while starting: its workers must not outlive it
+        twin.down()
+        raise
     return twin
 
 
@@ -157,9 +159,15 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     # Ctrl-C is how a twin is meant to stop: not an interruption (exit 0)
     with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
+        # A signal may land on any of the twin's threads; Python runs its handler only once
+        # the main thread wakes, and an untimed wait never does: wake every second.
+        while not stop.wait(SIGNAL_CHECK_S):
+            pass
     twin.down()
     return EXIT_OK
+
+
+SIGNAL_CHECK_S = 1.0
 
 
 def cmd_twin_demo(args: argparse.Namespace) -> int:
@@ -545,6 +553,11 @@ def twin_options(p: argparse.ArgumentParser, default_port: int, default_api_port
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hyperguard.cli import executions, incidents, views, watch
+    from hyperguard.cli.jobs import add_jobs_parser
+    from hyperguard.cli.plan import add_plan_parser
+    from hyperguard.planner import MAX_INSTANCES, MIN_RATE
+
     parser = argparse.ArgumentParser(
         prog="hyperguard",
         description=__doc__.split("\n")[0],
@@ -651,12 +664,12 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = twin.add_parser(name, help=text)
         service_options(p)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, twin_only=True)
     p = twin.add_parser("inject", help="put event files on the twin's EventBridge")
     p.add_argument("files", nargs="+", help="event files (EventBridge JSON)")
     p.add_argument("--instance-id", help="retarget the events at this node of the twin")
     service_options(p)
-    p.set_defaults(func=cmd_twin_inject)
+    p.set_defaults(func=cmd_twin_inject, twin_only=True)
 
     p = twin.add_parser("fault", help="break a simulated node; its health agent reports it")
     p.add_argument("instance_id", help="the node (hyperguard twin nodes)")
@@ -668,7 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
         "KernelReady=False, seen only through Kubernetes (a reboot cures it)",
     )
     service_options(p)
-    p.set_defaults(func=cmd_twin_fault)
+    p.set_defaults(func=cmd_twin_fault, twin_only=True)
 
     add_jobs_parser(groups, service_options, _job_store)
     add_plan_parser(groups)
@@ -700,15 +713,32 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
+def _needs_the_twin(args: argparse.Namespace) -> bool:
+    """A twin-only command (its control API) aimed at a real deployment."""
+    from hyperguard.twin.client import default_endpoint
+
+    return (
+        bool(getattr(args, "twin_only", False)) and (args.endpoint or default_endpoint()) == "aws"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    # A shell starts a background job (`hyperguard twin up &`) with SIGINT ignored, and
+    # Python then leaves it so: Ctrl-C / `kill -INT` must stop every command all the same.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        parser = build_parser()
         args = parser.parse_args(argv)
         if args.func is None:  # `hyperguard` or `hyperguard GROUP`: what there is to run
             args.help_of.print_help()
             return EXIT_OK
         if getattr(args, "api_port", 0) and args.api_port == getattr(args, "port", 0):
             parser.error(f"--port and --api-port are both {args.port}: give two ports")
+        if _needs_the_twin(args):  # a usage error, but one line: the options are each fine
+            print(
+                "hyperguard: this command needs the local twin, not --endpoint aws", file=sys.stderr
+            )
+            return EXIT_USAGE
         code = int(args.func(args))
         sys.stdout.flush()  # a reader gone away shows here, not at interpreter exit
         return code

@@ -47,23 +47,20 @@ class ServiceClient:
         return client(service)
 
     def twin_get(self, path: str) -> Any:
-        return self._twin(urllib.request.Request(f"{self.endpoint}/_hyperguard/{path}"))
+        return self._twin(path)
 
     def twin_post(self, path: str, body: dict[str, Any]) -> Any:
-        return self._twin(
-            urllib.request.Request(
-                f"{self.endpoint}/_hyperguard/{path}",
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-                method="POST",
-            )
-        )
+        return self._twin(path, body)
 
-    def _twin(self, request: urllib.request.Request) -> Any:
+    def _twin(self, path: str, body: dict[str, Any] | None = None) -> Any:
         """The twin's control API's answer; an answer that is an error says so (HTTPError
         is a URLError: it is told apart from no answer at all)."""
-        if not self.is_twin:
-            raise TwinUnreachableError("this command needs the local twin (not --endpoint aws)")
+        if not self.is_twin:  # before any URL is made of "aws"
+            raise TwinUnreachableError("this command needs the local twin, not --endpoint aws")
+        request = urllib.request.Request(f"{self.endpoint}/_hyperguard/{path}")
+        if body is not None:
+            request.data = json.dumps(body).encode()
+            request.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(request, timeout=10) as r:
                 return json.loads(r.read())
