@@ -75,7 +75,11 @@ def test_time_to_resolution_is_a_metric_per_pool_and_outcome(
     seen = {tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"])) for m in metrics}
     assert twin.deployment is not None
     nodes = NodeStore(twin.deployment.outputs["NodesTableName"])
-    pools = {i["instance_id"]: nodes.get(i["instance_id"]).pool for i in result["incidents"]}  # type: ignore[union-attr]
+    pools: dict[str, str] = {}
+    for i in result["incidents"]:
+        node = nodes.get(i["instance_id"])
+        assert node is not None, i
+        pools[i["instance_id"]] = node.pool
     assert seen == {
         (("outcome", i["resolution"]), ("pool", pools[i["instance_id"]]), ("service", "hyperguard"))
         for i in result["incidents"]

@@ -90,7 +90,8 @@ def test_quota_and_policy_changes_need_the_admin_role(stack: Stack) -> None:
         principal=member("nlp"),
     )
     assert forbidden.status == 403 and forbidden.body["field"] is None
-    assert api.teams.get_quota("nlp").version == 1  # type: ignore[union-attr]
+    quota = api.teams.get_quota("nlp")
+    assert quota is not None and quota.version == 1
     assert api.call("PUT", "/scheduler-config", {}, principal=member("nlp")).status == 403
     assert api.call("DELETE", "/teams/nlp/compute-quota", principal=member("nlp")).status == 403
     assert api.call("GET", "/teams/nlp/compute-quota", principal=member("nlp")).status == 200

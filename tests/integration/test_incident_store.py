@@ -64,7 +64,8 @@ def test_first_signal_opens_and_locks_the_node(stores: tuple[IncidentStore, Node
     incident, outcome = incidents.open_or_append(node, signal("e1"), NOW)
     assert outcome is SignalOutcome.OPENED
     assert incident.incident_id.startswith("i-0aaa-20261122T120000Z-")
-    assert nodes.get("i-0aaa").open_incident_id == incident.incident_id  # type: ignore[union-attr]
+    node = nodes.get("i-0aaa")
+    assert node is not None and node.open_incident_id == incident.incident_id
     stored = incidents.get(incident.incident_id)
     assert stored is not None and stored.status is IncidentStatus.OPEN and stored.signal_count == 1
 

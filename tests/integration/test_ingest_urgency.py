@@ -123,7 +123,8 @@ def test_a_fatal_fault_joining_a_waiting_retirement_takes_it_over_and_wakes_it(
     # a report no more urgent than the incident changes nothing and wakes nobody
     again = world.signal(node, Severity.DEGRADED)
     assert world.ingestor._apply(again) is Outcome.MERGED
-    assert world.incidents.get(incident.incident_id).urgency == 1  # type: ignore[union-attr]
+    stored = world.incidents.get(incident.incident_id)
+    assert stored is not None and stored.urgency == 1
     assert len(world.workflows.woken) == 1
 
 

@@ -35,7 +35,8 @@ def test_a_sync_writes_every_node_then_only_what_changed(stack: Stack, apis: Clu
     assert sync.sync().written == 0  # nothing changed, nothing written
     apis.gateway.cordon(apis.hyperpod[1], incident_id="maintenance", reason="maintenance")
     again = sync.sync()
-    assert again.written == 1 and not nodes.get(apis.hyperpod[1]).schedulable  # type: ignore[union-attr]
+    cordoned = nodes.get(apis.hyperpod[1])
+    assert again.written == 1 and cordoned is not None and not cordoned.schedulable
 
 
 def test_a_replaced_node_is_retired_and_its_replacement_stored(

@@ -21,6 +21,13 @@ from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store.jobs import JobStore
 
 
+def stored_job(api: Api, job_id: str) -> Job:
+    """The job as stored now (the test fails if it is not stored)."""
+    record = api.jobs.record(job_id)
+    assert record is not None, job_id
+    return record.job
+
+
 def _holding_gpus(jobs: JobStore, team: str) -> int:
     return sum(
         r.job.accelerators_per_replica * (r.admitted_replicas or r.job.replicas)
@@ -96,7 +103,7 @@ def test_a_pass_does_nothing_while_another_holds_the_lease(
     assert api.teams.acquire_lease("hyperguard-twin", "someone-else", 60) is not None
     result = scheduler(stack, apis).run_pass()
     assert not result.acquired
-    assert api.jobs.record(job_id).job.status is JobStatus.PENDING  # type: ignore[union-attr]
+    assert stored_job(api, job_id).status is JobStatus.PENDING
     assert job_id not in running_jobs(apis)
 
 
@@ -110,7 +117,7 @@ def test_a_wake_up_naming_a_job_that_ended_or_never_existed_changes_nothing(
     assert api.call("DELETE", f"/jobs/{cancelled}").status == 200
     result = scheduler(stack, apis).run_pass(job_ids=[cancelled, "no-such-job"])
     assert result.admitted == [] and result.pending == 0
-    assert api.jobs.record(cancelled).job.status is JobStatus.CANCELLED  # type: ignore[union-attr]
+    assert stored_job(api, cancelled).status is JobStatus.CANCELLED
 
 
 class CancelsDuringThePass(HyperPodEksGateway):
@@ -192,7 +199,7 @@ def test_a_stale_quota_version_stops_the_pass_before_it_admits(
     service.teams.quotas = quotas_then_update  # type: ignore[method-assign]
     result = service.run_pass()
     assert result.admitted == [] and result.conflicts == 1
-    assert api.jobs.record(job_id).job.status is JobStatus.PENDING  # type: ignore[union-attr]
+    assert stored_job(api, job_id).status is JobStatus.PENDING
 
 
 def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(
@@ -221,7 +228,7 @@ def test_fractional_jobs_share_a_node_best_fit(stack: Stack, make_cluster: MakeC
     api.quota("solo", 16, borrow=0)
     ids = [api.submit("solo", gpus).body["job_id"] for gpus in (4, 2, 2, 8)]
     scheduler(stack, apis).run_pass()
-    nodes = [api.jobs.record(i).job.nodes for i in ids]  # type: ignore[union-attr]
+    nodes = [stored_job(api, i).nodes for i in ids]
     assert nodes[0] == nodes[1] == nodes[2] and nodes[3] != nodes[0]
 
 
@@ -358,7 +365,7 @@ def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(
     result = service.run_pass()
     assert result.stopped == [low] and result.admitted == []
     assert running_jobs(apis) == {high}
-    assert api.jobs.record(low).job.status is JobStatus.PREEMPTED  # type: ignore[union-attr]
+    assert stored_job(api, low).status is JobStatus.PREEMPTED
 
 
 def test_elastic_growth_is_fenced_on_the_teams_quota_version(

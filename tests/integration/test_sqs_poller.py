@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import boto3
@@ -12,7 +13,7 @@ from hyperguard.twin.poller import SqsMapping, SqsPoller
 
 
 class RecordingInvoker:
-    def __init__(self, fail_bodies: set[str] = frozenset(), crash: bool = False) -> None:  # type: ignore[assignment]
+    def __init__(self, fail_bodies: AbstractSet[str] = frozenset(), crash: bool = False) -> None:
         self.fail_bodies = fail_bodies
         self.crash = crash
         self.batches: list[list[dict[str, Any]]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tests.conftest import catalogue
@@ -103,7 +104,7 @@ def running(workload: Workload, replicas: int | None = None, *, since: float = 0
 def cluster(
     quotas: list[ComputeQuota],
     instances: int,
-    jobs: list[Workload] = (),  # type: ignore[assignment]
+    jobs: Sequence[Workload] = (),
     *,
     fair_share: str = "Enabled",
     idle: str = "Enabled",

@@ -89,9 +89,9 @@ def test_invalid_quota_fields_are_rejected(path: tuple[str, ...], value: object)
     import copy
 
     body = copy.deepcopy(AWS_QUOTA)
-    target = body
+    target: dict[str, Any] = body
     for key in path[:-1]:
-        target = target[key]  # type: ignore[assignment]
+        target = target[key]
     target[path[-1]] = value
     with pytest.raises(ValidationError):
         ComputeQuota.model_validate(body)
