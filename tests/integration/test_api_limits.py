@@ -64,7 +64,8 @@ def test_oversized_and_out_of_range_input_is_refused_and_writes_nothing(stack: S
         assert (reply.status, reply.body["field"]) == (422, field), body
     big_uri = api.call("POST", checkpoint, {"step": 1, "uri": "s3://b/" + "u" * 70_000})
     assert big_uri.status == 413
-    assert api.jobs.record(job_id).job.last_checkpoint is None  # type: ignore[union-attr]
+    record = api.jobs.record(job_id)
+    assert record is not None and record.job.last_checkpoint is None
 
     quota = api.call(
         "PUT",
