@@ -116,7 +116,8 @@ def test_a_batch_run_reads_back_as_pending_running_succeeded_lost_or_failed() ->
     )
     assert pending.phase is RunPhase.PENDING  # suspended: Kueue has not admitted it
     admitted = {**manifest, "spec": {**manifest["spec"], "suspend": False}}
-    assert run_status(_with_status(admitted, {"active": 2})).phase is RunPhase.RUNNING  # type: ignore[union-attr]
+    running = run_status(_with_status(admitted, {"active": 2}))
+    assert running is not None and running.phase is RunPhase.RUNNING
     done = run_status(_with_status(admitted, {"conditions": [condition("Complete")]}))
     assert done is not None and done.phase is RunPhase.SUCCEEDED
     assert done.since is not None and done.since.isoformat() == "2026-11-22T10:00:00+00:00"
@@ -136,7 +137,8 @@ def test_a_batch_run_reads_back_as_pending_running_succeeded_lost_or_failed() ->
 
 def test_a_hyperpod_run_reads_back_with_the_operators_conditions() -> None:
     manifest = hyperpod_job_manifest(_job(), ["node-a", "node-b"])
-    assert run_status(manifest).phase is RunPhase.PENDING  # type: ignore[union-attr]
+    pending = run_status(manifest)
+    assert pending is not None and pending.phase is RunPhase.PENDING
     spec = {**manifest["spec"], "runPolicy": {**manifest["spec"]["runPolicy"], "suspend": False}}
     admitted = {**manifest, "spec": spec}
     running = run_status({**admitted, "status": {"conditions": [condition("Running")]}})
@@ -147,7 +149,8 @@ def test_a_hyperpod_run_reads_back_with_the_operators_conditions() -> None:
         "conditions": [condition("Failed", "NodeFault")],
         "latestFaultyPodInstanceList": {"faultyInstanceIdList": ["i-0123456789abcdef0"]},
     }
-    assert run_status({**admitted, "status": faulted}).phase is RunPhase.LOST  # type: ignore[union-attr]
+    lost = run_status({**admitted, "status": faulted})
+    assert lost is not None and lost.phase is RunPhase.LOST
     crashed = {"conditions": [condition("Failed", "PodFailed", "exited with code 1")]}
     failed = run_status({**admitted, "status": crashed})
     assert failed is not None and failed.phase is RunPhase.FAILED
