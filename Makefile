@@ -8,14 +8,16 @@ SAM := $(SAM_VENV)/bin/sam
 CHECKOV_VENV := .venv-checkov
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help install sam-install demo test test-unit test-integration test-e2e lint typecheck \
-        validate check-asl lock build bench clean browser
+.PHONY: help install sam-install demo test test-fast test-unit test-integration test-e2e lint typecheck \
+        validate check-asl lock build bench bench-scenarios clean browser
 
 help:
 	@echo "make demo   - start the local twin and run the demo scenario"
 	@echo "make test   - every quality gate: lint, types, template, ASL, unit, integration, e2e"
+	@echo "make test-fast - unit and integration tests only, for the inner loop"
 	@echo "make build  - sam build (arm64 wheels, no Docker)"
 	@echo "make bench  - run the benchmarks (JSON on stdout)"
+	@echo "make bench-scenarios - the measured twin scenarios at full size (JSON lines)"
 
 # One lock of versions (requirements/dev.lock) for the tests, the twin and the layer: the
 # layer's shared/requirements.txt is the runtime part of it (`make lock` writes both).
@@ -73,18 +75,28 @@ validate: install sam-install $(CHECKOV_VENV)/.installed
 check-asl: install
 	$(PY) -m pytest -q tests/unit/test_asl.py tests/unit/test_template.py
 
+# Parallel workers (pytest-xdist), one test module per worker at a time, so that a module's
+# fixtures (an e2e module's twin) are built once; every worker has its own ports, emulator
+# and twin. The 20 slowest tests are listed at the end of every run.
+PYTEST := $(PY) -m pytest -q -n auto --dist loadfile --durations=20
+
 test-unit: install
-	$(PY) -m pytest -q tests/unit
+	$(PYTEST) tests/unit
 
 test-integration: install
-	$(PY) -m pytest -q tests/integration
+	$(PYTEST) tests/integration
 
 test-e2e: install
-	$(PY) -m pytest -q tests/e2e
+	$(PYTEST) tests/e2e
 
-# Tiers in order: fast feedback first; the e2e tier starts the twin.
+# The inner loop: unit and integration tiers, no twin (under 3 minutes here).
+test-fast: install
+	$(PYTEST) tests/unit tests/integration
+
+# Tiers in order: fast feedback first; the e2e tier starts twins. Coverage of the library
+# is measured on every run and may not fall below pyproject.toml's floor.
 test: lint typecheck validate browser
-	$(PY) -m pytest -q tests/unit tests/integration tests/e2e
+	$(PYTEST) --cov --cov-report= tests/unit tests/integration tests/e2e
 
 # requirements/dev.lock pins every package of pyproject.toml's dependencies and extras;
 # shared/requirements.txt, what `sam build` installs into the layer, is its runtime part
@@ -107,6 +119,14 @@ bench: install
 	$(PY) bench/scheduler.py --growth 1000,10000,50000
 	$(PY) bench/lambda_init.py
 	$(PY) bench/recovery.py
+
+# The measured scenarios at full size, each on fresh twins (about 30 minutes in all; CI runs
+# them at smoke size in the e2e tier). One JSON object per line on stdout.
+bench-scenarios: install
+	$(VENV)/bin/hyperguard twin scenario day-in-the-life --json | tr -d '\n'; echo
+	$(VENV)/bin/hyperguard twin scenario elastic-fault --json | tr -d '\n'; echo
+	$(VENV)/bin/hyperguard twin scenario proactive-move --json | tr -d '\n'; echo
+	$(VENV)/bin/hyperguard twin gameday --json | tr -d '\n'; echo
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

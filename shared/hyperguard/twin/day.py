@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -89,21 +89,29 @@ class Ledger:
     started: dict[str, datetime] = field(default_factory=dict)
 
 
-def day_in_the_life(start: Callable[..., Twin], side: str) -> dict[str, Any]:
+def day_in_the_life(
+    start: Callable[..., Twin], side: str, *, hours: float = HOURS
+) -> dict[str, Any]:
     """Run the day for one side ("hybrid" or "static") on a fresh twin. `start(**config)`
     returns a running twin with those TwinConfig settings (the CLI's ports and clock). The
     CLI runs each side in a process of its own, so that nothing of one twin (moto keeps its
-    state per process) can reach the other."""
+    state per process) can reach the other. `hours` < 24 runs the same day compressed: every
+    arrival and every job's work scaled by hours / 24 (`demand`), the cluster's own timings
+    unchanged (CI's smoke size)."""
     if side not in SIDES:
         raise TwinError(f"unknown side {side!r}: {' or '.join(SIDES)}")
+    if not 0 < hours <= HOURS:
+        raise TwinError(f"a day lasts more than 0 and at most {HOURS} hours, not {hours}")
     twin = start(hyperpod_nodes=NODES, burst_nodes=0, seed_jobs=False)
     try:
-        result, executions = _run_day(twin, hybrid=side == "hybrid")
+        result, executions = _run_day(twin, hybrid=side == "hybrid", hours=hours)
         return {
             "side": side,
             "result": result,
             "executions": executions,
             "time_scale": twin.config.time_scale,
+            "hours": hours,
+            "demand": [d.__dict__ for d in demand(hours)],
         }
     finally:
         twin.down()
@@ -118,30 +126,46 @@ def compare(sides: dict[str, dict[str, Any]]) -> dict[str, Any]:
             name: counts for run in sides.values() for name, counts in run["executions"].items()
         },
         "executions_by_side": {side: run["executions"] for side, run in sides.items()},
-        "demand": [d.__dict__ for d in DEMAND],
+        "demand": next(iter(sides.values()))["demand"],
+        "hours": next(iter(sides.values()))["hours"],
         "time_scale": next(iter(sides.values()))["time_scale"],
     }
 
 
-def _run_day(twin: Twin, *, hybrid: bool) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
+def demand(hours: float = HOURS) -> tuple[Demand, ...]:
+    """DEMAND on a day of `hours`: arrivals and work scaled by hours / 24."""
+    scale = hours / HOURS
+    return tuple(
+        replace(
+            d,
+            at_h=d.at_h * scale,
+            work_h=None if d.work_h is None else d.work_h * scale,
+        )
+        for d in DEMAND
+    )
+
+
+def _run_day(
+    twin: Twin, *, hybrid: bool, hours: float
+) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
     _configure(twin, hybrid=hybrid)
     clock = twin.cluster.clock
     start = clock.now()
-    end = start + timedelta(hours=HOURS)
+    end = start + timedelta(hours=hours)
     ledger = Ledger()
-    pending = sorted(DEMAND, key=lambda d: d.at_h)
+    pending = sorted(demand(hours), key=lambda d: d.at_h)
     last = start
     while True:
         now = clock.now()
         while pending and now >= start + timedelta(hours=pending[0].at_h):
-            demand = pending.pop(0)
-            ledger.submitted[_submit(twin, demand, hybrid=hybrid)] = (demand.priority, now)
+            arrival = pending.pop(0)
+            ledger.submitted[_submit(twin, arrival, hybrid=hybrid)] = (arrival.priority, now)
         _sample(twin, ledger, min(now, end), (min(now, end) - last).total_seconds())
         last = min(now, end)
         if now >= end:
             break
         time.sleep(SAMPLE_S / twin.config.time_scale)
-    return _summary(twin, ledger, start, end), _executions(twin)
+    return _summary(twin, ledger, start, end, hours), _executions(twin)
 
 
 def _configure(twin: Twin, *, hybrid: bool) -> None:
@@ -224,12 +248,14 @@ def _pool(instance: Any) -> str:
     return f"{instance.group}-{_capacity(instance).value}"
 
 
-def _summary(twin: Twin, ledger: Ledger, start: datetime, end: datetime) -> dict[str, Any]:
+def _summary(
+    twin: Twin, ledger: Ledger, start: datetime, end: datetime, hours: float
+) -> dict[str, Any]:
     hyperpod_price = DEFAULT_HOURLY_PRICES[(PoolKind.HYPERPOD, INSTANCE_TYPE)]
-    cost = {"workers": round(NODES * HOURS * hyperpod_price, 2)}
+    cost = {"workers": round(NODES * hours * hyperpod_price, 2)}
     cost |= {pool: round(usd, 2) for pool, usd in ledger.burst_usd_by_pool.items()}
     used = sum(ledger.gpu_s_by_pool.values()) / 3600
-    provisioned = NODES * GPUS * HOURS + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
+    provisioned = NODES * GPUS * hours + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
     waits: dict[str, list[float]] = defaultdict(list)
     never: dict[str, int] = defaultdict(int)
     for job_id, (priority, submitted) in ledger.submitted.items():

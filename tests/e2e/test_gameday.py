@@ -1,0 +1,44 @@
+"""`twin gameday`: each strategy's job through the real workflows, measured beside the
+planner's formula, the report rendered."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from tests.e2e.scenario_cli import run_cli
+
+from hyperguard import planner
+from hyperguard.twin.browser import chromium, rendered_charts
+
+
+def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -> None:
+    """The command as a user runs it: each strategy's job through the real workflows, the
+    applied strategy recorded by HyperGuard, downtime split by phase, the report rendered."""
+    report = tmp_path / "gameday.html"
+    result = run_cli(
+        "twin", "gameday", "--days", "1", "--measure", "1", "--report", str(report), timeout_s=900
+    )
+    assert result["inputs"]["instances"] == 256 and result["failures"] >= 1
+    assert result["measured_failures"] == 1
+    strategies = result["strategies"]
+    assert set(strategies) == {"auto", "wait_for_repair", "hot_spare", "elastic_shrink"}
+    for name, measured in strategies.items():
+        (round_,) = measured["rounds"]
+        if name != "auto":
+            assert round_["strategy"] == name  # what HyperGuard recorded on the incident
+        gpus = 32
+        by_phase = round_["badput_gpu_min_by_phase"]
+        assert sum(by_phase.values()) == pytest.approx(round_["downtime_min"] * gpus, abs=1)
+        assert {"detect", "cordon/drain"} <= set(by_phase)
+        goodput = measured["scheduling_goodput_pct"] * measured["runtime_goodput_pct"] / 100
+        assert goodput == pytest.approx(measured["goodput_pct"], abs=0.01)
+        assert 0 < measured["goodput_pct"] < 100 and 0 < measured["formula_goodput_pct"] < 100
+    downtime = {n: s["downtime_per_failure_min"] for n, s in strategies.items()}
+    # waiting for the replacement costs the most; shrinking, which trains on, the least
+    assert downtime["elastic_shrink"] < downtime["hot_spare"] < downtime["wait_for_repair"]
+    assert result["modelled"]["job_restart_s"] == planner.RESUME_S
+    if chromium() is not None or os.environ.get("CI"):
+        rendered = rendered_charts(report)
+        assert rendered["chart-gameday"] == 2 and rendered["chart-tradeoff"] == 4

@@ -1,0 +1,39 @@
+"""`twin scenario day-in-the-life` at CI's smoke size: the same demand on a day compressed to
+six hours (every arrival and job scaled by 6/24, the cluster's own timings unchanged), hybrid
+against static, each side on a fresh twin. About 3 minutes; the full day (about 13 minutes)
+is `make bench-scenarios`, and its figures are in BENCHMARKS.md."""
+
+from __future__ import annotations
+
+from tests.e2e.scenario_cli import run_cli
+
+SMOKE_HOURS = 6
+
+
+def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> None:
+    """`hyperguard twin scenario day-in-the-life --hours 6 --json`: the same day of demand on
+    two fresh twins, hybrid (burst and elastic) and static."""
+    result = run_cli(
+        "twin", "scenario", "day-in-the-life", "--hours", str(SMOKE_HOURS), timeout_s=900
+    )
+    assert result["hours"] == SMOKE_HOURS
+    # every arrival a quarter as late as on the full day: the spike at 02:45
+    assert {d["name"]: d["at_h"] for d in result["demand"]}["spike-0"] == 11 * SMOKE_HOURS / 24
+    hybrid, static = result["hybrid"], result["static"]
+    # The development spike burst onto EKS, was served, and the nodes were released.
+    assert hybrid["burst_nodes_peak"] >= 1 and hybrid["burst_nodes_at_end"] == 0
+    assert hybrid["gpu_hours_by_pool"].get("gpu-burst-on-demand", 0) > 0
+    assert static["burst_nodes_peak"] == 0
+    # Elastic training took the capacity static allocation leaves idle.
+    assert hybrid["idle_gpu_hours"] < static["idle_gpu_hours"]
+    assert hybrid["gpu_hours_used"] > static["gpu_hours_used"]
+    assert hybrid["jobs_completed"] >= static["jobs_completed"]
+    by_side = result["executions_by_side"]
+    (counts,) = (c for name, c in by_side["hybrid"].items() if "BurstCapacity" in name)
+    assert counts.get("SUCCEEDED", 0) >= 1 and set(counts) <= {"SUCCEEDED"}
+    (static_counts,) = (c for name, c in by_side["static"].items() if "BurstCapacity" in name)
+    assert static_counts == {}
+    assert result["executions"] == {**by_side["hybrid"], **by_side["static"]}
+    for side in (hybrid, static):
+        assert set(side["avg_wait_s_by_priority"]) == {"inference", "training"}
+        assert side["cost_usd_by_pool"]["workers"] == round(16 * SMOKE_HOURS * 98.32, 2)

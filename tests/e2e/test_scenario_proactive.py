@@ -1,0 +1,21 @@
+"""`twin scenario proactive-move`: a retirement announced ahead, measured on the simulated
+cluster's timeline."""
+
+from __future__ import annotations
+
+from tests.e2e.scenario_cli import run_cli
+
+
+def test_a_retirement_announced_ahead_moves_the_job_in_time_losing_no_step() -> None:
+    """`hyperguard twin scenario proactive-move --json`: the AWS Health sample aimed at a node
+    under an elastic job, its start moved ahead; HyperGuard acts the repair policy's lead
+    before it. Before jobs moved ahead of the drain, the eviction cost the job the 5 steps
+    since its last checkpoint; now it shrinks gracefully and loses none."""
+    result = run_cli("twin", "scenario", "proactive-move")
+    assert result["moved_before_deadline"] is True
+    assert result["unplanned_downtime_s"] == 0.0
+    assert result["job_steps_lost"] == 0
+    assert result["incident_status"] == "resolved"
+    assert result["strategy_applied"] == "elastic_shrink"
+    # shrinking and growing back are each one rescale of the simulated operator
+    assert result["planned_pause_s"] == 2 * result["modelled"]["rescale_s"]
