@@ -54,6 +54,18 @@ CONTINUOUS = "Continuous"
 AUTOSCALING_ENABLED = "Enable"
 # BatchDeleteClusterNodes: the node is gone already (what a retried delete finds).
 NODE_ID_NOT_FOUND = "NodeIdNotFound"
+OPERATIONS = (
+    "DescribeCluster",
+    "ListClusterNodes",
+    "DescribeClusterNode",
+    "BatchRebootClusterNodes",
+    "BatchReplaceClusterNodes",
+    "StartClusterHealthCheck",
+    "BatchAddClusterNodes",
+    "BatchDeleteClusterNodes",
+)
+"""Every SageMaker operation this adapter calls: the runtime's botocore must know them all
+(checked at init, hyperguard.aws.require_operations)."""
 
 
 class AddedNode(BaseModel):
