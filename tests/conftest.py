@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests.one_writer import guarded
 
 if TYPE_CHECKING:
     from hyperguard.catalogue import StaticCatalogue
@@ -98,8 +99,10 @@ class Stack:
 
 
 @pytest.fixture
-def stack(aws_env: None) -> Stack:
-    """The template's tables (same keys and indexes), bus, topic, queue and a state machine."""
+def stack(aws_env: None) -> Iterator[Stack]:
+    """The template's tables (same keys and indexes), bus, topic, queue and a state machine.
+    Every write to the jobs and incidents tables while the test runs must come from the
+    state's one writer, conditionally (tests/one_writer.py)."""
     import boto3
 
     from hyperguard.twin.deploy import create_tables
@@ -115,10 +118,12 @@ def stack(aws_env: None) -> Stack:
         roleArn="arn:aws:iam::123456789012:role/test",
     )
     queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="test-health")
-    return Stack(
-        tables,
-        "test-bus",
-        topic["TopicArn"],
-        machine["stateMachineArn"],
-        queue["QueueUrl"],
-    )
+    with guarded(tables["JobsTable"], tables["IncidentsTable"]) as offences:
+        yield Stack(
+            tables,
+            "test-bus",
+            topic["TopicArn"],
+            machine["stateMachineArn"],
+            queue["QueueUrl"],
+        )
+    assert offences == [], "writes around the state's one writer (tests/one_writer.py)"

@@ -36,3 +36,26 @@ def test_the_check_would_see_a_direct_write() -> None:
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call))
     assert isinstance(call.func, ast.Attribute)
     assert call.func.attr in WRITES and "jobs" in ast.unparse(call.func.value)
+
+
+def test_the_behavioural_guard_tells_a_write_around_the_lifecycle() -> None:
+    """tests/one_writer.py watches every write as it is sent (the `stack` fixture)."""
+    from tests.one_writer import INCIDENT_STORE, JOB_STORE, LIBRARY, LIFECYCLE, Tables, offence
+
+    tables = Tables("jobs", "incidents")
+    conditional = {"TableName": "jobs", "ConditionExpression": "attribute_exists(job_id)"}
+    service = LIBRARY / "governance" / "service.py"
+    assert offence("UpdateItem", conditional, [JOB_STORE, LIFECYCLE, service], tables) == ""
+    assert offence("UpdateItem", conditional, [JOB_STORE], tables) == ""  # a store test
+    assert "called by" in offence("UpdateItem", conditional, [JOB_STORE, service], tables)
+    assert "sent from" in offence("PutItem", conditional, [service, LIFECYCLE], tables)
+    unconditional = {"TableName": "jobs"}
+    assert "without a condition" in offence("PutItem", unconditional, [JOB_STORE], tables)
+    transaction = {
+        "TransactItems": [
+            {"Put": {"TableName": "other", "Item": {}}},
+            {"Update": {"TableName": "incidents", "ConditionExpression": "x"}},
+        ]
+    }
+    assert offence("TransactWriteItems", transaction, [INCIDENT_STORE], tables) == ""
+    assert "sent from" in offence("TransactWriteItems", transaction, [JOB_STORE], tables)
