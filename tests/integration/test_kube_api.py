@@ -627,14 +627,15 @@ def test_rest_errors_are_status_objects(http: Callable[[KubeApiServer], httpx2.C
             json=[{"op": "add", "path": "/spec/unschedulable", "value": True}],
             headers={"Content-Type": "application/json-patch+json"},
         )
-        watch = client.get("/api/v1/nodes", params={"watch": "true"})
+        node = {"metadata": {"name": "node-b"}}
+        validation = client.post("/api/v1/nodes", params={"fieldValidation": "Loose"}, json=node)
         missing = client.get("/apis/batch/v1/namespaces/ns/jobs/absent")
         unknown = client.get("/apis/example.com/v1/widgets")
         wrong_method = client.put("/api/v1/nodes", json={})
         anonymous = client.get("/api/v1/nodes", headers={"Authorization": ""})
     expected = [
         (json_patch, 415, "UnsupportedMediaType"),
-        (watch, 400, "BadRequest"),
+        (validation, 400, "BadRequest"),
         (missing, 404, "NotFound"),
         (unknown, 404, "NotFound"),
         (wrong_method, 405, "MethodNotAllowed"),
@@ -651,7 +652,7 @@ def test_rest_errors_are_status_objects(http: Callable[[KubeApiServer], httpx2.C
             reason,
         )
     assert missing.json()["details"] == {"name": "absent", "group": "batch", "kind": "jobs"}
-    assert "watch is not supported" in watch.json()["message"]
+    assert "fieldValidation" in validation.json()["message"]
 
 
 def test_rest_status_subresource_and_delete_options(

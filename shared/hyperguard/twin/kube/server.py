@@ -9,10 +9,16 @@ DeleteOptions, the status and pods/eviction subresources, label and field select
 error bodies, bearer-token authentication, /version and minimal discovery (/api, /apis). As
 on a real cluster, a create through the API drops `.status` where there is a status
 subresource; the twin's controllers, writing to the store directly, set it.
+Every write is admitted against the resource's structural schema (hyperguard.twin.kube.
+schema: the vendored upstream CRDs, the built-in kinds' schemas): unknown fields pruned with
+a `Warning` header (fieldValidation=Warn, kube-apiserver's default), refused with 400 under
+fieldValidation=Strict, kept silently under Ignore; defaults applied; 422 Invalid with the
+fields in details.causes. Watches (`watch=1` or `watch=true` on any list URL) stream watch
+events from the resourceVersion asked for (hyperguard.twin.kube.watch).
 
-Not emulated: watches (a watch request gets 400), pagination (limit and continue are
-ignored: a list returns everything), dry runs (400), deletecollection, RBAC authorization,
-admission, server-side apply, JSON patch, protobuf, table output.
+Not emulated: pagination (limit and continue are ignored: a list returns everything), dry
+runs (400), deletecollection, RBAC authorization, admission webhooks and plugins other than
+NamespaceLifecycle, server-side apply, JSON patch, protobuf, table output.
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+from hyperguard.twin.kube import schema
 from hyperguard.twin.kube.auth import Authenticator
 from hyperguard.twin.kube.store import (
     PODS,
     RESOURCES,
+    Admission,
     KubeError,
     Obj,
     ObjectStore,
@@ -39,12 +47,15 @@ from hyperguard.twin.kube.store import (
     resource_for,
 )
 from hyperguard.twin.kube.tls import generate_certificates
+from hyperguard.twin.kube.watch import DEFAULT_TIMEOUT_S, WatchHub, WatchRequest
 
 GIT_VERSION = "v1.31.0-eks-twin"
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
 }
+FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
+EVICTIONS = ResourceType("policy", "v1", "Eviction", "evictions", True, status_subresource=False)
 _log = logging.getLogger(__name__)
 
 
@@ -79,6 +90,27 @@ def _status(
     if details:
         status["details"] = details
     return status
+
+
+def _admission(
+    request: Request, rt: ResourceType, sub: str | None, warnings: list[str]
+) -> Admission:
+    """The schema admission of this request's write, as its fieldValidation asks."""
+    level = request.args.get("fieldValidation") or "Warn"
+    if level not in FIELD_VALIDATION:
+        message = f"fieldValidation parameter unsupported value: {level!r}"
+        raise KubeError(400, "BadRequest", message)
+    noted = warnings if level == "Warn" else None
+    return lambda obj: schema.admit(
+        rt, obj, subresource=sub, strict=level == "Strict", warnings=noted
+    )
+
+
+def _warned(response: Response, warnings: list[str]) -> Response:
+    """kube-apiserver's warnings: one `Warning: 299 - "<text>"` header each (RFC 7234)."""
+    for warning in warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(warning)}")
+    return response
 
 
 def _no_route() -> KubeError:
@@ -124,6 +156,7 @@ class KubeApiServer:
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._ca_pem: bytes | None = None
+        self.watches = WatchHub(store)
 
     def start(self) -> None:
         if self._server is not None:
@@ -148,6 +181,7 @@ class KubeApiServer:
     def stop(self) -> None:
         if self._server is None:
             return
+        self.watches.close()
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -223,20 +257,22 @@ class KubeApiServer:
         if rt.namespaced and namespace is None and (name is not None or request.method != "GET"):
             raise _no_route()
         args = request.args
-        if args.get("watch") in ("true", "1"):
-            raise KubeError(400, "BadRequest", "watch is not supported by the twin's API server")
         if "dryRun" in args:
             raise KubeError(400, "BadRequest", "dryRun is not supported by the twin's API server")
-        verb = self._verb(request.method, rt, name, sub)
+        verb = self._verb(request.method, rt, name, sub, watch=args.get("watch") in ("true", "1"))
         call = f"{verb} {rt.plural}" + (f"/{sub}" if sub else "")
         self.stats[call] += 1
         self.calls_by_user[(user, call)] += 1
+        if verb == "watch":
+            return self._watch(request, rt, namespace)
         return self._perform(verb, request, rt, namespace, name, sub, user)
 
     @staticmethod
-    def _verb(method: str, rt: ResourceType, name: str | None, sub: str | None) -> str:
+    def _verb(
+        method: str, rt: ResourceType, name: str | None, sub: str | None, *, watch: bool
+    ) -> str:
         if name is None:
-            verbs = {"GET": "list", "POST": "create"}
+            verbs = {"GET": "watch" if watch else "list", "POST": "create"}
         elif sub is None:
             verbs = {"GET": "get", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
         elif sub == "status" and rt.status_subresource:
@@ -261,6 +297,8 @@ class KubeApiServer:
         user: str,
     ) -> Response:
         store, args = self.store, request.args
+        warnings: list[str] = []
+        admit = _admission(request, rt, sub, warnings)
         if verb == "list":
             items = store.list(rt, namespace, args.get("labelSelector"), args.get("fieldSelector"))
             return _json(
@@ -274,11 +312,11 @@ class KubeApiServer:
             )
         if verb == "create" and sub == "eviction":
             assert name is not None and namespace is not None
-            eviction = _object(request)
+            eviction = schema.admit(EVICTIONS, _object(request), warnings=warnings)
             if (eviction.get("metadata") or {}).get("name") not in (None, name):
                 raise KubeError(400, "BadRequest", "name in URL does not match name in Eviction")
             store.evict(namespace, name, user=user)
-            return _json(201, _status(201))
+            return _warned(_json(201, _status(201)), warnings)
         if verb == "create":
             obj = _object(request)
             for field, expected in (("apiVersion", rt.api_version), ("kind", rt.kind)):
@@ -288,7 +326,8 @@ class KubeApiServer:
             if rt.status_subresource:
                 # As Kubernetes: status is the controllers' to write, not the creator's.
                 obj.pop("status", None)
-            return _json(201, store.create(rt, obj, namespace, user=user))
+            created = store.create(rt, obj, namespace, user=user, admit=admit)
+            return _warned(_json(201, created), warnings)
         assert name is not None
         if verb == "get":
             return _json(200, store.get(rt, name, namespace))
@@ -302,13 +341,17 @@ class KubeApiServer:
                 patch_type=patch_type,
                 subresource=sub,
                 user=user,
+                admit=admit,
             )
-            return _json(200, patched)
+            return _warned(_json(200, patched), warnings)
         if verb == "update":
             obj = _object(request)
             if (obj.get("metadata") or {}).get("name") != name:
                 raise KubeError(400, "BadRequest", "the name of the object does not match the URL")
-            return _json(200, store.replace(rt, name, obj, namespace, subresource=sub, user=user))
+            replaced = store.replace(
+                rt, name, obj, namespace, subresource=sub, user=user, admit=admit
+            )
+            return _warned(_json(200, replaced), warnings)
         options = _body(request, required=False)
         if not isinstance(options, dict):
             raise KubeError(400, "BadRequest", "DeleteOptions must be a JSON object")
@@ -324,6 +367,24 @@ class KubeApiServer:
             rt, name, namespace, grace_period_s=grace_period_s, propagation=propagation, user=user
         )
         return _json(200, deleted)
+
+    def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+        args = request.args
+        try:
+            timeout_s = float(args.get("timeoutSeconds") or DEFAULT_TIMEOUT_S)
+        except ValueError:
+            raise KubeError(400, "BadRequest", "timeoutSeconds must be an integer") from None
+        watch = WatchRequest(
+            rt=rt,
+            namespace=namespace,
+            resource_version=args.get("resourceVersion"),
+            label_selector=args.get("labelSelector"),
+            field_selector=args.get("fieldSelector"),
+            timeout_s=timeout_s,
+            bookmarks=args.get("allowWatchBookmarks") in ("true", "1"),
+        )
+        # Streamed after the store's lock is released; the first events are taken under it.
+        return Response(self.watches.open(watch), status=200, content_type="application/json")
 
     @staticmethod
     def _discovery(parts: list[str]) -> Obj:

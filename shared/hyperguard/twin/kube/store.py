@@ -9,13 +9,16 @@ dependents first rather than waiting on a foregroundDeletion finalizer), and the
 Eviction subresource checked against PodDisruptionBudgets. Listeners see every committed
 change, which is how the twin's simulated kubelet and controllers react to API calls.
 
-Not emulated: watches, admission and defaulting (objects are stored as sent, apart from
-metadata), schema validation (lightkube decodes strictly, so an object its model rejects,
-such as a Pod without spec.containers, fails the client: store complete objects), JSON
-patch and server-side apply, strategic merge patch's list merging (lists are replaced),
-namespace existence and deletion, pod graceful termination (a pod without finalizers is
-removed at once), and the disruption controller (a budget's allowance is computed on each
-eviction from the pods it selects).
+A write may carry an `admit` step: the API server passes the schema admission (pruning,
+defaulting, validation: hyperguard.twin.kube.schema) so that it runs on the object as it
+would be stored, after a patch is merged. Direct writes (the twin's controllers) are stored
+as given: lightkube decodes strictly, so an object its model rejects, such as a Pod without
+spec.containers, fails the client: store complete objects.
+
+Not emulated: JSON patch and server-side apply, strategic merge patch's list merging
+(lists are replaced), namespace existence and deletion, pod graceful termination (a pod
+without finalizers is removed at once), and the disruption controller (a budget's
+allowance is computed on each eviction from the pods it selects).
 """
 
 from __future__ import annotations
@@ -98,6 +101,10 @@ RESOURCES: dict[str, ResourceType] = {
 }
 RESOURCES[HYPERPOD_PYTORCH_JOBS.key] = HYPERPOD_PYTORCH_JOBS
 Listener = Callable[[Event, ResourceType, Obj, Obj | None, str | None], None]
+Admission = Callable[[Obj], Obj]
+"""What the API server does to an object a request writes before it is stored (schema
+validation, pruning, defaulting: hyperguard.twin.kube.schema); it raises KubeError to
+refuse it. Writes the twin's controllers make directly are not admitted."""
 
 
 class KubeError(Exception):
@@ -285,7 +292,13 @@ class ObjectStore:
     # writes
 
     def create(
-        self, rt: ResourceType, obj: Obj, namespace: str | None = None, *, user: str | None = None
+        self,
+        rt: ResourceType,
+        obj: Obj,
+        namespace: str | None = None,
+        *,
+        user: str | None = None,
+        admit: Admission | None = None,
     ) -> Obj:
         new = copy.deepcopy(obj)
         meta = new.setdefault("metadata", {})
@@ -307,6 +320,9 @@ class ObjectStore:
             if not _NAME.match(name):
                 message = f'{rt.kind} "{name}" is invalid: metadata.name: Invalid value: {name!r}'
                 raise KubeError(422, "Invalid", message, {"name": name, "kind": rt.plural})
+            if admit is not None:
+                new = admit(new)
+                meta = new["metadata"]
             slot = self._slot(rt, name, meta.get("namespace"))
             if slot in self._objects[rt.key]:
                 details = {"name": name, "group": rt.group, "kind": rt.plural}
@@ -336,6 +352,7 @@ class ObjectStore:
         patch_type: str = "merge",
         subresource: str | None = None,
         user: str | None = None,
+        admit: Admission | None = None,
     ) -> Obj:
         """Apply a JSON merge patch. "strategic" is accepted and applied as a merge patch:
         lists are replaced whole rather than merged by their patch keys."""
@@ -353,7 +370,7 @@ class ObjectStore:
             current = self._stored(rt, name, namespace)
             self._check_precondition(rt, current, patch)
             merged = merge_patch(copy.deepcopy(current), patch)
-            return self._update(rt, current, merged, subresource, user)
+            return self._update(rt, current, merged, subresource, user, admit)
 
     def replace(
         self,
@@ -364,13 +381,14 @@ class ObjectStore:
         *,
         subresource: str | None = None,
         user: str | None = None,
+        admit: Admission | None = None,
     ) -> Obj:
         """PUT: the whole object; without metadata.resourceVersion the update is
         unconditional, as Kubernetes allows for these resources."""
         with self.lock:
             current = self._stored(rt, name, namespace)
             self._check_precondition(rt, current, obj)
-            return self._update(rt, current, copy.deepcopy(obj), subresource, user)
+            return self._update(rt, current, copy.deepcopy(obj), subresource, user, admit)
 
     def delete(
         self,
@@ -470,7 +488,13 @@ class ObjectStore:
             raise KubeError(409, "Conflict", message, details)
 
     def _update(
-        self, rt: ResourceType, current: Obj, new: Obj, subresource: str | None, user: str | None
+        self,
+        rt: ResourceType,
+        current: Obj,
+        new: Obj,
+        subresource: str | None,
+        user: str | None,
+        admit: Admission | None = None,
     ) -> Obj:
         """Apply the status subresource rules, then commit `new` in place of `current`."""
         if subresource is not None:
@@ -492,6 +516,8 @@ class ObjectStore:
             if field in current["metadata"]:
                 meta[field] = current["metadata"][field]
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        if admit is not None:
+            new = admit(new)
         if new == current:
             return copy.deepcopy(current)
         if _spec_of(new) != _spec_of(current):
