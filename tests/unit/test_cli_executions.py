@@ -426,3 +426,79 @@ def test_a_state_that_decided_something_says_what() -> None:
         "done",
         "done",
     ]
+
+
+def health_loop(polls: int, s: float) -> list[dict[str, Any]]:
+    """NodeRecovery's health-polling loop, `polls` times round from `s` (a second a state)."""
+    events = []
+    for n in range(polls):
+        t = s + 3 * n
+        for offset, name in enumerate(("WaitForRepair", "CheckHealth", "RouteHealth")):
+            events += [entered(name, t + offset), exited(name, t + offset + 1)]
+    return events
+
+
+def test_watch_tells_a_new_execution_from_its_first_state_and_folds_its_health_polls(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An execution that starts while watching, already in its health-polling loop at the
+    next poll, is told from Diagnose on; 12 polls are a line as the loop begins and one with
+    the count as it ends, not 36."""
+    naps: list[float] = []
+    replaced = [
+        event("ExecutionStarted", 200),
+        entered("Diagnose", 200),
+        exited("Diagnose", 201),
+        entered("Cordon", 201),
+        exited("Cordon", 202),
+        entered("Repair", 202),
+        exited("Repair", 203),
+    ]
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        new = world.sfn.executions.setdefault(
+            "inc-replace", {"status": "RUNNING", "start": 200, "events": replaced}
+        )
+        if len(naps) == 1:  # first seen five polls into the loop
+            new["events"] = replaced + health_loop(5, 203)
+        elif len(naps) == 2:
+            new["events"] = [
+                *replaced,
+                *health_loop(12, 203),
+                entered("ReturnToService", 239),
+                exited("ReturnToService", 240),
+            ]
+        elif len(naps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("hyperguard.cli.watch.time.sleep", sleep)
+    assert exit_status(["watch", "--json"]) == 130
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    told = [(c["state"], c.get("health_polls")) for c in lines if c.get("name") == "inc-replace"]
+    assert told == [
+        ("Diagnose", None),
+        ("Cordon", None),
+        ("Repair", None),
+        ("WaitForRepair", None),  # the loop begins
+        ("WaitForRepair", 12),  # ... and ends, after 12 health checks
+        ("ReturnToService", None),
+    ]
+    assert next(c for c in lines if c.get("health_polls"))["at"] == at(239).isoformat(
+        timespec="milliseconds"
+    )
+
+
+def test_watch_says_where_a_polling_execution_stands_and_how_it_ended(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.sfn.executions["inc-new"]["events"] = [*RUNNING, *health_loop(4, 1)]
+    world.sfn.executions["inc-old"]["events"] = [
+        *RUNNING,
+        *health_loop(7, 1),
+        event("ExecutionFailed", 30, error="States.Timeout", cause="no health"),
+    ]
+    assert cli.main(["watch", "--once"]) == 0
+    out = [line.split()[1:] for line in capsys.readouterr().out.splitlines()]
+    assert ["execution", "inc-old", "RUNNING", "WaitForRepair", "7", "health", "polls"] in out
+    assert ["execution", "inc-new", "RUNNING", "WaitForRepair", "4", "health", "polls"] in out

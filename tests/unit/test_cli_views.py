@@ -223,3 +223,25 @@ def test_a_report_that_cannot_be_written_is_a_runtime_error(
     assert cli.main(["twin", "demo", "--report", str(blocker / "demo.html")]) == 1
     err = capsys.readouterr().err
     assert "the report could not be written to" in err and "Traceback" not in err
+
+
+def test_what_to_try_next_names_the_cli_as_it_can_be_typed_here(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`make demo` runs .venv/bin/hyperguard, which is not on PATH: its next steps must
+    say .venv/bin/hyperguard; an installed one on PATH is just `hyperguard`."""
+    from hyperguard.twin.demo import next_steps
+
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    script = venv_bin / "hyperguard"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    steps = next_steps(cli._cli_command(".venv/bin/hyperguard"))
+    assert steps[0].startswith(".venv/bin/hyperguard twin up ")
+    assert all(step.startswith(".venv/bin/hyperguard ") for step in steps)
+    monkeypatch.setenv("PATH", str(venv_bin))
+    assert cli._cli_command(".venv/bin/hyperguard") == "hyperguard"
+    assert cli._cli_command("/x/main.py").endswith(" -m hyperguard.cli.main")

@@ -12,12 +12,12 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -172,7 +172,7 @@ SIGNAL_CHECK_S = 1.0
 
 
 def cmd_twin_demo(args: argparse.Namespace) -> int:
-    from hyperguard.twin.demo import NEXT_STEPS, render, report_data, run_scenario
+    from hyperguard.twin.demo import next_steps, render, report_data, run_scenario
 
     # with --json, stdout carries the result only: the story goes to stderr
     tell: Callable[[str], None] = say if args.json else print
@@ -195,15 +195,29 @@ def cmd_twin_demo(args: argparse.Namespace) -> int:
     finally:
         twin.down()
     tell(render(result))
+    result["next_steps"] = next_steps(_cli_command())
     result["report"] = _write_report(args.report, report_data(result))
     if args.json:
         print_json(result)
     else:
         print_table(result["summary"], SUMMARY_COLUMNS, title="\nevent -> outcome")
     tell(f"\nreport: {result['report']} (open it in a browser; it needs no network)")
-    tell("\nwhat to try next:\n" + "\n".join(f"  {line}" for line in NEXT_STEPS))
+    tell("\nwhat to try next:\n" + "\n".join(f"  {line}" for line in result["next_steps"]))
     ok = result["settled"] and result["dlq_depth"] == 0 and not result["function_errors"]
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _cli_command(argv0: str | None = None) -> str:
+    """This CLI as a person can type it again here: `hyperguard` when that is what the
+    shell finds, else the script's path (`make demo` runs `.venv/bin/hyperguard`, which is
+    not on PATH unless the venv is activated)."""
+    script = Path(argv0 or sys.argv[0])
+    if script.name != "hyperguard":  # python -m hyperguard.cli.main
+        return f"{sys.executable} -m hyperguard.cli.main"
+    on_path = shutil.which("hyperguard")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "hyperguard"
+    return str(script)
 
 
 def _write_report(path: str, data: dict[str, Any]) -> str:
@@ -281,7 +295,7 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
     if args.time_scale == DEFAULT_TIME_SCALE:  # a day at x60 would take 24 minutes a side
         args.time_scale = TIME_SCALE
     if args.side is not None:
-        print_json(day_in_the_life(partial(_start_twin, args), args.side, hours=args.hours))
+        print_json(day_in_the_life(lambda **config: _start_twin(args, **config), args.side))
         return EXIT_OK
     runs = {}
     for side in SIDES:  # each on a twin in a process of its own
@@ -301,8 +315,6 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
                 str(args.api_port),
                 "--time-scale",
                 str(args.time_scale),
-                "--hours",
-                str(args.hours),
             ],
             capture_output=True,
             text=True,
@@ -618,13 +630,6 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["hybrid", "static"],
         help="day-in-the-life: run one side only and print its JSON (default: both, each in "
         "a process of its own)",
-    )
-    p.add_argument(
-        "--hours",
-        type=bounded_int(1, 24),
-        default=24,
-        help="day-in-the-life: the day's length, 1-24 (default 24); a shorter day scales every "
-        "arrival and job by hours/24, the cluster's own timings unchanged",
     )
     twin_options(p, 0, 0)
     p.set_defaults(func=cmd_twin_scenario)

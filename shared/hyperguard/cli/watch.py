@@ -27,6 +27,11 @@ WINDOW = 50
 """How many of the newest incidents and executions each poll reads."""
 
 
+POLL_LOOP = ("WaitForRepair", "CheckHealth", "RouteHealth")
+"""NodeRecovery's health-polling loop: a replacement goes round it dozens of times, so it is
+folded into a line as it begins and a line with its count of polls as it ends."""
+
+
 class Follower:
     """Remembers what it last saw of each incident and execution; `poll` returns the
     changes since, oldest first."""
@@ -36,6 +41,8 @@ class Follower:
         self.incident_seen: dict[str, tuple[str, str]] = {}
         self.execution_seen: dict[str, tuple[str, int]] = {}
         """execution ARN -> (status, how many of its states were printed)"""
+        self.polled = False
+        """After the first poll, an execution seen for the first time is new: all of it is news."""
 
     def poll(self) -> list[dict[str, Any]]:
         now = datetime.now(UTC)
@@ -57,6 +64,7 @@ class Follower:
                 )
         for execution in reversed(recent(self.sfn, self.machine_arn, WINDOW)):
             changes += self._execution_changes(execution_row(execution, now))
+        self.polled = True
         return changes
 
     def _execution_changes(self, row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,37 +73,82 @@ class Follower:
         if known is not None and known[0] == status and status != "RUNNING":
             return []  # it ended and was printed so: nothing more will happen
         states = execution_states(history(self.sfn, arn))
-        if known is not None:
-            printed = known[1]
-        else:  # first sight: only where it stands now
-            printed = max(len(states) - 1, 0) if status == "RUNNING" else len(states)
         self.execution_seen[arn] = (status, len(states))
+        lines = ExecutionLines(row, states)
+        if known is not None:
+            changes = lines.entered(known[1])
+        elif self.polled:  # started since watching began: every state it entered
+            changes = lines.entered(0)
+        elif status == "RUNNING":  # under way as watching begins: only where it stands
+            return [lines.standing()]
+        else:
+            changes = []
+        return changes + lines.ended() if status != "RUNNING" else changes
 
-        def line(at: str | None, state: dict[str, Any] | None, **end: Any) -> dict[str, Any]:
-            return {
-                "at": at,
-                "type": "execution",
-                "name": row["name"],
-                "status": "RUNNING",
-                "state": state["state"] if state else None,
-                "execution_arn": arn,
-            } | end
 
-        changes = [line(state["entered_at"], state) for state in states[printed:]]
-        if status != "RUNNING":
-            last = states[-1] if states else None
-            changes.append(
-                line(
-                    row["stop"],
-                    last,
-                    status=status,
-                    error=last["error"] if last else None,
-                    cause=last["cause"] if last else None,
-                )
-            )
-        elif known is None and not states:
-            changes.append(line(row["start"], None))
+class ExecutionLines:
+    """The lines that tell one execution's states (`states`: execution_states, in order)."""
+
+    def __init__(self, row: dict[str, Any], states: list[dict[str, Any]]) -> None:
+        self.row, self.states = row, states
+
+    def line(self, at: str | None, state: str | None, **more: Any) -> dict[str, Any]:
+        return {
+            "at": at,
+            "type": "execution",
+            "name": self.row["name"],
+            "status": "RUNNING",
+            "state": state,
+            "execution_arn": self.row["execution_arn"],
+        } | more
+
+    def _in_loop(self, index: int) -> bool:
+        return 0 <= index < len(self.states) and self.states[index]["state"] in POLL_LOOP
+
+    def _polls(self, end: int) -> int:
+        """Health checks in the polling loop that ends before `end`."""
+        start = end
+        while self._in_loop(start - 1):
+            start -= 1
+        return sum(s["state"] == "CheckHealth" for s in self.states[start:end])
+
+    def entered(self, first: int) -> list[dict[str, Any]]:
+        """A line per state entered from `first` on; the polling loop as two lines."""
+        changes = []
+        for index in range(first, len(self.states)):
+            state = self.states[index]
+            if self._in_loop(index - 1) and not self._in_loop(index):
+                changes.append(self._loop_ended(state["entered_at"], index))
+            if not (self._in_loop(index) and self._in_loop(index - 1)):
+                changes.append(self.line(state["entered_at"], state["state"]))
         return changes
+
+    def _loop_ended(self, at: str | None, end: int) -> dict[str, Any]:
+        return self.line(at, "WaitForRepair", health_polls=self._polls(end))
+
+    def standing(self) -> dict[str, Any]:
+        """Where a running execution stands (with its polls so far, in the loop)."""
+        if not self.states:
+            return self.line(self.row["start"], None)
+        last = self.states[-1]
+        if self._in_loop(len(self.states) - 1):
+            return self._loop_ended(last["entered_at"], len(self.states))
+        return self.line(last["entered_at"], last["state"])
+
+    def ended(self) -> list[dict[str, Any]]:
+        """The end, after the loop's line when it ended inside the loop."""
+        last = self.states[-1] if self.states else None
+        changes = []
+        if self._in_loop(len(self.states) - 1):
+            changes.append(self._loop_ended(self.row["stop"], len(self.states)))
+        end = self.line(
+            self.row["stop"],
+            last["state"] if last else None,
+            status=self.row["status"],
+            error=last["error"] if last else None,
+            cause=last["cause"] if last else None,
+        )
+        return [*changes, end]
 
 
 def plain(change: dict[str, Any]) -> str:
@@ -107,6 +160,8 @@ def plain(change: dict[str, Any]) -> str:
     text = f"{change['at']}  execution  {change['name']}  {change['status']}"
     if change["state"]:
         text += f"  {change['state']}"
+    if "health_polls" in change:
+        text += f"  {change['health_polls']} health polls"
     if change.get("error"):
         text += f"  {change['error']}: {change.get('cause') or '-'}"
     return text

@@ -39,6 +39,11 @@ NEXT_STEPS = [
 ]
 
 
+def next_steps(cli: str) -> list[str]:
+    """NEXT_STEPS with `cli`, the command as it can be typed here, for `hyperguard`."""
+    return [cli + line.removeprefix("hyperguard") for line in NEXT_STEPS]
+
+
 def _load(events_dir: Path, name: str) -> dict[str, Any]:
     return dict(json.loads((events_dir / f"{name}.json").read_text()))
 
@@ -374,7 +379,7 @@ def report_data(result: dict[str, Any]) -> dict[str, Any]:
         "gpu_use": result["gpu_use"],
         "executions": result["recovery_executions"],
         "tradeoff": tradeoff(planner.PUBLISHED_RATE),
-        "next_steps": NEXT_STEPS,
+        "next_steps": result.get("next_steps", NEXT_STEPS),
     }
 
 

@@ -230,6 +230,7 @@ class Twin:
         # readably, as on AWS.
         logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
         self.emulator.start(self._invoke)
+        self._serve_api()
         self.started_at = time.time()
         changed = {**TWIN_ENV, "AWS_ENDPOINT_URL": self.emulator.endpoint}
         self._saved_env = {k: os.environ.get(k) for k in changed | {"MOTO_PORT": ""}}
@@ -276,7 +277,6 @@ class Twin:
         self.effects.start()
         self._spawn("schedules", lambda: self.schedules.run(self._stop) if self.schedules else None)
         self._spawn("cluster-clock", self._tick)
-        self._serve_api()
         self._configure_service()
         if wait:
             self.wait_ready(timeout_s)
@@ -411,12 +411,16 @@ class Twin:
     # ------------------------------------------------------------ the API
 
     def _serve_api(self) -> None:
-        """API Gateway in front of the API function, as `sam local start-api` would."""
-        assert self.deployment is not None
+        """API Gateway in front of the API function, as `sam local start-api` would. It takes
+        its port before the twin opens its first outgoing connection: one of those could
+        otherwise take a port of the ephemeral range (an `--api-port` picked as a free one)
+        first. Until the stack is deployed it answers 503."""
         paths = json.loads((self.config.root / "docs" / "openapi.json").read_text())["paths"]
-        name = self.deployment.functions["ApiFunction"]["name"]
 
         def invoke(event: dict[str, Any]) -> dict[str, Any]:
+            if self.deployment is None:
+                return {"statusCode": 503, "body": json.dumps({"message": "deploying"})}
+            name = self.deployment.functions["ApiFunction"]["name"]
             try:
                 payload, errored, _ = self._invoke(name, event)
             except Exception as exc:  # throttled or failed: what API Gateway answers
