@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -295,7 +296,7 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
     if args.time_scale == DEFAULT_TIME_SCALE:  # a day at x60 would take 24 minutes a side
         args.time_scale = TIME_SCALE
     if args.side is not None:
-        print_json(day_in_the_life(lambda **config: _start_twin(args, **config), args.side))
+        print_json(day_in_the_life(partial(_start_twin, args), args.side, hours=args.hours))
         return EXIT_OK
     runs = {}
     for side in SIDES:  # each on a twin in a process of its own
@@ -315,6 +316,8 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
                 str(args.api_port),
                 "--time-scale",
                 str(args.time_scale),
+                "--hours",
+                str(args.hours),
             ],
             capture_output=True,
             text=True,
@@ -630,6 +633,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["hybrid", "static"],
         help="day-in-the-life: run one side only and print its JSON (default: both, each in "
         "a process of its own)",
+    )
+    p.add_argument(
+        "--hours",
+        type=bounded_int(1, 24),
+        default=24,
+        help="day-in-the-life: the day's length, 1-24 (default 24); a shorter day scales every "
+        "arrival and job by hours/24, the cluster's own timings unchanged",
     )
     twin_options(p, 0, 0)
     p.set_defaults(func=cmd_twin_scenario)
