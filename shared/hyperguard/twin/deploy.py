@@ -71,7 +71,10 @@ EMULATOR_GAPS: dict[str, str] = {
     "and StartClusterHealthCheck from its simulated cluster",
     "EKS and Kubernetes API": "moto's EKS cluster answers DescribeCluster with the twin's "
     "Kubernetes API server (HTTPS, EKS tokens): nodes, pods, evictions, PodDisruptionBudgets, "
-    "Jobs, NodeClaims, NodePools; no watches, no RBAC, no admission",
+    "Jobs, NodeClaims, NodePools, Kueue's objects, with watches; writes are checked against "
+    "the upstream CRDs' and the built-in kinds' structural schemas, but not their CEL rules "
+    "(x-kubernetes-validations) or string formats, and pod templates' ObjectMeta is not "
+    "checked beyond labels and annotations; no RBAC, no admission webhooks",
     "EC2 RebootInstances": "reboots of the simulated burst nodes' instances reach the "
     "simulated cluster",
 }
