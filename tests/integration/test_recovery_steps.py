@@ -5,6 +5,7 @@ service's own adapters, with a manual clock (the state machine itself runs in te
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from hyperguard.recovery.steps import (
 )
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.incidents import SignalOutcome
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.cluster import SimulatedCluster
 
@@ -607,3 +609,68 @@ def test_a_healthy_node_closes_even_when_late_duplicates_joined(world: World) ->
     world.open(faulty)  # a late report of the fault that was cured
     r = world.run("close", r=r)
     assert (r["verdict"], r["resolution"]) == ("closed", "rebooted")
+
+
+def merge_retirement(world: World, instance_id: str, days: float) -> HealthSignal:
+    """An AWS Health scheduled retirement of the node joins its open incident."""
+    node = world.nodes.get(instance_id)
+    assert node is not None
+    now = world.clock.now()
+    retirement = HealthSignal(
+        source=SignalSource.AWS_HEALTH,
+        kind="health_scheduled_change",
+        instance_id=instance_id,
+        cluster=node.cluster,
+        severity=Severity.SCHEDULED,
+        action=Action.OPEN_INCIDENT,
+        repair=Repair.REPLACE,
+        reason="AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+        observed_at=now,
+        dedupe_key=f"health-{instance_id}",
+        not_before=now + timedelta(days=days),
+    )
+    _, outcome = world.incidents.open_or_append(node, retirement, now)
+    assert outcome is SignalOutcome.APPENDED
+    return retirement
+
+
+def test_a_retirement_merged_into_a_rebooted_incident_survives_its_close(world: World) -> None:
+    occupy_spares(world)
+    faulty = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(faulty, kind="gpu")
+    r = world.run(*UP_TO_REPAIR, r=world.open(faulty, Repair.REBOOT))
+    retirement = merge_retirement(world, faulty, days=3)
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    assert r["verdict"] == "rediagnose"  # not closed: the retirement is still to come
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is not IncidentStatus.RESOLVED
+    assert (incident.kind, incident.not_before) == (retirement.kind, retirement.not_before)
+    assert "carried on" in incident.notes[-1]
+    r = world.run("diagnose", r=r)
+    assert r["verdict"] == "wait"  # until the retirement's window, less the lead time
+    assert world.incidents.get(r["incident_id"]).status is IncidentStatus.WAITING  # type: ignore[union-attr]
+    assert world.schedulable(faulty)  # in service until then
+    world.apis.advance(3 * 86_400)
+    r = world.run("diagnose", r=r)
+    assert (r["verdict"], r["action"]) == ("repair", "replace")
+    assert world.nodes.get(faulty).open_incident_id == r["incident_id"]  # type: ignore[union-attr]
+
+
+def test_a_retirement_merged_into_an_incident_that_cured_itself_survives_its_close(
+    world: World,
+) -> None:
+    healthy = busy_node(world)
+    r = world.run("diagnose", r=world.open(healthy))
+    assert r["resolution"] == "recovered_on_its_own"
+    retirement = merge_retirement(world, healthy, days=10)
+    r = world.run("close", r=r)
+    assert r["verdict"] == "rediagnose"
+    r = world.run("diagnose", r=r)
+    assert r["verdict"] == "wait"
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.not_before == retirement.not_before
+    # its own change is not carried again: a close after a decision to do nothing closes
+    assert world.steps.run("close", {**r, "resolution": "no_action_by_policy"})["verdict"] == (
+        "closed"
+    )

@@ -9,7 +9,7 @@ machine retries or catches by name.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,6 +23,7 @@ from hyperguard.governance.placement import allows_burst
 from hyperguard.messaging import Escalator, EventPublisher, announcement, escalation
 from hyperguard.models import (
     Checkpoint,
+    HealthSignal,
     Incident,
     IncidentStatus,
     Job,
@@ -100,6 +101,9 @@ class FaultPersistsError(RuntimeError):
 
 
 MAX_ROUNDS = 3
+NODE_LEFT = frozenset({"replaced", "instance_gone"})
+"""Resolutions after which the node is no longer in the cluster: nothing scheduled on it
+is left to honour."""
 """Diagnoses an incident may go through (a fault reported again right after the repair
 starts another round) before it is escalated."""
 INCIDENT_HISTORY = 200
@@ -792,6 +796,9 @@ class RecoverySteps:
             # (One gone since diagnosis has nothing to return.)
             with suppress(NodeNotFoundError):
                 self._back_in_service(incident.instance_id)
+        if self._carry_scheduled_change(incident, resolution):
+            r["verdict"] = "rediagnose"
+            return r
         self._mark(incident, "resolved")
         closed_now = self.incidents.close(
             incident, resolution, signal_count=incident.signal_count, at=self.clock()
@@ -824,6 +831,28 @@ class RecoverySteps:
         r["resolution"] = resolution
         r["verdict"] = "closed"
         return r
+
+    def _carry_scheduled_change(self, incident: Incident, resolution: str) -> bool:
+        """A scheduled change (a retirement, an interruption notice) that merged into an
+        incident about another fault must still be honoured once that fault is cured and the
+        node stays: the incident takes the change on, with the change's own window, and is
+        diagnosed again instead of closing (closing lost it). True when there is one."""
+        if resolution in NODE_LEFT:
+            return False
+        change = pending_scheduled_change(incident, self.incidents.signals(incident.incident_id))
+        if change is None:
+            return False
+        note = (
+            f"{resolution}: the {change.kind} merged at {change.observed_at.isoformat()} "
+            "is carried on with its own window"
+        )
+        # None: the incident changed since it was read; diagnosing it again reads it afresh.
+        self.incidents.escalate_urgency(incident, change, note=note)
+        logger.info(
+            "scheduled change carried past the incident's close",
+            extra={"incident_id": incident.incident_id, "kind": change.kind},
+        )
+        return True
 
     def _fault_returned(self, incident: Incident, r: Recovery) -> bool:
         """Signals joined after the node was last found healthy, and it is not healthy now
@@ -928,6 +957,34 @@ class RecoverySteps:
             for record in self.jobs.active()
             if record.protected_by == incident.incident_id and record.job.job_id not in planned
         ]
+
+
+def pending_scheduled_change(
+    incident: Incident, signals: Sequence[Mapping[str, Any]]
+) -> HealthSignal | None:
+    """The merged scheduled change with the earliest window (as stored by the incident
+    store), unless it is the change the incident is already about; None when none is left.
+    Taking the earliest each time ends: once carried, it is the incident's own."""
+    changes = [
+        HealthSignal.model_validate(s)
+        for s in signals
+        if s.get("kind") in PLANNED_KINDS and (s.get("not_before") or s.get("deadline"))
+    ]
+    if not changes:
+        return None
+    first = min(changes, key=_window_start)
+    own = (first.kind, first.not_before, first.deadline) == (
+        incident.kind,
+        incident.not_before,
+        incident.deadline,
+    )
+    return None if own else first
+
+
+def _window_start(signal: HealthSignal) -> datetime:
+    start = signal.not_before or signal.deadline
+    assert start is not None  # only signals with a window are compared
+    return start
 
 
 def replacement_among(

@@ -328,10 +328,12 @@ class IncidentStore:
             raise
         return True
 
-    def escalate_urgency(self, incident: Incident, signal: HealthSignal) -> Incident | None:
+    def escalate_urgency(
+        self, incident: Incident, signal: HealthSignal, *, note: str | None = None
+    ) -> Incident | None:
         """Make the signal's fault the incident's (kind, severity, repair, times, facts) if
-        the incident still has the urgency it was read with; the updated incident, or None
-        when it changed or closed meanwhile."""
+        the incident still has the urgency it was read with, noting why if given; the
+        updated incident, or None when it changed or closed meanwhile."""
         values = {
             ":kind": signal.kind,
             ":sev": signal.severity.value,
@@ -351,6 +353,9 @@ class IncidentStore:
             "facts = :facts",
             "urgency = :next",
         ]
+        if note:
+            sets.append("notes = list_append(if_not_exists(notes, :empty), :note)")
+            values |= {":note": [note[:1000]], ":empty": []}
         removes = []
         for name, value in (("not_before", signal.not_before), ("deadline", signal.deadline)):
             if value is None:
