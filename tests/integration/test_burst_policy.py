@@ -17,20 +17,24 @@ from tests.integration.scheduler_harness import running_jobs, scheduler
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.karpenter import (
     BURST_LABEL,
+    DISRUPTED_TAINT,
     IDLE_SINCE_ANNOTATION,
     BurstClaim,
     CapacityType,
     idle_mark,
     nodeclaim_manifest,
 )
+from hyperguard.cluster.workloads import RunPhase
 from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
-from hyperguard.governance.service import SchedulerService
+from hyperguard.governance.service import SchedulerService, usable
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Workflows
+from hyperguard.models import NodeStatus
 from hyperguard.scaling.burst import next_window, rollback_note
 from hyperguard.store.jobs import JobEvent, JobStore
+from hyperguard.twin.kube.store import NODES
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
 
@@ -420,4 +424,55 @@ def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(
     assert {c.name for c in apis.gateway.burst_claims() if not c.deleting} == {
         "hg-burst-a",
         "hg-burst-b",
+    }
+
+
+def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A node counts as leaving from the moment its NodeClaim is deleted (scale-in, or
+    Karpenter's own consolidation), not once its Node object goes: the pass places nothing
+    there, and on the twin a run put there anyway ends with the node."""
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack, clock=apis.clock.now)
+    api.quota("solo", 64, borrow=0)
+    assert apis.gateway.request_burst_node(
+        nodeclaim_manifest(
+            name="hg-burst-a",
+            burst_id="burst-0123456789abcdef",
+            attempt=0,
+            node_pool="gpu-burst",
+            node_class="default",
+            instance_type="p5.48xlarge",
+            capacity_type=CapacityType.ON_DEMAND,
+            accelerators=8,
+        )
+    )
+    apis.advance(600)
+    [claim] = apis.gateway.burst_claims()
+    assert claim.ready and claim.instance_id and claim.node_name
+    service = scheduler(stack, apis)
+    service.bursts = Workflows(BURSTS)
+    production = api.submit("solo", 8).body["job_id"]
+    assert service.run_pass().dispatched == [production]
+
+    assert apis.gateway.release_burst_node(claim)  # scale-in gives it back
+    node = apis.store.get(NODES, claim.node_name)
+    assert {"key": DISRUPTED_TAINT, "effect": "NoSchedule"} in node["spec"]["taints"]
+    # Before Karpenter's taint is on, the NodeClaim's deletion alone says it is leaving.
+    apis.store.patch(NODES, claim.node_name, {"spec": {"taints": None}})
+    leaving = next(n for n in apis.gateway.list_nodes() if n.instance_id == claim.instance_id)
+    assert leaving.status is NodeStatus.SHUTTING_DOWN and not usable(leaving)
+
+    development = api.submit("solo", 8, template="development").body["job_id"]
+    assert development not in service.run_pass().dispatched
+    assert api.call("GET", f"/jobs/{development}").body["status"] == "Pending"
+
+    # A run placed on it regardless (the mistake the pass no longer makes) ends with it.
+    record = api.jobs.record(development)
+    assert record is not None
+    assert apis.gateway.dispatch(record.job, [claim.instance_id])
+    apis.advance(3600)
+    assert development not in {
+        r.job_id for r in apis.gateway.job_runs() if r.phase in (RunPhase.PENDING, RunPhase.RUNNING)
     }

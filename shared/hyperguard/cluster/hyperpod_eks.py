@@ -38,6 +38,7 @@ from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
     BURST_LABEL,
+    DISRUPTED_TAINT,
     HYPERPOD_CAPACITY,
     IDLE_SINCE_ANNOTATION,
     LOGICAL_ID_ANNOTATION,
@@ -102,12 +103,23 @@ class HyperPodEksGateway:
             _merge(node, kube_nodes.pop(node.instance_id, None))
             for node in self.hyperpod.list_nodes()
         ]
+        on_karpenter = {i: k for i, k in kube_nodes.items() if NODEPOOL_LABEL in k.labels}
+        claimed_away = self._claimed_away() if on_karpenter else set()
         burst = [
-            self._burst_node(instance_id, kube)
-            for instance_id, kube in kube_nodes.items()
-            if NODEPOOL_LABEL in kube.labels
+            self._burst_node(instance_id, kube, leaving=kube.name in claimed_away)
+            for instance_id, kube in on_karpenter.items()
         ]
         return [*hyperpod, *burst]
+
+    def _claimed_away(self) -> set[str]:
+        """Nodes whose NodeClaim is being deleted: they are leaving from that moment, before
+        Karpenter's taint is on them and long before their Node object goes."""
+        return {
+            str(claim["status"]["nodeName"])
+            for claim in self.kubernetes.list_nodeclaims({})
+            if (claim.get("metadata") or {}).get("deletionTimestamp")
+            and (claim.get("status") or {}).get("nodeName")
+        }
 
     def node_status(self, instance_id: str) -> Node:
         try:
@@ -381,10 +393,11 @@ class HyperPodEksGateway:
                 outcome.successful.append(instance_id)
         return outcome
 
-    def _burst_node(self, instance_id: str, kube: KubeNode) -> Node:
-        """An EKS node as Karpenter labels it (its instance type is the EC2 name)."""
+    def _burst_node(self, instance_id: str, kube: KubeNode, *, leaving: bool = False) -> Node:
+        """An EKS node as Karpenter labels it (its instance type is the EC2 name); one whose
+        NodeClaim is being deleted (`leaving`) is shutting down."""
         instance_type = kube.labels.get(INSTANCE_TYPE_LABEL, "")
-        status = _kube_status(kube)
+        status = NodeStatus.SHUTTING_DOWN if leaving else _kube_status(kube)
         capacity = kube.labels.get(CAPACITY_TYPE_LABEL, "on-demand")
         return Node(
             instance_id=instance_id,
@@ -428,14 +441,20 @@ def _added_node(kube: KubeNode) -> BurstClaim | None:
 
 
 def _kube_status(kube: KubeNode) -> NodeStatus:
-    """HyperPod's status vocabulary for a plain Kubernetes node: being deleted → ShuttingDown;
-    not Ready yet (no Ready condition) → Pending; Ready → Running; otherwise Failure."""
-    if kube.deleting:
+    """HyperPod's status vocabulary for a plain Kubernetes node: being deleted or disrupted by
+    Karpenter → ShuttingDown; not Ready yet (no Ready condition) → Pending; Ready → Running;
+    otherwise Failure."""
+    if _leaving(kube):
         return NodeStatus.SHUTTING_DOWN
     ready = next((c for c in kube.conditions if c.type == "Ready"), None)
     if ready is None:
         return NodeStatus.PENDING
     return NodeStatus.RUNNING if ready.status == "True" else NodeStatus.FAILURE
+
+
+def _leaving(kube: KubeNode) -> bool:
+    """Being deleted, or tainted by Karpenter to be drained and deleted next."""
+    return kube.deleting or any(t.get("key") == DISRUPTED_TAINT for t in kube.taints)
 
 
 def _is_problem(condition: NodeCondition) -> bool:
@@ -458,6 +477,8 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
     return node.model_copy(
         update={
             "node_name": kube.name,
+            # HyperPod says Running until it has the instance back; its Node leaves first.
+            "status": NodeStatus.SHUTTING_DOWN if _leaving(kube) else node.status,
             "schedulable": not kube.unschedulable,
             "labels": kube.labels,
             "taints": kube.taints,

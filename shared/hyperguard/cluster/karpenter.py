@@ -44,6 +44,9 @@ ATTEMPT_LABEL = "hyperguard.io/burst-attempt"
 IDLE_SINCE_ANNOTATION = "hyperguard.io/idle-since"
 LOGICAL_ID_ANNOTATION = "hyperguard.io/node-logical-id"
 """On a HyperPod node a burst added: its NodeLogicalId, by which it is given back."""
+DISRUPTED_TAINT = "karpenter.sh/disrupted"
+"""The NoSchedule taint Karpenter puts on a node it disrupts (its NodeClaim deleted, by
+consolidation or by anyone), before draining it (Karpenter's docs, concepts/disruption)."""
 HYPERPOD_CAPACITY = "hyperpod"
 """The capacity type of a node a burst added to a HyperPod instance group."""
 

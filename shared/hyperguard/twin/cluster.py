@@ -73,6 +73,7 @@ from hyperguard.cluster.conventions import (
     INSTANCE_TYPE_LABEL,
     NODEPOOL_LABEL,
 )
+from hyperguard.cluster.karpenter import DISRUPTED_TAINT
 from hyperguard.cluster.workloads import (
     AUTO_RESUME_ANNOTATION,
     CHECKPOINT_ENV,
@@ -893,7 +894,7 @@ class SimulatedCluster:
                 instance.deep_health_check = "Passed" if passed else "Failed"
                 self._show_health(instance, due.at)
             case _Happening.CLAIM_GONE if instance is not None:
-                self._terminate_burst(instance)
+                self._terminate_burst(instance, due.at)
             case _Happening.CLAIM_LAUNCH:
                 self._launch_claim(due.instance_id, due.at)
             case _Happening.CLAIM_REGISTER:
@@ -1175,8 +1176,10 @@ class SimulatedCluster:
             if run.auto_resume and old.node_name in run.nodes:
                 run.nodes = [new.node_name if n == old.node_name else n for n in run.nodes]
 
-    def _terminate_burst(self, instance: Instance) -> None:
-        """Karpenter has drained the node and terminated its instance."""
+    def _terminate_burst(self, instance: Instance, now: datetime) -> None:
+        """Karpenter has drained the node and terminated its instance: a run still on it
+        (placed there after the drain began) ends, as its pods go with the node."""
+        self._lose_pods(instance, now)
         del self._instances[instance.instance_id]
         self._faults.pop(instance.instance_id, None)
         self._repairs.pop(instance.instance_id, None)
@@ -1920,9 +1923,20 @@ class SimulatedCluster:
             self._drop_finalizer(claim["metadata"]["name"])
             return
         instance.status = NodeStatus.SHUTTING_DOWN
+        self._taint_disrupted(instance)
         self._lose_pods(instance, now)
         delay = self.timings.nodeclaim_termination_s
         self._schedule(now, delay, "claim_gone", instance.instance_id)
+
+    def _taint_disrupted(self, instance: Instance) -> None:
+        """Karpenter's termination controller taints the node before draining it, so that
+        nothing new lands there (concepts/disruption in Karpenter's docs)."""
+        node = self.store.find(NODES, instance.node_name)
+        if node is None:
+            return
+        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != DISRUPTED_TAINT]
+        taints.append({"key": DISRUPTED_TAINT, "effect": "NoSchedule"})
+        self.store.patch(NODES, instance.node_name, {"spec": {"taints": taints}})
 
     def _node_summary(self, instance: Instance) -> dict[str, Any]:
         return {
