@@ -36,6 +36,7 @@ from hyperguard.cli.options import (
     whole,
 )
 from hyperguard.cli.output import CliError, print_json, print_table, say
+from hyperguard.cli.progress import progress
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -246,11 +247,14 @@ def cmd_twin_scenario(args: argparse.Namespace) -> int:
         return _day_in_the_life(args)
     from hyperguard.twin.scenarios import elastic_fault
 
-    twin = _start_twin(args, hyperpod_nodes=8, burst_nodes=0, seed_jobs=False)
-    try:
-        result = elastic_fault(twin)
-    finally:
-        twin.down()
+    with progress("elastic-fault", 2) as step:
+        step("starting a twin")
+        twin = _start_twin(args, hyperpod_nodes=8, burst_nodes=0, seed_jobs=False)
+        step("a node fault under two elastic jobs, elastic_shrink and wait_for_repair")
+        try:
+            result = elastic_fault(twin)
+        finally:
+            twin.down()
     if args.json:
         print_json(result)
         return EXIT_OK
@@ -270,11 +274,14 @@ def cmd_twin_scenario(args: argparse.Namespace) -> int:
 def _proactive_move(args: argparse.Namespace) -> int:
     from hyperguard.twin.proactive import proactive_move
 
-    twin = _start_twin(args, hyperpod_nodes=6, burst_nodes=0, seed_jobs=False)
-    try:
-        result = proactive_move(twin, ROOT / "tests" / "events")
-    finally:
-        twin.down()
+    with progress("proactive-move", 2) as step:
+        step("starting a twin")
+        twin = _start_twin(args, hyperpod_nodes=6, burst_nodes=0, seed_jobs=False)
+        step("a retirement announced ahead for a node under an elastic job")
+        try:
+            result = proactive_move(twin, ROOT / "tests" / "events")
+        finally:
+            twin.down()
     if args.json:
         print_json(result)
         return EXIT_OK
@@ -299,33 +306,10 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
         print_json(day_in_the_life(partial(_start_twin, args), args.side, hours=args.hours))
         return EXIT_OK
     runs = {}
-    for side in SIDES:  # each on a twin in a process of its own
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "hyperguard.cli.main",
-                "twin",
-                "scenario",
-                "day-in-the-life",
-                "--side",
-                side,
-                "--port",
-                str(args.port),
-                "--api-port",
-                str(args.api_port),
-                "--time-scale",
-                str(args.time_scale),
-                "--hours",
-                str(args.hours),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise CliError(f"the {side} day did not finish: {proc.stderr.strip()[-2000:]}")
-        runs[side] = json.loads(proc.stdout[proc.stdout.index("{") :])
+    with progress("day-in-the-life", len(SIDES)) as step:
+        for side in SIDES:  # each on a twin in a process of its own
+            step(f"the {side} side's day at x{args.time_scale:g}, on a twin of its own")
+            runs[side] = _one_side(args, side)
     result = compare(runs)
     if args.json:
         print_json(result)
@@ -348,29 +332,64 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _one_side(args: argparse.Namespace, side: str) -> dict[str, Any]:
+    """One side of the day, in a process of its own: its JSON."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hyperguard.cli.main",
+            "twin",
+            "scenario",
+            "day-in-the-life",
+            "--side",
+            side,
+            "--port",
+            str(args.port),
+            "--api-port",
+            str(args.api_port),
+            "--time-scale",
+            str(args.time_scale),
+            "--hours",
+            str(args.hours),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise CliError(f"the {side} day did not finish: {proc.stderr.strip()[-2000:]}")
+    return dict(json.loads(proc.stdout[proc.stdout.index("{") :]))
+
+
 def cmd_twin_gameday(args: argparse.Namespace) -> int:
     from hyperguard.twin import gameday
 
     strategies = list(dict.fromkeys(args.strategy or gameday.STRATEGIES))
-    twin = _start_twin(
-        args,
-        hyperpod_nodes=gameday.nodes_for(strategies),
-        burst_nodes=0,
-        seed_jobs=False,
-        timings=gameday.GAMEDAY_TIMINGS,
-    )
-    try:
-        result = gameday.run(
-            twin,
-            instances=args.instances,
-            failure_rate=args.failure_rate,
-            days=args.days,
-            strategies=strategies,
-            measure=args.measure,
-            seed=args.seed,
+    drawn = gameday.failures(args.instances, args.failure_rate, args.days, args.seed)
+    # the twin's start, the jobs' first checkpoint, then each measured failure
+    with progress("game day", 2 + min(args.measure, len(drawn))) as step:
+        step("starting a twin")
+        twin = _start_twin(
+            args,
+            hyperpod_nodes=gameday.nodes_for(strategies),
+            burst_nodes=0,
+            seed_jobs=False,
+            timings=gameday.GAMEDAY_TIMINGS,
         )
-    finally:
-        twin.down()
+        try:
+            result = gameday.run(
+                twin,
+                instances=args.instances,
+                failure_rate=args.failure_rate,
+                days=args.days,
+                strategies=strategies,
+                measure=args.measure,
+                seed=args.seed,
+                step=step,
+            )
+        finally:
+            twin.down()
     if args.report:
         result["report"] = _write_report(args.report, gameday.report_data(result))
     if args.json:

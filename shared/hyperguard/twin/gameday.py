@@ -34,7 +34,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -105,9 +105,10 @@ def run(
     strategies: Sequence[str] = STRATEGIES,
     measure: int = 3,
     seed: int = 0,
+    step: Callable[[str], None] = lambda _what: None,
 ) -> dict[str, Any]:
     """The gameday on a twin started with `nodes_for(strategies)` HyperPod nodes, no seeded
-    jobs and GAMEDAY_TIMINGS."""
+    jobs and GAMEDAY_TIMINGS. `step(what)` is told as each stage begins (a progress bar)."""
     planner.check_size("instances", instances)
     planner.check_rate("failure_rate", failure_rate)
     arrivals = failures(instances, failure_rate, days, seed)
@@ -115,9 +116,12 @@ def run(
     configure(twin, strategies, hot_spares=spares)
     ledgers = [Ledger(submit(twin, s)) for s in strategies]
     interval = twin.cluster.timings.checkpoint_interval_steps
+    step("the jobs train to a first checkpoint")
     for ledger in ledgers:  # a checkpoint to fall back to before the first failure
-        _train_until(twin, ledger, lambda step: step >= 2 * interval + 1)
-    for failure in arrivals[:measure]:
+        _train_until(twin, ledger, lambda at: at >= 2 * interval + 1)
+    measured = arrivals[:measure]
+    for number, failure in enumerate(measured, 1):
+        step(f"failure {number} of {len(measured)} (hour {failure.hour:.1f}): every recovery")
         _round(twin, ledgers, failure)
     wall_min = days * 24 * 60
     results = {
