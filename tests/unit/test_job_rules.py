@@ -177,3 +177,28 @@ def test_a_resize_patch_repins_and_renumbers_a_hyperpod_run() -> None:
         "maxReplicas": 3,
         "faultyScaleDownTimeoutInSeconds": 30,
     }
+
+
+def test_an_auto_resume_hyperpod_run_may_restart_anywhere_in_its_group() -> None:
+    """HyperPod's auto-resume recreates the pods on a replacement node, whose name the pin
+    cannot know: the run's pods may also go to any node of its instance group."""
+    pinned = hyperpod_job_manifest(_job(pool="workers"), ["hyperpod-i-0a"])
+    resuming = hyperpod_job_manifest(_job(pool="workers", auto_resume=True), ["hyperpod-i-0a"])
+
+    def terms(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+        spec = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]
+        required = spec["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        return list(required["nodeSelectorTerms"])
+
+    name_pin = {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["hyperpod-i-0a"]}]
+    }
+    assert terms(pinned) == [name_pin]
+    group = {
+        "key": "sagemaker.amazonaws.com/instance-group-name",
+        "operator": "In",
+        "values": ["workers"],
+    }
+    assert terms(resuming) == [name_pin, {"matchExpressions": [group]}]

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from hyperguard.catalogue import ec2_name, ml_name
-from hyperguard.cluster.conventions import INSTANCE_TYPE_LABEL
+from hyperguard.cluster.conventions import INSTANCE_GROUP_LABEL, INSTANCE_TYPE_LABEL
 from hyperguard.models import Job
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -138,12 +138,15 @@ def _pod_template(
     *,
     instance_type: str,
     tolerations: list[dict[str, Any]] | None = None,
+    group: str | None = None,
 ) -> dict[str, Any]:
     """A run's pod template: selects `instance_type` as the nodes spell it (HyperPod's ml.
     name, the EC2 name on Karpenter's nodes), tolerates `tolerations` and asks Karpenter
     (v1) not to disrupt the node while the pod runs: consolidation would otherwise take a
     burst node from under a training run."""
     spec = _pod_spec(job, node_names, instance_type)
+    if node_names:
+        spec["affinity"] = pinned_to(node_names, group)
     if tolerations:
         spec["tolerations"] = tolerations
     return {
@@ -178,24 +181,29 @@ def _pod_spec(job: Job, node_names: list[str], instance_type: str) -> dict[str, 
         "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
         "containers": [container],
     }
-    if node_names:
-        spec["affinity"] = pinned_to(node_names)
     return spec
 
 
-def pinned_to(node_names: list[str]) -> dict[str, Any]:
-    """Required node affinity to exactly these nodes."""
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchFields": [
-                            {"key": "metadata.name", "operator": "In", "values": node_names}
-                        ]
-                    }
+def pinned_to(node_names: list[str], group: str | None = None) -> dict[str, Any]:
+    """Required node affinity to exactly these nodes, or (with `group`) to any node of that
+    HyperPod instance group as well: HyperPod's auto-resume recreates a job's pods from
+    this template on a replacement node, whose name no pin could know (docs/decisions.md,
+    "Burst pods select what Karpenter's nodes carry; auto-resume runs may restart in their
+    group")."""
+    terms: list[dict[str, Any]] = [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": node_names}]}
+    ]
+    if group:
+        terms.append(
+            {
+                "matchExpressions": [
+                    {"key": INSTANCE_GROUP_LABEL, "operator": "In", "values": [group]}
                 ]
             }
+        )
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
         }
     }
 
@@ -272,7 +280,12 @@ def hyperpod_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
         "name": REPLICA_SPEC,
         "replicas": replicas,
         "spares": 0,
-        "template": _pod_template(job, node_names, instance_type=ml_name(job.instance_type)),
+        "template": _pod_template(
+            job,
+            node_names,
+            instance_type=ml_name(job.instance_type),
+            group=job.pool if job.auto_resume else None,
+        ),
     }
     spec: dict[str, Any] = {
         "nprocPerNode": str(job.accelerators_per_replica),
