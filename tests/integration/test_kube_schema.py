@@ -252,11 +252,17 @@ def test_node_taints_and_labels_are_checked(http: Http) -> None:
     server, client = http()
     node = {
         "metadata": {"name": "node-a", "labels": {"hyperguard.io/reason": "x" * 64}},
-        "spec": {"taints": [{"key": "gpu", "effect": "Never"}]},
+        "spec": {
+            "taints": [
+                {"key": "gpu", "effect": "Never"},
+                {"key": "hyperguard.io/incident", "value": "a b", "effect": "NoSchedule"},
+            ]
+        },
     }
     assert causes(client.post("/api/v1/nodes", json=node)) == {
         "metadata.labels[hyperguard.io/reason]": "FieldValueInvalid",
         "spec.taints[0].effect": "FieldValueNotSupported",
+        "spec.taints[1].value": "FieldValueInvalid",
     }
     assert server.store.find(NODES, "node-a") is None
 

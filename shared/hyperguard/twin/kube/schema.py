@@ -48,6 +48,11 @@ _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean"}
 _ANNOTATIONS_MAX_BYTES = 256 * 1024
+_LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,13 +426,14 @@ def _job_spec() -> Schema:
 
 
 def _node_spec() -> Schema:
-    """core/v1 NodeSpec (API reference v1.31)."""
+    """core/v1 NodeSpec (API reference v1.31); a taint's key is a qualified name and its
+    value a label value (pkg/apis/core/validation, validateNodeTaints)."""
     taint = {
         "type": "object",
         "required": ["key", "effect"],
         "properties": {
-            "key": _STRING,
-            "value": _STRING,
+            "key": {"type": "string", "pattern": _QUALIFIED_NAME},
+            "value": {"type": "string", "maxLength": 63, "pattern": _LABEL_VALUE},
             "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
             "timeAdded": _STRING,
         },
