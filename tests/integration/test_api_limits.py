@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from tests.conftest import Stack
 from tests.integration.api_harness import ADMIN, Api, member
 
 from hyperguard.governance.jobs import Actor, JobLifecycle
-from hyperguard.models import HealthSignal, Node, ProtectedJob, Repair, Severity
+from hyperguard.models import Checkpoint, HealthSignal, Node, ProtectedJob, Repair, Severity
 from hyperguard.models.signals import Action, SignalSource
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.jobs import MAX_HISTORY, MAX_LISTED
@@ -252,3 +253,56 @@ def test_members_read_only_their_own_teams_spend_caps(stack: Stack) -> None:
     assert seen["globalUsdPerDay"] == 5000  # the cluster-wide cap is not a team's secret
     full = api.call("GET", "/policies/burst").body["spendCaps"]
     assert full["teams"] == {"nlp": 100, "cv": 900}
+
+
+def item_bytes(value: Any) -> int:
+    """An attribute value's size as DynamoDB counts it toward the 400 KB item limit
+    (strings in UTF-8, numbers at most 21 bytes, 3 bytes per list or map plus 1 per
+    element, names counted with their values)."""
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, bool) or value is None:
+        return 1
+    if isinstance(value, int | float | Decimal):
+        return 21
+    if isinstance(value, list | set):
+        return 3 + sum(1 + item_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return 3 + sum(1 + len(k.encode()) + item_bytes(v) for k, v in value.items())
+    raise TypeError(type(value))
+
+
+ITEM_LIMIT = 400 * 1024
+
+
+def test_checkpoint_reports_cannot_push_the_largest_job_past_the_item_limit(
+    stack: Stack,
+) -> None:
+    """The largest job the API accepts, then checkpoints with the longest URIs the API
+    accepts, more than the history keeps: the item stays under DynamoDB's limit, and
+    an admin can still cancel it."""
+    api = api_for(stack)
+    largest = BASE | {
+        "name": "n" * 63,
+        "image": "i" * 1024,
+        "command": ["c" * 4096] * 4,
+        "checkpoint_location": "s3://bucket/" + "p" * 1000,
+    }
+    job_id = api.call("POST", "/jobs", largest, principal=member("nlp")).body["job_id"]
+    longest_uri = "s3://bucket/" + "u" * 1000
+    lifecycle = JobLifecycle(api.jobs)  # what the route calls, without the HTTP round trips
+    for step in range(1, MAX_HISTORY + 1):
+        uri = f"{longest_uri}{step:09d}/"
+        checkpoint = Checkpoint(step=step, uri=uri, completed_at=datetime.now(UTC))
+        assert lifecycle.record_checkpoint(job_id, checkpoint, history=True)
+    for step in range(MAX_HISTORY + 1, MAX_HISTORY + 6):
+        uri = f"{longest_uri}{step:09d}/"
+        report = {"step": step, "uri": uri}
+        reply = api.call("POST", f"/jobs/{job_id}/checkpoints", report, principal=member("nlp"))
+        assert reply.status == 201, reply.body
+    item = api.jobs.table.get_item(Key={"job_id": job_id}, ConsistentRead=True)["Item"]
+    size = sum(len(name.encode()) + item_bytes(value) for name, value in item.items())
+    assert len(item["history"]) == MAX_HISTORY
+    assert size < ITEM_LIMIT / 2, size  # half the limit: room for every other field
+    cancelled = api.call("DELETE", f"/jobs/{job_id}")
+    assert cancelled.status == 200 and cancelled.body["status"] == "Cancelled"
