@@ -88,6 +88,7 @@ from hyperguard.models import NodeStatus
 from hyperguard.models.jobs import ElasticPolicy
 from hyperguard.provider_ids import eks_provider_id, hyperpod_provider_id
 from hyperguard.twin.clock import Clock
+from hyperguard.twin.kube.scheduling import bound_by_node, choose_node
 from hyperguard.twin.kube.store import (
     HYPERPOD_PYTORCH_JOBS,
     JOBS,
@@ -293,6 +294,8 @@ class Run:
     """Replicas of the job's first run: the size a step's duration is quoted for."""
     elastic: dict[str, Any] | None = None
     """A HyperPodPyTorchJob's elasticPolicy: the operator scales it down on a fault."""
+    unbound: dict[str, int] = field(default_factory=dict)
+    """Pods kube-scheduler could not bind yet (Pending): name → replica index."""
 
     def step_time(self, step: timedelta) -> timedelta:
         return step * self.reference / max(len(self.nodes), 1)
@@ -392,6 +395,8 @@ class SimulatedCluster:
         self._add_tokens: dict[str, dict[str, Any]] = {}
         """BatchAddClusterNodes' responses, by ClientToken."""
         self._unregistering = 0
+        self._pending_pods: set[tuple[str, str]] = set()
+        """Client-created pods kube-scheduler has not bound yet: (namespace, name)."""
         self._step = timedelta(seconds=self.timings.step_duration_s)
         store.add_listener(self._on_api_change)
 
@@ -1377,6 +1382,9 @@ class SimulatedCluster:
                     self._rescale(obj, now)
             elif rt == PODS and event == "DELETED":
                 self._pod_gone(obj, now)
+            elif rt == PODS and event == "ADDED" and not (obj.get("spec") or {}).get("nodeName"):
+                self._pending_pods.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+                self._bind_client_pods(now)
             elif rt == NODECLAIMS and event == "ADDED":
                 self._accept_claim(obj, now)
             elif (
@@ -1438,6 +1446,10 @@ class SimulatedCluster:
         self._start_pods(run, now)
 
     def _start_pods(self, run: Run, now: datetime) -> None:
+        """The run's pods, bound as kube-scheduler binds them (twin/kube/scheduling.py):
+        each to the node its replica was placed on if that node takes it, else to another
+        node its affinity allows; a pod no node takes stays Pending with the scheduler's
+        condition, and the run does not step until every pod is bound."""
         owner = {
             "apiVersion": "sagemaker.amazonaws.com/v1"
             if run.kind == "HyperPodPyTorchJob"
@@ -1447,7 +1459,11 @@ class SimulatedCluster:
             "uid": run.uid,
             "controller": True,
         }
-        for index, node in enumerate(run.nodes):
+        template = self._pod_template(run)
+        nodes = self.store.list(NODES)
+        bound = bound_by_node(self.store.list(PODS))
+        run.unbound = {}
+        for index, preferred in enumerate(run.nodes):
             if run.kind == "HyperPodPyTorchJob":
                 name = f"{run.name}-{REPLICA_SPEC}-{index}"
                 labels = {HPJOB_POD_LABEL: run.name, CONTROLLER_UID_LABEL: run.uid}
@@ -1458,22 +1474,37 @@ class SimulatedCluster:
                     CONTROLLER_UID_LABEL: run.uid,
                     "batch.kubernetes.io/job-completion-index": str(index),
                 }
-            self.store.create(
-                PODS,
-                {
-                    "metadata": {"name": name, "labels": labels, "ownerReferences": [owner]},
-                    "spec": {
-                        "nodeName": node,
-                        "restartPolicy": "Never",
-                        "containers": run.containers,
-                    },
-                    "status": {"phase": "Running"},
+            meta = template.get("metadata") or {}
+            pod = {
+                "metadata": {
+                    "name": name,
+                    "labels": {**(meta.get("labels") or {}), **labels},
+                    "annotations": dict(meta.get("annotations") or {}),
+                    "ownerReferences": [owner],
                 },
-                run.namespace,
-            )
+                "spec": {**copy.deepcopy(template.get("spec") or {}), "restartPolicy": "Never"},
+            }
+            node, why = choose_node(pod["spec"], nodes, bound, prefer=preferred)
+            pod["status"] = _pod_status(node, why, self._stamp(now))
+            if node is None:
+                run.unbound[name] = index
+            else:
+                pod["spec"]["nodeName"] = run.nodes[index] = node
+                bound.setdefault(node, []).append(pod)
+            self.store.create(PODS, pod, run.namespace)
+        if run.kind == "Job":
+            # The job controller counts pending pods as active.
+            self._patch_status(run, {"active": len(run.nodes), "startTime": self._stamp(now)})
+        self._report_running(run, now)
+
+    def _report_running(self, run: Run, now: datetime) -> None:
+        """The HyperPod training operator's status once every pod of the run is bound."""
+        if run.kind != "HyperPodPyTorchJob" or run.unbound:
+            return
         started = self._stamp(now)
-        if run.kind == "HyperPodPyTorchJob":
-            status: dict[str, Any] = {
+        self._patch_status(
+            run,
+            {
                 "startTime": started,
                 "restartCount": run.restarts,
                 "conditions": [
@@ -1484,10 +1515,70 @@ class SimulatedCluster:
                     "targetReplicas": {REPLICA_SPEC: len(run.nodes)},
                     "lastScalingTime": started,
                 },
-            }
+            },
+        )
+
+    def _bind_pending(self, run: Run, now: datetime) -> None:
+        """kube-scheduler's retry of the run's Pending pods after the cluster changed: a
+        pod a node now takes is bound (and its replica runs there)."""
+        nodes = self.store.list(NODES)
+        bound = bound_by_node(self.store.list(PODS))
+        for name, index in list(run.unbound.items()):
+            pod = self.store.find(PODS, name, run.namespace)
+            if pod is None:
+                del run.unbound[name]
+                continue
+            node, why = choose_node(pod["spec"], nodes, bound, prefer=run.nodes[index])
+            if node is not None:
+                self.store.patch(PODS, name, {"spec": {"nodeName": node}}, run.namespace)
+                run.nodes[index] = node
+                bound.setdefault(node, []).append(pod)
+                del run.unbound[name]
+            self._show_scheduling(pod, node, why, now)
+        self._report_running(run, now)
+
+    def _bind_client_pods(self, now: datetime) -> None:
+        """kube-scheduler for pods any client created without a node: bound where the rules
+        allow, else left Pending with the scheduler's condition and tried again later."""
+        if not self._pending_pods:
+            return
+        nodes = self.store.list(NODES)
+        bound = bound_by_node(self.store.list(PODS))
+        for namespace, name in sorted(self._pending_pods):
+            pod = self.store.find(PODS, name, namespace)
+            if pod is None or (pod.get("spec") or {}).get("nodeName"):
+                self._pending_pods.discard((namespace, name))
+                continue
+            node, why = choose_node(pod.get("spec") or {}, nodes, bound, prefer=None)
+            if node is not None:
+                self.store.patch(PODS, name, {"spec": {"nodeName": node}}, namespace)
+                bound.setdefault(node, []).append(pod)
+                self._pending_pods.discard((namespace, name))
+            self._show_scheduling(pod, node, why, now)
+
+    def _show_scheduling(
+        self, pod: dict[str, Any], node: str | None, why: str, now: datetime
+    ) -> None:
+        """Write the scheduler's verdict on a pod, unless it says what it already says."""
+        status = _pod_status(node, why, self._stamp(now))
+        shown = (pod.get("status") or {}).get("conditions") or [{}]
+        if node is None and shown[0].get("message") == why:
+            return
+        meta = pod["metadata"]
+        self.store.patch(
+            PODS, meta["name"], {"status": status}, meta["namespace"], subresource="status"
+        )
+
+    def _pod_template(self, run: Run) -> dict[str, Any]:
+        """The run object's pod template as it is now (a resize may have changed it)."""
+        obj = self.store.find(RUN_RESOURCES[run.kind], run.name, run.namespace) or {}
+        if run.kind == "HyperPodPyTorchJob":
+            template = _replica_spec(obj).get("template") or {}
         else:
-            status = {"active": len(run.nodes), "startTime": started}
-        self._patch_status(run, status)
+            template = (obj.get("spec") or {}).get("template") or {}
+        if not template:
+            return {"spec": {"containers": run.containers}}
+        return dict(template)
 
     def _patch_status(self, run: Run, status: dict[str, Any]) -> None:
         rt = RUN_RESOURCES[run.kind]
@@ -1738,6 +1829,7 @@ class SimulatedCluster:
     def _reconcile_runs(self, now: datetime) -> None:
         """HyperPod restarts auto-resume jobs whose nodes are back; every run steps only
         while all its nodes are up and healthy."""
+        self._bind_client_pods(now)
         restart = timedelta(seconds=self.timings.job_restart_s)
         for run in self._runs.values():
             if (
@@ -1750,8 +1842,13 @@ class SimulatedCluster:
                 run.anchor_step = run.emitted_step = self._checkpoints.get(run.location or "", 0)
                 run.ready_at = now + restart
                 self._start_pods(run, now)
+            if run.state == "running" and run.unbound:
+                self._bind_pending(run, now)
             stepping = (
-                run.state == "running" and bool(run.nodes) and all(map(self._ready, run.nodes))
+                run.state == "running"
+                and bool(run.nodes)
+                and not run.unbound
+                and all(map(self._ready, run.nodes))
             )
             if stepping and run.anchor_at is None:
                 run.anchor_at = max(now, run.ready_at)
@@ -1976,6 +2073,17 @@ def _condition(
         "lastHeartbeatTime": at,
         "lastTransitionTime": at,
     }
+
+
+def _pod_status(node: str | None, why: str, at: str) -> dict[str, Any]:
+    """A pod's status once kube-scheduler has looked at it: Running on its node (the
+    kubelet starts it at once), or Pending with PodScheduled=False as the scheduler writes
+    it."""
+    scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": at}
+    if node is not None:
+        return {"phase": "Running", "conditions": [scheduled]}
+    unschedulable = {**scheduled, "status": "False", "reason": "Unschedulable", "message": why}
+    return {"phase": "Pending", "conditions": [unschedulable]}
 
 
 def _replica_spec(obj: dict[str, Any]) -> dict[str, Any]:
