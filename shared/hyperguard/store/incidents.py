@@ -183,6 +183,8 @@ class IncidentStore:
             TableName=self.table_name,
             Key=to_wire({"incident_id": incident_id, "sk": META}),
             UpdateExpression="SET execution_arn = :arn",
+            # never a stub item holding only the key and the ARN
+            ConditionExpression="attribute_exists(incident_id)",
             ExpressionAttributeValues=to_wire({":arn": execution_arn}),
         )
 
