@@ -50,7 +50,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 proc.kill()
                 pytest.fail(f"twin did not come up: {log.read_text()}")
             time.sleep(0.3)
-        urllib.request.urlopen(f"{url}/_hyperguard/status", timeout=2)
+        urllib.request.urlopen(f"{url}/_hyperguard/status", timeout=30)
         yield url
         proc.terminate()
         assert proc.wait(timeout=20) == 0, log.read_text()

@@ -93,3 +93,28 @@ def test_idle_counts_missing_gpus_over_time() -> None:
 def test_a_spare_for_each_strategy_that_may_take_one() -> None:
     assert spares_for(["auto", "hot_spare", "wait_for_repair"]) == 2
     assert nodes_for(["wait_for_repair", "elastic_shrink"]) == 4 * 2 + 0 + 1
+
+
+def test_measured_and_formula_goodput_charge_the_same_failures() -> None:
+    """Two failures drawn where 3.07 are expected: both goodputs charge the two drawn, so a
+    measured downtime per failure worse than the formula's gives a worse measured goodput
+    (it came out better while the formula charged the expected count)."""
+    from hyperguard.twin.gameday import Ledger, _formula, _summary
+    from hyperguard.twin.scenarios import Subject
+
+    instances, rate, days = 256, 0.0005, 1.0
+    formula = _formula("wait_for_repair")
+    worse = formula * 1.3
+    ledger = Ledger(
+        Subject("wait_for_repair", "team-w", "job-w"),
+        [{"downtime_min": worse, "without_all_resources_min": worse}] * 2,
+    )
+    summary = _summary(ledger, 2, days * 24 * 60, instances, rate)
+    assert summary["goodput_pct"] < summary["formula_goodput_pct"]
+    wall_min = days * 24 * 60
+    assert summary["formula_goodput_pct"] == round(100 * (1 - 2 * formula / wall_min), 3)
+    expected = planner.failures_per_hour(instances, rate) * days * 24
+    assert round(expected, 2) == 3.07
+    assert summary["formula_goodput_at_expected_failures_pct"] == round(
+        100 * (1 - expected * formula / wall_min), 3
+    )

@@ -150,11 +150,13 @@ def sample_data() -> dict[str, Any]:
             "inputs": {"instance MTBF (h)": 8760, "checkpoint interval (min)": 30},
         },
         "gameday": {
+            "failures": 3,
             "strategies": {
                 "wait_for_repair": {
                     "goodput_pct": 81.2,
                     "downtime_per_failure_min": 39.0,
                     "formula_goodput_pct": 83.0,
+                    "formula_downtime_per_failure_min": 37.5,
                 },
                 "hot_spare": {
                     "goodput_pct": 88.9,
@@ -166,7 +168,7 @@ def sample_data() -> dict[str, Any]:
                     "downtime_per_failure_min": 10.0,
                     "formula_goodput_pct": 95.2,
                 },
-            }
+            },
         },
         "next_steps": [
             "hyperguard incidents list",
@@ -274,3 +276,10 @@ def test_without_plotly_the_error_says_how_to_get_it(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
     with pytest.raises(RuntimeError, match=r"hyperguard\[report\]"):
         render_report(sample_data())
+
+
+def test_the_gameday_chart_says_which_bar_is_which_and_over_how_many_failures() -> None:
+    page = render_report(sample_data())
+    assert "measured: the twin" in page and "formula: the planner" in page  # the legend
+    assert "Both bars charge the same 3 failures drawn" in page
+    assert "39 measured \\u002f 37.5 formula min" in page  # in the chart's JSON

@@ -413,7 +413,7 @@ GAMEDAY_COLUMNS = [
     ("downtime_per_failure_min", "MIN/FAILURE (MEASURED)"),
     ("formula_downtime_per_failure_min", "MIN/FAILURE (PLANNER)"),
     ("goodput_pct", "GOODPUT % (MEASURED)"),
-    ("formula_goodput_pct", "GOODPUT % (PLANNER)"),
+    ("formula_goodput_pct", "GOODPUT % (PLANNER, SAME FAILURES)"),
     ("scheduling_goodput_pct", "SCHEDULING %"),
     ("runtime_goodput_pct", "RUNTIME %"),
 ]

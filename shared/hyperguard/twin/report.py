@@ -23,9 +23,12 @@ section is left out, an empty one says so in a line, never an error):
                "strategies": {name: {"downtime_min": float,
                                      "pct_time_lost": [float per size]}},
                "inputs": {name: number}}                                     -> line chart
-    gameday: {"strategies": {name: {"goodput_pct": float,
+    gameday: {"failures": int,
+              "strategies": {name: {"goodput_pct": float,
                                     "downtime_per_failure_min": float,
-                                    "formula_goodput_pct": float}}}          -> grouped bars
+                                    "formula_goodput_pct": float,
+                                    "formula_downtime_per_failure_min": float}}}
+                                                         -> grouped bars, measured | formula
     next_steps: [command]                                                    -> <pre>
 
 Times without an offset are taken as UTC; charts show UTC. Every string from the data is
@@ -288,10 +291,16 @@ def _gameday(gameday: dict[str, Any]) -> _Part | None:
     if not strategies:
         return None
     go = _plotly()
+    failures = gameday.get("failures")
     names = [
-        f"{_label(n)}<br>{s.get('downtime_per_failure_min', 0):g} min/failure"
+        f"{_label(n)}<br>{s.get('downtime_per_failure_min', 0):g} measured / "
+        f"{s.get('formula_downtime_per_failure_min', 0):g} formula min/failure"
         for n, s in strategies.items()
     ]
+    bars = (
+        ("measured: the twin's downtime per failure", "goodput_pct"),
+        ("formula: the planner's downtime per failure", "formula_goodput_pct"),
+    )
     fig = go.Figure(
         [
             go.Bar(
@@ -300,13 +309,24 @@ def _gameday(gameday: dict[str, Any]) -> _Part | None:
                 y=[s.get(key) for s in strategies.values()],
                 texttemplate="%{y:.1f}",
             )
-            for label, key in (("measured", "goodput_pct"), ("formula", "formula_goodput_pct"))
+            for label, key in bars
         ]
     )
     fig.update_layout(
-        barmode="group", height=380, yaxis={"title": "goodput (%)", "range": [0, 100]}
+        barmode="group",
+        height=380,
+        yaxis={"title": "goodput (%)", "range": [0, 100]},
+        legend={"orientation": "h"},
     )
-    return _chart(fig, "chart-gameday")
+    note = (
+        f"Both bars charge the same {failures} failures drawn over the period: the measured "
+        "bar at the downtime per failure measured on the twin, the formula bar at the "
+        "planner's downtime per failure for the same job."
+        if failures is not None
+        else "Both bars charge the same failures."
+    )
+    chart = _chart(fig, "chart-gameday")
+    return _Part(f"<p>{_esc(note)}</p>{chart.html}", chart.charts)
 
 
 def _next_steps(commands: list[str]) -> _Part:
