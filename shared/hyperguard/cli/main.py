@@ -441,6 +441,9 @@ def cmd_twin_status(args: argparse.Namespace) -> int:
     print("what the twin does where the emulator cannot:")
     for gap in status["emulator_gaps"]:
         print(f"  {gap['type']}: {gap['twin_does']}")
+    print("where the twin is still kinder than a real cluster:")
+    for leniency in status.get("leniencies", []):
+        print(f"  {leniency['emulates']}: {leniency['lenient']}")
     print(f"invocations: {status['invocations']}  errors: {status['function_errors']}")
     print(f"queues: {status['queue_depth']}  executions: {status['executions']}")
     return EXIT_OK

@@ -39,6 +39,7 @@ from hyperguard.twin.effects import EffectRunner
 from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
 from hyperguard.twin.kube import EksTokenAuthenticator, KubeApiServer, ObjectStore
 from hyperguard.twin.lambda_runtime import FunctionSpec, LambdaRuntime, stage_layer
+from hyperguard.twin.leniencies import LENIENCIES
 from hyperguard.twin.poller import SqsMapping, SqsPoller
 from hyperguard.twin.telemetry import CloudWatchSink
 
@@ -639,6 +640,7 @@ class Twin:
             "resources": self.deployment.resources,
             "not_created": self.deployment.skipped,
             "emulator_gaps": gaps,
+            "leniencies": [{"emulates": what, "lenient": how} for what, how in LENIENCIES],
             "invocations": dict(runtime.invocations),
             "function_errors": {name: n for name, n in runtime.errors.items() if n},
             "cold_starts": dict(runtime.cold_starts),
