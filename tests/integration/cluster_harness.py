@@ -23,8 +23,10 @@ from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import KubernetesAdapter
+from hyperguard.cluster.kueue import shared_objects, team_objects
 from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.models.governance import PriorityClass
 from hyperguard.store import JobStore, TeamStore
 from hyperguard.twin import aws as twin_aws
 from hyperguard.twin.clock import ManualClock
@@ -119,6 +121,13 @@ def cluster_apis(*, hyperpod_nodes: int = 16, burst_nodes: int = 4) -> Iterator[
         kubernetes_module._eks_connection.cache_clear()
 
 
+def ensure_queues(apis: ClusterApis, team: str) -> None:
+    """What a pass does before its first dispatch for a team: the Kueue objects its runs
+    need, with the `training` priority class the harness's jobs name."""
+    classes = [PriorityClass(name="training", weight=50)]
+    apis.gateway.ensure_queues([*shared_objects(classes), *team_objects(team)])
+
+
 def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, Job]:
     """The three checkpointing training jobs, placed on the first HyperPod nodes: submitted,
     admitted (under a scheduler lease) and started through the job lifecycle, as the API
@@ -169,6 +178,7 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
                 "last_checkpoint": checkpoint,
             }
         )
+        ensure_queues(apis, team)
         apis.gateway.dispatch(placed, nodes)
         seeded[job_id] = placed
     teams.release_lease(lease)

@@ -73,6 +73,9 @@ class Cluster:
     def job_runs(self) -> list[RunStatus]:
         return list(self.runs.values())
 
+    def ensure_queues(self, manifests: list[dict[str, Any]]) -> dict[str, str]:
+        return {f"{m['kind']}/{m['metadata']['name']}": "unchanged" for m in manifests}
+
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
         self.runs[job.job_id] = RunStatus(
             job_id=job.job_id,

@@ -22,6 +22,7 @@ from tests.integration.cluster_harness import (
     REGION,
     ClusterApis,
     cluster_apis,
+    ensure_queues,
     sagemaker,
     unchecked,
 )
@@ -310,6 +311,7 @@ def test_a_deleted_node_loses_its_pods(apis: ClusterApis) -> None:
         submitted_at=apis.clock.now(),
     )
     placed = job.model_copy(update={"status": JobStatus.RUNNING, "nodes": [target], "pool": GROUP})
+    ensure_queues(apis, "nlp")
     apis.gateway.dispatch(placed, [target])
     apis.settle()
     on_target = f"spec.nodeName=hyperpod-{target}"

@@ -73,6 +73,11 @@ class ClusterGateway(Protocol):
 
     def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool: ...
 
+    def ensure_queues(self, manifests: list[dict[str, Any]]) -> dict[str, str]:
+        """Ensure the Kueue objects runs need (hyperguard.cluster.kueue) exist as HyperGuard
+        keeps them; the outcome per `<Kind>/<name>` (created, updated, unchanged, foreign)."""
+        ...
+
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
         """Submit run `job.run` of the job on `nodes` (one instance id per replica)."""
         ...

@@ -54,6 +54,7 @@ from hyperguard.cluster.kubernetes import (
     KubernetesAdapter,
     NodeCondition,
 )
+from hyperguard.cluster.kueue import KueueObjects
 from hyperguard.cluster.workloads import (
     JOB_ID_LABEL,
     RunKind,
@@ -157,6 +158,10 @@ class HyperPodEksGateway:
     def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool:
         """HyperPod's deep health checks; EKS burst nodes have none (False)."""
         return self.hyperpod.start_deep_health_check(instance_ids, checks)
+
+    def ensure_queues(self, manifests: list[dict[str, Any]]) -> dict[str, str]:
+        """Kueue's objects on the EKS cluster's API server (hyperguard.cluster.kueue)."""
+        return dict(KueueObjects(self.kubernetes).ensure(manifests))
 
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
         """Submit run `job.run` of `job` pinned to `nodes` (instance ids, one per replica):

@@ -421,6 +421,36 @@ class KubernetesAdapter:
         call = partial(self.client.patch, NodeClaim, name, patch, patch_type=PatchType.MERGE)
         return self._request(f"annotate NodeClaim {name}", call, expected=(404,)) is None
 
+    # other objects, as JSON (the Kueue objects HyperGuard keeps: hyperguard.cluster.kueue)
+
+    def get_object(
+        self, resource: Any, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """The object `name` of a lightkube resource class; None when there is none (404)."""
+        what = f"get {resource.__name__} {name}"
+        found = self._get(what, partial(self.client.get, resource, name, namespace=namespace))
+        return None if found is None else dict(found.to_dict())
+
+    def create_object(self, resource: Any, manifest: dict[str, Any]) -> bool:
+        """Create an object of a lightkube resource class. False when it exists (409)."""
+        what = f"create {resource.__name__} {manifest['metadata']['name']}"
+        call = partial(self.client.create, resource.from_dict(manifest))
+        return self._request(what, call, expected=(409,)) is None
+
+    def patch_object(
+        self, resource: Any, name: str, patch: dict[str, Any], namespace: str | None = None
+    ) -> bool:
+        """JSON merge patch of an object. False when it is gone (404)."""
+        call = partial(
+            self.client.patch,
+            resource,
+            name,
+            patch,
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        return self._request(f"patch {resource.__name__} {name}", call, expected=(404,)) is None
+
     # internals
 
     def _api[T](self, call: Callable[[], T]) -> T:

@@ -46,7 +46,11 @@ Order of effects, and why:
 * resize (elastic): conditional write, then the cluster (a HyperPodPyTorchJob is patched in
   place, a batch Job re-run from its checkpoint);
 * admit: conditional write (status Admitted, nodes, pool), then `dispatch`, then Running; a
-  dispatch the cluster refuses puts the job back to Pending with the cluster's error;
+  dispatch the cluster refuses puts the job back to Pending with the cluster's error. Before
+  a pass's first dispatch for a team it ensures the team's Kueue objects (namespace,
+  ClusterQueue, LocalQueue; with the first team also the ResourceFlavor and the priority
+  classes' WorkloadPriorityClasses: hyperguard.cluster.kueue), whose failure is a refused
+  dispatch too;
 * a job the engine admits but no allowed pool can place stays pending with the placement
   reason, and the preemptions made for it are not carried out.
 """
@@ -68,6 +72,7 @@ from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.cluster.karpenter import BurstClaim
+from hyperguard.cluster.kueue import shared_objects, team_objects
 from hyperguard.cluster.workloads import RunPhase, RunStatus
 from hyperguard.governance.burst_policy import (
     BurstPolicy,
@@ -89,6 +94,7 @@ from hyperguard.governance.state import EngineSettings, GovernanceState, Workloa
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
 from hyperguard.models.camel import CamelModel
+from hyperguard.models.governance import PriorityClass
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
     HOLDING_STATUSES,
@@ -399,6 +405,10 @@ class _PassRun:
         """The cluster's nodes as the pass read them."""
         self.checkpointed: dict[str, int] = {}
         """Jobs whose new checkpoint this pass found: the step."""
+        self.priority_classes: list[PriorityClass] = []
+        """The scheduler config's priority classes, as the pass read them."""
+        self.queues_ready: set[str] = set()
+        """Teams whose Kueue objects this pass ensured (the first also the shared ones)."""
 
     def per_replica(self, job: Job) -> int:
         """Accelerators one replica of the job holds on its node."""
@@ -452,6 +462,7 @@ class _PassRun:
         quotas = self.teams.quotas()
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
+        self.priority_classes = config.priority_classes
         capacity = Counter(
             ml_name(n.instance_type) for n in nodes if usable(n) and n.instance_id not in spares
         )
@@ -1042,8 +1053,24 @@ class _PassRun:
             self.occupancy.free = trial.free
             self.resize_on_cluster(job.job_id)
 
+    def ensure_queues(self, team: str) -> None:
+        """The Kueue objects a run of `team` needs before it is dispatched, once a pass (and
+        the cluster-wide ones once), so that a missing or changed one is put right by the
+        next dispatch (D71). Raises ClusterError."""
+        if team in self.queues_ready:
+            return
+        manifests = team_objects(team)
+        if not self.queues_ready:
+            manifests = [*shared_objects(self.priority_classes), *manifests]
+        outcomes = self.gateway.ensure_queues(manifests)
+        self.queues_ready.add(team)
+        changed = {key: outcome for key, outcome in outcomes.items() if outcome != "unchanged"}
+        if changed:
+            logger.info("kueue objects ensured", extra={"team": team, "changed": changed})
+
     def dispatch(self, job: Job) -> None:
         try:
+            self.ensure_queues(job.team)
             self.gateway.dispatch(job, list(job.nodes))
         except ClusterError as exc:
             self.count(self.lifecycle.undispatch(job.job_id, str(exc)))

@@ -1,0 +1,226 @@
+"""The Kueue objects HyperGuard's runs need, and the ensure step that keeps them (D71).
+
+A run is dispatched suspended into `hyperpod-ns-<team>` with `kueue.x-k8s.io/queue-name:
+hyperpod-ns-<team>-localqueue` and, when the job names one, `kueue.x-k8s.io/priority-class:
+<class>-priority` (hyperguard.cluster.workloads). Kueue (kubernetes-sigs/kueue v0.14,
+kueue.x-k8s.io/v1beta1) unsuspends it only when that LocalQueue exists in the namespace and
+points to a ClusterQueue whose namespaceSelector takes the namespace and whose quota has room,
+and when the WorkloadPriorityClass exists (without it Kueue's job reconciler cannot build the
+Workload: `GetPriorityFromWorkloadPriorityClass` in pkg/util/priority fails and the job is
+retried, suspended). HyperGuard keeps those objects itself, per team:
+
+- Namespace `hyperpod-ns-<team>`;
+- ClusterQueue `hyperpod-ns-<team>-clusterqueue`: its namespaceSelector picks the team's
+  namespace by the `kubernetes.io/metadata.name` label kube-apiserver sets; one
+  ResourceFlavor `hyperguard` without node labels (HyperGuard pins a run's pods to the nodes
+  it chose; a flavor's node labels would be a second placement); a nominal quota no cluster
+  reaches, so that Kueue never holds back or preempts what HyperGuard's engine admitted
+  (HyperGuard is the admission engine; two engines counting different numbers would
+  disagree: D71); no preemption, no cohort;
+- LocalQueue `hyperpod-ns-<team>-localqueue` in the namespace, pointing to that ClusterQueue;
+
+and, for the cluster, the ResourceFlavor and one WorkloadPriorityClass `<class>-priority`
+per priority class of the scheduler config (value: the class's weight).
+
+Every object HyperGuard creates carries `app.kubernetes.io/managed-by: hyperguard`. An object
+of the same name without that label belongs to someone else (SageMaker task governance, an
+operator) and is left alone: the outcome says so, and docs/operations.md says what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from typing import Any
+
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.resources.core_v1 import Namespace
+
+from hyperguard.cluster.kubernetes import KubernetesAdapter
+from hyperguard.cluster.workloads import local_queue, team_namespace
+from hyperguard.models.governance import PriorityClass
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta1"
+KUEUE_API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "hyperguard"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label kube-apiserver puts on every namespace, its value the namespace's name."""
+FLAVOR = "hyperguard"
+UNBOUNDED_QUOTA: dict[str, str] = {
+    "cpu": "1000000000",
+    "memory": "4Ei",
+    "nvidia.com/gpu": "100000000",
+    "aws.amazon.com/neuron": "100000000",
+    "vpc.amazonaws.com/efa": "100000000",
+}
+"""Every resource a run's pods may request, each with a nominal quota above the largest
+quota HyperGuard accepts for a team (models.governance.MAX_INSTANCES instances, and the
+accelerators, vCPU and memory of that many of the largest instance) and within the int64
+Kueue counts in. A resource a pod requests that its ClusterQueue does not cover leaves the
+Workload inadmissible ("resource ... unavailable in ClusterQueue", Kueue's flavorassigner)."""
+
+ResourceFlavor = create_global_resource(
+    KUEUE_GROUP, KUEUE_VERSION, "ResourceFlavor", "resourceflavors"
+)
+ClusterQueue = create_global_resource(KUEUE_GROUP, KUEUE_VERSION, "ClusterQueue", "clusterqueues")
+LocalQueue = create_namespaced_resource(KUEUE_GROUP, KUEUE_VERSION, "LocalQueue", "localqueues")
+WorkloadPriorityClass = create_global_resource(
+    KUEUE_GROUP, KUEUE_VERSION, "WorkloadPriorityClass", "workloadpriorityclasses"
+)
+_RESOURCES: dict[str, Any] = {
+    "Namespace": Namespace,
+    "ResourceFlavor": ResourceFlavor,
+    "ClusterQueue": ClusterQueue,
+    "LocalQueue": LocalQueue,
+    "WorkloadPriorityClass": WorkloadPriorityClass,
+}
+_KEPT_FIELDS = ("spec", "value", "description")
+"""What HyperGuard keeps of an object besides its label (a WorkloadPriorityClass has no
+spec: its value and description are top-level)."""
+
+
+class EnsureOutcome(StrEnum):
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    FOREIGN = "foreign"
+    """An object of that name that HyperGuard did not create: left as it is."""
+
+
+def cluster_queue(team: str) -> str:
+    return f"{team_namespace(team)}-clusterqueue"
+
+
+def priority_class_name(priority_class: str) -> str:
+    """The WorkloadPriorityClass a run of this class names (HyperPod's convention)."""
+    return f"{priority_class}-priority"
+
+
+def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def shared_objects(priority_classes: Iterable[PriorityClass]) -> list[dict[str, Any]]:
+    """The cluster-wide objects every team's runs need: the ResourceFlavor and a
+    WorkloadPriorityClass per priority class."""
+    flavor = {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": _meta(FLAVOR),
+        "spec": {},
+    }
+    classes = [
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": _meta(priority_class_name(pc.name)),
+            "value": pc.weight,
+            "description": f"HyperGuard priority class {pc.name} (weight {pc.weight})",
+        }
+        for pc in priority_classes
+    ]
+    return [flavor, *classes]
+
+
+def team_objects(team: str) -> list[dict[str, Any]]:
+    """The team's Namespace, ClusterQueue and LocalQueue, in the order they must exist."""
+    namespace = team_namespace(team)
+    resources = [
+        {"name": resource, "nominalQuota": quota} for resource, quota in UNBOUNDED_QUOTA.items()
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "ClusterQueue",
+            "metadata": _meta(cluster_queue(team)),
+            "spec": {
+                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+                "queueingStrategy": "BestEffortFIFO",
+                "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": list(UNBOUNDED_QUOTA),
+                        "flavors": [{"name": FLAVOR, "resources": resources}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": KUEUE_API_VERSION,
+            "kind": "LocalQueue",
+            "metadata": _meta(local_queue(team), namespace),
+            "spec": {"clusterQueue": cluster_queue(team)},
+        },
+    ]
+
+
+def _contains(actual: Any, wanted: Any) -> bool:
+    """Whether `actual` has everything `wanted` has: fields the API server defaulted (or
+    another controller added) are not a difference."""
+    if isinstance(wanted, dict):
+        return isinstance(actual, dict) and all(
+            _contains(actual.get(key), value) for key, value in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(wanted)
+            and all(_contains(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return bool(actual == wanted)
+
+
+def change_for(wanted: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON merge patch that brings HyperGuard's object `actual` to `wanted`; None when
+    it already matches."""
+    patch = {
+        field: wanted[field]
+        for field in _KEPT_FIELDS
+        if field in wanted and not _contains(actual.get(field), wanted[field])
+    }
+    return patch or None
+
+
+def owned_by_hyperguard(obj: dict[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(MANAGED_BY_LABEL) == MANAGED_BY)
+
+
+class KueueObjects:
+    """Ensures Kueue objects through the cluster's Kubernetes adapter: each is read, then
+    created when missing or patched when HyperGuard's own copy differs."""
+
+    def __init__(self, kubernetes: KubernetesAdapter) -> None:
+        self.kubernetes = kubernetes
+
+    def ensure(self, manifests: Sequence[dict[str, Any]]) -> dict[str, EnsureOutcome]:
+        """Outcome per object, keyed `<Kind>/<name>`; raises ClusterError when the API
+        refuses (the caller retries on its next pass)."""
+        return {
+            f"{manifest['kind']}/{manifest['metadata']['name']}": self._ensure_one(manifest)
+            for manifest in manifests
+        }
+
+    def _ensure_one(self, wanted: dict[str, Any]) -> EnsureOutcome:
+        resource = _RESOURCES[wanted["kind"]]
+        meta = wanted["metadata"]
+        name, namespace = meta["name"], meta.get("namespace")
+        actual = self.kubernetes.get_object(resource, name, namespace)
+        if actual is None:
+            if self.kubernetes.create_object(resource, wanted):
+                return EnsureOutcome.CREATED
+            # Created since the read (a concurrent pass): the next pass compares it.
+            return EnsureOutcome.UNCHANGED
+        if not owned_by_hyperguard(actual):
+            return EnsureOutcome.FOREIGN
+        patch = change_for(wanted, actual)
+        if patch is None:
+            return EnsureOutcome.UNCHANGED
+        self.kubernetes.patch_object(resource, name, patch, namespace)
+        return EnsureOutcome.UPDATED
