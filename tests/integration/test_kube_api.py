@@ -35,6 +35,7 @@ from hyperguard.cluster.workloads import (
 from hyperguard.models import Job
 from hyperguard.twin.kube import (
     JOBS,
+    NAMESPACES,
     NODECLAIMS,
     NODES,
     PDBS,
@@ -52,6 +53,14 @@ CLUSTER = "hyperguard-twin"
 INSTANCE = "i-0123456789abcdef0"
 OTHER_INSTANCE = "i-0fedcba9876543210"
 NS = "hyperpod-ns-ml"
+
+
+def with_team_namespace(store: ObjectStore) -> ObjectStore:
+    """The store with the team namespace the tests' objects live in (the API server
+    refuses objects in a namespace that does not exist)."""
+    if store.find(NAMESPACES, NS) is None:
+        store.create(NAMESPACES, {"metadata": {"name": NS}})
+    return store
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +119,8 @@ def serve() -> Iterator[Callable[..., KubeApiServer]]:
 
     def start(store: ObjectStore | None = None, **auth: Any) -> KubeApiServer:
         authenticator = EksTokenAuthenticator(CLUSTER, **auth)
-        server = KubeApiServer(store or ObjectStore(), authenticator=authenticator)
+        store = with_team_namespace(store or ObjectStore())
+        server = KubeApiServer(store, authenticator=authenticator)
         server.start()
         servers.append(server)
         return server
@@ -615,7 +625,7 @@ def http() -> Iterator[Callable[[KubeApiServer], httpx2.Client]]:
 
 def static_server(store: ObjectStore | None = None) -> KubeApiServer:
     authenticator = StaticTokenAuthenticator({"static": "tester"})
-    return KubeApiServer(store or ObjectStore(), authenticator=authenticator)
+    return KubeApiServer(with_team_namespace(store or ObjectStore()), authenticator=authenticator)
 
 
 def test_rest_errors_are_status_objects(http: Callable[[KubeApiServer], httpx2.Client]) -> None:
@@ -658,7 +668,7 @@ def test_rest_errors_are_status_objects(http: Callable[[KubeApiServer], httpx2.C
 def test_rest_status_subresource_and_delete_options(
     http: Callable[[KubeApiServer], httpx2.Client],
 ) -> None:
-    store = ObjectStore()
+    store = with_team_namespace(ObjectStore())
     job = store.create(JOBS, {"metadata": {"name": "j"}, "spec": {}}, NS)
     ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": job["metadata"]["uid"]}
     seed_pod(store, "j-0", "node-a", ownerReferences=[ref])
@@ -708,5 +718,6 @@ def test_version_and_discovery(http: Callable[[KubeApiServer], httpx2.Client]) -
         "batch/v1",
         "policy/v1",
         "karpenter.sh/v1",
+        "kueue.x-k8s.io/v1beta1",
         "sagemaker.amazonaws.com/v1",
     }

@@ -13,6 +13,7 @@ from hyperguard.twin.clock import ManualClock
 from hyperguard.twin.kube.store import (
     EVENTS,
     JOBS,
+    NAMESPACES,
     NODECLAIMS,
     NODES,
     PDBS,
@@ -46,7 +47,10 @@ def raises(code: int, reason: str) -> Iterator[None]:
 
 @pytest.fixture
 def store() -> ObjectStore:
-    return ObjectStore()
+    store = ObjectStore()
+    for namespace in (NS, "other"):
+        store.create(NAMESPACES, {"metadata": {"name": namespace}})
+    return store
 
 
 def test_registry_lookup() -> None:
@@ -403,3 +407,37 @@ def test_timestamps_come_from_the_clock() -> None:
     marked = store.delete(NODECLAIMS, "claim")
     assert created["metadata"]["creationTimestamp"] == "2025-03-01T12:00:00Z"
     assert marked["metadata"]["deletionTimestamp"] == "2025-03-01T12:01:30Z"
+
+
+def test_the_system_namespaces_exist_from_the_start() -> None:
+    found = ObjectStore().list(NAMESPACES)
+    assert names(found) == ["default", "kube-node-lease", "kube-public", "kube-system"]
+    assert all(n["status"]["phase"] == "Active" for n in found)
+
+
+def test_nothing_is_created_in_a_namespace_that_does_not_exist(store: ObjectStore) -> None:
+    with pytest.raises(KubeError) as caught:
+        store.create(PODS, pod("p1"), "absent")
+    error = caught.value
+    assert (error.code, error.reason, error.message) == (
+        404,
+        "NotFound",
+        'namespaces "absent" not found',
+    )
+    assert error.details == {"name": "absent", "kind": "namespaces"}
+    assert store.list(PODS) == []
+
+
+def test_a_namespace_is_labelled_with_its_name(store: ObjectStore) -> None:
+    created = store.create(NAMESPACES, {"metadata": {"name": "team", "labels": {"a": "b"}}})
+    labels = created["metadata"]["labels"]
+    assert labels == {"a": "b", "kubernetes.io/metadata.name": "team"}
+
+
+def test_deleting_a_namespace_deletes_what_is_in_it(store: ObjectStore) -> None:
+    store.create(PODS, pod("p1"), NS)
+    store.create(PODS, pod("p2"), "other")
+    store.delete(NAMESPACES, NS)
+    assert names(store.list(PODS)) == ["p2"]
+    with raises(404, "NotFound"):
+        store.create(PODS, pod("p3"), NS)

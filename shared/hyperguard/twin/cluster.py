@@ -35,10 +35,12 @@ What it models, and the behaviour it stands for:
   finds none left leaves the node in Failure), idempotent by ClientToken;
   BatchDeleteClusterNodes removes nodes by instance id or NodeLogicalId (NodeIdNotFound,
   NodeIdInUse while a reboot or replacement is in progress), their pods lost;
-- a batch/v1 Job the service creates is admitted (Kueue) and its pods start on the nodes it
-  pins; a job steps while every node under it is Running and healthy, and checkpoints every
-  N steps (S3 shards, then the `_COMPLETE` marker, then a report to the service's API); a
-  new run of a job resumes from the last checkpoint it wrote. A lost pod fails the Job
+- a batch/v1 Job or HyperPodPyTorchJob the service creates suspended starts once Kueue
+  admits it (twin/kueue.py: its LocalQueue, ClusterQueue, WorkloadPriorityClass and quota
+  must be there), and its pods start on the nodes it pins; a job steps while every node
+  under it is Running and healthy, and checkpoints every N steps (S3 shards, then the
+  `_COMPLETE` marker, then a report to the service's API); a new run of a job resumes from
+  the last checkpoint it wrote. A lost pod fails the Job
   (backoffLimit 0), unless the job opted into HyperPod auto-resume: HyperPod restarts it from
   its checkpoint once its nodes (a replaced node counts as its replacement) are back.
 """
@@ -98,6 +100,7 @@ from hyperguard.twin.kube.store import (
     PODS,
     ObjectStore,
 )
+from hyperguard.twin.kueue import Kueue, is_suspended
 
 FaultKind = Literal["gpu", "persistent", "kernel"]
 CapacityType = Literal["reserved", "on-demand", "spot"]
@@ -399,6 +402,7 @@ class SimulatedCluster:
         """Client-created pods kube-scheduler has not bound yet: (namespace, name)."""
         self._step = timedelta(seconds=self.timings.step_duration_s)
         store.add_listener(self._on_api_change)
+        self.kueue = Kueue(store, lambda: self._stamp(self.clock.now()))
 
     @property
     def cluster_arn(self) -> str:
@@ -1371,15 +1375,18 @@ class SimulatedCluster:
             return  # our own write
         with self._settled() as now:
             if rt in RUN_RESOURCES and event == "ADDED":
-                self._admit(rt, obj, now)
+                if not is_suspended(rt, obj):
+                    self._start(rt, obj, now)
+            elif rt in RUN_RESOURCES and event == "MODIFIED" and old is not None:
+                if is_suspended(rt, old) and not is_suspended(rt, obj):
+                    self._start(rt, obj, now)  # Kueue admitted it
+                elif rt == HYPERPOD_PYTORCH_JOBS and _replica_spec(obj) != _replica_spec(old):
+                    self._rescale(obj, now)
             elif rt in RUN_RESOURCES and event == "DELETED":
                 run = self._runs.get(obj["metadata"]["uid"])
                 if run is not None and run.state in ("running", "waiting"):
                     self._freeze(run, now)
                     run.state = "stopped"
-            elif rt == HYPERPOD_PYTORCH_JOBS and event == "MODIFIED" and old is not None:
-                if _replica_spec(obj) != _replica_spec(old):
-                    self._rescale(obj, now)
             elif rt == PODS and event == "DELETED":
                 self._pod_gone(obj, now)
             elif rt == PODS and event == "ADDED" and not (obj.get("spec") or {}).get("nodeName"):
@@ -1394,9 +1401,10 @@ class SimulatedCluster:
             ):
                 self._release_claim(obj, now)
 
-    def _admit(self, rt: Any, job: dict[str, Any], now: datetime) -> None:
-        """Kueue admits the run at once (HyperGuard placed it already) and its pods start
-        on the nodes it pins."""
+    def _start(self, rt: Any, job: dict[str, Any], now: datetime) -> None:
+        """The job controller (the HyperPod training operator for a HyperPodPyTorchJob)
+        starts a run that is not, or no longer, suspended (Kueue admitted it: twin/kueue.py):
+        its pods on the nodes it pins."""
         meta, spec = job["metadata"], job.get("spec", {})
         if rt == HYPERPOD_PYTORCH_JOBS:
             replica_spec = _replica_spec(job)
@@ -1438,11 +1446,6 @@ class SimulatedCluster:
             elastic=elastic,
         )
         self._runs[run.uid] = run
-        if kind == "HyperPodPyTorchJob":
-            unsuspend: dict[str, Any] = {"spec": {"runPolicy": {"suspend": False}}}
-        else:
-            unsuspend = {"spec": {"suspend": False}}
-        self.store.patch(RUN_RESOURCES[kind], run.name, unsuspend, run.namespace)
         self._start_pods(run, now)
 
     def _start_pods(self, run: Run, now: datetime) -> None:

@@ -75,6 +75,12 @@ EMULATOR_GAPS: dict[str, str] = {
     "the upstream CRDs' and the built-in kinds' structural schemas, but not their CEL rules "
     "(x-kubernetes-validations) or string formats, and pod templates' ObjectMeta is not "
     "checked beyond labels and annotations; no RBAC, no admission webhooks",
+    "Kueue": "the twin's Kueue (v0.14) admits a suspended Job or HyperPodPyTorchJob only "
+    "with its LocalQueue, ClusterQueue (namespace selector, quota with cohort borrowing and "
+    "lending) and WorkloadPriorityClass, and writes Kueue's conditions on its Workload; it "
+    "does not preempt, share fairly, run admission checks or partial admission, match "
+    "flavors' taints or node affinity (nodeSelector only), stop queues, or re-admit a job "
+    "whose pod sets change; a deleted namespace goes at once, with what is in it",
     "EC2 RebootInstances": "reboots of the simulated burst nodes' instances reach the "
     "simulated cluster",
 }

@@ -7,16 +7,21 @@ from hyperguard.twin.kube.auth import (
 )
 from hyperguard.twin.kube.server import KubeApiServer
 from hyperguard.twin.kube.store import (
+    CLUSTER_QUEUES,
     EVENTS,
     HYPERPOD_PYTORCH_JOBS,
     JOBS,
+    LOCAL_QUEUES,
     NAMESPACES,
     NODECLAIMS,
     NODEPOOLS,
     NODES,
     PDBS,
     PODS,
+    RESOURCE_FLAVORS,
     RESOURCES,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
     KubeError,
     ObjectStore,
     ResourceType,
@@ -25,9 +30,11 @@ from hyperguard.twin.kube.store import (
 from hyperguard.twin.kube.tls import generate_certificates
 
 __all__ = [
+    "CLUSTER_QUEUES",
     "EVENTS",
     "HYPERPOD_PYTORCH_JOBS",
     "JOBS",
+    "LOCAL_QUEUES",
     "NAMESPACES",
     "NODECLAIMS",
     "NODEPOOLS",
@@ -35,6 +42,9 @@ __all__ = [
     "PDBS",
     "PODS",
     "RESOURCES",
+    "RESOURCE_FLAVORS",
+    "WORKLOADS",
+    "WORKLOAD_PRIORITY_CLASSES",
     "Authenticator",
     "EksTokenAuthenticator",
     "KubeApiServer",

@@ -8,6 +8,10 @@ collection through ownerReferences (Orphan, Background, Foreground: the last rem
 dependents first rather than waiting on a foregroundDeletion finalizer), and the pod
 Eviction subresource checked against PodDisruptionBudgets. Listeners see every committed
 change, which is how the twin's simulated kubelet and controllers react to API calls.
+Namespaces as kube-apiserver keeps them: `default`, `kube-system`, `kube-public` and
+`kube-node-lease` exist from the start, a new one gets the `kubernetes.io/metadata.name`
+label, nothing is created in a namespace that does not exist (404, NamespaceLifecycle), and
+deleting a namespace deletes what is in it.
 
 A write may carry an `admit` step: the API server passes the schema admission (pruning,
 defaulting, validation: hyperguard.twin.kube.schema) so that it runs on the object as it
@@ -16,9 +20,10 @@ as given: lightkube decodes strictly, so an object its model rejects, such as a 
 spec.containers, fails the client: store complete objects.
 
 Not emulated: JSON patch and server-side apply, strategic merge patch's list merging
-(lists are replaced), namespace existence and deletion, pod graceful termination (a pod
-without finalizers is removed at once), and the disruption controller (a budget's
-allowance is computed on each eviction from the pods it selects).
+(lists are replaced), a namespace's Terminating phase (it goes at once, even while
+finalizers hold some of its objects), pod graceful termination (a pod without finalizers
+is removed at once), and the disruption controller (a budget's allowance is computed on each
+eviction from the pods it selects).
 """
 
 from __future__ import annotations
@@ -96,10 +101,44 @@ NODEPOOLS = ResourceType("karpenter.sh", "v1", "NodePool", "nodepools", namespac
 HYPERPOD_PYTORCH_JOBS = ResourceType(
     "sagemaker.amazonaws.com", "v1", "HyperPodPyTorchJob", "hyperpodpytorchjobs", True
 )
+# Kueue's API (kubernetes-sigs/kueue v0.14, kueue.x-k8s.io/v1beta1), served as the CRDs
+# Kueue installs declare them: WorkloadPriorityClass has no status subresource.
+KUEUE_GROUP = "kueue.x-k8s.io"
+RESOURCE_FLAVORS = ResourceType(KUEUE_GROUP, "v1beta1", "ResourceFlavor", "resourceflavors", False)
+CLUSTER_QUEUES = ResourceType(KUEUE_GROUP, "v1beta1", "ClusterQueue", "clusterqueues", False)
+LOCAL_QUEUES = ResourceType(KUEUE_GROUP, "v1beta1", "LocalQueue", "localqueues", True)
+WORKLOADS = ResourceType(KUEUE_GROUP, "v1beta1", "Workload", "workloads", True)
+WORKLOAD_PRIORITY_CLASSES = ResourceType(
+    KUEUE_GROUP,
+    "v1beta1",
+    "WorkloadPriorityClass",
+    "workloadpriorityclasses",
+    namespaced=False,
+    status_subresource=False,
+)
 RESOURCES: dict[str, ResourceType] = {
-    rt.key: rt for rt in (NODES, PODS, NAMESPACES, EVENTS, JOBS, PDBS, NODECLAIMS, NODEPOOLS)
+    rt.key: rt
+    for rt in (
+        NODES,
+        PODS,
+        NAMESPACES,
+        EVENTS,
+        JOBS,
+        PDBS,
+        NODECLAIMS,
+        NODEPOOLS,
+        HYPERPOD_PYTORCH_JOBS,
+        RESOURCE_FLAVORS,
+        CLUSTER_QUEUES,
+        LOCAL_QUEUES,
+        WORKLOADS,
+        WORKLOAD_PRIORITY_CLASSES,
+    )
 }
-RESOURCES[HYPERPOD_PYTORCH_JOBS.key] = HYPERPOD_PYTORCH_JOBS
+INITIAL_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+"""The namespaces kube-apiserver creates at start (its system namespaces controller)."""
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""Set by kube-apiserver on every namespace to the namespace's name (since 1.22)."""
 Listener = Callable[[Event, ResourceType, Obj, Obj | None, str | None], None]
 Admission = Callable[[Obj], Obj]
 """What the API server does to an object a request writes before it is stored (schema
@@ -228,6 +267,15 @@ def _scaled(value: int | str, total: int) -> int:
     raise KubeError(422, "Invalid", f"invalid disruption budget value {value!r}")
 
 
+def _dress_namespace(namespace: Obj) -> None:
+    """What kube-apiserver adds to a new namespace: the name label, the `kubernetes`
+    finalizer the namespace controller removes once the namespace is empty, phase Active."""
+    meta = namespace["metadata"]
+    meta["labels"] = {**(meta.get("labels") or {}), NAMESPACE_NAME_LABEL: meta["name"]}
+    namespace["spec"] = {"finalizers": ["kubernetes"]}
+    namespace["status"] = {"phase": "Active"}
+
+
 def _spec_of(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
@@ -251,6 +299,8 @@ class ObjectStore:
         self._listeners: list[Listener] = []
         # Propagation asked for by a delete that finalizers are holding up, by owner uid.
         self._pending_propagation: dict[str, str] = {}
+        for name in INITIAL_NAMESPACES:
+            self.create(NAMESPACES, {"metadata": {"name": name}})
 
     @property
     def current_resource_version(self) -> str:
@@ -328,6 +378,10 @@ class ObjectStore:
                 details = {"name": name, "group": rt.group, "kind": rt.plural}
                 message = f'{rt.key} "{name}" already exists'
                 raise KubeError(409, "AlreadyExists", message, details)
+            if rt.namespaced:
+                self._require_namespace(meta["namespace"])
+            if rt == NAMESPACES:
+                _dress_namespace(new)
             for server_owned in _DELETION_METADATA:
                 meta.pop(server_owned, None)
             self._rv += 1
@@ -410,6 +464,8 @@ class ObjectStore:
         with self.lock:
             current = self._stored(rt, name, namespace)
             meta = current["metadata"]
+            if rt == NAMESPACES:
+                self._empty_namespace(name, user)
             if not meta.get("finalizers"):
                 self._rv += 1
                 final = copy.deepcopy(current)
@@ -455,6 +511,23 @@ class ObjectStore:
             self.delete(PODS, pod_name, namespace, user=user)
 
     # internals
+
+    def _require_namespace(self, namespace: str) -> None:
+        """kube-apiserver's NamespaceLifecycle admission: nothing is created in a namespace
+        that does not exist; the Status is NotFound for `namespaces` (core group, so no
+        `group` in its details), as `kubectl create -n absent` shows."""
+        if self._slot(NAMESPACES, namespace, None) not in self._objects[NAMESPACES.key]:
+            details = {"name": namespace, "kind": NAMESPACES.plural}
+            raise KubeError(404, "NotFound", f'namespaces "{namespace}" not found', details)
+
+    def _empty_namespace(self, namespace: str, user: str | None) -> None:
+        """The namespace controller's work: delete everything in a namespace being deleted."""
+        for rt in RESOURCES.values():
+            if rt.namespaced:
+                for obj in list(self._iter(rt, namespace)):
+                    name = obj["metadata"]["name"]
+                    if self._objects[rt.key].get(self._slot(rt, name, namespace)) is not None:
+                        self.delete(rt, name, namespace, user=user)
 
     @staticmethod
     def _slot(rt: ResourceType, name: str, namespace: str | None) -> tuple[str, str]:

@@ -1,0 +1,199 @@
+"""Kueue on the twin's cluster, through the service's own gateway and the twin's Kubernetes
+API server: a run stays suspended, with Kueue's condition on its Workload, until the Kueue
+objects it names exist and its ClusterQueue has room; the objects HyperGuard ensures
+(hyperguard.cluster.kueue) are what it needs. Each test fails against a cluster that starts
+every run it is given or accepts objects in a namespace that does not exist."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.conftest import Stack
+from tests.integration.cluster_harness import P5, ClusterApis, cluster_apis
+
+from hyperguard.cluster.gateway import ClusterError
+from hyperguard.cluster.kueue import (
+    MANAGED_BY_LABEL,
+    EnsureOutcome,
+    cluster_queue,
+    shared_objects,
+    team_objects,
+)
+from hyperguard.cluster.workloads import local_queue, team_namespace
+from hyperguard.models import Job
+from hyperguard.models.governance import PriorityClass
+from hyperguard.twin.kube.store import (
+    CLUSTER_QUEUES,
+    HYPERPOD_PYTORCH_JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+)
+
+TEAM = "ml"
+NS = team_namespace(TEAM)
+TRAINING = [PriorityClass(name="training", weight=50)]
+
+
+@pytest.fixture
+def apis(stack: Stack) -> Iterator[ClusterApis]:
+    with cluster_apis(hyperpod_nodes=2, burst_nodes=1) as running:
+        yield running
+
+
+def job(apis: ClusterApis, job_id: str, *, priority_class: str | None = "training") -> Job:
+    return Job(
+        job_id=job_id,
+        team=TEAM,
+        priority_class=priority_class,
+        instance_type=P5,
+        replicas=1,
+        accelerators_per_replica=8,
+        image="hyperguard/trainer:test",
+        submitted_at=apis.clock.now(),
+    )
+
+
+def dispatch(apis: ClusterApis, run: Job, node: int = 0) -> None:
+    assert apis.gateway.dispatch(run, [apis.hyperpod[node]])
+    apis.settle()
+
+
+def workload_of(apis: ClusterApis, name: str) -> dict[str, Any] | None:
+    found = [
+        w
+        for w in apis.store.list(WORKLOADS, NS)
+        if any(o["name"] == name for o in w["metadata"].get("ownerReferences") or [])
+    ]
+    return found[0] if found else None
+
+
+def quota_reserved(apis: ClusterApis, name: str) -> tuple[str, str, str]:
+    workload = workload_of(apis, name)
+    assert workload is not None
+    condition = next(c for c in workload["status"]["conditions"] if c["type"] == "QuotaReserved")
+    return condition["status"], condition["reason"], condition["message"]
+
+
+def run_suspended(apis: ClusterApis, name: str) -> bool:
+    run = apis.store.get(HYPERPOD_PYTORCH_JOBS, name, NS)
+    return bool(run["spec"]["runPolicy"]["suspend"])
+
+
+def started(apis: ClusterApis, job_id: str) -> bool:
+    run = apis.cluster.runs().get(job_id)
+    return run is not None and run.state in ("running", "waiting")
+
+
+def ensure(apis: ClusterApis, classes: list[PriorityClass] = TRAINING) -> dict[str, str]:
+    outcome = apis.gateway.ensure_queues([*shared_objects(classes), *team_objects(TEAM)])
+    apis.settle()
+    return outcome
+
+
+def test_a_run_in_a_namespace_that_does_not_exist_is_refused(apis: ClusterApis) -> None:
+    with pytest.raises(ClusterError, match=r"namespaces .+hyperpod-ns-ml.+ not found"):
+        apis.gateway.dispatch(job(apis, "a"), [apis.hyperpod[0]])
+    assert apis.store.list(HYPERPOD_PYTORCH_JOBS) == [] and not started(apis, "a")
+
+
+def test_a_run_waits_for_its_local_queue_and_starts_once_hyperguard_ensured_it(
+    apis: ClusterApis,
+) -> None:
+    apis.store.create(NAMESPACES, {"metadata": {"name": NS}})
+    apis.store.create(
+        WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": "training-priority"}, "value": 50}
+    )
+    dispatch(apis, job(apis, "a"))
+    assert quota_reserved(apis, "a") == (
+        "False",
+        "Inadmissible",
+        f"LocalQueue {local_queue(TEAM)} doesn't exist",
+    )
+    assert run_suspended(apis, "a") and not started(apis, "a")
+
+    outcomes = ensure(apis)
+    assert outcomes[f"Namespace/{NS}"] == EnsureOutcome.FOREIGN  # created above, left alone
+    assert outcomes[f"LocalQueue/{local_queue(TEAM)}"] == EnsureOutcome.CREATED
+    assert quota_reserved(apis, "a") == (
+        "True",
+        "QuotaReserved",
+        f"Quota reserved in ClusterQueue {cluster_queue(TEAM)}",
+    )
+    assert not run_suspended(apis, "a") and started(apis, "a")
+
+
+def test_a_run_waits_without_a_workload_until_its_priority_class_exists(
+    apis: ClusterApis,
+) -> None:
+    ensure(apis, classes=[])
+    dispatch(apis, job(apis, "a"))
+    assert workload_of(apis, "a") is None  # Kueue cannot build it: no priority
+    assert run_suspended(apis, "a") and not started(apis, "a")
+
+    assert ensure(apis)["WorkloadPriorityClass/training-priority"] == EnsureOutcome.CREATED
+    workload = workload_of(apis, "a")
+    assert workload is not None and workload["spec"]["priority"] == 50
+    assert started(apis, "a")
+
+
+def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
+    apis: ClusterApis,
+) -> None:
+    ensure(apis)
+    # An operator's ClusterQueue with room for one 8-GPU run, in place of HyperGuard's.
+    apis.store.patch(
+        CLUSTER_QUEUES,
+        cluster_queue(TEAM),
+        {
+            "metadata": {"labels": {MANAGED_BY_LABEL: "operator"}},
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "hyperguard",
+                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}],
+                            }
+                        ],
+                    }
+                ]
+            },
+        },
+    )
+    dispatch(apis, job(apis, "a"), node=0)
+    dispatch(apis, job(apis, "b"), node=1)
+    assert started(apis, "a") and not started(apis, "b")
+    assert quota_reserved(apis, "b") == (
+        "False",
+        "Pending",
+        "couldn't assign flavors to pod set pods: insufficient unused quota for "
+        "nvidia.com/gpu in flavor hyperguard, 8 more needed",
+    )
+    assert ensure(apis)[f"ClusterQueue/{cluster_queue(TEAM)}"] == EnsureOutcome.FOREIGN
+
+    assert apis.gateway.stop_job("a")
+    apis.settle()
+    assert started(apis, "b") and quota_reserved(apis, "b")[0] == "True"
+
+
+def test_ensuring_twice_changes_nothing_and_a_changed_class_is_updated(
+    apis: ClusterApis,
+) -> None:
+    first = ensure(apis)
+    assert set(first.values()) == {EnsureOutcome.CREATED}
+    queue = apis.store.get(LOCAL_QUEUES, local_queue(TEAM), NS)
+    assert queue["spec"]["clusterQueue"] == cluster_queue(TEAM)  # the CRD defaults the rest
+    assert set(ensure(apis).values()) == {EnsureOutcome.UNCHANGED}
+
+    heavier = [PriorityClass(name="training", weight=80)]
+    again = ensure(apis, heavier)
+    assert again["WorkloadPriorityClass/training-priority"] == EnsureOutcome.UPDATED
+    assert apis.store.get(WORKLOAD_PRIORITY_CLASSES, "training-priority")["value"] == 80
+    assert {k for k, v in again.items() if v != EnsureOutcome.UNCHANGED} == {
+        "WorkloadPriorityClass/training-priority"
+    }
