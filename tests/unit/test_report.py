@@ -283,3 +283,28 @@ def test_the_gameday_chart_says_which_bar_is_which_and_over_how_many_failures() 
     assert "measured: the twin" in page and "formula: the planner" in page  # the legend
     assert "Both bars charge the same 3 failures drawn" in page
     assert "39 measured \\u002f 37.5 formula min" in page  # in the chart's JSON
+
+
+def test_each_recovery_phase_shows_its_wall_seconds_beside_the_cluster_time() -> None:
+    """Detection of 5 cluster minutes that took 5 wall seconds (x60) must read as the
+    service's 5 s, not as 5 minutes of HyperGuard's detection time."""
+    data = {
+        "title": "t",
+        "generated_at": "2026-11-22T09:00:00+00:00",
+        "recoveries": [
+            {
+                "incident_id": "inc-1",
+                "instance_id": "i-1",
+                "outcome": "replaced",
+                "phases": [
+                    phase | {"wall_s": wall}
+                    for phase, wall in zip(
+                        _phases(0, {"detect": 5, "repair": 15.7}), (5.0, 15.7), strict=True
+                    )
+                ],
+            }
+        ],
+    }
+    page = render_report(data)
+    assert "300 s (5.0 s wall)" in page and "942 s (15.7 s wall)" in page
+    assert "the service&#x27;s own time" in page

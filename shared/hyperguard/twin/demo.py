@@ -280,6 +280,8 @@ def report(twin: Twin, settled: bool) -> dict[str, Any]:
                             "name": p.name,
                             "start": _iso(to_cluster(p.start)),
                             "end": _iso(to_cluster(p.end)),
+                            # the service's own time: the cluster's clock scales it
+                            "wall_s": round((p.end - p.start).total_seconds(), 1),
                         }
                         for p in phases(incident, states)
                     ],

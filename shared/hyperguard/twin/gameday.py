@@ -250,8 +250,10 @@ def _measure(twin: Twin, subject: Subject) -> dict[str, Any]:
     rolled_back = max(0, subject.step_at_fault - resumed) * step_s * gpus
     incident, spans = _recovery(twin, subject)
     badput: dict[str, float] = {}
+    wall_s: dict[str, float] = {}
     edge = subject.fault_at
-    for name, start, end in spans:
+    for name, start, end, wall in spans:
+        wall_s[name] = round(wall_s.get(name, 0.0) + wall, 1)
         start, end = max(start, edge), min(end, full.at)
         if end > start:
             badput[name] = badput.get(name, 0.0) + _idle(timeline, start, end, gpus)
@@ -270,6 +272,8 @@ def _measure(twin: Twin, subject: Subject) -> dict[str, Any]:
         "without_all_resources_min": round((lost - rolled_back) / gpus / 60, 2),
         "progress_lost_min": round(rolled_back / gpus / 60, 2),
         "badput_gpu_min_by_phase": {k: round(v / 60, 1) for k, v in badput.items()},
+        # each phase's wall seconds: the service's own time, which the cluster's clock scales
+        "phase_wall_s": wall_s,
         "full_size_again_after_min": round((full.at - subject.fault_at).total_seconds() / 60, 2),
     }
 
@@ -286,9 +290,11 @@ def _idle(timeline: list[Progress], start: datetime, end: datetime, gpus: int) -
     return idle
 
 
-def _recovery(twin: Twin, subject: Subject) -> tuple[Incident | None, list[tuple[str, Any, Any]]]:
-    """The incident the fault opened (with its execution) and its phases, in the cluster's
-    time."""
+def _recovery(
+    twin: Twin, subject: Subject
+) -> tuple[Incident | None, list[tuple[str, Any, Any, float]]]:
+    """The incident the fault opened (with its execution) and its phases: name, start and
+    end in the cluster's time, and the wall seconds it took."""
     assert twin.deployment is not None and subject.fault_at is not None
     outputs = twin.deployment.outputs
     store = IncidentStore(outputs["IncidentsTableName"], outputs["NodesTableName"])
@@ -303,7 +309,8 @@ def _recovery(twin: Twin, subject: Subject) -> tuple[Incident | None, list[tuple
     states = execution_states(history(sfn, incident.execution_arn))
     to_cluster = twin.cluster.clock.virtual
     return incident, [
-        (p.name, to_cluster(p.start), to_cluster(p.end)) for p in phases(incident, states)
+        (p.name, to_cluster(p.start), to_cluster(p.end), (p.end - p.start).total_seconds())
+        for p in phases(incident, states)
     ]
 
 

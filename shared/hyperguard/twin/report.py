@@ -15,7 +15,8 @@ section is left out, an empty one says so in a line, never an error):
     title: str; generated_at: str (ISO 8601); subtitle: str
     summary: [{"event", "classification", "action", "outcome": str}]       -> table
     recoveries: [{"incident_id", "instance_id", "outcome": str,
-                  "phases": [{"name": str, "start": ISO, "end": ISO}]}]      -> Gantt
+                  "phases": [{"name": str, "start": ISO, "end": ISO,
+                              "wall_s": float}]}]  -> Gantt (cluster time; wall_s beside)
     gpu_use: {"times": [ISO], "teams": {team: [GPUs in use at each time]}}   -> stacked area
     executions: [{"name", "state_machine", "status": str, "start": ISO,
                   "stop": ISO | None, "states": int}]                       -> table, counts
@@ -158,7 +159,10 @@ def _recoveries(incidents: list[dict[str, Any]]) -> _Part | None:
             trace["y"].append(row)
             trace["base"].append(start.isoformat(sep=" "))
             trace["x"].append(seconds * 1000)
-            trace["text"].append(f"{seconds:.0f} s")
+            wall = phase.get("wall_s")
+            trace["text"].append(
+                f"{seconds:.0f} s" + (f" ({wall:.1f} s wall)" if wall is not None else "")
+            )
             trace["customdata"].append([f"{start:%H:%M:%S}", f"{end:%H:%M:%S}"])
     if not bars:
         return None
@@ -185,7 +189,14 @@ def _recoveries(incidents: list[dict[str, Any]]) -> _Part | None:
         legend={"title": "phase", "orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         uniformtext={"minsize": 9, "mode": "hide"},
     )
-    return _chart(fig, "chart-recoveries")
+    chart = _chart(fig, "chart-recoveries")
+    note = (
+        "Bars run on the simulated cluster's clock, which runs faster than the wall clock "
+        "(x60 by default): a wall second of the service's own work (detection, cordon, "
+        "drain, closing) is a cluster minute there, and a loaded host stretches it. Each "
+        "bar's wall seconds, in brackets, are the service's own time."
+    )
+    return _Part(f"<p>{_esc(note)}</p>{chart.html}", chart.charts)
 
 
 def _gpu_use(use: dict[str, Any]) -> _Part | None:
