@@ -1,0 +1,208 @@
+"""The in-cluster node forwarder: watches the cluster's Nodes and puts a "Kubernetes Node
+Condition Changed" event on HyperGuard's bus (the contract in docs/events.md,
+hyperguard.events.kubernetes) whenever a node condition's status changes. Plain EKS sends no
+node-health events to EventBridge: without it the EKS node monitoring agent's and
+node-problem-detector's conditions never reach HyperGuard.
+
+Deduplicated: a condition is forwarded when its status differs from the one last forwarded
+for that node (a node seen for the first time, at start or after a re-list, forwards only
+its problem conditions). Batched: PutEvents takes at most 10 entries. With backoff: entries
+PutEvents failed (throttled, internal errors) are retried with exponential backoff up to
+`MAX_ATTEMPTS`, and then counted as dropped; a broken watch is resumed from the last
+resourceVersion after a backoff, and re-listed when the server no longer has that version
+(410).
+
+Runs as a Deployment (deploy/kubernetes/hyperguard-forwarder.yaml): `python -m
+hyperguard.forwarder`, configured by HYPERGUARD_CLUSTER_NAME and HYPERGUARD_EVENT_BUS_NAME;
+credentials for PutEvents from EKS Pod Identity or IRSA, in-cluster Kubernetes credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperguard.events.kubernetes import FORWARDER_SOURCE, NODE_CONDITION_CHANGED
+
+BATCH_SIZE = 10
+"""PutEvents' limit on entries per call."""
+MAX_ATTEMPTS = 5
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 30.0
+WATCH_TIMEOUT_S = 300
+Obj = dict[str, Any]
+_log = logging.getLogger(__name__)
+
+
+def _is_problem(condition_type: str, status: str) -> bool:
+    # As hyperguard.events.kubernetes classifies them: "*Ready" is healthy only when True,
+    # problem conditions (node-problem-detector's) are problems when True.
+    return status != "True" if condition_type.endswith("Ready") else status == "True"
+
+
+@dataclass(slots=True)
+class ConditionTracker:
+    """The status last forwarded per node and condition type: decides which conditions of a
+    node seen in a watch event are news."""
+
+    sent: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def observe(self, event: str, node: Mapping[str, Any]) -> list[Obj]:
+        """The `detail`s to forward for this watch event of `node`."""
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if not name:
+            return []
+        if event == "DELETED":
+            self.sent.pop(name, None)
+            return []
+        first_sight = name not in self.sent
+        known = self.sent.setdefault(name, {})
+        details: list[Obj] = []
+        for condition in (node.get("status") or {}).get("conditions") or []:
+            kind, status = condition.get("type"), condition.get("status")
+            if not kind or status not in ("True", "False", "Unknown") or known.get(kind) == status:
+                continue
+            known[kind] = status
+            if first_sight and not _is_problem(kind, status):
+                continue
+            details.append(_detail(node, condition))
+        return details
+
+
+def _detail(node: Mapping[str, Any], condition: Mapping[str, Any]) -> Obj:
+    detail: Obj = {
+        "nodeName": node["metadata"]["name"],
+        "conditionType": condition["type"],
+        "status": condition["status"],
+        "reason": condition.get("reason") or "",
+        "message": (condition.get("message") or "")[:1000],
+        "observedTime": condition.get("lastTransitionTime")
+        or condition.get("lastHeartbeatTime")
+        or _now(),
+    }
+    provider_id = (node.get("spec") or {}).get("providerID")
+    if provider_id:
+        detail["providerId"] = provider_id
+    return detail
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def entries(details: Iterable[Obj], *, cluster: str, bus: str) -> list[Obj]:
+    """PutEvents entries of the forwarder contract."""
+    return [
+        {
+            "Source": FORWARDER_SOURCE,
+            "DetailType": NODE_CONDITION_CHANGED,
+            "Detail": json.dumps({"clusterName": cluster, **detail}),
+            "EventBusName": bus,
+        }
+        for detail in details
+    ]
+
+
+@dataclass(slots=True)
+class EventSender:
+    """PutEvents in batches of ten, retrying the entries that failed with backoff."""
+
+    events: Any
+    sleep: Callable[[float], None] = time.sleep
+    sent: int = 0
+    dropped: int = 0
+
+    def put(self, batch: list[Obj]) -> None:
+        for start in range(0, len(batch), BATCH_SIZE):
+            self._put_batch(batch[start : start + BATCH_SIZE])
+
+    def _put_batch(self, pending: list[Obj]) -> None:
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                self.sleep(min(BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S))
+            try:
+                results = self.events.put_events(Entries=pending).get("Entries") or []
+            except Exception as error:  # throttling, network: the whole batch again
+                _log.warning("PutEvents failed (attempt %d): %s", attempt + 1, error)
+                continue
+            failed = [e for e, r in zip(pending, results, strict=False) if r.get("ErrorCode")]
+            self.sent += len(pending) - len(failed)
+            pending = failed
+            if not pending:
+                return
+        self.dropped += len(pending)
+        _log.error("dropped %d node condition events after %d attempts", len(pending), MAX_ATTEMPTS)
+
+
+@dataclass(slots=True)
+class NodeForwarder:
+    """Watch Nodes through `kube` (a lightkube Client) and forward their condition changes
+    through `sender`. `run` returns when `stop` is set (checked between watch events and at
+    least every `watch_timeout_s`)."""
+
+    kube: Any
+    sender: EventSender
+    cluster: str
+    bus: str
+    watch_timeout_s: int = WATCH_TIMEOUT_S
+    sleep: Callable[[float], None] = time.sleep
+    tracker: ConditionTracker = field(default_factory=ConditionTracker)
+    resource_version: str | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                for event, node in self._watch():
+                    failures = 0
+                    self.forward(event, node)
+                    if stop.is_set():
+                        return
+            except Exception as error:
+                failures += 1
+                if getattr(getattr(error, "status", None), "code", None) == 410:
+                    self.resource_version = None  # too old: list again (the tracker dedupes)
+                _log.warning("node watch broke (%d in a row): %s", failures, error)
+                stop.wait(min(BACKOFF_S * 2 ** (failures - 1), MAX_BACKOFF_S))
+
+    def forward(self, event: str, node: Obj) -> None:
+        version = (node.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = version
+        details = self.tracker.observe(event, node)
+        if details:
+            self.sender.put(entries(details, cluster=self.cluster, bus=self.bus))
+
+    def _watch(self) -> Iterator[tuple[str, Obj]]:
+        from lightkube.resources.core_v1 import Node  # the forwarder's only Kubernetes type
+
+        stream = self.kube.watch(
+            Node, resource_version=self.resource_version, server_timeout=self.watch_timeout_s
+        )
+        for event, node in stream:
+            yield event, node.to_dict()
+
+
+def main() -> None:  # pragma: no cover - the container's entry point
+    import boto3
+    from lightkube import Client
+
+    logging.basicConfig(level=logging.INFO)
+    forwarder = NodeForwarder(
+        kube=Client(),
+        sender=EventSender(boto3.client("events")),
+        cluster=os.environ["HYPERGUARD_CLUSTER_NAME"],
+        bus=os.environ["HYPERGUARD_EVENT_BUS_NAME"],
+    )
+    forwarder.run(threading.Event())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
