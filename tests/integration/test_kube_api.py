@@ -665,6 +665,44 @@ def test_rest_errors_are_status_objects(http: Callable[[KubeApiServer], httpx2.C
     assert "fieldValidation" in validation.json()["message"]
 
 
+def test_rest_namespaces_are_served_and_must_exist(
+    http: Callable[[KubeApiServer], httpx2.Client],
+) -> None:
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    with static_server() as server:
+        client = http(server)
+        refused = client.post("/api/v1/namespaces/team-x/pods", json=pod)
+        created = client.post("/api/v1/namespaces", json={"metadata": {"name": "team-x"}})
+        accepted = client.post("/api/v1/namespaces/team-x/pods", json=pod)
+        listed = client.get("/api/v1/namespaces").json()
+        deleted = client.delete("/api/v1/namespaces/team-x")
+        gone = client.get("/api/v1/namespaces/team-x/pods/p")
+    # kube-apiserver's NamespaceLifecycle refusal, byte for byte the Status kubectl shows.
+    assert refused.status_code == 404
+    assert refused.json() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'namespaces "team-x" not found',
+        "reason": "NotFound",
+        "details": {"name": "team-x", "kind": "namespaces"},
+        "code": 404,
+    }
+    assert created.status_code == 201 and accepted.status_code == 201
+    labels = created.json()["metadata"]["labels"]
+    assert labels == {"kubernetes.io/metadata.name": "team-x"}
+    assert names(listed["items"]) == [
+        "default",
+        NS,
+        "kube-node-lease",
+        "kube-public",
+        "kube-system",
+        "team-x",
+    ]
+    assert deleted.status_code == 200 and gone.status_code == 404
+
+
 def test_rest_status_subresource_and_delete_options(
     http: Callable[[KubeApiServer], httpx2.Client],
 ) -> None:
