@@ -1,0 +1,272 @@
+"""Kubernetes RBAC per function (deploy/kubernetes/hyperguard-rbac.yaml) is exactly what each
+function's code calls: a grant nothing uses, or a call nothing grants, fails.
+
+The calls are derived from the code, in three steps:
+1. the object each handler builds its ClusterGateway into (functions/<name>/app.py: the
+   call `gateway_for(...)` is an argument of), and the gateway methods that object's module
+   calls (`gateway.<method>(`);
+2. the KubernetesAdapter methods each HyperPodEksGateway method reaches (`self.kubernetes.X`,
+   through the gateway's own helpers and the modules it hands its adapter to);
+3. the API requests each adapter method makes: ACCESS below, whose verbs are checked
+   against the lightkube calls in the method's body (`self.client.<verb>`).
+A new adapter method, or a function that starts calling one, fails here until ACCESS and
+the RBAC file grant it (docs/security.md says how to add a grant)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperguard.cluster import kueue
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "shared"
+RBAC = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
+FUNCTIONS = ("api", "burst", "ingest_health", "inventory", "recovery", "scheduler")
+
+Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
+RUNS = ("batch", "jobs"), ("sagemaker.amazonaws.com", "hyperpodpytorchjobs")
+
+
+def _on(group: str, resource: str, *verbs: str) -> set[Grant]:
+    return {(group, resource, verb) for verb in verbs}
+
+
+def _on_runs(*verbs: str) -> set[Grant]:
+    return {grant for group, resource in RUNS for grant in _on(group, resource, *verbs)}
+
+
+NODES_BY_ID = _on("", "nodes", "get", "list")  # by name when known, else the list
+ACCESS: dict[str, set[Grant]] = {
+    "list_nodes": _on("", "nodes", "list"),
+    "find_node": NODES_BY_ID,
+    "node_conditions": NODES_BY_ID,
+    "node_name": NODES_BY_ID,
+    "cordon": NODES_BY_ID | _on("", "nodes", "patch"),
+    "uncordon": NODES_BY_ID | _on("", "nodes", "patch"),
+    "set_node_health_status": NODES_BY_ID | _on("", "nodes", "patch"),
+    "mark_node": NODES_BY_ID | _on("", "nodes", "patch"),
+    "drain": NODES_BY_ID | _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create"),
+    "create_run": _on_runs("create"),
+    "list_runs": _on_runs("list"),
+    "patch_run": _on_runs("patch"),
+    "delete_runs": _on_runs("list", "delete"),
+    "delete_nodeclaim": _on("karpenter.sh", "nodeclaims", "list", "delete"),
+    "list_nodeclaims": _on("karpenter.sh", "nodeclaims", "list"),
+    "get_nodepool": _on("karpenter.sh", "nodepools", "get"),
+    "create_nodeclaim": _on("karpenter.sh", "nodeclaims", "create"),
+    "delete_nodeclaim_named": _on("karpenter.sh", "nodeclaims", "delete"),
+    "annotate_nodeclaim": _on("karpenter.sh", "nodeclaims", "patch"),
+}
+"""What each public KubernetesAdapter method asks the API server for."""
+OBJECT_METHODS = {"get_object": "get", "create_object": "create", "patch_object": "patch"}
+"""The adapter's generic methods, on whichever kind the caller names: hyperguard.cluster.kueue
+is their one caller (checked below), so they reach the kinds it ensures."""
+ACCESS |= {
+    method: {
+        (resource._api_info.resource.group, resource._api_info.plural, verb)
+        for resource in kueue._RESOURCES.values()
+    }
+    for method, verb in OBJECT_METHODS.items()
+}
+
+CLUSTER_WIDE_ON_PURPOSE: dict[Grant, str] = {
+    **{
+        grant: "drain evicts every pod on the node, whatever its namespace (kubectl drain)"
+        for grant in _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create")
+    },
+    **{
+        grant: "runs are listed across the teams' namespaces (one list), and written into "
+        "hyperpod-ns-<team> namespaces the scheduler creates on demand (hyperguard.cluster."
+        "kueue), before any per-namespace RoleBinding could exist (docs/security.md)"
+        for grant in _on_runs("list", "create", "patch", "delete")
+    },
+    **{
+        grant: "each team's LocalQueue lives in the namespace the scheduler creates with it"
+        for grant in _on("kueue.x-k8s.io", "localqueues", "get", "create", "patch")
+    },
+}
+"""Namespaced resources granted cluster-wide, and why; no other is."""
+NAMESPACED = {"pods", "pods/eviction", "jobs", "hyperpodpytorchjobs", "localqueues"}
+
+
+def _source(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _module_path(module: str) -> Path:
+    return LIBRARY / (module.replace(".", "/") + ".py")
+
+
+def gateway_holder(function: str) -> Path:
+    """The module of the class the handler hands its ClusterGateway to."""
+    tree = _source(ROOT / "functions" / function / "app.py")
+    imported = {
+        alias.asname or alias.name: node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        takes_gateway = any(
+            isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and a.func.id == "gateway_for"
+            for a in arguments
+        )
+        if takes_gateway and isinstance(call.func, ast.Name):
+            return _module_path(imported[call.func.id])
+    raise AssertionError(f"functions/{function}/app.py hands gateway_for(...) to nothing")
+
+
+def gateway_calls(function: str) -> set[str]:
+    return set(re.findall(r"\bgateway\.(\w+)\(", gateway_holder(function).read_text()))
+
+
+def _methods(tree: ast.Module, class_name: str) -> dict[str, ast.FunctionDef]:
+    [cls] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
+    return {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+
+
+def _self_attribute(node: ast.AST, *path: str) -> str | None:
+    """`name` of `self.<path...>.name`, else None."""
+    if not isinstance(node, ast.Attribute):
+        return None
+    inner: ast.AST = node.value
+    for part in reversed(path):
+        if not (isinstance(inner, ast.Attribute) and inner.attr == part):
+            return None
+        inner = inner.value
+    return node.attr if isinstance(inner, ast.Name) and inner.id == "self" else None
+
+
+def adapter_methods(gateway_method: str) -> set[str]:
+    """KubernetesAdapter methods a HyperPodEksGateway method reaches."""
+    path = _module_path("hyperguard.cluster.hyperpod_eks")
+    tree = _source(path)
+    methods = _methods(tree, "HyperPodEksGateway")
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    imported = {
+        alias.asname or alias.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo: list[ast.FunctionDef] = [methods[gateway_method]]
+    while todo:
+        body = todo.pop()
+        for node in ast.walk(body):
+            if (name := _self_attribute(node, "kubernetes")) is not None:
+                found.add(name)
+            elif (name := _self_attribute(node)) in methods and name not in seen:
+                seen.add(name)
+                todo.append(methods[name])
+            elif isinstance(node, ast.Name) and node.id in functions and node.id not in seen:
+                seen.add(node.id)
+                todo.append(functions[node.id])
+            elif isinstance(node, ast.Call) and _hands_over_adapter(node):
+                assert isinstance(node.func, ast.Name)
+                helper = _module_path(imported[node.func.id]).read_text()
+                found |= set(re.findall(r"\.kubernetes\.(\w+)\(", helper))
+    return found & set(
+        _methods(_source(_module_path("hyperguard.cluster.kubernetes")), "KubernetesAdapter")
+    )
+
+
+def _hands_over_adapter(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Name) and any(
+        _self_attribute(argument) == "kubernetes" for argument in call.args
+    )
+
+
+def required(function: str) -> set[Grant]:
+    grants: set[Grant] = set()
+    for method in sorted(gateway_calls(function)):
+        for adapter_method in sorted(adapter_methods(method)):
+            assert adapter_method in ACCESS, (
+                f"{function} reaches KubernetesAdapter.{adapter_method} (through "
+                f"gateway.{method}), which ACCESS does not map: map it and grant it"
+            )
+            grants |= ACCESS[adapter_method]
+    return grants
+
+
+def _documents() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+
+
+def _rules(role: dict[str, Any]) -> Iterator[Grant]:
+    for rule in role.get("rules") or []:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    yield group, resource, verb
+
+
+def granted(function: str) -> set[Grant]:
+    """What the function's own Kubernetes group is granted, by every binding naming it."""
+    group = "hyperguard-" + function.replace("_", "-")
+    documents = _documents()
+    roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
+    grants: set[Grant] = set()
+    for binding in (d for d in documents if d["kind"] == "ClusterRoleBinding"):
+        if any(s["name"] == group for s in binding["subjects"]):
+            grants |= set(_rules(roles[binding["roleRef"]["name"]]))
+    return grants
+
+
+def test_each_function_is_granted_exactly_what_its_code_calls() -> None:
+    for function in FUNCTIONS:
+        cluster_wide = granted(function)
+        needed = required(function)
+        assert cluster_wide == needed, (
+            function,
+            "granted, never called:",
+            sorted(cluster_wide - needed),
+            "called, never granted:",
+            sorted(needed - cluster_wide),
+        )
+        wide_on_namespaced = {g for g in cluster_wide if g[1] in NAMESPACED}
+        assert wide_on_namespaced <= set(CLUSTER_WIDE_ON_PURPOSE), (
+            function,
+            sorted(wide_on_namespaced - set(CLUSTER_WIDE_ON_PURPOSE)),
+        )
+
+
+def test_access_says_what_the_adapter_methods_ask_for() -> None:
+    """The verbs in ACCESS are the lightkube calls each adapter method makes (through its
+    helpers), and every public method of the adapter is mapped."""
+    path = _module_path("hyperguard.cluster.kubernetes")
+    methods = _methods(_source(path), "KubernetesAdapter")
+    public = {m for m in methods if not m.startswith("_") and m not in ("client", "token")}
+    assert public == set(ACCESS), sorted(public ^ set(ACCESS))
+    callers = {
+        path.relative_to(LIBRARY).as_posix()
+        for path in (LIBRARY / "hyperguard").rglob("*.py")
+        if "twin" not in path.parts
+        and re.search(r"\.(" + "|".join(OBJECT_METHODS) + r")\(", path.read_text())
+    }
+    assert callers == {"hyperguard/cluster/kueue.py"}, callers
+    for name, grants in ACCESS.items():
+        verbs: set[str] = set()
+        todo, seen = [methods[name]], {name}
+        while todo:
+            for node in ast.walk(todo.pop()):
+                if (verb := _self_attribute(node, "client")) is not None:
+                    verbs.add(verb)
+                elif (helper := _self_attribute(node)) in methods and helper not in seen:
+                    seen.add(helper)
+                    todo.append(methods[helper])
+        assert verbs == {verb for _, _, verb in grants}, (name, sorted(verbs))
+
+
+def test_every_function_has_its_own_group_in_the_template() -> None:
+    template = (ROOT / "template.yaml").read_text()
+    for function in FUNCTIONS:
+        assert f"KubernetesGroups: [hyperguard-{function.replace('_', '-')}]" in template
