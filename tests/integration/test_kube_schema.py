@@ -15,8 +15,10 @@ import httpx2
 import pytest
 
 from hyperguard.cluster.karpenter import CapacityType, nodeclaim_manifest
+from hyperguard.cluster.kueue import shared_objects, team_objects
 from hyperguard.cluster.workloads import batch_job_manifest, hyperpod_job_manifest
 from hyperguard.models import Job
+from hyperguard.models.governance import PriorityClass
 from hyperguard.twin.kube import (
     NAMESPACES,
     NODECLAIMS,
@@ -31,6 +33,7 @@ CLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 JOBS_URL = f"/apis/batch/v1/namespaces/{NS}/jobs"
 PODS_URL = f"/api/v1/namespaces/{NS}/pods"
 HPJOBS_URL = f"/apis/sagemaker.amazonaws.com/v1/namespaces/{NS}/hyperpodpytorchjobs"
+KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
 Http = Callable[[], tuple[KubeApiServer, httpx2.Client]]
 
 
@@ -279,3 +282,42 @@ def test_an_eviction_body_is_checked(http: Http) -> None:
     }
     response = client.post(f"{PODS_URL}/p/eviction", json=eviction)
     assert causes(response) == {"deleteOptions": "FieldValueTypeInvalid"}
+
+
+def test_hyperguards_kueue_objects_are_admitted_and_defaulted(http: Http) -> None:
+    _, client = http()
+    urls = {
+        "ResourceFlavor": f"{KUEUE}/resourceflavors",
+        "WorkloadPriorityClass": f"{KUEUE}/workloadpriorityclasses",
+        "Namespace": "/api/v1/namespaces",
+        "ClusterQueue": f"{KUEUE}/clusterqueues",
+        "LocalQueue": f"{KUEUE}/namespaces/hyperpod-ns-vision/localqueues",
+    }
+    created = {}
+    for obj in [
+        *shared_objects([PriorityClass(name="training", weight=100)]),
+        *team_objects("vision"),
+    ]:
+        response = client.post(urls[obj["kind"]], json=obj)
+        assert response.status_code == 201, response.text
+        assert "Warning" not in response.headers
+        created[obj["kind"]] = response.json()
+    # kueue.x-k8s.io_clusterqueues.yaml defaults (v1beta1).
+    assert created["ClusterQueue"]["spec"]["queueingStrategy"] == "BestEffortFIFO"
+    assert created["ClusterQueue"]["spec"]["stopPolicy"] == "None"
+
+
+def test_an_invalid_cluster_queue_is_refused(http: Http) -> None:
+    _, client = http()
+    queue = {
+        "metadata": {"name": "broken"},
+        "spec": {
+            "queueingStrategy": "Fastest",
+            "resourceGroups": [{"flavors": [{"name": "f", "resources": [{"name": "cpu"}]}]}],
+        },
+    }
+    assert causes(client.post(f"{KUEUE}/clusterqueues", json=queue)) == {
+        "spec.queueingStrategy": "FieldValueNotSupported",
+        "spec.resourceGroups[0].coveredResources": "FieldValueRequired",
+        "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota": "FieldValueRequired",
+    }
