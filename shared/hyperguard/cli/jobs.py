@@ -120,9 +120,9 @@ def add_jobs_parser(
     groups: Any,
     service_options: Callable[[argparse.ArgumentParser], None],
     store_for: Callable[[argparse.Namespace], JobStore],
-) -> None:
+) -> Any:
     """`groups` is main's subparsers; `store_for(args)` builds the JobStore from the
-    stack outputs (JobsTableName)."""
+    stack outputs (JobsTableName). Returns the group's subparsers (cli.api adds to it)."""
     jobs = add_group(groups, "jobs", "training jobs")
     p = jobs.add_parser(
         "list",
@@ -135,3 +135,4 @@ def add_jobs_parser(
     p.add_argument("job_id", help="the job (hyperguard jobs list)")
     service_options(p)
     p.set_defaults(func=lambda args: cmd_jobs_show(args, store_for(args)))
+    return jobs

@@ -593,7 +593,7 @@ def twin_options(p: argparse.ArgumentParser, default_port: int, default_api_port
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hyperguard.cli import executions, incidents, views, watch
+    from hyperguard.cli import api, completion, executions, incidents, views, watch
     from hyperguard.cli.jobs import add_jobs_parser
     from hyperguard.cli.plan import add_plan_parser
     from hyperguard.planner import MAX_INSTANCES, MIN_RATE
@@ -730,13 +730,15 @@ def build_parser() -> argparse.ArgumentParser:
     service_options(p)
     p.set_defaults(func=cmd_twin_fault, twin_only=True)
 
-    add_jobs_parser(groups, service_options, _job_store)
+    jobs = add_jobs_parser(groups, service_options, _job_store)
+    api.add_parsers(groups, jobs, service_options, lambda args: api.ServiceApi(_service(args)))
     add_plan_parser(groups)
     views.add_parsers(groups, service_options, views.Deps(_view_stores))
     deps = incidents.Deps(_service, _incident_store, _operator)
     incidents.add_parsers(groups, service_options, deps)
     executions.add_parsers(groups, service_options, deps)
     watch.add_parser(groups, service_options, deps)
+    completion.add_parser(groups, parser)
     return parser
 
 

@@ -1,0 +1,159 @@
+"""Commands that act through HyperGuard's own API (docs/api.md), as its users do:
+`jobs submit|cancel` and `policy show|set` for the repair and burst policies.
+
+Through the API, not the tables: a job's state changes only through the job lifecycle, and
+a policy is validated where it is stored. On the twin the API is its API Gateway (the caller
+is the twin's default admin); on AWS it is the stack's `ApiUrl`, signed with SigV4
+(execute-api) by the environment's credentials, as IAM auth requires.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from hyperguard.cli.options import add_group
+from hyperguard.cli.output import CliError, print_json
+
+POLICIES = {"repair": "/policies/node-repair", "burst": "/policies/burst"}
+
+
+class ServiceApi:
+    """HyperGuard's API of the stack a ServiceClient (twin.client) reaches."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+
+    @cached_property
+    def base(self) -> str:
+        if self.service.is_twin:
+            return str(self.service.twin_get("status")["api_endpoint"])
+        return str(self.service.outputs["ApiUrl"])
+
+    def call(self, method: str, path: str, body: Any = None, **headers: str) -> Any:
+        """The API's JSON answer; an error answer is a CliError naming the call and status."""
+        url = self.base + path
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", **headers}
+        if not self.service.is_twin:
+            headers = signed(method, url, data, headers)
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            raise CliError(f"{method} {path}: {exc.code} {_message(exc.read())}") from exc
+        except (urllib.error.URLError, ConnectionError) as exc:
+            raise CliError(f"the API at {self.base} does not answer ({exc})") from exc
+        return json.loads(raw) if raw else None
+
+
+def signed(method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
+    """`headers` with SigV4 (execute-api) by the environment's credentials and region."""
+    import boto3
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    session = boto3.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise CliError("no AWS credentials in the environment to sign the API call with")
+    request = AWSRequest(method=method, url=url, data=data, headers=headers)
+    SigV4Auth(credentials, "execute-api", session.region_name or "us-east-1").add_auth(request)
+    return dict(request.headers.items())
+
+
+def _message(raw: bytes) -> str:
+    """The API's error body (`{"message", ...}`) as one line."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace").strip()
+    if isinstance(body, dict) and "message" in body:
+        extra = {k: v for k, v in body.items() if k != "message"}
+        return f"{body['message']} {json.dumps(extra)}" if extra else str(body["message"])
+    return json.dumps(body)
+
+
+def read_json(name: str) -> Any:
+    """A JSON document from a file, or stdin for `-`."""
+    try:
+        text = sys.stdin.read() if name == "-" else Path(name).read_text()
+        return json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"{name}: not a JSON document ({exc})") from exc
+
+
+def cmd_jobs_submit(args: argparse.Namespace, api: ServiceApi) -> int:
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
+    job = api.call("POST", "/jobs", read_json(args.file), **headers)
+    if args.json:
+        print_json(job)
+    else:
+        print(f"{job['job_id']}: {job['status']} (hyperguard jobs show {job['job_id']})")
+    return 0
+
+
+def cmd_jobs_cancel(args: argparse.Namespace, api: ServiceApi) -> int:
+    answer = api.call("DELETE", f"/jobs/{urllib.parse.quote(args.job_id, safe='')}")
+    if args.json:
+        print_json(answer)
+    else:
+        print(f"{args.job_id}: {answer.get('status', 'Cancelled') if answer else 'Cancelled'}")
+    return 0
+
+
+def cmd_policy_show(args: argparse.Namespace, api: ServiceApi) -> int:
+    print_json(api.call("GET", POLICIES[args.policy]))
+    return 0
+
+
+def cmd_policy_set(args: argparse.Namespace, api: ServiceApi) -> int:
+    stored = api.call("PUT", POLICIES[args.policy], read_json(args.file))
+    if args.json:
+        print_json(stored)
+    else:
+        print(f"the {args.policy} policy is set; hyperguard policy show {args.policy} prints it")
+    return 0
+
+
+def add_parsers(
+    groups: Any,
+    jobs: Any,
+    service_options: Callable[[argparse.ArgumentParser], None],
+    api_for: Callable[[argparse.Namespace], ServiceApi],
+) -> None:
+    """`jobs submit|cancel` into the `jobs` group, and the `policy` group."""
+    p = jobs.add_parser("submit", help="submit a job (POST /jobs): a JobSubmission JSON file")
+    p.add_argument("file", help="the JobSubmission (docs/api.md), a JSON file or - for stdin")
+    p.add_argument("--idempotency-key", help="a repeat with the same key returns the first job")
+    service_options(p)
+    p.set_defaults(func=lambda args: cmd_jobs_submit(args, api_for(args)))
+    p = jobs.add_parser("cancel", help="cancel a job (DELETE /jobs/{jobId})")
+    p.add_argument("job_id", help="the job (hyperguard jobs list)")
+    service_options(p)
+    p.set_defaults(func=lambda args: cmd_jobs_cancel(args, api_for(args)))
+
+    policy = add_group(groups, "policy", "the repair and burst policies (through the API)")
+    for name, func, text in (
+        ("show", cmd_policy_show, "print the stored policy (or the defaults) as JSON"),
+        ("set", cmd_policy_set, "store a policy from a JSON file (admin; validated by the API)"),
+    ):
+        p = policy.add_parser(name, help=text)
+        p.add_argument(
+            "policy",
+            choices=sorted(POLICIES),
+            help="repair: /policies/node-repair; burst: /policies/burst",
+        )
+        if name == "set":
+            p.add_argument("file", help="the policy (docs/api.md), a JSON file or - for stdin")
+        service_options(p)
+        p.set_defaults(func=lambda args, func=func: func(args, api_for(args)))
