@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from tests.conftest import ROOT
 
 from hyperguard.cli import main as cli
+from hyperguard.models import Incident, Node
+from hyperguard.models.signals import Repair
 
 PUBLISHED = [
     "plan",
@@ -181,3 +185,176 @@ def test_no_traceback_from_the_installed_command() -> None:
     assert proc.returncode == 2
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert "--failure-rate: -1 is not a fraction" in proc.stderr
+
+
+# ---- plan commitment ----------------------------------------------------------------------
+DAY = [64] * 8 + [104] * 3 + [152] * 2 + [104] * 7 + [64] * 4
+"""The day-in-the-life demand in GPUs, hour by hour (8 GPUs an instance: 8, 13, 19 instances)."""
+
+
+def demand_file(tmp_path: Path, gpus: list[int] = DAY) -> str:
+    path = tmp_path / "demand.csv"
+    rows = [f"2026-11-23T{hour:02d}:00:00Z,{g}" for hour, g in enumerate(gpus)]
+    path.write_text("timestamp,gpus\n" + "\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_commitment_json_has_the_curve_the_minimum_and_its_burst_hours(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["plan", "commitment", "--demand", demand_file(tmp_path), "--json"]
+    result = json_of([*argv, "--committed-usd-per-hour", "40"], capsys)
+    assert result["peak_instances"] == 19
+    assert [row["committed_instances"] for row in result["curve"]] == list(range(20))  # type: ignore[attr-defined]
+    assert result["best_on_demand"] == {
+        "committed_instances": 8,
+        "total_usd": 11642.88,  # 8 x 24 x 40 + 72 burst instance-hours x 55.04
+        "committed_usd": 7680.0,
+        "burst_usd": 3962.88,
+        "burst_instance_hours": 72.0,
+        "burst_hours": 12.0,
+        "break_even_utilisation": 0.7267,
+        "saving_vs_peak_committed_pct": 36.17,
+    }
+    assert result["prices"]["on_demand_usd_per_hour"] == 55.04  # type: ignore[index]
+    at_list_prices = json_of(argv, capsys)
+    assert at_list_prices["prices"]["committed_usd_per_hour"] == 98.32  # type: ignore[index]
+    assert at_list_prices["best_on_demand"]["committed_instances"] == 0  # type: ignore[index]
+
+
+def test_commitment_prints_the_minimum_and_the_curve_for_people(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["plan", "commitment", "--demand", demand_file(tmp_path)]
+    assert exit_status([*argv, "--committed-usd-per-hour", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "peak 19 instances" in out and "commit 8 → $11,642.88" in out
+    assert "more than 72.7 % of the time" in out and "TOTAL $ (SPOT BURST)" in out
+    assert exit_status(argv) == 0
+    assert "committing never pays at these prices" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("lines", "extra", "complaint"),
+    [
+        (None, [], "No such file or directory"),
+        ("timestamp,gpus\n2026-11-23T00:00:00Z,8\n2026-11-23T01:00:00Z,x\n", [], "line 3: 'x'"),
+        ("gpus\n", [], "the first line must be the header timestamp,gpus"),
+        (None, ["--instance-type", "ml.p9.96xlarge"], "no default hyperpod price"),
+        (None, ["--on-demand-usd-per-hour", "-2"], "-2 is not in [0, 10000]"),
+        (None, ["--spot-lost-hours", "25"], "25 is not a number from 0 to 24"),
+    ],
+)
+def test_commitment_bad_input_exits_2_with_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    lines: str | None,
+    extra: list[str],
+    complaint: str,
+) -> None:
+    path = tmp_path / "demand.csv"
+    if lines is not None:
+        path.write_text(lines)
+    elif extra:
+        demand_file(tmp_path)
+    assert exit_status(["plan", "commitment", "--demand", str(path), *extra]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and complaint in out.err and "Traceback" not in out.err
+    assert out.err.count("error:") == 1
+
+
+# ---- plan --from-deployment ---------------------------------------------------------------
+NOW = datetime.now(UTC)
+FLEET = [
+    Node(
+        instance_id=f"i-{n:02d}",
+        cluster="hp",
+        pool="workers",
+        platform="hyperpod",
+        instance_type="ml.p5.48xlarge",
+        launch_time=NOW - timedelta(days=100),
+    )
+    for n in range(4)
+]
+
+
+def failure(n: int, resumed_s: float) -> Incident:
+    at = NOW - timedelta(days=n + 1)
+    return Incident(
+        incident_id=f"inc-{n}",
+        instance_id=f"i-0{n}",
+        cluster="hp",
+        kind="hyperpod_node_health",
+        severity="fatal",
+        repair=Repair.REPLACE,
+        reason="GPU fell off the bus",
+        opened_at=at,
+        first_signal_at=at,
+        timings={"signal_to_detected_s": 60.0, "signal_to_resumed_s": resumed_s},
+    )
+
+
+class Nodes:
+    def all(self) -> list[Node]:
+        return FLEET
+
+
+def deployment(monkeypatch: pytest.MonkeyPatch, incidents: list[Incident]) -> list[int]:
+    """The stack's stores, faked; returns the limits the incident store was read with."""
+    limits: list[int] = []
+
+    class Incidents:
+        def recent(self, limit: int) -> list[Incident]:
+            limits.append(limit)
+            return incidents[:limit]
+
+    monkeypatch.setattr(cli, "_incident_store", lambda _args: Incidents())
+    monkeypatch.setattr(cli, "_view_stores", lambda _args: (None, None, Nodes(), None))
+    return limits
+
+
+FROM_DEPLOYMENT = [
+    "plan",
+    "--from-deployment",
+    *("--instances", "256", "--gpus-per-instance", "8", "--gpu-hours", "10000000"),
+    *("--baseline-downtime-min", "280", "--gpu-hour-cost", "5"),
+]
+
+
+def test_from_deployment_plans_with_the_measured_rate_and_downtime(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    limits = deployment(monkeypatch, [failure(n, 1800.0) for n in range(4)])
+    result = json_of([*FROM_DEPLOYMENT, "--window-days", "30", "--json"], capsys)
+    inputs = result["inputs"]
+    assert isinstance(inputs, dict)
+    assert inputs["incidents_considered"] == 4 and inputs["window_days"] == 30
+    assert inputs["failure_rate"]["source"] == "measured"
+    assert inputs["failure_rate"]["value"] == round(4 / (4 * 30 * 24), 8)
+    assert inputs["downtime_min"] == {"value": 30.0, "source": "measured", "incidents": 4}
+    assert inputs["instance_types"][0]["recovery_s"]["total"]["p50"] == 1800.0
+    published = json_of([*PUBLISHED, "--json"], capsys)
+    assert result["mtbf_hours"] != published["mtbf_hours"]
+    assert limits == [1000]
+
+
+def test_from_deployment_with_too_few_incidents_says_it_used_published_inputs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployment(monkeypatch, [failure(0, 1800.0)])
+    assert exit_status(FROM_DEPLOYMENT) == 0
+    out = capsys.readouterr().out
+    assert "1 unplanned incident(s); a figure needs 3 or it is the published one" in out
+    assert "failure rate: 0.0005 failures per instance-hour — PUBLISHED (too few" in out
+    assert "downtime min: 40 min — PUBLISHED (too few incidents), 1 incident(s)" in out
+    # and the plan is then the published example's
+    assert "WITH (40 MIN/FAILURE)" in out and "$25,600,000" in out
+
+
+def test_from_deployment_refuses_the_inputs_it_measures(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployment(monkeypatch, [])
+    assert exit_status([*FROM_DEPLOYMENT, "--failure-rate", "0.001"]) == 2
+    err = capsys.readouterr().err
+    assert "--from-deployment measures --failure-rate and --downtime-min: omit them" in err

@@ -1,7 +1,9 @@
 """`hyperguard plan`: what failures cost a training run (hyperguard.planner), offline.
 
-`plan` with its options computes one run; `plan mtbf` and `plan reduction` print grids
-over cluster sizes and failure rates. Every number is checked as argparse reads it, so a
+`plan` with its options computes one run (with `--from-deployment`, at the failure rate and
+downtime the deployment's own incidents measured); `plan mtbf` and `plan reduction` print grids
+over cluster sizes and failure rates; `plan commitment` prices a demand profile over commitment
+sizes (hyperguard.planning.commitment). Every number is checked as argparse reads it, so a
 value out of range is a usage error (exit status 2), never a traceback.
 """
 
@@ -14,6 +16,7 @@ from typing import Any
 from hyperguard import planner
 from hyperguard.cli import options
 from hyperguard.cli.output import print_json, print_renderable, print_table, table
+from hyperguard.planning import MIN_INCIDENTS
 
 PLAN_OPTIONS = (
     "instances",
@@ -84,6 +87,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if all(value is None for value in given.values()):
         parser.print_help()  # a bare `plan`: what it takes, and its subcommands
         return 0
+    measured: dict[str, Any] | None = None
+    if args.from_deployment:
+        measured_names = ("failure_rate", "downtime_min")
+        if any(given[name] is not None for name in measured_names):
+            parser.error("--from-deployment measures --failure-rate and --downtime-min: omit them")
+        measured = _deployment_inputs(args)
+        given |= {name: measured[name]["value"] for name in measured_names}
     missing = [f"--{name.replace('_', '-')}" for name, value in given.items() if value is None]
     if missing:
         parser.error(f"missing {', '.join(missing)}")
@@ -94,11 +104,31 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except planner.PlanInputError as exc:
         parser.error(str(exc))
     result = planner.plan(inputs)
+    if measured is not None:
+        result["inputs"] = measured
     if args.json:
         print_json(result)
     else:
         print_renderable(_render_plan(inputs, result))
     return 0
+
+
+def _deployment_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """The failure rate and downtime the deployment's incidents measured (or the published
+    ones where they are too few), read from the stack's tables as `incidents list` reads them."""
+    from datetime import timedelta
+
+    from hyperguard.cli import main as stack
+    from hyperguard.models import utcnow
+    from hyperguard.planning import measured
+
+    end = utcnow()
+    incidents = stack._incident_store(args).recent(args.incidents_limit)
+    nodes = stack._view_stores(args)[2].all()
+    inputs = measured.deployment_inputs(
+        incidents, nodes, end - timedelta(days=args.window_days), end, args.deployment_instance_type
+    )
+    return measured.to_json(inputs) | {"window_days": args.window_days}
 
 
 def _render_plan(inputs: planner.PlanInputs, result: dict[str, Any]) -> Any:
@@ -121,6 +151,7 @@ def _render_plan(inputs: planner.PlanInputs, result: dict[str, Any]) -> Any:
         ("without", f"WITHOUT ({inputs.baseline_downtime_min:g} MIN/FAILURE)"),
     ]
     lines = [
+        *_measured_lines(result.get("inputs")),
         f"{inputs.gpu_hours:,.0f} GPU-hours on {inputs.instances} instances ({gpus} GPUs): "
         f"{result['compute_days']:,.1f} days of compute if nothing failed",
         f"MTBF {result['mtbf_hours']:,.2f} h: {result['failures_per_hour']:g} failures per "
@@ -161,16 +192,38 @@ def _render_plan(inputs: planner.PlanInputs, result: dict[str, Any]) -> Any:
     return Group(Text("\n".join(lines) + "\n"), comparison, Text("\n".join(summary)), by_strategy)
 
 
+def _measured_lines(measured: dict[str, Any] | None) -> list[str]:
+    """Where `--from-deployment`'s two inputs came from, and how many incidents they rest on."""
+    if measured is None:
+        return []
+    lines = [
+        f"inputs for {measured['instance_type']} from the deployment's last "
+        f"{measured['window_days']} days: {measured['incidents_considered']} unplanned "
+        f"incident(s); a figure needs {measured['min_incidents']} or it is the published one"
+    ]
+    for name, unit in (("failure_rate", "failures per instance-hour"), ("downtime_min", "min")):
+        figure = measured[name]
+        label = "MEASURED" if figure["source"] == "measured" else "PUBLISHED (too few incidents)"
+        lines.append(
+            f"  {name.replace('_', ' ')}: {figure['value']:g} {unit} — {label}, "
+            f"{figure['incidents']} incident(s)"
+        )
+    for row in measured["instance_types"]:
+        total = row["recovery_s"]["total"]
+        lines.append(
+            f"  {row['instance_type']}: {row['instance_hours']:,.1f} instance-hours, "
+            f"{row['incidents']} incident(s), MTBF {row['mtbf_hours'] or '-'} h, recovery "
+            f"P50 {total['p50'] or '-'} s, P90 {total['p90'] or '-'} s"
+        )
+    return [*lines, ""]
+
+
 def _grid_command(
     compute: Callable[[argparse.Namespace], dict[str, Any]], title: str
 ) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         parser: argparse.ArgumentParser = args.help_of
-        stray = [f"--{n.replace('_', '-')}" for n in PLAN_OPTIONS if getattr(args, n) is not None]
-        if stray:
-            parser.error(
-                f"{', '.join(stray)} given before `{args.cmd}`: its options go after its name"
-            )
+        _refuse_plan_options(args)
         try:
             result = compute(args)
         except planner.PlanInputError as exc:
@@ -204,6 +257,148 @@ cmd_plan_reduction = _grid_command(
     ),
     "% of training time saved",
 )
+
+
+# ---- plan commitment ----------------------------------------------------------------------
+SPOT_INTERRUPTIONS_PER_HOUR = 0.01
+"""Assumed (no published figure per instance type): one interruption per 100 spot
+instance-hours."""
+SPOT_LOST_HOURS = 0.5
+"""Assumed: work since the last checkpoint plus the restart, per interruption."""
+CURVE_ROWS_SHOWN = 40
+"""The table shows every size up to this many, else evenly spaced ones and the minima."""
+PRICE_OPTIONS = (
+    ("committed", "hyperpod", "--committed-usd-per-hour"),
+    ("on_demand", "eks-on-demand", "--on-demand-usd-per-hour"),
+    ("spot", "eks-spot", "--spot-usd-per-hour"),
+)
+"""Each price, the pool kind whose default price it takes, and the option that sets it."""
+
+
+def cmd_plan_commitment(args: argparse.Namespace) -> int:
+    from hyperguard.planning import commitment
+
+    parser: argparse.ArgumentParser = args.help_of
+    _refuse_plan_options(args)
+    text = _demand_text(args.demand, parser)
+    try:
+        plan = commitment.plan_commitment(
+            commitment.parse_demand(text), args.commitment_gpus_per_instance, _prices(args)
+        )
+    except commitment.DemandInputError as exc:
+        parser.error(f"{args.demand}: {exc}")
+    result = {"instance_type": args.instance_type, **commitment.to_json(plan)}
+    if args.json:
+        print_json(result)
+    else:
+        print_renderable(_render_commitment(result))
+    return 0
+
+
+def _demand_text(path: str, parser: argparse.ArgumentParser) -> str:
+    from hyperguard.planning.commitment import MAX_FILE_BYTES
+
+    try:
+        with open(path, "rb") as demand:
+            data = demand.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        parser.error(f"{path}: {exc.strerror or exc}")
+    if len(data) > MAX_FILE_BYTES:
+        parser.error(f"{path}: the file is larger than {MAX_FILE_BYTES // 1024 // 1024} MiB")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        parser.error(f"{path}: not UTF-8 text")
+
+
+def _prices(args: argparse.Namespace) -> Any:
+    """The options' prices, else the burst policy's defaults for the instance type."""
+    from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind, price_key
+    from hyperguard.planning.commitment import Prices
+
+    parser: argparse.ArgumentParser = args.help_of
+    chosen: dict[str, float] = {}
+    for name, kind, option in PRICE_OPTIONS:
+        given = getattr(args, f"{name}_usd_per_hour")
+        default = DEFAULT_HOURLY_PRICES.get(price_key(PoolKind(kind), args.instance_type))
+        price = given if given is not None else default
+        if price is None:
+            parser.error(f"no default {kind} price for {args.instance_type}: give {option}")
+        chosen[name] = price
+    return Prices(
+        **chosen,
+        spot_interruptions_per_hour=args.spot_interruptions_per_hour,
+        spot_lost_hours=args.spot_lost_hours,
+    )
+
+
+def _render_commitment(result: dict[str, Any]) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    prices = result["prices"]
+    lines = [
+        f"{result['span_hours']:,.1f} h of demand for {result['instance_type']} "
+        f"({result['gpus_per_instance']} GPUs each): peak {result['peak_instances']} instances, "
+        f"{result['demanded_instance_hours']:,.1f} instance-hours demanded",
+        f"prices per instance-hour: committed ${prices['committed_usd_per_hour']:g}, burst "
+        f"on-demand ${prices['on_demand_usd_per_hour']:g}, spot ${prices['spot_usd_per_hour']:g}"
+        f" (${prices['spot_effective_usd_per_hour']:g} with its interruptions' lost work)",
+        f"the peak committed all the time costs ${result['peak_committed_usd']:,.2f}",
+    ]
+    for kind in ("on_demand", "spot"):
+        best = result[f"best_{kind}"]
+        lines.append(
+            f"burst on {kind.replace('_', '-')}: commit {best['committed_instances']} → "
+            f"${best['total_usd']:,.2f} ({best['saving_vs_peak_committed_pct']} % less than the "
+            f"peak committed), {best['burst_instance_hours']:,.1f} burst instance-hours over "
+            f"{best['burst_hours']:,.1f} h; {_break_even(best['break_even_utilisation'])}"
+        )
+    minima = {
+        result["best_on_demand"]["committed_instances"],
+        result["best_spot"]["committed_instances"],
+    }
+    curve = result["curve"]
+    step = max(1, -(-len(curve) // CURVE_ROWS_SHOWN))
+    shown = [
+        row
+        for row in curve
+        if row["committed_instances"] % step == 0
+        or row["committed_instances"] in minima
+        or row is curve[-1]
+    ]
+    rows = [{**row, "best": "◀" if row["committed_instances"] in minima else ""} for row in shown]
+    columns = [
+        ("committed_instances", "COMMITTED"),
+        ("committed_usd", "COMMITTED $"),
+        ("burst_instance_hours", "BURST INSTANCE-H"),
+        ("burst_hours", "BURST H"),
+        ("total_on_demand_usd", "TOTAL $ (ON-DEMAND BURST)"),
+        ("total_spot_usd", "TOTAL $ (SPOT BURST)"),
+        ("best", "MIN"),
+    ]
+    curve_table = table(rows, columns, title="\nthe cost curve (a model: docs/decisions.md)")
+    return Group(Text("\n".join(lines)), curve_table)
+
+
+def _break_even(utilisation: float | None) -> str:
+    if utilisation is None or utilisation >= 1:
+        return "committing never pays at these prices: burst costs no more per instance-hour"
+    return (
+        f"an instance committed pays where demand reaches it more than "
+        f"{100 * utilisation:.1f} % of the time"
+    )
+
+
+def _refuse_plan_options(args: argparse.Namespace) -> None:
+    """`plan`'s own options given before a subcommand are misplaced, not silently ignored."""
+    stray = [f"--{n.replace('_', '-')}" for n in PLAN_OPTIONS if getattr(args, n) is not None]
+    if args.from_deployment:
+        stray.append("--from-deployment")
+    if stray:
+        args.help_of.error(
+            f"{', '.join(stray)} given before `{args.cmd}`: its options go after its name"
+        )
 
 
 # ---- parser -------------------------------------------------------------------------------
@@ -301,6 +496,7 @@ def add_plan_parser(groups: Any) -> None:
         help="acceptable chance of running out of hot spares during one replacement "
         f"(default {planner.DEFAULT_SPARE_TARGET:g})",
     )
+    _deployment_options(plan)
     _json_option(plan)
     sub = plan.add_subparsers(dest="cmd", metavar="COMMAND", title="grids (instead of one run)")
 
@@ -314,3 +510,97 @@ def add_plan_parser(groups: Any) -> None:
     _downtime_options(p, "reduction_")
     p.set_defaults(func=cmd_plan_reduction, help_of=p)
     _json_option(p, inherited=True)
+
+    p = sub.add_parser(
+        "commitment",
+        help="committed instances to buy for a demand profile, burst paying for the rest",
+        description="The cost of a demand profile for each commitment size from 0 to its peak "
+        "(committed instances paid all the time, the rest bought as on-demand or spot burst), "
+        "the cheapest size and the burst hours it implies. A model: docs/decisions.md.",
+    )
+    _commitment_options(p)
+    _json_option(p, inherited=True)
+    p.set_defaults(func=cmd_plan_commitment, help_of=p)
+
+
+def _deployment_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from-deployment",
+        action="store_true",
+        help="take --failure-rate and --downtime-min from the deployment's own incidents "
+        f"(published ones where fewer than {MIN_INCIDENTS} support a figure)",
+    )
+    p.add_argument(
+        "--endpoint",
+        help="with --from-deployment: twin URL, or 'aws' (default $HYPERGUARD_ENDPOINT or "
+        "http://127.0.0.1:4566)",
+    )
+    p.add_argument("--stack", default="hyperguard", help="CloudFormation stack name")
+    p.add_argument(
+        "--window-days",
+        type=options.bounded_int(1, 366),
+        default=30,
+        metavar="D",
+        help="with --from-deployment: the days of incidents and instance-hours (default 30)",
+    )
+    p.add_argument(
+        "--incidents-limit",
+        type=options.bounded_int(1, 10_000),
+        default=1000,
+        metavar="N",
+        help="with --from-deployment: the newest incidents read at most (default 1000)",
+    )
+    p.add_argument(
+        "--deployment-instance-type",
+        metavar="TYPE",
+        help="with --from-deployment: whose figures to plan with (default: the type with "
+        "the most instance-hours)",
+    )
+
+
+def _commitment_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--demand",
+        required=True,
+        metavar="FILE",
+        help="CSV: a `timestamp,gpus` header, then rows of an ISO 8601 time with offset and "
+        "the GPUs demanded from then on (docs/cli.md)",
+    )
+    p.add_argument(
+        "--instance-type",
+        default="ml.p5.48xlarge",
+        help="the HyperPod instance type committed; its prices default to the burst policy's "
+        "(default ml.p5.48xlarge)",
+    )
+    p.add_argument(
+        "--gpus-per-instance",
+        dest="commitment_gpus_per_instance",
+        type=options.bounded_int(1, planner.MAX_GPUS),
+        default=8,
+        metavar="G",
+        help="GPUs per instance (default 8: ml.p5.48xlarge)",
+    )
+    price = _checked(_number, _bounded(0, planner.MAX_GPU_HOUR_COST, low_open=False))
+    for name, kind, option in PRICE_OPTIONS:
+        p.add_argument(
+            option,
+            type=price,
+            metavar="USD",
+            help=f"{name.replace('_', '-')} price per instance-hour (default: the burst "
+            f"policy's {kind} price of the instance type)",
+        )
+    p.add_argument(
+        "--spot-interruptions-per-hour",
+        type=options.number_between(0, 1),
+        default=SPOT_INTERRUPTIONS_PER_HOUR,
+        metavar="R",
+        help=f"spot interruptions per instance-hour (default {SPOT_INTERRUPTIONS_PER_HOUR:g}, "
+        "assumed)",
+    )
+    p.add_argument(
+        "--spot-lost-hours",
+        type=options.number_between(0, 24),
+        default=SPOT_LOST_HOURS,
+        metavar="H",
+        help=f"hours of work lost per interruption (default {SPOT_LOST_HOURS:g}, assumed)",
+    )
