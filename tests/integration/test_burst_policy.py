@@ -11,6 +11,7 @@ import boto3
 import pytest
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
+from tests.integration.cluster_harness import ClusterApis
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
@@ -30,9 +31,10 @@ from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.governance.service import SchedulerService, usable
 from hyperguard.inventory import InventorySync
-from hyperguard.messaging import Workflows
+from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import NodeStatus
-from hyperguard.scaling.burst import next_window, rollback_note
+from hyperguard.scaling.burst import BurstJob, BurstRequest, next_window, rollback_note
+from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobEvent, JobStore
 from hyperguard.twin.kube.store import NODES
 
@@ -476,3 +478,60 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
     assert development not in {
         r.job_id for r in apis.gateway.job_runs() if r.phase in (RunPhase.PENDING, RunPhase.RUNNING)
     }
+
+
+def burst_steps_for(stack: Stack, apis: ClusterApis, api: Api) -> BurstSteps:
+    publisher = EventPublisher(stack.bus_name)
+    publisher.publish = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    return BurstSteps(
+        gateway=apis.gateway,
+        jobs=api.jobs,
+        policies=api.burst_policies,
+        wakeup=api.wakeup,
+        publisher=publisher,
+        clock=apis.clock.now,
+    )
+
+
+def planned_burst(steps: BurstSteps, job_id: str) -> dict[str, Any]:
+    request = BurstRequest(
+        burst_id="burst-00000000000000aa",
+        template="development",
+        instance_type="p5.48xlarge",
+        accelerators_per_node=8,
+        jobs=[BurstJob(job_id=job_id, team="solo", nodes=1)],
+    )
+    burst = steps.run("plan", {"request": request.model_dump(mode="json", by_alias=True)})
+    assert burst["capacity"] == "planned", burst
+    return burst
+
+
+def test_a_burst_rechecks_the_job_and_the_caps_before_buying(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Between the plan and each purchase the job may be cancelled or a cap lowered: the
+    burst then buys nothing ("withdrawn", which the workflow rolls back); unchanged, it buys."""
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack, clock=apis.clock.now)
+    api.quota("solo", 64, borrow=0)
+    assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
+    steps = burst_steps_for(stack, apis, api)
+
+    cancelled = api.submit("solo", 8, template="development").body["job_id"]
+    burst = planned_burst(steps, cancelled)
+    assert api.call("DELETE", f"/jobs/{cancelled}").status == 200
+    burst = steps.run("request", burst)
+    assert burst["capacity"] == "withdrawn" and "no job waits" in burst["failures"][-1]
+
+    capped = api.submit("solo", 8, template="development").body["job_id"]
+    burst = planned_burst(steps, capped)
+    lowered = {"capacity": {"maxNodes": 2}, "spendCaps": {"teams": {"solo": 1}}}
+    assert api.call("PUT", "/policies/burst", lowered).status == 200
+    burst = steps.run("request", burst)
+    assert burst["capacity"] == "withdrawn" and "not bought" in burst["failures"][-1]
+    assert apis.gateway.burst_claims() == []  # nothing bought either time
+
+    assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
+    burst = steps.run("request", planned_burst(steps, capped))
+    assert burst["capacity"] == "requested"
+    assert len(apis.gateway.burst_claims()) == 1

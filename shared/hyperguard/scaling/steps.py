@@ -139,10 +139,22 @@ class BurstSteps:
 
     def request(self, burst: Burst) -> Burst:
         """Ensure the attempt's nodes are asked for: one NodeClaim per node, or the HyperPod
-        group grown by them (the attempt's client token makes asking again a no-op)."""
+        group grown by them (the attempt's client token makes asking again a no-op). Before
+        an attempt's first request, the jobs and the policy are read again: nothing is
+        bought once the jobs no longer wait or the caps no longer allow this capacity
+        ("withdrawn": the workflow rolls back, leaving the reason on the jobs)."""
         request, plan = self._request(burst), self._plan(burst)
         attempt = int(burst.get("attempt", 0))
         option = plan.options[attempt]
+        if burst.get("requested_attempt") != attempt:
+            refusal = self._no_longer_allowed(burst, plan, option)
+            if refusal is not None:
+                burst["capacity"] = "withdrawn"
+                burst["failures"] = [
+                    *burst.get("failures", []),
+                    f"{option.label}: not bought: {refusal}",
+                ][-MAX_FAILURES_KEPT:]
+                return burst
         policy = self.policies.get()
         if option.capacity_type is None:
             added, failed = self.gateway.add_hyperpod_nodes(
@@ -259,6 +271,22 @@ class BurstSteps:
         return burst
 
     # -- helpers --------------------------------------------------------------------------
+    def _no_longer_allowed(
+        self, burst: Burst, plan: BurstPlan, option: CapacityOption
+    ) -> str | None:
+        """Why this attempt's nodes may no longer be bought, planning again from the jobs
+        and the policy as they are now (None: they may)."""
+        fresh = self.plan({"request": burst["request"]})
+        now = BurstPlan.model_validate(fresh["plan"])
+        if fresh["capacity"] != "planned":
+            return "; ".join(now.refused) or "no job waits any more"
+        allowed = next((o for o in now.options if o.label == option.label), None)
+        if allowed is None:
+            return "; ".join(now.refused) or f"{option.label} is no longer allowed"
+        if now.nodes < plan.nodes:
+            return f"the policy now allows {now.nodes} node(s), not {plan.nodes}"
+        return None
+
     @staticmethod
     def _request(burst: Burst) -> BurstRequest:
         return BurstRequest.model_validate(burst["request"])
