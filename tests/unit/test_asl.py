@@ -97,3 +97,26 @@ def test_transitions_point_at_real_states_and_every_state_is_reachable(path: Pat
             seen.add(name)
             todo.extend(edges[name])
     assert seen == set(states), f"unreachable: {set(states) - seen}"
+
+
+def test_burst_capacity_buys_only_what_is_still_wanted_and_its_rollbacks_persist() -> None:
+    """RequestCapacity's re-check can withdraw the purchase (→ RollBack); every step retries
+    throttles that outlast the SDK's retries; the two rollbacks retry any error, with
+    backoff, before giving up (a failed rollback may leave capacity paid for)."""
+    states = _states(json.loads((ROOT / "statemachines" / "burst_capacity.asl.json").read_text()))
+    route = states["RouteRequest"]
+    assert states["RequestCapacity"]["Next"] == "RouteRequest"
+    assert route["Choices"] == [
+        {"Variable": "$.capacity", "StringEquals": "requested", "Next": "WaitForNodes"}
+    ]
+    assert route["Default"] == "RollBack"
+    for name, state in states.items():
+        if state["Type"] != "Task":
+            continue
+        errors = [set(r["ErrorEquals"]) for r in state["Retry"]]
+        if name in ("RollBack", "RollBackOnError"):
+            last = state["Retry"][-1]
+            assert last["ErrorEquals"] == ["States.ALL"] and last["MaxAttempts"] >= 8, name
+            assert last["BackoffRate"] > 1 and last["MaxDelaySeconds"] <= 60, name
+        else:
+            assert any({"ThrottlingException", "ClientError"} <= e for e in errors), name
