@@ -371,7 +371,8 @@ class KubeApiServer:
     def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
         args = request.args
         try:
-            timeout_s = float(args.get("timeoutSeconds") or DEFAULT_TIMEOUT_S)
+            # 0 or none: the server's own request timeout, as kube-apiserver.
+            timeout_s = float(args.get("timeoutSeconds") or 0) or DEFAULT_TIMEOUT_S
         except ValueError:
             raise KubeError(400, "BadRequest", "timeoutSeconds must be an integer") from None
         watch = WatchRequest(
