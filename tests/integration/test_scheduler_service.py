@@ -19,6 +19,7 @@ from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store.jobs import JobStore
+from hyperguard.twin.kube.store import WORKLOAD_PRIORITY_CLASSES
 
 
 def stored_job(api: Api, job_id: str) -> Job:
@@ -392,3 +393,17 @@ def test_elastic_growth_is_fenced_on_the_teams_quota_version(
     assert result.resized == [] and result.conflicts == 1
     record = api.jobs.record(job_id)
     assert record is not None and len(record.job.nodes) == 2 and record.admitted_replicas == 2
+
+
+def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack)
+    low = _low_priority_job(api)
+    classes = {"PriorityClasses": [{"Name": "high", "Weight": 9}]}
+    assert api.call("PUT", "/scheduler-config", classes).status == 200
+    scheduler(stack, apis).run_pass()
+    # Kueue needs the class the run names; the pass gives it one below every class.
+    assert running_jobs(apis) == {low}
+    assert apis.store.get(WORKLOAD_PRIORITY_CLASSES, "low-priority")["value"] == -1

@@ -105,6 +105,17 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     return meta
 
 
+def priority_class_object(name: str, value: int, description: str) -> dict[str, Any]:
+    """The WorkloadPriorityClass `<name>-priority` a run of class `name` names."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "WorkloadPriorityClass",
+        "metadata": _meta(priority_class_name(name)),
+        "value": value,
+        "description": description,
+    }
+
+
 def shared_objects(priority_classes: Iterable[PriorityClass]) -> list[dict[str, Any]]:
     """The cluster-wide objects every team's runs need: the ResourceFlavor and a
     WorkloadPriorityClass per priority class."""
@@ -115,13 +126,9 @@ def shared_objects(priority_classes: Iterable[PriorityClass]) -> list[dict[str, 
         "spec": {},
     }
     classes = [
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "WorkloadPriorityClass",
-            "metadata": _meta(priority_class_name(pc.name)),
-            "value": pc.weight,
-            "description": f"HyperGuard priority class {pc.name} (weight {pc.weight})",
-        }
+        priority_class_object(
+            pc.name, pc.weight, f"HyperGuard priority class {pc.name} (weight {pc.weight})"
+        )
         for pc in priority_classes
     ]
     return [flavor, *classes]

@@ -72,7 +72,7 @@ from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.cluster.karpenter import BurstClaim
-from hyperguard.cluster.kueue import shared_objects, team_objects
+from hyperguard.cluster.kueue import priority_class_object, shared_objects, team_objects
 from hyperguard.cluster.workloads import RunPhase, RunStatus
 from hyperguard.governance.burst_policy import (
     BurstPolicy,
@@ -90,7 +90,12 @@ from hyperguard.governance.placement import (
     place,
     pool_of,
 )
-from hyperguard.governance.state import EngineSettings, GovernanceState, Workload
+from hyperguard.governance.state import (
+    NO_CLASS_PRIORITY,
+    EngineSettings,
+    GovernanceState,
+    Workload,
+)
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
 from hyperguard.models.camel import CamelModel
@@ -409,6 +414,8 @@ class _PassRun:
         """The scheduler config's priority classes, as the pass read them."""
         self.queues_ready: set[str] = set()
         """Teams whose Kueue objects this pass ensured (the first also the shared ones)."""
+        self.retired_classes: set[str] = set()
+        """Classes jobs name that the config no longer has, ensured by this pass."""
 
     def per_replica(self, job: Job) -> int:
         """Accelerators one replica of the job holds on its node."""
@@ -1053,24 +1060,33 @@ class _PassRun:
             self.occupancy.free = trial.free
             self.resize_on_cluster(job.job_id)
 
-    def ensure_queues(self, team: str) -> None:
-        """The Kueue objects a run of `team` needs before it is dispatched, once a pass (and
-        the cluster-wide ones once), so that a missing or changed one is put right by the
-        next dispatch (D71). Raises ClusterError."""
-        if team in self.queues_ready:
-            return
-        manifests = team_objects(team)
+    def ensure_queues(self, job: Job) -> None:
+        """The Kueue objects a run of `job` needs before it is dispatched, once a pass per
+        team (and the cluster-wide ones once), so that a missing or changed one is put right
+        by the next dispatch (D71). A class the job names that the config no longer has gets
+        a WorkloadPriorityClass ranked below every class, as the engine ranks the job: without
+        one Kueue would keep the run suspended for good. Raises ClusterError."""
+        manifests = [] if job.team in self.queues_ready else team_objects(job.team)
         if not self.queues_ready:
             manifests = [*shared_objects(self.priority_classes), *manifests]
+        known = {pc.name for pc in self.priority_classes} | self.retired_classes
+        retired = job.priority_class if job.priority_class not in (None, *known) else None
+        if retired is not None:
+            why = f"HyperGuard priority class {retired}, no longer configured: below every class"
+            manifests.append(priority_class_object(retired, NO_CLASS_PRIORITY, why))
+        if not manifests:
+            return
         outcomes = self.gateway.ensure_queues(manifests)
-        self.queues_ready.add(team)
+        self.queues_ready.add(job.team)
+        if retired is not None:
+            self.retired_classes.add(retired)
         changed = {key: outcome for key, outcome in outcomes.items() if outcome != "unchanged"}
         if changed:
-            logger.info("kueue objects ensured", extra={"team": team, "changed": changed})
+            logger.info("kueue objects ensured", extra={"team": job.team, "changed": changed})
 
     def dispatch(self, job: Job) -> None:
         try:
-            self.ensure_queues(job.team)
+            self.ensure_queues(job)
             self.gateway.dispatch(job, list(job.nodes))
         except ClusterError as exc:
             self.count(self.lifecycle.undispatch(job.job_id, str(exc)))
