@@ -56,6 +56,26 @@ class ErrorBody(BaseModel):
     )
 
 
+class ThrottledBody(BaseModel):
+    """API Gateway's own answer when the stage's throttling refuses a request (the function
+    never runs)."""
+
+    message: str = Field(description='"Too Many Requests"')
+
+
+THROTTLED: OpenAPIResponse = {
+    "description": "Throttled by the API stage's rate and burst limits (template parameters "
+    "ApiThrottleRateLimit, ApiThrottleBurstLimit) before the function runs; nothing was done. "
+    "Retry after `Retry-After` seconds, with backoff",
+    "headers": {
+        "Retry-After": {
+            "description": "seconds to wait before retrying",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
+    "content": {JSON: {"model": ThrottledBody}},
+}
+
 _ERRORS: dict[int, str] = {
     400: "The body is not JSON or not UTF-8, or a token was not issued by this API",
     403: "The caller is not mapped to a team, not an admin, or acts for another team",
@@ -77,7 +97,7 @@ def responses(
 ) -> dict[int, OpenAPIResponse]:
     """The OpenAPI responses of a route: its success (with `model`'s schema; `also`: other
     success codes with the same body) and every error status it can answer with, each with
-    the error body. 403 and 422 apply to every route."""
+    the error body. 403 and 422 apply to every route, and API Gateway's 429 (THROTTLED)."""
     documented: dict[int, OpenAPIResponse] = {}
     for code, text in {success: description, **(also or {})}.items():
         documented[code] = (
@@ -89,4 +109,5 @@ def responses(
         errors = (*errors, 415)
     for code in sorted({403, 422, *errors}):
         documented[code] = {"description": _ERRORS[code], "content": {JSON: {"model": ErrorBody}}}
+    documented[429] = THROTTLED
     return documented
