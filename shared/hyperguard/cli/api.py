@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,13 +26,23 @@ from hyperguard.cli.options import add_group
 from hyperguard.cli.output import CliError, print_json
 
 POLICIES = {"repair": "/policies/node-repair", "burst": "/policies/burst"}
+ATTEMPTS = 6
+"""Tries of one call that keeps being throttled, the first included."""
+BACKOFF_S, MAX_BACKOFF_S = 0.5, 20.0
+THROTTLED = 429
+"""API Gateway's stage throttling: the function never ran, so any call may be tried again."""
+TRANSIENT = frozenset({502, 503, 504})
+"""Lambda's throttling and failures as API Gateway passes them on: the call may have been
+applied, so only a call that repeats harmlessly is tried again (docs/cli.md)."""
+REPEATABLE = frozenset({"GET", "PUT", "DELETE"})
 
 
 class ServiceApi:
     """HyperGuard's API of the stack a ServiceClient (twin.client) reaches."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Any, sleep: Callable[[float], None] = time.sleep) -> None:
         self.service = service
+        self.sleep = sleep
 
     @cached_property
     def base(self) -> str:
@@ -39,21 +51,45 @@ class ServiceApi:
         return str(self.service.outputs["ApiUrl"])
 
     def call(self, method: str, path: str, body: Any = None, **headers: str) -> Any:
-        """The API's JSON answer; an error answer is a CliError naming the call and status."""
-        url = self.base + path
+        """The API's JSON answer; an error answer is a CliError naming the call and status.
+        A throttled call is tried again, up to ATTEMPTS in all, after the answer's
+        Retry-After or an exponential backoff with full jitter, whichever is longer."""
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json", **headers}
+        may_repeat = method in REPEATABLE or "Idempotency-Key" in headers
+        for attempt in range(ATTEMPTS):
+            try:
+                return self._once(method, path, data, headers)
+            except urllib.error.HTTPError as exc:
+                text = exc.read()
+                retried = exc.code == THROTTLED or (exc.code in TRANSIENT and may_repeat)
+                if not retried or attempt + 1 == ATTEMPTS:
+                    raise CliError(f"{method} {path}: {exc.code} {_message(text)}") from exc
+                self.sleep(_wait(exc.headers.get("Retry-After"), attempt))
+        raise AssertionError("every attempt returns or raises")
+
+    def _once(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> Any:
+        url = self.base + path
         if not self.service.is_twin:
-            headers = signed(method, url, data, headers)
+            headers = signed(method, url, data, headers)  # signed again: SigV4 dates each try
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise CliError(f"{method} {path}: {exc.code} {_message(exc.read())}") from exc
+        except urllib.error.HTTPError:
+            raise
         except (urllib.error.URLError, ConnectionError) as exc:
             raise CliError(f"the API at {self.base} does not answer ({exc})") from exc
         return json.loads(raw) if raw else None
+
+
+def _wait(retry_after: str | None, attempt: int) -> float:
+    """Seconds before the next try: the server's Retry-After (seconds) at least."""
+    backoff = random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt))
+    try:
+        return max(float(retry_after or 0), backoff)
+    except ValueError:  # an HTTP date: not what API Gateway sends; back off as usual
+        return backoff
 
 
 def signed(method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
