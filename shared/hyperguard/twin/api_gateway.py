@@ -16,11 +16,13 @@ where API Gateway puts it.
 from __future__ import annotations
 
 import base64
+import math
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from werkzeug.wrappers import Request, Response
@@ -48,6 +50,71 @@ def _route(resource: str) -> _Route:
     return _Route(resource, re.compile(f"^{regex}$"), statics)
 
 
+@dataclass
+class StageThrottle:
+    """API Gateway's stage throttling (MethodSettings ThrottlingRateLimit and
+    ThrottlingBurstLimit on `/*` `*`): a token bucket per method and resource, holding at most
+    `burst` requests and refilled at `rate` per second; a request finding it empty is
+    answered 429 `{"message":"Too Many Requests"}` (the THROTTLED gateway response, with the
+    template's headers) without reaching the function. API Gateway documents the algorithm as
+    a token bucket ("Throttle API requests for better throughput")."""
+
+    rate: float
+    burst: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    _buckets: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def admit(self, method: str, resource: str) -> bool:
+        with self._lock:
+            now = self.clock()
+            tokens, since = self._buckets.get((method, resource), (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - since) * self.rate)
+            admitted = tokens >= 1
+            self._buckets[(method, resource)] = (tokens - 1 if admitted else tokens, now)
+            return admitted
+
+    def refusal(self) -> Response:
+        response = Response(
+            '{"message":"Too Many Requests"}', status=429, content_type="application/json"
+        )
+        for name, value in self.headers.items():
+            response.headers[name] = value
+        if "Retry-After" not in response.headers:
+            response.headers["Retry-After"] = str(math.ceil(1 / self.rate))
+        return response
+
+
+def stage_throttle(
+    template: Mapping[str, Any], parameters: Mapping[str, str], api: str = "HyperGuardApi"
+) -> StageThrottle | None:
+    """The stage throttling the template gives its REST API (its `/*` `*` MethodSettings,
+    parameters resolved as CloudFormation would), with its THROTTLED gateway response's
+    headers; None when it sets none."""
+    properties = template["Resources"][api]["Properties"]
+    settings = next(
+        (m for m in properties.get("MethodSettings") or [] if m.get("ResourcePath") == "/*"),
+        None,
+    )
+    if settings is None or "ThrottlingRateLimit" not in settings:
+        return None
+
+    def number(value: Any) -> float:
+        if isinstance(value, Mapping):
+            name = value["Ref"]
+            return float(parameters.get(name, template["Parameters"][name]["Default"]))
+        return float(value)
+
+    throttled = (properties.get("GatewayResponses") or {}).get("THROTTLED") or {}
+    headers = (throttled.get("ResponseParameters") or {}).get("Headers") or {}
+    return StageThrottle(
+        rate=number(settings["ThrottlingRateLimit"]),
+        burst=int(number(settings["ThrottlingBurstLimit"])),
+        headers={name: str(value).strip("'") for name, value in headers.items()},
+    )
+
+
 class ApiGatewayProxy:
     def __init__(
         self,
@@ -56,8 +123,10 @@ class ApiGatewayProxy:
         *,
         stage: str = "local",
         default_principal: str = DEFAULT_PRINCIPAL,
+        throttle: StageThrottle | None = None,
     ) -> None:
         self.invoke = invoke
+        self.throttle = throttle
         # Most literal segments first: /jobs/search would win over /jobs/{jobId}.
         self.routes = sorted((_route(r) for r in resources), key=lambda r: -r.statics)
         self.stage = stage
@@ -154,6 +223,10 @@ class ApiGatewayProxy:
                 status=403,
                 content_type="application/json",
             )
+        elif self.throttle is not None and not self.throttle.admit(
+            request.method, str(event["resource"])
+        ):
+            response = self.throttle.refusal()
         else:
             response = proxy_response(self.invoke(event))
         return response(environ, start_response)

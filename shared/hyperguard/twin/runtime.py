@@ -31,10 +31,15 @@ from hyperguard import aws
 from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy
 from hyperguard.recovery.policy import DeepHealthCheck, NodeRepairConfig
 from hyperguard.twin import aws as twin_aws
-from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, PRINCIPAL_HEADER, ApiGatewayProxy
+from hyperguard.twin.api_gateway import (
+    DEFAULT_PRINCIPAL,
+    PRINCIPAL_HEADER,
+    ApiGatewayProxy,
+    stage_throttle,
+)
 from hyperguard.twin.clock import ScaledClock
 from hyperguard.twin.cluster import FaultKind, SimTimings, SimulatedCluster
-from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy
+from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy, load_template
 from hyperguard.twin.effects import EffectRunner
 from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
 from hyperguard.twin.kube import EksTokenAuthenticator, KubeApiServer, ObjectStore
@@ -430,7 +435,9 @@ class Twin:
                 return {"statusCode": 502, "body": json.dumps({"message": "Internal server error"})}
             return dict(json.loads(payload))
 
-        proxy = ApiGatewayProxy(invoke, paths)
+        template = load_template(self.config.root / "template.yaml")
+        throttle = stage_throttle(template, self.config.parameters)
+        proxy = ApiGatewayProxy(invoke, paths, throttle=throttle)
         self._api_server = make_server(
             self.config.host,
             self.config.api_port,
