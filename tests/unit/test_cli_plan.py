@@ -234,6 +234,14 @@ def test_commitment_prints_the_minimum_and_the_curve_for_people(
     assert "committing never pays at these prices" in capsys.readouterr().out
 
 
+def test_commitment_of_no_demand_commits_nothing_and_says_nothing_undefined(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert exit_status(["plan", "commitment", "--demand", demand_file(tmp_path, [0, 0])]) == 0
+    out = capsys.readouterr().out
+    assert "peak 0 instances" in out and "commit 0 → $0.00," in out and "None" not in out
+
+
 @pytest.mark.parametrize(
     ("lines", "extra", "complaint"),
     [

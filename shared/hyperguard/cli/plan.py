@@ -350,8 +350,8 @@ def _render_commitment(result: dict[str, Any]) -> Any:
         best = result[f"best_{kind}"]
         lines.append(
             f"burst on {kind.replace('_', '-')}: commit {best['committed_instances']} → "
-            f"${best['total_usd']:,.2f} ({best['saving_vs_peak_committed_pct']} % less than the "
-            f"peak committed), {best['burst_instance_hours']:,.1f} burst instance-hours over "
+            f"${best['total_usd']:,.2f}{_saving(best['saving_vs_peak_committed_pct'])}, "
+            f"{best['burst_instance_hours']:,.1f} burst instance-hours over "
             f"{best['burst_hours']:,.1f} h; {_break_even(best['break_even_utilisation'])}"
         )
     minima = {
@@ -379,6 +379,10 @@ def _render_commitment(result: dict[str, Any]) -> Any:
     ]
     curve_table = table(rows, columns, title="\nthe cost curve (a model: docs/decisions.md)")
     return Group(Text("\n".join(lines)), curve_table)
+
+
+def _saving(pct: float | None) -> str:
+    return "" if pct is None else f" ({pct} % less than the peak committed)"
 
 
 def _break_even(utilisation: float | None) -> str:
