@@ -1,7 +1,7 @@
 """`twin scenario day-in-the-life` at CI's smoke size: the same demand on a day compressed to
 six hours (every arrival and job scaled by 6/24, the cluster's own timings unchanged), hybrid
-against static, each side on a fresh twin. About 3 minutes; the full day (about 13 minutes)
-is `make bench-scenarios`, and its figures are in BENCHMARKS.md."""
+against static and against on-demand sized for the peak, each side on a fresh twin. About 4
+minutes; the full day is `make bench-scenarios`, and its figures are in BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ SMOKE_HOURS = 6
 
 def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> None:
     """`hyperguard twin scenario day-in-the-life --hours 6 --json`: the same day of demand on
-    two fresh twins, hybrid (burst and elastic) and static."""
+    three fresh twins, hybrid (burst and elastic), static and on-demand sized for the peak."""
     result = run_cli(
         "twin", "scenario", "day-in-the-life", "--hours", str(SMOKE_HOURS), timeout_s=900
     )
@@ -33,7 +33,18 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     assert counts.get("SUCCEEDED", 0) >= 1 and set(counts) <= {"SUCCEEDED"}
     (static_counts,) = (c for name, c in by_side["static"].items() if "BurstCapacity" in name)
     assert static_counts == {}
-    assert result["executions"] == {**by_side["hybrid"], **by_side["static"]}
+    assert result["executions"] == {
+        **by_side["hybrid"],
+        **by_side["static"],
+        **by_side["on_demand"],
+    }
     for side in (hybrid, static):
         assert set(side["avg_wait_s_by_priority"]) == {"inference", "training"}
         assert side["cost_usd_by_pool"]["workers"] == round(16 * SMOKE_HOURS * 98.32, 2)
+    # On demand for the peak (19 nodes all day, no burst): the most paid, the most idle.
+    on_demand = result["on_demand"]
+    assert on_demand["cost_usd"] == round(19 * SMOKE_HOURS * 98.32, 2)
+    assert on_demand["burst_nodes_peak"] == 0
+    assert on_demand["cost_usd"] > max(hybrid["cost_usd"], static["cost_usd"])
+    assert on_demand["idle_gpu_hours"] > hybrid["idle_gpu_hours"]
+    assert on_demand["jobs_completed"] >= static["jobs_completed"]

@@ -317,14 +317,15 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
     keys = [
         "gpu_hours_used",
         "idle_gpu_hours",
+        "cost_usd",
         "burst_nodes_peak",
         "burst_nodes_at_end",
         "jobs_completed",
         "usd_per_used_gpu_hour",
     ]
-    rows = [{"side": side, **{k: result[side][k] for k in keys}} for side in ("hybrid", "static")]
+    rows = [{"side": side, **{k: result[side][k] for k in keys}} for side in SIDES]
     print_table(rows, [("side", "SIDE"), *((k, k.upper()) for k in keys)])
-    for side in ("hybrid", "static"):
+    for side in SIDES:
         waits = ", ".join(
             f"{p} {s:.0f} s" for p, s in result[side]["avg_wait_s_by_priority"].items()
         )
@@ -643,7 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a measured scenario on a fresh twin (elastic-fault: one node fault under "
         "an elastic job, elastic_shrink against wait_for_repair; proactive-move: an AWS "
         "Health retirement announced ahead for a node under an elastic job; day-in-the-life: "
-        "a simulated day of demand, hybrid burst and elastic against static allocation)",
+        "a simulated day of demand, hybrid burst and elastic against static allocation and "
+        "on-demand sized for the peak)",
     )
     p.add_argument(
         "name",
@@ -652,9 +654,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--side",
-        choices=["hybrid", "static"],
-        help="day-in-the-life: run one side only and print its JSON (default: both, each in "
-        "a process of its own)",
+        choices=["hybrid", "static", "on_demand"],
+        help="day-in-the-life: run one side only and print its JSON (default: all three, each "
+        "in a process of its own)",
     )
     p.add_argument(
         "--hours",

@@ -1,10 +1,16 @@
-"""The day-in-the-life scenario: one simulated day of demand, hybrid against static.
+"""The day-in-the-life scenario: one simulated day of demand, hybrid against static and
+against on-demand sized for the peak.
 
-The same demand runs twice, each on a fresh twin with a 16-node HyperPod cluster
+The same demand runs three times, each on a fresh twin with a HyperPod cluster
 (ml.p5.48xlarge, 8 GPUs each) and an empty Karpenter pool, through the real workflows:
 
-- **hybrid**: bursting on (the twin's burst policy), production training elastic;
-- **static**: no burst (`maxNodes` 0), the training job fixed at its starting size.
+- **hybrid**: 16 committed nodes, bursting on (the twin's burst policy), production training
+  elastic;
+- **static**: 16 committed nodes, no burst (`maxNodes` 0), the training job fixed at its
+  starting size;
+- **on_demand**: what the hybrid design's customer had before: a cluster sized for the peak
+  of the demand (`PEAK_NODES`, 19) bought on demand for the whole day, no burst, the
+  training job fixed; the team `product`'s quota covers its share of the peak (11 nodes).
 
 The demand, in hours of the simulated day (`DEMAND`):
 - 00:00, team `training`: one production training job, 8 replicas (elastic 8-16 in hybrid),
@@ -19,7 +25,8 @@ Both teams' quotas are 8 nodes, LendAndBorrow, with IdleResourceSharing and fair
 is measured, by sampling the simulated cluster every simulated minute (`SAMPLE_S`): GPUs
 held by running jobs per pool, burst nodes alive, and each job's first start; the cost is
 those node-hours at the burst policy's default prices, HyperPod's 16 nodes being paid all
-day whether used or not (committed capacity). What is modelled: the demand above, the
+day whether used or not (committed capacity; on demand, the cluster stays up all day at
+HyperPod's on-demand price, the same default price). What is modelled: the demand above, the
 simulated cluster's timings (node launch, job restart, step time), and the prices.
 """
 
@@ -49,7 +56,7 @@ SAMPLE_S = 60.0
 TIME_SCALE = 240.0
 """The scenario's default clock: virtual seconds per wall second (six minutes a side)."""
 PRIORITIES = {"training": 50, "inference": 100}
-SIDES = ("hybrid", "static")
+SIDES = ("hybrid", "static", "on_demand")
 PRICES = BurstPolicy()
 """The default burst policy: the price a burst node is charged at."""
 KARPENTER_CAPACITY = {ec2: label for label, ec2 in EC2_CAPACITY_TYPES.items()}
@@ -75,6 +82,47 @@ DEMAND: tuple[Demand, ...] = (
 )
 
 
+def peak_nodes(demands: tuple[Demand, ...], team: str | None = None) -> int:
+    """The most nodes the demand (of `team`, or all) asks for at once, each job at its
+    starting size for its hours of work as submitted."""
+
+    def asked(at_h: float) -> int:
+        return sum(
+            d.replicas
+            for d in demands
+            if (team is None or d.team == team)
+            and d.at_h <= at_h < d.at_h + (d.work_h if d.work_h is not None else HOURS)
+        )
+
+    return max(asked(d.at_h) for d in demands)
+
+
+PEAK_NODES = peak_nodes(DEMAND)
+
+
+@dataclass(frozen=True)
+class Side:
+    """How one side's cluster is bought and run."""
+
+    nodes: int
+    burst_max_nodes: int
+    elastic: bool
+    quotas: dict[str, int]
+    """Nodes of each team's quota (LendAndBorrow)."""
+
+
+SIDE_SETUPS = {
+    "hybrid": Side(NODES, 8, True, {"training": 8, "product": 8}),
+    "static": Side(NODES, 0, False, {"training": 8, "product": 8}),
+    "on_demand": Side(
+        PEAK_NODES,
+        0,
+        False,
+        {"training": peak_nodes(DEMAND, "training"), "product": peak_nodes(DEMAND, "product")},
+    ),
+}
+
+
 @dataclass
 class Ledger:
     """What one side's day looked like, sampled."""
@@ -92,7 +140,7 @@ class Ledger:
 def day_in_the_life(
     start: Callable[..., Twin], side: str, *, hours: float = HOURS
 ) -> dict[str, Any]:
-    """Run the day for one side ("hybrid" or "static") on a fresh twin. `start(**config)`
+    """Run the day for one side (one of SIDES) on a fresh twin. `start(**config)`
     returns a running twin with those TwinConfig settings (the CLI's ports and clock). The
     CLI runs each side in a process of its own, so that nothing of one twin (moto keeps its
     state per process) can reach the other. `hours` < 24 runs the same day compressed: every
@@ -102,9 +150,10 @@ def day_in_the_life(
         raise TwinError(f"unknown side {side!r}: {' or '.join(SIDES)}")
     if not 0 < hours <= HOURS:
         raise TwinError(f"a day lasts more than 0 and at most {HOURS} hours, not {hours}")
-    twin = start(hyperpod_nodes=NODES, burst_nodes=0, seed_jobs=False)
+    setup = SIDE_SETUPS[side]
+    twin = start(hyperpod_nodes=setup.nodes, burst_nodes=0, seed_jobs=False)
     try:
-        result, executions = _run_day(twin, hybrid=side == "hybrid", hours=hours)
+        result, executions = _run_day(twin, setup, hours=hours)
         return {
             "side": side,
             "result": result,
@@ -146,9 +195,9 @@ def demand(hours: float = HOURS) -> tuple[Demand, ...]:
 
 
 def _run_day(
-    twin: Twin, *, hybrid: bool, hours: float
+    twin: Twin, setup: Side, *, hours: float
 ) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
-    _configure(twin, hybrid=hybrid)
+    _configure(twin, setup)
     clock = twin.cluster.clock
     start = clock.now()
     end = start + timedelta(hours=hours)
@@ -159,17 +208,20 @@ def _run_day(
         now = clock.now()
         while pending and now >= start + timedelta(hours=pending[0].at_h):
             arrival = pending.pop(0)
-            ledger.submitted[_submit(twin, arrival, hybrid=hybrid)] = (arrival.priority, now)
+            ledger.submitted[_submit(twin, arrival, elastic=setup.elastic)] = (
+                arrival.priority,
+                now,
+            )
         _sample(twin, ledger, min(now, end), (min(now, end) - last).total_seconds())
         last = min(now, end)
         if now >= end:
             break
         time.sleep(SAMPLE_S / twin.config.time_scale)
-    return _summary(twin, ledger, start, end, hours), _executions(twin)
+    return _summary(twin, ledger, start, end, hours, setup.nodes), _executions(twin)
 
 
-def _configure(twin: Twin, *, hybrid: bool) -> None:
-    policy = fast_burst_policy(twin.config.time_scale, max_nodes=8 if hybrid else 0)
+def _configure(twin: Twin, setup: Side) -> None:
+    policy = fast_burst_policy(twin.config.time_scale, max_nodes=setup.burst_max_nodes)
     ok(twin, "PUT", "/policies/burst", policy.model_dump(mode="json", by_alias=True))
     ok(
         twin,
@@ -181,12 +233,12 @@ def _configure(twin: Twin, *, hybrid: bool) -> None:
             "IdleResourceSharing": "Enabled",
         },
     )
-    for team in ("training", "product"):
+    for team, nodes in setup.quotas.items():
         sharing = {"Strategy": "LendAndBorrow", "BorrowLimit": 100}
-        add_team(twin, team, 8, sharing, preempt="LowerPriority")
+        add_team(twin, team, nodes, sharing, preempt="LowerPriority")
 
 
-def _submit(twin: Twin, demand: Demand, *, hybrid: bool) -> str:
+def _submit(twin: Twin, demand: Demand, *, elastic: bool) -> str:
     body: dict[str, Any] = {
         "name": demand.name,
         "template": demand.template,
@@ -199,7 +251,7 @@ def _submit(twin: Twin, demand: Demand, *, hybrid: bool) -> str:
     }
     if demand.work_h is not None:
         body["max_steps"] = round(demand.work_h * 3600 / STEP_S)
-    if hybrid and demand.elastic_max is not None:
+    if elastic and demand.elastic_max is not None:
         body["elastic_policy"] = {
             "minReplicas": demand.replicas,
             "maxReplicas": demand.elastic_max,
@@ -249,13 +301,13 @@ def _pool(instance: Any) -> str:
 
 
 def _summary(
-    twin: Twin, ledger: Ledger, start: datetime, end: datetime, hours: float
+    twin: Twin, ledger: Ledger, start: datetime, end: datetime, hours: float, nodes: int
 ) -> dict[str, Any]:
     hyperpod_price = DEFAULT_HOURLY_PRICES[(PoolKind.HYPERPOD, INSTANCE_TYPE)]
-    cost = {"workers": round(NODES * hours * hyperpod_price, 2)}
+    cost = {"workers": round(nodes * hours * hyperpod_price, 2)}
     cost |= {pool: round(usd, 2) for pool, usd in ledger.burst_usd_by_pool.items()}
     used = sum(ledger.gpu_s_by_pool.values()) / 3600
-    provisioned = NODES * GPUS * hours + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
+    provisioned = nodes * GPUS * hours + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
     waits: dict[str, list[float]] = defaultdict(list)
     never: dict[str, int] = defaultdict(int)
     for job_id, (priority, submitted) in ledger.submitted.items():
@@ -270,6 +322,7 @@ def _summary(
         "gpu_hours_by_pool": {p: round(s / 3600, 1) for p, s in ledger.gpu_s_by_pool.items()},
         "idle_gpu_hours": round(provisioned - used, 1),
         "cost_usd_by_pool": cost,
+        "cost_usd": round(sum(cost.values()), 2),
         "usd_per_used_gpu_hour": round(sum(cost.values()) / used, 2) if used else None,
         "burst_nodes_peak": ledger.burst_nodes_peak,
         "burst_nodes_at_end": ledger.burst_nodes_at_end,
