@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import boto3
 from tests.conftest import REGION
-from tests.one_writer import guarded
+from tests.one_writer import LIBRARY, guarded
 
 
 def test_a_raw_write_to_the_jobs_table_is_caught(aws_env: None) -> None:
@@ -16,8 +16,14 @@ def test_a_raw_write_to_the_jobs_table_is_caught(aws_env: None) -> None:
             AttributeDefinitions=[{"AttributeName": "job_id", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
+    # code of the service's that writes around the store, as if it sat in governance/
+    rogue = LIBRARY / "governance" / "rogue.py"
+    write = compile(
+        "client.put_item(TableName=table, Item={'job_id': {'S': 'j-1'}})", str(rogue), "exec"
+    )
     with guarded("jobs", "incidents") as offences:
-        client.put_item(TableName="jobs", Item={"job_id": {"S": "j-1"}})
-        client.put_item(TableName="other", Item={"job_id": {"S": "j-1"}})
-    assert offences == ["PutItem on jobs sent from outside the library"]
+        exec(write, {"client": client, "table": "jobs"})
+        exec(write, {"client": client, "table": "other"})
+        client.put_item(TableName="jobs", Item={"job_id": {"S": "j-2"}})  # the test's own
+    assert offences == [f"PutItem on jobs sent from {rogue}"]
     assert "Item" in client.get_item(TableName="jobs", Key={"job_id": {"S": "j-1"}})

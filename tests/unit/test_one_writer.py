@@ -49,6 +49,9 @@ def test_the_behavioural_guard_tells_a_write_around_the_lifecycle() -> None:
     assert offence("UpdateItem", conditional, [JOB_STORE], tables) == ""  # a store test
     assert "called by" in offence("UpdateItem", conditional, [JOB_STORE, service], tables)
     assert "sent from" in offence("PutItem", conditional, [service, LIFECYCLE], tables)
+    handler = LIBRARY.parents[1] / "functions" / "api" / "app.py"
+    assert "sent from" in offence("PutItem", conditional, [handler], tables)
+    assert offence("PutItem", {"TableName": "jobs"}, [], tables) == ""  # the test's own
     unconditional = {"TableName": "jobs"}
     assert "without a condition" in offence("PutItem", unconditional, [JOB_STORE], tables)
     transaction = {
