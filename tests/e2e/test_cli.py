@@ -50,7 +50,11 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 proc.kill()
                 pytest.fail(f"twin did not come up: {log.read_text()}")
             time.sleep(0.3)
-        urllib.request.urlopen(f"{url}/_hyperguard/status", timeout=30)
+        try:
+            urllib.request.urlopen(f"{url}/_hyperguard/status", timeout=30)
+        except OSError:
+            proc.kill()  # a fixture that fails here must not leave the twin running
+            raise
         yield url
         proc.terminate()
         # stopping joins the twin's threads and workers: ~20 s at a load of 10 on 2 cores
