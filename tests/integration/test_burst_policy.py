@@ -361,6 +361,26 @@ def test_a_burst_that_rolled_back_is_asked_for_again_only_when_its_window_turns(
     )
 
 
+def ready_burst_nodes(apis: ClusterApis, *names: str) -> list[BurstClaim]:
+    """On-demand p5 NodeClaims of one burst, asked for through the API and given the time
+    Karpenter takes to launch and register them."""
+    for name in names:
+        assert apis.gateway.request_burst_node(
+            nodeclaim_manifest(
+                name=name,
+                burst_id="burst-0123456789abcdef",
+                attempt=0,
+                node_pool="gpu-burst",
+                node_class="default",
+                instance_type="p5.48xlarge",
+                capacity_type=CapacityType.ON_DEMAND,
+                accelerators=8,
+            )
+        )
+    apis.advance(600)
+    return apis.gateway.burst_claims()
+
+
 class RestartsOnTheIdleNode(HyperPodEksGateway):
     """Recovery restarts a job on a hot spare, an idle burst node, after the pass read the
     jobs and before it gives that node back (the pass reads the burst claims in between)."""
@@ -390,21 +410,7 @@ def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(
     api = Api(stack, clock=apis.clock.now)
     api.quota("solo", 64, borrow=0)
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
-    for name in ("hg-burst-a", "hg-burst-b"):
-        assert apis.gateway.request_burst_node(
-            nodeclaim_manifest(
-                name=name,
-                burst_id="burst-0123456789abcdef",
-                attempt=0,
-                node_pool="gpu-burst",
-                node_class="default",
-                instance_type="p5.48xlarge",
-                capacity_type=CapacityType.ON_DEMAND,
-                accelerators=8,
-            )
-        )
-    apis.advance(600)
-    claims = apis.gateway.burst_claims()
+    claims = ready_burst_nodes(apis, "hg-burst-a", "hg-burst-b")
     assert len(claims) == 2 and all(c.ready and c.instance_id for c in claims), claims
     service = scheduler(stack, apis)
     service.bursts = Workflows(BURSTS)
@@ -438,20 +444,7 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
     apis = make_cluster(hyperpod_nodes=1)
     api = Api(stack, clock=apis.clock.now)
     api.quota("solo", 64, borrow=0)
-    assert apis.gateway.request_burst_node(
-        nodeclaim_manifest(
-            name="hg-burst-a",
-            burst_id="burst-0123456789abcdef",
-            attempt=0,
-            node_pool="gpu-burst",
-            node_class="default",
-            instance_type="p5.48xlarge",
-            capacity_type=CapacityType.ON_DEMAND,
-            accelerators=8,
-        )
-    )
-    apis.advance(600)
-    [claim] = apis.gateway.burst_claims()
+    [claim] = ready_burst_nodes(apis, "hg-burst-a")
     assert claim.ready and claim.instance_id and claim.node_name
     service = scheduler(stack, apis)
     service.bursts = Workflows(BURSTS)
