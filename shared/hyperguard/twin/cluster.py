@@ -1374,32 +1374,49 @@ class SimulatedCluster:
         if user is None:
             return  # our own write
         with self._settled() as now:
-            if rt in RUN_RESOURCES and event == "ADDED":
-                if not is_suspended(rt, obj):
-                    self._start(rt, obj, now)
-            elif rt in RUN_RESOURCES and event == "MODIFIED" and old is not None:
-                if is_suspended(rt, old) and not is_suspended(rt, obj):
-                    self._start(rt, obj, now)  # Kueue admitted it
-                elif rt == HYPERPOD_PYTORCH_JOBS and _replica_spec(obj) != _replica_spec(old):
-                    self._rescale(obj, now)
-            elif rt in RUN_RESOURCES and event == "DELETED":
-                run = self._runs.get(obj["metadata"]["uid"])
-                if run is not None and run.state in ("running", "waiting"):
-                    self._freeze(run, now)
-                    run.state = "stopped"
-            elif rt == PODS and event == "DELETED":
-                self._pod_gone(obj, now)
-            elif rt == PODS and event == "ADDED" and not (obj.get("spec") or {}).get("nodeName"):
-                self._pending_pods.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
-                self._bind_client_pods(now)
-            elif rt == NODECLAIMS and event == "ADDED":
-                self._accept_claim(obj, now)
-            elif (
-                rt == NODECLAIMS
-                and obj["metadata"].get("deletionTimestamp")
-                and not (old or {}).get("metadata", {}).get("deletionTimestamp")
-            ):
-                self._release_claim(obj, now)
+            if rt in RUN_RESOURCES:
+                self._on_run_change(event, rt, obj, old, now)
+            elif rt == PODS:
+                self._on_pod_change(event, obj, now)
+            elif rt == NODECLAIMS:
+                self._on_claim_change(event, obj, old, now)
+
+    def _on_run_change(
+        self, event: str, rt: Any, obj: dict[str, Any], old: dict[str, Any] | None, now: datetime
+    ) -> None:
+        """The job controllers: start what is not (or no longer) suspended, resize, stop."""
+        if event == "ADDED":
+            if not is_suspended(rt, obj):
+                self._start(rt, obj, now)
+        elif event == "MODIFIED" and old is not None:
+            if is_suspended(rt, old) and not is_suspended(rt, obj):
+                self._start(rt, obj, now)  # Kueue admitted it
+            elif rt == HYPERPOD_PYTORCH_JOBS and _replica_spec(obj) != _replica_spec(old):
+                self._rescale(obj, now)
+        elif event == "DELETED":
+            run = self._runs.get(obj["metadata"]["uid"])
+            if run is not None and run.state in ("running", "waiting"):
+                self._freeze(run, now)
+                run.state = "stopped"
+
+    def _on_pod_change(self, event: str, obj: dict[str, Any], now: datetime) -> None:
+        """The kubelet losing a pod; kube-scheduler taking a pod a client created."""
+        if event == "DELETED":
+            self._pod_gone(obj, now)
+        elif event == "ADDED" and not (obj.get("spec") or {}).get("nodeName"):
+            self._pending_pods.add((obj["metadata"]["namespace"], obj["metadata"]["name"]))
+            self._bind_client_pods(now)
+
+    def _on_claim_change(
+        self, event: str, obj: dict[str, Any], old: dict[str, Any] | None, now: datetime
+    ) -> None:
+        """Karpenter launching a new NodeClaim, or releasing one being deleted."""
+        if event == "ADDED":
+            self._accept_claim(obj, now)
+        elif obj["metadata"].get("deletionTimestamp") and not (old or {}).get("metadata", {}).get(
+            "deletionTimestamp"
+        ):
+            self._release_claim(obj, now)
 
     def _start(self, rt: Any, job: dict[str, Any], now: datetime) -> None:
         """The job controller (the HyperPod training operator for a HyperPodPyTorchJob)

@@ -356,47 +356,67 @@ class Kueue:
         taken: Mapping[tuple[str, str], int],
         reasons: list[str],
     ) -> str | None:
-        groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
         asked = {r: v for r, v in pod_set.requests.items() if v > 0}
-        group = next(
-            (g for g in groups if set(asked) <= set(g.get("coveredResources") or [])), None
-        )
+        group = _resource_group(cluster_queue, asked, reasons)
         if group is None:
-            covered = {r for g in groups for r in g.get("coveredResources") or []}
-            missing = sorted(set(asked) - covered) or sorted(asked)
-            reasons.append(f"resource {missing[0]} unavailable in ClusterQueue")
             return None
         name = cluster_queue["metadata"]["name"]
         for flavor in group.get("flavors") or []:
             flavor_name = flavor["name"]
-            found = self.store.find(RESOURCE_FLAVORS, flavor_name)
-            if found is None:
-                reasons.append(f"flavor {flavor_name} not found")
+            mismatch = self._flavor_mismatch(flavor_name, pod_set)
+            if mismatch:
+                reasons.append(mismatch)
                 continue
-            node_labels = (found.get("spec") or {}).get("nodeLabels") or {}
-            if any(pod_set.node_selector.get(k, v) != v for k, v in node_labels.items()):
-                reasons.append(f"flavor {flavor_name} doesn't match node affinity")
-                continue
-            fits = True
-            for resource, amount in asked.items():
-                need = amount * pod_set.count + taken.get((flavor_name, resource), 0)
-                room, most = self._room(name, flavor_name, resource, usage)
-                if need > most:
-                    reasons.append(
-                        f"insufficient quota for {resource} in flavor {flavor_name}, request > "
-                        f"maximum capacity ({quantity_string(resource, need)} > "
-                        f"{quantity_string(resource, most)})"
+            shortfalls = [
+                shortfall
+                for resource, amount in asked.items()
+                if (
+                    shortfall := self._shortfall(
+                        name,
+                        flavor_name,
+                        resource,
+                        amount * pod_set.count + taken.get((flavor_name, resource), 0),
+                        usage,
                     )
-                    fits = False
-                elif need > room:
-                    reasons.append(
-                        f"insufficient unused quota for {resource} in flavor {flavor_name}, "
-                        f"{quantity_string(resource, need - room)} more needed"
-                    )
-                    fits = False
-            if fits:
+                )
+            ]
+            if not shortfalls:
                 return str(flavor_name)
+            reasons.extend(shortfalls)
         return None
+
+    def _flavor_mismatch(self, flavor: str, pod_set: PodSet) -> str:
+        """Why a flavor cannot take the pod set whatever the quota, or ''."""
+        found = self.store.find(RESOURCE_FLAVORS, flavor)
+        if found is None:
+            return f"flavor {flavor} not found"
+        node_labels = (found.get("spec") or {}).get("nodeLabels") or {}
+        if any(pod_set.node_selector.get(k, v) != v for k, v in node_labels.items()):
+            return f"flavor {flavor} doesn't match node affinity"
+        return ""
+
+    def _shortfall(
+        self,
+        queue: str,
+        flavor: str,
+        resource: str,
+        need: int,
+        usage: Mapping[tuple[str, str, str], int],
+    ) -> str:
+        """Why `need` of one flavor's resource does not fit `queue`, in Kueue's words, or ''."""
+        room, most = self._room(queue, flavor, resource, usage)
+        if need > most:
+            return (
+                f"insufficient quota for {resource} in flavor {flavor}, request > "
+                f"maximum capacity ({quantity_string(resource, need)} > "
+                f"{quantity_string(resource, most)})"
+            )
+        if need > room:
+            return (
+                f"insufficient unused quota for {resource} in flavor {flavor}, "
+                f"{quantity_string(resource, need - room)} more needed"
+            )
+        return ""
 
     def _room(
         self, queue: str, flavor: str, resource: str, usage: Mapping[tuple[str, str, str], int]
@@ -587,3 +607,17 @@ def _succeeded(job: Obj) -> bool:
     return any(
         c.get("type") in ("Complete", "Completed") and c.get("status") == "True" for c in conditions
     )
+
+
+def _resource_group(
+    cluster_queue: Obj, asked: Mapping[str, int], reasons: list[str]
+) -> dict[str, Any] | None:
+    """The ClusterQueue's resource group that covers every resource asked for."""
+    groups = (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+    group = next((g for g in groups if set(asked) <= set(g.get("coveredResources") or [])), None)
+    if group is None:
+        covered = {r for g in groups for r in g.get("coveredResources") or []}
+        missing = sorted(set(asked) - covered) or sorted(asked)
+        reasons.append(f"resource {missing[0]} unavailable in ClusterQueue")
+        return None
+    return dict(group)
