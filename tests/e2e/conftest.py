@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,11 +14,29 @@ from tests.e2e.iam import assert_roles_allow_what_functions_did
 
 from hyperguard.twin.runtime import Twin, TwinConfig
 
+_PORTS_PER_WORKER = 400
+_next_port: Iterator[int] | None = None
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now, for a process started next to bind. It is taken below Linux's default
+    ephemeral range (32768-60999), where no outgoing connection or bind to port 0 (every
+    twin's emulator) can take it between this probe and that bind, and from a block of its
+    own per parallel worker (PYTEST_XDIST_WORKER), so that two workers never probe the same
+    port."""
+    global _next_port
+    if _next_port is None:
+        worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+        start = 20_000 + worker * _PORTS_PER_WORKER
+        _next_port = iter(range(start, start + _PORTS_PER_WORKER))
+    for candidate in _next_port:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return candidate
+    raise RuntimeError("no free port left in this worker's block")
 
 
 @contextmanager
