@@ -1186,7 +1186,9 @@ def test_a_64_node_storm_is_held_by_the_brake_and_every_node_reaches_an_operator
     assert still_open == [], f"earlier tests left incidents open: {still_open}"
     for node in nodes:
         lab.fault(node, "gpu")
-    incidents = lab.settle(lab.new_incidents(nodes, timeout_s=150), timeout_s=150)
+    # 64 reports and 64 recoveries share two cores with a parallel test worker: waiting
+    # longer for them loosens nothing (a lost event still never opens its incident).
+    incidents = lab.settle(lab.new_incidents(nodes, timeout_s=300), timeout_s=300)
     outcomes = [lab.outcome(i) for i in incidents]
     by_status = Counter(i.status for i in incidents)
     escalated = [i for i in incidents if i.status is IncidentStatus.NEEDS_OPERATOR]
