@@ -37,7 +37,7 @@ from hyperguard.models import (
 )
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy, held_nodes
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
-from hyperguard.recovery.policy import NodeRepairConfig, decide
+from hyperguard.recovery.policy import NodeRepairConfig, RepairDecision, decide
 from hyperguard.recovery.strategy import Situation, choose, measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
@@ -101,11 +101,11 @@ class FaultPersistsError(RuntimeError):
 
 
 MAX_ROUNDS = 3
+"""Diagnoses an incident may go through (a fault reported again right after the repair
+starts another round) before it is escalated."""
 NODE_LEFT = frozenset({"replaced", "instance_gone"})
 """Resolutions after which the node is no longer in the cluster: nothing scheduled on it
 is left to honour."""
-"""Diagnoses an incident may go through (a fault reported again right after the repair
-starts another round) before it is escalated."""
 INCIDENT_HISTORY = 200
 """Recent incidents whose repair durations inform the recovery strategy's estimates."""
 
@@ -192,7 +192,9 @@ class RecoverySteps:
             return r
         stored = self.nodes.get(incident.instance_id)
         history = node.model_copy(update={"repairs": stored.repairs if stored else []})
-        decision = decide(policy, incident, history, self.clock())
+        decision = self._replace_if_going_anyway(
+            incident, decide(policy, incident, history, self.clock())
+        )
         r["action"] = decision.action.value
         r["reason"] = decision.reason
         if decision.action is Repair.NONE:
@@ -206,6 +208,28 @@ class RecoverySteps:
             r["verdict"] = "repair"
             self.incidents.update(incident.incident_id, action=decision.action.value)
         return r
+
+    def _replace_if_going_anyway(
+        self, incident: Incident, decision: RepairDecision
+    ) -> RepairDecision:
+        """A reboot due now on a node a merged scheduled change (a retirement) will replace
+        anyway becomes the replacement, now: one disruption instead of a reboot now and a
+        replacement at the change's window (D82)."""
+        due_now = decision.not_before is None or decision.not_before <= self.clock()
+        if decision.action is not Repair.REBOOT or not due_now:
+            return decision
+        change = pending_scheduled_change(incident, self.incidents.signals(incident.incident_id))
+        if change is None or change.repair is not Repair.REPLACE:
+            return decision
+        window = change.not_before or change.deadline
+        return decision.model_copy(
+            update={
+                "action": Repair.REPLACE,
+                "reason": f"{decision.reason}; the {change.kind} merged for "
+                f"{window.isoformat() if window else 'later'} replaces the node anyway, "
+                "so replace it now",
+            }
+        )
 
     def park(self, r: Recovery) -> Recovery:
         """Wait for the repair's time with a task token that ingestion sends back when a
