@@ -300,6 +300,31 @@ class RecoverySteps:
         )
         return r
 
+    def _spares(self, me: Node | None, nodes: list[Node], busy: set[str]) -> list[str]:
+        """The pool's idle healthy nodes a job may move to. A replacement already found for
+        a node whose incident is still open is not one: it is promised to the jobs that wait
+        for that repair, which restart on it once it is back in service (D83)."""
+        if me is None:
+            return []
+        open_nodes = self.nodes.open_in_pool(me.pool)
+        taken = busy | {
+            i.replacement_instance_id
+            for i in self.incidents.many([o.incident_id for o in open_nodes])
+            if i.replacement_instance_id
+        }
+        return [
+            n.instance_id
+            for n in nodes
+            if n.pool == me.pool
+            and n.instance_type == me.instance_type
+            and n.instance_id not in taken
+            and n.instance_id != me.instance_id
+            and n.schedulable
+            and n.healthy
+            and not n.open_incident_id
+            and n.status is NodeStatus.RUNNING
+        ]
+
     def cordon(self, r: Recovery) -> Recovery:
         """Before the brake: a node reported faulty takes no new pods while its repair
         waits for the brake or an operator (running pods stay until Drain)."""
@@ -321,20 +346,7 @@ class RecoverySteps:
         me = self.nodes.get(incident.instance_id)
         nodes = self.nodes.in_pool(me.pool) if me else []
         active = self.jobs.active()
-        busy = held_nodes(record.job for record in active)
-        spares = [
-            n.instance_id
-            for n in nodes
-            if me
-            and n.pool == me.pool
-            and n.instance_type == me.instance_type
-            and n.instance_id not in busy
-            and n.instance_id != me.instance_id
-            and n.schedulable
-            and n.healthy
-            and not n.open_incident_id
-            and n.status is NodeStatus.RUNNING
-        ]
+        spares = self._spares(me, nodes, held_nodes(record.job for record in active))
         action = Repair(r.get("action") or incident.action or incident.repair)
         returns = action is not Repair.DRAIN and me is not None and me.platform == "hyperpod"
         times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
