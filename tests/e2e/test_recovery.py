@@ -352,46 +352,6 @@ def test_a_kernel_condition_on_a_hyperpod_node_is_repaired(service: Service) -> 
     assert closed is not None and closed.resolution == "rebooted"
 
 
-def test_a_gpu_fault_joining_a_waiting_retirement_is_repaired_at_once(service: Service) -> None:
-    """A retirement two weeks out makes the recovery wait (a task with a token, timing out
-    at the retirement's lead time). A GPU fault reported on the same node joins the incident,
-    makes it fatal, and ingestion sends the token back: the recovery diagnoses again and
-    repairs now instead of in two weeks. The GPU fault alone would call for a reboot, but
-    the retirement replaces the node anyway, so it is replaced now: one disruption (D82)."""
-    twin = service.twin
-    node = service.a_healthy_node()
-    # Constructed from the AWS Health sample: the same event, scheduled two weeks ahead.
-    retirement = retarget(load_event("aws-health-ec2-retirement"), node)
-    start = datetime.now(UTC) + timedelta(days=14)
-    retirement["detail"]["startTime"] = start.strftime("%a, %d %b %Y %H:%M:%S GMT")
-    retirement["id"] = "5bf73129-1428-4cd3-a780-95db273d1699"
-    events = twin.client("events")
-    events.put_events(Entries=[put_entry(retirement, service.out["EventBusName"])])
-    incident = service.incident_for(node)
-    waiting = service.wait_for_status(incident.incident_id, IncidentStatus.WAITING)
-    assert waiting.kind == "health_scheduled_change"
-    service.until(
-        lambda: (service.incidents.get(incident.incident_id) or waiting).wait_token is not None,
-        what="the recovery parks with its task token",
-    )
-
-    started = time.monotonic()
-    twin.fault(node, "gpu")
-    finished = service.finish_approving(incident.incident_id, incident.execution_arn)
-    assert finished["status"] == "SUCCEEDED"
-    assert time.monotonic() - started < WALL_LIMIT_S
-    states = service.states(incident.execution_arn)
-    woken = states.index("WaitBeforeRepair")
-    assert states[woken + 1] == "Diagnose" and "Repair" in states[woken:]
-    closed = service.incidents.get(incident.incident_id)
-    assert closed is not None and closed.urgency == 1
-    assert (closed.kind, closed.severity, closed.resolution) == (
-        "hyperpod_node_health",
-        "fatal",
-        "replaced",
-    )
-
-
 def test_when_escalate_itself_fails_the_ended_execution_hands_the_incident_to_an_operator(
     service: Service,
 ) -> None:
@@ -410,10 +370,7 @@ def test_when_escalate_itself_fails_the_ended_execution_hands_the_incident_to_an
             else None
         )
 
-    # (the job may still be coming back from the previous test's replacement)
-    held = service.until(
-        past_the_brake, timeout_s=90, what=f"{faulty}'s repair let through or held"
-    )
+    held = service.until(past_the_brake, what=f"{faulty}'s repair let through or held")
     assert not twin.cluster.schedulable(faulty)  # cordoned before the brake decided
     # The next step fails (caught: Escalate), then Escalate fails too: nothing in the
     # workflow is left to hand the incident over. Step Functions' status change event is.
@@ -453,3 +410,45 @@ def test_a_vetoed_repair_escalates_with_the_operators_reason(
     assert execution.get("cause") == escalated.notes[-1]
     assert not twin.cluster.schedulable(faulty)
     assert [r for r in caplog.records if r.name.startswith("moto.stepfunctions")] == []
+
+
+# Last: it replaces a node under a job, which then restarts (D82); the tests above assume
+# the seeded jobs where they were placed.
+def test_a_gpu_fault_joining_a_waiting_retirement_is_repaired_at_once(service: Service) -> None:
+    """A retirement two weeks out makes the recovery wait (a task with a token, timing out
+    at the retirement's lead time). A GPU fault reported on the same node joins the incident,
+    makes it fatal, and ingestion sends the token back: the recovery diagnoses again and
+    repairs now instead of in two weeks. The GPU fault alone would call for a reboot, but
+    the retirement replaces the node anyway, so it is replaced now: one disruption (D82)."""
+    twin = service.twin
+    node = service.a_healthy_node()
+    # Constructed from the AWS Health sample: the same event, scheduled two weeks ahead.
+    retirement = retarget(load_event("aws-health-ec2-retirement"), node)
+    start = datetime.now(UTC) + timedelta(days=14)
+    retirement["detail"]["startTime"] = start.strftime("%a, %d %b %Y %H:%M:%S GMT")
+    retirement["id"] = "5bf73129-1428-4cd3-a780-95db273d1699"
+    events = twin.client("events")
+    events.put_events(Entries=[put_entry(retirement, service.out["EventBusName"])])
+    incident = service.incident_for(node)
+    waiting = service.wait_for_status(incident.incident_id, IncidentStatus.WAITING)
+    assert waiting.kind == "health_scheduled_change"
+    service.until(
+        lambda: (service.incidents.get(incident.incident_id) or waiting).wait_token is not None,
+        what="the recovery parks with its task token",
+    )
+
+    started = time.monotonic()
+    twin.fault(node, "gpu")
+    finished = service.finish_approving(incident.incident_id, incident.execution_arn)
+    assert finished["status"] == "SUCCEEDED"
+    assert time.monotonic() - started < WALL_LIMIT_S
+    states = service.states(incident.execution_arn)
+    woken = states.index("WaitBeforeRepair")
+    assert states[woken + 1] == "Diagnose" and "Repair" in states[woken:]
+    closed = service.incidents.get(incident.incident_id)
+    assert closed is not None and closed.urgency == 1
+    assert (closed.kind, closed.severity, closed.resolution) == (
+        "hyperpod_node_health",
+        "fatal",
+        "replaced",
+    )
