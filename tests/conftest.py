@@ -127,24 +127,3 @@ def stack(aws_env: None) -> Iterator[Stack]:
             queue["QueueUrl"],
         )
     assert offences == [], "writes around the state's one writer (tests/one_writer.py)"
-
-
-LONGEST_FIRST = (
-    "tests/e2e/test_gameday.py",
-    "tests/e2e/test_scenario_day.py",
-    "tests/e2e/test_faults.py",
-    "tests/e2e/test_recovery.py",
-    "tests/e2e/test_scenario_proactive.py",
-    "tests/e2e/test_burst.py",
-    "tests/e2e/test_scenario_elastic.py",
-)
-"""The modules that take longest (BENCHMARKS.md, "CI wall time"), handed to the parallel
-workers first, so that none of them is left running alone at the end of a run."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        module = item.path.relative_to(ROOT).as_posix()
-        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: the rest keep their order
