@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lightkube import Client, KubeConfig
-from lightkube.config.models import Cluster, User
+from lightkube import Client
+from tests.integration.kube_client import client_of
 
 from hyperguard.events.kubernetes import classify_node_condition
 from hyperguard.forwarder import BATCH_SIZE, EventSender, NodeForwarder
-from hyperguard.twin.kube import NODES, KubeApiServer, ObjectStore, StaticTokenAuthenticator
+from hyperguard.twin.kube import NODES, ObjectStore
 
 PROVIDER_ID = "aws:///us-west-2b/sagemaker/cluster/hyperpod-abc123xyz0-i-0123456789abcdef0"
 
@@ -67,16 +67,8 @@ def node(conditions: dict[str, str]) -> dict[str, Any]:
 @pytest.fixture
 def cluster() -> Iterator[tuple[ObjectStore, Client]]:
     store = ObjectStore()
-    server = KubeApiServer(store, authenticator=StaticTokenAuthenticator({"t": "forwarder"}))
-    server.start()
-    config = KubeConfig.from_one(
-        cluster=Cluster(server=server.endpoint, certificate_auth_data=server.ca_data),
-        user=User(token="t"),
-    )
-    client = Client(config=config, trust_env=False)
-    yield store, client
-    client.close()
-    server.stop()
+    with client_of(store, "forwarder") as (_server, client):
+        yield store, client
 
 
 def forwarding(

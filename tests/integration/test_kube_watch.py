@@ -15,12 +15,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from lightkube import ApiError, Client, KubeConfig
-from lightkube.config.models import Cluster, User
+from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Node, Pod
+from tests.integration.kube_client import client_of
 
 from hyperguard.twin.kube import NAMESPACES, NODES, PODS, KubeApiServer, ObjectStore
-from hyperguard.twin.kube import StaticTokenAuthenticator as Tokens
 from hyperguard.twin.kube.watch import HISTORY
 
 NS = "team-a"
@@ -31,16 +30,8 @@ def served() -> Iterator[tuple[KubeApiServer, Client]]:
     store = ObjectStore()
     if store.find(NAMESPACES, NS) is None:
         store.create(NAMESPACES, {"metadata": {"name": NS}})
-    server = KubeApiServer(store, authenticator=Tokens({"t": "tester"}))
-    server.start()
-    config = KubeConfig.from_one(
-        cluster=Cluster(server=server.endpoint, certificate_auth_data=server.ca_data),
-        user=User(token="t"),
-    )
-    client = Client(config=config, trust_env=False)
-    yield server, client
-    client.close()
-    server.stop()
+    with client_of(store, "tester") as served_client:
+        yield served_client
 
 
 def node(name: str, **labels: str) -> dict[str, Any]:
