@@ -10,7 +10,7 @@ from hyperguard.governance.service import SchedulerBusyError, SchedulerService, 
 from hyperguard.messaging import Workflows
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
 from hyperguard.settings import load_settings
-from hyperguard.store import JobStore, TeamStore
+from hyperguard.store import JobStore, NodeStore, TeamStore
 
 settings = load_settings()
 catalogue = Ec2InstanceCatalogue()
@@ -23,6 +23,7 @@ service = SchedulerService(
     bursts=Workflows(settings.burst_state_machine_arn)
     if settings.burst_state_machine_arn
     else None,
+    nodes=NodeStore(settings.nodes_table),
     lease_ttl_s=settings.scheduler_lease_s,
 )
 

@@ -7,11 +7,15 @@ from tests.integration.cluster_harness import ClusterApis
 
 from hyperguard.cluster import ClusterGateway
 from hyperguard.governance.service import SchedulerService
-from hyperguard.store import JobStore, TeamStore
+from hyperguard.store import JobStore, NodeStore, TeamStore
 
 
 def scheduler(
-    stack: Stack, apis: ClusterApis, gateway: ClusterGateway | None = None
+    stack: Stack,
+    apis: ClusterApis,
+    gateway: ClusterGateway | None = None,
+    *,
+    nodes: NodeStore | None = None,
 ) -> SchedulerService:
     return SchedulerService(
         jobs=JobStore(stack.tables["JobsTable"]),
@@ -19,6 +23,7 @@ def scheduler(
         gateway=gateway or apis.gateway,
         catalogue=apis.catalogue,
         cluster="hyperguard-twin",
+        nodes=nodes,
         clock=apis.clock.now,
     )
 

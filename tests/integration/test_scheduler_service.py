@@ -11,6 +11,7 @@ import pytest
 from botocore.client import BaseClient
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
+from tests.integration.cluster_harness import HYPERPOD, sagemaker
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
@@ -18,6 +19,7 @@ from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.models import Job, JobStatus, Node
+from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
 from hyperguard.twin.kube.store import WORKLOAD_PRIORITY_CLASSES
 
@@ -393,6 +395,43 @@ def test_elastic_growth_is_fenced_on_the_teams_quota_version(
     assert result.resized == [] and result.conflicts == 1
     record = api.jobs.record(job_id)
     assert record is not None and len(record.job.nodes) == 2 and record.admitted_replicas == 2
+
+
+def test_a_node_replaced_under_a_job_is_held_for_it_until_its_recovery_moves_it(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A job waiting for its node's repair restarts on the replacement, the node that kept
+    the NodeLogicalId. Until its recovery moves it there, the job holds that node: an
+    elastic job grows into an idle node, not into that one, though best fit by id would take
+    it first (on the strict twin the waiting job's pod was left Pending, Insufficient
+    nvidia.com/gpu) (D84)."""
+    apis = make_cluster(hyperpod_nodes=4)
+    api = Api(stack)
+    api.quota("solo", 24, borrow=0)
+    waiting = api.submit("solo", 8, replicas=2).body["job_id"]
+    elastic = {"minReplicas": 1, "maxReplicas": 3, "scalingTimeoutInSeconds": 0}
+    grower = api.submit("solo", 8, replicas=1, elastic_policy=elastic).body["job_id"]
+    inventory = NodeStore(stack.tables["NodesTable"])
+    service = scheduler(stack, apis, nodes=inventory)
+    service.run_pass()
+    assert running_jobs(apis) == {waiting, grower}
+    failed = stored_job(api, waiting).nodes[0]
+    inventory.upsert_inventory(apis.gateway.list_nodes())
+    lifecycle = JobLifecycle(api.jobs)
+    assert lifecycle.protect(waiting, incident_id="incident-1", node=failed, strategy="wait")
+    replaced = sagemaker().batch_replace_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[failed])
+    assert replaced["Successful"] == [failed]
+    apis.advance(apis.cluster.timings.replace_s + 60)
+    (new,) = [n for n in apis.gateway.list_nodes() if n.instance_id not in apis.hyperpod]
+    assert new.healthy and new.schedulable
+    assert failed not in {i.instance_id for i in apis.cluster.instances()}
+    held = {*stored_job(api, waiting).nodes, *stored_job(api, grower).nodes}
+    (idle,) = {n.instance_id for n in apis.gateway.list_nodes()} - held - {new.instance_id}
+    assert new.instance_id < idle  # best fit, then by id: the replacement comes first
+    assert api.quota("solo", 40, borrow=0, version=1).status == 200  # room to grow
+    service.run_pass()
+    assert stored_job(api, grower).nodes[1:] == [idle]
+    assert stored_job(api, waiting).nodes.count(failed) == 1
 
 
 def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(

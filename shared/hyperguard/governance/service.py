@@ -122,6 +122,7 @@ from hyperguard.scaling.burst import (
 from hyperguard.settings import Settings
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.jobs import JobRecord, JobStore
+from hyperguard.store.nodes import NodeStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.teams import Lease, TeamStore
 
@@ -340,6 +341,7 @@ class SchedulerService:
         burst_policies: BurstPolicyStore | None = None,
         checkpoints: CheckpointStore | None = None,
         bursts: Workflows | None = None,
+        nodes: NodeStore | None = None,
         lease_ttl_s: float = 120.0,
         settings: EngineSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
@@ -355,6 +357,9 @@ class SchedulerService:
         self.checkpoints = checkpoints or CheckpointStore()
         self.bursts = bursts
         """BurstCapacity; None: never burst (nor scale burst nodes in)."""
+        self.nodes = nodes
+        """The node inventory: what a node HyperPod replaced under a job was (None: no
+        replaced node is held as its replacement)."""
         self.lease_ttl_s = lease_ttl_s
         self.settings = settings or EngineSettings()
         self.clock = clock
@@ -424,6 +429,23 @@ class _PassRun:
             or self.service.catalogue.spec(job.instance_type).accelerators
         )
 
+    def stand_ins(self, holding: list[JobRecord], nodes: list[Node]) -> dict[str, str]:
+        """Nodes jobs hold that HyperPod has replaced, each with its replacement (the node
+        that kept its NodeLogicalId). The job holds the replacement until its recovery moves
+        it there: a job waiting for that repair restarts on it, and no pass may grow or
+        admit another job into it first (D84). One read of the inventory, and only when a
+        held node is gone from the cluster."""
+        listed = {n.instance_id for n in nodes}
+        gone = sorted({i for r in holding for i in r.job.nodes} - listed)
+        if not gone or self.service.nodes is None:
+            return {}
+        by_logical_id = {n.logical_id: n.instance_id for n in nodes if n.logical_id}
+        return {
+            old.instance_id: by_logical_id[old.logical_id]
+            for old in self.service.nodes.many(gone)
+            if old.logical_id in by_logical_id
+        }
+
     @property
     def fence(self) -> list[dict[str, Any]]:
         return [self.teams.lease_check(self.lease)]
@@ -459,8 +481,13 @@ class _PassRun:
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
         self.held = held_nodes(r.job for r in holding)
+        stand_ins = self.stand_ins(holding, nodes)
         self.occupancy = _Occupancy(
-            nodes, ((r.job.nodes, self.per_replica(r.job)) for r in holding)
+            nodes,
+            (
+                ([stand_ins.get(n, n) for n in r.job.nodes], self.per_replica(r.job))
+                for r in holding
+            ),
         )
         spares = self.occupancy.reserve_spares(policy.hot_spares)
         self.result.spares = len(spares)
