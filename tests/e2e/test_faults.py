@@ -82,6 +82,9 @@ CORDONED = STEPS[len(UNCORDONED) :]
 # invocation can meet, so the runtime kills the worker at its deadline (Sandbox.Timedout).
 OVERRUN_TIMEOUT_S = 0.001
 WAIT_S = 60.0
+INGEST_WAIT_S = 90.0
+"""How long a fault may take to open its incident: a deadline for a loaded 2-core machine
+(cold workers, a parallel test), not a measure of speed; a lost event never opens one."""
 SETTLED = frozenset(
     {IncidentStatus.RESOLVED, IncidentStatus.NEEDS_OPERATOR, IncidentStatus.AWAITING_APPROVAL}
 )
@@ -421,11 +424,13 @@ class Lab(Service):
         assert len(chosen) == count, f"only {len(chosen)} of {count} fresh nodes"
         return chosen
 
-    def new_incident(self, instance_id: str, timeout_s: float = 30) -> Incident:
+    def new_incident(self, instance_id: str, timeout_s: float = INGEST_WAIT_S) -> Incident:
         (incident,) = self.new_incidents([instance_id], timeout_s)
         return incident
 
-    def new_incidents(self, instance_ids: Sequence[str], timeout_s: float = 30) -> list[Incident]:
+    def new_incidents(
+        self, instance_ids: Sequence[str], timeout_s: float = INGEST_WAIT_S
+    ) -> list[Incident]:
         """The incident the latest fault on each node opened (not one an earlier test saw),
         with its recovery started."""
         deadline = time.monotonic() + timeout_s
