@@ -429,6 +429,13 @@ class _PassRun:
             or self.service.catalogue.spec(job.instance_type).accelerators
         )
 
+    def holdings(self, holding: list[JobRecord], nodes: list[Node]) -> list[tuple[list[str], int]]:
+        """The nodes each job that holds capacity holds, and its accelerators per replica."""
+        stand_ins = self.stand_ins(holding, nodes)
+        return [
+            ([stand_ins.get(n, n) for n in r.job.nodes], self.per_replica(r.job)) for r in holding
+        ]
+
     def stand_ins(self, holding: list[JobRecord], nodes: list[Node]) -> dict[str, str]:
         """Nodes jobs hold that HyperPod has replaced, each with its replacement (the node
         that kept its NodeLogicalId). The job holds the replacement until its recovery moves
@@ -481,14 +488,7 @@ class _PassRun:
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
         self.held = held_nodes(r.job for r in holding)
-        stand_ins = self.stand_ins(holding, nodes)
-        self.occupancy = _Occupancy(
-            nodes,
-            (
-                ([stand_ins.get(n, n) for n in r.job.nodes], self.per_replica(r.job))
-                for r in holding
-            ),
-        )
+        self.occupancy = _Occupancy(nodes, self.holdings(holding, nodes))
         spares = self.occupancy.reserve_spares(policy.hot_spares)
         self.result.spares = len(spares)
         self.nodes_by_id = {n.instance_id: n for n in nodes}
