@@ -320,8 +320,7 @@ def deploy(
     template = load_template(root / "template.yaml")
     packaged, functions = package(template, root, s3)
     for function in functions.values():
-        # CloudFormation resolves a parameter named here (ApiFunction's is the API stage's
-        # burst limit); the runtime needs the number.
+        # CloudFormation resolves a parameter named here; the runtime needs the number.
         reserved = function["reserved_concurrency"]
         if isinstance(reserved, dict) and "Ref" in reserved:
             function["reserved_concurrency"] = int(
