@@ -100,16 +100,8 @@ def function_spec(logical_id: str) -> FunctionSpec:
         environment={name: harmless(value) for name, value in variables.items()},
         timeout_s=float(props["Timeout"]),
         memory_mb=int(props["MemorySize"]),
-        reserved_concurrency=_number(props.get("ReservedConcurrentExecutions")),
+        reserved_concurrency=props.get("ReservedConcurrentExecutions"),
     )
-
-
-def _number(value: Any) -> int | None:
-    """A template number, a parameter's default where it names one (ApiFunction's
-    concurrency is the API stage's burst limit)."""
-    if isinstance(value, dict):
-        return int(TEMPLATE["Parameters"][value["Ref"]]["Default"])
-    return None if value is None else int(value)
 
 
 class NoAws(BaseHTTPRequestHandler):

@@ -319,13 +319,6 @@ def deploy(
 ) -> Deployment:
     template = load_template(root / "template.yaml")
     packaged, functions = package(template, root, s3)
-    for function in functions.values():
-        # CloudFormation resolves a parameter named here; the runtime needs the number.
-        reserved = function["reserved_concurrency"]
-        if isinstance(reserved, dict) and "Ref" in reserved:
-            function["reserved_concurrency"] = int(
-                _parameter(template, parameters, reserved["Ref"])
-            )
     provisioned, by_api = provision_by_api(
         transform(packaged, parameters), parameters, events, stack_name
     )
