@@ -35,6 +35,17 @@ class Http:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
 
+    def status_and_headers(self, path: str, principal: str = ADMIN) -> tuple[int, dict[str, str]]:
+        """A GET's status and response headers (a 429's Retry-After, for one)."""
+        request = urllib.request.Request(
+            self.base + path, headers={"X-HyperGuard-Principal": principal}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as r:
+                return r.status, dict(r.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers)
+
     def quota(
         self, team: str, gpus: int, strategy: str = "LendAndBorrow", borrow: int | None = 100
     ) -> int:
