@@ -47,7 +47,13 @@ KEYS = {
         "ComputeQuotaTarget",
         "TargetVersion",
     ],
-    "/scheduler-config": ["PriorityClasses", "FairShare", "IdleResourceSharing", "TargetVersion"],
+    "/scheduler-config": [
+        "PriorityClasses",
+        "FairShare",
+        "IdleResourceSharing",
+        "MinRuntimeSeconds",
+        "TargetVersion",
+    ],
     "/policies/node-repair": [
         "enabled",
         "hotSpares",

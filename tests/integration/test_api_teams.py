@@ -126,6 +126,7 @@ def test_scheduler_config_round_trips_with_its_version(stack: Stack) -> None:
             "PriorityClasses": [],
             "FairShare": "Enabled",
             "IdleResourceSharing": "Enabled",
+            "MinRuntimeSeconds": 0,
         },
         "Version": 0,
     }
@@ -137,3 +138,10 @@ def test_scheduler_config_round_trips_with_its_version(stack: Stack) -> None:
     assert reply.status == 422 and "unique" in reply.body["error"]
     got = api.call("GET", "/scheduler-config").body
     assert got["Version"] == 1 and got["SchedulerConfig"]["FairShare"] == "Disabled"
+    for bad in (-1, 7 * 24 * 3600 + 1, 1.5, "600"):
+        reply = api.call("PUT", "/scheduler-config", {"MinRuntimeSeconds": bad})
+        assert reply.status == 422 and reply.body["field"] == "MinRuntimeSeconds", bad
+    week = {"MinRuntimeSeconds": 7 * 24 * 3600, "TargetVersion": 1}
+    assert api.call("PUT", "/scheduler-config", week).body["Version"] == 2
+    got = api.call("GET", "/scheduler-config").body
+    assert got["SchedulerConfig"]["MinRuntimeSeconds"] == 7 * 24 * 3600

@@ -434,6 +434,31 @@ def test_a_node_replaced_under_a_job_is_held_for_it_until_its_recovery_moves_it(
     assert stored_job(api, waiting).nodes.count(failed) == 1
 
 
+def test_the_minimum_run_time_set_through_the_api_holds_preemption_back(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack)
+    low = _low_priority_job(api)
+    config = api.call("GET", "/scheduler-config").body["SchedulerConfig"]
+    reply = api.call("PUT", "/scheduler-config", config | {"MinRuntimeSeconds": 600})
+    assert reply.status == 200 and reply.body["Version"] == 2
+    assert api.call("GET", "/scheduler-config").body["SchedulerConfig"]["MinRuntimeSeconds"] == 600
+    service = scheduler(stack, apis)
+    assert service.run_pass().admitted == [low]
+    high = api.submit("solo", 8, priority_class="high").body["job_id"]
+    apis.advance(599)
+    assert service.run_pass().preempted == []
+    assert running_jobs(apis) == {low}
+    waiting = api.call("GET", f"/jobs/{high}").body
+    assert waiting["status"] == "Pending"
+    assert "1 candidate job(s) have run less than the minimum run time 600s" in waiting["reason"]
+    apis.advance(1)
+    result = service.run_pass()
+    assert result.preempted == [low] and result.admitted == [high]
+    assert running_jobs(apis) == {high}
+
+
 def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:

@@ -33,6 +33,7 @@ from hyperguard.models.governance import (
     ComputeQuota,
     ComputeQuotaConfig,
     ComputeQuotaTarget,
+    MinRuntimeSeconds,
     PriorityClass,
     SchedulerConfig,
     Toggle,
@@ -279,6 +280,7 @@ class SchedulerConfigRequest(AwsShape):
     priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
     fair_share: Toggle = Toggle.ENABLED
     idle_resource_sharing: Toggle = Toggle.ENABLED
+    min_runtime_seconds: MinRuntimeSeconds = 0
     target_version: StrictInt | None = Field(
         default=None, ge=0, description="the version you read (0: none was set yet)"
     )

@@ -3,13 +3,12 @@ preemption) and placement of admitted jobs onto pools."""
 
 from hyperguard.governance.decisions import Decision, DecisionKind, Decisions, PendingGroup
 from hyperguard.governance.engine import schedule
-from hyperguard.governance.state import EngineSettings, GovernanceState, TeamPolicy, Workload
+from hyperguard.governance.state import GovernanceState, TeamPolicy, Workload
 
 __all__ = [
     "Decision",
     "DecisionKind",
     "Decisions",
-    "EngineSettings",
     "GovernanceState",
     "PendingGroup",
     "TeamPolicy",

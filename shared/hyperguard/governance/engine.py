@@ -17,15 +17,17 @@ Rules (HyperPod task governance over Kueue semantics):
 * Jobs with the same team, instance type, priority and request form one queue shape; when the
   oldest of a shape cannot be admitted, the rest of the shape waits with the same reason, and
   other shapes are still tried (Kueue's BestEffortFIFO).
-* Preemption, only when a job cannot fit without it, and only of jobs older than the minimum
-  run time: (1) reclaim — a team that fits its own nominal quota after admission takes back
-  capacity from teams above their nominal, whatever their priority, lowest priority and
-  newest first, and only while the victim's team is still above nominal; (2) within the team
-  — with PreemptTeamTasks LowerPriority, jobs of strictly lower priority, except for a job
-  burst capacity could take (`may_burst`), which waits for a burst instead (Kueue's
-  flavorFungibility whenCanPreempt: TryNextFlavor). Elastic jobs are shrunk toward their
-  minimum replicas before anyone is preempted; the smallest set of victims that makes room
-  is kept.
+* Preemption, only when a job cannot fit without it, and only of jobs that have run at least
+  the scheduler config's MinRuntimeSeconds in their current run (a younger job may still be
+  shrunk: it keeps running): (1) reclaim — a team that fits its own nominal quota after
+  admission takes back capacity from teams above their nominal, whatever their priority,
+  lowest priority and newest first, and only while the victim's team is still above
+  nominal; (2) within the team — with PreemptTeamTasks LowerPriority, jobs of strictly lower
+  priority, except for a job burst capacity could take (`may_burst`), which waits for a
+  burst instead (Kueue's flavorFungibility whenCanPreempt: TryNextFlavor). Elastic jobs are
+  shrunk toward their minimum replicas before anyone is preempted; the smallest set of
+  victims that makes room is kept. A job that could only start by preempting jobs still
+  inside the minimum waits with a reason that says so.
 * A job that would have to borrow never preempts another team's job. That is the guard against
   the Kueue loop (fair sharing plus borrow-within-cohort preemption: two borrowers preempting
   each other forever). Every preemption therefore either returns capacity to its owner or
@@ -408,7 +410,7 @@ class _Pass:
                 for w in self.state.running.get((policy.team, flavor), {}).values()
                 if w.priority < workload.priority
             )
-        min_runtime = self.state.settings.min_runtime_s
+        min_runtime = self.state.scheduler.min_runtime_seconds
         now = self.state.now
         young = 0
         ordered: list[tuple[Workload, bool]] = []
@@ -470,7 +472,7 @@ class _Pass:
             if young:
                 return (
                     f"not enough to preempt: {young} candidate job(s) have run less than "
-                    f"the minimum run time {self.state.settings.min_runtime_s:g}s"
+                    f"the minimum run time {self.state.scheduler.min_runtime_seconds}s"
                 )
             return "preempting every eligible job would still not make room"
         self._minimise(preempted, shrunk, original, fits)

@@ -92,7 +92,6 @@ from hyperguard.governance.placement import (
 )
 from hyperguard.governance.state import (
     NO_CLASS_PRIORITY,
-    EngineSettings,
     GovernanceState,
     Workload,
 )
@@ -343,7 +342,6 @@ class SchedulerService:
         bursts: Workflows | None = None,
         nodes: NodeStore | None = None,
         lease_ttl_s: float = 120.0,
-        settings: EngineSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.jobs = jobs
@@ -361,7 +359,6 @@ class SchedulerService:
         """The node inventory: what a node HyperPod replaced under a job was (None: no
         replaced node is held as its replacement)."""
         self.lease_ttl_s = lease_ttl_s
-        self.settings = settings or EngineSettings()
         self.clock = clock
 
     def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
@@ -501,9 +498,7 @@ class _PassRun:
             ml_name(n.instance_type) for n in nodes if usable(n) and n.instance_id not in spares
         )
         catalogue = self.service.catalogue
-        state = GovernanceState(
-            quotas, config, capacity, catalogue, self.service.settings, now.timestamp()
-        )
+        state = GovernanceState(quotas, config, capacity, catalogue, now.timestamp())
         bursting = self.service.bursts is not None and self.burst.capacity.max_nodes > 0
         for record in active:
             workload = Workload.from_job(

@@ -45,13 +45,6 @@ NO_CLASS_PRIORITY = -1
 whose weights are 0..100."""
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
-    min_runtime_s: float = 0.0
-    """A running job younger than this is never preempted (shrinking is allowed: the job
-    keeps running)."""
-
-
 @dataclass(slots=True)
 class Workload:
     """One job as the engine sees it. Times are epoch seconds (floats keep the hot loop
@@ -230,15 +223,14 @@ def _queue_order(workload: Workload) -> tuple[float, int]:
 
 @dataclass
 class GovernanceState:
-    """One cluster's governance snapshot. `now` is the clock the pass judges minimum run
-    time against; the caller sets it before calling `schedule`."""
+    """One cluster's governance snapshot. `now` is the clock the pass judges the scheduler
+    config's MinRuntimeSeconds against; the caller sets it before calling `schedule`."""
 
     quotas: Iterable[ComputeQuota]
     scheduler: SchedulerConfig
     capacity: Mapping[str, int]
     """Installed instances per instance type (HyperPod's `ml.` names)."""
     catalogue: InstanceCatalogue
-    settings: EngineSettings = field(default_factory=EngineSettings)
     now: float = 0.0
     teams: dict[str, TeamPolicy] = field(init=False)
     flavors: dict[str, FlavorTotals] = field(init=False)
@@ -283,11 +275,10 @@ class GovernanceState:
         capacity: Mapping[str, int],
         catalogue: InstanceCatalogue,
         started_at: Mapping[str, datetime] | None = None,
-        settings: EngineSettings | None = None,
         now: float = 0.0,
     ) -> GovernanceState:
         """Build from Job records; terminal jobs are ignored."""
-        state = cls(quotas, scheduler, capacity, catalogue, settings or EngineSettings(), now)
+        state = cls(quotas, scheduler, capacity, catalogue, now)
         starts = started_at or {}
         for job in jobs:
             if job.status in HOLDING_STATUSES or job.status in WAITING_STATUSES:

@@ -7,13 +7,15 @@ spelled out where PascalCase conversion would get them wrong), and models serial
 so `Model.model_validate(aws_json)` and `model.model_dump(mode="json", exclude_none=True)`
 round-trip the API JSON unchanged. Snake_case keeps field names from shadowing the class names
 AWS reuses (`ComputeQuotaConfig.ResourceSharingConfig: ResourceSharingConfig`). The two fields
-DescribeComputeQuota adds are `version` (ComputeQuotaVersion) and `status` (Status).
+DescribeComputeQuota adds are `version` (ComputeQuotaVersion) and `status` (Status). One field
+is HyperGuard's own: SchedulerConfig's `MinRuntimeSeconds` (botocore 1.44's SchedulerConfig
+has only PriorityClasses, FairShare and IdleResourceSharing).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -149,10 +151,27 @@ class PriorityClass(AwsShape):
     weight: StrictInt = Field(ge=0, le=100)
 
 
+MAX_MIN_RUNTIME_SECONDS = 7 * 24 * 3600
+"""A week: longer than any preemption protection a shared cluster would want, and short
+enough that a typo (seconds meant as minutes) is refused rather than pinning jobs for months."""
+
+MinRuntimeSeconds = Annotated[
+    StrictInt,
+    Field(
+        ge=0,
+        le=MAX_MIN_RUNTIME_SECONDS,
+        description="HyperGuard's addition (SageMaker's SchedulerConfig has no such field): "
+        "a running job younger than this many seconds is never preempted, neither to reclaim "
+        "lent quota nor for a higher-priority job (it may still be shrunk); 0: no minimum",
+    ),
+]
+
+
 class SchedulerConfig(AwsShape):
     priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
     fair_share: Toggle = Toggle.ENABLED
     idle_resource_sharing: Toggle = Toggle.ENABLED
+    min_runtime_seconds: MinRuntimeSeconds = 0
 
     @model_validator(mode="after")
     def _unique_class_names(self) -> SchedulerConfig:

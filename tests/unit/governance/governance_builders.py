@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.conftest import catalogue
 
-from hyperguard.governance import EngineSettings, GovernanceState, Workload
+from hyperguard.governance import GovernanceState, Workload
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig, accelerator_share
 from hyperguard.models.jobs import ElasticPolicy
 
@@ -47,12 +47,15 @@ def quota(
     )
 
 
-def scheduler(*, fair_share: str = "Enabled", idle: str = "Enabled") -> SchedulerConfig:
+def scheduler(
+    *, fair_share: str = "Enabled", idle: str = "Enabled", min_runtime: int = 0
+) -> SchedulerConfig:
     return SchedulerConfig.model_validate(
         {
             "PriorityClasses": [{"Name": n, "Weight": w} for n, w in CLASSES.items()],
             "FairShare": fair_share,
             "IdleResourceSharing": idle,
+            "MinRuntimeSeconds": min_runtime,
         }
     )
 
@@ -108,15 +111,14 @@ def cluster(
     *,
     fair_share: str = "Enabled",
     idle: str = "Enabled",
-    min_runtime: float = 0.0,
+    min_runtime: int = 0,
     now: float = 1000.0,
 ) -> GovernanceState:
     state = GovernanceState(
         quotas,
-        scheduler(fair_share=fair_share, idle=idle),
+        scheduler(fair_share=fair_share, idle=idle, min_runtime=min_runtime),
         {P5: instances},
         CATALOGUE,
-        EngineSettings(min_runtime_s=min_runtime),
         now,
     )
     for workload in jobs:

@@ -202,7 +202,7 @@ class PreemptCase:
     preempt: set[str]
     shrink: dict[str, int] = field(default_factory=dict)
     reason: str = ""
-    min_runtime: float = 0.0
+    min_runtime: int = 0
 
 
 PREEMPT_CASES = [
@@ -302,6 +302,39 @@ PREEMPT_CASES = [
         ],
         {"a1": 1},
         {"b2"},
+        min_runtime=600,
+    ),
+    PreemptCase(
+        "minimum run time protects young jobs from a higher priority in the team",
+        [quota("a", 8, borrow=0)],
+        1,
+        [running(job("low", "a", 8), since=950), job("high", "a", 8, cls="high")],
+        {},
+        set(),
+        reason="not enough to preempt: 1 candidate job(s) have run less than the minimum run "
+        "time 600s",
+        min_runtime=600,
+    ),
+    PreemptCase(
+        "a young job is passed over for an older one of the same priority",
+        [quota("a", 16, borrow=0)],
+        2,
+        [
+            running(job("low-old", "a", 8, at=1), since=100),
+            running(job("low-new", "a", 8, at=2), since=950),
+            job("high", "a", 8, cls="high", at=3),
+        ],
+        {"high": 1},
+        {"low-old"},
+        min_runtime=600,
+    ),
+    PreemptCase(
+        "a job exactly the minimum old may be preempted",
+        [quota("a", 8, borrow=0)],
+        1,
+        [running(job("low", "a", 8), since=400), job("high", "a", 8, cls="high")],
+        {"high": 1},
+        {"low"},
         min_runtime=600,
     ),
     PreemptCase(

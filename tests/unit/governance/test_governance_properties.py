@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.governance.governance_builders import CLASSES, P5, cluster, job, quota, running
@@ -32,7 +34,7 @@ def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list[list[Workload]]]:
         instances,
         fair_share=draw(st.sampled_from(["Enabled", "Disabled"])),
         idle=draw(st.sampled_from(["Enabled", "Disabled"])),
-        min_runtime=draw(st.sampled_from([0.0, 30.0])),
+        min_runtime=draw(st.sampled_from([0, 30, 150])),
         now=0.0,
     )
     waves: list[list[Workload]] = []
@@ -91,9 +93,9 @@ def check_preemptions_justified(state: GovernanceState, decisions: Decisions) ->
         else:
             assert victim.team in borrowing_before, action.reason
             assert "reclaim" in action.reason
-        if action.kind is DecisionKind.PREEMPT and state.settings.min_runtime_s:
+        if action.kind is DecisionKind.PREEMPT:
             assert victim.started_at is not None
-            assert state.now - victim.started_at >= state.settings.min_runtime_s
+            assert state.now - victim.started_at >= state.scheduler.min_runtime_seconds
 
 
 def run_to_fixed_point(state: GovernanceState) -> int:
@@ -207,3 +209,57 @@ def test_no_job_is_preempted_while_shrinking_elastic_jobs_would_make_room(
         assert victim.for_job == urgent
     state.apply(decisions)
     check_limits(state)
+
+
+@st.composite
+def young_and_old(draw: st.DrawFn) -> tuple[list[Workload], int, int]:
+    """Team `a` and a borrowing team `b` on one cluster, their running jobs started at
+    random times before `now` (1000), and waiting jobs of `a` that need room: lent quota
+    to reclaim, or lower-priority jobs of its own to preempt. Also a minimum run time and
+    the instance count."""
+    instances = draw(st.integers(min_value=1, max_value=6))
+    jobs: list[Workload] = []
+    for index in range(draw(st.integers(min_value=1, max_value=instances))):
+        workload = job(
+            f"r{index}",
+            draw(st.sampled_from(["a", "b"])),
+            8,
+            cls=draw(st.sampled_from(["low", "mid"])),
+            at=float(index),
+        )
+        jobs.append(running(workload, since=float(draw(st.integers(0, 1000)))))
+    for index in range(draw(st.integers(min_value=1, max_value=3))):
+        jobs.append(job(f"p{index}", "a", 8, cls="high", at=100.0 + index))
+    return jobs, draw(st.integers(min_value=0, max_value=1000)), instances
+
+
+def _copies(jobs: list[Workload]) -> list[Workload]:
+    return [replace(w) for w in jobs]
+
+
+@settings(max_examples=300, deadline=None)
+@given(young_and_old())
+def test_no_job_is_preempted_before_the_minimum_run_time(
+    case: tuple[list[Workload], int, int],
+) -> None:
+    """Every victim has run at least MinRuntimeSeconds, whether taken to reclaim lent quota
+    or for priority; and the minimum changes a pass only where, without it, a younger job
+    would have been preempted."""
+    jobs, min_runtime, instances = case
+    quotas = [quota("a", 8 * instances, borrow=0), quota("b", 0, borrow=100)]
+    state = cluster(quotas, instances, _copies(jobs), min_runtime=min_runtime)
+    decisions = schedule(state)
+    check_preemptions_justified(state, decisions)
+    for victim in decisions.preempted:
+        started = state.workloads[victim.job_id].started_at
+        assert started is not None and state.now - started >= min_runtime
+    unrestricted = schedule(cluster(quotas, instances, _copies(jobs)))
+    young = {
+        w.job_id
+        for w in jobs
+        if w.started_at is not None and state.now - w.started_at < min_runtime
+    }
+    if decisions.actions != unrestricted.actions:
+        assert young & {v.job_id for v in unrestricted.preempted}, "the minimum protected nobody"
+    if any("minimum run time" in group.reason for group in decisions.pending):
+        assert young
