@@ -36,6 +36,20 @@ def test_a_gpu_only_quota_shows_resolved_vcpu_and_memory(stack: Stack) -> None:
     ]
 
 
+def test_a_mixed_quota_entry_resolves_as_hyperpod_publishes(stack: Stack) -> None:
+    """GPUs and vCPU given: memory follows the vCPU (VCpu's rule), not the GPUs."""
+    api = Api(stack)
+    body = quota_body("nlp", 2)
+    body["ComputeQuotaConfig"]["ComputeQuotaResources"] = [
+        {"InstanceType": "ml.p5.48xlarge", "Accelerators": 8, "VCpu": 96}
+    ]
+    assert api.call("PUT", "/teams/nlp/compute-quota", body).status == 201
+    resolved = api.call("GET", "/teams/nlp/compute-quota").body["ResolvedResources"]
+    assert resolved == [
+        {"InstanceType": "ml.p5.48xlarge", "Accelerators": 8, "VCpu": 96.0, "MemoryInGiB": 1024.0}
+    ]
+
+
 def test_invalid_quotas_name_the_field_and_write_nothing(stack: Stack) -> None:
     api = Api(stack)
     cases = [
@@ -54,6 +68,39 @@ def test_invalid_quotas_name_the_field_and_write_nothing(stack: Stack) -> None:
             },
             422,
             "ComputeQuotaConfig.ComputeQuotaResources[0].InstanceType",
+        ),
+        (
+            {
+                **quota_body("nlp", 8),
+                "ComputeQuotaConfig": {
+                    "ComputeQuotaResources": [
+                        {"InstanceType": "ml.p5.48xlarge", "Accelerators": 8},
+                        {
+                            "InstanceType": "ml.p5.48xlarge",
+                            "AcceleratorPartition": {"Type": "mig-1g.10gb", "Count": 7},
+                        },
+                    ]
+                },
+            },
+            422,
+            "ComputeQuotaConfig.ComputeQuotaResources[1].AcceleratorPartition",
+        ),
+        (
+            {
+                **quota_body("nlp", 8),
+                "ComputeQuotaConfig": {
+                    "ResourceSharingConfig": {
+                        "AbsoluteBorrowLimits": [
+                            {
+                                "InstanceType": "ml.p5.48xlarge",
+                                "AcceleratorPartition": {"Type": "mig-3g.40gb", "Count": 2},
+                            }
+                        ]
+                    }
+                },
+            },
+            422,
+            "ComputeQuotaConfig.ResourceSharingConfig.AbsoluteBorrowLimits[0].AcceleratorPartition",
         ),
         (
             {

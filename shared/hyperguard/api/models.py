@@ -262,8 +262,9 @@ class ComputeQuotaView(AwsShape):
     compute_quota_version: int
     status: str
     resolved_resources: list[ResolvedResource] = Field(
-        description="the team's nominal quota; Accelerators-only entries get vCPU and memory "
-        "in proportion to the instance's accelerators"
+        description="the team's nominal quota; an entry without VCpu and MemoryInGiB gets both "
+        "in proportion to the instance's accelerators, one with only one of the two gets the "
+        "other in proportion to that one (HyperPod's published rules)"
     )
     resolved_limits: list[ResolvedResource] = Field(
         description="nominal plus what the team may borrow"

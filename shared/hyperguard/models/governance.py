@@ -231,37 +231,53 @@ def accelerator_share(spec: InstanceSpec, accelerators: int) -> ResourceAmount:
     )
 
 
+PARTITIONS_REFUSED = (
+    "AcceleratorPartition (MIG) quotas are not supported: HyperGuard's jobs request whole "
+    "accelerators and the engine counts quota in them, so a partition quota could admit no "
+    "job; give Accelerators (or Count) instead"
+)
+"""Why the API refuses an entry with AcceleratorPartition (D88)."""
+
+
 def resolve_quota_resource(
     resource: ComputeQuotaResourceConfig, catalogue: InstanceCatalogue
 ) -> ResourceAmount:
-    """What one ComputeQuotaResources entry grants.
+    """What one ComputeQuotaResources entry grants, by the rules ComputeQuotaResourceConfig
+    publishes (botocore's sagemaker model, its fields' documentation):
 
-    Count → that many whole instances. Otherwise each of Accelerators, VCpu and MemoryInGiB
-    the admin gives is kept, and the ones left out follow in proportion to the instance,
-    the proportion set by the first one given (2 of a p5.48xlarge's 8 GPUs → 48 of its 192
-    vCPUs and 512 of its 2048 GiB, as HyperPod resolves them). Accelerators are never
-    derived: an entry that names none grants none. AcceleratorPartition (MIG) is not
-    converted: partitions are not whole GPUs.
+    * Count → that many whole instances.
+    * Accelerators without VCpu and MemoryInGiB → vCPU and memory in proportion to the
+      instance's accelerators ("16 out of 32 total accelerators … the ratio of 0.5").
+    * VCpu without MemoryInGiB → memory in proportion to the instance's vCPUs ("20 out of
+      40 total vCPU … allocates values to MemoryInGiB"); MemoryInGiB without VCpu → vCPU in
+      proportion to its memory ("200 out of 400 total memory in GiB"). That holds whether or
+      not Accelerators is given: with vCPU or memory given, the accelerators' proportion no
+      longer applies (its rule is for neither being given).
+    * Accelerators are never derived ("Accelerators are set to 0").
+
+    Every value given is kept as given. Derived amounts round down to milli-vCPU and MiB.
+    AcceleratorPartition grants nothing here: the API refuses it (PARTITIONS_REFUSED), and an
+    entry stored before the API did resolves by its other fields.
     """
     spec = catalogue.spec(resource.instance_type)
     if resource.count is not None:
         return instance_amount(spec, resource.count)
     whole = instance_amount(spec)
-    given = (
-        (resource.accelerators, whole.accelerators),
-        (resource.vcpu, whole.vcpu),
-        (resource.memory_in_gib, whole.memory_gib),
-    )
-    ratio = next((value / total for value, total in given if value is not None and total), 0.0)
-    vcpu_milli = (
-        round(resource.vcpu * 1000) if resource.vcpu is not None else int(whole.vcpu_milli * ratio)
-    )
-    memory_mib = (
-        round(resource.memory_in_gib * 1024)
-        if resource.memory_in_gib is not None
-        else int(whole.memory_mib * ratio)
-    )
-    return ResourceAmount(resource.accelerators or 0, vcpu_milli, memory_mib)
+    accelerators = resource.accelerators or 0
+    match resource.vcpu, resource.memory_in_gib:
+        case None, None:
+            if whole.accelerators == 0:
+                return ResourceAmount(accelerators, 0, 0)
+            return accelerator_share(spec, accelerators)
+        case float() as vcpu, None:
+            vcpu_milli = round(vcpu * 1000)
+            memory_mib = whole.memory_mib * vcpu_milli // whole.vcpu_milli
+        case None, float() as memory:
+            memory_mib = round(memory * 1024)
+            vcpu_milli = whole.vcpu_milli * memory_mib // whole.memory_mib
+        case float() as vcpu, float() as memory:
+            vcpu_milli, memory_mib = round(vcpu * 1000), round(memory * 1024)
+    return ResourceAmount(accelerators, vcpu_milli, memory_mib)
 
 
 def resolve_quota_resources(

@@ -118,21 +118,65 @@ def test_scheduler_config_limits() -> None:
         ({"InstanceType": "ml.trn1.32xlarge", "Accelerators": 4}, (4, 32, 128)),
         ({"InstanceType": "p5.48xlarge", "Count": 2}, (16, 384, 4096)),
         ({"InstanceType": "ml.g5.48xlarge", "Count": 1}, (8, 192, 768)),
-        ({"InstanceType": "ml.p5.48xlarge", "Accelerators": 8, "VCpu": 10}, (8, 10, 2048)),
-        ({"InstanceType": "ml.p5.48xlarge", "VCpu": 4, "MemoryInGiB": 8}, (0, 4, 8)),
         # Types the hand-written catalogue did not know (published task-governance examples).
         ({"InstanceType": "ml.g5.2xlarge", "Accelerators": 1}, (1, 8, 32)),
         ({"InstanceType": "ml.g6.12xlarge", "Accelerators": 2}, (2, 24, 96)),
         ({"InstanceType": "ml.trn2.48xlarge", "Accelerators": 4}, (4, 48, 512)),
-        # What the admin gives is kept; the rest follows the first one given.
-        ({"InstanceType": "ml.p5.48xlarge", "VCpu": 96}, (0, 96, 1024)),
-        ({"InstanceType": "ml.p5.48xlarge", "Accelerators": 2, "MemoryInGiB": 100}, (2, 48, 100)),
     ],
 )
 def test_resolve_quota_resource(
     resource: dict[str, Any], expected: tuple[int, float, float]
 ) -> None:
     amount = resolve_quota_resource(ComputeQuotaResourceConfig.model_validate(resource), CATALOGUE)
+    assert (amount.accelerators, amount.vcpu, amount.memory_gib) == expected
+
+
+P5 = "ml.p5.48xlarge"
+"""8 GPUs, 192 vCPUs, 2048 GiB (the catalogue's figures)."""
+
+PUBLISHED_RULES = [
+    # ComputeQuotaResourceConfig.Accelerators (botocore sagemaker model): "If you don't
+    # specify a value for vCPU and MemoryInGiB, SageMaker AI automatically allocates
+    # ratio-based values for those parameters based on the number of accelerators you
+    # provide. For example, if you allocate 16 out of 32 total accelerators, SageMaker AI
+    # uses the ratio of 0.5 and allocates values to vCPU and MemoryInGiB."
+    ("16 of 32 accelerators (4 instances)", {"Accelerators": 16}, (16, 384, 4096)),
+    ("2 of one instance's 8 accelerators", {"Accelerators": 2}, (2, 48, 512)),
+    # .VCpu: "If you specify a value only for vCPU, SageMaker AI automatically allocates
+    # ratio-based values for MemoryInGiB based on this vCPU parameter. For example, if you
+    # allocate 20 out of 40 total vCPU, SageMaker AI uses the ratio of 0.5 and allocates
+    # values to MemoryInGiB. Accelerators are set to 0."
+    ("vCPU only: half the vCPUs, half the memory", {"VCpu": 96}, (0, 96, 1024)),
+    # .MemoryInGiB: "If you specify a value only for this parameter, SageMaker AI
+    # automatically allocates a ratio-based value for vCPU based on this memory that you
+    # provide. For example, if you allocate 200 out of 400 total memory in GiB, SageMaker AI
+    # uses the ratio of 0.5 and allocates values to vCPU. Accelerators are set to 0."
+    ("memory only: half the memory, half the vCPUs", {"MemoryInGiB": 1024}, (0, 96, 1024)),
+    # Mixed entries: the accelerators' ratio is for "vCPU and MemoryInGiB" both left out;
+    # once one of them is given, the other follows it (its own rule), not the accelerators.
+    ("accelerators and vCPU: memory follows vCPU", {"Accelerators": 8, "VCpu": 96}, (8, 96, 1024)),
+    (
+        "accelerators and memory: vCPU follows memory",
+        {"Accelerators": 2, "MemoryInGiB": 100},
+        (2, 9.375, 100),
+    ),
+    ("vCPU and memory: both kept, no accelerators", {"VCpu": 4, "MemoryInGiB": 8}, (0, 4, 8)),
+    ("all three kept", {"Accelerators": 1, "VCpu": 4, "MemoryInGiB": 8}, (1, 4, 8)),
+    # .Count: "The number of instances": whole instances, whatever else the entry says.
+    ("count: whole instances", {"Count": 2}, (16, 384, 4096)),
+    ("nothing given: nothing granted", {}, (0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [pytest.param(given, expected, id=name) for name, given, expected in PUBLISHED_RULES],
+)
+def test_resolution_follows_the_published_rules(
+    given: dict[str, Any], expected: tuple[int, float, float]
+) -> None:
+    resource = ComputeQuotaResourceConfig.model_validate({"InstanceType": P5, **given})
+    amount = resolve_quota_resource(resource, CATALOGUE)
     assert (amount.accelerators, amount.vcpu, amount.memory_gib) == expected
 
 

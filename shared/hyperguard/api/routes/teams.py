@@ -23,7 +23,7 @@ from hyperguard.api.routes.common import (
 )
 from hyperguard.api.views import quota_view
 from hyperguard.catalogue import UnknownInstanceTypeError
-from hyperguard.models.governance import resolve_quota_resources
+from hyperguard.models.governance import PARTITIONS_REFUSED, resolve_quota_resources
 from hyperguard.store.jobs import decode_cursor, encode_cursor
 
 
@@ -65,6 +65,10 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
                 for i, r in enumerate(config.resource_sharing_config.absolute_borrow_limits or [])
             ),
         ):
+            if resources[0].accelerator_partition is not None:
+                raise InvalidRequestError(
+                    PARTITIONS_REFUSED, f"ComputeQuotaConfig.{index}.AcceleratorPartition"
+                )
             try:
                 resolve_quota_resources(resources, deps.catalogue)
             except (UnknownInstanceTypeError, ValueError):
