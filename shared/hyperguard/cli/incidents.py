@@ -1,4 +1,5 @@
-"""`hyperguard incidents …` and `hyperguard nodes veto`: what recovery did, as people read it."""
+"""`hyperguard incidents …` and `hyperguard nodes veto|reliability`: what recovery did, and how
+each node fares, as people read it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hyperguard.cli.executions import STATE_COLUMNS, describe
-from hyperguard.cli.options import add_group, positive_int
+from hyperguard.cli.options import add_group, bounded_int, positive_int
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
 
 LIST_COLUMNS = [
@@ -136,6 +137,51 @@ def _operator_call(args: argparse.Namespace, deps: Deps, action: str, *call_args
     return 0
 
 
+RELIABILITY_COLUMNS = [
+    ("instance_id", "NODE"),
+    ("logical_id", "SLOT"),
+    ("pool", "POOL"),
+    ("incidents", "FAULTS"),
+    ("causes", "CAUSES"),
+    ("mtbf_hours", "MTBF (H)"),
+    ("last_incident_at", "LAST FAULT"),
+    ("lemon", "LEMON"),
+]
+MAX_RELIABILITY_NODES = 500
+"""As the API's `limit` (hyperguard.api.reliability.MAX_NODES; the API's modules load lazily)."""
+
+
+def reliability_rows(view: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        node
+        | {
+            "causes": ", ".join(f"{kind} x{n}" for kind, n in node["causes"].items()),
+            "lemon": "LEMON" if node["lemon"] else "",
+        }
+        for node in view["nodes"]
+    ]
+
+
+def cmd_reliability(args: argparse.Namespace, deps: Deps) -> int:
+    from hyperguard.cli.api import ServiceApi
+
+    view = ServiceApi(deps.service(args)).call("GET", f"/nodes/reliability?limit={args.limit}")
+    if args.json:
+        print_json(view)
+        return 0
+    threshold = view["lemon_incident_threshold"]
+    rule = f"{threshold} faults make a lemon" if threshold else "lemons are off"
+    print_table(
+        reliability_rows(view),
+        RELIABILITY_COLUMNS,
+        title=f"{view['faults']} node faults on {view['nodes_with_faults']} nodes in the last "
+        f"{view['window_days']} days, {view['lemons']} lemon(s) ({rule})",
+    )
+    if view["truncated"]:
+        print("only the window's newest incidents were counted (docs/operations.md)")
+    return 0
+
+
 class Deps:
     """How the commands reach the service (main builds these from --endpoint/--stack)."""
 
@@ -162,6 +208,20 @@ def add_parsers(
             a, deps, "veto_node", a.instance_id, None if a.lift else a.reason
         )
     )
+
+    p = nodes.add_parser(
+        "reliability",
+        help="each node's faults, causes and MTBF over the lemon window, repeat offenders "
+        "first (GET /nodes/reliability, admin)",
+    )
+    p.add_argument(
+        "--limit",
+        type=bounded_int(1, MAX_RELIABILITY_NODES),
+        default=50,
+        help=f"at most this many nodes (1-{MAX_RELIABILITY_NODES}, default 50)",
+    )
+    service_options(p)
+    p.set_defaults(func=lambda a: cmd_reliability(a, deps))
 
     incidents = add_group(groups, "incidents", "incidents: what recovery did, and decisions")
     for name, text in (

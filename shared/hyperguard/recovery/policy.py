@@ -100,12 +100,35 @@ class NodeRepairConfig(CamelModel):
         "requeued as lost",
     )
 
+    lemon_incident_threshold: StrictInt = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="node faults (incidents other than planned disruptions) of one node, its "
+        "HyperPod slot by NodeLogicalId where known, within lemonWindowDays that make it a "
+        "lemon: replaced rather than rebooted, and never taken as a hot spare (D87); 0: no "
+        "node is ever a lemon; 1 is refused (every failing node would be one)",
+    )
+    lemon_window_days: StrictInt = Field(
+        default=30,
+        ge=1,
+        le=365,
+        description="the window, in days up to now, over which a node's faults are counted",
+    )
+
     @field_validator("hot_spares")
     @classmethod
     def _spare_counts(cls, value: dict[str, int]) -> dict[str, int]:
         for pool, count in value.items():
             if not 0 <= count <= MAX_SPARES:
                 raise ValueError(f"hotSpares[{pool}] must be 0..{MAX_SPARES}")
+        return value
+
+    @field_validator("lemon_incident_threshold")
+    @classmethod
+    def _not_every_fault_a_lemon(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("lemonIncidentThreshold must be 0 (off) or 2..1000")
         return value
 
     @model_validator(mode="after")

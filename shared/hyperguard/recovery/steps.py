@@ -38,6 +38,14 @@ from hyperguard.models import (
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy, held_nodes
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.recovery.policy import NodeRepairConfig, RepairDecision, decide
+from hyperguard.recovery.reliability import (
+    PLANNED_KINDS,
+    faults_by_slot,
+    lemon_slots,
+    read_history,
+    replace_lemon,
+    slot_of,
+)
 from hyperguard.recovery.strategy import Situation, choose, measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
@@ -45,20 +53,6 @@ from hyperguard.store.jobs import JobRecord
 from hyperguard.store.policy import RepairPolicyStore
 
 Recovery = dict[str, Any]
-
-# Kinds whose incident is about a node that is fine now but will not be for long, or that
-# an operator asked to repair: the node being healthy is no reason to close them.
-PLANNED_KINDS = frozenset(
-    {
-        "spot_interruption",
-        "capacity_reservation_interruption",
-        "rebalance_recommendation",
-        "health_scheduled_change",
-        "operator_reboot",
-        "operator_replace",
-    }
-)
-
 
 REPAIRING_STATUSES = frozenset(
     {
@@ -192,9 +186,14 @@ class RecoverySteps:
             return r
         stored = self.nodes.get(incident.instance_id)
         history = node.model_copy(update={"repairs": stored.repairs if stored else []})
-        decision = self._replace_if_going_anyway(
-            incident, decide(policy, incident, history, self.clock())
+        decision = replace_lemon(
+            policy,
+            incident,
+            decide(policy, incident, history, self.clock()),
+            self._faults_of_slot(policy, incident, stored),
+            self.clock(),
         )
+        decision = self._replace_if_going_anyway(incident, decision)
         r["action"] = decision.action.value
         r["reason"] = decision.reason
         if decision.action is Repair.NONE:
@@ -208,6 +207,17 @@ class RecoverySteps:
             r["verdict"] = "repair"
             self.incidents.update(incident.incident_id, action=decision.action.value)
         return r
+
+    def _faults_of_slot(
+        self, policy: NodeRepairConfig, incident: Incident, node: Node | None
+    ) -> list[datetime]:
+        """When the incident's node, its slot, failed within the lemon window (this
+        incident included: the index may not list it yet)."""
+        now = self.clock()
+        history = read_history(self.incidents, self.nodes, policy, now, [node] if node else [])
+        by_slot = faults_by_slot(policy, [*history.incidents, incident], history.logical_ids, now)
+        found = by_slot.get(slot_of(incident.instance_id, history.logical_ids), [])
+        return [i.opened_at for i in found]
 
     def _replace_if_going_anyway(
         self, incident: Incident, decision: RepairDecision
@@ -300,12 +310,18 @@ class RecoverySteps:
         )
         return r
 
-    def _spares(self, me: Node | None, nodes: list[Node], busy: set[str]) -> list[str]:
+    def _spares(
+        self, policy: NodeRepairConfig, me: Node | None, nodes: list[Node], busy: set[str]
+    ) -> list[str]:
         """The pool's idle healthy nodes a job may move to. A replacement already found for
         a node whose incident is still open is not one: it is promised to the jobs that wait
-        for that repair, which restart on it once it is back in service (D83)."""
+        for that repair, which restart on it once it is back in service (D83). Nor is a
+        lemon, a node that keeps failing (D87)."""
         if me is None:
             return []
+        now = self.clock()
+        history = read_history(self.incidents, self.nodes, policy, now, nodes)
+        lemons = lemon_slots(policy, history.incidents, history.logical_ids, now)
         open_nodes = self.nodes.open_in_pool(me.pool)
         taken = busy | {
             i.replacement_instance_id
@@ -318,6 +334,7 @@ class RecoverySteps:
             if n.pool == me.pool
             and n.instance_type == me.instance_type
             and n.instance_id not in taken
+            and slot_of(n.instance_id, history.logical_ids) not in lemons
             and n.instance_id != me.instance_id
             and n.schedulable
             and n.healthy
@@ -346,7 +363,7 @@ class RecoverySteps:
         me = self.nodes.get(incident.instance_id)
         nodes = self.nodes.in_pool(me.pool) if me else []
         active = self.jobs.active()
-        spares = self._spares(me, nodes, held_nodes(record.job for record in active))
+        spares = self._spares(policy, me, nodes, held_nodes(record.job for record in active))
         action = Repair(r.get("action") or incident.action or incident.repair)
         returns = action is not Repair.DRAIN and me is not None and me.platform == "hyperpod"
         times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))

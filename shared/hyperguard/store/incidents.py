@@ -12,7 +12,7 @@ node: opening writes incident, first signal and lock in one transaction.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -430,6 +430,23 @@ class IncidentStore:
             PaginationConfig={"MaxItems": limit},
         )
         return [_incident(from_wire(i)) for page in pages for i in page["Items"]]
+
+    def opened_since(self, since: datetime, limit: int) -> tuple[list[Incident], bool]:
+        """Incidents opened at or after `since`, newest first, at most `limit` of them,
+        through the ByOpenedAt index (eventually consistent); and whether more were left."""
+        # Stored times are pydantic's ISO form ending in Z; a key cut at the whole second
+        # sorts before every time in that second, so nothing at `since` is missed.
+        key = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        pages = self.ddb.get_paginator("query").paginate(
+            TableName=self.table_name,
+            IndexName="ByOpenedAt",
+            KeyConditionExpression="entity = :e AND opened_at >= :since",
+            ExpressionAttributeValues=to_wire({":e": "incident", ":since": key}),
+            ScanIndexForward=False,
+            PaginationConfig={"MaxItems": limit + 1},
+        )
+        found = [_incident(from_wire(i)) for page in pages for i in page["Items"]]
+        return found[:limit], len(found) > limit
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,4 +1,5 @@
-"""/incidents and /nodes/{nodeId}/actions: what recovery did, and what operators ask of it."""
+"""/incidents, /nodes/reliability and /nodes/{nodeId}/actions: what recovery did, how each
+node fares, and what operators ask of it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from hyperguard.api.auth import Caller
 from hyperguard.api.deps import ApiDependencies
@@ -17,6 +18,12 @@ from hyperguard.api.models import (
     IncidentView,
     NodeActionRequest,
     NodeActionResult,
+)
+from hyperguard.api.reliability import (
+    DEFAULT_NODES,
+    MAX_NODES,
+    NodeReliabilityView,
+    read_node_reliability,
 )
 from hyperguard.api.routes.common import CallerOf, Limit, new_router, ok, responses
 from hyperguard.models import Incident
@@ -69,6 +76,22 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         if incident is None:
             raise NotFoundError(f"no incident {incidentId}", "incidentId")
         return ok(_shown(incident, who, deps.incidents.signals(incidentId)))
+
+    @router.get(
+        "/nodes/reliability",
+        summary="Each node's faults, causes and MTBF over the lemon window, repeat offenders "
+        "first (admin)",
+        tags=["nodes"],
+        responses=responses(200, NodeReliabilityView),
+    )
+    def node_reliability(
+        limit: Annotated[int, Query(ge=1, le=MAX_NODES)] = DEFAULT_NODES,
+    ) -> Response[NodeReliabilityView]:
+        caller().require_admin()
+        view = read_node_reliability(
+            deps.incidents, deps.nodes, deps.policies.get(), deps.clock(), limit
+        )
+        return ok(view)
 
     @router.post(
         "/nodes/<nodeId>/actions",
