@@ -60,6 +60,8 @@ KEYS = {
         "strategyTimes",
         "pollIntervalS",
         "nodeRepairConfigOverrides",
+        "lemonIncidentThreshold",
+        "lemonWindowDays",
     ],
     "/principals": ["principal_arn", "team", "admin"],
     "/jobs/JOB/checkpoints": ["step", "uri", "completed_at"],
