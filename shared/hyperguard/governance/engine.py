@@ -3,20 +3,24 @@ and why. Pure: reads a GovernanceState, returns Decisions, touches nothing else.
 
 Rules (HyperPod task governance over Kueue semantics):
 
-* Three constraints per instance type, each over accelerators, vCPU and memory:
+* Three constraints per instance type (four for a HyperPod-only job), each over
+  accelerators, vCPU and memory:
   team  — usage ≤ nominal + borrow allowance (allowance 0 unless LendAndBorrow);
   pool  — lending teams (Lend, LendAndBorrow) together use at most what they lend plus,
           with IdleResourceSharing, the capacity no quota covers; DontLend teams stay on
           their own quota and are outside the pool;
   capacity — all teams together use at most the installed instances (quotas may promise
           more than is installed: such jobs wait with a capacity reason).
+  HyperPod — a job whose template runs on HyperPod only (production) also fits HyperPod's
+          part of the installed instances: jobs running on HyperPod and HyperPod-only jobs
+          admitted in the pass use at most it; EKS burst nodes cannot hold such a job (D89).
 * Order: jobs that fit their team's nominal quota first; then jobs that need to borrow. Within
   each group by priority-class weight, then submission time. With FairShare Enabled borrowing
   jobs are ordered first by their team's dominant share above nominal divided by its weight
   (lowest first); with FairShare Disabled borrowing is first-come-first-serve.
-* Jobs with the same team, instance type, priority and request form one queue shape; when the
-  oldest of a shape cannot be admitted, the rest of the shape waits with the same reason, and
-  other shapes are still tried (Kueue's BestEffortFIFO).
+* Jobs with the same team, instance type, priority, request and pools (HyperPod only or not)
+  form one queue shape; when the oldest of a shape cannot be admitted, the rest of the shape
+  waits with the same reason, and other shapes are still tried (Kueue's BestEffortFIFO).
 * Preemption, only when a job cannot fit without it, and only of jobs that have run at least
   the scheduler config's MinRuntimeSeconds in their current run (a younger job may still be
   shrunk: it keeps running): (1) reclaim — a team that fits its own nominal quota after
@@ -50,6 +54,7 @@ from hyperguard.models.governance import ZERO, ResourceAmount, Toggle
 _TEAM = "team"
 _POOL = "pool"
 _CAPACITY = "capacity"
+_HYPERPOD = "hyperpod"
 _UNBOUNDED = 1 << 62
 
 Key = tuple[int, float, int, float, int]
@@ -85,6 +90,12 @@ class _Pass:
         self.usage = {key: list(used) for key, used in state.usage.items()}
         self.total = {flavor: [0, 0, 0] for flavor in state.flavors}
         self.lent_used = {flavor: [0, 0, 0] for flavor in state.flavors}
+        self.hyperpod_used = {flavor: [0, 0, 0] for flavor in state.flavors}
+        for (_, flavor), running in state.running.items():
+            for workload in running.values():
+                if self._on_hyperpod(workload):
+                    for index, amount in enumerate(workload.per_replica.scaled(workload.admitted)):
+                        self.hyperpod_used[flavor][index] += amount
         for (team, flavor), used in self.usage.items():
             policy = state.teams.get(team)
             for index in range(3):
@@ -97,7 +108,7 @@ class _Pass:
         self.shrunk: set[str] = set()
         self.admitted: dict[str, int] = {}
         self.contended: set[str] = set()
-        self.failed: dict[tuple[str, str], list[tuple[ResourceAmount, int, str]]] = {}
+        self.failed: dict[tuple[str, str, bool], list[tuple[ResourceAmount, int, str]]] = {}
         self._last_block = ""
         self._last_binding = _TEAM
 
@@ -108,6 +119,13 @@ class _Pass:
         if used is None:
             used = self.usage[(team, flavor)] = [0, 0, 0]
         return used
+
+    @staticmethod
+    def _on_hyperpod(workload: Workload) -> bool:
+        """Whether the workload's replicas take HyperPod capacity: a HyperPod-only job's
+        always; another's only where it ran when the pass began (where a job admitted now
+        lands is placement's choice, after the pass)."""
+        return workload.hyperpod_only or (workload.admitted > 0 and workload.on_hyperpod)
 
     def _current(self, workload: Workload) -> int:
         return self.replicas.get(workload.job_id, workload.admitted)
@@ -120,15 +138,21 @@ class _Pass:
         total = self.total[flavor]
         policy = self.state.teams.get(workload.team)
         lent = self.lent_used[flavor] if policy is not None and policy.lends else None
+        hyperpod = self.hyperpod_used[flavor] if self._on_hyperpod(workload) else None
         for index, amount in enumerate(workload.per_replica):
             change = amount * delta
             used[index] += change
             total[index] += change
             if lent is not None:
                 lent[index] += change
+            if hyperpod is not None:
+                hyperpod[index] += change
 
-    def _room(self, policy: TeamPolicy, flavor: str, per: ResourceAmount) -> tuple[int, str]:
-        """How many more replicas of `per` fit, and which constraint binds."""
+    def _room(
+        self, policy: TeamPolicy, flavor: str, per: ResourceAmount, hyperpod_only: bool = False
+    ) -> tuple[int, str]:
+        """How many more replicas of `per` fit, and which constraint binds; a HyperPod-only
+        job also within HyperPod's part of the capacity."""
         used = self.usage.get((policy.team, flavor)) or (0, 0, 0)
         limit = policy.limit.get(flavor, ZERO)
         totals = self.state.flavors[flavor]
@@ -149,6 +173,10 @@ class _Pass:
             room = (totals.capacity[index] - total[index]) // amount
             if room < best:
                 best, binding = room, _CAPACITY
+            if hyperpod_only:
+                room = (totals.hyperpod[index] - self.hyperpod_used[flavor][index]) // amount
+                if room < best:
+                    best, binding = room, _HYPERPOD
         return max(best, 0), binding
 
     def _is_borrowing(self, team: str, flavor: str) -> bool:
@@ -242,7 +270,7 @@ class _Pass:
         or the lending pool where IdleResourceSharing makes it grow with the capacity."""
         grows = self.state.scheduler.idle_resource_sharing is Toggle.ENABLED
         if not jobs or not (
-            self._last_binding == _CAPACITY or (self._last_binding == _POOL and grows)
+            self._last_binding in (_CAPACITY, _HYPERPOD) or (self._last_binding == _POOL and grows)
         ):
             return ()
         policy = self.state.teams[jobs[0].team]
@@ -289,8 +317,8 @@ class _Pass:
         return None
 
     def _try_admit(self, workload: Workload, policy: TeamPolicy, *, reclaim: bool) -> bool:
-        flavor = workload.instance_type
-        room, binding = self._room(policy, flavor, workload.per_replica)
+        flavor, hyperpod_only = workload.instance_type, workload.hyperpod_only
+        room, binding = self._room(policy, flavor, workload.per_replica, hyperpod_only)
         self._last_binding = binding
         if room >= workload.floor:
             self._admit(workload, policy, workload.at_most(min(room, workload.replicas)), "")
@@ -298,7 +326,7 @@ class _Pass:
         block = self._block_reason(workload, policy, binding)
         need = workload.per_replica.scaled(workload.floor)
         for failed_need, failed_priority, failed_reason in self.failed.get(
-            (policy.team, flavor), ()
+            (policy.team, flavor, hyperpod_only), ()
         ):
             if workload.priority <= failed_priority and all(
                 n >= f for n, f in zip(need, failed_need, strict=True)
@@ -307,13 +335,13 @@ class _Pass:
                 return False
         outcome = self._preempt_for(workload, policy, reclaim=reclaim)
         if isinstance(outcome, str):
-            self.failed.setdefault((policy.team, flavor), []).append(
+            self.failed.setdefault((policy.team, flavor, hyperpod_only), []).append(
                 (need, workload.priority, outcome)
             )
             self._last_block = f"{block}; {outcome}"
             return False
         preempted, shrunk = outcome
-        room, _ = self._room(policy, flavor, workload.per_replica)
+        room, _ = self._room(policy, flavor, workload.per_replica, hyperpod_only)
         suffix = " after " + " and ".join(
             part
             for part in (
@@ -370,6 +398,12 @@ class _Pass:
             return (
                 f"pending: shared {unit} of {flavor} exhausted: lending teams use "
                 f"{_show(self.lent_used[flavor], per)}/{_show(totals.pool, per)}"
+            )
+        if binding == _HYPERPOD:
+            return (
+                f"pending: HyperPod capacity of {flavor} exhausted: "
+                f"{_show(self.hyperpod_used[flavor], per)}/{_show(totals.hyperpod, per)} {unit} "
+                "in use there (its template runs on HyperPod only; burst capacity cannot hold it)"
             )
         planned = (
             f" (team quotas total {_show(totals.nominal_total, per)}: quota exceeds "
@@ -441,7 +475,7 @@ class _Pass:
         own_team = policy.team
 
         def fits() -> bool:
-            return self._room(policy, flavor, per)[0] >= workload.floor
+            return self._room(policy, flavor, per, workload.hyperpod_only)[0] >= workload.floor
 
         def may_take(candidate: Workload) -> bool:
             return candidate.team == own_team or self._is_borrowing(candidate.team, flavor)
@@ -589,7 +623,9 @@ class _Pass:
             policy = self.state.teams.get(workload.team)
             if policy is None:
                 continue
-            room, _ = self._room(policy, workload.instance_type, workload.per_replica)
+            room, _ = self._room(
+                policy, workload.instance_type, workload.per_replica, workload.hyperpod_only
+            )
             current = self._current(workload)
             replicas = workload.at_most(current + room)
             if replicas <= current:

@@ -193,6 +193,18 @@ def usable(node: Node) -> bool:
     return node.status is NodeStatus.RUNNING and node.healthy and node.schedulable
 
 
+def admissible_capacity(
+    nodes: Iterable[Node], spares: Collection[str]
+) -> tuple[Counter[str], Counter[str]]:
+    """Usable instances per `ml.` instance type that a pass may admit into (hot spares held
+    back): all of them, and those on HyperPod, the only ones a HyperPod-only job can use."""
+    usable_nodes = [n for n in nodes if usable(n) and n.instance_id not in spares]
+    return (
+        Counter(ml_name(n.instance_type) for n in usable_nodes),
+        Counter(ml_name(n.instance_type) for n in usable_nodes if n.platform == "hyperpod"),
+    )
+
+
 @dataclass
 class PassResult:
     acquired: bool = True
@@ -494,11 +506,9 @@ class _PassRun:
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
         self.priority_classes = config.priority_classes
-        capacity = Counter(
-            ml_name(n.instance_type) for n in nodes if usable(n) and n.instance_id not in spares
-        )
+        capacity, hyperpod = admissible_capacity(nodes, spares)
         catalogue = self.service.catalogue
-        state = GovernanceState(quotas, config, capacity, catalogue, now.timestamp())
+        state = GovernanceState(quotas, config, capacity, catalogue, now.timestamp(), hyperpod)
         bursting = self.service.bursts is not None and self.burst.capacity.max_nodes > 0
         for record in active:
             workload = Workload.from_job(
@@ -507,6 +517,7 @@ class _PassRun:
                 started_at=record.started_at,
                 scaled_at=record.scaled_at,
                 may_burst=bursting and allows_burst(record.job.template),
+                pool_kind=record.pool_kind,
             )
             if record.job.status in HOLDING_STATUSES and record.admitted_replicas:
                 workload.admitted = record.admitted_replicas

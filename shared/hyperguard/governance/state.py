@@ -15,6 +15,7 @@ from datetime import datetime
 
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.governance.decisions import Decision, DecisionKind, Decisions
+from hyperguard.governance.placement import PoolKind, allows_burst
 from hyperguard.models.governance import (
     ZERO,
     ActivationState,
@@ -71,6 +72,11 @@ class Workload:
     """Burst capacity could take it (its template allows EKS and bursting is on): it then
     does not preempt its own team's lower-priority jobs, but waits for a burst (Kueue's
     flavorFungibility whenCanPreempt: TryNextFlavor). Reclaiming lent quota still applies."""
+    hyperpod_only: bool = False
+    """Its template runs on HyperPod only (production): only HyperPod's capacity holds it,
+    whatever EKS burst capacity is installed (D89)."""
+    on_hyperpod: bool = True
+    """A running job's nodes are HyperPod's (False: EKS burst capacity)."""
 
     @property
     def is_elastic(self) -> bool:
@@ -111,7 +117,10 @@ class Workload:
         started_at: datetime | None = None,
         scaled_at: datetime | None = None,
         may_burst: bool = False,
+        pool_kind: str | None = None,
     ) -> Workload:
+        """`pool_kind`: where a running job was placed (placement's PoolKind value; None:
+        HyperPod, as before burst capacity existed)."""
         spec = catalogue.spec(job.instance_type)
         if job.accelerators_per_replica > 0:
             per_replica = accelerator_share(spec, job.accelerators_per_replica)
@@ -133,6 +142,8 @@ class Workload:
             scaled_at=scaled_at.timestamp() if running and scaled_at else None,
             scaling_timeout_s=float(policy.scaling_timeout_in_seconds or 0) if policy else 0.0,
             may_burst=may_burst,
+            hyperpod_only=not allows_burst(job.template),
+            on_hyperpod=pool_kind in (None, PoolKind.HYPERPOD),
         )
 
 
@@ -200,11 +211,14 @@ class FlavorTotals:
     the unallocated capacity. IdleResourceSharing governs only that unallocated part
     (installed but in no team's quota); teams still borrow each other's lent quota when it
     is Disabled."""
+    hyperpod: ResourceAmount
+    """The part of `capacity` on HyperPod: all that can hold a HyperPod-only job."""
 
 
-BucketKey = tuple[str, str, int, ResourceAmount, int]
-"""(team, instance type, priority, per-replica request, fewest replicas): jobs with the same
-key are interchangeable for admission, so if the first one does not fit none does."""
+BucketKey = tuple[str, str, int, ResourceAmount, int, bool]
+"""(team, instance type, priority, per-replica request, fewest replicas, HyperPod only): jobs
+with the same key are interchangeable for admission, so if the first one does not fit none
+does."""
 
 
 def _bucket_key(workload: Workload) -> BucketKey:
@@ -214,6 +228,7 @@ def _bucket_key(workload: Workload) -> BucketKey:
         workload.priority,
         workload.per_replica,
         workload.floor,
+        workload.hyperpod_only,
     )
 
 
@@ -229,9 +244,11 @@ class GovernanceState:
     quotas: Iterable[ComputeQuota]
     scheduler: SchedulerConfig
     capacity: Mapping[str, int]
-    """Installed instances per instance type (HyperPod's `ml.` names)."""
+    """Installed instances per instance type (HyperPod's `ml.` names), HyperPod and EKS."""
     catalogue: InstanceCatalogue
     now: float = 0.0
+    hyperpod_capacity: Mapping[str, int] | None = None
+    """The part of `capacity` on HyperPod (None: all of it)."""
     teams: dict[str, TeamPolicy] = field(init=False)
     flavors: dict[str, FlavorTotals] = field(init=False)
     class_weights: dict[str, int] = field(init=False)
@@ -256,14 +273,20 @@ class GovernanceState:
             names |= policy.limit.keys()
         self.flavors = {}
         for name in names:
-            capacity = instance_amount(self.catalogue.spec(name), self.capacity.get(name, 0))
+            spec = self.catalogue.spec(name)
+            capacity = instance_amount(spec, self.capacity.get(name, 0))
+            hyperpod = (
+                capacity
+                if self.hyperpod_capacity is None
+                else instance_amount(spec, self.hyperpod_capacity.get(name, 0))
+            )
             nominal_total = _sum(p.nominal.get(name, ZERO) for p in self.teams.values())
             lent = _sum(p.nominal.get(name, ZERO) for p in self.teams.values() if p.lends)
             unallocated = ResourceAmount(
                 *(max(0, c - n) for c, n in zip(capacity, nominal_total, strict=True))
             )
             pool = lent + unallocated if idle_sharing else lent
-            self.flavors[name] = FlavorTotals(capacity, nominal_total, unallocated, pool)
+            self.flavors[name] = FlavorTotals(capacity, nominal_total, unallocated, pool, hyperpod)
 
     @classmethod
     def from_jobs(

@@ -113,13 +113,16 @@ def cluster(
     idle: str = "Enabled",
     min_runtime: int = 0,
     now: float = 1000.0,
+    hyperpod: int | None = None,
 ) -> GovernanceState:
+    """`instances` p5 instances installed, `hyperpod` of them on HyperPod (None: all)."""
     state = GovernanceState(
         quotas,
         scheduler(fair_share=fair_share, idle=idle, min_runtime=min_runtime),
         {P5: instances},
         CATALOGUE,
         now,
+        None if hyperpod is None else {P5: hyperpod},
     )
     for workload in jobs:
         state.add(workload)

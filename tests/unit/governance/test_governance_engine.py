@@ -658,3 +658,78 @@ def test_a_job_that_may_burst_does_not_preempt_its_own_team_but_waits_for_a_burs
     decisions = schedule(cluster(quotas, 2, jobs(may_burst=True)))
     assert preempted(decisions) == set()
     assert decisions.short_of_capacity == ["urgent"]
+
+
+def production(workload: Workload) -> Workload:
+    """A job whose template runs on HyperPod only."""
+    workload.hyperpod_only = True
+    return workload
+
+
+def on_eks(workload: Workload) -> Workload:
+    """A running job placed on EKS burst capacity."""
+    workload.on_hyperpod = False
+    return workload
+
+
+def test_a_hyperpod_only_job_is_not_admitted_against_burst_capacity() -> None:
+    """D21: HyperPod full, an EKS burst node idle: the production job waits for HyperPod
+    capacity (and is short of it, so a burst may grow HyperPod); a development job of the
+    same shape takes the EKS node."""
+    state = cluster(
+        [quota("a", 24, borrow=0)],
+        3,
+        [
+            running(job("dev-running", "a", 8, replicas=2), since=1),
+            production(job("prod", "a", 8, at=2)),
+            job("dev", "a", 8, at=3),
+        ],
+        hyperpod=2,
+    )
+    decisions = schedule(state)
+    assert admitted(decisions) == {"dev": 1}
+    reason = decisions.pending_reasons["prod"]
+    assert "HyperPod capacity of ml.p5.48xlarge exhausted: 16/16 GPUs in use there" in reason
+    assert decisions.short_of_capacity == ["prod"]
+
+
+def test_burst_capacity_in_use_leaves_hyperpod_room_to_a_hyperpod_only_job() -> None:
+    state = cluster(
+        [quota("a", 24, borrow=0)],
+        3,
+        [
+            on_eks(running(job("dev-on-eks", "a", 8), since=1)),
+            running(job("dev-on-hyperpod", "a", 8), since=1),
+            production(job("prod", "a", 8, at=2)),
+        ],
+        hyperpod=2,
+    )
+    assert admitted(schedule(state)) == {"prod": 1}
+
+
+def test_reclaim_for_a_hyperpod_only_job_takes_a_borrower_on_hyperpod() -> None:
+    """The newest borrower would go first, but it runs on EKS, where the reclaiming job
+    cannot: the one on HyperPod is preempted, and only it."""
+    state = cluster(
+        [quota("a", 8), quota("b", 8, borrow=200)],
+        3,
+        [
+            running(job("b-own", "b", 8, at=1), since=1),
+            running(job("b-hyperpod", "b", 8, at=2), since=2),
+            on_eks(running(job("b-eks", "b", 8, at=3), since=3)),
+            production(job("a-prod", "a", 8, cls="low", at=4)),
+        ],
+        hyperpod=2,
+    )
+    decisions = schedule(state)
+    assert admitted(decisions) == {"a-prod": 1}
+    assert preempted(decisions) == {"b-hyperpod"}
+
+
+def test_without_a_hyperpod_split_every_installed_instance_counts() -> None:
+    state = cluster(
+        [quota("a", 24, borrow=0)],
+        3,
+        [running(job("dev", "a", 8, replicas=2)), production(job("prod", "a", 8))],
+    )
+    assert admitted(schedule(state)) == {"prod": 1}

@@ -36,6 +36,7 @@ def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list[list[Workload]]]:
         idle=draw(st.sampled_from(["Enabled", "Disabled"])),
         min_runtime=draw(st.sampled_from([0, 30, 150])),
         now=0.0,
+        hyperpod=draw(st.one_of(st.none(), st.integers(min_value=0, max_value=instances))),
     )
     waves: list[list[Workload]] = []
     for wave in range(draw(st.integers(min_value=1, max_value=3))):
@@ -56,6 +57,7 @@ def clusters(draw: st.DrawFn) -> tuple[GovernanceState, list[list[Workload]]]:
                     step=draw(st.sampled_from([None, 1, 2])) if elastic else None,
                 )
             )
+            jobs[-1].hyperpod_only = draw(st.booleans())
         waves.append(jobs)
     return state, waves
 
@@ -73,6 +75,12 @@ def check_limits(state: GovernanceState) -> None:
             if policy.lends:
                 lent[i] += used[i]
     assert all(u <= c for u, c in zip(used_total, totals.capacity, strict=True))
+    on_hyperpod = [0, 0, 0]
+    for workload in state.workloads.values():
+        if workload.hyperpod_only:
+            for i, amount in enumerate(workload.per_replica.scaled(workload.admitted)):
+                on_hyperpod[i] += amount
+    assert all(u <= c for u, c in zip(on_hyperpod, totals.hyperpod, strict=True))
     assert all(u <= p for u, p in zip(lent, totals.pool, strict=True))
 
 
