@@ -73,7 +73,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -860,6 +860,8 @@ class PassSample:
     admitted: int
     succeeded: int
     conflicts: int
+    woken_by: tuple[str, ...] = ()
+    """The sources of the wake-ups that started the pass ("tick", "job submitted", ...)."""
 
 
 @dataclass
@@ -965,13 +967,15 @@ def simulate(
         else:
             meter.t = max(meter.t, at)
             bodies: list[str] = []
+            sources: list[str] = []
             while wakes and wakes[0][0] <= meter.t and len(bodies) < ESM_BATCH:
                 _, source, body = heapq.heappop(wakes)
                 built.wake_sources[source] += 1
                 bodies.append(body)
+                sources.append(source)
             meter.t += latencies.s("lambda:sqs-to-handler")
             built.cluster.advance()
-            sample = run_one_pass(built, bodies)
+            sample = replace(run_one_pass(built, bodies), woken_by=tuple(sorted(set(sources))))
             timeline.passes.append(sample)
             finished += sample.succeeded
             pass_free = meter.t
@@ -1114,8 +1118,10 @@ def lone_submissions(scale: float = 1.0) -> dict[str, Any]:
         built.meter.phase = "report"
         waits = admission_waits(built.jobs.records())
         ordered = [round(waits[a.job_id], 3) for a in work]
+        admitting = [p for p in timeline.passes if p.admitted]
         return {
             "submitted_s_past_tick": [round(at % TICK_S, 1) for at in LONE_AT],
+            "admitted_by": [list(p.woken_by) for p in admitting],
             "time_to_admission_s": ordered,
             "mean_s": round(_mean(ordered), 3),
             "max_s": max(ordered),
