@@ -1,6 +1,7 @@
 """The twin's nodes look like real ones: HyperPod's providerID form and labels on HyperPod
 nodes, Karpenter's and EC2's on burst nodes, with their NodePool's taints and EC2's
-capacity; the service's providerID parser finds both."""
+capacity; the service's providerID parser finds both. Its repairs can be held, as real ones take
+minutes."""
 
 from __future__ import annotations
 
@@ -80,3 +81,29 @@ def test_nodes_report_ec2s_capacity_and_allocatable_less_kube_reserved(
     assert status["allocatable"]["nvidia.com/gpu"] == "8"
     assert status["allocatable"]["cpu"] == "191450m"
     assert status["allocatable"]["memory"] == "2095587Mi"
+
+
+def status_of(cluster: SimulatedCluster, instance_id: str | None) -> str | None:
+    instance = cluster.instance(instance_id) if instance_id else None
+    return instance.status.value if instance else None
+
+
+def test_held_repairs_finish_only_once_released(cluster: SimulatedCluster) -> None:
+    clock = cluster.clock
+    assert isinstance(clock, ManualClock)
+    rebooted, replaced = cluster.add_instance_group("workers", "ml.p5.48xlarge", 2)
+    with cluster.repairs_held():
+        assert cluster.batch_repair("reboot", [rebooted])["Successful"] == [rebooted]
+        assert cluster.batch_repair("replace", [replaced])["Successful"] == [replaced]
+        clock.advance(10 * cluster.timings.replace_s)
+        cluster.advance()
+        assert status_of(cluster, rebooted) == "Pending"
+        assert status_of(cluster, replaced) == "ShuttingDown"
+    cluster.advance()
+    assert status_of(cluster, rebooted) == "Running"
+    # The replacement boots from the moment its shutdown finished: the release.
+    new = cluster.replacement_of(replaced)
+    assert status_of(cluster, new) == "Pending"
+    clock.advance(cluster.timings.replace_s)
+    cluster.advance()
+    assert status_of(cluster, new) == "Running"

@@ -245,6 +245,9 @@ class _Happening(StrEnum):
     """An added node has booted and joins Kubernetes (keyed by its NodeLogicalId)."""
 
 
+_REPAIR_ENDS = frozenset({_Happening.REBOOT_DONE, _Happening.SHUTDOWN_DONE, _Happening.BOOT_DONE})
+
+
 @dataclass(order=True, frozen=True)
 class _Scheduled:
     at: datetime
@@ -376,6 +379,8 @@ class SimulatedCluster:
         self._repairs: dict[str, _Repair] = {}
         self._replaced_by: dict[str, str] = {}
         self._never_healthy: set[str] = set()
+        self._repairs_held: list[_Scheduled] | None = None
+        """While a test holds repairs: the reboots and replacements that are due."""
         self._keep_logical_ids = True
         self.continuous_provisioning = True
         self._autoscaling: dict[str, str] | None = None
@@ -509,6 +514,23 @@ class SimulatedCluster:
         """The next replacement of `instance_id` comes up in Failure and stays there."""
         with self._lock:
             self._never_healthy.add(instance_id)
+
+    @contextmanager
+    def repairs_held(self) -> Iterator[None]:
+        """Inside, no reboot or replacement finishes; on leaving, those that were due finish
+        at once. At real speed a repair takes minutes and a storm's reports reach the service
+        in seconds; the twin's speed-up can make a loaded machine's ingestion the slower one,
+        and this puts the two back in their real order."""
+        with self._lock:
+            self._repairs_held = []
+        try:
+            yield
+        finally:
+            with self._lock:
+                held, self._repairs_held = self._repairs_held or [], None
+                now = max(self.clock.now(), self._settled_at)
+                for due in held:
+                    self._schedule(now, 0, due.what, due.instance_id)
 
     def configure_scaling(
         self, *, continuous: bool = True, autoscaling: bool | None = None
@@ -873,6 +895,9 @@ class SimulatedCluster:
                 if due is None:
                     break
                 happening = heapq.heappop(self._agenda)
+                if self._repairs_held is not None and happening.what in _REPAIR_ENDS:
+                    self._repairs_held.append(happening)
+                    continue
                 self._happen(happening)
                 self._reconcile_runs(happening.at)
             self._settled_at = now
