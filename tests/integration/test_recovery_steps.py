@@ -4,15 +4,18 @@ service's own adapters, with a manual clock (the state machine itself runs in te
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import pytest
-from tests.conftest import Stack
+from tests.conftest import EVENTS, Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis, seed_jobs
 
 from hyperguard.cluster.workloads import RunPhase
+from hyperguard.events import classify_health_event
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Escalator, EventPublisher
@@ -674,3 +677,68 @@ def test_a_retirement_merged_into_an_incident_that_cured_itself_survives_its_clo
     assert world.steps.run("close", {**r, "resolution": "no_action_by_policy"})["verdict"] == (
         "closed"
     )
+
+
+def announce_reboot(world: World, instance_id: str, days: float) -> HealthSignal:
+    """AWS Health announces a reboot of the node `days` ahead. Constructed: the published
+    retirement sample (tests/events) with its event type, time, start and entity edited."""
+    event = json.loads((EVENTS / "aws-health-ec2-retirement.json").read_text())
+    now = world.clock.now()
+    event["time"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    event["detail"].update(
+        eventTypeCode="AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED",
+        startTime=format_datetime(now + timedelta(days=days), usegmt=True),
+        affectedEntities=[{"entityValue": instance_id, "status": "PENDING"}],
+    )
+    (signal,) = classify_health_event(event)
+    node = world.nodes.get(instance_id)
+    assert node is not None and signal.repair is Repair.REBOOT
+    world.incidents.open_or_append(node, signal, now)
+    return signal
+
+
+def test_a_scheduled_reboot_is_a_reboot_before_its_window_that_the_ladder_never_counts(
+    world: World,
+) -> None:
+    occupy_spares(world)  # the job waits for the reboot and is back on the node after it
+    node = busy_node(world, "vit-h14-pretrain", 0)
+    announce_reboot(world, node, days=3)
+    (incident,) = [i for i in world.incidents.recent(10) if i.instance_id == node]
+    r = world.run("diagnose", r={"incident_id": incident.incident_id, "instance_id": node})
+    assert r["verdict"] == "wait" and world.schedulable(node)  # in service until then
+    world.apis.advance(3 * 86_400)
+    r = world.run(*UP_TO_REPAIR, r=r)
+    assert r["action"] == "reboot"
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    assert (r["verdict"], r["resolution"]) == ("closed", "rebooted")
+    # A fault an hour later is the node's first that needed a reboot: a reboot, not the
+    # ladder's replacement.
+    world.apis.advance(3600)
+    world.cluster.inject_fault(node, kind="gpu")
+    r = world.run(*UP_TO_REPAIR, r=world.open(node, Repair.REBOOT))
+    assert r["action"] == "reboot"
+
+
+@pytest.mark.parametrize("announced", ["before the repair", "after the repair"])
+def test_a_scheduled_reboot_merged_into_a_rebooted_incident_is_done_by_that_reboot(
+    world: World, announced: str
+) -> None:
+    occupy_spares(world)
+    faulty = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(faulty, kind="gpu")
+    r = world.run(*UP_TO_REPAIR[:-1], r=world.open(faulty, Repair.REBOOT))
+    if announced == "before the repair":
+        announce_reboot(world, faulty, days=3)
+    r = world.run("repair", r=r)
+    world.apis.advance(1)
+    if announced == "after the repair":
+        announce_reboot(world, faulty, days=3)
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    if announced == "before the repair":
+        assert (r["verdict"], r["resolution"]) == ("closed", "rebooted")
+    else:  # EC2 scheduled it after that reboot: it is still to come
+        assert r["verdict"] == "rediagnose"
+        incident = world.incidents.get(r["incident_id"])
+        assert incident is not None and incident.repair is Repair.REBOOT

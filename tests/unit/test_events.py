@@ -478,6 +478,36 @@ def health(*entities: str, **detail: Any) -> dict[str, Any]:
     return event
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED",
+        "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED",
+    ],
+)
+def test_a_scheduled_reboot_is_a_reboot_before_its_window(code: str) -> None:
+    signal = only(classify(health("i-0aaa", eventTypeCode=code)))
+    assert (signal.kind, signal.severity, signal.repair) == (
+        "health_scheduled_change",
+        Severity.SCHEDULED,
+        Repair.REBOOT,
+    )
+    assert signal.not_before is not None and code in signal.reason
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+        "AWS_EC2_INSTANCE_POWER_MAINTENANCE_SCHEDULED",
+        "AWS_EC2_INSTANCE_NETWORK_MAINTENANCE_SCHEDULED",
+    ],
+)
+def test_other_scheduled_changes_move_the_node_to_new_hardware(code: str) -> None:
+    signal = only(classify(health("i-0aaa", eventTypeCode=code)))
+    assert (signal.severity, signal.repair) == (Severity.SCHEDULED, Repair.REPLACE)
+
+
 def test_health_event_for_another_service_is_ignored_and_says_why() -> None:
     signal = only(classify(health("i-0aaa", service="RDS")))
     assert (signal.severity, signal.action, signal.instance_id) == (

@@ -91,6 +91,14 @@ _ACTIONABLE = {
     "issue": (Severity.DEGRADED, Action.OPEN_INCIDENT, Repair.REPLACE),
 }
 _IGNORED = (Severity.INFORMATIONAL, Action.IGNORE, Repair.NONE)
+REBOOT_MAINTENANCE = frozenset(
+    {"AWS_EC2_INSTANCE_REBOOT_MAINTENANCE_SCHEDULED", "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED"}
+)
+"""Scheduled reboots a reboot of our own, before the window, completes: an instance reboot
+is cleared by it, a system reboot by the reboot migration EC2 attempts on a user reboot
+(InstanceMaintenanceOptions.rebootMigration, `default`). Every other scheduled change
+(retirement, stop, power or network maintenance) moves the node to new hardware: a
+replacement (D90)."""
 
 
 def classify_health_event(event: Mapping[str, Any]) -> list[HealthSignal]:
@@ -106,6 +114,9 @@ def classify_health_event(event: Mapping[str, Any]) -> list[HealthSignal]:
         verdict, why = _IGNORED, "AWS Health EC2 event names no EC2 instance"
     elif detail.status_code == "closed":
         verdict, why = _IGNORED, f"AWS Health {category} is closed"
+    elif category == "scheduledChange" and detail.event_type_code in REBOOT_MAINTENANCE:
+        verdict = (Severity.SCHEDULED, Action.OPEN_INCIDENT, Repair.REBOOT)
+        why = "AWS Health scheduledChange that a reboot before the window completes"
     elif category in _ACTIONABLE:
         verdict, why = _ACTIONABLE[category], f"AWS Health {category}"
     else:

@@ -7,6 +7,10 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+PLANNED_REPAIR = "scheduled_change"
+"""A repair's `cause` when it answered an announced change (a scheduled reboot), not a
+fault: the repair ladder does not count it."""
+
 
 class NodeStatus(StrEnum):
     """SageMaker HyperPod ClusterInstanceStatus values (EKS nodes map onto them)."""
@@ -42,7 +46,7 @@ class Node(BaseModel):
     healthy: bool = True
     veto: str | None = Field(default=None, description="operator veto: repairs wait for approval")
     repairs: list[dict[str, str]] = Field(
-        default_factory=list, description="HyperGuard's repairs of this node: {at, action}"
+        default_factory=list, description="HyperGuard's repairs of this node: {at, action[, cause]}"
     )
     last_closed_at: datetime | None = Field(
         default=None, description="when the node's last incident closed"

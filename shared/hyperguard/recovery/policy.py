@@ -24,6 +24,7 @@ from pydantic import (
 
 from hyperguard.models import Incident, Node, Repair
 from hyperguard.models.camel import CamelModel
+from hyperguard.models.nodes import PLANNED_REPAIR
 from hyperguard.recovery.strategy import ComponentTimes
 
 ACCELERATOR_CONDITIONS = frozenset({"AcceleratedHardwareReady"})
@@ -199,13 +200,15 @@ def decide(
     )
     if incident.severity == "scheduled" and incident.not_before is not None:
         start = incident.not_before - timedelta(minutes=policy.scheduled_change_lead_mins)
-        decision = RepairDecision(
+        # Not up the ladder: a node announced for maintenance has not failed, and a
+        # scheduled reboot is completed by a reboot, however recently it had one (D90).
+        return RepairDecision(
             action=action,
             not_before=start,
             reason=f"scheduled change at {incident.not_before.isoformat()}: act "
             f"{policy.scheduled_change_lead_mins} min before",
         )
-    elif incident.severity == "degraded":
+    if incident.severity == "degraded":
         wait = (
             policy.accelerator_fault_wait_mins
             if _is_accelerator_fault(facts)
@@ -224,14 +227,17 @@ def decide(
 def _ladder(
     policy: NodeRepairConfig, node: Node, now: datetime, decision: RepairDecision
 ) -> RepairDecision:
-    """A node that needed a reboot again within the window gets replaced instead."""
+    """A node that needed a reboot again within the window gets replaced instead (a
+    planned reboot, for a scheduled one, was not a need)."""
     if decision.action is not Repair.REBOOT:
         return decision
     window = timedelta(minutes=policy.repeat_fault_window_mins)
     recent = [
         r
         for r in node.repairs
-        if r.get("action") == Repair.REBOOT.value and now - datetime.fromisoformat(r["at"]) < window
+        if r.get("action") == Repair.REBOOT.value
+        and r.get("cause") != PLANNED_REPAIR
+        and now - datetime.fromisoformat(r["at"]) < window
     ]
     if recent:
         return decision.model_copy(

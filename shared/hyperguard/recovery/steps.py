@@ -32,6 +32,7 @@ from hyperguard.models import (
     NodeStatus,
     ProtectedJob,
     Repair,
+    Severity,
     utcnow,
     wait_timestamp,
 )
@@ -494,7 +495,12 @@ class RecoverySteps:
                 )
             raise RepairRetryableError(f"{failure.node_id}: {failure.error_code} {failure.message}")
         now = self.clock()
-        self.nodes.record_repair(incident.instance_id, now.isoformat(), action.value)
+        self.nodes.record_repair(
+            incident.instance_id,
+            now.isoformat(),
+            action.value,
+            planned=incident.severity == Severity.SCHEDULED,
+        )
         self.incidents.update(incident.incident_id, action=action.value)
         self._mark(incident, "repair_requested")
         budget = timedelta(minutes=self._policy().health_budget_mins)
@@ -849,7 +855,12 @@ class RecoverySteps:
             # (One gone since diagnosis has nothing to return.)
             with suppress(NodeNotFoundError):
                 self._back_in_service(incident.instance_id)
-        if self._carry_scheduled_change(incident, resolution):
+        rebooted_at = (
+            datetime.fromisoformat(r["repair_requested_at"])
+            if resolution == "rebooted" and r.get("repair_requested_at")
+            else None
+        )
+        if self._carry_scheduled_change(incident, resolution, rebooted_at):
             r["verdict"] = "rediagnose"
             return r
         self._mark(incident, "resolved")
@@ -885,14 +896,20 @@ class RecoverySteps:
         r["verdict"] = "closed"
         return r
 
-    def _carry_scheduled_change(self, incident: Incident, resolution: str) -> bool:
+    def _carry_scheduled_change(
+        self, incident: Incident, resolution: str, rebooted_at: datetime | None
+    ) -> bool:
         """A scheduled change (a retirement, an interruption notice) that merged into an
         incident about another fault must still be honoured once that fault is cured and the
         node stays: the incident takes the change on, with the change's own window, and is
-        diagnosed again instead of closing (closing lost it). True when there is one."""
+        diagnosed again instead of closing (closing lost it). True when there is one. A
+        scheduled reboot announced before the node's own reboot was asked for is done: that
+        reboot completed it (D90)."""
         if resolution in NODE_LEFT:
             return False
-        change = pending_scheduled_change(incident, self.incidents.signals(incident.incident_id))
+        change = pending_scheduled_change(
+            incident, self.incidents.signals(incident.incident_id), rebooted_at=rebooted_at
+        )
         if change is None:
             return False
         note = (
@@ -1013,15 +1030,28 @@ class RecoverySteps:
 
 
 def pending_scheduled_change(
-    incident: Incident, signals: Sequence[Mapping[str, Any]]
+    incident: Incident,
+    signals: Sequence[Mapping[str, Any]],
+    *,
+    rebooted_at: datetime | None = None,
 ) -> HealthSignal | None:
     """The merged scheduled change with the earliest window (as stored by the incident
     store), unless it is the change the incident is already about; None when none is left.
-    Taking the earliest each time ends: once carried, it is the incident's own."""
+    Taking the earliest each time ends: once carried, it is the incident's own. A scheduled
+    reboot observed before `rebooted_at` (when the node's own reboot was asked for) is not
+    pending: EC2 clears it once the instance has been rebooted."""
     changes = [
-        HealthSignal.model_validate(s)
-        for s in signals
-        if s.get("kind") in PLANNED_KINDS and (s.get("not_before") or s.get("deadline"))
+        signal
+        for signal in (
+            HealthSignal.model_validate(s)
+            for s in signals
+            if s.get("kind") in PLANNED_KINDS and (s.get("not_before") or s.get("deadline"))
+        )
+        if not (
+            rebooted_at is not None
+            and signal.repair is Repair.REBOOT
+            and signal.observed_at <= rebooted_at
+        )
     ]
     if not changes:
         return None

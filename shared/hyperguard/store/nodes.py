@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hyperguard.models import Node, NodeStatus, utcnow
+from hyperguard.models.nodes import PLANNED_REPAIR
 from hyperguard.store.codec import (
     TableStore,
     batch_get,
@@ -83,11 +84,18 @@ class NodeStore(TableStore):
             **({"ExpressionAttributeValues": {":v": reason}} if reason else {}),
         )
 
-    def record_repair(self, instance_id: str, at: str, action: str) -> None:
+    def record_repair(
+        self, instance_id: str, at: str, action: str, *, planned: bool = False
+    ) -> None:
+        """A repair asked for; `planned` when it answered an announced change (a scheduled
+        reboot), not a fault: the repair ladder does not count it."""
+        repair = {"at": at, "action": action}
+        if planned:
+            repair["cause"] = PLANNED_REPAIR
         self.table.update_item(
             Key={"instance_id": instance_id},
             UpdateExpression="SET repairs = list_append(if_not_exists(repairs, :none), :r)",
-            ExpressionAttributeValues={":r": [{"at": at, "action": action}], ":none": []},
+            ExpressionAttributeValues={":r": [repair], ":none": []},
         )
 
     def retire(self, instance_id: str, at: datetime | None = None) -> None:
