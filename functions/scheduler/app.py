@@ -10,7 +10,7 @@ from hyperguard.governance.service import SchedulerBusyError, SchedulerService, 
 from hyperguard.messaging import Workflows
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
 from hyperguard.settings import load_settings
-from hyperguard.store import JobStore, NodeStore, TeamStore
+from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 
 settings = load_settings()
 catalogue = Ec2InstanceCatalogue()
@@ -24,6 +24,7 @@ service = SchedulerService(
     if settings.burst_state_machine_arn
     else None,
     nodes=NodeStore(settings.nodes_table),
+    incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
     lease_ttl_s=settings.scheduler_lease_s,
 )
 

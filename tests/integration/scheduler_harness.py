@@ -7,7 +7,7 @@ from tests.integration.cluster_harness import ClusterApis
 
 from hyperguard.cluster import ClusterGateway
 from hyperguard.governance.service import SchedulerService
-from hyperguard.store import JobStore, NodeStore, TeamStore
+from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 
 
 def scheduler(
@@ -16,6 +16,7 @@ def scheduler(
     gateway: ClusterGateway | None = None,
     *,
     nodes: NodeStore | None = None,
+    incidents: IncidentStore | None = None,
 ) -> SchedulerService:
     return SchedulerService(
         jobs=JobStore(stack.tables["JobsTable"]),
@@ -24,6 +25,7 @@ def scheduler(
         catalogue=apis.catalogue,
         cluster="hyperguard-twin",
         nodes=nodes,
+        incidents=incidents,
         clock=apis.clock.now,
     )
 

@@ -1,10 +1,12 @@
 """The scheduling pass reconciles jobs with their runs on the cluster: completion frees
 quota, a run's own failure ends the job, a lost run resumes from its checkpoint, and a
 node fault is left to node recovery. Progress comes from the checkpoint markers. Hot
-spares are held back. Moto tables, the simulated cluster behind real APIs, manual clock."""
+spares are held back, never a lemon. Moto tables, the simulated cluster behind real APIs,
+manual clock."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,7 +17,9 @@ from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
+from hyperguard.models import Action, HealthSignal, Repair, Severity, SignalSource
 from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS
 
@@ -159,3 +163,39 @@ def test_hot_spares_are_held_back_from_admission(stack: Stack, make_cluster: Mak
     assert result.admitted == [first] and result.spares == 1
     reason = api.call("GET", f"/jobs/{second}").body["reason"]
     assert "installed capacity of ml.p5.48xlarge exhausted" in reason
+
+
+def test_a_lemon_is_never_held_back_as_a_hot_spare(stack: Stack, make_cluster: MakeCluster) -> None:
+    """The spare by id would be the lemon, which recovery never moves a job onto (D87): the
+    other idle node is held back instead, and the lemon takes the job (D91)."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis, hotSpares={"workers": 1})
+    inventory = NodeStore(stack.tables["NodesTable"])
+    incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
+    nodes = apis.gateway.list_nodes()
+    inventory.upsert_inventory(nodes)
+    lemon, other = sorted(n.instance_id for n in nodes)
+    for days_ago in (9, 5, 1):  # three node faults within the 30-day window: a lemon
+        at = apis.clock.now() - timedelta(days=days_ago)
+        node = inventory.get(lemon)
+        assert node is not None
+        signal = HealthSignal(
+            source=SignalSource.HYPERPOD,
+            kind="hyperpod_node_health",
+            instance_id=lemon,
+            cluster=node.cluster,
+            severity=Severity.FATAL,
+            action=Action.OPEN_INCIDENT,
+            repair=Repair.REBOOT,
+            reason="NvidiaErrorTerminate",
+            observed_at=at,
+            dedupe_key=f"{lemon}-{days_ago}",
+        )
+        incident, _ = incidents.open_or_append(node, signal, at)
+        assert incidents.close(incident, "rebooted", signal_count=1, at=at)
+    job = api.submit("solo", 8).body["job_id"]
+    service = scheduler(stack, apis, nodes=inventory, incidents=incidents)
+    result = service.run_pass()
+    assert result.admitted == [job] and result.spares == 1
+    assert apis.cluster.job_instances(job) == [lemon]
+    assert other not in apis.cluster.job_instances(job)

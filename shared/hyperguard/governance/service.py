@@ -107,6 +107,7 @@ from hyperguard.models.jobs import (
 )
 from hyperguard.observability import logger
 from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.recovery.reliability import lemon_slots, read_history, slot_of
 from hyperguard.scaling.burst import (
     MAX_BURST_JOBS,
     BurstJob,
@@ -120,6 +121,7 @@ from hyperguard.scaling.burst import (
 )
 from hyperguard.settings import Settings
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
+from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobRecord, JobStore
 from hyperguard.store.nodes import NodeStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
@@ -280,14 +282,17 @@ class _Occupancy:
         clone.nodes, clone.free, clone.spares = self.nodes, dict(self.free), self.spares
         return clone
 
-    def reserve_spares(self, wanted: Mapping[str, int]) -> set[str]:
+    def reserve_spares(self, wanted: Mapping[str, int], lemons: Collection[str] = ()) -> set[str]:
         """Hold back up to `wanted[pool]` idle nodes per pool (lowest ids first, so that the
-        same nodes stay spares from pass to pass)."""
+        same nodes stay spares from pass to pass). Never a lemon: recovery does not move a
+        job onto one (D87), so holding it back would leave the pool a spare short (D91)."""
         for pool, count in wanted.items():
             idle = sorted(
                 i
                 for i, node in self.nodes.items()
-                if pool_of(node)[0] == pool and self.free[i] == node.accelerators
+                if pool_of(node)[0] == pool
+                and self.free[i] == node.accelerators
+                and i not in lemons
             )
             for instance_id in idle[:count]:
                 self.spares.add(instance_id)
@@ -353,6 +358,7 @@ class SchedulerService:
         checkpoints: CheckpointStore | None = None,
         bursts: Workflows | None = None,
         nodes: NodeStore | None = None,
+        incidents: IncidentStore | None = None,
         lease_ttl_s: float = 120.0,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -370,6 +376,9 @@ class SchedulerService:
         self.nodes = nodes
         """The node inventory: what a node HyperPod replaced under a job was (None: no
         replaced node is held as its replacement)."""
+        self.incidents = incidents
+        """The incident history that names lemon nodes, never hot spares (None, or no
+        `nodes`: any idle node may be one)."""
         self.lease_ttl_s = lease_ttl_s
         self.clock = clock
 
@@ -473,6 +482,17 @@ class _PassRun:
             logger.info("job move refused", extra={"why": outcome.why})
         return outcome.applied
 
+    def lemons(self, policy: NodeRepairConfig, nodes: list[Node], now: datetime) -> set[str]:
+        """The cluster's nodes in lemon slots, read only when hot spares are kept and lemons
+        are on: one query of the window's incidents (and a batch read of the slots of
+        instances no longer listed)."""
+        incidents, inventory = self.service.incidents, self.service.nodes
+        if not policy.hot_spares or incidents is None or inventory is None:
+            return set()
+        history = read_history(incidents, inventory, policy, now, nodes)
+        bad = lemon_slots(policy, history.incidents, history.logical_ids, now)
+        return {n.instance_id for n in nodes if slot_of(n.instance_id, history.logical_ids) in bad}
+
     def run(self) -> None:
         now = self.service.clock()
         policy = self.service.policies.get()
@@ -498,7 +518,7 @@ class _PassRun:
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
         self.held = held_nodes(r.job for r in holding)
         self.occupancy = _Occupancy(nodes, self.holdings(holding, nodes))
-        spares = self.occupancy.reserve_spares(policy.hot_spares)
+        spares = self.occupancy.reserve_spares(policy.hot_spares, self.lemons(policy, nodes, now))
         self.result.spares = len(spares)
         self.nodes_by_id = {n.instance_id: n for n in nodes}
         self.burst_spend, self.burst_gpus = self.spend_on_burst(holding)
