@@ -62,6 +62,7 @@ KEYS = {
         "nodeRepairConfigOverrides",
         "lemonIncidentThreshold",
         "lemonWindowDays",
+        "observeOnly",
     ],
     "/principals": ["principal_arn", "team", "admin"],
     "/jobs/JOB/checkpoints": ["step", "uri", "completed_at"],

@@ -742,3 +742,26 @@ def test_a_scheduled_reboot_merged_into_a_rebooted_incident_is_done_by_that_rebo
         assert r["verdict"] == "rediagnose"
         incident = world.incidents.get(r["incident_id"])
         assert incident is not None and incident.repair is Repair.REBOOT
+
+
+def test_observe_only_notes_what_it_would_do_and_touches_nothing(world: World) -> None:
+    """A first deployment beside another repair system: the fault's incident records the
+    repair HyperGuard would make, and when, and closes; the node stays schedulable, its job
+    runs on, and the cluster is asked for nothing (D92)."""
+    policies = world.steps.policies
+    policies.put(policies.get().model_copy(update={"observe_only": True}))
+    faulty = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(faulty, kind="gpu")
+    r = world.run("diagnose", r=world.open(faulty, Repair.REBOOT))
+    assert (r["verdict"], r["resolution"]) == ("recovered", "observed_only")
+    r = world.run("close", r=r)
+    assert (r["verdict"], r["resolution"]) == ("closed", "observed_only")
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.RESOLVED
+    assert any(n.startswith(f"observe-only: would reboot {faulty} at ") for n in incident.notes)
+    assert world.schedulable(faulty)
+    # Still in the Failure HyperPod shows for its fault: not rebooting, not replaced.
+    assert world.cluster.instance(faulty).status.value == "Failure"  # type: ignore[union-attr]
+    assert world.cluster.replacement_of(faulty) is None
+    assert world.nodes.get(faulty).repairs == []  # type: ignore[union-attr]
+    assert faulty in world.cluster.job_instances("vit-h14-pretrain")

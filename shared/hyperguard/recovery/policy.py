@@ -116,6 +116,12 @@ class NodeRepairConfig(CamelModel):
         le=365,
         description="the window, in days up to now, over which a node's faults are counted",
     )
+    observe_only: StrictBool = Field(
+        default=False,
+        description="record what HyperGuard would do about each fault (the repair, when, "
+        "why) on its incident and close it, doing nothing to the node or its jobs: for a "
+        "first deployment beside another repair system (D92)",
+    )
 
     @field_validator("hot_spares")
     @classmethod

@@ -98,6 +98,8 @@ class FaultPersistsError(RuntimeError):
 MAX_ROUNDS = 3
 """Diagnoses an incident may go through (a fault reported again right after the repair
 starts another round) before it is escalated."""
+OBSERVED = "observed_only"
+"""The resolution of an incident the observe-only policy recorded and did nothing about."""
 NODE_LEFT = frozenset({"replaced", "instance_gone"})
 """Resolutions after which the node is no longer in the cluster: nothing scheduled on it
 is left to honour."""
@@ -197,6 +199,8 @@ class RecoverySteps:
         decision = self._replace_if_going_anyway(incident, decision)
         r["action"] = decision.action.value
         r["reason"] = decision.reason
+        if policy.observe_only and decision.action is not Repair.NONE:
+            return self._observe(incident, decision, r)
         if decision.action is Repair.NONE:
             r["verdict"], r["resolution"] = "recovered", "no_action_by_policy"
         elif decision.not_before and decision.not_before > self.clock():
@@ -207,6 +211,22 @@ class RecoverySteps:
         else:
             r["verdict"] = "repair"
             self.incidents.update(incident.incident_id, action=decision.action.value)
+        return r
+
+    def _observe(self, incident: Incident, decision: RepairDecision, r: Recovery) -> Recovery:
+        """Observe-only: note the decision on the incident and close it, acting on nothing
+        (D92)."""
+        when = decision.not_before or self.clock()
+        note = (
+            f"observe-only: would {decision.action.value} {incident.instance_id} "
+            f"at {when.isoformat()}: {decision.reason}"
+        )
+        self.incidents.set_status(incident.incident_id, IncidentStatus.DETECTED, note=note)
+        logger.info(
+            "observe-only decision",
+            extra={"incident_id": incident.incident_id, "would": decision.action.value},
+        )
+        r["verdict"], r["resolution"] = "recovered", OBSERVED
         return r
 
     def _faults_of_slot(
@@ -905,8 +925,8 @@ class RecoverySteps:
         diagnosed again instead of closing (closing lost it). True when there is one. A
         scheduled reboot announced before the node's own reboot was asked for is done: that
         reboot completed it (D90)."""
-        if resolution in NODE_LEFT:
-            return False
+        if resolution in NODE_LEFT or resolution == OBSERVED:
+            return False  # gone; or observed: the decision noted already names the change
         change = pending_scheduled_change(
             incident, self.incidents.signals(incident.incident_id), rebooted_at=rebooted_at
         )
