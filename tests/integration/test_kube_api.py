@@ -34,6 +34,7 @@ from hyperguard.cluster.workloads import (
 )
 from hyperguard.models import Job
 from hyperguard.twin.kube import (
+    EVENTS,
     JOBS,
     NAMESPACES,
     NODECLAIMS,
@@ -423,7 +424,19 @@ def test_adapter_cordons_and_uncordons(server: KubeApiServer, sts: Any, operator
     ]
     assert node["metadata"]["labels"][REASON_LABEL] == label_safe("xid 79")
     assert adapter.cordon(INSTANCE, incident_id="inc-1", reason="xid 79") is False
-    assert recorder.changes == [("MODIFIED", "nodes", "node-a", operator_arn)]
+    (event,) = [c for c in recorder.changes if c[1] == "events"]
+    assert recorder.changes == [("MODIFIED", "nodes", "node-a", operator_arn), event]
+    # What `kubectl describe node node-a` lists: an Event in default about the Node.
+    (recorded,) = server.store.list(EVENTS, namespace="default")
+    assert recorded["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "node-a",
+        "uid": server.store.get(NODES, "node-a")["metadata"]["uid"],
+    }
+    assert (recorded["type"], recorded["reason"]) == ("Warning", "HyperGuardCordoned")
+    assert recorded["message"] == "cordoned for incident inc-1: xid 79"
+    assert recorded["source"] == {"component": "hyperguard"}
 
     assert adapter.uncordon(INSTANCE) is True
     node = server.store.get(NODES, "node-a")
@@ -434,6 +447,8 @@ def test_adapter_cordons_and_uncordons(server: KubeApiServer, sts: Any, operator
     }
     assert REASON_LABEL not in node["metadata"]["labels"]
     assert adapter.uncordon(INSTANCE) is False
+    reasons = [e["reason"] for e in server.store.list(EVENTS, namespace="default")]
+    assert sorted(reasons) == ["HyperGuardCordoned", "HyperGuardUncordoned"]
 
 
 class RacingStore(ObjectStore):

@@ -39,6 +39,7 @@ from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import SignalOutcome
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.cluster import SimulatedCluster
+from hyperguard.twin.kube import EVENTS as KUBE_EVENTS
 
 # The steps the state machine runs from an incident's diagnosis to its repair request.
 UP_TO_REPAIR = ("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair")
@@ -712,6 +713,18 @@ def test_a_scheduled_reboot_is_a_reboot_before_its_window_that_the_ladder_never_
     r = world.until_healthy(r)
     r = world.run("return_to_service", "resume_jobs", "close", r=r)
     assert (r["verdict"], r["resolution"]) == ("closed", "rebooted")
+    # What `kubectl describe node` shows of it, in order.
+    name = world.gateway.node_status(node).node_name
+    events = [
+        e
+        for e in world.apis.store.list(KUBE_EVENTS, namespace="default")
+        if e["involvedObject"]["name"] == name
+    ]
+    assert [e["reason"] for e in sorted(events, key=lambda e: e["firstTimestamp"])] == [
+        "HyperGuardCordoned",
+        "HyperGuardRebootRequested",
+        "HyperGuardUncordoned",
+    ]
     # A fault an hour later is the node's first that needed a reboot: a reboot, not the
     # ladder's replacement.
     world.apis.advance(3600)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hyperguard.twin.clock import ManualClock
+from hyperguard.twin.kube.schema import admit
 from hyperguard.twin.kube.store import (
     EVENTS,
     JOBS,
@@ -441,3 +442,28 @@ def test_deleting_a_namespace_deletes_what_is_in_it(store: ObjectStore) -> None:
     assert names(store.list(PODS)) == ["p2"]
     with raises(404, "NotFound"):
         store.create(PODS, pod("p3"), NS)
+
+
+def test_an_event_must_name_its_object_and_a_known_type() -> None:
+    """kube-apiserver's ValidateEvent: an Event names the object it is about (kind, name);
+    a legacy event's type is Normal or Warning."""
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "node-a.1", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+        "reason": "HyperGuardCordoned",
+        "type": "Warning",
+    }
+    assert admit(EVENTS, event)["involvedObject"]["name"] == "node-a"
+    for broken in (
+        {k: v for k, v in event.items() if k != "involvedObject"},
+        {**event, "involvedObject": {"kind": "Node"}},
+        {**event, "type": "Critical"},
+    ):
+        with pytest.raises(KubeError) as caught:
+            admit(EVENTS, broken)
+        assert caught.value.code == 422
+    with pytest.raises(KubeError) as caught:
+        admit(EVENTS, {**event, "severity": "high"}, strict=True)
+    assert caught.value.code == 400

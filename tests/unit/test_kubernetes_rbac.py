@@ -42,13 +42,15 @@ def _on_runs(*verbs: str) -> set[Grant]:
 
 
 NODES_BY_ID = _on("", "nodes", "get", "list")  # by name when known, else the list
+NODE_EVENTS = NODES_BY_ID | _on("", "events", "create")  # the node's name and uid, then the Event
 ACCESS: dict[str, set[Grant]] = {
     "list_nodes": _on("", "nodes", "list"),
     "find_node": NODES_BY_ID,
     "node_conditions": NODES_BY_ID,
     "node_name": NODES_BY_ID,
-    "cordon": NODES_BY_ID | _on("", "nodes", "patch"),
-    "uncordon": NODES_BY_ID | _on("", "nodes", "patch"),
+    "cordon": NODES_BY_ID | _on("", "nodes", "patch") | NODE_EVENTS,
+    "uncordon": NODES_BY_ID | _on("", "nodes", "patch") | NODE_EVENTS,
+    "node_event": NODE_EVENTS,
     "set_node_health_status": NODES_BY_ID | _on("", "nodes", "patch"),
     "mark_node": NODES_BY_ID | _on("", "nodes", "patch"),
     "drain": NODES_BY_ID | _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create"),

@@ -147,13 +147,22 @@ class HyperPodEksGateway:
         return self.kubernetes.drain(instance_id, deadline_s=deadline_s)
 
     def reboot(self, instance_ids: list[str]) -> RepairOutcome:
-        return self._repair(instance_ids, self.hyperpod.reboot, self.ec2.reboot)
+        outcome = self._repair(instance_ids, self.hyperpod.reboot, self.ec2.reboot)
+        self._repair_events(outcome, "HyperGuardRebootRequested", "reboot")
+        return outcome
 
     def replace(self, instance_ids: list[str]) -> RepairOutcome:
         """HyperPod nodes get new instances from SageMaker (their volumes are destroyed);
         a Karpenter node's NodeClaim is deleted, and Karpenter provisions a new node if
         pods are left waiting for one."""
-        return self._repair(instance_ids, self.hyperpod.replace, self._delete_nodeclaims)
+        outcome = self._repair(instance_ids, self.hyperpod.replace, self._delete_nodeclaims)
+        self._repair_events(outcome, "HyperGuardReplaceRequested", "replacement")
+        return outcome
+
+    def _repair_events(self, outcome: RepairOutcome, reason: str, what: str) -> None:
+        """An Event on each node whose repair was accepted (best effort)."""
+        for instance_id in outcome.successful:
+            self.kubernetes.node_event(instance_id, reason, f"HyperGuard requested a {what}")
 
     def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool:
         """HyperPod's deep health checks; EKS burst nodes have none (False)."""

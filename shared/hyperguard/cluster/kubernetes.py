@@ -11,9 +11,10 @@ EKS burst nodes belong to Karpenter: deleting a node's NodeClaim is how one is r
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache, partial
 from typing import Any, Protocol
@@ -23,8 +24,10 @@ import msgspec
 from lightkube import ALL_NS, ApiError, Client, KubeConfig
 from lightkube.config.models import Cluster, User
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Event as CoreEvent
 from lightkube.resources.core_v1 import Node as KubeNodeResource
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import CascadeType, PatchType
@@ -41,12 +44,18 @@ from hyperguard.cluster.conventions import (
 from hyperguard.cluster.eks_token import EksTokenSource
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
 from hyperguard.cluster.workloads import HYPERPOD_JOB_API, RunKind
+from hyperguard.observability import logger
 
 # Set when HyperGuard cordons a node someone else had already cordoned, so that uncordon
 # leaves that operator's decision alone.
 PRIOR_UNSCHEDULABLE_ANNOTATION = "hyperguard.io/prior-unschedulable"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 FIELD_MANAGER = "hyperguard"
+EVENT_NAMESPACE = "default"
+"""Where Events about cluster-scoped objects (Nodes) live, as the kubelet records them."""
+EVENT_MESSAGE_MAX = 1024
+"""Event messages are cut to this many characters: the 1 KB events.k8s.io/v1 allows for an
+event's note, which core/v1 messages map to."""
 CONFLICT_ATTEMPTS = 3
 EVICTION_RETRY_S = 5.0
 
@@ -192,7 +201,15 @@ class KubernetesAdapter:
                 "spec": {"unschedulable": True, "taints": [*kept, new_taint]},
             }
 
-        return self._patch_node(instance_id, change)
+        cordoned = self._patch_node(instance_id, change)
+        if cordoned:
+            self.node_event(
+                instance_id,
+                "HyperGuardCordoned",
+                f"cordoned for incident {incident_id}: {reason}",
+                key=incident_id,
+            )
+        return cordoned
 
     def uncordon(self, instance_id: str) -> bool:
         """Remove HyperGuard's taint and label; make the node schedulable unless it was
@@ -217,7 +234,52 @@ class KubernetesAdapter:
             }
             return {"metadata": metadata, "spec": spec}
 
-        return self._patch_node(instance_id, change)
+        uncordoned = self._patch_node(instance_id, change)
+        if uncordoned:
+            self.node_event(
+                instance_id, "HyperGuardUncordoned", "returned to service", warning=False
+            )
+        return uncordoned
+
+    def node_event(
+        self, instance_id: str, reason: str, message: str, *, warning: bool = True, key: str = ""
+    ) -> bool:
+        """Record a Kubernetes Event on the node (what `kubectl describe node` and `kubectl
+        events` show), as the kubelet does: in namespace default, about the Node. Its name
+        is derived from the node, `reason` and `key`, so a retried step records it once.
+        Best effort: an event that cannot be written is logged, never an error (False)."""
+        try:
+            node = self._get_node(instance_id)
+            name = node.metadata.name if node.metadata and node.metadata.name else instance_id
+            now = datetime.now(UTC)
+            digest = hashlib.sha256(f"{reason}|{key or now.isoformat()}".encode()).hexdigest()
+            event = CoreEvent(
+                metadata=ObjectMeta(name=f"{name}.{digest[:16]}", namespace=EVENT_NAMESPACE),
+                involvedObject=ObjectReference(
+                    apiVersion="v1",
+                    kind="Node",
+                    name=name,
+                    uid=node.metadata.uid if node.metadata else None,
+                ),
+                reason=reason,
+                message=message[:EVENT_MESSAGE_MAX],
+                type="Warning" if warning else "Normal",
+                source=EventSource(component=FIELD_MANAGER),
+                reportingComponent=FIELD_MANAGER,
+                reportingInstance=FIELD_MANAGER,
+                firstTimestamp=now,
+                lastTimestamp=now,
+                count=1,
+            )
+            self._request(
+                f"create event on node {name}",
+                lambda: self.client.create(event, namespace=EVENT_NAMESPACE),
+                expected=(409,),
+            )
+        except (ClusterError, NodeNotFoundError) as error:
+            logger.warning("node event not recorded", extra={"reason": reason, "error": str(error)})
+            return False
+        return True
 
     def set_node_health_status(self, instance_id: str, status: HyperPodHealthStatus) -> bool:
         """Set HyperPod's node-health-status label. Returns False when it already has `status`."""

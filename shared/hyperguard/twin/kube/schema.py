@@ -510,6 +510,44 @@ def _hyperpod_job_spec() -> Schema:
     }
 
 
+def _event_fields() -> dict[str, Schema]:
+    """core/v1 Event (API reference v1.31, "Event v1 core"); kube-apiserver's validation
+    (pkg/apis/core/validation ValidateEvent) requires the involved object's kind and name,
+    and a Normal or Warning type where one is given (legacy events)."""
+    reference = {
+        "type": "object",
+        "properties": {
+            name: _STRING
+            for name in (
+                "apiVersion",
+                "kind",
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "fieldPath",
+            )
+        },
+        "required": ["kind", "name"],
+    }
+    return {
+        "involvedObject": reference,
+        "related": reference,
+        "reason": _STRING,
+        "message": _STRING,
+        "type": {"type": "string", "enum": ["Normal", "Warning"]},
+        "source": {"type": "object", "properties": {"component": _STRING, "host": _STRING}},
+        "firstTimestamp": _STRING,
+        "lastTimestamp": _STRING,
+        "eventTime": _STRING,
+        "count": _INT,
+        "action": _STRING,
+        "reportingComponent": _STRING,
+        "reportingInstance": _STRING,
+        "series": _OPEN,
+    }
+
+
 @functools.cache
 def _builtin_schemas() -> dict[tuple[str, str], Schema]:
     namespace_spec = {"type": "object", "properties": {"finalizers": {"type": "array"}}}
@@ -520,6 +558,7 @@ def _builtin_schemas() -> dict[tuple[str, str], Schema]:
         ("jobs.batch", "v1"): _kind(_job_spec(), required=("spec",)),
         ("nodes", "v1"): _kind(_node_spec()),
         ("namespaces", "v1"): _kind(namespace_spec),
+        ("events", "v1"): _kind(required=("involvedObject",), **_event_fields()),
         ("evictions.policy", "v1"): eviction,
         ("hyperpodpytorchjobs.sagemaker.amazonaws.com", "v1"): _kind(
             _hyperpod_job_spec(), required=("spec",)
