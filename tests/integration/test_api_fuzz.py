@@ -63,6 +63,7 @@ KEYS = {
         "lemonIncidentThreshold",
         "lemonWindowDays",
         "observeOnly",
+        "stalledJobMins",
     ],
     "/principals": ["principal_arn", "team", "admin"],
     "/jobs/JOB/checkpoints": ["step", "uri", "completed_at"],

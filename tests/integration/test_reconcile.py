@@ -199,3 +199,38 @@ def test_a_lemon_is_never_held_back_as_a_hot_spare(stack: Stack, make_cluster: M
     assert result.admitted == [job] and result.spares == 1
     assert apis.cluster.job_instances(job) == [lemon]
     assert other not in apis.cluster.job_instances(job)
+
+
+def test_a_stalled_run_is_restarted_from_its_checkpoint(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """The training hangs: its pods run and the run reports Running, but no checkpoint comes.
+    Past `stalledJobMins` from its last new checkpoint the job is requeued and resumes from
+    that checkpoint on a new run (D94); before it, and for a job that keeps checkpointing,
+    nothing happens."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis, stalledJobMins=30)
+    location = f"s3://{BUCKET}/hang/"
+    job_id = api.submit("solo", 8, checkpoint_location=location).body["job_id"]
+    service = scheduler(stack, apis)
+    service.run_pass()
+    apis.advance(60 + 30 * 15)  # checkpoint 10
+    assert service.run_pass().stalled == []
+    assert api.call("GET", f"/jobs/{job_id}").body["last_checkpoint"]["step"] == 10
+    apis.advance(29 * 60)  # checkpoints 20..60 keep coming: progress
+    assert service.run_pass().stalled == []
+    step = api.call("GET", f"/jobs/{job_id}").body["last_checkpoint"]["step"]
+    apis.cluster.hang_job(job_id)
+    apis.advance(29 * 60)
+    assert service.run_pass().stalled == []  # 29 minutes without progress: not yet
+    assert api.call("GET", f"/jobs/{job_id}").body["last_checkpoint"]["step"] == step
+    apis.advance(2 * 60)
+    result = service.run_pass()
+    assert result.stalled == [job_id] and result.admitted == [job_id]  # requeued, re-placed
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["status"] == "Running" and view["run"] == 1
+    stalled = [h for h in view["history"] if h["event"] == "stalled"]
+    assert len(stalled) == 1 and "no new checkpoint for 31 min" in stalled[0]["reason"]
+    apis.settle()
+    new_run = apis.cluster.runs()[job_id]
+    assert not new_run.hung and new_run.anchor_step == step

@@ -445,7 +445,7 @@ def gpu_hours(steps: list[Step], start: datetime, end: datetime) -> tuple[float,
 GOODPUT_WINDOW_HOURS = (1, 720)
 """The window's allowed length, in hours (1 hour to 30 days)."""
 DEFAULT_GOODPUT_WINDOW_HOURS = 24
-FAULTS = frozenset({JobEvent.PROTECTED, JobEvent.LOST})
+FAULTS = frozenset({JobEvent.PROTECTED, JobEvent.LOST, JobEvent.STALLED})
 """Where work is lost: recovery took the job off a failed node; the reconciler found its run
 gone."""
 RUNS_AGAIN = frozenset(

@@ -402,11 +402,13 @@ class JobLifecycle:
         protected_by: str | None = None,
         run: int | None = None,
         prefer_burst: bool = False,
+        stalled: bool = False,
         **details: Any,
     ) -> Outcome:
         """Back to the queue, to resume from its latest checkpoint wherever the scheduler
         places it (on EKS burst capacity first with `prefer_burst`: recovery's `move`).
-        Recovery requeues only jobs it protects; the reconciler only the run it saw lost."""
+        Recovery requeues only jobs it protects; the reconciler only the run it saw lost,
+        or `stalled` (running, but no new checkpoint for too long: D94)."""
         condition, values, names = _guarded(protected_by, run)
         sets: dict[str, Any] = {"nodes": []}
         if prefer_burst:
@@ -416,7 +418,9 @@ class JobLifecycle:
             Move.REQUEUE,
             job_id,
             by,
-            JobEvent.LOST if by is Actor.RECONCILER else JobEvent.REQUEUED,
+            (JobEvent.STALLED if stalled else JobEvent.LOST)
+            if by is Actor.RECONCILER
+            else JobEvent.REQUEUED,
             reason,
             sets=sets,
             remove=("admitted_replicas",),
@@ -516,7 +520,7 @@ class JobLifecycle:
             if history
             else None
         )
-        return self.store.record_checkpoint(job_id, checkpoint, entry)
+        return self.store.record_checkpoint(job_id, checkpoint, entry, seen_at=self.clock())
 
     def set_reason(self, job_id: str, reason: str, *, replacing: str | None = None) -> bool:
         """Why a waiting job still waits (no history entry: it changes every pass). A pass

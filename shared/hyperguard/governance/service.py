@@ -219,6 +219,7 @@ class PassResult:
     succeeded: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    stalled: list[str] = field(default_factory=list)
     bursts: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     moved_back: list[str] = field(default_factory=list)
@@ -240,6 +241,7 @@ class PassResult:
             "succeeded": len(self.succeeded),
             "failed": len(self.failed),
             "lost": len(self.lost),
+            "stalled": len(self.stalled),
             "bursts": len(self.bursts),
             "released": len(self.released),
             "moved_back": len(self.moved_back),
@@ -599,6 +601,8 @@ class _PassRun:
                 continue
             if run is not None and run.phase in (RunPhase.PENDING, RunPhase.RUNNING):
                 self.progress(record)
+                if run.phase is RunPhase.RUNNING and self.requeue_stalled(record, run, policy, now):
+                    moved.append(job.job_id)
                 continue
             # Failed, lost or gone. A node fault kills runs too: leave those to recovery.
             if record.protected_by or any(node not in healthy for node in job.nodes):
@@ -631,6 +635,49 @@ class _PassRun:
                 moved.append(job.job_id)
                 self.stop(job.job_id)
         return moved
+
+    def requeue_stalled(
+        self, record: JobRecord, run: RunStatus, policy: NodeRepairConfig, now: datetime
+    ) -> bool:
+        """Requeue a stalled job to resume from its latest checkpoint and stop its run."""
+        why = self.stalled(record, run, policy, now)
+        reason = f"requeued to resume from its checkpoint: {why}"
+        job = record.job
+        if not why or not self.count(
+            self.lifecycle.requeue(
+                job.job_id, by=Actor.RECONCILER, run=job.run, reason=reason, stalled=True
+            )
+        ):
+            return False
+        self.result.stalled.append(job.job_id)
+        self.stop(job.job_id)
+        return True
+
+    def stalled(
+        self, record: JobRecord, run: RunStatus, policy: NodeRepairConfig, now: datetime
+    ) -> str:
+        """Why a running job counts as stalled ("" when it does not): it writes checkpoints,
+        found none new in this pass, and has completed none for `stalledJobMins` since its
+        run started (or its run reached Running) or its last new checkpoint (D94)."""
+        job = record.job
+        if not policy.stalled_job_mins or not job.checkpoint_location:
+            return ""
+        if job.job_id in self.checkpointed:
+            return ""
+        since = max(
+            (t for t in (record.started_at, run.since, record.progress_at) if t), default=None
+        )
+        if since is None:
+            return ""
+        idle_min = (self.service.clock() - since).total_seconds() / 60
+        if idle_min < policy.stalled_job_mins:
+            return ""
+        last = job.last_checkpoint
+        where = f"step {last.step}" if last else "none yet"
+        return (
+            f"stalled: no new checkpoint for {idle_min:.0f} min (limit "
+            f"{policy.stalled_job_mins:g}; latest {where})"
+        )
 
     def stop_orphans(self, snapshot: list[JobRecord], runs: list[RunStatus]) -> None:
         """Stop the live runs no job should have: every run of a job that has ended or

@@ -116,6 +116,15 @@ class NodeRepairConfig(CamelModel):
         le=365,
         description="the window, in days up to now, over which a node's faults are counted",
     )
+    stalled_job_mins: StrictFloat = Field(
+        default=0,
+        ge=0,
+        le=WEEK_MINS,
+        description="a running job that writes checkpoints (checkpointLocation) but has "
+        "completed none for this long, counted from its start or its last new checkpoint, "
+        "is stalled: requeued to resume from its latest complete checkpoint; 0: never. "
+        "Set it above the longest checkpoint interval of any job (D94)",
+    )
     observe_only: StrictBool = Field(
         default=False,
         description="record what HyperGuard would do about each fault (the repair, when, "

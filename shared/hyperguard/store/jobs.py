@@ -8,7 +8,8 @@ Besides the `Job` fields an item carries what the governance API shows about it:
              few per job; checkpoint entries stop being appended once the list holds
              `MAX_HISTORY` entries (the newest checkpoint is always `last_checkpoint`), which
              keeps an item far below DynamoDB's 400 KB;
-- `first_admitted_at`, `started_at` (this run), `ended_at`, `admitted_replicas`;
+- `first_admitted_at`, `started_at` (this run), `ended_at`, `admitted_replicas`,
+  `progress_at` (when a newer checkpoint was last recorded);
 - `stop_pending`  set when a job with pods is cancelled: the scheduler stops it on the
              cluster and clears the flag (the API never talks to the cluster);
 - `prefer_burst` set by recovery's `move` requeue, cleared by the next admission: place
@@ -73,6 +74,7 @@ class JobEvent(StrEnum):
     RELEASED = "released"
     RELOCATED = "relocated"
     LOST = "lost"
+    STALLED = "stalled"
 
 
 def short(text: str, limit: int = MAX_REASON) -> str:
@@ -132,6 +134,9 @@ class JobRecord(BaseModel):
     pool_kind: str | None = None
     """hyperpod, eks-on-demand or eks-spot: the kind of `job.pool` when the scheduler placed
     it (None for jobs placed before kinds were recorded)."""
+    progress_at: datetime | None = None
+    """When a newer checkpoint than the last was last recorded (by the writer's clock): how
+    long a running job has made no progress counts from the later of it and `started_at`."""
 
     def waiting_since(self) -> datetime | None:
         """When the job last began waiting for admission (submitted, preempted, requeued);
@@ -539,17 +544,28 @@ class JobStore(TableStore):
         return True
 
     def record_checkpoint(
-        self, job_id: str, checkpoint: Checkpoint, entry: JobHistoryEntry | None = None
+        self,
+        job_id: str,
+        checkpoint: Checkpoint,
+        entry: JobHistoryEntry | None = None,
+        *,
+        seen_at: datetime | None = None,
     ) -> bool:
         """Keep the newest complete checkpoint (an older or equal step never overwrites),
-        and append `entry` to the history while it has room. False: not newer."""
+        with `seen_at` as the job's `progress_at`, and append `entry` to the history while it
+        has room. False: not newer."""
+        values: dict[str, Any] = {":c": to_item(checkpoint), ":s": checkpoint.step}
+        sets = "SET last_checkpoint = :c"
+        if seen_at is not None:
+            sets += ", progress_at = :t"
+            values[":t"] = seen_at.isoformat()
         try:
             self.table.update_item(
                 Key={"job_id": job_id},
-                UpdateExpression="SET last_checkpoint = :c",
+                UpdateExpression=sets,
                 ConditionExpression="attribute_exists(job_id) AND "
                 "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
-                ExpressionAttributeValues={":c": to_item(checkpoint), ":s": checkpoint.step},
+                ExpressionAttributeValues=values,
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":

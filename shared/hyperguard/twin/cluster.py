@@ -302,6 +302,8 @@ class Run:
     """A HyperPodPyTorchJob's elasticPolicy: the operator scales it down on a fault."""
     unbound: dict[str, int] = field(default_factory=dict)
     """Pods kube-scheduler could not bind yet (Pending): name → replica index."""
+    hung: bool = False
+    """The training hangs (a collective that never returns): pods run, no step is made."""
 
     def step_time(self, step: timedelta) -> timedelta:
         return step * self.reference / max(len(self.nodes), 1)
@@ -569,6 +571,21 @@ class SimulatedCluster:
             pods = sorted(p["metadata"]["name"] for p in self._pods_of(run))
             pod = pods[0] if pods else run.name
             self._stop_run(run, now, faulty=None, pod=pod, exit_code=exit_code)
+
+    def hang_job(self, job_id: str) -> None:
+        """The training of the job's running run hangs (NCCL waiting on a peer that never
+        answers): its pods stay Running and Ready, the run reports Running, and it makes no
+        step and writes no checkpoint from now on. Only a new run (a restart) trains."""
+        with self._settled() as now:
+            run = next(
+                (r for r in self._runs.values() if r.job_id == job_id and r.state == "running"),
+                None,
+            )
+            if run is None:
+                raise LookupError(f"no running run of job {job_id}")
+            run.hung = True
+            if run.anchor_at is not None:
+                self._freeze(run, now)
 
     def advance(self) -> None:
         """Play everything due up to the clock's time."""
@@ -1884,6 +1901,7 @@ class SimulatedCluster:
             ):
                 run.state = "running"
                 run.restarts += 1
+                run.hung = False  # its processes start afresh
                 run.anchor_step = run.emitted_step = self._checkpoints.get(run.location or "", 0)
                 run.ready_at = now + restart
                 self._start_pods(run, now)
@@ -1891,6 +1909,7 @@ class SimulatedCluster:
                 self._bind_pending(run, now)
             stepping = (
                 run.state == "running"
+                and not run.hung
                 and bool(run.nodes)
                 and not run.unbound
                 and all(map(self._ready, run.nodes))
