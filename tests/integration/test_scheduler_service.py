@@ -21,7 +21,7 @@ from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
-from hyperguard.twin.kube.store import WORKLOAD_PRIORITY_CLASSES
+from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, WORKLOAD_PRIORITY_CLASSES
 
 
 def stored_job(api: Api, job_id: str) -> Job:
@@ -476,3 +476,38 @@ def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(
     # Kueue needs the class the run names; the pass gives it one below every class.
     assert running_jobs(apis) == {low}
     assert apis.store.get(WORKLOAD_PRIORITY_CLASSES, "low-priority")["value"] == -1
+
+
+def test_log_monitoring_rules_are_submitted_shown_and_run_on_the_strict_twin(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A job's logMonitoringConfiguration goes, as submitted, into its HyperPodPyTorchJob,
+    which the twin's API server checks against the rule's fields; a rule the operator
+    could not apply is refused at submission with the field named."""
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack)
+    api.quota("solo", 8, borrow=0)
+    rules = [
+        {
+            "name": "JobHangingDetection",
+            "logPattern": ".*'training_loss_step': (\\d+(\\.\\d+)?).*",
+            "expectedRecurringFrequencyInSeconds": 300,
+            "expectedStartCutOffInSeconds": 600,
+        }
+    ]
+    reply = api.submit("solo", 8, log_monitoring_configuration=rules)
+    assert reply.status == 201, reply.body
+    job_id = reply.body["job_id"]
+    shown = api.call("GET", f"/jobs/{job_id}").body["log_monitoring_configuration"]
+    assert [{k: v for k, v in r.items() if v is not None} for r in shown] == rules
+    scheduler(stack, apis).run_pass()
+    assert running_jobs(apis) == {job_id}
+    run = apis.cluster.runs()[job_id]
+    stored = apis.store.get(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)
+    assert stored["spec"]["runPolicy"]["logMonitoringConfiguration"] == rules
+
+    bad = [{"name": "JobStart", "logPattern": "(", "expectedStartCutOffInSeconds": 60}]
+    refused = api.submit("solo", 8, log_monitoring_configuration=bad)
+    assert refused.status == 422
+    assert "log_monitoring_configuration" in str(refused.body)
+    assert "logPattern" in str(refused.body)

@@ -17,7 +17,7 @@ from hyperguard.cluster.workloads import (
 )
 from hyperguard.governance.jobs import RULES, Actor, JobLifecycle, Move, MoveNotAllowedError
 from hyperguard.models import Job, JobStatus
-from hyperguard.models.jobs import TERMINAL_STATUSES, ElasticPolicy
+from hyperguard.models.jobs import TERMINAL_STATUSES, ElasticPolicy, LogMonitoringRule
 from hyperguard.store import JobStore
 
 
@@ -202,3 +202,56 @@ def test_an_auto_resume_hyperpod_run_may_restart_anywhere_in_its_group() -> None
         "values": ["workers"],
     }
     assert terms(resuming) == [name_pin, {"matchExpressions": [group]}]
+
+
+# The AWS documentation's example rules ("Using the training operator to run jobs").
+LOG_RULES = [
+    {
+        "name": "JobStart",
+        "logPattern": ".*Experiment configuration.*",
+        "expectedStartCutOffInSeconds": 120,
+    },
+    {
+        "name": "JobHangingDetection",
+        "logPattern": ".*\\[Epoch 0 Batch \\d+.*'training_loss_step': (\\d+(\\.\\d+)?).*",
+        "expectedRecurringFrequencyInSeconds": 300,
+        "expectedStartCutOffInSeconds": 600,
+    },
+    {
+        "name": "HighLossDetection",
+        "logPattern": ".*\\[Epoch \\d+ Batch \\d+.*'training_loss_step': (\\d+(\\.\\d+)?).*",
+        "metricThreshold": 1,
+        "operator": "lteq",
+        "metricEvaluationDataPoints": 100,
+    },
+]
+
+
+def test_log_monitoring_rules_reach_the_hyperpod_run_as_the_operator_spells_them() -> None:
+    rules = [LogMonitoringRule.model_validate(r) for r in LOG_RULES]
+    job = _job().model_copy(update={"log_monitoring_configuration": rules})
+    manifest = hyperpod_job_manifest(job, ["hyperpod-i-0a"])
+    assert manifest["spec"]["runPolicy"]["logMonitoringConfiguration"] == LOG_RULES
+    assert (
+        "logMonitoringConfiguration"
+        not in hyperpod_job_manifest(_job(), ["n"])["spec"]["runPolicy"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        ({"name": "r", "logPattern": "(", "expectedStartCutOffInSeconds": 1}, "regular"),
+        ({"name": "r", "logPattern": ".*"}, "a rule needs"),
+        ({"name": "r", "logPattern": ".*", "metricThreshold": 1}, "together"),
+        (
+            {"name": "r", "logPattern": ".*", "expectedStartCutOffInSeconds": 1, "op": "gt"},
+            "Extra inputs",
+        ),
+        ({"name": "r", "logPattern": ".*", "metricThreshold": 1, "operator": "ge"}, "operator"),
+        ({"name": "r", "logPattern": ".*", "expectedStartCutOffInSeconds": 0}, "greater"),
+    ],
+)
+def test_invalid_log_monitoring_rules_are_refused(rule: dict[str, Any], why: str) -> None:
+    with pytest.raises(ValidationError, match=why):
+        LogMonitoringRule.model_validate(rule)

@@ -38,7 +38,13 @@ from hyperguard.models.governance import (
     SchedulerConfig,
     Toggle,
 )
-from hyperguard.models.jobs import MAX_REPLICAS, ElasticPolicy, JobRecovery
+from hyperguard.models.jobs import (
+    MAX_LOG_RULES,
+    MAX_REPLICAS,
+    ElasticPolicy,
+    JobRecovery,
+    LogMonitoringRule,
+)
 from hyperguard.store.jobs import JobHistoryEntry, JobRecord
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
@@ -116,6 +122,14 @@ class JobSubmission(BaseModel):
         description="HyperPodPyTorchJob's elasticPolicy: the job may run with fewer or more "
         "replicas as capacity allows (names as HyperPod spells them)",
     )
+    log_monitoring_configuration: list[LogMonitoringRule] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_LOG_RULES,
+        description="HyperPodPyTorchJob's runPolicy.logMonitoringConfiguration: rules the "
+        "HyperPod training operator applies to the job's logs to find a hung or slow job "
+        "and restart it (names as HyperPod spells them); HyperPod runs only",
+    )
     recovery: JobRecovery = Field(
         default_factory=JobRecovery, description="what recovery does when a node fails"
     )
@@ -176,6 +190,7 @@ class JobView(BaseModel):
     accelerators_per_replica: int
     replicas: int
     elastic_policy: ElasticPolicy | None
+    log_monitoring_configuration: list[LogMonitoringRule] | None = None
     recovery: JobRecovery
     max_steps: int | None
     image: str

@@ -297,6 +297,11 @@ def hyperpod_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
         },
         "replicaSpecs": [replica_spec],
     }
+    if job.log_monitoring_configuration:
+        spec["runPolicy"]["logMonitoringConfiguration"] = [
+            rule.model_dump(by_alias=True, exclude_none=True, mode="json")
+            for rule in job.log_monitoring_configuration
+        ]
     if job.elastic_policy is not None:
         # HyperGuard admits every size change: the operator may run the job between the
         # job's minimum and what HyperGuard admitted, never above.

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from hyperguard.models.camel import CamelModel
 
@@ -116,6 +125,69 @@ class ElasticPolicy(CamelModel):
         return fitting[-1] if fitting else None
 
 
+MAX_LOG_RULES = 20
+MAX_LOG_PATTERN = 1024
+
+
+class LogRuleOperator(StrEnum):
+    GT = "gt"
+    GTEQ = "gteq"
+    LT = "lt"
+    LTEQ = "lteq"
+    EQ = "eq"
+
+
+class LogMonitoringRule(CamelModel):
+    """One rule of HyperPodPyTorchJob's `spec.runPolicy.logMonitoringConfiguration`, names
+    as the HyperPod training operator spells them ("Using the training operator to run
+    jobs", Amazon SageMaker AI Developer Guide). The operator watches the job's logs: no
+    `logPattern` match within `expectedStartCutOffInSeconds` of the start, or none for
+    `expectedRecurringFrequencyInSeconds` after the last, is a hang; a value captured by
+    `logPattern` that compares to `metricThreshold` by `operator` for
+    `metricEvaluationDataPoints` evaluations running is a slow job; `stopPattern` ends the
+    rule. The operator restarts a hung or slow job under its runPolicy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    log_pattern: str = Field(min_length=1, max_length=MAX_LOG_PATTERN)
+    expected_start_cut_off_in_seconds: StrictInt | None = Field(default=None, ge=1, le=604_800)
+    expected_recurring_frequency_in_seconds: StrictInt | None = Field(
+        default=None, ge=1, le=604_800
+    )
+    metric_threshold: StrictFloat | StrictInt | None = None
+    operator: LogRuleOperator | None = None
+    metric_evaluation_data_points: StrictInt | None = Field(default=None, ge=1, le=10_000)
+    stop_pattern: str | None = Field(default=None, min_length=1, max_length=MAX_LOG_PATTERN)
+
+    @field_validator("log_pattern", "stop_pattern")
+    @classmethod
+    def _a_regular_expression(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise ValueError(f"not a regular expression: {error}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if (self.metric_threshold is None) != (self.operator is None):
+            raise ValueError("give metricThreshold and operator together")
+        if self.metric_evaluation_data_points is not None and self.metric_threshold is None:
+            raise ValueError("metricEvaluationDataPoints needs metricThreshold")
+        if (
+            self.expected_start_cut_off_in_seconds is None
+            and self.expected_recurring_frequency_in_seconds is None
+            and self.metric_threshold is None
+        ):
+            raise ValueError(
+                "a rule needs expectedStartCutOffInSeconds, "
+                "expectedRecurringFrequencyInSeconds or metricThreshold"
+            )
+        return self
+
+
 class JobRecovery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -138,6 +210,9 @@ class Job(BaseModel):
     accelerators_per_replica: int = 8
     replicas: int = Field(default=1, description="replicas asked for (elastic: to start with)")
     elastic_policy: ElasticPolicy | None = None
+    log_monitoring_configuration: list[LogMonitoringRule] | None = Field(
+        default=None, description="HyperPod's logMonitoringConfiguration rules"
+    )
     recovery: JobRecovery = Field(default_factory=JobRecovery)
     max_steps: int | None = Field(
         default=None, description="the training's length in steps, if the submitter said"

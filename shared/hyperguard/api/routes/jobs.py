@@ -99,6 +99,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             accelerators_per_replica=submission.accelerators_per_replica,
             replicas=submission.replicas,
             elastic_policy=submission.elastic_policy,
+            log_monitoring_configuration=submission.log_monitoring_configuration,
             recovery=submission.recovery,
             max_steps=submission.max_steps,
             image=submission.image,

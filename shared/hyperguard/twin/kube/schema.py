@@ -476,7 +476,7 @@ def _hyperpod_job_spec() -> Schema:
             "cleanPodPolicy": _STRING,
             "faultDeadlineSeconds": _INT,
             "jobMaxRetryCount": _INT,
-            "logMonitoringConfiguration": {"type": "array", "items": _OPEN},
+            "logMonitoringConfiguration": {"type": "array", "items": _LOG_RULE},
             "restartPolicy": _OPEN,
             "startupDeadlineSeconds": _INT,
             "suspend": _BOOL,
@@ -508,6 +508,24 @@ def _hyperpod_job_spec() -> Schema:
             "elasticPolicy": elastic,
         },
     }
+
+
+_LOG_RULE: Schema = {
+    # A rule of runPolicy.logMonitoringConfiguration, as the HyperPod training operator's
+    # documentation lists its fields ("Using the training operator to run jobs").
+    "type": "object",
+    "properties": {
+        "name": _STRING,
+        "logPattern": _STRING,
+        "stopPattern": _STRING,
+        "expectedStartCutOffInSeconds": _INT,
+        "expectedRecurringFrequencyInSeconds": _INT,
+        "metricEvaluationDataPoints": _INT,
+        "metricThreshold": {"type": "number"},
+        "operator": {"type": "string", "enum": ["gt", "gteq", "lt", "lteq", "eq"]},
+    },
+    "required": ["name", "logPattern"],
+}
 
 
 def _event_fields() -> dict[str, Schema]:
