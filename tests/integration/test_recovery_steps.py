@@ -78,7 +78,11 @@ class World:
         )
 
     def open(
-        self, instance_id: str, repair: Repair = Repair.REPLACE, kind: str = "hyperpod_node_health"
+        self,
+        instance_id: str,
+        repair: Repair = Repair.REPLACE,
+        kind: str = "hyperpod_node_health",
+        severity: Severity = Severity.FATAL,
     ) -> dict[str, Any]:
         node = self.nodes.get(instance_id)
         assert node is not None
@@ -87,7 +91,7 @@ class World:
             kind=kind,
             instance_id=instance_id,
             cluster=node.cluster,
-            severity=Severity.FATAL,
+            severity=severity,
             action=Action.OPEN_INCIDENT,
             repair=repair,
             reason="NvidiaErrorTerminate",
@@ -778,3 +782,24 @@ def test_observe_only_notes_what_it_would_do_and_touches_nothing(world: World) -
     assert world.cluster.replacement_of(faulty) is None
     assert world.nodes.get(faulty).repairs == []  # type: ignore[union-attr]
     assert faulty in world.cluster.job_instances("vit-h14-pretrain")
+
+
+def test_a_degraded_node_takes_no_new_pods_while_its_repair_waits(world: World) -> None:
+    """The policy waits before repairing a degraded fault (it may clear by itself); the node
+    is cordoned at once meanwhile (running pods are not evicted), and uncordoned when the
+    fault cleared by itself (D96)."""
+    node = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(node, kind="gpu")
+    r = world.run("diagnose", r=world.open(node, Repair.REBOOT, severity=Severity.DEGRADED))
+    assert r["verdict"] == "wait"
+    assert not world.schedulable(node)
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.WAITING
+    assert "signal_to_cordoned_s" in incident.timings
+    world.cluster.clear_fault(node)
+    world.apis.advance(r["wait_s"])
+    r = world.run("diagnose", r=r)
+    assert r["resolution"] == "recovered_on_its_own"
+    r = world.run("close", r=r)
+    assert (r["verdict"], r["resolution"]) == ("closed", "recovered_on_its_own")
+    assert world.schedulable(node)

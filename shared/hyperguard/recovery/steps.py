@@ -208,6 +208,11 @@ class RecoverySteps:
             # A Task's TimeoutSecondsPath must be a positive integer.
             r["wait_s"] = max(1, math.ceil((decision.not_before - self.clock()).total_seconds()))
             self.incidents.set_status(incident.incident_id, IncidentStatus.WAITING)
+            if incident.severity != Severity.SCHEDULED:
+                # A degraded node takes no new pods while the policy waits to see if it
+                # recovers (its running pods stay); one that does is uncordoned at the close.
+                # A scheduled change's node stays in service until its window (D96).
+                self.cordon(r)
         else:
             r["verdict"] = "repair"
             self.incidents.update(incident.incident_id, action=decision.action.value)
@@ -367,10 +372,11 @@ class RecoverySteps:
         """Before the brake: a node reported faulty takes no new pods while its repair
         waits for the brake or an operator (running pods stay until Drain)."""
         incident = self._incident(r)
-        self.gateway.cordon(
+        cordoned = self.gateway.cordon(
             incident.instance_id, incident_id=incident.incident_id, reason=incident.kind
         )
-        self._mark(incident, "cordoned")
+        if cordoned or "signal_to_cordoned_s" not in incident.timings:
+            self._mark(incident, "cordoned")  # when it was first cordoned (D96)
         return r
 
     def protect_jobs(self, r: Recovery) -> Recovery:

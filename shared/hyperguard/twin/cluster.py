@@ -507,6 +507,15 @@ class SimulatedCluster:
             self._lose_pods(instance, now)
             self._report_fault(instance, kind)
 
+    def clear_fault(self, instance_id: str) -> None:
+        """The node's fault clears by itself (a transient condition, an error that does not
+        recur): its health agent shows it healthy again, with no repair."""
+        with self._settled() as now:
+            instance = self._instance(instance_id)
+            self._faults.pop(instance_id, None)
+            if instance_id not in self._repairs and not self._joining(instance_id):
+                self._show_health(instance, now)
+
     def fail_next_repairs(self, error_code: str, count: int = 1) -> None:
         """The next `count` node ids a repair would accept fail with `error_code`."""
         with self._lock:
