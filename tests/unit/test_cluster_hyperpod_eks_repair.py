@@ -133,11 +133,14 @@ def test_a_mixed_replace_splits_by_owner_and_merges_the_outcomes(
 
     assert outcome.successful == [INSTANCE, OTHER_INSTANCE, BURST_INSTANCE]
     assert [(f.node_id, f.error_code) for f in outcome.failed] == [(UNKNOWN, "InstanceIdNotFound")]
-    assert [(r.method, r.path) for r in api.requests] == [
+    assert [(r.method, r.path) for r in api.requests][:3] == [
         ("GET", "/api/v1/nodes"),
         ("GET", NODECLAIMS),
         ("DELETE", f"{NODECLAIMS}/{BURST_CLAIM}"),
     ]
+    # Then an Event on each node whose replacement was accepted (D93).
+    events = [r for r in api.requests[3:] if r.method == "POST"]
+    assert [r.path for r in events] == ["/api/v1/namespaces/default/events"] * 3
     assert api.nodeclaims[BURST_CLAIM]["metadata"]["deletionTimestamp"]
     assert ec2[2] == []
 
