@@ -7,8 +7,8 @@ guessed at (docs/decisions.md, "providerID forms"):
   form aws/amazon-vpc-cni-k8s's HyperPod tests document and live clusters show; its zone
   segment is seen as a zone name (us-west-2b) or a zone id (use1-az4).
 Instance ids follow SageMaker's ClusterNodeId pattern (botocore), `i-` and 8 or 17 hex
-digits. Real cluster ids are 12 of [a-z0-9] (botocore's ClusterArn pattern); any lowercase
-DNS label is accepted because nothing is looked up by it (the twin's ARN ends in a name).
+digits. Real cluster ids are 12 of [a-z0-9] (botocore's ClusterArn pattern), as the twin's
+are; any lowercase DNS label is accepted because nothing is looked up by it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ minutes."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from hyperguard.cluster.conventions import instance_id_from_provider_id
 from hyperguard.provider_ids import ProviderIdForm, parse_provider_id
 from hyperguard.twin.clock import ManualClock
 from hyperguard.twin.cluster import Effect, SimulatedCluster
+from hyperguard.twin.ids import hyperpod_cluster_id
 from hyperguard.twin.kube.store import NODES, ObjectStore
 
 
@@ -107,3 +109,18 @@ def test_held_repairs_finish_only_once_released(cluster: SimulatedCluster) -> No
     clock.advance(cluster.timings.replace_s)
     cluster.advance()
     assert status_of(cluster, new) == "Running"
+
+
+def test_the_cluster_has_a_hyperpod_id_of_twelve_and_its_nodes_carry_it(
+    cluster: SimulatedCluster,
+) -> None:
+    """botocore's ClusterArn pattern ends `cluster/[a-z0-9]{12}`: the id, not the name."""
+    assert re.fullmatch(
+        r"arn:aws:sagemaker:[a-z0-9-]+:[0-9]{12}:cluster/[a-z0-9]{12}", cluster.cluster_arn
+    )
+    cluster_id = cluster.cluster_arn.rsplit("/", 1)[-1]
+    assert cluster_id == hyperpod_cluster_id(cluster.hyperpod_cluster)
+    assert cluster_id != hyperpod_cluster_id("another-cluster")
+    (instance_id,) = cluster.add_instance_group("workers", "ml.p5.48xlarge", 1)
+    provider_id = node_of(cluster, instance_id)["spec"]["providerID"]
+    assert f"/sagemaker/cluster/hyperpod-{cluster_id}-{instance_id}" in provider_id

@@ -90,6 +90,7 @@ from hyperguard.models import NodeStatus
 from hyperguard.models.jobs import ElasticPolicy
 from hyperguard.provider_ids import eks_provider_id, hyperpod_provider_id
 from hyperguard.twin.clock import Clock
+from hyperguard.twin.ids import hyperpod_cluster_arn
 from hyperguard.twin.kube.scheduling import bound_by_node, choose_node
 from hyperguard.twin.kube.store import (
     HYPERPOD_PYTORCH_JOBS,
@@ -413,7 +414,7 @@ class SimulatedCluster:
 
     @property
     def cluster_arn(self) -> str:
-        return f"arn:aws:sagemaker:{self.region}:{self.account}:cluster/{self.hyperpod_cluster}"
+        return hyperpod_cluster_arn(self.hyperpod_cluster, self.region, self.account)
 
     # ------------------------------------------------------------------ the world
 

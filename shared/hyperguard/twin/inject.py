@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any
 
+from hyperguard.twin.ids import hyperpod_cluster_id
+
 FORWARDER_SOURCE = "hyperguard.node-forwarder"
 _INSTANCE_ID = re.compile(r"i-[0-9a-zA-Z]{8,17}")
 
@@ -35,7 +37,9 @@ def retarget(event: dict[str, Any], instance_id: str, cluster: str | None = None
         return _INSTANCE_ID.sub(instance_id, text)
 
     def rename_cluster(arn: str) -> str:
-        return arn.rsplit("/", 1)[0] + "/" + cluster if cluster and ":cluster/" in arn else arn
+        if not cluster or ":cluster/" not in arn:
+            return arn
+        return arn.rsplit("/", 1)[0] + "/" + hyperpod_cluster_id(cluster)
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):

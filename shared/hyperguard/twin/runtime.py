@@ -42,6 +42,7 @@ from hyperguard.twin.cluster import FaultKind, SimTimings, SimulatedCluster
 from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy, load_template
 from hyperguard.twin.effects import EffectRunner
 from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
+from hyperguard.twin.ids import hyperpod_cluster_arn
 from hyperguard.twin.kube import EksTokenAuthenticator, KubeApiServer, ObjectStore
 from hyperguard.twin.lambda_runtime import FunctionSpec, LambdaRuntime, stage_layer
 from hyperguard.twin.leniencies import LENIENCIES
@@ -154,7 +155,7 @@ class TwinConfig:
 
     @property
     def cluster_arn(self) -> str:
-        return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/{self.cluster_name}"
+        return hyperpod_cluster_arn(self.cluster_name, REGION, ACCOUNT)
 
     @property
     def parameters(self) -> dict[str, str]:
