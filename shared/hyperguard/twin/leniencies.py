@@ -31,9 +31,7 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
     ),
     (
         "nodes",
-        "maxPods is the kubelet's default 110, not the EKS AMI's per-instance-type figure; "
-        "the HyperPod cluster ARN (and so the providerID's cluster id) ends in the cluster's "
-        "name, not a 12-character id",
+        "maxPods is the kubelet's default 110, not the EKS AMI's per-instance-type figure",
     ),
     (
         "Karpenter",
