@@ -20,9 +20,12 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     # every arrival a quarter as late as on the full day: the spike at 02:45
     assert {d["name"]: d["at_h"] for d in result["demand"]}["spike-0"] == 11 * SMOKE_HOURS / 24
     hybrid, static = result["hybrid"], result["static"]
-    # The development spike burst onto EKS, was served, and the nodes were released.
+    # The development spike, with HyperPod full, started a burst onto EKS whose nodes came up
+    # and were released by the end. Whether the spike's jobs ran there or on HyperPod nodes
+    # that freed first is a race of simulated minutes, which at x240 a loaded machine's
+    # seconds decide (the full day's split is in BENCHMARKS.md); that they were served is
+    # `jobs_completed` below.
     assert hybrid["burst_nodes_peak"] >= 1 and hybrid["burst_nodes_at_end"] == 0
-    assert hybrid["gpu_hours_by_pool"].get("gpu-burst-on-demand", 0) > 0
     assert static["burst_nodes_peak"] == 0
     # Elastic training took the capacity static allocation leaves idle.
     assert hybrid["idle_gpu_hours"] < static["idle_gpu_hours"]
