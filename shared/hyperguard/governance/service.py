@@ -600,9 +600,7 @@ class _PassRun:
                     moved.append(job.job_id)
                 continue
             if run is not None and run.phase in (RunPhase.PENDING, RunPhase.RUNNING):
-                self.progress(record)
-                if run.phase is RunPhase.RUNNING and self.requeue_stalled(record, run, policy, now):
-                    moved.append(job.job_id)
+                self.follow(record, run, policy, now, moved)
                 continue
             # Failed, lost or gone. A node fault kills runs too: leave those to recovery.
             if record.protected_by or any(node not in healthy for node in job.nodes):
@@ -636,22 +634,28 @@ class _PassRun:
                 self.stop(job.job_id)
         return moved
 
-    def requeue_stalled(
-        self, record: JobRecord, run: RunStatus, policy: NodeRepairConfig, now: datetime
-    ) -> bool:
-        """Requeue a stalled job to resume from its latest checkpoint and stop its run."""
-        why = self.stalled(record, run, policy, now)
-        reason = f"requeued to resume from its checkpoint: {why}"
+    def follow(
+        self,
+        record: JobRecord,
+        run: RunStatus,
+        policy: NodeRepairConfig,
+        now: datetime,
+        moved: list[str],
+    ) -> None:
+        """A live run: record its progress; a running one that is stalled is requeued to
+        resume from its latest checkpoint and its run stopped (added to `moved`)."""
+        self.progress(record)
+        why = self.stalled(record, run, policy, now) if run.phase is RunPhase.RUNNING else ""
         job = record.job
-        if not why or not self.count(
+        reason = f"requeued to resume from its checkpoint: {why}"
+        if why and self.count(
             self.lifecycle.requeue(
                 job.job_id, by=Actor.RECONCILER, run=job.run, reason=reason, stalled=True
             )
         ):
-            return False
-        self.result.stalled.append(job.job_id)
-        self.stop(job.job_id)
-        return True
+            self.result.stalled.append(job.job_id)
+            moved.append(job.job_id)
+            self.stop(job.job_id)
 
     def stalled(
         self, record: JobRecord, run: RunStatus, policy: NodeRepairConfig, now: datetime
