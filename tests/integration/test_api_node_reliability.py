@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
+from tests.integration.incident_harness import closed_fault
 
 from hyperguard.cli import main as cli
 from hyperguard.cli.api import ServiceApi
-from hyperguard.models import Action, HealthSignal, Node, Repair, Severity, SignalSource
+from hyperguard.models import Node
 from hyperguard.twin.clock import ManualClock
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -54,21 +55,7 @@ class Fleet:
     def fault(self, instance_id: str, days_ago: float, kind: str = "hyperpod_node_health") -> None:
         node = self.api.nodes.get(instance_id)
         assert node is not None
-        at = NOW - timedelta(days=days_ago)
-        signal = HealthSignal(
-            source=SignalSource.HYPERPOD,
-            kind=kind,
-            instance_id=instance_id,
-            cluster=node.cluster,
-            severity=Severity.FATAL,
-            action=Action.OPEN_INCIDENT,
-            repair=Repair.REBOOT,
-            reason="NvidiaErrorTerminate",
-            observed_at=at,
-            dedupe_key=f"{instance_id}-{at.isoformat()}",
-        )
-        incident, _ = self.api.incidents.open_or_append(node, signal, at)
-        assert self.api.incidents.close(incident, "rebooted", signal_count=1, at=at)
+        closed_fault(self.api.incidents, node, NOW - timedelta(days=days_ago), kind)
 
     def view(self, **query: str) -> dict[str, Any]:
         reply = self.api.call("GET", "/nodes/reliability", query=query)

@@ -15,9 +15,9 @@ from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
+from tests.integration.incident_harness import closed_fault
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
-from hyperguard.models import Action, HealthSignal, Repair, Severity, SignalSource
 from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
@@ -175,24 +175,10 @@ def test_a_lemon_is_never_held_back_as_a_hot_spare(stack: Stack, make_cluster: M
     nodes = apis.gateway.list_nodes()
     inventory.upsert_inventory(nodes)
     lemon, other = sorted(n.instance_id for n in nodes)
+    node = inventory.get(lemon)
+    assert node is not None
     for days_ago in (9, 5, 1):  # three node faults within the 30-day window: a lemon
-        at = apis.clock.now() - timedelta(days=days_ago)
-        node = inventory.get(lemon)
-        assert node is not None
-        signal = HealthSignal(
-            source=SignalSource.HYPERPOD,
-            kind="hyperpod_node_health",
-            instance_id=lemon,
-            cluster=node.cluster,
-            severity=Severity.FATAL,
-            action=Action.OPEN_INCIDENT,
-            repair=Repair.REBOOT,
-            reason="NvidiaErrorTerminate",
-            observed_at=at,
-            dedupe_key=f"{lemon}-{days_ago}",
-        )
-        incident, _ = incidents.open_or_append(node, signal, at)
-        assert incidents.close(incident, "rebooted", signal_count=1, at=at)
+        closed_fault(incidents, node, apis.clock.now() - timedelta(days=days_ago))
     job = api.submit("solo", 8).body["job_id"]
     service = scheduler(stack, apis, nodes=inventory, incidents=incidents)
     result = service.run_pass()

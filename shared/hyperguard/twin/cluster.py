@@ -572,12 +572,7 @@ class SimulatedCluster:
     def fail_job(self, job_id: str, exit_code: int = 1) -> None:
         """The training of the job's running run crashes by itself (not its node)."""
         with self._settled() as now:
-            run = next(
-                (r for r in self._runs.values() if r.job_id == job_id and r.state == "running"),
-                None,
-            )
-            if run is None:
-                raise LookupError(f"no running run of job {job_id}")
+            run = self._running_run(job_id)
             pods = sorted(p["metadata"]["name"] for p in self._pods_of(run))
             pod = pods[0] if pods else run.name
             self._stop_run(run, now, faulty=None, pod=pod, exit_code=exit_code)
@@ -587,15 +582,18 @@ class SimulatedCluster:
         answers): its pods stay Running and Ready, the run reports Running, and it makes no
         step and writes no checkpoint from now on. Only a new run (a restart) trains."""
         with self._settled() as now:
-            run = next(
-                (r for r in self._runs.values() if r.job_id == job_id and r.state == "running"),
-                None,
-            )
-            if run is None:
-                raise LookupError(f"no running run of job {job_id}")
+            run = self._running_run(job_id)
             run.hung = True
             if run.anchor_at is not None:
                 self._freeze(run, now)
+
+    def _running_run(self, job_id: str) -> Run:
+        run = next(
+            (r for r in self._runs.values() if r.job_id == job_id and r.state == "running"), None
+        )
+        if run is None:
+            raise LookupError(f"no running run of job {job_id}")
+        return run
 
     def advance(self) -> None:
         """Play everything due up to the clock's time."""

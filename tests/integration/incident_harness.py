@@ -1,0 +1,28 @@
+"""Past incidents written as the service writes them, for tests that need a node's history."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hyperguard.models import Action, HealthSignal, Node, Repair, Severity, SignalSource
+from hyperguard.store import IncidentStore
+
+
+def closed_fault(
+    incidents: IncidentStore, node: Node, at: datetime, kind: str = "hyperpod_node_health"
+) -> None:
+    """A fault on `node` at `at`, its incident opened and closed (rebooted) at that time."""
+    signal = HealthSignal(
+        source=SignalSource.HYPERPOD,
+        kind=kind,
+        instance_id=node.instance_id,
+        cluster=node.cluster,
+        severity=Severity.FATAL,
+        action=Action.OPEN_INCIDENT,
+        repair=Repair.REBOOT,
+        reason="NvidiaErrorTerminate",
+        observed_at=at,
+        dedupe_key=f"{node.instance_id}-{at.isoformat()}",
+    )
+    incident, _ = incidents.open_or_append(node, signal, at)
+    assert incidents.close(incident, "rebooted", signal_count=1, at=at)
