@@ -56,6 +56,9 @@ EMULATOR_GAPS: dict[str, str] = {
     "exercised",
     "AWS::SQS::QueuePolicy": "not created by the emulator's CloudFormation, which enforces no "
     "resource policies: EventBridge delivers to the queues without them",
+    "AWS::EKS::PodIdentityAssociation": "the emulator has no EKS Pod Identity; the "
+    "forwarder's role is created, and the twin's forwarder puts its events with the twin's "
+    "own credentials",
     "AWS::EKS::AccessEntry": "the emulator has no EKS access entries; the twin's Kubernetes "
     "API server authenticates each caller's EKS token with STS but authorizes no one "
     "(no RBAC): every authenticated role may do everything",
