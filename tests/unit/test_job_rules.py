@@ -250,6 +250,10 @@ def test_log_monitoring_rules_reach_the_hyperpod_run_as_the_operator_spells_them
         ),
         ({"name": "r", "logPattern": ".*", "metricThreshold": 1, "operator": "ge"}, "operator"),
         ({"name": "r", "logPattern": ".*", "expectedStartCutOffInSeconds": 0}, "greater"),
+        (
+            {"name": "r", "logPattern": ".*", "metricThreshold": float("nan"), "operator": "gt"},
+            "metricThreshold",
+        ),
     ],
 )
 def test_invalid_log_monitoring_rules_are_refused(rule: dict[str, Any], why: str) -> None:

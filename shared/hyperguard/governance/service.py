@@ -673,7 +673,7 @@ class _PassRun:
         )
         if since is None:
             return ""
-        idle_min = (self.service.clock() - since).total_seconds() / 60
+        idle_min = (now - since).total_seconds() / 60
         if idle_min < policy.stalled_job_mins:
             return ""
         last = job.last_checkpoint

@@ -155,7 +155,9 @@ class LogMonitoringRule(CamelModel):
     expected_recurring_frequency_in_seconds: StrictInt | None = Field(
         default=None, ge=1, le=604_800
     )
-    metric_threshold: StrictFloat | StrictInt | None = None
+    metric_threshold: StrictFloat | StrictInt | None = Field(
+        default=None, ge=-1e12, le=1e12, allow_inf_nan=False
+    )
     operator: LogRuleOperator | None = None
     metric_evaluation_data_points: StrictInt | None = Field(default=None, ge=1, le=10_000)
     stop_pattern: str | None = Field(default=None, min_length=1, max_length=MAX_LOG_PATTERN)
