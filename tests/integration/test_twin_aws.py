@@ -19,6 +19,7 @@ from tests.integration.cluster_harness import (
 )
 
 from hyperguard.twin.aws import ScheduleRunner, attach, schedule_period_s
+from hyperguard.twin.ids import hyperpod_cluster_id
 
 
 @pytest.fixture
@@ -90,7 +91,8 @@ def test_start_cluster_health_check_runs_on_the_named_nodes(apis: ClusterApis) -
             }
         ],
     )
-    assert answer["ClusterArn"].endswith(f"cluster/{HYPERPOD}")
+    # The ARN names the cluster by its 12-character id, as botocore's ClusterArn pattern has it.
+    assert answer["ClusterArn"].endswith(f"cluster/{hyperpod_cluster_id(HYPERPOD)}")
     status = sagemaker().describe_cluster_node(ClusterName=HYPERPOD, NodeId=target)
     assert status["NodeDetails"]["InstanceStatus"]["Status"] == "DeepHealthCheckInProgress"
     apis.advance(600)
