@@ -621,7 +621,9 @@ class Lab(Service):
             if job.status in HOLDING_STATUSES and (gone := set(job.nodes) - present):
                 return JobOnMissingNodeError(
                     f"{job.job_id} ({job.status.value}, run {job.run}) is recorded on "
-                    f"{sorted(gone)}, which the cluster no longer has"
+                    f"{sorted(gone)}, which the cluster no longer has; protected by "
+                    f"{record.protected_by}; its last moves: "
+                    f"{[(h.event.value, h.reason) for h in record.history[-6:]]}"
                 )
             holder = incidents.get(record.protected_by or "")
             if holder is not None and holder.status in (

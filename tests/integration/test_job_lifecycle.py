@@ -213,3 +213,39 @@ def test_recovery_may_shrink_a_job_it_protects_but_never_grow_it(stack: Stack) -
     record = jobs.record(job_id)
     assert record is not None and record.job.nodes == NODES[1:2]
     assert record.admitted_replicas == 1 and record.job.run == 1
+
+
+def test_two_nodes_relocated_at_once_from_one_snapshot_both_land(stack: Stack) -> None:
+    """Both nodes of an auto-resume job were replaced in a storm, and their incidents each
+    relocated the job from the same snapshot. The second write must not put back the node
+    the first one replaced (D97: the 64-node storm left a job on a node gone that way)."""
+    jobs = JobStore(stack.tables["JobsTable"])
+    teams = TeamStore(stack.tables["TeamsTable"])
+    lifecycle = JobLifecycle(jobs)
+    job_id = f"job-{next(_ids)}"
+    job = Job(job_id=job_id, team="ml", image="i", replicas=2, submitted_at=datetime.now(UTC))
+    lifecycle.submit(job, principal="p", rules=RULES)
+    lease = teams.acquire_lease("c", "pass", 60)
+    assert lease is not None
+    assert lifecycle.admit(
+        job_id,
+        nodes=NODES[:2],
+        pool="w",
+        replicas=2,
+        restart=False,
+        reason="a",
+        fence=[teams.lease_check(lease)],
+    )
+    record = jobs.record(job_id)
+    assert record is not None
+    snapshot = record.job
+    assert lifecycle.relocate(snapshot, old=NODES[0], new="i-000000000000000aa", incident_id="a")
+    assert lifecycle.relocate(snapshot, old=NODES[1], new="i-000000000000000bb", incident_id="b")
+    after = jobs.record(job_id)
+    assert after is not None
+    assert after.job.nodes == ["i-000000000000000aa", "i-000000000000000bb"]
+    assert after.job.run == 0
+    # A node the job no longer has is not relocated again.
+    assert not lifecycle.relocate(
+        snapshot, old=NODES[0], new="i-000000000000000cc", incident_id="c"
+    )

@@ -111,6 +111,10 @@ RULES: Mapping[Move, Rule] = {
 }
 
 
+RELOCATE_ATTEMPTS = 5
+"""Reads of a job whose nodes another writer changed while it was relocated (D97)."""
+
+
 class JobRejectedError(ValueError):
     """A submission the rules refuse; `field` names the offending request field."""
 
@@ -492,20 +496,31 @@ class JobLifecycle:
         """HyperPod replaced `old` and restarted the job's auto-resume run on `new` (a
         replacement keeps the node's logical id): the same run, recorded where it now is.
         Whichever incident protects the job, if any: the replaced node's incident may not
-        be the one that has it when several of its nodes fail at once."""
-        return self._move(
-            Move.RELOCATE,
-            job.job_id,
-            Actor.RECOVERY,
-            JobEvent.RELOCATED,
-            f"HyperPod auto-resume moved it from {old} to its replacement {new} "
-            f"(incident {incident_id})",
-            sets={"nodes": [new if n == old else n for n in job.nodes]},
-            condition="#run_ = :run_ AND contains(nodes, :old)",
-            values={":run_": job.run, ":old": old},
-            names={"#run_": "run"},
-            details={"old": old, "new": new, "incident_id": incident_id},
-        )
+        be the one that has it when several of its nodes fail at once. Two of its nodes'
+        incidents may relocate it at the same moment: each write holds only while the job's
+        nodes are the ones it read, and one that finds them changed reads them again (D97)."""
+        outcome = Outcome(False, "not tried")
+        for _ in range(RELOCATE_ATTEMPTS):
+            outcome = self._move(
+                Move.RELOCATE,
+                job.job_id,
+                Actor.RECOVERY,
+                JobEvent.RELOCATED,
+                f"HyperPod auto-resume moved it from {old} to its replacement {new} "
+                f"(incident {incident_id})",
+                sets={"nodes": [new if n == old else n for n in job.nodes]},
+                condition="#run_ = :run_ AND nodes = :read",
+                values={":run_": job.run, ":read": list(job.nodes)},
+                names={"#run_": "run"},
+                details={"old": old, "new": new, "incident_id": incident_id},
+            )
+            if outcome.applied:
+                return outcome
+            record = self.store.record(job.job_id)
+            if record is None or record.job.run != job.run or old not in record.job.nodes:
+                return outcome
+            job = record.job
+        return outcome
 
     def record_checkpoint(self, job_id: str, checkpoint: Checkpoint, *, history: bool) -> bool:
         """The newest complete checkpoint; False when it is not newer than the last one.
