@@ -218,6 +218,7 @@ def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str,
         "AWS::ApiGateway::Account",  # API Gateway's logging role, set once per account
         "AWS::Lambda::Permission",  # the right to invoke, left out with the callers
         "AWS::EKS::AccessEntry",
+        "AWS::EKS::PodIdentityAssociation",  # the forwarder's credentials on EKS
     }
     covered = {g["type"] for g in status["emulator_gaps"]}
     assert {
@@ -228,6 +229,7 @@ def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str,
         "AWS::CloudWatch::Alarm",
         "AWS::ApiGateway::RestApi",
         "AWS::EKS::AccessEntry",
+        "AWS::EKS::PodIdentityAssociation",
         "AWS::Events::Rule",
         "SageMaker HyperPod API",
         "EKS and Kubernetes API",
