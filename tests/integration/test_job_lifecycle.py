@@ -180,10 +180,9 @@ def test_random_moves_keep_the_lifecycles_invariants(stack: Stack, moves: list[s
         before = after
 
 
-def test_recovery_may_shrink_a_job_it_protects_but_never_grow_it(stack: Stack) -> None:
-    jobs = JobStore(stack.tables["JobsTable"])
+def admitted_on_two_nodes(stack: Stack, lifecycle: JobLifecycle) -> str:
+    """A new job, submitted and admitted by a lease-holding pass onto NODES[:2]."""
     teams = TeamStore(stack.tables["TeamsTable"])
-    lifecycle = JobLifecycle(jobs)
     job_id = f"job-{next(_ids)}"
     job = Job(job_id=job_id, team="ml", image="i", replicas=2, submitted_at=datetime.now(UTC))
     lifecycle.submit(job, principal="p", rules=RULES)
@@ -193,6 +192,13 @@ def test_recovery_may_shrink_a_job_it_protects_but_never_grow_it(stack: Stack) -
     assert lifecycle.admit(
         job_id, nodes=NODES[:2], pool="w", replicas=2, restart=False, reason="a", fence=fence
     )
+    return job_id
+
+
+def test_recovery_may_shrink_a_job_it_protects_but_never_grow_it(stack: Stack) -> None:
+    jobs = JobStore(stack.tables["JobsTable"])
+    lifecycle = JobLifecycle(jobs)
+    job_id = admitted_on_two_nodes(stack, lifecycle)
     assert lifecycle.protect(job_id, incident_id=INCIDENT, node=NODES[0])
 
     def resize(nodes: list[str], *, grown: bool) -> Outcome:
@@ -220,22 +226,8 @@ def test_two_nodes_relocated_at_once_from_one_snapshot_both_land(stack: Stack) -
     relocated the job from the same snapshot. The second write must not put back the node
     the first one replaced (D97: the 64-node storm left a job on a node gone that way)."""
     jobs = JobStore(stack.tables["JobsTable"])
-    teams = TeamStore(stack.tables["TeamsTable"])
     lifecycle = JobLifecycle(jobs)
-    job_id = f"job-{next(_ids)}"
-    job = Job(job_id=job_id, team="ml", image="i", replicas=2, submitted_at=datetime.now(UTC))
-    lifecycle.submit(job, principal="p", rules=RULES)
-    lease = teams.acquire_lease("c", "pass", 60)
-    assert lease is not None
-    assert lifecycle.admit(
-        job_id,
-        nodes=NODES[:2],
-        pool="w",
-        replicas=2,
-        restart=False,
-        reason="a",
-        fence=[teams.lease_check(lease)],
-    )
+    job_id = admitted_on_two_nodes(stack, lifecycle)
     record = jobs.record(job_id)
     assert record is not None
     snapshot = record.job

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from tests.conftest import EVENTS, Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis, seed_jobs
+from tests.integration.incident_harness import fault_signal
 
 from hyperguard.cluster.workloads import RunPhase
 from hyperguard.events import classify_health_event
@@ -86,19 +87,9 @@ class World:
     ) -> dict[str, Any]:
         node = self.nodes.get(instance_id)
         assert node is not None
-        signal = HealthSignal(
-            source=SignalSource.HYPERPOD,
-            kind=kind,
-            instance_id=instance_id,
-            cluster=node.cluster,
-            severity=severity,
-            action=Action.OPEN_INCIDENT,
-            repair=repair,
-            reason="NvidiaErrorTerminate",
-            observed_at=self.clock.now(),
-            dedupe_key=f"e-{instance_id}-{self.clock.now().timestamp()}",
-        )
-        incident, _ = self.incidents.open_or_append(node, signal, self.clock.now())
+        now = self.clock.now()
+        signal = fault_signal(node, now, kind=kind, severity=severity, repair=repair)
+        incident, _ = self.incidents.open_or_append(node, signal, now)
         return {"incident_id": incident.incident_id, "instance_id": instance_id}
 
     def run(self, *names: str, r: dict[str, Any]) -> dict[str, Any]:

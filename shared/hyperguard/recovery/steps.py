@@ -212,7 +212,7 @@ class RecoverySteps:
                 # A degraded node takes no new pods while the policy waits to see if it
                 # recovers (its running pods stay); one that does is uncordoned at the close.
                 # A scheduled change's node stays in service until its window (D96).
-                self.cordon(r)
+                self._cordon(incident)
         else:
             r["verdict"] = "repair"
             self.incidents.update(incident.incident_id, action=decision.action.value)
@@ -371,13 +371,15 @@ class RecoverySteps:
     def cordon(self, r: Recovery) -> Recovery:
         """Before the brake: a node reported faulty takes no new pods while its repair
         waits for the brake or an operator (running pods stay until Drain)."""
-        incident = self._incident(r)
+        self._cordon(self._incident(r))
+        return r
+
+    def _cordon(self, incident: Incident) -> None:
         cordoned = self.gateway.cordon(
             incident.instance_id, incident_id=incident.incident_id, reason=incident.kind
         )
         if cordoned or "signal_to_cordoned_s" not in incident.timings:
             self._mark(incident, "cordoned")  # when it was first cordoned (D96)
-        return r
 
     def protect_jobs(self, r: Recovery) -> Recovery:
         """Every job on the node: its latest complete checkpoint, and the strategy that
