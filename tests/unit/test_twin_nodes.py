@@ -1,7 +1,7 @@
 """The twin's nodes look like real ones: HyperPod's providerID form and labels on HyperPod
 nodes, Karpenter's and EC2's on burst nodes, with their NodePool's taints and EC2's
 capacity; the service's providerID parser finds both. Its repairs can be held, as real ones take
-minutes."""
+minutes, and nothing happens before its time, even when a write calls the cluster back."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from hyperguard.cluster.conventions import instance_id_from_provider_id
+from hyperguard.cluster.workloads import MAX_STEPS_ENV
 from hyperguard.provider_ids import ProviderIdForm, parse_provider_id
 from hyperguard.twin.clock import ManualClock
 from hyperguard.twin.cluster import Effect, SimulatedCluster
 from hyperguard.twin.ids import hyperpod_cluster_id
-from hyperguard.twin.kube.store import NODES, ObjectStore
+from hyperguard.twin.kube.store import JOBS, NODES, ObjectStore
+
+USER = "arn:aws:sts::123456789012:assumed-role/someone/session"
 
 
 @pytest.fixture
@@ -124,3 +127,60 @@ def test_the_cluster_has_a_hyperpod_id_of_twelve_and_its_nodes_carry_it(
     (instance_id,) = cluster.add_instance_group("workers", "ml.p5.48xlarge", 1)
     provider_id = node_of(cluster, instance_id)["spec"]["providerID"]
     assert f"/sagemaker/cluster/hyperpod-{cluster_id}-{instance_id}" in provider_id
+
+
+def test_a_write_that_calls_back_while_settling_leaves_later_happenings_to_their_time(
+    cluster: SimulatedCluster,
+) -> None:
+    """A run finishing while the cluster settles writes its status; a controller reacting
+    at once (as the twin's Kueue does) calls the cluster back. That call must not settle
+    again: it took the due reboot from under the settling loop, which then popped the next
+    one early, or popped an empty agenda (IndexError, seen in CI's day-in-the-life)."""
+    clock = cluster.clock
+    assert isinstance(clock, ManualClock)
+    worker, early, late = cluster.add_instance_group("workers", "ml.p5.48xlarge", 3)
+    name = node_of(cluster, worker)["metadata"]["name"]
+    pin = {"key": "metadata.name", "operator": "In", "values": [name]}
+    timings = cluster.timings
+    # The run (restart, then its steps) ends between the two reboots' starts.
+    steps = int((0.75 * timings.reboot_s - timings.job_restart_s) / timings.step_duration_s)
+    finished = timings.job_restart_s + steps * timings.step_duration_s
+    assert timings.reboot_s / 2 < finished < timings.reboot_s
+    env = [{"name": MAX_STEPS_ENV, "value": str(steps)}]
+    container = {"name": "main", "image": "x", "env": env}
+    template = {
+        "spec": {
+            "containers": [container],
+            "restartPolicy": "Never",
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchFields": [pin]}]
+                    }
+                }
+            },
+        }
+    }
+    job = {"metadata": {"name": "train"}, "spec": {"template": template}}
+    cluster.store.create(JOBS, job, "default", user=USER)
+
+    def react(event: str, rt: Any, obj: dict[str, Any], old: Any, user: str | None) -> None:
+        if rt == JOBS and (obj.get("status") or {}).get("succeeded"):
+            note = {"metadata": {"annotations": {"example.com/seen": "done"}}}
+            cluster.store.patch(NODES, name, note, user=USER)
+
+    cluster.store.add_listener(react)
+    assert cluster.batch_repair("reboot", [early])["Successful"] == [early]
+    clock.advance(timings.reboot_s / 2)
+    assert cluster.batch_repair("reboot", [late])["Successful"] == [late]
+    assert cluster.runs()["train"].state == "running"
+    # The run and the early reboot are done by now; the late reboot is not.
+    clock.advance(timings.reboot_s * 0.75)
+    cluster.advance()
+    assert cluster.runs()["train"].state == "succeeded"
+    assert node_of(cluster, worker)["metadata"]["annotations"]["example.com/seen"] == "done"
+    assert status_of(cluster, early) == "Running"
+    assert status_of(cluster, late) != "Running"
+    clock.advance(timings.reboot_s / 4)
+    cluster.advance()
+    assert status_of(cluster, late) == "Running"

@@ -393,6 +393,8 @@ class SimulatedCluster:
         self._reference: dict[str, int] = {}
         self._timeline: dict[str, list[Progress]] = {}
         self._agenda: list[_Scheduled] = []
+        self._settling: datetime | None = None
+        """While `_settled` runs: the moment it is settling (a call back in acts then)."""
         self._seq = 0
         self._issued: set[str] = set()
         self._claims: dict[str, str] = {}
@@ -910,24 +912,37 @@ class SimulatedCluster:
 
     @contextmanager
     def _settled(self) -> Iterator[datetime]:
+        """The world brought up to the clock's time, then held there while the caller acts.
+
+        A write the world makes while settling can call back in (Kueue, listening to every
+        change, writes as its own user, and that write reaches `_on_api_change`): such a call
+        acts at the moment being settled and leaves the agenda to the outer call. Settling
+        again from inside would take happenings from under the outer loop, which then pops
+        one not yet due, or an empty agenda."""
         with self._lock:
+            if self._settling is not None:
+                yield self._settling
+                return
             now = max(self.clock.now(), self._settled_at)
-            while True:
-                due = self._agenda[0].at if self._agenda and self._agenda[0].at <= now else None
-                horizon = due or now
-                self._checkpoint_runs(horizon)
-                self._complete_runs(horizon)
-                if due is None:
-                    break
-                happening = heapq.heappop(self._agenda)
-                if self._repairs_held is not None and happening.what in _REPAIR_ENDS:
-                    self._repairs_held.append(happening)
-                    continue
-                self._happen(happening)
-                self._reconcile_runs(happening.at)
-            self._settled_at = now
-            yield now
-            self._reconcile_runs(now)
+            try:
+                while True:
+                    due = self._agenda[0].at if self._agenda and self._agenda[0].at <= now else None
+                    horizon = self._settling = due or now
+                    self._checkpoint_runs(horizon)
+                    self._complete_runs(horizon)
+                    if due is None:
+                        break
+                    happening = heapq.heappop(self._agenda)
+                    if self._repairs_held is not None and happening.what in _REPAIR_ENDS:
+                        self._repairs_held.append(happening)
+                        continue
+                    self._happen(happening)
+                    self._reconcile_runs(happening.at)
+                self._settled_at = self._settling = now
+                yield now
+                self._reconcile_runs(now)
+            finally:
+                self._settling = None
 
     def _schedule(self, now: datetime, after_s: float, what: str, instance_id: str) -> None:
         self._seq += 1
