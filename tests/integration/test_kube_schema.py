@@ -34,6 +34,7 @@ JOBS_URL = f"/apis/batch/v1/namespaces/{NS}/jobs"
 PODS_URL = f"/api/v1/namespaces/{NS}/pods"
 HPJOBS_URL = f"/apis/sagemaker.amazonaws.com/v1/namespaces/{NS}/hyperpodpytorchjobs"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
 Http = Callable[[], tuple[KubeApiServer, httpx2.Client]]
 
 
@@ -284,7 +285,7 @@ def test_an_eviction_body_is_checked(http: Http) -> None:
     assert causes(response) == {"deleteOptions": "FieldValueTypeInvalid"}
 
 
-def test_hyperguards_kueue_objects_are_admitted_and_defaulted(http: Http) -> None:
+def test_hyperguards_team_objects_are_admitted_and_defaulted(http: Http) -> None:
     _, client = http()
     urls = {
         "ResourceFlavor": f"{KUEUE}/resourceflavors",
@@ -292,6 +293,7 @@ def test_hyperguards_kueue_objects_are_admitted_and_defaulted(http: Http) -> Non
         "Namespace": "/api/v1/namespaces",
         "ClusterQueue": f"{KUEUE}/clusterqueues",
         "LocalQueue": f"{KUEUE}/namespaces/hyperpod-ns-vision/localqueues",
+        "RoleBinding": f"{RBAC}/namespaces/hyperpod-ns-vision/rolebindings",
     }
     created = {}
     for obj in [
@@ -321,3 +323,27 @@ def test_an_invalid_cluster_queue_is_refused(http: Http) -> None:
         "spec.resourceGroups[0].coveredResources": "FieldValueRequired",
         "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota": "FieldValueRequired",
     }
+
+
+def test_a_role_binding_needs_a_role_of_rbacs_group_and_known_subjects(http: Http) -> None:
+    """ValidateRoleBinding (pkg/apis/rbac/validation): roleRef is required, its kind a Role or
+    ClusterRole of rbac.authorization.k8s.io; each subject of a known kind, with a name."""
+    _, client = http()
+    client.post("/api/v1/namespaces", json={"metadata": {"name": "team"}})
+    url = f"{RBAC}/namespaces/team/rolebindings"
+    assert causes(client.post(url, json={"metadata": {"name": "none"}})) == {
+        "roleRef": "FieldValueRequired"
+    }
+    binding = {
+        "metadata": {"name": "odd"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Policy", "name": "x"},
+        "subjects": [{"kind": "Team", "name": "ml"}, {"kind": "Group"}],
+    }
+    assert causes(client.post(url, json=binding)) == {
+        "roleRef.kind": "FieldValueNotSupported",
+        "subjects[0].kind": "FieldValueNotSupported",
+        "subjects[1].name": "FieldValueRequired",
+    }
+    good = team_objects("vision")[1]
+    absent = client.post(f"{RBAC}/namespaces/nowhere/rolebindings", json=good)
+    assert absent.status_code == 404, absent.text

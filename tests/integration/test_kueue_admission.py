@@ -29,6 +29,7 @@ from hyperguard.twin.kube.store import (
     HYPERPOD_PYTORCH_JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
+    ROLE_BINDINGS,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
@@ -186,6 +187,11 @@ def test_ensuring_twice_changes_nothing_and_a_changed_class_is_updated(
 ) -> None:
     first = ensure(apis)
     assert set(first.values()) == {EnsureOutcome.CREATED}
+    bindings = {b["metadata"]["name"]: b for b in apis.store.list(ROLE_BINDINGS, NS)}
+    assert {n: b["roleRef"]["name"] for n, b in bindings.items()} == {
+        "hyperguard-scheduler": "hyperguard-scheduler-in-team",
+        "hyperguard-recovery": "hyperguard-recovery-in-team",
+    }
     queue = apis.store.get(LOCAL_QUEUES, local_queue(TEAM), NS)
     assert queue["spec"]["clusterQueue"] == cluster_queue(TEAM)  # the CRD defaults the rest
     assert set(ensure(apis).values()) == {EnsureOutcome.UNCHANGED}

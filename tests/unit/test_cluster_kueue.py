@@ -48,9 +48,22 @@ def job(instance_type: str = "ml.p5.48xlarge", priority_class: str | None = "tra
     )
 
 
-def test_a_team_gets_its_namespace_cluster_queue_and_local_queue_in_that_order() -> None:
+def test_a_team_gets_its_namespace_bindings_cluster_queue_and_local_queue_in_that_order() -> None:
+    """The RoleBindings come before the LocalQueue: only they let the scheduler write in the
+    team's namespace (deploy/kubernetes/hyperguard-rbac.yaml)."""
     objects = team_objects("ml")
-    assert [o["kind"] for o in objects] == ["Namespace", "ClusterQueue", "LocalQueue"]
+    assert [o["kind"] for o in objects] == [
+        "Namespace",
+        "RoleBinding",
+        "RoleBinding",
+        "ClusterQueue",
+        "LocalQueue",
+    ]
+    bindings = [o for o in objects if o["kind"] == "RoleBinding"]
+    assert [(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in bindings] == [
+        ("hyperpod-ns-ml", "hyperguard-scheduler-in-team"),
+        ("hyperpod-ns-ml", "hyperguard-recovery-in-team"),
+    ]
     kinds = by_kind(objects)
     assert kinds["Namespace"]["metadata"]["name"] == "hyperpod-ns-ml"
     queue = kinds["LocalQueue"]

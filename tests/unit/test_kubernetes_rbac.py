@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from lightkube.core.resource import NamespacedResource
 
 from hyperguard.cluster import kueue
 
@@ -29,20 +30,25 @@ LIBRARY = ROOT / "shared"
 RBAC = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
 FUNCTIONS = ("api", "burst", "ingest_health", "inventory", "recovery", "scheduler")
 
-Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
+Grant = tuple[str, str, str, str]  # (apiGroup, resource, verb, where)
+"""`where`: "cluster" (a ClusterRoleBinding), "team" (the RoleBinding the scheduler creates in
+each team's namespace: hyperguard.cluster.kueue) or "default" (a node's Events' namespace)."""
 RUNS = ("batch", "jobs"), ("sagemaker.amazonaws.com", "hyperpodpytorchjobs")
+RBAC_GROUP = "rbac.authorization.k8s.io"
 
 
-def _on(group: str, resource: str, *verbs: str) -> set[Grant]:
-    return {(group, resource, verb) for verb in verbs}
+def _on(group: str, resource: str, *verbs: str, where: str = "cluster") -> set[Grant]:
+    return {(group, resource, verb, where) for verb in verbs}
 
 
-def _on_runs(*verbs: str) -> set[Grant]:
-    return {grant for group, resource in RUNS for grant in _on(group, resource, *verbs)}
+def _on_runs(*verbs: str, where: str) -> set[Grant]:
+    return {g for group, resource in RUNS for g in _on(group, resource, *verbs, where=where)}
 
 
 NODES_BY_ID = _on("", "nodes", "get", "list")  # by name when known, else the list
-NODE_EVENTS = NODES_BY_ID | _on("", "events", "create")  # the node's name and uid, then the Event
+NODE_EVENTS = NODES_BY_ID | _on(
+    "", "events", "create", where="default"
+)  # name and uid, then the Event
 ACCESS: dict[str, set[Grant]] = {
     "list_nodes": _on("", "nodes", "list"),
     "find_node": NODES_BY_ID,
@@ -54,10 +60,10 @@ ACCESS: dict[str, set[Grant]] = {
     "set_node_health_status": NODES_BY_ID | _on("", "nodes", "patch"),
     "mark_node": NODES_BY_ID | _on("", "nodes", "patch"),
     "drain": NODES_BY_ID | _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create"),
-    "create_run": _on_runs("create"),
-    "list_runs": _on_runs("list"),
-    "patch_run": _on_runs("patch"),
-    "delete_runs": _on_runs("list", "delete"),
+    "create_run": _on_runs("create", where="team"),
+    "list_runs": _on_runs("list", where="cluster"),
+    "patch_run": _on_runs("patch", where="team"),
+    "delete_runs": _on_runs("list", where="cluster") | _on_runs("delete", where="team"),
     "delete_nodeclaim": _on("karpenter.sh", "nodeclaims", "list", "delete"),
     "list_nodeclaims": _on("karpenter.sh", "nodeclaims", "list"),
     "get_nodepool": _on("karpenter.sh", "nodepools", "get"),
@@ -65,36 +71,58 @@ ACCESS: dict[str, set[Grant]] = {
     "delete_nodeclaim_named": _on("karpenter.sh", "nodeclaims", "delete"),
     "annotate_nodeclaim": _on("karpenter.sh", "nodeclaims", "patch"),
 }
-"""What each public KubernetesAdapter method asks the API server for."""
+"""What each public KubernetesAdapter method asks the API server for, and where."""
 OBJECT_METHODS = {"get_object": "get", "create_object": "create", "patch_object": "patch"}
 """The adapter's generic methods, on whichever kind the caller names: hyperguard.cluster.kueue
 is their one caller (checked below), so they reach the kinds it ensures."""
+BOOTSTRAP = {(RBAC_GROUP, "rolebindings")}
+"""What grants in a team's namespace, so cannot itself be granted there: it is written right
+after the namespace is created, before any grant in it can exist."""
+
+
+def _object_grant(resource: Any, verb: str) -> Grant:
+    group, plural = resource._api_info.resource.group, resource._api_info.plural
+    in_team = issubclass(resource, NamespacedResource) and (group, plural) not in BOOTSTRAP
+    return group, plural, verb, "team" if in_team else "cluster"
+
+
 ACCESS |= {
-    method: {
-        (resource._api_info.resource.group, resource._api_info.plural, verb)
-        for resource in kueue._RESOURCES.values()
-    }
+    method: {_object_grant(resource, verb) for resource in kueue._RESOURCES.values()}
     for method, verb in OBJECT_METHODS.items()
 }
+# A RoleBinding to a ClusterRole whose permissions its creator does not hold is refused unless
+# the creator may `bind` that role (kube-apiserver's escalation check): creating the team's
+# RoleBindings needs it, for exactly the roles they bind (checked below).
+ACCESS["create_object"] |= _on(RBAC_GROUP, "clusterroles", "bind")
+AUTHORIZING_VERBS = {"bind"}
+"""Verbs that authorize another call rather than being one."""
 
-CLUSTER_WIDE_ON_PURPOSE: dict[Grant, str] = {
+CLUSTER_WIDE_ON_PURPOSE: dict[tuple[str, str, str], str] = {
     **{
-        grant: "drain evicts every pod on the node, whatever its namespace (kubectl drain)"
+        grant[:3]: "drain evicts every pod on the node, whatever its namespace (kubectl drain)"
         for grant in _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create")
     },
     **{
-        grant: "runs are listed across the teams' namespaces (one list), and written into "
-        "hyperpod-ns-<team> namespaces the scheduler creates on demand (hyperguard.cluster."
-        "kueue), before any per-namespace RoleBinding could exist (docs/security.md)"
-        for grant in _on_runs("list", "create", "patch", "delete")
+        grant[:3]: "a node's or a job's runs are found with one list across the teams' "
+        "namespaces (read only; writing them is granted per team namespace)"
+        for grant in _on_runs("list", where="cluster")
     },
     **{
-        grant: "each team's LocalQueue lives in the namespace the scheduler creates with it"
-        for grant in _on("kueue.x-k8s.io", "localqueues", "get", "create", "patch")
+        grant[:3]: "a team's RoleBindings are written right after its namespace is created, "
+        "before anything can be granted in it; `bind` limits them to the in-team roles"
+        for grant in _on(RBAC_GROUP, "rolebindings", "get", "create", "patch")
     },
 }
 """Namespaced resources granted cluster-wide, and why; no other is."""
-NAMESPACED = {"pods", "pods/eviction", "jobs", "hyperpodpytorchjobs", "localqueues"}
+NAMESPACED = {
+    "pods",
+    "pods/eviction",
+    "jobs",
+    "hyperpodpytorchjobs",
+    "localqueues",
+    "events",
+    "rolebindings",
+}
 
 
 def _source(path: Path) -> ast.Module:
@@ -203,42 +231,102 @@ def _documents() -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
 
 
-def _rules(role: dict[str, Any]) -> Iterator[Grant]:
+def _rules(role: dict[str, Any], where: str) -> Iterator[Grant]:
     for rule in role.get("rules") or []:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 for verb in rule["verbs"]:
-                    yield group, resource, verb
+                    yield group, resource, verb, where
+
+
+def _group(function: str) -> str:
+    return "hyperguard-" + function.replace("_", "-")
+
+
+def _names(binding: dict[str, Any]) -> set[str]:
+    return {s["name"] for s in binding.get("subjects") or [] if s["kind"] == "Group"}
 
 
 def granted(function: str) -> set[Grant]:
-    """What the function's own Kubernetes group is granted, by every binding naming it."""
-    group = "hyperguard-" + function.replace("_", "-")
+    """What the function's own Kubernetes group is granted, by every binding naming it: the
+    file's ClusterRoleBindings (cluster-wide) and RoleBindings (in `default`), and the
+    RoleBindings the scheduler creates in each team's namespace (kueue.team_objects)."""
+    group = _group(function)
     documents = _documents()
-    roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
+    cluster_roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
+    roles = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d
+        for d in documents
+        if d["kind"] == "Role"
+    }
+    team_bindings = [o for o in kueue.team_objects("any") if o["kind"] == "RoleBinding"]
     grants: set[Grant] = set()
     for binding in (d for d in documents if d["kind"] == "ClusterRoleBinding"):
-        if any(s["name"] == group for s in binding["subjects"]):
-            grants |= set(_rules(roles[binding["roleRef"]["name"]]))
+        if group in _names(binding):
+            grants |= set(_rules(cluster_roles[binding["roleRef"]["name"]], "cluster"))
+    for binding in (d for d in documents if d["kind"] == "RoleBinding"):
+        namespace = binding["metadata"]["namespace"]
+        assert namespace == "default", f"a RoleBinding in {namespace}: say where it grants"
+        if group in _names(binding):
+            assert binding["roleRef"]["kind"] == "Role"
+            role = roles[(namespace, binding["roleRef"]["name"])]
+            grants |= set(_rules(role, namespace))
+    for binding in team_bindings:
+        if group in _names(binding):
+            grants |= set(_rules(cluster_roles[binding["roleRef"]["name"]], "team"))
     return grants
 
 
-def test_each_function_is_granted_exactly_what_its_code_calls() -> None:
+def test_each_function_is_granted_exactly_what_its_code_calls_where_it_calls_it() -> None:
     for function in FUNCTIONS:
-        cluster_wide = granted(function)
+        given = granted(function)
         needed = required(function)
-        assert cluster_wide == needed, (
+        assert given == needed, (
             function,
-            "granted, never called:",
-            sorted(cluster_wide - needed),
-            "called, never granted:",
-            sorted(needed - cluster_wide),
+            "granted, never called (there):",
+            sorted(given - needed),
+            "called, never granted (there):",
+            sorted(needed - given),
         )
-        wide_on_namespaced = {g for g in cluster_wide if g[1] in NAMESPACED}
+        wide_on_namespaced = {g[:3] for g in given if g[3] == "cluster" and g[1] in NAMESPACED}
         assert wide_on_namespaced <= set(CLUSTER_WIDE_ON_PURPOSE), (
             function,
             sorted(wide_on_namespaced - set(CLUSTER_WIDE_ON_PURPOSE)),
         )
+
+
+def test_the_in_team_roles_are_bound_only_in_team_namespaces_each_to_its_function() -> None:
+    """A ClusterRoleBinding of an in-team role would grant it in every namespace; the
+    scheduler may bind those roles (resourceNames) and no other, and no other rule names
+    resources."""
+    documents = _documents()
+    team_bindings = [o for o in kueue.team_objects("any") if o["kind"] == "RoleBinding"]
+    in_team = {b["roleRef"]["name"] for b in team_bindings}
+    assert in_team == {kueue.in_team_role(f) for f in kueue.IN_TEAM_FUNCTIONS}
+    for binding in team_bindings:
+        function = binding["roleRef"]["name"].removeprefix("hyperguard-").removesuffix("-in-team")
+        assert _names(binding) == {_group(function)}
+        assert binding["metadata"]["name"] == _group(function)
+    wide = {d["roleRef"]["name"] for d in documents if d["kind"] == "ClusterRoleBinding"}
+    assert not wide & in_team
+    named = [
+        (d["metadata"]["name"], rule)
+        for d in documents
+        if d["kind"] in ("ClusterRole", "Role")
+        for rule in d.get("rules") or []
+        if rule.get("resourceNames")
+    ]
+    assert named == [
+        (
+            "hyperguard-scheduler",
+            {
+                "apiGroups": [RBAC_GROUP],
+                "resources": ["clusterroles"],
+                "verbs": ["bind"],
+                "resourceNames": sorted(in_team, reverse=True),
+            },
+        )
+    ]
 
 
 def test_access_says_what_the_adapter_methods_ask_for() -> None:
@@ -265,7 +353,8 @@ def test_access_says_what_the_adapter_methods_ask_for() -> None:
                 elif (helper := _self_attribute(node)) in methods and helper not in seen:
                     seen.add(helper)
                     todo.append(methods[helper])
-        assert verbs == {verb for _, _, verb in grants}, (name, sorted(verbs))
+        asked = {verb for _, _, verb, _ in grants} - AUTHORIZING_VERBS
+        assert verbs == asked, (name, sorted(verbs))
 
 
 def test_every_function_has_its_own_group_in_the_template() -> None:

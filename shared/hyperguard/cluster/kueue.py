@@ -1,4 +1,5 @@
-"""The Kueue objects HyperGuard's runs need, and the ensure step that keeps them (D71).
+"""The Kueue objects HyperGuard's runs need, and the ensure step that keeps them (D71), with
+the RoleBindings that let its functions write in a team's namespace (D98).
 
 A run is dispatched suspended into `hyperpod-ns-<team>` with `kueue.x-k8s.io/queue-name:
 hyperpod-ns-<team>-localqueue` and, when the job names one, `kueue.x-k8s.io/priority-class:
@@ -18,6 +19,12 @@ retried, suspended). HyperGuard keeps those objects itself, per team:
   (HyperGuard is the admission engine; two engines counting different numbers would
   disagree: D71); no preemption, no cohort;
 - LocalQueue `hyperpod-ns-<team>-localqueue` in the namespace, pointing to that ClusterQueue;
+- RoleBindings `hyperguard-scheduler` and `hyperguard-recovery` in the namespace, binding the
+  ClusterRoles `hyperguard-<function>-in-team` (deploy/kubernetes/hyperguard-rbac.yaml) to
+  those functions' Kubernetes groups: what they write in a team's namespace (its runs, its
+  LocalQueue) is granted there, not cluster-wide (D98). They come right after the namespace,
+  before the LocalQueue, which only they let the scheduler write. The scheduler may bind
+  those two ClusterRoles and no other (`bind` with resourceNames);
 
 and, for the cluster, the ResourceFlavor and one WorkloadPriorityClass `<class>-priority`
 per priority class of the scheduler config (value: the class's weight).
@@ -35,6 +42,7 @@ from typing import Any
 
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.rbac_authorization_v1 import RoleBinding
 
 from hyperguard.cluster.kubernetes import KubernetesAdapter
 from hyperguard.cluster.workloads import local_queue, team_namespace
@@ -75,10 +83,15 @@ _RESOURCES: dict[str, Any] = {
     "ClusterQueue": ClusterQueue,
     "LocalQueue": LocalQueue,
     "WorkloadPriorityClass": WorkloadPriorityClass,
+    "RoleBinding": RoleBinding,
 }
-_KEPT_FIELDS = ("spec", "value", "description")
+_KEPT_FIELDS = ("spec", "value", "description", "subjects")
 """What HyperGuard keeps of an object besides its label (a WorkloadPriorityClass has no
-spec: its value and description are top-level)."""
+spec: its value and description are top-level; a RoleBinding's subjects are, and its
+roleRef, which kube-apiserver refuses to change, is only ever created)."""
+RBAC_GROUP = "rbac.authorization.k8s.io"
+IN_TEAM_FUNCTIONS = ("scheduler", "recovery")
+"""The functions that write in a team's namespace, each through its RoleBinding there."""
 
 
 class EnsureOutcome(StrEnum):
@@ -96,6 +109,23 @@ def cluster_queue(team: str) -> str:
 def priority_class_name(priority_class: str) -> str:
     """The WorkloadPriorityClass a run of this class names (HyperPod's convention)."""
     return f"{priority_class}-priority"
+
+
+def in_team_role(function: str) -> str:
+    """The ClusterRole a team namespace's RoleBinding grants `function`'s group there."""
+    return f"hyperguard-{function}-in-team"
+
+
+def team_role_binding(function: str, namespace: str) -> dict[str, Any]:
+    """The RoleBinding that lets `function` write in a team's namespace."""
+    group = f"hyperguard-{function}"
+    return {
+        "apiVersion": f"{RBAC_GROUP}/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(group, namespace),
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": in_team_role(function)},
+        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": group}],
+    }
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -135,13 +165,15 @@ def shared_objects(priority_classes: Iterable[PriorityClass]) -> list[dict[str, 
 
 
 def team_objects(team: str) -> list[dict[str, Any]]:
-    """The team's Namespace, ClusterQueue and LocalQueue, in the order they must exist."""
+    """The team's Namespace, RoleBindings, ClusterQueue and LocalQueue, in the order they
+    must exist."""
     namespace = team_namespace(team)
     resources = [
         {"name": resource, "nominalQuota": quota} for resource, quota in UNBOUNDED_QUOTA.items()
     ]
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        *(team_role_binding(function, namespace) for function in IN_TEAM_FUNCTIONS),
         {
             "apiVersion": KUEUE_API_VERSION,
             "kind": "ClusterQueue",

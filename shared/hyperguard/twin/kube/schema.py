@@ -566,6 +566,38 @@ def _event_fields() -> dict[str, Schema]:
     }
 
 
+def _role_binding() -> Schema:
+    """rbac.authorization.k8s.io/v1 RoleBinding (API reference v1.31); kube-apiserver's
+    validation (pkg/apis/rbac/validation ValidateRoleBinding) requires a roleRef naming a
+    Role or a ClusterRole of this API group, and subjects each of a known kind with a name,
+    a Group or User in this API group. It has no status."""
+    rbac = "rbac.authorization.k8s.io"
+    role_ref = {
+        "type": "object",
+        "properties": {
+            "apiGroup": {"type": "string", "enum": [rbac]},
+            "kind": {"type": "string", "enum": ["Role", "ClusterRole"]},
+            "name": {"type": "string", "minLength": 1},
+        },
+        "required": ["apiGroup", "kind", "name"],
+    }
+    subject = {
+        "type": "object",
+        "properties": {
+            "apiGroup": {"type": "string", "enum": ["", rbac]},
+            "kind": {"type": "string", "enum": ["ServiceAccount", "User", "Group"]},
+            "name": {"type": "string", "minLength": 1},
+            "namespace": _STRING,
+        },
+        "required": ["kind", "name"],
+    }
+    schema = _kind(
+        required=("roleRef",), roleRef=role_ref, subjects={"type": "array", "items": subject}
+    )
+    schema["properties"].pop("status")
+    return schema
+
+
 @functools.cache
 def _builtin_schemas() -> dict[tuple[str, str], Schema]:
     namespace_spec = {"type": "object", "properties": {"finalizers": {"type": "array"}}}
@@ -578,6 +610,7 @@ def _builtin_schemas() -> dict[tuple[str, str], Schema]:
         ("namespaces", "v1"): _kind(namespace_spec),
         ("events", "v1"): _kind(required=("involvedObject",), **_event_fields()),
         ("evictions.policy", "v1"): eviction,
+        ("rolebindings.rbac.authorization.k8s.io", "v1"): _role_binding(),
         ("hyperpodpytorchjobs.sagemaker.amazonaws.com", "v1"): _kind(
             _hyperpod_job_spec(), required=("spec",)
         ),

@@ -116,6 +116,9 @@ WORKLOAD_PRIORITY_CLASSES = ResourceType(
     namespaced=False,
     status_subresource=False,
 )
+ROLE_BINDINGS = ResourceType(
+    "rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True, False
+)
 RESOURCES: dict[str, ResourceType] = {
     rt.key: rt
     for rt in (
@@ -133,6 +136,7 @@ RESOURCES: dict[str, ResourceType] = {
         LOCAL_QUEUES,
         WORKLOADS,
         WORKLOAD_PRIORITY_CLASSES,
+        ROLE_BINDINGS,
     )
 }
 INITIAL_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
