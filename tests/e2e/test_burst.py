@@ -332,3 +332,32 @@ def test_a_burst_the_nodepool_limits_cannot_hold_rolls_back_before_buying(
     finally:
         twin.cluster.set_nodepool_limits("gpu-burst", None)
     assert http("DELETE", f"/jobs/{job}")[0] == 200
+
+
+def test_burst_nodes_outlive_consolidation_at_karpenters_defaults(twin: Twin, http: Http) -> None:
+    """A NodePool at Karpenter v1's defaults consolidates an empty node as soon as it is
+    initialized (WhenEmptyOrUnderutilized, consolidateAfter 0s). HyperGuard's nodes carry
+    karpenter.sh/do-not-disrupt, so the nodes it bought stay until the job it bought them for
+    runs there, and HyperGuard's scale-in gives them back afterwards (D99). Without the
+    annotation the twin's Karpenter deletes them while the burst waits for them to be ready,
+    and the burst rolls back."""
+    set_policy(twin, http)
+    twin.cluster.set_nodepool_disruption(
+        "gpu-burst", {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}
+    )
+    try:
+        job = http.submit(TEAM, 8, replicas=2, template="development")
+        http.wait({job: "Running"}, timeout_s=90)
+        execution = until(lambda: ended(twin, {job}), "the burst to end")
+        assert json.loads(execution["output"])["outcome"] == "ready"
+        nodes = http("GET", f"/jobs/{job}")[1]["nodes"]
+        assert sorted(nodes) == sorted(burst_instances(twin))
+        for claim in twin.store.list(NODECLAIMS, label_selector=BURST_LABEL):
+            assert claim["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+            assert not claim["metadata"].get("deletionTimestamp")
+        assert http("DELETE", f"/jobs/{job}")[0] == 200
+        until(lambda: not burst_instances(twin), "the idle burst nodes to be released")
+    finally:
+        twin.cluster.set_nodepool_disruption(
+            "gpu-burst", {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}
+        )

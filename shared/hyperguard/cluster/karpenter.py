@@ -17,6 +17,14 @@ HyperGuard labels its claims with the burst that created them (`hyperguard.io/bu
 the attempt (`hyperguard.io/burst-attempt`: one capacity type per attempt), and keeps the
 time a claim's node was first seen idle in an annotation (`hyperguard.io/idle-since`), so
 that scale-in survives any number of scheduler passes without a table of its own.
+
+Its claims carry `karpenter.sh/do-not-disrupt: "true"`, which Karpenter copies onto the node
+at registration (syncNode in pkg/controllers/nodeclaim/lifecycle/registration.go) and which
+keeps its consolidation away from the node (ValidateNodeDisruptable in
+pkg/controllers/state/statenode.go). Without it a NodePool at Karpenter's defaults
+(WhenEmptyOrUnderutilized, consolidateAfter 0s) deletes a bought node the moment it is
+ready and still empty, before HyperGuard dispatches the job it was bought for, and an idle
+one HyperGuard keeps until its own scale-in (D99).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from hyperguard.cluster.conventions import (
     NODEPOOL_LABEL,
     instance_id_from_provider_id,
 )
-from hyperguard.cluster.workloads import accelerator_resource
+from hyperguard.cluster.workloads import DO_NOT_DISRUPT_ANNOTATION, accelerator_resource
 
 BURST_LABEL = "hyperguard.io/burst"
 ATTEMPT_LABEL = "hyperguard.io/burst-attempt"
@@ -106,6 +114,10 @@ def nodeclaim_manifest(
                 BURST_LABEL: burst_id,
                 ATTEMPT_LABEL: str(attempt),
             },
+            # Karpenter copies a claim's annotations onto its node at registration; with
+            # this one its consolidation never takes the node: HyperGuard alone gives it
+            # back (scale-in, D99).
+            "annotations": {DO_NOT_DISRUPT_ANNOTATION: "true"},
         },
         "spec": {
             "nodeClassRef": {

@@ -50,9 +50,11 @@ from __future__ import annotations
 import copy
 import heapq
 import json
+import math
 import random
 import re
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -79,6 +81,7 @@ from hyperguard.cluster.karpenter import DISRUPTED_TAINT
 from hyperguard.cluster.workloads import (
     AUTO_RESUME_ANNOTATION,
     CHECKPOINT_ENV,
+    DO_NOT_DISRUPT_ANNOTATION,
     HPJOB_POD_LABEL,
     JOB_ID_ANNOTATION,
     MAX_STEPS_ENV,
@@ -394,6 +397,11 @@ class SimulatedCluster:
         self._timeline: dict[str, list[Progress]] = {}
         self._agenda: list[_Scheduled] = []
         self._settling: datetime | None = None
+        self._pod_event_at: dict[str, datetime] = {}
+        """Karpenter's NodeClaim lastPodEventTime, by node: a pod bound there, or gone."""
+        self._initialized_at: dict[str, datetime] = {}
+        """When each Karpenter node initialized (consolidateAfter counts from it first)."""
+        self._next_disruption_poll: datetime | None = None
         """While `_settled` runs: the moment it is settling (a call back in acts then)."""
         self._seq = 0
         self._issued: set[str] = set()
@@ -440,6 +448,14 @@ class SimulatedCluster:
             self.store.patch(NODEPOOLS, name, {"spec": {"limits": None}})
             if limits:
                 self.store.patch(NODEPOOLS, name, {"spec": {"limits": limits}})
+
+    def set_nodepool_disruption(self, name: str, disruption: dict[str, Any]) -> None:
+        """What an admin's `kubectl edit nodepool` sets: the NodePool's `spec.disruption`
+        (consolidationPolicy, consolidateAfter, budgets), which the simulated Karpenter's
+        disruption controller follows (`_consolidate`)."""
+        with self._lock:
+            self.store.patch(NODEPOOLS, name, {"spec": {"disruption": None}})
+            self.store.patch(NODEPOOLS, name, {"spec": {"disruption": disruption}})
 
     def add_burst_nodes(
         self, nodepool: str, instance_type: str, count: int, *, spot: bool = False
@@ -938,6 +954,7 @@ class SimulatedCluster:
                         continue
                     self._happen(happening)
                     self._reconcile_runs(happening.at)
+                self._consolidate(now)
                 self._settled_at = self._settling = now
                 yield now
                 self._reconcile_runs(now)
@@ -1155,6 +1172,7 @@ class SimulatedCluster:
         instance.nodeclaim = f"{nodepool}-{self._rng.getrandbits(24):06x}"
         self.store.create(NODECLAIMS, _nodeclaim(instance.nodeclaim, instance, self._stamp(now)))
         self.store.create(NODES, self._node_object(instance, now))
+        self._initialized_at[instance.node_name] = now
         return instance.instance_id
 
     def _new_burst_instance(
@@ -1262,6 +1280,8 @@ class SimulatedCluster:
         self._delete_pods_on(instance.node_name)
         if instance.nodeclaim:
             self._drop_finalizer(instance.nodeclaim)
+        self._pod_event_at.pop(instance.node_name, None)
+        self._initialized_at.pop(instance.node_name, None)
 
     def _publish(self, instance: Instance, now: datetime) -> None:
         """The node's Kubernetes view: labels and conditions as the agents keep them."""
@@ -1436,6 +1456,8 @@ class SimulatedCluster:
         user: str | None,
     ) -> None:
         """Kueue, the job controllers, the kubelet and Karpenter reacting to an API call."""
+        if rt == PODS:
+            self._note_pod_event(event, obj, old)
         if user is None:
             return  # our own write
         with self._settled() as now:
@@ -2053,7 +2075,13 @@ class SimulatedCluster:
         instance = next(i for i in self._instances.values() if i.nodeclaim == meta["name"])
         del self._claims[uid]
         self._show_health(instance, at)
-        self.store.create(NODES, self._node_object(instance, at, meta.get("labels") or {}))
+        node = self._node_object(instance, at, meta.get("labels") or {})
+        if annotations := meta.get("annotations"):
+            # Karpenter's registration syncs the claim's annotations onto the node (syncNode
+            # in pkg/controllers/nodeclaim/lifecycle/registration.go).
+            node["metadata"]["annotations"] = dict(annotations)
+        self.store.create(NODES, node)
+        self._initialized_at[instance.node_name] = at
         ready = {stage: (True, stage, "") for stage in CLAIM_STAGES}
         self._set_claim_status(meta["name"], ready, at, {"nodeName": instance.node_name})
 
@@ -2111,6 +2139,118 @@ class SimulatedCluster:
         self._lose_pods(instance, now)
         delay = self.timings.nodeclaim_termination_s
         self._schedule(now, delay, "claim_gone", instance.instance_id)
+
+    def _note_pod_event(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """Karpenter's pod-events controller: a pod bound to a node, gone from it or ended
+        moves that node's NodeClaim lastPodEventTime, from which consolidateAfter counts."""
+        node = (obj.get("spec") or {}).get("nodeName")
+        before = ((old or {}).get("spec") or {}).get("nodeName")
+        phase = (obj.get("status") or {}).get("phase")
+        ended = phase in ("Succeeded", "Failed") and phase != ((old or {}).get("status") or {}).get(
+            "phase"
+        )
+        if node and (event in ("ADDED", "DELETED") or node != before or ended):
+            self._pod_event_at[node] = self._settling or max(self.clock.now(), self._settled_at)
+
+    def _consolidate(self, now: datetime) -> None:
+        """Karpenter's disruption controller, consolidation only (every 10 s, its polling
+        period): a Karpenter node whose NodePool enables it (`consolidateAfter` not Never) is
+        deleted, as Karpenter deletes a candidate's NodeClaim, once no pod event touched it
+        for consolidateAfter and it is empty, or, under WhenEmptyOrUnderutilized, its pods
+        all fit on the other nodes (empty nodes first, as emptiness runs before single-node
+        consolidation, which takes one node); never a node or pod annotated
+        karpenter.sh/do-not-disrupt "true", nor beyond the NodePool's disruption budgets
+        (pkg/controllers/disruption: emptiness.go, consolidation.go; state/statenode.go
+        ValidateNodeDisruptable, ValidatePodsDisruptable; apis/v1/nodepool.go
+        GetAllowedDisruptionsByReason)."""
+        if self._next_disruption_poll is not None and now < self._next_disruption_poll:
+            return
+        self._next_disruption_poll = now + DISRUPTION_POLL
+        pools = {
+            p["metadata"]["name"]: p
+            for p in self.store.list(NODEPOOLS)
+            if _consolidate_after(p) is not None
+        }
+        burst = sorted(
+            (
+                i
+                for i in self._instances.values()
+                if i.platform == "eks" and i.nodeclaim and i.group in pools
+            ),
+            key=lambda i: i.node_name,
+        )
+        if not burst:
+            return
+        nodes = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
+        bound = bound_by_node(p for p in self.store.list(PODS) if _active_pod(p))
+        sizes = Counter(i.group for i in burst)
+        disrupting = Counter(i.group for i in burst if i.status is NodeStatus.SHUTTING_DOWN)
+        reasons = {
+            i.node_name: reason
+            for i in burst
+            if (reason := self._consolidation_reason(i, pools[i.group], nodes, bound, now))
+        }
+        # One method a poll, emptiness first; single-node consolidation takes one node.
+        empty = [i for i in burst if reasons.get(i.node_name) == "Empty"]
+        underused = [i for i in burst if reasons.get(i.node_name) == "Underutilized"]
+        for instance in empty or underused[:1]:
+            reason = reasons[instance.node_name]
+            allowed = _allowed_disruptions(pools[instance.group], reason, sizes[instance.group])
+            if disrupting[instance.group] >= allowed:
+                continue
+            disrupting[instance.group] += 1
+            assert instance.nodeclaim is not None
+            self._delete_claim(instance.nodeclaim, now)
+
+    def _consolidation_reason(
+        self,
+        instance: Instance,
+        pool: dict[str, Any],
+        nodes: Mapping[str, dict[str, Any]],
+        bound: Mapping[str, list[Mapping[str, Any]]],
+        now: datetime,
+    ) -> Literal["Empty", "Underutilized"] | None:
+        """Why Karpenter would consolidate this node now; None while it may not."""
+        node = nodes.get(instance.node_name)
+        claim = self.store.find(NODECLAIMS, instance.nodeclaim or "")
+        if (
+            node is None
+            or claim is None
+            or claim["metadata"].get("deletionTimestamp")
+            or instance.status is not NodeStatus.RUNNING
+            or (node["metadata"].get("annotations") or {}).get(DO_NOT_DISRUPT_ANNOTATION) == "true"
+            or any(t.get("key") == DISRUPTED_TAINT for t in node["spec"].get("taints") or [])
+        ):
+            return None
+        since = self._pod_event_at.get(instance.node_name) or self._initialized_at.get(
+            instance.node_name
+        )
+        after = _consolidate_after(pool)
+        if since is None or after is None or now < since + after:
+            return None
+        pods = bound.get(instance.node_name, [])
+        if any(
+            (p["metadata"].get("annotations") or {}).get(DO_NOT_DISRUPT_ANNOTATION) == "true"
+            for p in pods
+        ):
+            return None
+        if not pods:
+            return "Empty"
+        policy = (pool["spec"].get("disruption") or {}).get(
+            "consolidationPolicy", "WhenEmptyOrUnderutilized"
+        )
+        if policy != "WhenEmptyOrUnderutilized":
+            return None
+        # Karpenter's scheduling simulation: every pod must fit on the other nodes.
+        others = [n for name, n in nodes.items() if name != instance.node_name]
+        trial: dict[str, list[Mapping[str, Any]]] = {n: list(on) for n, on in bound.items()}
+        for pod in pods:
+            spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+            target, _ = choose_node(spec, others, trial, prefer=None)
+            if target is None:
+                return None
+            trial.setdefault(target, []).append(pod)
+        return "Underutilized"
 
     def _taint_disrupted(self, instance: Instance) -> None:
         """Karpenter's termination controller taints the node before draining it, so that
@@ -2193,9 +2333,48 @@ def _pinned_nodes(pod_spec: dict[str, Any]) -> list[str]:
     return []
 
 
+DISRUPTION_POLL = timedelta(seconds=10)
+"""Karpenter's disruption controller's polling period (pkg/controllers/disruption)."""
+_DURATION_PART = re.compile(r"([0-9]+)(h|m|s)")
+_DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
+
+
+def _consolidate_after(pool: Mapping[str, Any]) -> timedelta | None:
+    """The NodePool's `spec.disruption.consolidateAfter` (CRD pattern
+    `^(([0-9]+(s|m|h))+|Never)$`, default 0s); None when consolidation is off (Never)."""
+    value = ((pool.get("spec") or {}).get("disruption") or {}).get("consolidateAfter", "0s")
+    if value == "Never":
+        return None
+    return timedelta(
+        seconds=sum(int(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(value))
+    )
+
+
+def _allowed_disruptions(pool: Mapping[str, Any], reason: str, size: int) -> int:
+    """How many of the pool's `size` nodes may be disrupting at once for `reason`: the least
+    of the budgets that apply (no reasons, or this one), a percentage rounded up; 10 % when
+    the NodePool sets none (the CRD's default). A budget with a schedule is taken as
+    inactive (the twin does not evaluate its cron)."""
+    budgets = ((pool.get("spec") or {}).get("disruption") or {}).get("budgets") or [
+        {"nodes": "10%"}
+    ]
+    allowed = size
+    for budget in budgets:
+        if budget.get("schedule") or (budget.get("reasons") and reason not in budget["reasons"]):
+            continue
+        nodes = str(budget.get("nodes", "10%"))
+        value = math.ceil(size * int(nodes[:-1]) / 100) if nodes.endswith("%") else int(nodes)
+        allowed = min(allowed, value)
+    return allowed
+
+
+def _active_pod(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
 def _nodepool(name: str, instance_type: str) -> dict[str, Any]:
     """A GPU NodePool as EKS's guides write one: its nodes tainted `nvidia.com/gpu` so that
-    only pods asking for the GPUs (and tolerating the taint) land there."""
+    only pods asking for the GPUs (and tolerating the taint) land there; consolidation off."""
     return {
         "metadata": {"name": name},
         "spec": {
@@ -2221,7 +2400,9 @@ def _nodepool(name: str, instance_type: str) -> dict[str, Any]:
                     },
                 }
             },
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"},
+            # Off, so that the twin's seed burst nodes (capacity launched before the twin
+            # began) stay while idle; set_nodepool_disruption turns it on.
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
         },
     }
 

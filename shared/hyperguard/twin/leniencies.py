@@ -36,7 +36,8 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
     (
         "Karpenter",
         "launches only the NodeClaims it is given (no provisioning for pending pods), checks "
-        "NodePool limits only eventually, and neither consolidates nor expires or drifts "
-        "nodes, so a burst pod without karpenter.sh/do-not-disrupt is not shown at risk",
+        "NodePool limits only eventually, consolidates only by deleting nodes (never by a "
+        "cheaper replacement; budgets with a schedule taken as inactive; PDBs not checked), "
+        "and neither expires nor drifts nodes",
     ),
 )
