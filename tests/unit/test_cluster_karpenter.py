@@ -88,14 +88,19 @@ def manifest(name: str, capacity: list[str] | None = None, **labels: str) -> dic
     }
 
 
-@pytest.fixture
-def world() -> World:
+def new_world[W: World](kind: type[W]) -> W:
+    """A cluster with the NodePool `POOL` and no node."""
     clock = ManualClock()
     store = ObjectStore(clock=clock)
     effects: list[Effect] = []
     cluster = SimulatedCluster(clock, store, effects=effects.append, timings=TIMINGS)
     cluster.add_nodepool(POOL, P5)
-    return World(clock, store, cluster)
+    return kind(clock, store, cluster)
+
+
+@pytest.fixture
+def world() -> World:
+    return new_world(World)
 
 
 def test_add_nodepool_makes_a_pool_without_nodes(world: World) -> None:

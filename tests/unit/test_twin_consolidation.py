@@ -8,33 +8,21 @@ against a twin that never consolidates or ignores one of those rules."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from tests.unit.test_cluster_karpenter import P5, POOL, TIMINGS, USER, new_world
+from tests.unit.test_cluster_karpenter import World as KarpenterWorld
 
 from hyperguard.cluster.workloads import DO_NOT_DISRUPT_ANNOTATION
 from hyperguard.models import NodeStatus
-from hyperguard.twin.clock import ManualClock
-from hyperguard.twin.cluster import Effect, SimTimings, SimulatedCluster
-from hyperguard.twin.kube.store import NODECLAIMS, NODES, PODS, ObjectStore
+from hyperguard.twin.kube.store import NODECLAIMS, NODES, PODS
 
-USER = "arn:aws:sts::123456789012:assumed-role/someone/session"
-POOL = "gpu-burst"
-P5 = "p5.48xlarge"
-TIMINGS = SimTimings()
 POLL_S = 10  # the disruption controller's polling period
 
 
-@dataclass
-class World:
-    clock: ManualClock
-    store: ObjectStore
-    cluster: SimulatedCluster
-
-    def advance(self, seconds: float) -> None:
-        self.clock.advance(seconds)
-        self.cluster.advance()
+class World(KarpenterWorld):
+    """test_cluster_karpenter's world, with consolidation and client pods."""
 
     def consolidate(self, **disruption: Any) -> None:
         self.cluster.set_nodepool_disruption(POOL, disruption)
@@ -58,8 +46,8 @@ class World:
         """A GPU pod a client creates on `node` (spec.nodeName set, so it could run
         elsewhere), tolerating the pool's taint."""
         requests = {"nvidia.com/gpu": str(gpus)}
-        container = {"name": "main", "image": "x"}
-        container["resources"] = {"requests": requests, "limits": requests}
+        resources = {"requests": requests, "limits": requests}
+        container = {"name": "main", "image": "x", "resources": resources}
         spec: dict[str, Any] = {
             "nodeName": node,
             "containers": [container],
@@ -73,11 +61,7 @@ class World:
 
 @pytest.fixture
 def world() -> World:
-    clock = ManualClock()
-    store = ObjectStore(clock=clock)
-    effects: list[Effect] = []
-    cluster = SimulatedCluster(clock, store, effects=effects.append, timings=TIMINGS)
-    return World(clock, store, cluster)
+    return new_world(World)
 
 
 def test_the_twins_pool_keeps_consolidation_off_until_an_admin_turns_it_on(world: World) -> None:
@@ -114,7 +98,6 @@ def test_consolidate_after_counts_from_the_last_pod_event(world: World) -> None:
 
 
 def test_do_not_disrupt_on_the_claim_reaches_the_node_and_keeps_it(world: World) -> None:
-    world.cluster.add_nodepool(POOL, P5)
     world.consolidate(consolidationPolicy="WhenEmptyOrUnderutilized", consolidateAfter="0s")
     claim = {
         "metadata": {
