@@ -344,6 +344,6 @@ def test_a_role_binding_needs_a_role_of_rbacs_group_and_known_subjects(http: Htt
         "subjects[0].kind": "FieldValueNotSupported",
         "subjects[1].name": "FieldValueRequired",
     }
-    good = team_objects("vision")[1]
-    absent = client.post(f"{RBAC}/namespaces/nowhere/rolebindings", json=good)
+    good = team_objects("nowhere")[1]
+    absent = client.post(f"{RBAC}/namespaces/hyperpod-ns-nowhere/rolebindings", json=good)
     assert absent.status_code == 404, absent.text
