@@ -339,8 +339,8 @@ def test_burst_nodes_outlive_consolidation_at_karpenters_defaults(twin: Twin, ht
     initialized (WhenEmptyOrUnderutilized, consolidateAfter 0s). HyperGuard's nodes carry
     karpenter.sh/do-not-disrupt, so the nodes it bought stay until the job it bought them for
     runs there, and HyperGuard's scale-in gives them back afterwards (D99). Without the
-    annotation the twin's Karpenter deletes them while the burst waits for them to be ready,
-    and the burst rolls back."""
+    annotation the twin's Karpenter deletes them before the job is dispatched, and the job
+    is still Pending when the wait ends."""
     set_policy(twin, http)
     twin.cluster.set_nodepool_disruption(
         "gpu-burst", {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}
