@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
+from tests.e2e.test_faults import BURST, AimedFaults
 
 from hyperguard.cluster.karpenter import BURST_LABEL
 from hyperguard.twin.inject import put_entry, retarget
@@ -185,6 +186,30 @@ def test_no_capacity_anywhere_rolls_back_and_the_job_keeps_waiting(twin: Twin, h
         assert twin.store.list(NODECLAIMS, label_selector=mine) == []
     finally:
         twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", None)
+
+
+def test_a_rollback_outlasts_a_throttle_a_crash_and_an_error(twin: Twin, http: Http) -> None:
+    """The rollback must complete whatever befalls its function (D81): Lambda throttling,
+    a worker killed mid-invocation and the function raising, one after the other on the
+    RollBack step, are each retried, and the burst still ends rolled back with no claim
+    left, not RollbackFailed."""
+    assert twin.runtime is not None
+    aimed = AimedFaults(twin.runtime)
+    aimed.aim(BURST, "rollback", "throttle", "crash", "error")
+    set_policy(twin, http, capacityOrder=["on-demand"], launchTimeoutS=5)
+    twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", 0)
+    try:
+        job = http.submit(TEAM, 8, template="development")
+        execution = until(lambda: ended(twin, {job}), "the burst to end", timeout_s=180)
+        assert aimed.pending == 0  # all three faults were met
+        output = json.loads(execution["output"])
+        assert execution["status"] == "SUCCEEDED" and output["outcome"] == "rolled-back"
+        mine = f"{BURST_LABEL}={execution['name']}"
+        assert twin.store.list(NODECLAIMS, label_selector=mine) == []
+        assert http.status_of(job) == "Pending"
+    finally:
+        twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", None)
+        aimed.close()
 
 
 def test_production_never_bursts(twin: Twin, http: Http) -> None:

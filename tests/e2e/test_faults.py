@@ -83,6 +83,8 @@ CORDONED = STEPS[len(UNCORDONED) :]
 # A Lambda timeout of a step that overran: the function is registered with a timeout no
 # invocation can meet, so the runtime kills the worker at its deadline (Sandbox.Timedout).
 OVERRUN_TIMEOUT_S = 0.001
+BURST = "burst"
+"""What AimedFaults aims at for a BurstCapacity step, whichever the burst."""
 WAIT_S = 180.0
 """How long recoveries may take to settle, and INGEST_WAIT_S a fault to open its incident:
 deadlines for a loaded 2-core machine (cold workers, other processes; 60 s was missed at
@@ -208,8 +210,9 @@ def _memory_gb() -> float | None:
 
 
 class AimedFaults:
-    """Lambda faults aimed at one step of one node's recovery; every other invocation runs
-    as before. An aimed invocation runs in a runtime of its own with the fault queued
+    """Lambda faults aimed at one step of one node's recovery (`aim(instance_id, step)`), or
+    at one step of any BurstCapacity execution (`aim(BURST, step)`); every other invocation
+    runs as before. An aimed invocation runs in a runtime of its own with the fault queued
     there, so that concurrent recoveries never take each other's faults: one kept warm
     (and used by one invocation at a time) for the faults that leave the worker alive,
     a fresh one for those that kill it.
@@ -253,12 +256,13 @@ class AimedFaults:
 
     def _invoke(self, function_name: str, event: Any) -> tuple[str, bool, str]:
         payload = event if isinstance(event, dict) else json.loads(event or "{}")
-        recovery = payload.get("recovery") if isinstance(payload, dict) else None
-        aim = (
-            (str(recovery.get("instance_id")), str(payload.get("step")))
-            if isinstance(recovery, dict)
-            else None
-        )
+        aim: tuple[str, str] | None = None
+        if isinstance(payload, dict):
+            recovery, step = payload.get("recovery"), str(payload.get("step"))
+            if isinstance(recovery, dict):
+                aim = (str(recovery.get("instance_id")), step)
+            elif isinstance(payload.get("burst"), dict):
+                aim = (BURST, step)
         with self._lock:
             queued = self._aims.get(aim) if aim else None
             fault = queued.pop(0) if queued else None
