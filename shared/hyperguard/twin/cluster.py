@@ -397,12 +397,12 @@ class SimulatedCluster:
         self._timeline: dict[str, list[Progress]] = {}
         self._agenda: list[_Scheduled] = []
         self._settling: datetime | None = None
+        """While `_settled` runs: the moment it is settling (a call back in acts then)."""
         self._pod_event_at: dict[str, datetime] = {}
         """Karpenter's NodeClaim lastPodEventTime, by node: a pod bound there, or gone."""
         self._initialized_at: dict[str, datetime] = {}
         """When each Karpenter node initialized (consolidateAfter counts from it first)."""
         self._next_disruption_poll: datetime | None = None
-        """While `_settled` runs: the moment it is settling (a call back in acts then)."""
         self._seq = 0
         self._issued: set[str] = set()
         self._claims: dict[str, str] = {}
