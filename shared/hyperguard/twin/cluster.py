@@ -2172,34 +2172,39 @@ class SimulatedCluster:
             if _consolidate_after(p) is not None
         }
         burst = sorted(
-            (
-                i
-                for i in self._instances.values()
-                if i.platform == "eks" and i.nodeclaim and i.group in pools
-            ),
+            (i for i in self._instances.values() if i.nodeclaim and i.group in pools),
             key=lambda i: i.node_name,
         )
         if not burst:
             return
         nodes = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
         bound = bound_by_node(p for p in self.store.list(PODS) if _active_pod(p))
-        sizes = Counter(i.group for i in burst)
-        disrupting = Counter(i.group for i in burst if i.status is NodeStatus.SHUTTING_DOWN)
         reasons = {
             i.node_name: reason
             for i in burst
             if (reason := self._consolidation_reason(i, pools[i.group], nodes, bound, now))
         }
-        # One method a poll, emptiness first; single-node consolidation takes one node.
+        self._disrupt(burst, reasons, pools, now)
+
+    def _disrupt(
+        self,
+        burst: list[Instance],
+        reasons: Mapping[str, str],
+        pools: Mapping[str, dict[str, Any]],
+        now: datetime,
+    ) -> None:
+        """One method a poll, emptiness first; single-node consolidation takes one node;
+        each within its pool's budget for the reason."""
+        sizes = Counter(i.group for i in burst)
+        disrupting = Counter(i.group for i in burst if i.status is NodeStatus.SHUTTING_DOWN)
         empty = [i for i in burst if reasons.get(i.node_name) == "Empty"]
         underused = [i for i in burst if reasons.get(i.node_name) == "Underutilized"]
         for instance in empty or underused[:1]:
             reason = reasons[instance.node_name]
             allowed = _allowed_disruptions(pools[instance.group], reason, sizes[instance.group])
-            if disrupting[instance.group] >= allowed:
+            if disrupting[instance.group] >= allowed or instance.nodeclaim is None:
                 continue
             disrupting[instance.group] += 1
-            assert instance.nodeclaim is not None
             self._delete_claim(instance.nodeclaim, now)
 
     def _consolidation_reason(
@@ -2212,15 +2217,7 @@ class SimulatedCluster:
     ) -> Literal["Empty", "Underutilized"] | None:
         """Why Karpenter would consolidate this node now; None while it may not."""
         node = nodes.get(instance.node_name)
-        claim = self.store.find(NODECLAIMS, instance.nodeclaim or "")
-        if (
-            node is None
-            or claim is None
-            or claim["metadata"].get("deletionTimestamp")
-            or instance.status is not NodeStatus.RUNNING
-            or (node["metadata"].get("annotations") or {}).get(DO_NOT_DISRUPT_ANNOTATION) == "true"
-            or any(t.get("key") == DISRUPTED_TAINT for t in node["spec"].get("taints") or [])
-        ):
+        if node is None or not self._disruptable(instance, node):
             return None
         since = self._pod_event_at.get(instance.node_name) or self._initialized_at.get(
             instance.node_name
@@ -2229,28 +2226,29 @@ class SimulatedCluster:
         if since is None or after is None or now < since + after:
             return None
         pods = bound.get(instance.node_name, [])
-        if any(
-            (p["metadata"].get("annotations") or {}).get(DO_NOT_DISRUPT_ANNOTATION) == "true"
-            for p in pods
-        ):
+        if any(map(_do_not_disrupt, pods)):
             return None
         if not pods:
             return "Empty"
         policy = (pool["spec"].get("disruption") or {}).get(
             "consolidationPolicy", "WhenEmptyOrUnderutilized"
         )
-        if policy != "WhenEmptyOrUnderutilized":
-            return None
-        # Karpenter's scheduling simulation: every pod must fit on the other nodes.
-        others = [n for name, n in nodes.items() if name != instance.node_name]
-        trial: dict[str, list[Mapping[str, Any]]] = {n: list(on) for n, on in bound.items()}
-        for pod in pods:
-            spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
-            target, _ = choose_node(spec, others, trial, prefer=None)
-            if target is None:
-                return None
-            trial.setdefault(target, []).append(pod)
-        return "Underutilized"
+        if policy == "WhenEmptyOrUnderutilized" and _fit_elsewhere(pods, node, nodes, bound):
+            return "Underutilized"
+        return None
+
+    def _disruptable(self, instance: Instance, node: Mapping[str, Any]) -> bool:
+        """ValidateNodeDisruptable: a running node of a live claim, not already disrupted,
+        not annotated do-not-disrupt."""
+        claim = self.store.find(NODECLAIMS, instance.nodeclaim or "")
+        taints = node["spec"].get("taints") or []
+        return (
+            claim is not None
+            and not claim["metadata"].get("deletionTimestamp")
+            and instance.status is NodeStatus.RUNNING
+            and not _do_not_disrupt(node)
+            and not any(t.get("key") == DISRUPTED_TAINT for t in taints)
+        )
 
     def _taint_disrupted(self, instance: Instance) -> None:
         """Karpenter's termination controller taints the node before draining it, so that
@@ -2366,6 +2364,32 @@ def _allowed_disruptions(pool: Mapping[str, Any], reason: str, size: int) -> int
         value = math.ceil(size * int(nodes[:-1]) / 100) if nodes.endswith("%") else int(nodes)
         allowed = min(allowed, value)
     return allowed
+
+
+def _do_not_disrupt(obj: Mapping[str, Any]) -> bool:
+    """karpenter.sh/do-not-disrupt: "true" on a node or a pod."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(DO_NOT_DISRUPT_ANNOTATION) == "true")
+
+
+def _fit_elsewhere(
+    pods: list[Mapping[str, Any]],
+    node: Mapping[str, Any],
+    nodes: Mapping[str, dict[str, Any]],
+    bound: Mapping[str, list[Mapping[str, Any]]],
+) -> bool:
+    """Karpenter's scheduling simulation for a delete: every pod of `node` fits on the other
+    nodes, by kube-scheduler's rules, together with what they already hold."""
+    name = node["metadata"]["name"]
+    others = [n for other, n in nodes.items() if other != name]
+    trial: dict[str, list[Mapping[str, Any]]] = {n: list(on) for n, on in bound.items()}
+    for pod in pods:
+        spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+        target, _ = choose_node(spec, others, trial, prefer=None)
+        if target is None:
+            return False
+        trial.setdefault(target, []).append(pod)
+    return True
 
 
 def _active_pod(pod: Mapping[str, Any]) -> bool:
