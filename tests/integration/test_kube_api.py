@@ -772,5 +772,6 @@ def test_version_and_discovery(http: Callable[[KubeApiServer], httpx2.Client]) -
         "policy/v1",
         "karpenter.sh/v1",
         "kueue.x-k8s.io/v1beta1",
+        "rbac.authorization.k8s.io/v1",
         "sagemaker.amazonaws.com/v1",
     }
