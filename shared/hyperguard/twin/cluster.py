@@ -444,18 +444,21 @@ class SimulatedCluster:
         """What an admin's `kubectl edit nodepool` sets: the NodePool's `spec.limits` (cpu,
         memory, nvidia.com/gpu, nodes; None removes them). The simulated Karpenter launches the
         claims it is given whatever the limits say, as Karpenter checks them only eventually."""
-        with self._lock:
-            self.store.patch(NODEPOOLS, name, {"spec": {"limits": None}})
-            if limits:
-                self.store.patch(NODEPOOLS, name, {"spec": {"limits": limits}})
+        self._replace_in_nodepool(name, "limits", limits)
 
     def set_nodepool_disruption(self, name: str, disruption: dict[str, Any]) -> None:
         """What an admin's `kubectl edit nodepool` sets: the NodePool's `spec.disruption`
         (consolidationPolicy, consolidateAfter, budgets), which the simulated Karpenter's
         disruption controller follows (`_consolidate`)."""
+        self._replace_in_nodepool(name, "disruption", disruption)
+
+    def _replace_in_nodepool(self, name: str, field: str, value: dict[str, Any] | None) -> None:
+        """The NodePool's `spec.<field>` replaced whole (a merge patch would keep old keys);
+        None or empty removes it."""
         with self._lock:
-            self.store.patch(NODEPOOLS, name, {"spec": {"disruption": None}})
-            self.store.patch(NODEPOOLS, name, {"spec": {"disruption": disruption}})
+            self.store.patch(NODEPOOLS, name, {"spec": {field: None}})
+            if value:
+                self.store.patch(NODEPOOLS, name, {"spec": {field: value}})
 
     def add_burst_nodes(
         self, nodepool: str, instance_type: str, count: int, *, spot: bool = False
@@ -2166,15 +2169,15 @@ class SimulatedCluster:
         if self._next_disruption_poll is not None and now < self._next_disruption_poll:
             return
         self._next_disruption_poll = now + DISRUPTION_POLL
+        claimed = [i for i in self._instances.values() if i.nodeclaim]
+        if not claimed:
+            return  # no Karpenter node: nothing to read on this settle
         pools = {
             p["metadata"]["name"]: p
             for p in self.store.list(NODEPOOLS)
             if _consolidate_after(p) is not None
         }
-        burst = sorted(
-            (i for i in self._instances.values() if i.nodeclaim and i.group in pools),
-            key=lambda i: i.node_name,
-        )
+        burst = sorted((i for i in claimed if i.group in pools), key=lambda i: i.node_name)
         if not burst:
             return
         nodes = {n["metadata"]["name"]: n for n in self.store.list(NODES)}
