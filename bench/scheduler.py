@@ -178,6 +178,7 @@ LATENCIES: dict[str, tuple[Latency, str]] = {
     "dynamodb:TransactWriteItems": (Latency(10), _DDB_MULTI),
     "dynamodb:gsi-propagation": (Latency(500), _GSI),
     "sagemaker:ListClusterNodes": (Latency(100), _CONTROL),
+    "sagemaker:DescribeCluster": (Latency(100), _CONTROL),
     "ec2:DescribeInstanceTypes": (Latency(100), _CONTROL),
     "kubernetes:list": (Latency(10, 0.02), _K8S),
     "kubernetes:get": (Latency(10), _K8S),

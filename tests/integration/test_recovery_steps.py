@@ -25,6 +25,7 @@ from hyperguard.models import (
     HealthSignal,
     IncidentStatus,
     JobStatus,
+    NodeStatus,
     Repair,
     Severity,
     SignalSource,
@@ -794,3 +795,24 @@ def test_a_degraded_node_takes_no_new_pods_while_its_repair_waits(world: World) 
     r = world.run("close", r=r)
     assert (r["verdict"], r["resolution"]) == ("closed", "recovered_on_its_own")
     assert world.schedulable(node)
+
+
+def test_a_node_hyperpod_is_patching_is_waited_for_not_repaired(world: World) -> None:
+    """HyperPod's automatic patching takes an idle node NotReady (SystemUpdating). A fault
+    report of it (the forwarder's Ready=False) makes the recovery look again after a poll
+    interval, without a repair or a spent round, and close once the update is done (D101)."""
+    busy = {i for job_id in world.cluster.runs() for i in world.cluster.job_instances(job_id)}
+    idle = next(i for i in world.apis.hyperpod if i not in busy)
+    world.cluster.schedule_patch("workers", world.clock.now() + timedelta(seconds=1))
+    world.apis.advance(2)
+    assert world.gateway.node_status(idle).status is NodeStatus.SYSTEM_UPDATING
+    r = world.run("diagnose", r=world.open(idle, Repair.REBOOT, kind="node_condition"))
+    assert (r["verdict"], r["action"], r["round"]) == ("wait", "none", 0)
+    assert r["wait_s"] == r["poll_s"]
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.WAITING
+    patching = world.cluster.instance(idle)
+    assert patching is not None and patching.status is NodeStatus.SYSTEM_UPDATING  # not cut short
+    world.apis.advance(world.cluster.timings.patch_s)
+    r = world.run("diagnose", r=r)
+    assert (r["verdict"], r["resolution"], r["round"]) == ("recovered", "recovered_on_its_own", 1)

@@ -52,6 +52,14 @@ class InstanceGroupSize(BaseModel):
     autoscaled: bool = False
     """HyperPod's managed autoscaler (Karpenter) may scale the group: nodes added to it by
     BatchAddClusterNodes would be scaled back."""
+    next_patch_at: datetime | None = None
+    """AutoPatchConfig.CurrentPatchSchedule.NextPatchDate: when HyperPod's automatic
+    patching next updates the group's software (None: no patch scheduled)."""
+    patching_strategy: str | None = None
+    """AutoPatchConfig.PatchingStrategy: WhenIdle | WhenAllIdle | DrainFirst."""
+    software_update_status: str | None = None
+    """SoftwareUpdateStatus: Pending | InProgress | Succeeded | Failed | RollbackInProgress |
+    RollbackComplete, while or after HyperPod updates the group's software."""
 
 
 class ClusterGateway(Protocol):

@@ -13,6 +13,10 @@ AutoScalerType Karpenter, Status) says whether HyperPod's managed Karpenter auto
 Which instance groups it scales is said only inside the EKS cluster (HyperpodNodeClass
 objects' instance groups), so with it on every group counts as autoscaled: HyperPod's docs
 say Karpenter scales a group it manages back to 0 nodes, whatever was added to it by hand.
+
+A group's `AutoPatchConfig` (ClusterAutoPatchConfigDetails: PatchingStrategy, and
+CurrentPatchSchedule.NextPatchDate) and `SoftwareUpdateStatus` say when HyperPod's automatic
+patching next updates its software and whether an update runs now (D101).
 """
 
 from __future__ import annotations
@@ -199,6 +203,13 @@ class HyperPodAdapter:
                 target_count=g.get("TargetCount", g.get("CurrentCount", 0)),
                 current_count=g.get("CurrentCount", 0),
                 autoscaled=autoscaled,
+                next_patch_at=(
+                    ((g.get("AutoPatchConfig") or {}).get("CurrentPatchSchedule") or {}).get(
+                        "NextPatchDate"
+                    )
+                ),
+                patching_strategy=(g.get("AutoPatchConfig") or {}).get("PatchingStrategy"),
+                software_update_status=g.get("SoftwareUpdateStatus"),
             )
             for g in cluster.get("InstanceGroups", [])
             if g.get("InstanceGroupName") and g.get("InstanceType")

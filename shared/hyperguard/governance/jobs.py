@@ -407,12 +407,14 @@ class JobLifecycle:
         run: int | None = None,
         prefer_burst: bool = False,
         stalled: bool = False,
+        paused: bool = False,
         **details: Any,
     ) -> Outcome:
         """Back to the queue, to resume from its latest checkpoint wherever the scheduler
         places it (on EKS burst capacity first with `prefer_burst`: recovery's `move`).
         Recovery requeues only jobs it protects; the reconciler only the run it saw lost,
-        or `stalled` (running, but no new checkpoint for too long: D94)."""
+        `stalled` (running, but no new checkpoint for too long: D94), or `paused` (before its
+        instance group's scheduled patch: D101)."""
         condition, values, names = _guarded(protected_by, run)
         sets: dict[str, Any] = {"nodes": []}
         if prefer_burst:
@@ -422,7 +424,7 @@ class JobLifecycle:
             Move.REQUEUE,
             job_id,
             by,
-            (JobEvent.STALLED if stalled else JobEvent.LOST)
+            (JobEvent.STALLED if stalled else JobEvent.PAUSED if paused else JobEvent.LOST)
             if by is Actor.RECONCILER
             else JobEvent.REQUEUED,
             reason,

@@ -62,7 +62,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -82,6 +82,7 @@ from hyperguard.governance.burst_policy import (
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
+from hyperguard.governance.patching import PatchFence, fences, pauses
 from hyperguard.governance.placement import (
     Pool,
     PoolKind,
@@ -195,6 +196,13 @@ def usable(node: Node) -> bool:
     return node.status is NodeStatus.RUNNING and node.healthy and node.schedulable
 
 
+def cordoned(nodes: list[Node], ids: Collection[str]) -> list[Node]:
+    """`nodes`, those of `ids` unschedulable."""
+    return [
+        n.model_copy(update={"schedulable": False}) if n.instance_id in ids else n for n in nodes
+    ]
+
+
 def admissible_capacity(
     nodes: Iterable[Node], spares: Collection[str]
 ) -> tuple[Counter[str], Counter[str]]:
@@ -220,6 +228,8 @@ class PassResult:
     failed: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     stalled: list[str] = field(default_factory=list)
+    paused: list[str] = field(default_factory=list)
+    """Jobs paused before their instance group's scheduled patch (D101)."""
     bursts: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     moved_back: list[str] = field(default_factory=list)
@@ -242,6 +252,7 @@ class PassResult:
             "failed": len(self.failed),
             "lost": len(self.lost),
             "stalled": len(self.stalled),
+            "paused": len(self.paused),
             "bursts": len(self.bursts),
             "released": len(self.released),
             "moved_back": len(self.moved_back),
@@ -509,6 +520,8 @@ class _PassRun:
         runs = self.gateway.job_runs()
         moved = self.reconcile(snapshot, runs, nodes, policy, now)
         self.stop_orphans(snapshot, runs)
+        fenced, fenced_nodes = self.patch_fences(policy, nodes, now)
+        moved += self.pause_for_patches(fenced, snapshot, nodes, moved, now)
         if moved:
             # Read back only what this pass just moved: another writer's change since the
             # snapshot is refused by the conditional writes (as it is a moment after any
@@ -519,7 +532,9 @@ class _PassRun:
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
         self.held = held_nodes(r.job for r in holding)
-        self.occupancy = _Occupancy(nodes, self.holdings(holding, nodes))
+        # Nothing new lands on a fenced node; one a job holds still counts as capacity
+        # while that job runs there.
+        self.occupancy = _Occupancy(cordoned(nodes, fenced_nodes), self.holdings(holding, nodes))
         spares = self.occupancy.reserve_spares(policy.hot_spares, self.lemons(policy, nodes, now))
         self.result.spares = len(spares)
         self.nodes_by_id = {n.instance_id: n for n in nodes}
@@ -528,7 +543,7 @@ class _PassRun:
         self.versions = {q.compute_quota_target.team_name: q.version for q in quotas}
         config, _ = self.teams.scheduler_config()
         self.priority_classes = config.priority_classes
-        capacity, hyperpod = admissible_capacity(nodes, spares)
+        capacity, hyperpod = admissible_capacity(nodes, spares | (fenced_nodes - self.held))
         catalogue = self.service.catalogue
         state = GovernanceState(quotas, config, capacity, catalogue, now.timestamp(), hyperpod)
         bursting = self.service.bursts is not None and self.burst.capacity.max_nodes > 0
@@ -559,6 +574,7 @@ class _PassRun:
                 self.grow(action)
         if self.service.bursts is not None:
             self.raise_capacity(decisions.short_of_capacity, reasons, state, now)
+        self.note_fences(fenced, reasons)
         self.result.pending = len(reasons)
         self.result.pending_by_team = dict(Counter(self.records[j].job.team for j in reasons))
         for job_id, reason in reasons.items():
@@ -682,6 +698,62 @@ class _PassRun:
             f"stalled: no new checkpoint for {idle_min:.0f} min (limit "
             f"{policy.stalled_job_mins:g}; latest {where})"
         )
+
+    # -- HyperPod's scheduled patching (D101) -----------------------------------------------
+    def patch_fences(
+        self, policy: NodeRepairConfig, nodes: list[Node], now: datetime
+    ) -> tuple[dict[str, PatchFence], set[str]]:
+        """The instance groups a patch is due on (one DescribeCluster), and their nodes; none
+        when the cluster cannot say (the pass goes on: a patch it misses costs what it did
+        before)."""
+        try:
+            _, groups = self.gateway.hyperpod_groups()
+        except ClusterError as error:
+            logger.warning("instance groups unreadable", extra={"error": str(error)})
+            return {}, set()
+        fenced = fences(groups, now, timedelta(minutes=policy.scheduled_change_lead_mins))
+        return fenced, {
+            n.instance_id for n in nodes if n.platform == "hyperpod" and n.pool in fenced
+        }
+
+    def pause_for_patches(
+        self,
+        fenced: Mapping[str, PatchFence],
+        snapshot: list[JobRecord],
+        nodes: list[Node],
+        moved: Collection[str],
+        now: datetime,
+    ) -> list[str]:
+        """Pause the jobs on fenced groups at a checkpoint boundary: back to the queue, their
+        runs stopped. The jobs paused."""
+        if not fenced:
+            return []
+        group_of = {n.instance_id: n.pool for n in nodes if n.platform == "hyperpod"}
+        records = [r for r in snapshot if r.job.job_id not in moved]
+        paused: list[str] = []
+        for pause in pauses(fenced, records, group_of, now, self.checkpointed):
+            outcome = self.lifecycle.requeue(
+                pause.job_id, by=Actor.RECONCILER, run=pause.run, reason=pause.reason, paused=True
+            )
+            if self.count(outcome):
+                self.result.paused.append(pause.job_id)
+                paused.append(pause.job_id)
+                self.stop(pause.job_id)
+        return paused
+
+    def note_fences(self, fenced: Mapping[str, PatchFence], reasons: dict[str, str]) -> None:
+        """A waiting job of a fenced group's instance type is told why those nodes take it
+        not."""
+        types = {n.pool: ml_name(n.instance_type) for n in self.nodes if n.pool in fenced}
+        for job_id, reason in reasons.items():
+            job = self.records[job_id].job
+            notes = [
+                f"{fence.note()}: its nodes take no new jobs until the update is done"
+                for group, fence in sorted(fenced.items())
+                if types.get(group) == ml_name(job.instance_type)
+            ]
+            if notes:
+                reasons[job_id] = "; ".join([reason, *notes])
 
     def stop_orphans(self, snapshot: list[JobRecord], runs: list[RunStatus]) -> None:
         """Stop the live runs no job should have: every run of a job that has ended or

@@ -179,6 +179,8 @@ class RecoverySteps:
         except NodeNotFoundError:
             r["verdict"], r["resolution"] = "recovered", "instance_gone"
             return r
+        if node.status is NodeStatus.SYSTEM_UPDATING and incident.kind not in PLANNED_KINDS:
+            return self._await_software_update(incident, r)
         if (
             incident.kind not in PLANNED_KINDS
             and node.status is NodeStatus.RUNNING
@@ -266,6 +268,21 @@ class RecoverySteps:
                 "so replace it now",
             }
         )
+
+    def _await_software_update(self, incident: Incident, r: Recovery) -> Recovery:
+        """HyperPod is updating the node's software (its automatic patching, or
+        UpdateClusterSoftware): the node is NotReady by design, and a reboot or replacement
+        would cut the update short. Look again after a poll interval, then decide on what
+        the node is; the wait is not a repair round (D101)."""
+        r["round"] -= 1
+        wait = r["poll_s"]
+        r["action"] = Repair.NONE.value
+        r["reason"] = "HyperPod is updating the node's software: look again once it is done"
+        r["verdict"] = "wait"
+        r["wait_until"] = wait_timestamp(self.clock() + timedelta(seconds=wait))
+        r["wait_s"] = wait
+        self.incidents.set_status(incident.incident_id, IncidentStatus.WAITING)
+        return r
 
     def park(self, r: Recovery) -> Recovery:
         """Wait for the repair's time with a task token that ingestion sends back when a

@@ -75,6 +75,7 @@ class JobEvent(StrEnum):
     RELOCATED = "relocated"
     LOST = "lost"
     STALLED = "stalled"
+    PAUSED = "paused"
 
 
 def short(text: str, limit: int = MAX_REASON) -> str:

@@ -193,6 +193,12 @@ class SimTimings(BaseModel):
         ge=0,
         description="an elastic job restarting at a new size, its healthy pods' nodes kept",
     )
+    patch_s: float = Field(
+        default=900.0,
+        ge=0,
+        description="HyperPod's automatic patching of one instance (SystemUpdating: the root "
+        "volume replaced with the new AMI, boot, lifecycle scripts), assumed",
+    )
     step_duration_s: float = Field(default=30.0, gt=0, description="one training step")
     checkpoint_interval_steps: int = Field(default=10, ge=1)
 
@@ -222,6 +228,8 @@ class Instance:
     status: NodeStatus = NodeStatus.RUNNING
     deep_health_check: str | None = None
     """InProgress, Passed or Failed: HyperPod's deep-health-check-status label."""
+    patched_at: datetime | None = None
+    """When HyperPod's automatic patching last updated it (LastSoftwareUpdateTime)."""
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,12 @@ class _Happening(StrEnum):
     """HyperPod launches the instance of an added node (keyed by its NodeLogicalId)."""
     NODE_JOIN = "node_join"
     """An added node has booted and joins Kubernetes (keyed by its NodeLogicalId)."""
+    PATCH_START = "patch_start"
+    """An instance group's NextPatchDate came (keyed by the group)."""
+    PATCH_CHECK = "patch_check"
+    """Automatic patching looks again for idle instances of the group (keyed by the group)."""
+    PATCH_DONE = "patch_done"
+    """An instance's software update is done."""
 
 
 _REPAIR_ENDS = frozenset({_Happening.REBOOT_DONE, _Happening.SHUTDOWN_DONE, _Happening.BOOT_DONE})
@@ -268,6 +282,27 @@ class _Addition:
     group: str
     instance_id: str | None = None
     failure: str | None = None
+
+
+PATCHING_STRATEGIES = ("WhenIdle", "WhenAllIdle", "DrainFirst")
+"""ClusterPatchingStrategy (botocore's sagemaker model)."""
+PATCH_POLL_S = 60.0
+"""How often automatic patching looks for instances that became idle (assumed)."""
+
+
+@dataclass
+class _Patch:
+    """An instance group's AutoPatchConfig as UpdateCluster sets it, and the patching that
+    runs at its NextPatchDate: `waiting` instances not patched yet, `updating` those being
+    patched now."""
+
+    at: datetime
+    strategy: str
+    idle_wait_s: float
+    batch: int
+    status: str | None = None
+    waiting: set[str] = field(default_factory=set)
+    updating: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -410,6 +445,8 @@ class SimulatedCluster:
         self._ec2_capacity: dict[tuple[str, str], int] = {}
         self._groups: dict[str, str] = {}
         """HyperPod instance groups, with their instance type (kept when they are empty)."""
+        self._patches: dict[str, _Patch] = {}
+        """Instance groups' automatic patching, scheduled or done, by group."""
         self._additions: dict[str, _Addition] = {}
         """Added nodes not running yet, by NodeLogicalId."""
         self._hyperpod_capacity: dict[str, int] = {}
@@ -433,6 +470,27 @@ class SimulatedCluster:
         with self._settled() as now:
             self._groups.setdefault(group, instance_type)
             return [self._launch_hyperpod(group, instance_type, now) for _ in range(count)]
+
+    def schedule_patch(
+        self,
+        group: str,
+        at: datetime,
+        *,
+        strategy: str = "WhenIdle",
+        idle_wait_s: float = 3600.0,
+        batch: int = 1,
+    ) -> None:
+        """The operator's UpdateCluster with the group's AutoPatchConfig: HyperPod's automatic
+        patching updates the group's software at `at` (virtual time) with `strategy`."""
+        if strategy not in PATCHING_STRATEGIES:
+            raise ValueError(f"PatchingStrategy must be one of {', '.join(PATCHING_STRATEGIES)}")
+        with self._settled() as now:
+            if group not in self._groups:
+                raise ValueError(f"no instance group {group}")
+            if at <= now:
+                raise ValueError("NextPatchDate must be in the future")
+            self._patches[group] = _Patch(at, strategy, idle_wait_s, max(1, batch))
+            self._schedule(now, (at - now).total_seconds(), "patch_start", group)
 
     def add_nodepool(self, name: str, instance_type: str) -> None:
         """A Karpenter NodePool of one EC2 instance type, without nodes (kept if it exists)."""
@@ -766,7 +824,29 @@ class SimulatedCluster:
                 "SourceS3Uri": "s3://hyperpod-lifecycle/",
                 "OnCreate": "on_create.sh",
             },
-        }
+        } | self._patch_details(name)
+
+    def _patch_details(self, group: str) -> dict[str, Any]:
+        """ClusterAutoPatchConfigDetails while a patch is scheduled or runs (a one-off date:
+        once done, no next one), and SoftwareUpdateStatus once it started."""
+        patch = self._patches.get(group)
+        if patch is None:
+            return {}
+        details: dict[str, Any] = {}
+        if patch.status in (None, "InProgress"):
+            details["AutoPatchConfig"] = {
+                "PatchingStrategy": patch.strategy,
+                "CurrentPatchSchedule": {"NextPatchDate": self.clock.wall(patch.at)},
+                "IdleWaitWindowInSeconds": int(patch.idle_wait_s),
+                "DeploymentConfig": {
+                    "RollingUpdatePolicy": {
+                        "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": patch.batch}
+                    }
+                },
+            }
+        if patch.status is not None:
+            details["SoftwareUpdateStatus"] = patch.status
+        return details
 
     def cluster_nodes(self, *, include_logical_ids: bool) -> list[dict[str, Any]]:
         """ClusterNodeSummaries, oldest first (ListClusterNodes' default order)."""
@@ -1003,6 +1083,8 @@ class SimulatedCluster:
                 self._launch_added(due.instance_id, due.at)
             case _Happening.NODE_JOIN:
                 self._join_added(due.instance_id, due.at)
+            case _Happening.PATCH_START | _Happening.PATCH_CHECK | _Happening.PATCH_DONE:
+                self._patch_happens(due)
 
     # ------------------------------------------------------------ nodes
 
@@ -2155,6 +2237,81 @@ class SimulatedCluster:
         if node and (event in ("ADDED", "DELETED") or node != before or ended):
             self._pod_event_at[node] = self._settling or max(self.clock.now(), self._settled_at)
 
+    # ------------------------------------------------------------ automatic patching
+
+    def _patch_happens(self, due: _Scheduled) -> None:
+        """PATCH_START and PATCH_CHECK are keyed by the group, PATCH_DONE by the instance."""
+        if due.what is _Happening.PATCH_START:
+            self._start_patch(due.instance_id, due.at)
+        elif due.what is _Happening.PATCH_CHECK:
+            self._patch_round(due.instance_id, due.at)
+        elif (instance := self._instances.get(due.instance_id)) is not None:
+            self._patched(instance, due.at)
+
+    def _start_patch(self, group: str, now: datetime) -> None:
+        """NextPatchDate came: every strategy cordons the group's instances first."""
+        patch = self._patches[group]
+        patch.status = "InProgress"
+        patch.waiting = {
+            i.instance_id
+            for i in self._instances.values()
+            if i.platform == "hyperpod" and i.group == group
+        }
+        for instance_id in patch.waiting:
+            self._cordon_for_patch(self._instances[instance_id], cordon=True)
+        self._patch_round(group, now)
+
+    def _patch_round(self, group: str, now: datetime) -> None:
+        """Patch what the strategy lets patch now (ClusterPatchingStrategy's documentation):
+        WhenIdle each idle instance; WhenAllIdle all of them once all are idle; DrainFirst a
+        batch of MaximumBatchSize at a time, its pods evicted. Past IdleWaitWindowInSeconds
+        the instances still busy are uncordoned and keep the old AMI."""
+        patch = self._patches[group]
+        patch.waiting &= self._instances.keys()
+        idle = {i for i in patch.waiting if self._idle(self._instances[i])}
+        if patch.strategy == "WhenIdle":
+            chosen = idle
+        elif patch.strategy == "WhenAllIdle":
+            chosen = set(patch.waiting) if idle == patch.waiting else set()
+        else:
+            chosen = set(sorted(patch.waiting)[: max(0, patch.batch - len(patch.updating))])
+        for instance_id in sorted(chosen):
+            instance = self._instances[instance_id]
+            if patch.strategy == "DrainFirst":
+                self._lose_pods(instance, now)
+            patch.waiting.discard(instance_id)
+            patch.updating.add(instance_id)
+            instance.status = NodeStatus.SYSTEM_UPDATING
+            self._publish(instance, now)
+            self._schedule(now, self.timings.patch_s, "patch_done", instance_id)
+        if patch.strategy != "DrainFirst" and now >= patch.at + timedelta(
+            seconds=patch.idle_wait_s
+        ):
+            for instance_id in sorted(patch.waiting):
+                self._cordon_for_patch(self._instances[instance_id], cordon=False)
+            patch.waiting.clear()
+        if patch.waiting and patch.strategy != "DrainFirst":
+            self._schedule(now, PATCH_POLL_S, "patch_check", group)
+        elif not patch.waiting and not patch.updating:
+            patch.status = "Succeeded"
+
+    def _patched(self, instance: Instance, now: datetime) -> None:
+        patch = self._patches[instance.group]
+        patch.updating.discard(instance.instance_id)
+        instance.patched_at = now
+        self._show_health(instance, now)
+        self._cordon_for_patch(instance, cordon=False)
+        self._patch_round(instance.group, now)
+
+    def _idle(self, instance: Instance) -> bool:
+        """No running job: no active pod bound to the node."""
+        pods = self.store.list(PODS, field_selector=f"spec.nodeName={instance.node_name}")
+        return instance.status is NodeStatus.RUNNING and not any(_active_pod(p) for p in pods)
+
+    def _cordon_for_patch(self, instance: Instance, *, cordon: bool) -> None:
+        if self.store.find(NODES, instance.node_name) is not None:
+            self.store.patch(NODES, instance.node_name, {"spec": {"unschedulable": cordon}})
+
     def _consolidate(self, now: datetime) -> None:
         """Karpenter's disruption controller, consolidation only (every 10 s, its polling
         period): a Karpenter node whose NodePool enables it (`consolidateAfter` not Never) is
@@ -2273,7 +2430,11 @@ class SimulatedCluster:
                 "Status": instance.status.value,
                 "Message": _status_message(instance, self._faults.get(instance.instance_id)),
             },
-        }
+        } | (
+            {"LastSoftwareUpdateTime": self.clock.wall(instance.patched_at)}
+            if instance.patched_at
+            else {}
+        )
 
 
 def _order(instance: Instance) -> tuple[datetime, str]:
