@@ -40,4 +40,10 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
         "cheaper replacement; budgets with a schedule taken as inactive; PDBs not checked), "
         "and neither expires nor drifts nodes",
     ),
+    (
+        "HyperPod automatic patching",
+        "runs once, on the NextPatchDate it is given (no next date follows); DrainFirst "
+        "deletes pods without checking PDBs or DrainPolicy's timeout; no AMI ids or release "
+        "versions are reported, only LastSoftwareUpdateTime and SoftwareUpdateStatus",
+    ),
 )
