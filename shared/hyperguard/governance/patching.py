@@ -32,6 +32,11 @@ from hyperguard.store.jobs import JobRecord
 
 UPDATING = frozenset({"Pending", "InProgress", "RollbackInProgress"})
 """SoftwareUpdateStatus values of an update that has not ended."""
+ENDED = frozenset({"Succeeded", "Failed", "RollbackComplete"})
+START_GRACE = timedelta(minutes=5)
+"""After the date, how long the fence holds while HyperPod reports no update yet (it may
+start the update a little late, or report it after a poll): past it, an update that never
+started releases the group."""
 DEADLINE_SHARE = 0.25
 """A job that completed no checkpoint since the fence began is paused anyway once this share
 of the lead time is left before the date (15 of the default 60 minutes): passes run every
@@ -65,7 +70,8 @@ def fences(
     groups: Iterable[InstanceGroupSize], now: datetime, lead: timedelta
 ) -> dict[str, PatchFence]:
     """The groups whose nodes take no new jobs: a patch due within `lead`, or one HyperPod
-    reports under way (after its date, the fence holds only while the update runs)."""
+    reports under way (after its date, the fence holds while the update runs, and for
+    START_GRACE while HyperPod reports none)."""
     fenced: dict[str, PatchFence] = {}
     for group in groups:
         at = group.next_patch_at
@@ -74,7 +80,11 @@ def fences(
             if running:
                 fenced[group.name] = PatchFence(group.name, now, now, group.patching_strategy)
             continue
-        if at - lead <= now and (now < at or running):
+        # (before the date, an ended status is the last patch's)
+        starting = now < at or (
+            now < at + START_GRACE and group.software_update_status not in ENDED
+        )
+        if at - lead <= now and (starting or running):
             fenced[group.name] = PatchFence(group.name, at, at - lead, group.patching_strategy)
     return fenced
 

@@ -61,12 +61,16 @@ def test_a_group_is_fenced_from_the_lead_until_hyperpod_says_its_update_ended() 
     assert fences([group()], PATCH_AT - LEAD - timedelta(seconds=1), LEAD) == {}
     assert fences([group()], PATCH_AT - LEAD, LEAD) == {"workers": FENCE}
     assert fences([group()], PATCH_AT - timedelta(seconds=1), LEAD) == {"workers": FENCE}
+    # HyperPod may report the update a little after the date: the fence holds a while.
+    assert fences([group()], PATCH_AT + timedelta(minutes=4), LEAD) == {"workers": FENCE}
     after = PATCH_AT + timedelta(minutes=5)
     assert fences([group()], after, LEAD) == {}  # the date passed and no update runs
     for status in ("Pending", "InProgress", "RollbackInProgress"):
         assert fences([group(status=status)], after, LEAD) == {"workers": FENCE}
     for status in ("Succeeded", "Failed", "RollbackComplete"):
         assert fences([group(status=status)], after, LEAD) == {}
+        # the last patch's status does not release the next one
+        assert list(fences([group(status=status)], PATCH_AT - LEAD, LEAD)) == ["workers"]
     # An update HyperPod runs without a schedule (UpdateClusterSoftware) fences it too.
     assert list(fences([group(at=None, status="InProgress")], after, LEAD)) == ["workers"]
     assert fences([group(at=None)], after, LEAD) == {}
@@ -119,7 +123,9 @@ def test_fenced_exactly_within_the_lead_or_while_an_update_runs(
     lead = timedelta(minutes=lead_mins)
     fenced = "workers" in fences([group(status=status)], now, lead)
     updating = status in ("Pending", "InProgress")
-    assert fenced == (PATCH_AT - lead <= now and (now < PATCH_AT or updating))
+    ended = status in ("Succeeded", "Failed")
+    starting = now < PATCH_AT or (now < PATCH_AT + timedelta(minutes=5) and not ended)
+    assert fenced == (PATCH_AT - lead <= now and (starting or updating))
 
 
 @given(st.integers(min_value=-120, max_value=10), st.one_of(st.none(), st.integers(-90, 0)))
