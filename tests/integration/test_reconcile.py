@@ -21,7 +21,7 @@ from tests.integration.scheduler_harness import running_jobs, scheduler
 from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
-from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS
+from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, ROLE_BINDINGS
 
 GRACE_S = 60
 
@@ -220,3 +220,28 @@ def test_a_stalled_run_is_restarted_from_its_checkpoint(
     apis.settle()
     new_run = apis.cluster.runs()[job_id]
     assert not new_run.hung and new_run.anchor_step == step
+
+
+def test_a_fresh_scheduler_grants_recovery_in_the_namespaces_of_running_teams(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A deployment upgraded to namespaced grants (D98): a team that keeps running without a
+    new dispatch had no RoleBindings, so Recovery's restarts there were refused. The first
+    pass of each scheduler process ensures the team objects of every team with running jobs;
+    later passes of the same process leave that to dispatches, as before."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    api.submit("solo", 8)
+    scheduler(stack, apis).run_pass()
+    namespace = "hyperpod-ns-solo"
+    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is not None
+    apis.store.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)  # as before D98
+    apis.store.delete(ROLE_BINDINGS, "hyperguard-scheduler", namespace)
+    service = scheduler(stack, apis)  # a new process: the upgraded function's first pass
+    service.run_pass()
+    binding = apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace)
+    assert binding is not None
+    assert binding["roleRef"]["name"] == "hyperguard-recovery-in-team"
+    apis.store.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)
+    service.run_pass()  # once per process: nothing dispatched, nothing re-read
+    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is None

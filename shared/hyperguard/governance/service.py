@@ -196,6 +196,10 @@ def usable(node: Node) -> bool:
     return node.status is NodeStatus.RUNNING and node.healthy and node.schedulable
 
 
+def holding_of(holding: list[JobRecord], team: str) -> Job:
+    return next(r.job for r in holding if r.job.team == team)
+
+
 def cordoned(nodes: list[Node], ids: Collection[str]) -> list[Node]:
     """`nodes`, those of `ids` unschedulable."""
     return [
@@ -394,6 +398,10 @@ class SchedulerService:
         `nodes`: any idle node may be one)."""
         self.lease_ttl_s = lease_ttl_s
         self.clock = clock
+        self.teams_ensured: set[str] = set()
+        """Teams whose namespaced objects (RoleBindings, LocalQueue) this process ensured for
+        the jobs they run: once per cold start, so that an upgraded deployment grants
+        Recovery in the namespaces of teams that dispatch nothing new (D98)."""
 
     def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
         """One pass, or nothing (`acquired` False) while another pass holds the lease.
@@ -532,6 +540,7 @@ class _PassRun:
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
         self.held = held_nodes(r.job for r in holding)
+        self.ensure_running_teams(holding)
         # Nothing new lands on a fenced node; one a job holds still counts as capacity
         # while that job runs there.
         self.occupancy = _Occupancy(cordoned(nodes, fenced_nodes), self.holdings(holding, nodes))
@@ -1254,11 +1263,26 @@ class _PassRun:
             return
         outcomes = self.gateway.ensure_queues(manifests)
         self.queues_ready.add(job.team)
+        self.service.teams_ensured.add(job.team)
         if retired is not None:
             self.retired_classes.add(retired)
         changed = {key: outcome for key, outcome in outcomes.items() if outcome != "unchanged"}
         if changed:
             logger.info("kueue objects ensured", extra={"team": job.team, "changed": changed})
+
+    def ensure_running_teams(self, holding: list[JobRecord]) -> None:
+        """The team objects of every team with jobs holding capacity, once per process: a
+        deployment upgraded to namespaced grants (D98) has none in the namespaces of teams
+        that keep running without a new dispatch, where Recovery's restarts would be
+        refused. A cluster error leaves it to the next pass."""
+        for team in sorted({r.job.team for r in holding} - self.service.teams_ensured):
+            try:
+                self.ensure_queues(holding_of(holding, team))
+            except ClusterError as error:
+                logger.warning(
+                    "team objects not ensured", extra={"team": team, "error": str(error)}
+                )
+                return
 
     def dispatch(self, job: Job) -> None:
         try:
