@@ -2279,6 +2279,7 @@ class SimulatedCluster:
             instance = self._instances[instance_id]
             if patch.strategy == "DrainFirst":
                 self._lose_pods(instance, now)
+                self._delete_pods_on(instance.node_name)
             patch.waiting.discard(instance_id)
             patch.updating.add(instance_id)
             instance.status = NodeStatus.SYSTEM_UPDATING
