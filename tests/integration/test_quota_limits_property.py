@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.conftest import REGION, catalogue, template
 from tests.integration.api_harness import quota_body
 
-from hyperguard.cluster.gateway import ClusterGateway
+from hyperguard.cluster.gateway import ClusterGateway, InstanceGroupSize
 from hyperguard.cluster.workloads import RunKind, RunPhase, RunStatus
 from hyperguard.governance.jobs import Actor, JobLifecycle, SubmissionRules
 from hyperguard.governance.service import SchedulerService
@@ -72,6 +72,9 @@ class Cluster:
 
     def job_runs(self) -> list[RunStatus]:
         return list(self.runs.values())
+
+    def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
+        return False, []  # no patch scheduled
 
     def ensure_queues(self, manifests: list[dict[str, Any]]) -> dict[str, str]:
         return {f"{m['kind']}/{m['metadata']['name']}": "unchanged" for m in manifests}
