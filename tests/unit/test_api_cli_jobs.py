@@ -98,3 +98,20 @@ def test_show_tells_where_a_job_runs_why_it_waits_and_its_history(
     assert "job d (vit), team cv: Preempted" in out
     assert "reason: preempted by nlp/llama (priority training-high)" in out
     assert "preempted" in out.split("history", 1)[1]
+
+
+def test_show_says_a_running_job_is_slow_and_which_node_lags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hyperguard.models.jobs import SlowFlag
+
+    reason = "slow: 240 steps/h against its usual 600 (40%); node i-2 lags: 2.60 s/step"
+    flag = SlowFlag(
+        since=T0, steps_per_hour=240, usual_steps_per_hour=600, lagging_node="i-2", reason=reason
+    )
+    running = Job(job_id="e", team="nlp", status=JobStatus.RUNNING, nodes=["i-1", "i-2"])
+    print_renderable(render_job(JobRecord(job=running, slow=flag)))
+    assert f"{reason} (since {T0.isoformat()})" in capsys.readouterr().out
+    done = running.model_copy(update={"status": JobStatus.SUCCEEDED})
+    print_renderable(render_job(JobRecord(job=done, slow=flag)))  # a flag only while running
+    assert "slow:" not in capsys.readouterr().out

@@ -44,6 +44,7 @@ from hyperguard.models.jobs import (
     ElasticPolicy,
     JobRecovery,
     LogMonitoringRule,
+    SlowFlag,
 )
 from hyperguard.store.jobs import JobHistoryEntry, JobRecord
 
@@ -169,6 +170,18 @@ class CheckpointReport(BaseModel):
     completed_at: AwareDatetime | None = Field(
         default=None, description="defaults to now; between 2000 and a day from now"
     )
+    node_step_seconds: (
+        dict[
+            Annotated[str, StringConstraints(pattern=INSTANCE_ID)],
+            Annotated[float, Field(gt=0, le=3600, strict=True, allow_inf_nan=False)],
+        ]
+        | None
+    ) = Field(
+        default=None,
+        max_length=MAX_REPLICAS,
+        description="each node's (instance id's) mean compute seconds per step since the "
+        "previous checkpoint, before collectives wait: names the node a slow job waits for",
+    )
 
     @field_validator("completed_at")
     @classmethod
@@ -211,6 +224,10 @@ class JobView(BaseModel):
     scaled_at: datetime | None
     ended_at: datetime | None
     run_time_s: float | None = Field(description="first admission to end, once ended")
+    slow: SlowFlag | None = Field(
+        default=None,
+        description="set while it runs far below its own recent step rate (slowJobRatio, D100)",
+    )
     history: list[JobHistoryEntry] | None = Field(
         default=None, description="admissions, placements, preemptions, restarts, checkpoints"
     )
@@ -228,6 +245,7 @@ class JobView(BaseModel):
             scaled_at=record.scaled_at,
             ended_at=record.ended_at,
             run_time_s=record.run_time_s,
+            slow=record.slow if job.status is JobStatus.RUNNING else None,
             history=list(record.history) if with_history else None,
         )
 

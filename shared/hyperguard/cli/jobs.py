@@ -8,6 +8,7 @@ from typing import Any
 
 from hyperguard.cli.options import add_group
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
+from hyperguard.models import JobStatus
 from hyperguard.store.jobs import JobRecord, JobStore
 
 COLUMNS = [
@@ -77,6 +78,8 @@ def render_job(record: JobRecord) -> Any:
     ]
     if record.reason:
         lines.append(f"reason: {record.reason}")
+    if record.slow is not None and record.job.status is JobStatus.RUNNING:
+        lines.append(f"{record.slow.reason} (since {record.slow.since.isoformat()})")
     for label, at in (
         ("submitted", record.job.submitted_at),
         ("first admitted", record.first_admitted_at),

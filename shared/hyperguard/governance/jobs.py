@@ -42,8 +42,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from hyperguard.governance.pace import next_pace, verdict
 from hyperguard.models import Checkpoint, Job, JobStatus, utcnow
-from hyperguard.models.jobs import HOLDING_STATUSES, TERMINAL_STATUSES, WAITING_STATUSES
+from hyperguard.models.jobs import (
+    HOLDING_STATUSES,
+    TERMINAL_STATUSES,
+    WAITING_STATUSES,
+    SlowFlag,
+)
 from hyperguard.store.jobs import (
     JobEvent,
     JobHistoryEntry,
@@ -524,9 +530,19 @@ class JobLifecycle:
             job = record.job
         return outcome
 
-    def record_checkpoint(self, job_id: str, checkpoint: Checkpoint, *, history: bool) -> bool:
+    def record_checkpoint(
+        self,
+        job_id: str,
+        checkpoint: Checkpoint,
+        *,
+        history: bool,
+        record: JobRecord | None = None,
+        slow_ratio: float = 0.0,
+    ) -> bool:
         """The newest complete checkpoint; False when it is not newer than the last one.
-        Any actor may report one: it changes no status."""
+        Any actor may report one: it changes no status. With the `record` the caller read,
+        the job's pace gains the checkpoint and the slow flag follows it (D100): set, kept
+        or cleared, its changes in the history."""
         entry = (
             self._entry(
                 JobEvent.CHECKPOINT,
@@ -537,7 +553,41 @@ class JobLifecycle:
             if history
             else None
         )
-        return self.store.record_checkpoint(job_id, checkpoint, entry, seen_at=self.clock())
+        if record is None:
+            return self.store.record_checkpoint(job_id, checkpoint, entry, seen_at=self.clock())
+        pace = next_pace(record.pace, record.job.run, checkpoint)
+        was = record.slow if record.pace and record.pace[-1].run == record.job.run else None
+        slow = verdict(pace, slow_ratio, checkpoint.node_step_seconds, was)
+        if not self.store.record_checkpoint(
+            job_id, checkpoint, entry, seen_at=self.clock(), pace=pace, slow=slow
+        ):
+            return False
+        self._note_pace(job_id, checkpoint.step, was, slow)
+        return True
+
+    def record_timings(
+        self, record: JobRecord, checkpoint: Checkpoint, *, slow_ratio: float
+    ) -> bool:
+        """The per-node timings of the job's last checkpoint, reported after the scheduler
+        found its marker in S3 first: kept, and the slow flag judged again with them. False
+        when the last checkpoint is not that step (any more)."""
+        if not checkpoint.node_step_seconds:
+            return False
+        was = record.slow
+        slow = verdict(record.pace, slow_ratio, checkpoint.node_step_seconds, was) if was else None
+        return self.store.record_timings(
+            record.job.job_id, checkpoint.step, checkpoint.node_step_seconds, slow
+        )
+
+    def _note_pace(
+        self, job_id: str, step: int, was: SlowFlag | None, slow: SlowFlag | None
+    ) -> None:
+        """History entries when a job turns slow and when it is back at its pace."""
+        if slow is not None and was is None:
+            self.store.append_history(job_id, self._entry(JobEvent.SLOW, None, slow.reason, {}))
+        elif slow is None and was is not None:
+            back = f"back to its pace at step {step} (was {was.reason})"
+            self.store.append_history(job_id, self._entry(JobEvent.BACK_TO_PACE, None, back, {}))
 
     def set_reason(self, job_id: str, reason: str, *, replacing: str | None = None) -> bool:
         """Why a waiting job still waits (no history entry: it changes every pass). A pass

@@ -196,6 +196,10 @@ def usable(node: Node) -> bool:
     return node.status is NodeStatus.RUNNING and node.healthy and node.schedulable
 
 
+def flagged_slow(holding: list[JobRecord]) -> int:
+    return sum(1 for r in holding if r.slow is not None and r.job.status is JobStatus.RUNNING)
+
+
 def holding_of(holding: list[JobRecord], team: str) -> Job:
     return next(r.job for r in holding if r.job.team == team)
 
@@ -234,6 +238,8 @@ class PassResult:
     stalled: list[str] = field(default_factory=list)
     paused: list[str] = field(default_factory=list)
     """Jobs paused before their instance group's scheduled patch (D101)."""
+    slow: int = 0
+    """Running jobs flagged slow (D100), as the pass read them."""
     bursts: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     moved_back: list[str] = field(default_factory=list)
@@ -257,6 +263,7 @@ class PassResult:
             "lost": len(self.lost),
             "stalled": len(self.stalled),
             "paused": len(self.paused),
+            "slow": self.slow,
             "bursts": len(self.bursts),
             "released": len(self.released),
             "moved_back": len(self.moved_back),
@@ -539,6 +546,7 @@ class _PassRun:
         self.records = {r.job.job_id: r for r in snapshot}
         active = [r for r in snapshot if r.job.status in ACTIVE_STATUSES]
         holding = [r for r in active if r.job.status in HOLDING_STATUSES]
+        self.result.slow = flagged_slow(holding)
         self.held = held_nodes(r.job for r in holding)
         self.ensure_running_teams(holding)
         # Nothing new lands on a fenced node; one a job holds still counts as capacity
@@ -614,7 +622,7 @@ class _PassRun:
                 continue
             run = runs.get((job.job_id, job.run))
             if run is not None and run.phase is RunPhase.SUCCEEDED:
-                self.progress(record)
+                self.progress(record, policy)
                 done = self.lifecycle.finish(
                     record,
                     JobStatus.SUCCEEDED,
@@ -669,7 +677,7 @@ class _PassRun:
     ) -> None:
         """A live run: record its progress; a running one that is stalled is requeued to
         resume from its latest checkpoint and its run stopped (added to `moved`)."""
-        self.progress(record)
+        self.progress(record, policy)
         why = self.stalled(record, run, policy, now) if run.phase is RunPhase.RUNNING else ""
         job = record.job
         reason = f"requeued to resume from its checkpoint: {why}"
@@ -790,9 +798,9 @@ class _PassRun:
         for job_id, before_run in sorted(stops.items())[:ORPHAN_STOPS_PER_PASS]:
             self.stop(job_id, before_run=before_run)
 
-    def progress(self, record: JobRecord) -> None:
+    def progress(self, record: JobRecord, policy: NodeRepairConfig) -> None:
         """A newer complete checkpoint marker than the job's last known one (remembered for
-        moving a job back from burst capacity at that checkpoint)."""
+        moving a job back from burst capacity at that checkpoint), in the job's pace."""
         job = record.job
         if not job.checkpoint_location:
             return
@@ -802,7 +810,9 @@ class _PassRun:
         except CheckpointLocationError:
             return
         if found is not None:
-            self.lifecycle.record_checkpoint(job.job_id, found, history=True)
+            self.lifecycle.record_checkpoint(
+                job.job_id, found, history=True, record=record, slow_ratio=policy.slow_job_ratio
+            )
             self.result.writes += 1
             self.checkpointed[job.job_id] = found.step
 

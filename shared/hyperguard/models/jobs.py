@@ -200,6 +200,29 @@ class Checkpoint(BaseModel):
     step: int
     uri: str
     completed_at: datetime
+    node_step_seconds: dict[str, float] | None = Field(
+        default=None,
+        description="as the job reported it: each node's mean compute seconds per step since "
+        "its previous checkpoint",
+    )
+
+
+class PacePoint(BaseModel):
+    """A checkpoint of the job's recent pace: its run, step and completion time."""
+
+    run: int
+    step: int
+    at: datetime
+
+
+class SlowFlag(BaseModel):
+    """A job running far below its own recent step rate (D100)."""
+
+    since: datetime
+    steps_per_hour: float
+    usual_steps_per_hour: float
+    lagging_node: str | None = None
+    reason: str
 
 
 class Job(BaseModel):

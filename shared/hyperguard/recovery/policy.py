@@ -125,6 +125,15 @@ class NodeRepairConfig(CamelModel):
         "is stalled: requeued to resume from its latest complete checkpoint; 0: never. "
         "Set it above the longest checkpoint interval of any job (D94)",
     )
+    slow_job_ratio: StrictFloat = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="a running job whose newest checkpoint interval ran below this share of "
+        "the median rate of its run's earlier intervals (at least 3) is flagged slow, with the "
+        "node that lags named where it reports per-node timings; flagged only, never "
+        "restarted (D100); 0: never",
+    )
     observe_only: StrictBool = Field(
         default=False,
         description="record what HyperGuard would do about each fault (the repair, when, "

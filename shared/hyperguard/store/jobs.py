@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
-from hyperguard.models.jobs import ACTIVE_STATUSES, WAITING_STATUSES
+from hyperguard.models.jobs import ACTIVE_STATUSES, WAITING_STATUSES, PacePoint, SlowFlag
 from hyperguard.store.codec import (
     TableStore,
     batch_get,
@@ -76,6 +76,8 @@ class JobEvent(StrEnum):
     LOST = "lost"
     STALLED = "stalled"
     PAUSED = "paused"
+    SLOW = "slow"
+    BACK_TO_PACE = "back_to_pace"
 
 
 def short(text: str, limit: int = MAX_REASON) -> str:
@@ -138,6 +140,10 @@ class JobRecord(BaseModel):
     progress_at: datetime | None = None
     """When a newer checkpoint than the last was last recorded (by the writer's clock): how
     long a running job has made no progress counts from the later of it and `started_at`."""
+    pace: list[PacePoint] = Field(default_factory=list)
+    """The current run's latest checkpoints (governance.pace): its own step rate."""
+    slow: SlowFlag | None = None
+    """Set while the job runs far below its own recent step rate (D100)."""
 
     def waiting_since(self) -> datetime | None:
         """When the job last began waiting for admission (submitted, preempted, requeued);
@@ -551,19 +557,31 @@ class JobStore(TableStore):
         entry: JobHistoryEntry | None = None,
         *,
         seen_at: datetime | None = None,
+        pace: list[PacePoint] | None = None,
+        slow: SlowFlag | None = None,
     ) -> bool:
         """Keep the newest complete checkpoint (an older or equal step never overwrites),
-        with `seen_at` as the job's `progress_at`, and append `entry` to the history while it
-        has room. False: not newer."""
+        with `seen_at` as the job's `progress_at`, `pace` and `slow` (None: not slow) when a
+        pace is given, and append `entry` to the history while it has room. False: not
+        newer."""
         values: dict[str, Any] = {":c": to_item(checkpoint), ":s": checkpoint.step}
         sets = "SET last_checkpoint = :c"
         if seen_at is not None:
             sets += ", progress_at = :t"
             values[":t"] = seen_at.isoformat()
+        expression = sets
+        if pace is not None:
+            expression += ", pace = :p"
+            values[":p"] = [to_item(p) for p in pace]
+            if slow is not None:
+                expression += ", slow = :f"
+                values[":f"] = to_item(slow)
+            else:
+                expression += " REMOVE slow"
         try:
             self.table.update_item(
                 Key={"job_id": job_id},
-                UpdateExpression=sets,
+                UpdateExpression=expression,
                 ConditionExpression="attribute_exists(job_id) AND "
                 "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
                 ExpressionAttributeValues=values,
@@ -572,8 +590,38 @@ class JobStore(TableStore):
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 return False
             raise
-        if entry is None:
-            return True
+        if entry is not None:
+            self.append_history(job_id, entry)
+        return True
+
+    def record_timings(
+        self, job_id: str, step: int, timings: dict[str, float], slow: SlowFlag | None
+    ) -> bool:
+        """Per-node timings for the last checkpoint while it is still `step`; with `slow`
+        (a flag, judged again with them) set, else the flag left as it is."""
+        values: dict[str, Any] = {
+            ":n": decimals(timings),
+            ":s": step,
+        }
+        expression = "SET last_checkpoint.node_step_seconds = :n"
+        if slow is not None:
+            expression += ", slow = :f"
+            values[":f"] = to_item(slow)
+        try:
+            self.table.update_item(
+                Key={"job_id": job_id},
+                UpdateExpression=expression,
+                ConditionExpression="last_checkpoint.step = :s",
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def append_history(self, job_id: str, entry: JobHistoryEntry) -> None:
+        """Append an entry that changes no status, while the history has room."""
         try:
             self.table.update_item(
                 Key={"job_id": job_id},
@@ -584,7 +632,6 @@ class JobStore(TableStore):
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-        return True
 
     def page(
         self,

@@ -343,9 +343,18 @@ class Run:
     """Pods kube-scheduler could not bind yet (Pending): name → replica index."""
     hung: bool = False
     """The training hangs (a collective that never returns): pods run, no step is made."""
+    slowdown: float = 1.0
+    """How many times longer a step takes than at full speed: its slowest node's."""
 
     def step_time(self, step: timedelta) -> timedelta:
-        return step * self.reference / max(len(self.nodes), 1)
+        return step * self.reference * self.slowdown / max(len(self.nodes), 1)
+
+    def node_step_seconds(self, step: timedelta, speeds: Mapping[str, float]) -> dict[str, float]:
+        """Each node's compute seconds per step (`speeds` by node name, 1 at full speed): a
+        node's own share of the step's work at its speed; the step itself lasts as long as the
+        slowest one's, as synchronous data-parallel training waits for it."""
+        full = (step * self.reference / max(len(self.nodes), 1)).total_seconds()
+        return {node: round(full / speeds.get(node, 1.0), 3) for node in self.nodes}
 
     def step_at(self, when: datetime, step: timedelta) -> int:
         if self.anchor_at is None or when < self.anchor_at:
@@ -379,7 +388,8 @@ class Effect:
 
     - "put_event": (entry,) — a PutEvents entry; `EventBusName` is "default" or "service";
     - "write_checkpoint": (location, step) — shards, then the `_COMPLETE` marker, in S3;
-    - "report_checkpoint": (job_id, team, step, uri) — POST /jobs/{jobId}/checkpoints.
+    - "report_checkpoint": (job_id, team, step, uri, node_step_seconds by instance id) —
+      POST /jobs/{jobId}/checkpoints.
     """
 
     kind: Literal["put_event", "write_checkpoint", "report_checkpoint"]
@@ -447,6 +457,8 @@ class SimulatedCluster:
         """HyperPod instance groups, with their instance type (kept when they are empty)."""
         self._patches: dict[str, _Patch] = {}
         """Instance groups' automatic patching, scheduled or done, by group."""
+        self._speeds: dict[str, float] = {}
+        """Nodes running below full speed (slow_node), by node name."""
         self._additions: dict[str, _Addition] = {}
         """Added nodes not running yet, by NodeLogicalId."""
         self._hyperpod_capacity: dict[str, int] = {}
@@ -655,6 +667,25 @@ class SimulatedCluster:
             pods = sorted(p["metadata"]["name"] for p in self._pods_of(run))
             pod = pods[0] if pods else run.name
             self._stop_run(run, now, faulty=None, pod=pod, exit_code=exit_code)
+
+    def slow_node(self, instance_id: str, speed: float) -> None:
+        """The instance's GPUs run at `speed` (0 < speed ≤ 1) of their full speed (thermal
+        throttling, a degraded link): a run on it steps as slowly as its slowest node, and
+        reports each node's compute time per step with its checkpoints."""
+        if not 0 < speed <= 1:
+            raise ValueError("speed must be above 0 and at most 1")
+        with self._settled() as now:
+            instance = self._instance(instance_id)
+            self._speeds[instance.node_name] = speed
+            for run in self._runs.values():
+                if run.anchor_at is not None and instance.node_name in run.nodes:
+                    self._freeze(run, now)
+                    run.slowdown = self._slowdown(run)
+                    run.anchor_at = now
+                    self._record(run, now, len(run.nodes))
+
+    def _slowdown(self, run: Run) -> float:
+        return 1 / min((self._speeds.get(n, 1.0) for n in run.nodes), default=1.0)
 
     def hang_job(self, job_id: str) -> None:
         """The training of the job's running run hangs (NCCL waiting on a peer that never
@@ -2045,6 +2076,7 @@ class SimulatedCluster:
                 and all(map(self._ready, run.nodes))
             )
             if stepping and run.anchor_at is None:
+                run.slowdown = self._slowdown(run)
                 run.anchor_at = max(now, run.ready_at)
                 self._record(run, run.anchor_at, len(run.nodes))
             elif not stepping and run.anchor_at is not None:
@@ -2069,7 +2101,13 @@ class SimulatedCluster:
         team = run.namespace.removeprefix("hyperpod-ns-")
         uri = checkpoint_uri(run.location, step)
         self._effects(Effect("write_checkpoint", (run.location, step)))
-        self._effects(Effect("report_checkpoint", (run.job_id, team, step, uri)))
+        by_node = {i.node_name: i.instance_id for i in self._instances.values()}
+        timings = {
+            by_node[node]: seconds
+            for node, seconds in run.node_step_seconds(self._step, self._speeds).items()
+            if node in by_node
+        }
+        self._effects(Effect("report_checkpoint", (run.job_id, team, step, uri, timings)))
 
     def _complete_runs(self, until: datetime) -> None:
         due = sorted(

@@ -20,8 +20,9 @@ from typing import Any
 from hyperguard.store.checkpoints import MARKER, checkpoint_folder, split_s3_uri
 from hyperguard.twin.cluster import Effect
 
-ReportCheckpoint = Callable[[str, str, int, str], None]
-"""report(job_id, team, step, uri): what a job's code does after a checkpoint completes."""
+ReportCheckpoint = Callable[[str, str, int, str, dict[str, float]], None]
+"""report(job_id, team, step, uri, node_step_seconds): what a job's code does after a
+checkpoint completes."""
 
 
 def write_checkpoint(s3: Any, location: str, step: int, payload: bytes = b"") -> str:
@@ -95,5 +96,5 @@ class EffectRunner:
                 location, step = effect.args
                 write_checkpoint(self.s3, location, step)
             case "report_checkpoint" if self.report is not None:
-                job_id, team, step, uri = effect.args
-                self.report(job_id, team, step, uri)
+                job_id, team, step, uri, timings = effect.args
+                self.report(job_id, team, step, uri, timings)

@@ -529,15 +529,16 @@ class Twin:
             )
             self.seeded_jobs[job_id] = submitted["job_id"]
 
-    def _report_checkpoint(self, job_id: str, team: str, step: int, uri: str) -> None:
-        """A training job reporting a completed checkpoint (POST /jobs/{jobId}/checkpoints);
-        `job_id` is the job's HyperGuard id, which the job finds in its environment."""
-        self.api(
-            "POST",
-            f"/jobs/{job_id}/checkpoints",
-            {"step": step, "uri": uri},
-            principal=team_role(team),
-        )
+    def _report_checkpoint(
+        self, job_id: str, team: str, step: int, uri: str, timings: dict[str, float]
+    ) -> None:
+        """A training job reporting a completed checkpoint (POST /jobs/{jobId}/checkpoints)
+        with each node's compute seconds per step; `job_id` is the job's HyperGuard id, which
+        the job finds in its environment."""
+        body: dict[str, Any] = {"step": step, "uri": uri}
+        if timings:
+            body["node_step_seconds"] = timings
+        self.api("POST", f"/jobs/{job_id}/checkpoints", body, principal=team_role(team))
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
         """Until the service knows every node (its inventory sync has run) and the seeded

@@ -196,9 +196,21 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         record = visible(jobId, who)
         now = deps.clock()
         checkpoint = Checkpoint(
-            step=report.step, uri=report.uri, completed_at=report.completed_at or now
+            step=report.step,
+            uri=report.uri,
+            completed_at=report.completed_at or now,
+            node_step_seconds=report.node_step_seconds,
         )
-        if not deps.lifecycle.record_checkpoint(jobId, checkpoint, history=True):
+        ratio = deps.policies.get().slow_job_ratio
+        last = record.job.last_checkpoint
+        if last is not None and last.step == report.step and last.uri == report.uri:
+            # The scheduler found its marker in S3 first: the report is a repeat, and its
+            # per-node timings are news.
+            deps.lifecycle.record_timings(record, checkpoint, slow_ratio=ratio)
+            return ok(JobView.of(visible(jobId, who), with_history=True), 201)
+        if not deps.lifecycle.record_checkpoint(
+            jobId, checkpoint, history=True, record=record, slow_ratio=ratio
+        ):
             last = record.job.last_checkpoint
             raise ConflictError(
                 f"step {report.step} is not newer than the last checkpoint "
