@@ -518,6 +518,16 @@ class JobStore(TableStore):
             raise
         return TransitionOutcome.APPLIED
 
+    def _update_if(self, **request: Any) -> bool:
+        """An UpdateItem with a ConditionExpression: False when the condition failed."""
+        try:
+            self.table.update_item(**request)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     def set_reason(
         self,
         job_id: str,
@@ -536,19 +546,13 @@ class JobStore(TableStore):
             # (a record without a reason reads as "", and reasons are never removed)
             condition += " AND (#reason = :was OR attribute_not_exists(#reason))"
             values[":was"] = replacing
-        try:
-            self.table.update_item(
-                Key={"job_id": job_id},
-                UpdateExpression="SET #reason = :r",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#reason": "reason", "#status": "status"},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self._update_if(
+            Key={"job_id": job_id},
+            UpdateExpression="SET #reason = :r",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#reason": "reason", "#status": "status"},
+            ExpressionAttributeValues=values,
+        )
 
     def record_checkpoint(
         self,
@@ -578,18 +582,14 @@ class JobStore(TableStore):
                 values[":f"] = to_item(slow)
             else:
                 expression += " REMOVE slow"
-        try:
-            self.table.update_item(
-                Key={"job_id": job_id},
-                UpdateExpression=expression,
-                ConditionExpression="attribute_exists(job_id) AND "
-                "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
+        if not self._update_if(
+            Key={"job_id": job_id},
+            UpdateExpression=expression,
+            ConditionExpression="attribute_exists(job_id) AND "
+            "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
+            ExpressionAttributeValues=values,
+        ):
+            return False
         if entry is not None:
             self.append_history(job_id, entry)
         return True
@@ -607,18 +607,12 @@ class JobStore(TableStore):
         if slow is not None:
             expression += ", slow = :f"
             values[":f"] = to_item(slow)
-        try:
-            self.table.update_item(
-                Key={"job_id": job_id},
-                UpdateExpression=expression,
-                ConditionExpression="last_checkpoint.step = :s",
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self._update_if(
+            Key={"job_id": job_id},
+            UpdateExpression=expression,
+            ConditionExpression="last_checkpoint.step = :s",
+            ExpressionAttributeValues=values,
+        )
 
     def append_history(self, job_id: str, entry: JobHistoryEntry) -> None:
         """Append an entry that changes no status, while the history has room."""
