@@ -148,11 +148,13 @@ def stage_layer(root: Path, cache_dir: Path, *, python: str = sys.executable) ->
             [*make, "layer-deps", f"ARTIFACTS_DIR={d}", "LAYER_PLATFORM=", f"PYTHON={python}"]
         ),
     )
-    boto3 = importlib.metadata.version("boto3")
+    # The runtime's boto3 and botocore as this machine has them, both pinned: boto3 alone
+    # admits any later botocore of its minor version, which the registry may serve by now.
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in ("boto3", "botocore")]
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     runtime = _build_once(
-        cache_dir / f"runtime-{boto3}-{version}",
-        lambda d: _run([*pip, "--target", str(d), f"boto3=={boto3}"]),
+        cache_dir / f"runtime-{'-'.join(pins).replace('==', '-')}-{version}",
+        lambda d: _run([*pip, "--target", str(d), *pins]),
     )
     package = Path(tempfile.mkdtemp(prefix="layer-package-", dir=cache_dir))
     atexit.register(shutil.rmtree, package, True)
