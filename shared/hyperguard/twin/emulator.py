@@ -15,6 +15,7 @@ Three emulator gaps are closed here, in-process, and reported by `hyperguard twi
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
@@ -56,6 +57,18 @@ def _patch_lambda_invoke() -> None:
             raise error from exc
 
     LambdaFunction._invoke_lambda = invoke_in_worker  # type: ignore[method-assign]
+
+
+def _patch_backend_lookup() -> None:
+    """moto's server finds a request's backend by listing its own package folder and testing
+    each entry with isdir, on every request (twice): about 150 stat calls, some 15 ms of CPU
+    a call, most of what the twin's AWS calls cost. The folder does not change while the
+    process runs, so it is listed once."""
+    from moto import backends
+
+    if not hasattr(backends.list_of_moto_modules, "cache_info"):
+        listed = tuple(backends.list_of_moto_modules())
+        backends.list_of_moto_modules = functools.cache(lambda: listed)
 
 
 def _patch_event_envelope() -> None:
@@ -444,6 +457,7 @@ class Emulator:
 
         default_user_config["stepfunctions"] = {"execute_state_machine": True}
         _invoker = invoker
+        _patch_backend_lookup()
         _patch_lambda_invoke()
         _patch_state_machine_resource()
         _patch_event_envelope()
