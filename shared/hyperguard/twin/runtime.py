@@ -295,15 +295,15 @@ class Twin:
         from moto.moto_api._internal.models import moto_api_backend
 
         self._stop.set()
+        if self._api_server is not None:  # its serving thread ends only once it is shut down
+            self._api_server.shutdown()
+            self._api_server.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
         if self.runtime is not None:
             self.runtime.stop()
         if self.effects is not None:
             self.effects.stop()
-        if self._api_server is not None:
-            self._api_server.shutdown()
-            self._api_server.server_close()
         self.kube.stop()
         self.emulator.stop()
         twin_aws.attach(None)
