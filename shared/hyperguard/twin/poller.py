@@ -45,13 +45,14 @@ class SqsPoller:
         """One receive + invoke per mapping; returns how many records were delivered."""
         return sum(self.poll_mapping(mapping) for mapping in self.mappings)
 
-    def poll_mapping(self, mapping: SqsMapping) -> int:
+    def poll_mapping(self, mapping: SqsMapping, wait_s: int = 0) -> int:
+        """One ReceiveMessage (a long poll of `wait_s` seconds, if any) and its delivery."""
         messages = self.sqs.receive_message(
             QueueUrl=mapping.queue_url,
             MaxNumberOfMessages=min(mapping.batch_size, 10),
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
-            WaitTimeSeconds=0,
+            WaitTimeSeconds=wait_s,
         ).get("Messages", [])
         if messages:
             self._deliver(mapping, messages)
@@ -97,12 +98,14 @@ class SqsPoller:
             "awsRegion": self.region,
         }
 
-    def run(self, stop: threading.Event, idle_sleep_s: float = 0.05) -> list[threading.Thread]:
-        """Start one polling thread per mapping; they stop when `stop` is set."""
+    def run(self, stop: threading.Event, long_poll_s: int = 1) -> list[threading.Thread]:
+        """Start one polling thread per mapping; they stop when `stop` is set. Each long-polls,
+        as Lambda's pollers do (they wait 20 s; here 1 s, so that a stop is seen soon): an
+        idle queue costs one call a second, and a message sent is received at once."""
         threads = [
             threading.Thread(
                 target=self._poll_forever,
-                args=(mapping, stop, idle_sleep_s),
+                args=(mapping, stop, long_poll_s),
                 name=f"sqs-poller-{mapping.function_name}",
                 daemon=True,
             )
@@ -112,11 +115,10 @@ class SqsPoller:
             thread.start()
         return threads
 
-    def _poll_forever(self, mapping: SqsMapping, stop: threading.Event, idle_s: float) -> None:
+    def _poll_forever(self, mapping: SqsMapping, stop: threading.Event, wait_s: int) -> None:
         while not stop.is_set():
             try:
-                if self.poll_mapping(mapping) == 0:
-                    stop.wait(idle_s)
+                self.poll_mapping(mapping, wait_s)
             except Exception:  # the poller outlives any one bad poll, like the real one
                 self.stats["poll_errors"] += 1
-                stop.wait(idle_s * 10)
+                stop.wait(0.5)
