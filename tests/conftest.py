@@ -20,6 +20,18 @@ FIXTURES = ROOT / "tests" / "fixtures"
 REGION = "us-east-1"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """For `--dist loadgroup` (the Makefile's runs): the tests of a module that share a
+    fixture wider than a test (an e2e module's twin, a module's API server) go to one worker
+    together, so it is built once; every other test goes to whichever worker is free, so a
+    long module of independent tests is spread over the workers instead of trailing on one."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.values() if info is not None else ()
+        if any(d[-1].scope != "function" for d in definitions if d):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 def load_event(name: str) -> dict[str, Any]:
     return dict(json.loads((EVENTS / f"{name}.json").read_text()))
 
