@@ -358,52 +358,13 @@ def install_aws_meter(patches: Patches, meter: Meter) -> None:
     patches.set(BotocoreStubber, "__call__", emulated)
 
 
-FAST_SERIALISED = frozenset(
-    {
-        "GetItem",
-        "PutItem",
-        "UpdateItem",
-        "DeleteItem",
-        "Query",
-        "Scan",
-        "BatchGetItem",
-        "BatchWriteItem",
-        "TransactWriteItems",
-    }
-)
-CHECKED_RESPONSES = 5
-
-
 def install_fast_dynamodb_responses(patches: Patches, checked: Counter[str]) -> None:
-    """moto turns every response into JSON by walking botocore's output shape attribute by
-    attribute: seconds of emulator CPU per pass once a few hundred jobs are active. The
-    answers of DynamoDB's item operations are already in wire form, so they are dumped as
-    they are; the first CHECKED_RESPONSES of each operation are compared with moto's own
-    serialisation (and the run stops if one differs)."""
+    """The emulator's fast DynamoDB answers (hyperguard.twin.emulator), for this run."""
     from moto.core.responses import ActionResult
 
-    serialise = ActionResult.execute_result
-    headers: dict[str, dict[str, str]] = {}
+    from hyperguard.twin.emulator import fast_dynamodb_responses
 
-    def execute_result(self: ActionResult, context: Any) -> Any:
-        operation = context.operation_model.name
-        if (
-            context.service_model.service_name != "dynamodb"
-            or operation not in FAST_SERIALISED
-            or isinstance(self.result, Exception)
-        ):
-            return serialise(self, context)
-        body = json.dumps(self.result)
-        if checked[operation] < CHECKED_RESPONSES:
-            status, expected_headers, expected = serialise(self, context)
-            if status != 200 or json.loads(expected) != json.loads(body):
-                raise RuntimeError(f"fast {operation} response differs from moto's: {body}")
-            checked[operation] += 1
-            headers[operation] = dict(expected_headers)
-            return status, expected_headers, expected
-        return 200, dict(headers[operation]), body
-
-    patches.set(ActionResult, "execute_result", execute_result)
+    patches.set(ActionResult, "execute_result", fast_dynamodb_responses(checked))
 
 
 def install_keys_only_index_pages(patches: Patches, checks: Counter[str], lag: IndexLag) -> None:
@@ -419,6 +380,8 @@ def install_keys_only_index_pages(patches: Patches, checks: Counter[str], lag: I
     from moto.dynamodb.comparisons import OpDefault
     from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, Table
+
+    from hyperguard.twin.emulator import CHECKED_RESPONSES
 
     query = Table.query
     signature = inspect.signature(query)

@@ -78,7 +78,9 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     from hyperguard import aws
+    from hyperguard.twin.emulator import install_fast_dynamodb_responses
 
+    install_fast_dynamodb_responses()  # the twin's emulator answers DynamoDB the same way
     aws.client.cache_clear()
     aws.dynamodb_table.cache_clear()
     with mock_aws():

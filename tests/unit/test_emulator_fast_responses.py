@@ -1,0 +1,74 @@
+"""The emulator's fast DynamoDB answers (hyperguard.twin.emulator.fast_dynamodb_responses)
+must be moto's own answers, byte for byte in meaning: the twin, the tests and the scheduler
+bench all read DynamoDB through them."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from moto.core.responses import ActionResult
+
+from hyperguard.twin.emulator import CHECKED_RESPONSES, fast_dynamodb_responses
+
+
+def context(service: str, operation: str) -> Any:
+    return SimpleNamespace(
+        service_model=SimpleNamespace(service_name=service),
+        operation_model=SimpleNamespace(name=operation),
+    )
+
+
+class Moto:
+    """Stands in for moto's shape-walking serialiser: counts its calls, answers `body`."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.calls = 0
+
+    def __call__(self, result: ActionResult, _context: Any) -> tuple[int, dict[str, str], str]:
+        self.calls += 1
+        return 200, {"x-amzn-requestid": "r"}, json.dumps(self.body)
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> Any:
+    def build(moto: Moto, checked: Counter[str]) -> Any:
+        monkeypatch.setattr(ActionResult, "execute_result", moto)
+        return fast_dynamodb_responses(checked)
+
+    return build
+
+
+ITEM = {"Item": {"job_id": {"S": "j"}, "history": {"L": [{"M": {"at": {"S": "t"}}}]}}}
+
+
+def test_after_the_checked_answers_moto_is_no_longer_asked_and_the_answer_is_the_same(
+    fast: Any,
+) -> None:
+    moto, checked = Moto(ITEM), Counter[str]()
+    execute = fast(moto, checked)
+    answers = [execute(ActionResult(ITEM), context("dynamodb", "GetItem")) for _ in range(8)]
+    assert moto.calls == CHECKED_RESPONSES
+    assert checked["GetItem"] == CHECKED_RESPONSES
+    assert {json.dumps(json.loads(body)) for _, _, body in answers} == {json.dumps(ITEM)}
+    assert {status for status, _, _ in answers} == {200}
+    assert all(h == {"x-amzn-requestid": "r"} for _, h, _ in answers)
+
+
+def test_an_answer_that_differs_from_motos_raises(fast: Any) -> None:
+    execute = fast(Moto({"Item": {"job_id": {"S": "other"}}}), Counter())
+    with pytest.raises(RuntimeError, match="differs from moto's"):
+        execute(ActionResult(ITEM), context("dynamodb", "GetItem"))
+
+
+def test_a_null_other_services_and_other_operations_are_left_to_moto(fast: Any) -> None:
+    moto = Moto({})
+    execute = fast(moto, Counter({"Query": CHECKED_RESPONSES, "GetItem": CHECKED_RESPONSES}))
+    execute(ActionResult({"Items": [], "LastEvaluatedKey": None}), context("dynamodb", "Query"))
+    execute(ActionResult(ITEM), context("sqs", "ReceiveMessage"))
+    execute(ActionResult({"Table": {}}), context("dynamodb", "DescribeTable"))
+    assert moto.calls == 3
