@@ -7,6 +7,7 @@ emulator without the code knowing.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
@@ -24,18 +25,43 @@ class MissingOperationError(RuntimeError):
     """The Lambda runtime's botocore does not know an operation the function calls."""
 
 
+_SESSIONS = threading.Lock()
+
+
+@cache
+def _data_loader(data_path: str | None) -> Any:
+    from botocore.loaders import create_loader
+
+    return create_loader(data_path)
+
+
+def _session() -> Any:
+    """A boto3 session for one client (a session is not safe to share between threads),
+    with botocore's data loader shared by every session of the process that reads the same
+    AWS_DATA_PATH: each service model, the endpoints and the retry rules are parsed once per
+    process instead of once per client (parsing SageMaker's model alone takes a fraction of a
+    second). Credentials and configuration stay each session's own."""
+    import boto3
+    import botocore.session
+
+    with _SESSIONS:
+        core = botocore.session.Session()
+        loader = _data_loader(core.get_config_variable("data_path"))
+        core.register_component("data_loader", loader)
+        session = boto3.session.Session(botocore_session=core)
+        paths = loader.search_paths
+        paths[:] = dict.fromkeys(paths)  # boto3 adds its own data folder for every session
+        return session
+
+
 @cache
 def client(service: str) -> Any:
-    import boto3
-
-    return boto3.session.Session().client(service, config=_CONFIG)
+    return _session().client(service, config=_CONFIG)
 
 
 @cache
 def dynamodb_table(name: str) -> Any:
-    import boto3
-
-    return boto3.session.Session().resource("dynamodb", config=_CONFIG).Table(name)
+    return _session().resource("dynamodb", config=_CONFIG).Table(name)
 
 
 def require_operations(service: str, operations: Iterable[str]) -> None:

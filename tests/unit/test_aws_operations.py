@@ -1,6 +1,7 @@
 """The init check of the operations a function calls (hyperguard.aws.require_operations): the
 list the gateway's factory checks is the SageMaker adapter's every call, and a botocore
-without one of them fails with a metric and a clear error."""
+without one of them fails with a metric and a clear error. And the clients themselves: a
+session each, one parsed copy of the models per process."""
 
 from __future__ import annotations
 
@@ -56,3 +57,28 @@ def test_a_botocore_without_an_operation_fails_loudly(
     assert "BatchAddClusterNodes" not in str(error.value)  # only what is missing
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     assert [(m["MissingAwsOperation"], m["service"]) for m in emitted] == [([1.0], "sagemaker")]
+
+
+def test_clients_have_sessions_of_their_own_and_share_one_parsed_copy_of_each_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AWS_DATA_PATH", raising=False)
+    sts, sns = aws.client("sts"), aws.client("sns")
+    loader = sts._loader
+    assert sns._loader is loader  # one parse of the endpoints and retry rules per process
+    assert aws._session() is not aws._session()  # credentials stay each session's own
+    paths = loader.search_paths
+    assert len(paths) == len(set(paths))  # boto3's folder, added per session, is there once
+    aws.client.cache_clear()
+    assert aws.client("sts")._loader is loader
+
+
+def test_a_data_path_of_its_own_gets_a_loader_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("AWS_DATA_PATH", raising=False)
+    default = aws.client("sts")._loader
+    monkeypatch.setenv("AWS_DATA_PATH", str(tmp_path))
+    aws.client.cache_clear()
+    assert str(tmp_path) in aws.client("sts")._loader.search_paths
+    assert aws.client("sts")._loader is not default
