@@ -11,9 +11,9 @@ from tests.conftest import catalogue
 from hyperguard.api.auth import resolve_caller, role_arn
 from hyperguard.api.errors import ForbiddenError, UnauthenticatedError, _field
 from hyperguard.api.views import cluster_view, priority_class_views, quota_view, team_views
-from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
+from hyperguard.policies.burst import BurstPolicy
 from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.store.teams import PrincipalGrant
 

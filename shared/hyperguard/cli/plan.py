@@ -313,8 +313,8 @@ def _demand_text(path: str, parser: argparse.ArgumentParser) -> str:
 
 def _prices(args: argparse.Namespace) -> Any:
     """The options' prices, else the burst policy's defaults for the instance type."""
-    from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind, price_key
     from hyperguard.planning.commitment import Prices
+    from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, PoolKind, price_key
 
     parser: argparse.ArgumentParser = args.help_of
     chosen: dict[str, float] = {}
