@@ -42,7 +42,7 @@ PUBLISHED_REPLACEMENT_MIN = 15.0
 # Component times of one recovery, seconds: HyperPod's published figures where AWS published
 # one (root cause ≈ 1.5 min, replace ≈ 15 min, resume ≈ 23.5 min, p5.48xlarge), stated
 # assumptions for the rest. The automatic strategy weighs the same numbers
-# (hyperguard.recovery.strategy.ComponentTimes takes its defaults from here).
+# (hyperguard.policies.repair.ComponentTimes takes its defaults from here).
 DETECT_S = 90.0
 REPLACE_S = PUBLISHED_REPLACEMENT_MIN * 60
 RESUME_S = 1410.0

@@ -16,7 +16,7 @@ from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 from tests.e2e.test_faults import BURST, AimedFaults
 
-from hyperguard.cluster.karpenter import BURST_LABEL
+from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.kube import NODECLAIMS
 from hyperguard.twin.runtime import Twin, fast_burst_policy

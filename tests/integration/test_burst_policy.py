@@ -17,22 +17,20 @@ from tests.integration.scheduler_harness import running_jobs, scheduler
 
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.karpenter import (
-    BURST_LABEL,
     DISRUPTED_TAINT,
     IDLE_SINCE_ANNOTATION,
     BurstClaim,
-    CapacityType,
     idle_mark,
     nodeclaim_manifest,
 )
 from hyperguard.cluster.workloads import RunPhase
-from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.governance.jobs import JobLifecycle
-from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.governance.service import SchedulerService, usable
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import NodeStatus
+from hyperguard.models.nodes import BURST_LABEL, CapacityType
+from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
 from hyperguard.scaling.burst import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobEvent, JobStore

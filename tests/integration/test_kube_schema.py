@@ -14,11 +14,12 @@ from typing import Any
 import httpx2
 import pytest
 
-from hyperguard.cluster.karpenter import CapacityType, nodeclaim_manifest
+from hyperguard.cluster.karpenter import nodeclaim_manifest
 from hyperguard.cluster.kueue import shared_objects, team_objects
 from hyperguard.cluster.workloads import batch_job_manifest, hyperpod_job_manifest
 from hyperguard.models import Job
 from hyperguard.models.governance import PriorityClass
+from hyperguard.models.nodes import CapacityType
 from hyperguard.twin.kube import (
     NAMESPACES,
     NODECLAIMS,

@@ -16,7 +16,7 @@ from tests.integration.cluster_harness import BUCKET, HYPERPOD, P5, REGION
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import scheduler
 
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.policy import RepairPolicyStore
 
 LEAD_MINS = 60

@@ -18,7 +18,7 @@ from tests.integration.conftest import MakeCluster
 from tests.integration.incident_harness import closed_fault
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, ROLE_BINDINGS

@@ -19,7 +19,7 @@ from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.models import Action, HealthSignal, Job, JobStatus, Repair, Severity, SignalSource
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointStore

@@ -29,15 +29,11 @@ from tests.integration.cluster_harness import (
 from tests.integration.scheduler_harness import scheduler
 
 from hyperguard.cluster.conventions import HEALTH_LABEL, INSTANCE_GROUP_LABEL
-from hyperguard.cluster.karpenter import (
-    BURST_LABEL,
-    IDLE_SINCE_ANNOTATION,
-    LOGICAL_ID_ANNOTATION,
-    idle_mark,
-)
-from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy
+from hyperguard.cluster.karpenter import IDLE_SINCE_ANNOTATION, LOGICAL_ID_ANNOTATION, idle_mark
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus
+from hyperguard.models.nodes import BURST_LABEL
+from hyperguard.policies.burst import BurstCapacity, BurstPolicy
 from hyperguard.scaling.burst import BurstJob, BurstRequest, plan_burst
 from hyperguard.twin.cluster import SimTimings
 from hyperguard.twin.kube.store import NODES, PODS

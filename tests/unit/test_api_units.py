@@ -9,11 +9,12 @@ import pytest
 from tests.conftest import catalogue
 
 from hyperguard.api.auth import resolve_caller, role_arn
-from hyperguard.api.errors import ForbiddenError, UnauthenticatedError, _field
+from hyperguard.api.errors import ForbiddenError, UnauthenticatedError, _field, _mapped
 from hyperguard.api.views import cluster_view, priority_class_views, quota_view, team_views
-from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
+from hyperguard.policies.burst import BurstPolicy
+from hyperguard.recovery.operator import OperatorActionError, OperatorNodeActions, RecoveryOperator
 from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.store.teams import PrincipalGrant
 
@@ -241,6 +242,31 @@ def test_error_fields_name_the_json_path() -> None:
     assert _field(loc) == "ComputeQuotaConfig.ComputeQuotaResources[0].InstanceType"
     assert _field(("query", "limit")) == "limit"
     assert _field(("body",)) == "body"
+
+
+class _NodeWithIncident:
+    def get(self, instance_id: str) -> Node:
+        return Node(
+            instance_id=instance_id,
+            cluster="c",
+            pool="workers",
+            platform="hyperpod",
+            instance_type="ml.p5.48xlarge",
+            open_incident_id="inc-1",
+        )
+
+
+def test_a_node_action_recovery_refuses_is_a_domain_error_the_api_answers_with_409() -> None:
+    unused: Any = None
+    operator = RecoveryOperator(incidents=unused, nodes=_NodeWithIncident(), workflows=unused)  # type: ignore[arg-type]
+    actions = OperatorNodeActions(operator, gateway=unused)
+    with pytest.raises(OperatorActionError) as refused:
+        actions.uncordon("i-0123456789abcdef0")
+    assert _mapped(refused.value) == (
+        409,
+        "i-0123456789abcdef0 has open incident inc-1; its recovery returns it to service",
+        None,
+    )
 
 
 def test_team_gpu_hours_today_come_from_the_histories_ended_jobs_included() -> None:

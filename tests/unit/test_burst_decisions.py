@@ -13,13 +13,12 @@ from hyperguard.catalogue import InstanceSpec
 from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.karpenter import (
     BurstClaim,
-    CapacityType,
     nodeclaim_manifest,
     nodes_within_limits,
     read_claim,
 )
-from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy, SpendCaps
-from hyperguard.governance.placement import PoolKind
+from hyperguard.models.nodes import CapacityType
+from hyperguard.policies.burst import BurstCapacity, BurstPolicy, PoolKind, SpendCaps
 from hyperguard.scaling.burst import (
     BurstJob,
     BurstRequest,

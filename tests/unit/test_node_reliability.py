@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperguard.models import Incident, Node, NodeStatus, Repair
-from hyperguard.recovery.policy import NodeRepairConfig, RepairDecision
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.recovery.policy import RepairDecision
 from hyperguard.recovery.reliability import (
     lemon_reason,
     lemon_slots,

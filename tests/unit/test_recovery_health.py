@@ -10,7 +10,7 @@ import pytest
 
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL
 from hyperguard.models import Incident, Node, NodeStatus, Repair, wait_timestamp
-from hyperguard.recovery.policy import DeepHealthCheck, NodeRepairConfig
+from hyperguard.policies.repair import DeepHealthCheck, NodeRepairConfig
 from hyperguard.recovery.steps import Recovery, RecoverySteps
 
 INSTANCE = "i-0123456789abcdef0"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from hyperguard.cluster.karpenter import BURST_LABEL
 from hyperguard.models import Node
+from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.recovery.steps import replacement_among
 
 ASKED = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

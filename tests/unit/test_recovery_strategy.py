@@ -7,7 +7,8 @@ from typing import Any
 
 from hyperguard.models import Incident, IncidentStatus, Job, JobStatus, Repair
 from hyperguard.models.jobs import AppliedStrategy, ElasticPolicy, JobRecovery, RecoveryStrategy
-from hyperguard.recovery.strategy import ComponentTimes, Situation, choose, estimates, measured
+from hyperguard.policies.repair import ComponentTimes
+from hyperguard.recovery.strategy import Situation, choose, estimates, measured
 
 TIMES = ComponentTimes()
 

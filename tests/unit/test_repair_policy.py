@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from hyperguard.models import Incident, Node, Repair
-from hyperguard.recovery.policy import NodeRepairConfig, decide
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.recovery.policy import decide
 
 OPENED = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from hyperguard.catalogue import UnknownInstanceTypeError
 from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
 from hyperguard.observability import logger
+from hyperguard.recovery.operator import OperatorActionError
 from hyperguard.store.jobs import IdempotencyKeyReusedError, InvalidCursorError
 from hyperguard.store.teams import QuotaNotFoundError, VersionConflictError
 
@@ -59,7 +60,8 @@ class ConflictError(ApiError):
 
 
 class NodeActionRejectedError(ConflictError):
-    """The node action cannot be taken now (e.g. no paused recovery to approve)."""
+    """The node action cannot be taken now (e.g. no open incident to approve); what the
+    recovery side refuses comes as `OperatorActionError`, mapped to the same 409."""
 
 
 class NodeActionsUnavailableError(ApiError):
@@ -102,6 +104,8 @@ def _mapped(exc: Exception) -> tuple[int, str, str | None]:
             return 422, f"unknown instance type {exc}", "InstanceType"
         case NodeNotFoundError():
             return 404, str(exc), "nodeId"
+        case OperatorActionError():
+            return 409, str(exc), None
         case ClusterError():
             return 502, f"the cluster refused: {exc}", None
     return 500, "internal error", None
@@ -115,6 +119,7 @@ _MAPPED = (
     InvalidCursorError,
     UnknownInstanceTypeError,
     ClusterError,
+    OperatorActionError,
 )
 
 

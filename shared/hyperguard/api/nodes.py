@@ -9,7 +9,7 @@ from hyperguard.api.errors import NodeActionsUnavailableError
 
 class NodeActions(Protocol):
     """Each method returns a JSON-able outcome. Raise `hyperguard.cluster.NodeNotFoundError`
-    for an unknown node and `hyperguard.api.errors.NodeActionRejectedError` for an action
+    for an unknown node and `hyperguard.recovery.operator.OperatorActionError` for an action
     that cannot be taken now; the API maps them to 404 and 409."""
 
     def cordon(self, instance_id: str) -> dict[str, Any]: ...

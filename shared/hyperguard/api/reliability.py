@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.reliability import (
     WINDOW_INCIDENTS,
     NodeReliability,

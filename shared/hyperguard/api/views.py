@@ -57,12 +57,7 @@ from hyperguard.api.models import (
     resolved,
 )
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
-from hyperguard.governance.burst_policy import (
-    BurstPolicy,
-    added_by_burst,
-    is_burst,
-)
-from hyperguard.governance.placement import pool_of, price_key
+from hyperguard.governance.placement import pool_of
 from hyperguard.governance.state import TeamPolicy
 from hyperguard.models import Incident, Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import (
@@ -74,6 +69,7 @@ from hyperguard.models.governance import (
     instance_amount,
 )
 from hyperguard.models.jobs import TERMINAL_STATUSES
+from hyperguard.policies.burst import BurstPolicy, added_by_burst, is_burst, price_key
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.store.policy import BurstPolicyStore

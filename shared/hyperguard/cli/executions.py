@@ -7,13 +7,11 @@ import argparse
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hyperguard.cli.deps import Deps
 from hyperguard.cli.options import add_group, positive_int
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
-
-if TYPE_CHECKING:
-    from hyperguard.cli.incidents import Deps
 
 STATUSES = ["RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from hyperguard.cli.deps import Deps
 from hyperguard.cli.executions import STATE_COLUMNS, describe
 from hyperguard.cli.options import add_group, bounded_int, positive_int
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
@@ -180,18 +181,6 @@ def cmd_reliability(args: argparse.Namespace, deps: Deps) -> int:
     if view["truncated"]:
         print("only the window's newest incidents were counted (docs/operations.md)")
     return 0
-
-
-class Deps:
-    """How the commands reach the service (main builds these from --endpoint/--stack)."""
-
-    def __init__(
-        self,
-        service: Callable[[argparse.Namespace], Any],
-        incidents: Callable[[argparse.Namespace], Any],
-        operator: Callable[[argparse.Namespace], Any],
-    ) -> None:
-        self.service, self.incidents, self.operator = service, incidents, operator
 
 
 def add_parsers(

@@ -595,6 +595,7 @@ def twin_options(p: argparse.ArgumentParser, default_port: int, default_api_port
 
 def build_parser() -> argparse.ArgumentParser:
     from hyperguard.cli import api, completion, executions, incidents, views, watch
+    from hyperguard.cli.deps import Deps
     from hyperguard.cli.jobs import add_jobs_parser
     from hyperguard.cli.plan import add_plan_parser
     from hyperguard.planner import MAX_INSTANCES, MIN_RATE
@@ -734,9 +735,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     jobs = add_jobs_parser(groups, service_options, _job_store)
     api.add_parsers(groups, jobs, service_options, lambda args: api.ServiceApi(_service(args)))
-    add_plan_parser(groups)
-    views.add_parsers(groups, service_options, views.Deps(_view_stores))
-    deps = incidents.Deps(_service, _incident_store, _operator)
+    add_plan_parser(groups, lambda args: (_incident_store(args), _view_stores(args)[2]))
+    views.add_parsers(groups, service_options, views.Deps(_view_stores, incidents=_incident_store))
+    deps = Deps(_service, _incident_store, _operator)
     incidents.add_parsers(groups, service_options, deps)
     executions.add_parsers(groups, service_options, deps)
     watch.add_parser(groups, service_options, deps)

@@ -118,13 +118,13 @@ def _deployment_inputs(args: argparse.Namespace) -> dict[str, Any]:
     ones where they are too few), read from the stack's tables as `incidents list` reads them."""
     from datetime import timedelta
 
-    from hyperguard.cli import main as stack
     from hyperguard.models import utcnow
     from hyperguard.planning import measured
 
     end = utcnow()
-    incidents = stack._incident_store(args).recent(args.incidents_limit)
-    nodes = stack._view_stores(args)[2].all()
+    incident_store, node_store = args.deployment_stores(args)
+    incidents = incident_store.recent(args.incidents_limit)
+    nodes = node_store.all()
     inputs = measured.deployment_inputs(
         incidents, nodes, end - timedelta(days=args.window_days), end, args.deployment_instance_type
     )
@@ -313,8 +313,8 @@ def _demand_text(path: str, parser: argparse.ArgumentParser) -> str:
 
 def _prices(args: argparse.Namespace) -> Any:
     """The options' prices, else the burst policy's defaults for the instance type."""
-    from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind, price_key
     from hyperguard.planning.commitment import Prices
+    from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, PoolKind, price_key
 
     parser: argparse.ArgumentParser = args.help_of
     chosen: dict[str, float] = {}
@@ -446,8 +446,11 @@ def _grid_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_plan_parser(groups: Any) -> None:
-    """`groups` is main's subparsers."""
+def add_plan_parser(
+    groups: Any, deployment_stores: Callable[[argparse.Namespace], tuple[Any, Any]]
+) -> None:
+    """`groups` is main's subparsers; `deployment_stores(args)` gives the stack's incident
+    and node stores (`--from-deployment` reads them)."""
     text = "what failures cost a training run, with and without fast recovery (offline)"
     plan = groups.add_parser(
         "plan",
@@ -455,7 +458,7 @@ def add_plan_parser(groups: Any) -> None:
         description=f"{text}. Given its options, `plan` computes one run; `plan mtbf` and "
         "`plan reduction` print grids over cluster sizes and failure rates.",
     )
-    plan.set_defaults(func=cmd_plan, help_of=plan)
+    plan.set_defaults(func=cmd_plan, help_of=plan, deployment_stores=deployment_stores)
     plan.add_argument("--instances", type=SIZE, metavar="N", help="instances in the cluster")
     plan.add_argument(
         "--gpus-per-instance",

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from hyperguard.cli.options import add_group, bounded_int
-from hyperguard.cli.output import print_json, print_table
+from hyperguard.cli.output import CliError, print_json, print_table
 from hyperguard.models import utcnow
 
 GOODPUT_WINDOW_HOURS = (1, 720)
@@ -26,16 +26,14 @@ class Deps:
     stores: Callable[[argparse.Namespace], tuple[Any, Any, Any, Any]]
     clock: Callable[[], datetime] = utcnow
     incidents: Callable[[argparse.Namespace], Any] | None = None
-    """How `views goodput` reaches IncidentsTable (default: the stack's, as `incidents`
+    """How `views goodput` reaches IncidentsTable (main gives the stack's, as `incidents`
     commands reach it)."""
 
 
 def _incident_store(args: argparse.Namespace, deps: Deps) -> Any:
-    if deps.incidents is not None:
-        return deps.incidents(args)
-    from hyperguard.cli.main import _incident_store as stack_incidents
-
-    return stack_incidents(args)
+    if deps.incidents is None:
+        raise CliError("views goodput: no incident store was given")
+    return deps.incidents(args)
 
 
 TEAM_COLUMNS = [

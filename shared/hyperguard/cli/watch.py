@@ -12,16 +12,14 @@ import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hyperguard.cli.deps import Deps
 from hyperguard.cli.executions import execution_row, execution_states, history, recent
 from hyperguard.cli.executions import state_machine as recovery_state_machine
 from hyperguard.cli.incidents import outcome
 from hyperguard.cli.options import number_between
 from hyperguard.cli.output import say
-
-if TYPE_CHECKING:
-    from hyperguard.cli.incidents import Deps
 
 WINDOW = 50
 """How many of the newest incidents and executions each poll reads."""

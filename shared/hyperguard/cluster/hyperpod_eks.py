@@ -37,7 +37,6 @@ from hyperguard.cluster.gateway import (
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
-    BURST_LABEL,
     DISRUPTED_TAINT,
     HYPERPOD_CAPACITY,
     IDLE_SINCE_ANNOTATION,
@@ -68,6 +67,7 @@ from hyperguard.cluster.workloads import (
     toleration_of,
 )
 from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
+from hyperguard.models.nodes import BURST_LABEL
 
 UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}

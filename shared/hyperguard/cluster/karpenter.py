@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 from lightkube.utils.quantity import parse_quantity
@@ -46,8 +45,8 @@ from hyperguard.cluster.conventions import (
     instance_id_from_provider_id,
 )
 from hyperguard.cluster.workloads import DO_NOT_DISRUPT_ANNOTATION, accelerator_resource
+from hyperguard.models.nodes import BURST_LABEL, CapacityType
 
-BURST_LABEL = "hyperguard.io/burst"
 ATTEMPT_LABEL = "hyperguard.io/burst-attempt"
 IDLE_SINCE_ANNOTATION = "hyperguard.io/idle-since"
 LOGICAL_ID_ANNOTATION = "hyperguard.io/node-logical-id"
@@ -57,14 +56,6 @@ DISRUPTED_TAINT = "karpenter.sh/disrupted"
 consolidation or by anyone), before draining it (Karpenter's docs, concepts/disruption)."""
 HYPERPOD_CAPACITY = "hyperpod"
 """The capacity type of a node a burst added to a HyperPod instance group."""
-
-
-class CapacityType(StrEnum):
-    """Karpenter's `karpenter.sh/capacity-type` values."""
-
-    RESERVED = "reserved"
-    ON_DEMAND = "on-demand"
-    SPOT = "spot"
 
 
 class BurstClaim(BaseModel):

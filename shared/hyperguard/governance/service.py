@@ -74,18 +74,12 @@ from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.cluster.kueue import priority_class_object, shared_objects, team_objects
 from hyperguard.cluster.workloads import RunPhase, RunStatus
-from hyperguard.governance.burst_policy import (
-    BurstPolicy,
-    added_by_burst,
-    is_burst,
-)
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
 from hyperguard.governance.patching import PatchFence, fences, pauses
 from hyperguard.governance.placement import (
     Pool,
-    PoolKind,
     allows_burst,
     allows_hyperpod,
     place,
@@ -107,7 +101,8 @@ from hyperguard.models.jobs import (
     held_nodes,
 )
 from hyperguard.observability import logger
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.burst import BurstPolicy, PoolKind, added_by_burst, is_burst
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.reliability import lemon_slots, read_history, slot_of
 from hyperguard.scaling.burst import (
     MAX_BURST_JOBS,

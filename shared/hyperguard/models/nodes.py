@@ -10,6 +10,17 @@ from pydantic import BaseModel, Field
 PLANNED_REPAIR = "scheduled_change"
 """A repair's `cause` when it answered an announced change (a scheduled reboot), not a
 fault: the repair ladder does not count it."""
+BURST_LABEL = "hyperguard.io/burst"
+"""On burst capacity: the burst that asked for it (a NodeClaim, its node, a HyperPod node a
+burst added)."""
+
+
+class CapacityType(StrEnum):
+    """Karpenter's `karpenter.sh/capacity-type` values."""
+
+    RESERVED = "reserved"
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
 
 
 class NodeStatus(StrEnum):

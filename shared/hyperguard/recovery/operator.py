@@ -1,5 +1,7 @@
 """What an operator can do to a recovery: approve or veto a paused one, veto repairs of a
-node, re-drive an escalated incident. Used by the API and the CLI alike."""
+node, re-drive an escalated incident. Used by the API and the CLI alike: an action that does
+not apply raises `OperatorActionError`, which the CLI prints and the API answers with 409
+(`hyperguard.api.errors`, the one place errors become HTTP)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hyperguard.api.errors import NodeActionRejectedError
 from hyperguard.cluster import ClusterGateway, NodeNotFoundError
 from hyperguard.messaging import RecoveryWorkflows
 from hyperguard.models import (
@@ -125,7 +126,7 @@ class OperatorNodeActions:
     def uncordon(self, instance_id: str) -> dict[str, Any]:
         node = self._node(instance_id)
         if node.open_incident_id:
-            raise NodeActionRejectedError(
+            raise OperatorActionError(
                 f"{instance_id} has open incident {node.open_incident_id}; its recovery "
                 "returns it to service"
             )
@@ -156,7 +157,7 @@ class OperatorNodeActions:
         )
         incident, outcome = self.operator.incidents.open_or_append(node, signal, now)
         if outcome is not SignalOutcome.OPENED:
-            raise NodeActionRejectedError(
+            raise OperatorActionError(
                 f"{instance_id} already has open incident {incident.incident_id}"
             )
         arn = self.operator.workflows.ensure_started(
@@ -182,7 +183,4 @@ class OperatorNodeActions:
         return self.operator.veto_node(instance_id, reason)
 
     def approve(self, incident_id: str) -> dict[str, Any]:
-        try:
-            return self.operator.approve(incident_id, by="api")
-        except OperatorActionError as exc:
-            raise NodeActionRejectedError(str(exc)) from exc
+        return self.operator.approve(incident_id, by="api")

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from hyperguard.models import Incident, Node, NodeStatus, Repair
-from hyperguard.recovery.policy import NodeRepairConfig, RepairDecision
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.recovery.policy import RepairDecision
 
 if TYPE_CHECKING:
     from hyperguard.store import IncidentStore, NodeStore

@@ -17,7 +17,6 @@ from typing import Any
 
 from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
-from hyperguard.cluster.karpenter import BURST_LABEL
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.governance.placement import allows_burst
 from hyperguard.messaging import Escalator, EventPublisher, announcement, escalation
@@ -37,8 +36,10 @@ from hyperguard.models import (
     wait_timestamp,
 )
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy, held_nodes
+from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
-from hyperguard.recovery.policy import NodeRepairConfig, RepairDecision, decide
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.recovery.policy import RepairDecision, decide
 from hyperguard.recovery.reliability import (
     PLANNED_KINDS,
     faults_by_slot,

@@ -17,8 +17,8 @@ G: the job's GPUs; k*g: those on the failed node; repair: the reboot's or replac
 duration; resume: a job restart from its checkpoint; rescale: an elastic checkpoint-and-
 restart at a new size; provision: new capacity coming up. Component times are the policy's
 `strategyTimes` (defaults: published HyperPod figures where there are some, see
-ComponentTimes), replaced by the median of this deployment's own incidents once it has
-`MIN_SAMPLES` of a repair kind.
+`hyperguard.policies.repair.ComponentTimes`), replaced by the median of this deployment's
+own incidents once it has `MIN_SAMPLES` of a repair kind.
 """
 
 from __future__ import annotations
@@ -27,43 +27,11 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from hyperguard import planner
 from hyperguard.models import Incident, IncidentStatus, Job, Repair
-from hyperguard.models.camel import CamelModel
 from hyperguard.models.jobs import AppliedStrategy, RecoveryStrategy
+from hyperguard.policies.repair import ComponentTimes
 
 MIN_SAMPLES = 3
-DAY_S = 86_400
-
-
-class ComponentTimes(CamelModel):
-    """Seconds each part of a recovery takes. Defaults: HyperPod's published typical
-    figures (replace ≈ 15 min, resume ≈ 23.5 min, root cause ≈ 1.5 min; p5.48xlarge) where
-    AWS published one; the rest are stated assumptions."""
-
-    detect_s: float = Field(default=planner.DETECT_S, ge=0, le=DAY_S)
-    reboot_s: float = Field(
-        default=planner.REBOOT_S,
-        ge=0,
-        le=DAY_S,
-        description="assumed: a warm reboot of a GPU instance",
-    )
-    replace_s: float = Field(default=planner.REPLACE_S, ge=0, le=DAY_S)
-    resume_s: float = Field(default=planner.RESUME_S, ge=0, le=DAY_S)
-    rescale_s: float = Field(
-        default=planner.RESCALE_S,
-        ge=0,
-        le=DAY_S,
-        description="assumed: an elastic job's checkpoint-and-restart at a new size, its pods kept",
-    )
-    provision_s: float = Field(
-        default=planner.PROVISION_S,
-        ge=0,
-        le=DAY_S,
-        description="assumed: Karpenter launching a GPU node",
-    )
 
 
 def measured(times: ComponentTimes, incidents: Iterable[Incident]) -> tuple[ComponentTimes, str]:

@@ -32,11 +32,12 @@ from pydantic import Field, model_validator
 from hyperguard.catalogue import ml_name
 from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.hyperpod import ADD_LIMIT
-from hyperguard.cluster.karpenter import HYPERPOD_CAPACITY, BurstClaim, CapacityType
-from hyperguard.governance.burst_policy import BurstPolicy
+from hyperguard.cluster.karpenter import HYPERPOD_CAPACITY, BurstClaim
 from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.governance import TEAM_NAME_PATTERN
+from hyperguard.models.nodes import CapacityType
+from hyperguard.policies.burst import BurstPolicy
 
 TEMPLATE_CAPACITY: Mapping[str, tuple[CapacityType, ...]] = {
     "development": (CapacityType.RESERVED, CapacityType.ON_DEMAND),

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hyperguard.governance.burst_policy import BurstPolicy
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.burst import BurstPolicy
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.codec import TableStore, plain, to_item
 
 KEY = {"pk": "POLICY", "sk": "NODE_REPAIR"}

@@ -40,9 +40,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hyperguard.cluster.conventions import EC2_CAPACITY_TYPES
-from hyperguard.cluster.karpenter import CapacityType
-from hyperguard.governance.burst_policy import BurstPolicy
-from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
+from hyperguard.models.nodes import CapacityType
+from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
 from hyperguard.twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_burst_policy, team_role
 from hyperguard.twin.scenarios import add_team, ok
 

@@ -28,8 +28,8 @@ from typing import Any
 from werkzeug.serving import make_server
 
 from hyperguard import aws
-from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy
-from hyperguard.recovery.policy import DeepHealthCheck, NodeRepairConfig
+from hyperguard.policies.burst import BurstCapacity, BurstPolicy
+from hyperguard.policies.repair import DeepHealthCheck, NodeRepairConfig
 from hyperguard.twin import aws as twin_aws
 from hyperguard.twin.api_gateway import (
     DEFAULT_PRINCIPAL,

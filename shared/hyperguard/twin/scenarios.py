@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.twin.cluster import Progress
 from hyperguard.twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_policy, team_role
 

@@ -7,8 +7,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hyperguard.governance.burst_policy import BurstPolicy, PoolPrice, SpendCaps
-from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, Placement, Pool, PoolKind, place
+from hyperguard.governance.placement import Placement, Pool, place
+from hyperguard.policies.burst import (
+    DEFAULT_HOURLY_PRICES,
+    BurstPolicy,
+    PoolKind,
+    PoolPrice,
+    SpendCaps,
+)
 
 HP_COMMITTED = Pool("hp-reserved", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, 8, committed=True)
 HP = Pool("hp-ondemand", PoolKind.HYPERPOD, "ml.p5.48xlarge", 16, 8)

@@ -19,8 +19,8 @@ from hyperguard.api.models import (
     SchedulerConfigView,
 )
 from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
-from hyperguard.governance.burst_policy import BurstPolicy
-from hyperguard.recovery.policy import NodeRepairConfig
+from hyperguard.policies.burst import BurstPolicy
+from hyperguard.policies.repair import NodeRepairConfig
 
 
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:

@@ -1,14 +1,17 @@
 """The burst policy: what capacity costs, which capacity is already paid for, and how much
 burst (EKS) capacity each team may spend per day.
 
-Prices and the committed pools are data, not constants: placement ranks pools by them, and
-every placement records the price it assumed. Stored in DynamoDB (TeamsTable, pk `POLICY`,
-sk `BURST`); these defaults apply until one is stored (`PUT /policies/burst`).
+Prices and the committed pools are data, not constants: placement
+(`hyperguard.governance.placement`) ranks pools by them, and every placement records the
+price it assumed. Stored in DynamoDB (TeamsTable, pk `POLICY`, sk `BURST`); these defaults
+apply until one is stored (`PUT /policies/burst`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import (
@@ -21,17 +24,94 @@ from pydantic import (
     model_validator,
 )
 
-from hyperguard.cluster.karpenter import BURST_LABEL, CapacityType
-from hyperguard.governance.placement import (
-    DEFAULT_HOURLY_PRICES,
-    PRICE_SOURCE,
-    BurstBudget,
-    PoolKind,
-    price_key,
-)
+from hyperguard.catalogue import ec2_name, ml_name
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.governance import TEAM_NAME_PATTERN
-from hyperguard.models.nodes import Node
+from hyperguard.models.nodes import BURST_LABEL, CapacityType, Node
+
+
+class PoolKind(StrEnum):
+    HYPERPOD = "hyperpod"
+    EKS_ON_DEMAND = "eks-on-demand"
+    EKS_SPOT = "eks-spot"
+
+
+DEFAULT_HOURLY_PRICES: Mapping[tuple[PoolKind, str], float] = {
+    (PoolKind.HYPERPOD, "ml.p5.48xlarge"): 98.32,
+    (PoolKind.HYPERPOD, "ml.p4d.24xlarge"): 37.69,
+    (PoolKind.HYPERPOD, "ml.g5.48xlarge"): 20.36,
+    (PoolKind.HYPERPOD, "ml.g5.12xlarge"): 7.09,
+    (PoolKind.HYPERPOD, "ml.trn1.32xlarge"): 25.78,
+    (PoolKind.EKS_ON_DEMAND, "p5.48xlarge"): 55.04,
+    (PoolKind.EKS_ON_DEMAND, "p4d.24xlarge"): 21.96,
+    (PoolKind.EKS_ON_DEMAND, "g5.48xlarge"): 16.29,
+    (PoolKind.EKS_ON_DEMAND, "g5.12xlarge"): 5.67,
+    (PoolKind.EKS_ON_DEMAND, "trn1.32xlarge"): 21.50,
+    (PoolKind.EKS_SPOT, "p5.48xlarge"): 30.00,
+    (PoolKind.EKS_SPOT, "p4d.24xlarge"): 9.00,
+    (PoolKind.EKS_SPOT, "g5.48xlarge"): 6.50,
+    (PoolKind.EKS_SPOT, "g5.12xlarge"): 2.30,
+    (PoolKind.EKS_SPOT, "trn1.32xlarge"): 8.60,
+}
+"""The burst policy's default `prices`."""
+
+PRICE_SOURCE = (
+    "Hourly USD per instance, us-east-1, rounded from the public price pages (SageMaker "
+    "HyperPod pricing for ml.* instance types; EC2 On-Demand pricing for EKS on-demand; spot "
+    "is a typical recent spot price, which moves hourly). These are defaults for ranking "
+    "pools, not a bill: store the account's negotiated, reserved or current spot prices "
+    "instead. Committed capacity is charged at 0 regardless (it is paid whether used or not)."
+)
+
+
+def price_key(kind: PoolKind, instance_type: str) -> tuple[PoolKind, str]:
+    """How prices are looked up: HyperPod by its `ml.` name, EKS by the EC2 name."""
+    name = ml_name(instance_type) if kind is PoolKind.HYPERPOD else ec2_name(instance_type)
+    return kind, name
+
+
+@dataclass(frozen=True, slots=True)
+class BurstBudget:
+    """What a team may still use of burst capacity: its jobs' and all teams' jobs' current
+    hourly cost and GPUs on burst capacity, and the caps, in USD and in GPU-hours per day
+    (None: no cap). Both are rates: what runs now, and what is added, for 24 hours."""
+
+    team: str
+    team_usd_per_hour: float = 0.0
+    total_usd_per_hour: float = 0.0
+    team_cap_usd_per_day: float | None = None
+    global_cap_usd_per_day: float | None = None
+    team_gpus: float = 0.0
+    total_gpus: float = 0.0
+    team_cap_gpu_hours_per_day: float | None = None
+    global_cap_gpu_hours_per_day: float | None = None
+
+    def refusal(self, cost: float, gpus: float = 0.0) -> str | None:
+        """Why adding `cost` USD/h and `gpus` GPUs of burst would break a cap; None when it
+        would not."""
+        team = f"team {self.team}'s"
+        caps = (
+            (_USD_CAP, team, cost, self.team_usd_per_hour, self.team_cap_usd_per_day),
+            (_USD_CAP, "the global", cost, self.total_usd_per_hour, self.global_cap_usd_per_day),
+            (_GPU_CAP, team, gpus, self.team_gpus, self.team_cap_gpu_hours_per_day),
+            (_GPU_CAP, "the global", gpus, self.total_gpus, self.global_cap_gpu_hours_per_day),
+        )
+        for why, whose, added, running, cap in caps:
+            daily = (running + added) * 24
+            if added > 0 and cap is not None and daily > cap + 1e-9:
+                return why.format(whose=whose, cap=cap, running=running, added=added, daily=daily)
+        return None
+
+
+_USD_CAP = (
+    "{whose} burst spend cap of ${cap:.2f}/day would be exceeded: ${running:.2f}/h running + "
+    "${added:.2f}/h for this job = ${daily:.2f}/day"
+)
+_GPU_CAP = (
+    "{whose} burst cap of {cap:.0f} GPU-hours/day would be exceeded: {running:.0f} GPUs "
+    "running + {added:.0f} for this job = {daily:.0f} GPU-hours/day"
+)
+
 
 POOL_NAME = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$"
 INSTANCE_TYPE = r"^(ml\.)?[a-z0-9-]{1,24}\.[a-z0-9-]{1,24}$"
