@@ -63,12 +63,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import Field, ValidationError
 
-from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.cluster.karpenter import BurstClaim
@@ -98,7 +96,6 @@ from hyperguard.governance.state import (
 )
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus, Node, NodeStatus, utcnow
-from hyperguard.models.camel import CamelModel
 from hyperguard.models.governance import PriorityClass
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
@@ -120,76 +117,12 @@ from hyperguard.scaling.burst import (
     rolled_back,
     scale_in,
 )
-from hyperguard.settings import Settings
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobRecord, JobStore
 from hyperguard.store.nodes import NodeStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.teams import Lease, TeamStore
-
-
-class WakeupMessage(CamelModel):
-    """The body of the API's wake-up (docs/events.md): why, and the job just submitted."""
-
-    reason: str = Field(max_length=200)
-    job_id: str | None = Field(default=None, min_length=1, max_length=128)
-
-
-def woken_jobs(bodies: Iterable[str]) -> list[str]:
-    """The jobs the API's wake-ups among these message bodies name. The other bodies on
-    the queue (EventBridge's tick and job-status events) name none."""
-    named = []
-    for body in bodies:
-        try:
-            message = WakeupMessage.model_validate_json(body)
-        except ValidationError:
-            continue
-        if message.job_id is not None:
-            named.append(message.job_id)
-    return named
-
-
-class SchedulerWakeup(Protocol):
-    def wake(self, reason: str, job_id: str | None = None) -> None: ...
-
-
-class NoWakeup:
-    """No queue configured: the periodic tick runs the next pass."""
-
-    def wake(self, reason: str, job_id: str | None = None) -> None:
-        return None
-
-
-class SqsWakeup:
-    """One message on the scheduler's FIFO queue, in its single message group, so passes
-    run one at a time in order. A fresh deduplication id per wake: two wakes for different
-    changes must not be merged by FIFO deduplication (the later one's change would wait for
-    the tick, and its job id would be lost). `job_id`: a job just written, which the pass
-    reads by key because the index it lists jobs from may not have it yet."""
-
-    GROUP = "scheduler"
-
-    def __init__(self, queue_url: str, sqs: Any | None = None) -> None:
-        self.queue_url = queue_url
-        self._sqs = sqs
-
-    def wake(self, reason: str, job_id: str | None = None) -> None:
-        sqs = self._sqs or client("sqs")
-        sqs.send_message(
-            QueueUrl=self.queue_url,
-            MessageBody=WakeupMessage(reason=reason, job_id=job_id).model_dump_json(
-                exclude_none=True
-            ),
-            MessageGroupId=self.GROUP,
-            MessageDeduplicationId=uuid.uuid4().hex,
-        )
-
-
-def wakeup_for(settings: Settings) -> SchedulerWakeup:
-    if settings.scheduler_queue_url:
-        return SqsWakeup(settings.scheduler_queue_url)
-    return NoWakeup()
 
 
 def usable(node: Node) -> bool:

@@ -19,8 +19,7 @@ from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import allows_hyperpod
-from hyperguard.governance.service import SchedulerWakeup
-from hyperguard.messaging import EventPublisher
+from hyperguard.messaging import EventPublisher, SchedulerWakeup
 from hyperguard.models import utcnow
 from hyperguard.models.jobs import WAITING_STATUSES
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
