@@ -27,13 +27,13 @@ from hyperguard.cluster.karpenter import (
 )
 from hyperguard.cluster.workloads import RunPhase
 from hyperguard.governance.burst_policy import BurstPolicy
+from hyperguard.governance.bursting import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard.governance.service import SchedulerService, usable
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import NodeStatus
-from hyperguard.scaling.burst import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobEvent, JobStore
 from hyperguard.twin.kube.store import NODES

@@ -36,9 +36,10 @@ from hyperguard.cluster.karpenter import (
     idle_mark,
 )
 from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy
+from hyperguard.governance.bursting import BurstJob, BurstRequest
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus
-from hyperguard.scaling.burst import BurstJob, BurstRequest, plan_burst
+from hyperguard.scaling.burst import plan_burst
 from hyperguard.twin.cluster import SimTimings
 from hyperguard.twin.kube.store import NODES, PODS
 

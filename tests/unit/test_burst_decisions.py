@@ -19,19 +19,18 @@ from hyperguard.cluster.karpenter import (
     read_claim,
 )
 from hyperguard.governance.burst_policy import BurstCapacity, BurstPolicy, SpendCaps
-from hyperguard.governance.placement import PoolKind
-from hyperguard.scaling.burst import (
+from hyperguard.governance.bursting import (
     BurstJob,
     BurstRequest,
-    assess,
     burst_id,
     last_rollback,
     next_window,
     nodes_for,
-    plan_burst,
     rollback_note,
     scale_in,
 )
+from hyperguard.governance.placement import PoolKind
+from hyperguard.scaling.burst import assess, plan_burst
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 OD_P5 = 55.04

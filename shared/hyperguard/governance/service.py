@@ -77,6 +77,17 @@ from hyperguard.governance.burst_policy import (
     added_by_burst,
     is_burst,
 )
+from hyperguard.governance.bursting import (
+    MAX_BURST_JOBS,
+    BurstJob,
+    BurstRequest,
+    burst_id,
+    last_rollback,
+    next_window,
+    nodes_for,
+    rolled_back,
+    scale_in,
+)
 from hyperguard.governance.decisions import Decision, DecisionKind
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.jobs import Actor, FencedOutError, JobLifecycle, Outcome
@@ -106,17 +117,6 @@ from hyperguard.models.jobs import (
 from hyperguard.observability import logger
 from hyperguard.recovery.policy import NodeRepairConfig
 from hyperguard.recovery.reliability import lemon_slots, read_history, slot_of
-from hyperguard.scaling.burst import (
-    MAX_BURST_JOBS,
-    BurstJob,
-    BurstRequest,
-    burst_id,
-    last_rollback,
-    next_window,
-    nodes_for,
-    rolled_back,
-    scale_in,
-)
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobRecord, JobStore

@@ -17,6 +17,7 @@ from typing import Any
 from hyperguard.cluster import ClusterGateway
 from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
+from hyperguard.governance.bursting import BurstRequest, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.messaging import EventPublisher, SchedulerWakeup
@@ -26,11 +27,9 @@ from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, sin
 from hyperguard.scaling.burst import (
     TEMPLATE_CAPACITY,
     BurstPlan,
-    BurstRequest,
     CapacityOption,
     assess,
     plan_burst,
-    rollback_note,
 )
 from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore
