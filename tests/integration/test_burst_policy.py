@@ -29,8 +29,9 @@ from hyperguard.cluster.workloads import RunPhase
 from hyperguard.governance.burst_policy import BurstPolicy
 from hyperguard.governance.bursting import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.occupancy import usable
 from hyperguard.governance.placement import DEFAULT_HOURLY_PRICES, PoolKind
-from hyperguard.governance.service import SchedulerService, usable
+from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import NodeStatus
