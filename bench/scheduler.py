@@ -781,7 +781,7 @@ def submit(
 ) -> str:
     """What the API function does for a new job at virtual time `at`: write it (its `Live`
     entry appears later), then wake the scheduler naming it. The wake-up's message body."""
-    from hyperguard.governance.service import WakeupMessage
+    from hyperguard.messaging import WakeupMessage
 
     lifecycle.submit(job, principal="bench", rules=rules)
     built.index_lag.written(job.job_id, at)
@@ -838,7 +838,7 @@ class Timeline:
 
 def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
     """One pass started by the wake-ups with these message bodies, as the handler starts it."""
-    from hyperguard.governance.service import woken_jobs
+    from hyperguard.messaging import woken_jobs
 
     meter = built.meter
     before = Counter(meter.calls["pass"])

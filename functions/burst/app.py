@@ -6,8 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
-from hyperguard.governance.service import wakeup_for
-from hyperguard.messaging import EventPublisher
+from hyperguard.messaging import EventPublisher, wakeup_for
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.settings import load_settings

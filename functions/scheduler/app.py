@@ -6,8 +6,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
-from hyperguard.governance.service import SchedulerBusyError, SchedulerService, woken_jobs
-from hyperguard.messaging import Workflows
+from hyperguard.governance.service import SchedulerBusyError, SchedulerService
+from hyperguard.messaging import Workflows, woken_jobs
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore

@@ -1,15 +1,20 @@
-"""The service's outbound side effects: its EventBridge bus, SNS escalations, workflows."""
+"""The service's outbound side effects: its EventBridge bus, SNS escalations, workflows, and
+the scheduler's wake-up queue."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
+from pydantic import Field, ValidationError
 
 from hyperguard.aws import client
 from hyperguard.models import Incident
+from hyperguard.models.camel import CamelModel
+from hyperguard.settings import Settings
 
 EVENT_SOURCE = "hyperguard"
 
@@ -205,3 +210,66 @@ class RecoveryWorkflows(Workflows):
         """An operator vetoed a paused recovery: the workflow escalates."""
         sfn = self._sfn or client("stepfunctions")
         sfn.send_task_failure(taskToken=task_token, error=error, cause=cause[:32768])
+
+
+class WakeupMessage(CamelModel):
+    """The body of the API's wake-up (docs/events.md): why, and the job just submitted."""
+
+    reason: str = Field(max_length=200)
+    job_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+def woken_jobs(bodies: Iterable[str]) -> list[str]:
+    """The jobs the API's wake-ups among these message bodies name. The other bodies on
+    the queue (EventBridge's tick and job-status events) name none."""
+    named = []
+    for body in bodies:
+        try:
+            message = WakeupMessage.model_validate_json(body)
+        except ValidationError:
+            continue
+        if message.job_id is not None:
+            named.append(message.job_id)
+    return named
+
+
+class SchedulerWakeup(Protocol):
+    def wake(self, reason: str, job_id: str | None = None) -> None: ...
+
+
+class NoWakeup:
+    """No queue configured: the periodic tick runs the next pass."""
+
+    def wake(self, reason: str, job_id: str | None = None) -> None:
+        return None
+
+
+class SqsWakeup:
+    """One message on the scheduler's FIFO queue, in its single message group, so passes
+    run one at a time in order. A fresh deduplication id per wake: two wakes for different
+    changes must not be merged by FIFO deduplication (the later one's change would wait for
+    the tick, and its job id would be lost). `job_id`: a job just written, which the pass
+    reads by key because the index it lists jobs from may not have it yet."""
+
+    GROUP = "scheduler"
+
+    def __init__(self, queue_url: str, sqs: Any | None = None) -> None:
+        self.queue_url = queue_url
+        self._sqs = sqs
+
+    def wake(self, reason: str, job_id: str | None = None) -> None:
+        sqs = self._sqs or client("sqs")
+        sqs.send_message(
+            QueueUrl=self.queue_url,
+            MessageBody=WakeupMessage(reason=reason, job_id=job_id).model_dump_json(
+                exclude_none=True
+            ),
+            MessageGroupId=self.GROUP,
+            MessageDeduplicationId=uuid.uuid4().hex,
+        )
+
+
+def wakeup_for(settings: Settings) -> SchedulerWakeup:
+    if settings.scheduler_queue_url:
+        return SqsWakeup(settings.scheduler_queue_url)
+    return NoWakeup()

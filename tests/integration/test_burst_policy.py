@@ -24,14 +24,15 @@ from hyperguard.cluster.karpenter import (
     nodeclaim_manifest,
 )
 from hyperguard.cluster.workloads import RunPhase
+from hyperguard.governance.bursting import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
-from hyperguard.governance.service import SchedulerService, usable
+from hyperguard.governance.occupancy import usable
+from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import NodeStatus
 from hyperguard.models.nodes import BURST_LABEL, CapacityType
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
-from hyperguard.scaling.burst import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobEvent, JobStore
 from hyperguard.twin.kube.store import NODES

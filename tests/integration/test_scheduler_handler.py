@@ -13,7 +13,7 @@ from tests.integration.conftest import MakeCluster
 from tests.integration.handler_harness import context, load_handler, sqs_record
 from tests.integration.scheduler_harness import running_jobs
 
-from hyperguard.governance.service import WakeupMessage
+from hyperguard.messaging import WakeupMessage
 
 
 def wake_up(body: str) -> dict[str, object]:

@@ -17,20 +17,19 @@ from hyperguard.cluster.karpenter import (
     nodes_within_limits,
     read_claim,
 )
-from hyperguard.models.nodes import CapacityType
-from hyperguard.policies.burst import BurstCapacity, BurstPolicy, PoolKind, SpendCaps
-from hyperguard.scaling.burst import (
+from hyperguard.governance.bursting import (
     BurstJob,
     BurstRequest,
-    assess,
     burst_id,
     last_rollback,
     next_window,
     nodes_for,
-    plan_burst,
     rollback_note,
     scale_in,
 )
+from hyperguard.models.nodes import CapacityType
+from hyperguard.policies.burst import BurstCapacity, BurstPolicy, PoolKind, SpendCaps
+from hyperguard.scaling.burst import assess, plan_burst
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 OD_P5 = 55.04

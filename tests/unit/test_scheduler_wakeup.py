@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.conftest import SCHEDULER_TICK
 
-from hyperguard.governance.service import SqsWakeup, woken_jobs
+from hyperguard.messaging import SqsWakeup, woken_jobs
 
 
 class RecordingSqs:

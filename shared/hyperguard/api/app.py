@@ -134,7 +134,7 @@ def offline_dependencies(**overrides: Any) -> ApiDependencies:
     it): for the committed spec, and for routes that read no state (POST /plan)."""
     from hyperguard.api.nodes import UnavailableNodeActions
     from hyperguard.catalogue import StaticCatalogue
-    from hyperguard.governance.service import NoWakeup
+    from hyperguard.messaging import NoWakeup
     from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
     from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 

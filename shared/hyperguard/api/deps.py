@@ -10,7 +10,7 @@ from datetime import datetime
 from hyperguard.api.nodes import NodeActions
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.governance.jobs import JobLifecycle
-from hyperguard.governance.service import SchedulerWakeup, wakeup_for
+from hyperguard.messaging import SchedulerWakeup, wakeup_for
 from hyperguard.models import utcnow
 from hyperguard.settings import Settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore

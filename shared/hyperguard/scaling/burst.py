@@ -1,5 +1,5 @@
-"""Burst decisions, pure: which jobs a burst is for, which capacity to try in which order,
-whether the nodes came, and which idle burst nodes to give back.
+"""Burst decisions, pure: which of a burst's jobs it buys nodes for, which capacity to try
+in which order, and whether the nodes came.
 
 A burst is one BurstCapacity execution for one job template and one instance type: the jobs
 that only installed capacity holds back (their team's quota would take them). It tries,
@@ -12,19 +12,14 @@ option is one attempt: all the burst's nodes (an all-or-nothing gang) come, or t
 attempt's nodes are given back and the next option is tried; when none is left the burst
 rolls back and the jobs stay pending with the reasons.
 
-The burst id is deterministic — the cluster, the template, the instance type, the jobs and
-the `retryAfterS` window — so that the scheduler's passes, each of which sees the same
-jobs waiting, start one execution (Step Functions refuses a second of the same name), and a
-burst that failed is tried again in the next window.
+The request, the burst id, the rollback note and scale-in are the scheduler's, in
+`hyperguard.governance.bursting`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from typing import Self
 
 from pydantic import Field, model_validator
@@ -33,9 +28,9 @@ from hyperguard.catalogue import ml_name
 from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.hyperpod import ADD_LIMIT
 from hyperguard.cluster.karpenter import HYPERPOD_CAPACITY, BurstClaim
+from hyperguard.governance.bursting import BurstJob, BurstRequest
 from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.models.camel import CamelModel
-from hyperguard.models.governance import TEAM_NAME_PATTERN
 from hyperguard.models.nodes import CapacityType
 from hyperguard.policies.burst import BurstPolicy
 
@@ -44,37 +39,6 @@ TEMPLATE_CAPACITY: Mapping[str, tuple[CapacityType, ...]] = {
     "research": (CapacityType.SPOT,),
 }
 """Capacity types each template may burst onto (the placement rules' EKS pools)."""
-
-MAX_BURST_JOBS = 100
-NO_CAPACITY = "raised no capacity: "
-"""What a rolled-back burst writes on its jobs: `waiting: burst <id> raised no capacity: …`."""
-MAX_NODES_PER_JOB = 1000
-
-
-class BurstJob(CamelModel):
-    job_id: str = Field(min_length=1, max_length=128)
-    team: str = Field(pattern=TEAM_NAME_PATTERN, max_length=63)
-    nodes: int = Field(ge=1, le=MAX_NODES_PER_JOB, description="burst nodes the job needs")
-
-
-class BurstRequest(CamelModel):
-    """What the scheduler asks a BurstCapacity execution for (its input)."""
-
-    burst_id: str = Field(pattern=r"^burst-[0-9a-f]{16}$")
-    template: str = Field(max_length=32)
-    instance_type: str = Field(max_length=50, description="the EC2 name")
-    accelerators_per_node: int = Field(ge=1, le=64)
-    jobs: list[BurstJob] = Field(min_length=1, max_length=MAX_BURST_JOBS)
-    spend_usd_per_hour: dict[str, float] = Field(
-        default_factory=dict,
-        max_length=500,
-        description="every team's burst spend when the scheduler asked (the caps' baseline)",
-    )
-    burst_gpus: dict[str, float] = Field(
-        default_factory=dict,
-        max_length=500,
-        description="every team's GPUs on burst capacity when the scheduler asked",
-    )
 
 
 class CapacityOption(CamelModel):
@@ -107,51 +71,6 @@ class BurstPlan(CamelModel):
     nodes: int
     options: list[CapacityOption]
     refused: list[str] = Field(default_factory=list, description="why capacity was left out")
-
-
-def burst_id(
-    cluster: str,
-    template: str,
-    instance_type: str,
-    job_ids: Iterable[str],
-    now: datetime,
-    retry_after_s: float,
-) -> str:
-    window = int(now.timestamp() // max(retry_after_s, 1))
-    key = "\n".join([cluster, template, instance_type, str(window), *sorted(job_ids)])
-    return "burst-" + hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def next_window(now: datetime, retry_after_s: float) -> datetime:
-    """When the burst window after the one `now` falls in begins: the earliest next try for
-    jobs whose burst of this window has already ended."""
-    length = max(retry_after_s, 1)
-    return datetime.fromtimestamp((now.timestamp() // length + 1) * length, now.tzinfo)
-
-
-def rollback_note(burst_id: str, why: str) -> str:
-    """The reason a rolled-back burst leaves on its jobs."""
-    return f"waiting: burst {burst_id} {NO_CAPACITY}{why}"[:1000]
-
-
-def last_rollback(reason: str) -> str | None:
-    """The note of the last burst that raised no capacity, kept in a job's reason (None:
-    there is none), so that the next pass can carry it forward."""
-    end = reason.find(NO_CAPACITY)
-    start = reason.rfind("burst burst-", 0, end)
-    return reason[start:] if end >= 0 and start >= 0 else None
-
-
-def rolled_back(reason: str, burst_id: str) -> bool:
-    """Whether the last rollback note a job's reason keeps is burst `burst_id`'s."""
-    last = last_rollback(reason)
-    return last is not None and last.startswith(f"burst {burst_id} ")
-
-
-def nodes_for(replicas: int, accelerators_per_replica: int, accelerators_per_node: int) -> int:
-    """Nodes `replicas` replicas need, each replica whole on one node."""
-    per_node = max(accelerators_per_node // max(accelerators_per_replica, 1), 1)
-    return math.ceil(replicas / per_node)
 
 
 def plan_burst(
@@ -332,27 +251,3 @@ def assess(
         ready = sum(1 for c in alive if c.ready)
         return "timeout", f"{ready} of {nodes} node(s) Ready after {waited_s:.0f} s"
     return "waiting", None
-
-
-def scale_in(
-    claims: Iterable[BurstClaim],
-    busy: set[str],
-    now: datetime,
-    cooldown_s: float,
-) -> tuple[list[BurstClaim], list[tuple[BurstClaim, datetime | None]]]:
-    """The burst nodes to release (idle for `cooldown_s`), and the idle marks to set (first
-    seen idle now) or clear (busy again). `busy`: instance ids some job holds."""
-    release: list[BurstClaim] = []
-    marks: list[tuple[BurstClaim, datetime | None]] = []
-    for claim in claims:
-        if claim.deleting or not claim.ready:
-            continue
-        if claim.instance_id in busy:
-            if claim.idle_since is not None:
-                marks.append((claim, None))
-            continue
-        if claim.idle_since is None:
-            marks.append((claim, now))
-        elif (now - claim.idle_since).total_seconds() >= cooldown_s:
-            release.append(claim)
-    return release, marks

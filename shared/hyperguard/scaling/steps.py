@@ -17,21 +17,19 @@ from typing import Any
 from hyperguard.cluster import ClusterGateway
 from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
+from hyperguard.governance.bursting import BurstRequest, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import allows_hyperpod
-from hyperguard.governance.service import SchedulerWakeup
-from hyperguard.messaging import EventPublisher
+from hyperguard.messaging import EventPublisher, SchedulerWakeup
 from hyperguard.models import utcnow
 from hyperguard.models.jobs import WAITING_STATUSES
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.scaling.burst import (
     TEMPLATE_CAPACITY,
     BurstPlan,
-    BurstRequest,
     CapacityOption,
     assess,
     plan_burst,
-    rollback_note,
 )
 from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore

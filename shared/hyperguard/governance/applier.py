@@ -1,0 +1,428 @@
+"""The scheduling pass's effects: the planner's intents carried out, in the order the
+service's docstring gives ("Order of effects, and why"), through the job lifecycle (every
+job write a conditional write of `hyperguard.governance.jobs`), the cluster gateway and the
+workflows. The applier decides nothing: it counts what was applied and what was refused
+(`PassResult`), and makes the two guarded re-checks the plan leaves to it (the jobs before
+an idle burst node is released, a burst's output before a HyperPod node it added is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperguard.cluster.gateway import ClusterError, ClusterGateway
+from hyperguard.cluster.karpenter import BurstClaim
+from hyperguard.cluster.kueue import priority_class_object, shared_objects, team_objects
+from hyperguard.governance.intents import (
+    Admission,
+    AdmissionPlan,
+    CapacityPlan,
+    EnsureTeam,
+    Growth,
+    Preemption,
+    ReasonWrite,
+    Reconcile,
+    ReconcilePlan,
+    Shrink,
+    Verdict,
+)
+from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
+from hyperguard.governance.state import NO_CLASS_PRIORITY
+from hyperguard.messaging import Workflows
+from hyperguard.models import Job, JobStatus
+from hyperguard.models.governance import PriorityClass
+from hyperguard.models.jobs import held_nodes
+from hyperguard.observability import logger
+from hyperguard.store.jobs import JobStore
+from hyperguard.store.teams import Lease, TeamStore
+
+ENDS = {Verdict.SUCCEEDED: JobStatus.SUCCEEDED, Verdict.FAILED: JobStatus.FAILED}
+"""The verdicts that end a job, and the status each ends it in."""
+
+
+@dataclass
+class PassResult:
+    acquired: bool = True
+    admitted: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    resized: list[str] = field(default_factory=list)
+    dispatched: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+    unplaced: list[str] = field(default_factory=list)
+    succeeded: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    stalled: list[str] = field(default_factory=list)
+    paused: list[str] = field(default_factory=list)
+    """Jobs paused before their instance group's scheduled patch (D101)."""
+    slow: int = 0
+    """Running jobs flagged slow (D100), as the pass read them."""
+    bursts: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    moved_back: list[str] = field(default_factory=list)
+    spares: int = 0
+    pending: int = 0
+    pending_by_team: dict[str, int] = field(default_factory=dict)
+    conflicts: int = 0
+    writes: int = 0
+    duration_s: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "admitted": len(self.admitted),
+            "preempted": len(self.preempted),
+            "resized": len(self.resized),
+            "dispatched": len(self.dispatched),
+            "stopped": len(self.stopped),
+            "unplaced": len(self.unplaced),
+            "succeeded": len(self.succeeded),
+            "failed": len(self.failed),
+            "lost": len(self.lost),
+            "stalled": len(self.stalled),
+            "paused": len(self.paused),
+            "slow": self.slow,
+            "bursts": len(self.bursts),
+            "released": len(self.released),
+            "moved_back": len(self.moved_back),
+            "spares": self.spares,
+            "pending": self.pending,
+            "conflicts": self.conflicts,
+        }
+
+
+@dataclass
+class PassApplier:
+    """One pass's effects, under its lease."""
+
+    lifecycle: JobLifecycle
+    jobs: JobStore
+    teams: TeamStore
+    gateway: ClusterGateway
+    lease: Lease
+    result: PassResult
+    bursts: Workflows | None = None
+    priority_classes: list[PriorityClass] = field(default_factory=list)
+    teams_ensured: set[str] = field(default_factory=set)
+    """The scheduler process's: teams whose objects it ensured (D98); the applier adds."""
+    queues_ready: set[str] = field(default_factory=set)
+    """Teams whose Kueue objects this pass ensured (the first also the shared ones)."""
+    retired_classes: set[str] = field(default_factory=set)
+    """Classes jobs name that the config no longer has, ensured by this pass."""
+
+    # -- phase 1 --------------------------------------------------------------------------
+    def reconcile(self, plan: ReconcilePlan) -> list[str]:
+        """Cancelled jobs' pods stopped, new checkpoints recorded, verdicts written (and
+        their runs stopped), orphaned runs stopped, jobs paused for a patch: the jobs whose
+        status changed."""
+        for cancelled in plan.cancelled:
+            # `stopped` (which clears `stop_pending`) only once the cluster stopped the pods:
+            # until then the job stays on the `Live` index and every pass tries again.
+            if self.stop(cancelled.job_id):
+                self.count(self.lifecycle.stopped(cancelled.job_id, list(cancelled.nodes)))
+        for found in plan.checkpoints:
+            self.lifecycle.record_checkpoint(
+                found.record.job.job_id,
+                found.checkpoint,
+                history=True,
+                record=found.record,
+                slow_ratio=found.slow_ratio,
+            )
+            self.result.writes += 1
+        moved = [v.job_id for v in plan.verdicts if self.conclude(v)]
+        for orphan in plan.orphans:
+            self.stop(orphan.job_id, before_run=orphan.before_run)
+        return moved + [v.job_id for v in plan.pauses if self.conclude(v)]
+
+    def conclude(self, verdict: Reconcile) -> bool:
+        """The verdict written (its runs stopped unless it succeeded); False if refused."""
+        job = verdict.record.job
+        if verdict.verdict in ENDS:
+            outcome = self.lifecycle.finish(
+                verdict.record, ENDS[verdict.verdict], reason=verdict.reason
+            )
+        else:
+            outcome = self.lifecycle.requeue(
+                job.job_id,
+                by=Actor.RECONCILER,
+                run=job.run,
+                reason=verdict.reason,
+                stalled=verdict.verdict is Verdict.STALLED,
+                paused=verdict.verdict is Verdict.PAUSED,
+            )
+        if not self.count(outcome):
+            return False
+        self.tally(verdict.verdict).append(job.job_id)
+        if verdict.stops_runs:
+            self.stop(job.job_id)
+        return True
+
+    def tally(self, verdict: Verdict) -> list[str]:
+        """The result's list of the jobs given this verdict."""
+        return {
+            Verdict.SUCCEEDED: self.result.succeeded,
+            Verdict.FAILED: self.result.failed,
+            Verdict.LOST: self.result.lost,
+            Verdict.STALLED: self.result.stalled,
+            Verdict.PAUSED: self.result.paused,
+        }[verdict]
+
+    # -- phase 2 --------------------------------------------------------------------------
+    def admit(self, plan: AdmissionPlan) -> None:
+        """Team objects first, then each admission (its victims give way, the admission
+        is written, then dispatched), then elastic growth."""
+        self.result.spares, self.result.slow = plan.spares, plan.slow
+        self.result.unplaced.extend(plan.unplaced)
+        self.ensure_running_teams(plan.ensure_teams)
+        for admission in plan.admissions:
+            self.carry_out(admission)
+        for growth in plan.growths:
+            self.grow(growth)
+
+    def carry_out(self, admission: Admission) -> None:
+        job = admission.job
+        shrunk = [v for v in admission.victims if self.give_way(v) and isinstance(v, Shrink)]
+        admitted = self.count(
+            self.lifecycle.admit(
+                job.job_id,
+                nodes=list(job.nodes),
+                pool=str(job.pool),
+                replicas=admission.replicas,
+                restart=admission.restart,
+                reason=admission.reason,
+                fence=[
+                    *self.fence,
+                    self.teams.quota_version_check(job.team, admission.quota_version),
+                ],
+                pool_kind=admission.pool_kind,
+                hourly_price=admission.hourly_price,
+                hourly_cost=admission.hourly_cost,
+            )
+        )
+        if not admitted:
+            return
+        for victim in shrunk:
+            self.resize_on_cluster(victim.job)
+        self.result.admitted.append(job.job_id)
+        self.dispatch(job)
+
+    def give_way(self, victim: Preemption | Shrink) -> bool:
+        """A victim preempted (written, then its runs stopped) or shrunk (written; resized
+        on the cluster once the admission it serves is): False if the write was refused."""
+        if isinstance(victim, Shrink):
+            return self.resize(
+                victim.job, victim.reason, grown=False, fence=self.fence, for_job=victim.for_job
+            )
+        preempted = self.count(
+            self.lifecycle.preempt(
+                victim.job_id,
+                reason=victim.reason,
+                fence=self.fence,
+                for_job=victim.for_job,
+                nodes=list(victim.nodes),
+            )
+        )
+        if preempted:
+            self.result.preempted.append(victim.job_id)
+            self.stop(victim.job_id)
+        return preempted
+
+    def grow(self, growth: Growth) -> None:
+        fence = [
+            *self.fence,
+            self.teams.quota_version_check(growth.job.team, growth.quota_version),
+        ]
+        if self.resize(growth.job, growth.reason, grown=True, fence=fence):
+            self.resize_on_cluster(growth.job)
+
+    def resize(
+        self, job: Job, reason: str, *, grown: bool, fence: list[dict[str, Any]], **details: Any
+    ) -> bool:
+        """The job resized to `job.nodes` (a new run). Growth takes quota, so it is fenced
+        like an admission: also on the team's quota version."""
+        resized = self.count(
+            self.lifecycle.resize(
+                job.job_id,
+                nodes=list(job.nodes),
+                by=Actor.SCHEDULER,
+                reason=reason,
+                grown=grown,
+                fence=fence,
+                **details,
+            )
+        )
+        if resized:
+            self.result.resized.append(job.job_id)
+        return resized
+
+    def resize_on_cluster(self, job: Job) -> None:
+        """Elastic training changes size by checkpointing and restarting at the new size."""
+        try:
+            self.gateway.resize(job, list(job.nodes))
+        except ClusterError as exc:
+            logger.error(
+                "resize failed on the cluster", extra={"job_id": job.job_id, "error": str(exc)}
+            )
+
+    def dispatch(self, job: Job) -> None:
+        try:
+            self.ensure_queues(job)
+            self.gateway.dispatch(job, list(job.nodes))
+        except ClusterError as exc:
+            self.count(self.lifecycle.undispatch(job.job_id, str(exc)))
+            return
+        if self.count(self.lifecycle.start(job.job_id, nodes=list(job.nodes), pool=job.pool)):
+            self.result.dispatched.append(job.job_id)
+
+    def ensure_running_teams(self, teams: Iterable[EnsureTeam]) -> None:
+        """A cluster error leaves the rest to the next pass."""
+        for team in teams:
+            try:
+                self.ensure_queues(team.job)
+            except ClusterError as error:
+                logger.warning(
+                    "team objects not ensured", extra={"team": team.job.team, "error": str(error)}
+                )
+                return
+
+    def ensure_queues(self, job: Job) -> None:
+        """The Kueue objects a run of `job` needs before it is dispatched, once a pass per
+        team (and the cluster-wide ones once), so that a missing or changed one is put right
+        by the next dispatch (D71). A class the job names that the config no longer has gets
+        a WorkloadPriorityClass ranked below every class, as the engine ranks the job: without
+        one Kueue would keep the run suspended for good. Raises ClusterError."""
+        manifests = [] if job.team in self.queues_ready else team_objects(job.team)
+        if not self.queues_ready:
+            manifests = [*shared_objects(self.priority_classes), *manifests]
+        known = {pc.name for pc in self.priority_classes} | self.retired_classes
+        retired = job.priority_class if job.priority_class not in (None, *known) else None
+        if retired is not None:
+            why = f"HyperGuard priority class {retired}, no longer configured: below every class"
+            manifests.append(priority_class_object(retired, NO_CLASS_PRIORITY, why))
+        if not manifests:
+            return
+        outcomes = self.gateway.ensure_queues(manifests)
+        self.queues_ready.add(job.team)
+        self.teams_ensured.add(job.team)
+        if retired is not None:
+            self.retired_classes.add(retired)
+        changed = {key: outcome for key, outcome in outcomes.items() if outcome != "unchanged"}
+        if changed:
+            logger.info("kueue objects ensured", extra={"team": job.team, "changed": changed})
+
+    # -- phase 3 --------------------------------------------------------------------------
+    def scale(self, plan: CapacityPlan) -> None:
+        """Scale-in (idle marks, then releases), moves back, bursts, and last the reasons
+        of the jobs that wait."""
+        for mark in plan.marks:
+            try:
+                self.gateway.mark_burst_node_idle(mark.claim, mark.since)
+            except ClusterError as error:
+                logger.warning(
+                    "idle mark failed", extra={"claim": mark.claim.name, "error": str(error)}
+                )
+        self.release(plan.releases)
+        for move in plan.move_backs:
+            moved = self.lifecycle.preempt(
+                move.job_id, reason=move.reason, fence=self.fence, nodes=list(move.nodes)
+            )
+            if self.count(moved):
+                self.result.moved_back.append(move.job_id)
+                self.stop(move.job_id)
+        reasons = {w.job_id: w for w in plan.reasons}
+        for start in plan.bursts:
+            name = start.request.burst_id
+            try:
+                self.bursts.ensure_started(  # type: ignore[union-attr]
+                    name, {"request": start.request.model_dump(mode="json", by_alias=True)}
+                )
+            except Exception as error:  # the next pass starts it again
+                logger.warning("burst not started", extra={"burst_id": name, "error": str(error)})
+                for job_id in start.job_ids:
+                    reasons.pop(job_id, None)
+                reasons |= {w.job_id: w for w in start.unstarted}
+                continue
+            self.result.bursts.append(name)
+        self.result.pending = plan.pending
+        self.result.pending_by_team = dict(plan.pending_by_team)
+        for write in reasons.values():
+            self.write_reason(write)
+
+    def release(self, claims: Iterable[BurstClaim]) -> None:
+        """Idle burst nodes given back, unless a job holds one when the jobs are read once
+        more (a recovery may have restarted a job there since the snapshot: a hot spare);
+        a HyperPod node only once the burst its label names says it added it."""
+        release = list(claims)
+        if not release:
+            return
+        try:
+            now_held = held_nodes(r.job for r in self.jobs.active())
+        except (ClientError, BotoCoreError) as error:  # the next pass looks again
+            logger.warning("jobs unreadable", extra={"error": str(error)})
+            return
+        added: dict[str, frozenset[str]] = {}
+        for claim in release:
+            if claim.instance_id in now_held:
+                continue
+            if claim.platform == "hyperpod":
+                if claim.burst_id not in added:
+                    added[claim.burst_id] = self.nodes_added_by(claim.burst_id)
+                if claim.name not in added[claim.burst_id]:
+                    logger.warning(
+                        "idle HyperPod node kept: its burst did not add it",
+                        extra={"claim": claim.name, "burst_id": claim.burst_id},
+                    )
+                    continue
+            try:
+                if self.gateway.release_burst_node(claim):
+                    self.result.released.append(claim.name)
+            except ClusterError as error:
+                logger.warning("release failed", extra={"claim": claim.name, "error": str(error)})
+
+    def nodes_added_by(self, burst_id: str) -> frozenset[str]:
+        """The NodeLogicalIds the burst's execution added to HyperPod, from its output (the
+        node's label alone could be anyone's who may patch nodes, a kubelet's on its own
+        node among them); none when it did not succeed or cannot be read."""
+        try:
+            output = self.bursts.succeeded_output(burst_id)  # type: ignore[union-attr]
+        except (ClientError, BotoCoreError) as error:  # the next pass looks again
+            logger.warning("burst unreadable", extra={"burst_id": burst_id, "error": str(error)})
+            return frozenset()
+        added = (output or {}).get("added")
+        return (
+            frozenset(a for a in added if isinstance(a, str))
+            if isinstance(added, list)
+            else frozenset()
+        )
+
+    def write_reason(self, write: ReasonWrite) -> None:
+        if self.lifecycle.set_reason(write.job_id, write.reason, replacing=write.replacing):
+            self.result.writes += 1
+        else:  # changed since the snapshot: the next pass writes it anew
+            self.result.conflicts += 1
+
+    # -- the moves' bookkeeping --------------------------------------------------------------
+    @property
+    def fence(self) -> list[dict[str, Any]]:
+        return [self.teams.lease_check(self.lease)]
+
+    def count(self, outcome: Outcome) -> bool:
+        self.result.writes += 1
+        if not outcome:
+            self.result.conflicts += 1
+            logger.info("job move refused", extra={"why": outcome.why})
+        return outcome.applied
+
+    def stop(self, job_id: str, *, before_run: int | None = None) -> bool:
+        """Delete the job's runs (those below `before_run`, if given); False when the
+        cluster refused, which the next pass's orphan sweep (or cancelled-job stop) retries."""
+        try:
+            self.gateway.stop_job(job_id, before_run=before_run)
+        except ClusterError as exc:
+            logger.error("stop_job failed", extra={"job_id": job_id, "error": str(exc)})
+            return False
+        self.result.stopped.append(job_id)
+        return True

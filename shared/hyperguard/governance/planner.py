@@ -1,0 +1,793 @@
+"""The scheduling pass's decisions, pure: from a `PassSnapshot` to typed intents.
+
+Nothing here reads or writes anything: every input is in the snapshot (and the instance
+catalogue, whose figures are facts), every output is an intent of
+`hyperguard.governance.intents` that `hyperguard.governance.applier` carries out. The pure
+cores it builds on decide the parts: `engine.schedule` (admission, preemption, growth),
+`placement.place` (which pool), `patching` (fences, pauses), `pace` (through the lifecycle),
+`bursting` (burst requests, scale-in). What one decision changes for the next — the free
+accelerators per node, each team's burst spend, the jobs resized — is a value threaded
+from one decision to the next (`hyperguard.governance.occupancy`).
+
+Three phases, as the pass runs them:
+1. `plan_reconcile`: what the cluster says of running jobs (succeeded, failed, lost, stalled,
+   paused for a patch), their new checkpoints, cancelled jobs' pods and orphaned runs to
+   stop, and the fences of groups a patch is due on;
+2. `plan_admission`, from the snapshot with the jobs phase 1 moved read again: the engine's
+   admissions placed on nodes, their victims, elastic growth;
+3. `plan_capacity`: scale-in of burst nodes, moving development jobs back to HyperPod,
+   bursts for the jobs capacity holds back, and the reasons of the jobs that wait.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
+from hyperguard.cluster.karpenter import BurstClaim
+from hyperguard.cluster.workloads import RunPhase, RunStatus
+from hyperguard.governance.bursting import (
+    MAX_BURST_JOBS,
+    BurstJob,
+    BurstRequest,
+    burst_id,
+    last_rollback,
+    next_window,
+    nodes_for,
+    rolled_back,
+    scale_in,
+)
+from hyperguard.governance.decisions import Decision, DecisionKind, Decisions
+from hyperguard.governance.engine import schedule
+from hyperguard.governance.intents import (
+    Admission,
+    AdmissionPlan,
+    BurstStart,
+    CapacityPlan,
+    EnsureTeam,
+    Growth,
+    IdleMark,
+    MoveBack,
+    Preemption,
+    ReasonWrite,
+    Reconcile,
+    ReconcilePlan,
+    RecordCheckpoint,
+    Shrink,
+    StopCancelled,
+    StopRuns,
+    Verdict,
+)
+from hyperguard.governance.occupancy import (
+    BurstMeter,
+    BurstSpend,
+    Occupancy,
+    admissible_capacity,
+    cordoned,
+    per_replica,
+)
+from hyperguard.governance.patching import PatchFence, fences, pauses
+from hyperguard.governance.placement import (
+    Placement,
+    allows_burst,
+    allows_hyperpod,
+    place,
+)
+from hyperguard.governance.snapshot import (
+    LIVE_PHASES,
+    ORPHAN_STOPS_PER_PASS,
+    InstanceGroups,
+    PassSnapshot,
+    reads_progress,
+)
+from hyperguard.governance.state import GovernanceState, Workload
+from hyperguard.models import Job, JobStatus, Node, NodeStatus
+from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES, held_nodes
+from hyperguard.policies.burst import BurstPolicy, PoolKind, is_burst
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.store.jobs import JobRecord
+
+MOVE_BACK_WITHIN_S = 90.0
+"""How fresh a checkpoint must be for a job to move back from burst capacity at it: what the
+job redoes at most. Above the scheduler's 1-minute schedule, so that a checkpoint reported
+through the API (which leaves no newer marker for the pass to find) still meets a pass."""
+
+# -- phase 1: reconciliation ------------------------------------------------------------------
+
+
+def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
+    """End, requeue or record the progress of running jobs from what the cluster says; stop
+    what no job should run; fence the groups a patch is due on and pause their jobs."""
+    checkpoints, verdicts = _running(snapshot)
+    found_steps = {c.record.job.job_id: c.checkpoint.step for c in checkpoints}
+    fenced, fenced_nodes = _fences(snapshot)
+    decided = {v.job_id for v in verdicts}
+    group_of = {n.instance_id: n.pool for n in snapshot.nodes if n.platform == "hyperpod"}
+    waiting = [r for r in snapshot.jobs if r.job.job_id not in decided]
+    paused = pauses(fenced, waiting, group_of, snapshot.now, found_steps) if fenced else []
+    by_id = {r.job.job_id: r for r in snapshot.jobs}
+    return ReconcilePlan(
+        cancelled=tuple(
+            StopCancelled(r.job.job_id, tuple(r.job.nodes)) for r in snapshot.jobs if r.stop_pending
+        ),
+        checkpoints=tuple(checkpoints),
+        verdicts=tuple(verdicts),
+        orphans=tuple(_orphans(snapshot)),
+        pauses=tuple(Reconcile(Verdict.PAUSED, by_id[p.job_id], p.reason) for p in paused),
+        fences=fenced,
+        fenced_nodes=fenced_nodes,
+        found=found_steps,
+    )
+
+
+def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Reconcile]]:
+    """The running jobs' new checkpoints, and the verdicts on their current runs."""
+    runs = {(r.job_id, r.run): r for r in snapshot.runs}
+    healthy = {
+        n.instance_id for n in snapshot.nodes if n.status is NodeStatus.RUNNING and n.healthy
+    }
+    checkpoints: list[RecordCheckpoint] = []
+    verdicts: list[Reconcile] = []
+    for record in snapshot.jobs:
+        job = record.job
+        if job.status is not JobStatus.RUNNING or record.stop_pending:
+            continue
+        run = runs.get((job.job_id, job.run))
+        found = snapshot.checkpoints.get(job.job_id) if reads_progress(record, run) else None
+        if found is not None:
+            checkpoints.append(RecordCheckpoint(record, found, snapshot.repair.slow_job_ratio))
+        verdict = _verdict(record, run, healthy, snapshot.repair, snapshot.now, found is not None)
+        if verdict is not None:
+            verdicts.append(verdict)
+    return checkpoints, verdicts
+
+
+def _verdict(
+    record: JobRecord,
+    run: RunStatus | None,
+    healthy: set[str],
+    policy: NodeRepairConfig,
+    now: datetime,
+    checkpointed: bool,
+) -> Reconcile | None:
+    """What becomes of a running job whose current run is `run` (None: gone)."""
+    job = record.job
+    if run is not None and run.phase is RunPhase.SUCCEEDED:
+        why = f"completed: {run.kind.value} {run.name} {run.reason or 'finished'}"
+        return Reconcile(Verdict.SUCCEEDED, record, why)
+    if run is not None and run.phase in LIVE_PHASES:
+        stalled = (
+            _stalled(record, run, policy, now, checkpointed)
+            if run.phase is RunPhase.RUNNING
+            else ""
+        )
+        if not stalled:
+            return None
+        return Reconcile(
+            Verdict.STALLED, record, f"requeued to resume from its checkpoint: {stalled}"
+        )
+    # Failed, lost or gone. A node fault kills runs too: leave those to recovery.
+    if record.protected_by or any(node not in healthy for node in job.nodes):
+        return None
+    since = (run.since if run is not None else None) or record.started_at
+    if since is not None and (now - since).total_seconds() < policy.failed_run_grace_s:
+        return None
+    if run is not None and run.phase is RunPhase.FAILED:
+        why = f"failed: {run.reason or 'Failed'}: {run.message}".rstrip(": ")
+        return Reconcile(Verdict.FAILED, record, why)
+    lost = (
+        f"{run.kind.value} {run.name} lost ({run.reason}: {run.message})"
+        if run is not None
+        else f"run {job.run} is no longer on the cluster"
+    )
+    return Reconcile(Verdict.LOST, record, f"requeued to resume from its checkpoint: {lost}")
+
+
+def _stalled(
+    record: JobRecord, run: RunStatus, policy: NodeRepairConfig, now: datetime, checkpointed: bool
+) -> str:
+    """Why a running job counts as stalled ("" when it does not): it writes checkpoints,
+    found none new in this pass, and has completed none for `stalledJobMins` since its
+    run started (or its run reached Running) or its last new checkpoint (D94)."""
+    job = record.job
+    if not policy.stalled_job_mins or not job.checkpoint_location or checkpointed:
+        return ""
+    since = max((t for t in (record.started_at, run.since, record.progress_at) if t), default=None)
+    if since is None:
+        return ""
+    idle_min = (now - since).total_seconds() / 60
+    if idle_min < policy.stalled_job_mins:
+        return ""
+    last = job.last_checkpoint
+    where = f"step {last.step}" if last else "none yet"
+    return (
+        f"stalled: no new checkpoint for {idle_min:.0f} min (limit "
+        f"{policy.stalled_job_mins:g}; latest {where})"
+    )
+
+
+def _fences(snapshot: PassSnapshot) -> tuple[dict[str, PatchFence], frozenset[str]]:
+    """The instance groups a patch is due on, and their nodes (none when the groups were
+    unreadable)."""
+    if snapshot.groups is None:
+        return {}, frozenset()
+    lead = timedelta(minutes=snapshot.repair.scheduled_change_lead_mins)
+    fenced = fences(snapshot.groups.groups, snapshot.now, lead)
+    return fenced, frozenset(
+        n.instance_id for n in snapshot.nodes if n.platform == "hyperpod" and n.pool in fenced
+    )
+
+
+def _orphans(snapshot: PassSnapshot) -> list[StopRuns]:
+    """The live runs no job should have: every run of a job that has ended or waits (a
+    preemption whose stop failed, a run recovery dispatched after a cancel had its pods
+    stopped), and runs older than a holding job's current one. Safe against the snapshot
+    being older than the runs: a waiting job gets a new run only from this pass's
+    admission, and a holding job's run numbers only grow. A job recovery protects is left
+    to it (it stops the runs it replaces), as is a cancelled one whose stop is still owed.
+    Runs of jobs HyperGuard has no record of are left alone; at most ORPHAN_STOPS_PER_PASS
+    jobs a pass, the rest on the next."""
+    records = {r.job.job_id: r for r in snapshot.jobs} | dict(snapshot.ended)
+    stops: dict[str, int | None] = {}
+    for run in snapshot.runs:
+        record = records.get(run.job_id)
+        if run.phase not in LIVE_PHASES or record is None:
+            continue
+        if record.stop_pending or record.protected_by:
+            continue
+        job = record.job
+        if job.status not in HOLDING_STATUSES:
+            stops[job.job_id] = None  # all of its runs
+        elif run.run < job.run:
+            stops[job.job_id] = job.run
+    return [StopRuns(job_id, before) for job_id, before in sorted(stops.items())][
+        :ORPHAN_STOPS_PER_PASS
+    ]
+
+
+# -- phase 2: admission ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """Where admission planning left the pass's accounts, for the capacity plan."""
+
+    occupancy: Occupancy
+    spend: BurstSpend
+    records: Mapping[str, JobRecord]
+    """The snapshot's jobs, those the plan resizes as resized."""
+    held: frozenset[str]
+    """Nodes some job holds at the start of the pass."""
+    reasons: Mapping[str, str]
+    """Why each job that waits waits: the engine's reasons, and placement's."""
+    short: Mapping[str, int] = field(default_factory=dict)
+    """Jobs admitted that no allowed pool had room for: the replicas they need."""
+    short_of_capacity: Mapping[str, int] = field(default_factory=dict)
+    """Jobs only installed capacity holds back (the engine's, in order): their floors."""
+
+    def burst_demand(self) -> dict[str, int]:
+        """The jobs more capacity would let run, and the replicas each needs."""
+        wanted = dict(self.short)
+        for job_id, floor in self.short_of_capacity.items():
+            wanted.setdefault(job_id, floor)
+        return wanted
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What stays fixed while admissions are planned one after another."""
+
+    snapshot: PassSnapshot
+    catalogue: InstanceCatalogue
+    meter: BurstMeter
+    versions: Mapping[str, int]
+
+    def per(self, job: Job) -> int:
+        return per_replica(job, self.catalogue)
+
+
+def plan_admission(
+    snapshot: PassSnapshot, reconciled: ReconcilePlan, catalogue: InstanceCatalogue
+) -> tuple[AdmissionPlan, Ledger]:
+    """The engine's decisions on the snapshot (hot spares and fenced nodes held back),
+    placed on nodes: admissions with their victims, and growths."""
+    records = {r.job.job_id: r for r in snapshot.jobs}
+    active = [r for r in snapshot.jobs if r.job.status in ACTIVE_STATUSES]
+    holding = [r for r in active if r.job.status in HOLDING_STATUSES]
+    held = frozenset(held_nodes(r.job for r in holding))
+    nodes = {n.instance_id: n for n in snapshot.nodes}
+    context = _Context(
+        snapshot,
+        catalogue,
+        BurstMeter(snapshot.burst, nodes, catalogue),
+        {q.compute_quota_target.team_name: q.version for q in snapshot.quotas},
+    )
+    # Nothing new lands on a fenced node; one a job holds still counts as capacity while
+    # that job runs there.
+    occupancy = Occupancy.of(
+        cordoned(snapshot.nodes, reconciled.fenced_nodes),
+        [
+            ([snapshot.stand_ins.get(n, n) for n in r.job.nodes], context.per(r.job))
+            for r in holding
+        ],
+    ).reserve_spares(snapshot.repair.hot_spares, snapshot.lemons)
+    state = _state(snapshot, active, occupancy.spares | (reconciled.fenced_nodes - held), catalogue)
+    decisions = schedule(state)
+    ledger = Ledger(
+        occupancy=occupancy,
+        spend=context.meter.spend(holding),
+        records=records,
+        held=held,
+        reasons=decisions.pending_reasons,
+        short_of_capacity={
+            job_id: state.workloads[job_id].floor
+            for job_id in decisions.short_of_capacity
+            if job_id in state.workloads
+        },
+    )
+    admissions, growths, unplaced, ledger = _place_all(context, decisions, ledger)
+    plan = AdmissionPlan(
+        ensure_teams=_teams_to_ensure(holding, snapshot.teams_ensured),
+        admissions=tuple(admissions),
+        growths=tuple(growths),
+        unplaced=tuple(unplaced),
+        spares=len(occupancy.spares),
+        slow=sum(1 for r in holding if r.slow is not None and r.job.status is JobStatus.RUNNING),
+    )
+    return plan, ledger
+
+
+def _place_all(
+    context: _Context, decisions: Decisions, ledger: Ledger
+) -> tuple[list[Admission], list[Growth], list[str], Ledger]:
+    """The engine's admissions placed on nodes in its order (victims with the admission
+    they serve), then its growths; the ledger as they leave it."""
+    victims: dict[str, list[Decision]] = defaultdict(list)
+    for action in decisions.actions:
+        if action.for_job is not None:
+            victims[action.for_job].append(action)
+    occupancy, spend = ledger.occupancy, ledger.spend
+    records, reasons = dict(ledger.records), dict(ledger.reasons)
+    admissions: list[Admission] = []
+    growths: list[Growth] = []
+    unplaced: list[str] = []
+    short: dict[str, int] = {}
+    for action in decisions.actions:
+        if action.kind is DecisionKind.ADMIT:
+            placed, occupancy, spend = _admit(
+                context, action, victims[action.job_id], occupancy, spend, records
+            )
+            if isinstance(placed, Admission):
+                admissions.append(placed)
+                records |= _resized(records, placed.victims)
+                continue
+            unplaced.append(action.job_id)
+            reasons[action.job_id] = f"admissible but not placeable: {placed.reason}"
+            if placed.short:
+                short[action.job_id] = action.replicas
+        elif action.kind is DecisionKind.GROW:
+            growth, occupancy = _grow(context, action, occupancy, records)
+            if growth is not None:
+                growths.append(growth)
+                records[growth.job.job_id] = records[growth.job.job_id].model_copy(
+                    update={"job": growth.job}
+                )
+    after = replace(
+        ledger, occupancy=occupancy, spend=spend, records=records, reasons=reasons, short=short
+    )
+    return admissions, growths, unplaced, after
+
+
+def _state(
+    snapshot: PassSnapshot,
+    active: Iterable[JobRecord],
+    held_back: Iterable[str],
+    catalogue: InstanceCatalogue,
+) -> GovernanceState:
+    """The engine's input: quotas, policy, the instances it may admit into (not those held
+    back: hot spares, idle fenced nodes) and the active jobs."""
+    capacity, hyperpod = admissible_capacity(snapshot.nodes, set(held_back))
+    state = GovernanceState(
+        list(snapshot.quotas),
+        snapshot.config,
+        capacity,
+        catalogue,
+        snapshot.now.timestamp(),
+        hyperpod,
+    )
+    bursting = snapshot.bursting and snapshot.burst.capacity.max_nodes > 0
+    for record in active:
+        workload = Workload.from_job(
+            record.job,
+            catalogue,
+            started_at=record.started_at,
+            scaled_at=record.scaled_at,
+            may_burst=bursting and allows_burst(record.job.template),
+            pool_kind=record.pool_kind,
+        )
+        if record.job.status in HOLDING_STATUSES and record.admitted_replicas:
+            workload.admitted = record.admitted_replicas
+        state.add(workload)
+    return state
+
+
+def _admit(
+    context: _Context,
+    action: Decision,
+    victims: Sequence[Decision],
+    occupancy: Occupancy,
+    spend: BurstSpend,
+    records: Mapping[str, JobRecord],
+) -> tuple[Admission | Placement, Occupancy, BurstSpend]:
+    """An admission placed on nodes, with the victims made for it; or, when no allowed pool
+    can place it, the placement that says why (its victims are then left alone)."""
+    record = records[action.job_id]
+    job = record.job
+    per = context.per(job)
+    trial = occupancy
+    for victim in victims:
+        held = records[victim.job_id].job
+        trial = trial.give(held.nodes[victim.replicas :], context.per(held))
+    burst = context.snapshot.burst
+    placement = place(
+        template=job.template,
+        instance_type=job.instance_type,
+        accelerators=per * action.replicas,
+        pools=trial.pools(per, burst.committed_pools),
+        prices=burst.price_table(),
+        prefer_burst=record.prefer_burst,
+        budget=burst.budget(job.team, spend.usd, spend.gpus),
+    )
+    if placement.pool is None:
+        return placement, occupancy, spend
+    chosen, trial = trial.choose(placement.pool, per, action.replicas)
+    restart = record.first_admitted_at is not None
+    usd, gpus = context.meter.held(job, placement.kind, placement.pool, chosen)
+    admission = Admission(
+        job=job.model_copy(
+            update={
+                "nodes": chosen,
+                "pool": placement.pool,
+                "status": JobStatus.ADMITTED,
+                "restart_count": job.restart_count + restart,
+                "run": job.run + restart,
+            }
+        ),
+        replicas=action.replicas,
+        restart=restart,
+        reason=f"{action.reason}; placed: {placement.reason}",
+        pool_kind=placement.kind.value if placement.kind else None,
+        hourly_price=round(placement.hourly_price, 4),
+        hourly_cost=round(placement.hourly_cost, 2),
+        quota_version=context.versions[job.team],
+        victims=tuple(_give_way(victim, records) for victim in victims),
+    )
+    return admission, trial, spend.add(job.team, usd, gpus)
+
+
+def _give_way(decision: Decision, records: Mapping[str, JobRecord]) -> Preemption | Shrink:
+    job = records[decision.job_id].job
+    if decision.kind is DecisionKind.PREEMPT:
+        return Preemption(decision.job_id, decision.reason, tuple(job.nodes), decision.for_job)
+    resized = job.model_copy(update={"nodes": job.nodes[: decision.replicas], "run": job.run + 1})
+    return Shrink(resized, decision.reason, decision.for_job)
+
+
+def _resized(
+    records: Mapping[str, JobRecord], victims: Iterable[Preemption | Shrink]
+) -> dict[str, JobRecord]:
+    """The records of the jobs shrunk, as shrunk."""
+    return {
+        v.job.job_id: records[v.job.job_id].model_copy(update={"job": v.job})
+        for v in victims
+        if isinstance(v, Shrink)
+    }
+
+
+def _grow(
+    context: _Context, action: Decision, occupancy: Occupancy, records: Mapping[str, JobRecord]
+) -> tuple[Growth | None, Occupancy]:
+    """A running elastic job grown into idle capacity of its pool, if the pool has room."""
+    job = records[action.job_id].job
+    per = context.per(job)
+    extra = action.replicas - len(job.nodes)
+    if extra <= 0 or job.pool is None or job.status is not JobStatus.RUNNING:
+        return None, occupancy
+    if occupancy.room(job.pool, per) < extra:
+        return None, occupancy
+    chosen, grown = occupancy.choose(job.pool, per, extra)
+    job = job.model_copy(update={"nodes": [*job.nodes, *chosen], "run": job.run + 1})
+    return Growth(job, action.reason, context.versions[job.team]), grown
+
+
+def _teams_to_ensure(
+    holding: Iterable[JobRecord], ensured: Iterable[str]
+) -> tuple[EnsureTeam, ...]:
+    """The team objects of every team with jobs holding capacity, once per scheduler
+    process: a deployment upgraded to namespaced grants (D98) has none in the namespaces of
+    teams that keep running without a new dispatch, where Recovery's restarts would be
+    refused."""
+    first: dict[str, Job] = {}
+    for record in holding:
+        first.setdefault(record.job.team, record.job)
+    return tuple(EnsureTeam(first[team]) for team in sorted(first.keys() - set(ensured)))
+
+
+# -- phase 3: capacity and reasons ---------------------------------------------------------------
+
+
+def wants_burst(snapshot: PassSnapshot, ledger: Ledger) -> bool:
+    """Whether the capacity plan considers bursts, so that the pass reads the bursts in
+    flight (only then)."""
+    return (
+        snapshot.bursting
+        and snapshot.claims is not None
+        and snapshot.burst.capacity.max_nodes > 0
+        and bool(ledger.burst_demand())
+    )
+
+
+def plan_capacity(
+    snapshot: PassSnapshot,
+    reconciled: ReconcilePlan,
+    ledger: Ledger,
+    *,
+    catalogue: InstanceCatalogue,
+    cluster: str,
+    in_flight: Mapping[str, str] | None = None,
+) -> CapacityPlan:
+    """Scale-in, moving back, bursts (when BurstCapacity is deployed and its claims could
+    be read), and the reasons of the jobs that wait. `in_flight`: the jobs running bursts
+    serve, and their burst ids (read when `wants_burst`)."""
+    marks: tuple[IdleMark, ...] = ()
+    releases: tuple[BurstClaim, ...] = ()
+    moves: tuple[MoveBack, ...] = ()
+    bursts: list[tuple[BurstRequest, str]] = []
+    notes: dict[str, str] = {}
+    demand: dict[str, int] = {}
+    if snapshot.bursting and snapshot.claims is not None:
+        capacity = snapshot.burst.capacity
+        busy = set(ledger.held) | ledger.occupancy.busy()
+        release, idle = scale_in(snapshot.claims, busy, snapshot.now, capacity.scale_in_after_s)
+        marks, releases = tuple(IdleMark(c, since) for c, since in idle), tuple(release)
+        if capacity.move_back and not ledger.short_of_capacity and not ledger.short:
+            moves = _move_backs(snapshot, reconciled, ledger, catalogue)
+        if capacity.max_nodes > 0:
+            demand = ledger.burst_demand()
+            bursts, notes = _bursts(snapshot, ledger, demand, in_flight or {}, catalogue, cluster)
+    reasons = _final_reasons(snapshot, reconciled, ledger, demand, notes)
+    writes = _reason_writes(ledger.records, reasons)
+    starts = []
+    for request, note in bursts:
+        members = {j.job_id for j in request.jobs}
+        others = {j: n for j, n in notes.items() if j not in members or n != note}
+        unstarted = _final_reasons(snapshot, reconciled, ledger, demand, others)
+        starts.append(
+            BurstStart(
+                request,
+                tuple(w for w in _reason_writes(ledger.records, unstarted) if w.job_id in members),
+            )
+        )
+    return CapacityPlan(
+        marks=marks,
+        releases=releases,
+        move_backs=moves,
+        bursts=tuple(starts),
+        reasons=tuple(writes),
+        pending=len(reasons),
+        pending_by_team=dict(Counter(ledger.records[j].job.team for j in reasons)),
+    )
+
+
+def _move_backs(
+    snapshot: PassSnapshot,
+    reconciled: ReconcilePlan,
+    ledger: Ledger,
+    catalogue: InstanceCatalogue,
+) -> tuple[MoveBack, ...]:
+    """Development jobs running on burst capacity that just completed a checkpoint (the
+    pass found its marker, or the job reported it within MOVE_BACK_WITHIN_S) go back to the
+    queue (a preemption) when HyperPod has room for them, which nobody waiting needs (the
+    caller checks): the next pass places them on HyperPod, where their template prefers to
+    run, and their burst nodes idle and are released."""
+    now, records = snapshot.now, ledger.records
+    fresh = dict(reconciled.found)
+    for held in records.values():
+        last = held.job.last_checkpoint
+        if last is not None and (now - last.completed_at).total_seconds() <= MOVE_BACK_WITHIN_S:
+            fresh.setdefault(held.job.job_id, last.step)
+    occupancy = ledger.occupancy
+    moves: list[MoveBack] = []
+    for job_id, step in fresh.items():
+        record = records.get(job_id)
+        if record is None or not _may_move_back(record):
+            continue
+        job = record.job
+        per = per_replica(job, catalogue)
+        room = [
+            pool
+            for pool in occupancy.pools(per)
+            if pool.kind is PoolKind.HYPERPOD
+            and ml_name(pool.instance_type) == ml_name(job.instance_type)
+            and pool.free_accelerators >= per * len(job.nodes)
+        ]
+        if not room:
+            continue
+        _, occupancy = occupancy.choose(room[0].name, per, len(job.nodes))
+        reason = f"moving back to HyperPod ({room[0].name} has room) from checkpoint step {step}"
+        moves.append(MoveBack(job_id, reason, tuple(job.nodes)))
+    return tuple(moves)
+
+
+def _may_move_back(record: JobRecord) -> bool:
+    return (
+        record.job.status is JobStatus.RUNNING
+        and is_burst(record.pool_kind)
+        and not record.protected_by
+        and not record.stop_pending
+        and record.job.template == "development"
+    )
+
+
+def _bursts(
+    snapshot: PassSnapshot,
+    ledger: Ledger,
+    demand: Mapping[str, int],
+    in_flight: Mapping[str, str],
+    catalogue: InstanceCatalogue,
+    cluster: str,
+) -> tuple[list[tuple[BurstRequest, str]], dict[str, str]]:
+    """The bursts to start, each with the note its jobs get, and the note of every job the
+    pass does not burst for now (one burst serves it, one is launching, its class waits
+    first, or this window's burst already rolled back)."""
+    assert snapshot.claims is not None
+    records, now = ledger.records, snapshot.now
+    capacity = snapshot.burst.capacity
+    launching = Counter(
+        c.instance_type for c in snapshot.claims if not (c.deleting or c.ready or c.failure)
+    )
+    growable = _growable_types(snapshot.burst, snapshot.groups, snapshot.nodes, launching)
+    notes: dict[str, str] = {}
+    groups: dict[tuple[str, str], list[BurstJob]] = defaultdict(list)
+    for job_id, replicas in demand.items():
+        job = records[job_id].job
+        instance_type = ec2_name(job.instance_type)
+        if not allows_burst(job.template) and not (
+            allows_hyperpod(job.template) and instance_type in growable
+        ):
+            continue
+        if job_id in in_flight:
+            notes[job_id] = f"burst capacity being raised ({in_flight[job_id]})"
+            continue
+        due = _burst_due(snapshot.burst, records[job_id], now)
+        if due is not None:
+            notes[job_id] = due
+            continue
+        needed = nodes_for(
+            replicas, per_replica(job, catalogue), catalogue.spec(job.instance_type).accelerators
+        )
+        if launching[instance_type] >= needed:
+            launching[instance_type] -= needed
+            notes[job_id] = "burst capacity launching"
+            continue
+        groups[(job.template, instance_type)].append(
+            BurstJob(job_id=job_id, team=job.team, nodes=needed)
+        )
+    starts: list[tuple[BurstRequest, str]] = []
+    for (template, instance_type), group in groups.items():
+        jobs = group[:MAX_BURST_JOBS]
+        name = burst_id(
+            cluster, template, instance_type, (j.job_id for j in jobs), now, capacity.retry_after_s
+        )
+        # This window's burst for these jobs rolled back: no second one yet.
+        if any(rolled_back(records[j.job_id].reason, name) for j in jobs):
+            retry = next_window(now, capacity.retry_after_s)
+            notes |= {j.job_id: f"next burst from {retry:%H:%M:%S}Z" for j in jobs}
+            continue
+        request = BurstRequest(
+            burst_id=name,
+            template=template,
+            instance_type=instance_type,
+            accelerators_per_node=catalogue.spec(instance_type).accelerators,
+            jobs=jobs,
+            spend_usd_per_hour={t: round(v, 4) for t, v in ledger.spend.usd.items()},
+            burst_gpus=dict(ledger.spend.gpus),
+        )
+        note = f"burst capacity asked for ({name})"
+        starts.append((request, note))
+        notes |= dict.fromkeys((j.job_id for j in jobs), note)
+    return starts, notes
+
+
+def _burst_due(policy: BurstPolicy, record: JobRecord, now: datetime) -> str | None:
+    """None when the job has waited its priority class's `burstAfterS`; else when its
+    burst is due, for its reason."""
+    wait_s = policy.capacity.burst_after_s.get(record.job.priority_class or "", 0)
+    since = record.waiting_since()
+    if wait_s <= 0 or since is None:
+        return None
+    waited = (now - since).total_seconds()
+    if waited >= wait_s:
+        return None
+    return f"burst capacity after {wait_s} s of waiting ({waited:.0f} s so far)"
+
+
+def _growable_types(
+    policy: BurstPolicy,
+    groups: InstanceGroups | None,
+    nodes: Iterable[Node],
+    launching: Counter[str],
+) -> set[str]:
+    """The EC2 instance types of the HyperPod groups the burst policy lets grow, with the
+    nodes those groups are still bringing up counted in `launching` (added to their
+    TargetCount, not running yet). Empty when none may grow or the cluster cannot say."""
+    names = {g.instance_group_name for g in policy.capacity.hyperpod_groups}
+    if not names or groups is None:
+        return set()
+    running = Counter(
+        n.pool for n in nodes if n.platform == "hyperpod" and n.status is NodeStatus.RUNNING
+    )
+    types: set[str] = set()
+    for group in groups.groups:
+        if group.name in names and groups.continuous and not group.autoscaled:
+            instance_type = ec2_name(group.instance_type)
+            types.add(instance_type)
+            launching[instance_type] += max(group.target_count - running[group.name], 0)
+    return types
+
+
+def _final_reasons(
+    snapshot: PassSnapshot,
+    reconciled: ReconcilePlan,
+    ledger: Ledger,
+    demand: Mapping[str, int],
+    notes: Mapping[str, str],
+) -> dict[str, str]:
+    """Why each waiting job waits: its reason, the burst note it got, the last rollback's
+    note carried forward while it waits for capacity (D61), and the patch fences that keep
+    nodes of its instance type from it."""
+    reasons = dict(ledger.reasons)
+    for job_id, note in notes.items():
+        reasons[job_id] = f"{reasons.get(job_id, 'pending')}; {note}"
+    for job_id in demand:  # the last rollback's reasons stay while the job waits
+        last = last_rollback(ledger.records[job_id].reason)
+        if last is not None and job_id in reasons and last not in reasons[job_id]:
+            reasons[job_id] = f"{reasons[job_id]}; last {last}"[:1000]
+    return _note_fences(snapshot, reconciled.fences, ledger.records, reasons)
+
+
+def _note_fences(
+    snapshot: PassSnapshot,
+    fenced: Mapping[str, PatchFence],
+    records: Mapping[str, JobRecord],
+    reasons: dict[str, str],
+) -> dict[str, str]:
+    """A waiting job of a fenced group's instance type is told why those nodes take it
+    not."""
+    if not fenced:
+        return reasons
+    types = {n.pool: ml_name(n.instance_type) for n in snapshot.nodes if n.pool in fenced}
+    for job_id, reason in reasons.items():
+        job = records[job_id].job
+        notes = [
+            f"{fence.note()}: its nodes take no new jobs until the update is done"
+            for group, fence in sorted(fenced.items())
+            if types.get(group) == ml_name(job.instance_type)
+        ]
+        if notes:
+            reasons[job_id] = "; ".join([reason, *notes])
+    return reasons
+
+
+def _reason_writes(
+    records: Mapping[str, JobRecord], reasons: Mapping[str, str]
+) -> list[ReasonWrite]:
+    """The reasons whose stored form changes, each over the one the snapshot read."""
+    return [
+        ReasonWrite(job_id, reason, records[job_id].reason)
+        for job_id, reason in reasons.items()
+        if records[job_id].job.status in WAITING_STATUSES and records[job_id].reason != reason
+    ]
