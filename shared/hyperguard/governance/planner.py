@@ -22,7 +22,7 @@ Three phases, as the pass runs them:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -314,47 +314,81 @@ def plan_admission(
             for r in holding
         ],
     ).reserve_spares(snapshot.repair.hot_spares, snapshot.lemons)
-    state = _state(snapshot, active, occupancy.spares | (reconciled.fenced_nodes - held), catalogue)
-    decisions = schedule(state)
-    ledger = Ledger(
+    start = Ledger(
         occupancy=occupancy,
         spend=context.meter.spend(holding),
         records=records,
         held=held,
-        reasons=decisions.pending_reasons,
-        short_of_capacity={
-            job_id: state.workloads[job_id].floor
-            for job_id in decisions.short_of_capacity
-            if job_id in state.workloads
-        },
+        reasons={},
     )
-    admissions, growths, unplaced, ledger = _place_all(context, decisions, ledger)
+    active_ids = [r.job.job_id for r in active]
+    held_back = occupancy.spares | (reconciled.fenced_nodes - held)
+    admissions, growths, unplaceable, ledger = _decide(context, start, active_ids, held_back)
     plan = AdmissionPlan(
         ensure_teams=_teams_to_ensure(holding, snapshot.teams_ensured),
         admissions=tuple(admissions),
         growths=tuple(growths),
-        unplaced=tuple(unplaced),
+        unplaced=tuple(unplaceable),
         spares=len(occupancy.spares),
         slow=sum(1 for r in holding if r.slow is not None and r.job.status is JobStatus.RUNNING),
     )
     return plan, ledger
 
 
+def _decide(
+    context: _Context, start: Ledger, active: Sequence[str], held_back: Collection[str]
+) -> tuple[list[Admission], list[Growth], dict[str, _Unplaced], Ledger]:
+    """The engine's decisions on the active jobs, placed. An admission no pool can place
+    gives its victims back; whatever the engine decided after it counted on their quota,
+    so the engine decides again without that job (it waits with placement's reason)."""
+    snapshot, records = context.snapshot, start.records
+    unplaceable: dict[str, _Unplaced] = {}
+    while True:
+        waiting = [records[j] for j in active if j not in unplaceable]
+        state = _state(snapshot, waiting, held_back, context.catalogue)
+        decisions = schedule(state)
+        floors = {
+            job_id: state.workloads[job_id].floor
+            for job_id in decisions.short_of_capacity
+            if job_id in state.workloads
+        }
+        decided = replace(start, reasons=decisions.pending_reasons, short_of_capacity=floors)
+        admissions, growths, unplaced, ledger = _place_all(context, decisions, decided)
+        unplaceable |= unplaced
+        if not any(u.had_victims for u in unplaced.values()):
+            break
+    ledger = replace(
+        ledger,
+        reasons={**ledger.reasons, **{j: u.reason for j, u in unplaceable.items()}},
+        short={j: u.short for j, u in unplaceable.items() if u.short},
+    )
+    return admissions, growths, unplaceable, ledger
+
+
+@dataclass(frozen=True, slots=True)
+class _Unplaced:
+    """An admission no allowed pool could place."""
+
+    reason: str
+    short: int
+    """The replicas it needs when no allowed pool had room (0: a spend cap refused it)."""
+    had_victims: bool
+    """The engine made room for it by preempting or shrinking jobs, which stay as they are."""
+
+
 def _place_all(
     context: _Context, decisions: Decisions, ledger: Ledger
-) -> tuple[list[Admission], list[Growth], list[str], Ledger]:
+) -> tuple[list[Admission], list[Growth], dict[str, _Unplaced], Ledger]:
     """The engine's admissions placed on nodes in its order (victims with the admission
     they serve), then its growths; the ledger as they leave it."""
     victims: dict[str, list[Decision]] = defaultdict(list)
     for action in decisions.actions:
         if action.for_job is not None:
             victims[action.for_job].append(action)
-    occupancy, spend = ledger.occupancy, ledger.spend
-    records, reasons = dict(ledger.records), dict(ledger.reasons)
+    occupancy, spend, records = ledger.occupancy, ledger.spend, dict(ledger.records)
     admissions: list[Admission] = []
     growths: list[Growth] = []
-    unplaced: list[str] = []
-    short: dict[str, int] = {}
+    unplaced: dict[str, _Unplaced] = {}
     for action in decisions.actions:
         if action.kind is DecisionKind.ADMIT:
             placed, occupancy, spend = _admit(
@@ -364,10 +398,11 @@ def _place_all(
                 admissions.append(placed)
                 records |= _resized(records, placed.victims)
                 continue
-            unplaced.append(action.job_id)
-            reasons[action.job_id] = f"admissible but not placeable: {placed.reason}"
-            if placed.short:
-                short[action.job_id] = action.replicas
+            unplaced[action.job_id] = _Unplaced(
+                f"admissible but not placeable: {placed.reason}",
+                action.replicas if placed.short else 0,
+                bool(victims[action.job_id]),
+            )
         elif action.kind is DecisionKind.GROW:
             growth, occupancy = _grow(context, action, occupancy, records)
             if growth is not None:
@@ -375,9 +410,7 @@ def _place_all(
                 records[growth.job.job_id] = records[growth.job.job_id].model_copy(
                     update={"job": growth.job}
                 )
-    after = replace(
-        ledger, occupancy=occupancy, spend=spend, records=records, reasons=reasons, short=short
-    )
+    after = replace(ledger, occupancy=occupancy, spend=spend, records=records)
     return admissions, growths, unplaced, after
 
 
