@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
+import botocore.session
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.conftest import Stack
@@ -22,6 +24,7 @@ from hyperguard.models.jobs import (
     WAITING_STATUSES,
 )
 from hyperguard.store import JobStore, TeamStore
+from hyperguard.store import jobs as store_jobs
 
 RULES = SubmissionRules(True, frozenset(), 8)
 NODES = ["i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"]
@@ -241,3 +244,53 @@ def test_two_nodes_relocated_at_once_from_one_snapshot_both_land(stack: Stack) -
     assert not lifecycle.relocate(
         snapshot, old=NODES[0], new="i-000000000000000cc", incident_id="c"
     )
+
+
+def test_a_pass_writes_its_reasons_in_transactions_skipping_only_the_changed_ones(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reasons go in TransactWriteItems of TRANSACT_LIMIT (made 4 here: DynamoDB's 100 is
+    checked against botocore's model below); a transaction a job's condition cancels is sent
+    again without it. A job whose reason changed since it was read, and one admitted
+    meanwhile, keep theirs, and only they."""
+    monkeypatch.setattr(store_jobs, "TRANSACT_LIMIT", 4)
+    jobs = JobStore(stack.tables["JobsTable"])
+    lifecycle = JobLifecycle(jobs)
+    waiting = []
+    for _ in range(8):
+        job = Job(job_id=f"job-{next(_ids)}", team="ml", image="i", submitted_at=datetime.now(UTC))
+        lifecycle.submit(job, principal="p", rules=RULES)
+        waiting.append(job.job_id)
+    first = jobs.record(waiting[0])
+    assert first is not None
+    was = first.reason
+    assert lifecycle.set_reason(waiting[2], "a burst's note", replacing=was)
+    admitted = admitted_on_two_nodes(stack, lifecycle)
+
+    sent: list[int] = []
+    events = jobs.table.meta.client.meta.events
+    hook = "provide-client-params.dynamodb.TransactWriteItems"
+
+    def count(params: dict[str, list[object]], **_: object) -> None:
+        sent.append(len(params["TransactItems"]))
+
+    events.register(hook, count)
+    try:
+        writes = [(job_id, "pending: quota", was) for job_id in [*waiting, admitted]]
+        written = lifecycle.set_reasons(writes)
+    finally:
+        events.unregister(hook, count)
+    assert written == set(waiting) - {waiting[2]}
+    assert sent == [4, 3, 4, 1]  # 4 cancelled by waiting[2]; 4; 1 cancelled by `admitted`
+    kept = {job_id: jobs.record(job_id) for job_id in (waiting[0], waiting[2], admitted)}
+    assert {job_id: r.reason if r else None for job_id, r in kept.items()} == {
+        waiting[0]: "pending: quota",
+        waiting[2]: "a burst's note",
+        admitted: "a",
+    }
+
+
+def test_the_transaction_size_is_dynamodbs() -> None:
+    model = botocore.session.get_session().get_service_model("dynamodb")
+    items = model.operation_model("TransactWriteItems").input_shape.members["TransactItems"]
+    assert store_jobs.TRANSACT_LIMIT == items.metadata["max"] == 100

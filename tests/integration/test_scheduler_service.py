@@ -225,7 +225,7 @@ def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(
     # The idle EKS on-demand nodes are not admissible for it (D21 closed, D89): the engine
     # holds it back for HyperPod's capacity, instead of admitting what placement cannot place.
     assert waiting["reason"].startswith(
-        "pending: HyperPod capacity of ml.p5.48xlarge exhausted: 8/8 GPUs in use there"
+        "pending: HyperPod capacity of ml.p5.48xlarge exhausted: its 8 GPUs cannot take 8 more"
     )
     assert result.unplaced == []
 
@@ -457,7 +457,7 @@ def test_the_minimum_run_time_set_through_the_api_holds_preemption_back(
     assert running_jobs(apis) == {low}
     waiting = api.call("GET", f"/jobs/{high}").body
     assert waiting["status"] == "Pending"
-    assert "1 candidate job(s) have run less than the minimum run time 600s" in waiting["reason"]
+    assert "candidate jobs have run less than the minimum run time 600s" in waiting["reason"]
     apis.advance(1)
     result = service.run_pass()
     assert result.preempted == [low] and result.admitted == [high]

@@ -154,7 +154,21 @@ def gateway_holder(function: str) -> Path:
 
 
 def gateway_calls(function: str) -> set[str]:
-    return set(re.findall(r"\bgateway\.(\w+)\(", gateway_holder(function).read_text()))
+    """The gateway methods the holder's module calls, and the modules of its own package it
+    imports (the scheduler's service hands the gateway to its snapshot reader and applier)."""
+    holder = gateway_holder(function)
+    package = holder.parent.relative_to(LIBRARY).as_posix().replace("/", ".")
+    modules = {holder} | {
+        _module_path(node.module)
+        for node in ast.walk(_source(holder))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.rpartition(".")[0] == package
+        and _module_path(node.module).is_file()
+    }
+    return {
+        call for module in modules for call in re.findall(r"\bgateway\.(\w+)\(", module.read_text())
+    }
 
 
 def _methods(tree: ast.Module, class_name: str) -> dict[str, ast.FunctionDef]:

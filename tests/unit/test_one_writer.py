@@ -7,7 +7,7 @@ import ast
 
 from tests.conftest import ROOT
 
-WRITES = {"transition", "submit", "record_checkpoint", "set_reason", "put"}
+WRITES = {"transition", "submit", "record_checkpoint", "set_reason", "set_reasons", "put"}
 OWNER = ROOT / "shared" / "hyperguard" / "governance" / "jobs.py"
 STORE = ROOT / "shared" / "hyperguard" / "store" / "jobs.py"
 

@@ -8,7 +8,7 @@ an idle burst node is released, a burst's output before a HyperPod node it added
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -348,8 +348,7 @@ class PassApplier:
             self.result.bursts.append(name)
         self.result.pending = plan.pending
         self.result.pending_by_team = dict(plan.pending_by_team)
-        for write in reasons.values():
-            self.write_reason(write)
+        self.write_reasons(reasons.values())
 
     def release(self, claims: Iterable[BurstClaim]) -> None:
         """Idle burst nodes given back, unless a job holds one when the jobs are read once
@@ -398,11 +397,14 @@ class PassApplier:
             else frozenset()
         )
 
-    def write_reason(self, write: ReasonWrite) -> None:
-        if self.lifecycle.set_reason(write.job_id, write.reason, replacing=write.replacing):
-            self.result.writes += 1
-        else:  # changed since the snapshot: the next pass writes it anew
-            self.result.conflicts += 1
+    def write_reasons(self, writes: Collection[ReasonWrite]) -> None:
+        """The waiting jobs' reasons, batched; one changed since the snapshot is a conflict
+        (the next pass writes it anew)."""
+        if not writes:
+            return
+        written = self.lifecycle.set_reasons([(w.job_id, w.reason, w.replacing) for w in writes])
+        self.result.writes += len(written)
+        self.result.conflicts += len(writes) - len(written)
 
     # -- the moves' bookkeeping --------------------------------------------------------------
     @property

@@ -375,35 +375,37 @@ class _Pass:
         )
 
     def _block_reason(self, workload: Workload, policy: TeamPolicy, binding: str) -> str:
+        """Why `workload` waits, in figures that hold while it waits (quotas, capacity, its
+        own need), never the live usage: a reason is written again only when its meaning
+        changes (issue 19), and the teams view shows the usage as it is."""
         flavor, per = workload.instance_type, workload.per_replica
         unit = _unit(flavor)
         totals = self.state.flavors[flavor]
+        need = _show(per.scaled(workload.floor), per)
         if binding == _TEAM:
-            used = self.usage.get((policy.team, flavor)) or (0, 0, 0)
             nominal = policy.nominal.get(flavor, ZERO)
             limit = policy.limit[flavor]
             if not policy.borrows:
                 return (
-                    f"pending: team {policy.team} at nominal {_show(used, per)}/"
-                    f"{_show(nominal, per)} {unit} of {flavor}; strategy "
-                    f"{policy.strategy.value} does not borrow"
+                    f"pending: team {policy.team}'s nominal {_show(nominal, per)} {unit} of "
+                    f"{flavor} cannot take {need} more; strategy {policy.strategy.value} does "
+                    "not borrow"
                 )
             allowance = [q - n for q, n in zip(limit, nominal, strict=True)]
             return (
-                f"pending: team {policy.team} at nominal {_show(nominal, per)}/"
-                f"{_show(nominal, per)} {unit} of {flavor} and borrow limit "
-                f"{_show(allowance, per)} reached (uses {_show(used, per)})"
+                f"pending: team {policy.team}'s nominal {_show(nominal, per)} and borrow limit "
+                f"{_show(allowance, per)} {unit} of {flavor} cannot take {need} more"
             )
         if binding == _POOL:
             return (
-                f"pending: shared {unit} of {flavor} exhausted: lending teams use "
-                f"{_show(self.lent_used[flavor], per)}/{_show(totals.pool, per)}"
+                f"pending: shared {unit} of {flavor} exhausted: the {_show(totals.pool, per)} "
+                f"lending teams share cannot take {need} more"
             )
         if binding == _HYPERPOD:
             return (
-                f"pending: HyperPod capacity of {flavor} exhausted: "
-                f"{_show(self.hyperpod_used[flavor], per)}/{_show(totals.hyperpod, per)} {unit} "
-                "in use there (its template runs on HyperPod only; burst capacity cannot hold it)"
+                f"pending: HyperPod capacity of {flavor} exhausted: its "
+                f"{_show(totals.hyperpod, per)} {unit} cannot take {need} more (its template "
+                "runs on HyperPod only; burst capacity cannot hold it)"
             )
         planned = (
             f" (team quotas total {_show(totals.nominal_total, per)}: quota exceeds "
@@ -412,9 +414,8 @@ class _Pass:
             else ""
         )
         return (
-            f"pending: installed capacity of {flavor} exhausted: "
-            f"{_show(self.total[flavor], per)}/{_show(totals.capacity, per)} {unit} in use"
-            f"{planned}"
+            f"pending: installed capacity of {flavor} exhausted: its "
+            f"{_show(totals.capacity, per)} {unit} cannot take {need} more{planned}"
         )
 
     # -- preemption ---------------------------------------------------------------------
@@ -505,8 +506,8 @@ class _Pass:
                 self._set_replicas(candidate, original[candidate.job_id])
             if young:
                 return (
-                    f"not enough to preempt: {young} candidate job(s) have run less than "
-                    f"the minimum run time {self.state.scheduler.min_runtime_seconds}s"
+                    "not enough to preempt: candidate jobs have run less than the minimum "
+                    f"run time {self.state.scheduler.min_runtime_seconds}s"
                 )
             return "preempting every eligible job would still not make room"
         self._minimise(preempted, shrunk, original, fits)

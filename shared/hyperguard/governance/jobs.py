@@ -36,7 +36,7 @@ is how the reconciler and recovery tell the current run from a stale one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -594,6 +594,12 @@ class JobLifecycle:
         passes the reason it read as `replacing`, so that a reason written since (a burst's
         rollback note) is never overwritten by one computed without it."""
         return self.store.set_reason(job_id, reason, expect=WAITING_STATUSES, replacing=replacing)
+
+    def set_reasons(self, writes: Sequence[tuple[str, str, str]]) -> set[str]:
+        """`set_reason` for each `(job_id, reason, replacing)` of a pass, batched in
+        transactions (one call for up to 100 jobs); returns the jobs written, the others'
+        reasons having changed since they were read."""
+        return self.store.set_reasons(writes, expect=WAITING_STATUSES)
 
     # -- the one write ----------------------------------------------------------------------
     def _entry(

@@ -28,7 +28,7 @@ import base64
 import binascii
 import json
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -55,6 +55,10 @@ counted in `history_dropped`. With entries of at most ~1 KB (MAX_REASON, MAX_LIS
 a bounded job spec, an item stays far below DynamoDB's 400 KB."""
 MAX_REASON = 500
 MAX_LISTED = 16
+TRANSACT_LIMIT = 100
+"""Actions in one TransactWriteItems (botocore's dynamodb model: TransactItems max 100)."""
+NO_FAULT = frozenset({"None", None})
+"""A CancellationReasons code of an action that did not cancel the transaction."""
 
 
 class JobEvent(StrEnum):
@@ -538,6 +542,44 @@ class JobStore(TableStore):
     ) -> bool:
         """Why a waiting job still waits; no history entry (it changes every pass). With
         `replacing`, only while the stored reason is still that one (False otherwise)."""
+        return self._update_if(**self._reason_update((job_id, reason, replacing), expect))
+
+    def set_reasons(
+        self, writes: Sequence[tuple[str, str, str]], *, expect: Collection[JobStatus]
+    ) -> set[str]:
+        """`set_reason` for many jobs, as `(job_id, reason, replacing)`, in TransactWriteItems
+        of up to TRANSACT_LIMIT conditional updates each (one call, not one a job). A
+        transaction a condition cancels is sent again without the jobs whose condition
+        failed (their reason changed since it was read). Returns the jobs written."""
+        pending = list(writes)
+        written: set[str] = set()
+        while pending:
+            batch, pending = pending[:TRANSACT_LIMIT], pending[TRANSACT_LIMIT:]
+            while batch:
+                items = [
+                    {"Update": {"TableName": self.table_name, **self._reason_update(w, expect)}}
+                    for w in batch
+                ]
+                try:
+                    self.table.meta.client.transact_write_items(TransactItems=items)
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                        raise
+                    codes = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                    kept = [w for w, code in zip(batch, codes, strict=False) if code in NO_FAULT]
+                    if len(codes) != len(batch) or len(kept) == len(batch):
+                        raise  # cancelled for a reason no condition gives: not ours to drop
+                    batch = kept
+                    continue
+                written.update(job_id for job_id, _, _ in batch)
+                break
+        return written
+
+    @staticmethod
+    def _reason_update(
+        write: tuple[str, str, str | None], expect: Collection[JobStatus]
+    ) -> dict[str, Any]:
+        job_id, reason, replacing = write
         expected = sorted(s.value for s in expect)
         condition = "#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")"
         values: dict[str, Any] = {":r": short(reason)}
@@ -546,13 +588,13 @@ class JobStore(TableStore):
             # (a record without a reason reads as "", and reasons are never removed)
             condition += " AND (#reason = :was OR attribute_not_exists(#reason))"
             values[":was"] = replacing
-        return self._update_if(
-            Key={"job_id": job_id},
-            UpdateExpression="SET #reason = :r",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#reason": "reason", "#status": "status"},
-            ExpressionAttributeValues=values,
-        )
+        return {
+            "Key": {"job_id": job_id},
+            "UpdateExpression": "SET #reason = :r",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#reason": "reason", "#status": "status"},
+            "ExpressionAttributeValues": values,
+        }
 
     def record_checkpoint(
         self,

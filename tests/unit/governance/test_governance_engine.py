@@ -63,7 +63,8 @@ CASES = [
         [job("j1", "a", 8, replicas=2, at=1), job("j2", "a", 8, replicas=2, at=2)],
         {"j1": 2},
         pending_reason={
-            "j2": "team a at nominal 16/16 GPUs of ml.p5.48xlarge and borrow limit 8 reached"
+            "j2": "team a's nominal 16 and borrow limit 8 GPUs of ml.p5.48xlarge cannot "
+            "take 16 more"
         },
     ),
     Case(
@@ -72,7 +73,7 @@ CASES = [
         6,
         [job("j1", "a", 8, replicas=2, at=1), job("j2", "a", 8, replicas=2, at=2)],
         {"j1": 2},
-        pending_reason={"j2": "borrow limit 8 reached"},
+        pending_reason={"j2": "nominal 16 and borrow limit 8 GPUs of ml.p5.48xlarge"},
     ),
     Case(
         "Lend strategy does not borrow",
@@ -120,8 +121,8 @@ CASES = [
         [running(job("r1", "a", 8, replicas=2)), job("j1", "b", 8, replicas=2)],
         {},
         pending_reason={
-            "j1": "installed capacity of ml.p5.48xlarge exhausted: 16/24 GPUs "
-            "in use (team quotas total 32: quota exceeds installed capacity)"
+            "j1": "installed capacity of ml.p5.48xlarge exhausted: its 24 GPUs cannot take "
+            "16 more (team quotas total 32: quota exceeds installed capacity)"
         },
     ),
     Case(
@@ -311,8 +312,7 @@ PREEMPT_CASES = [
         [running(job("low", "a", 8), since=950), job("high", "a", 8, cls="high")],
         {},
         set(),
-        reason="not enough to preempt: 1 candidate job(s) have run less than the minimum run "
-        "time 600s",
+        reason="not enough to preempt: candidate jobs have run less than the minimum run time 600s",
         min_runtime=600,
     ),
     PreemptCase(
@@ -522,7 +522,7 @@ def test_from_jobs_builds_the_snapshot_from_job_records() -> None:
     )
     assert set(state.workloads) == {"run", "wait"}
     assert gpus_used(state, "a") == 8
-    assert "team a at nominal 8/8" in schedule(state).pending_reasons["wait"]
+    assert "team a's nominal 8 and borrow limit 0 GPUs" in schedule(state).pending_reasons["wait"]
 
 
 def test_elastic_steps_shrink_and_grow_by_the_policys_sizes() -> None:
@@ -689,7 +689,7 @@ def test_a_hyperpod_only_job_is_not_admitted_against_burst_capacity() -> None:
     decisions = schedule(state)
     assert admitted(decisions) == {"dev": 1}
     reason = decisions.pending_reasons["prod"]
-    assert "HyperPod capacity of ml.p5.48xlarge exhausted: 16/16 GPUs in use there" in reason
+    assert "HyperPod capacity of ml.p5.48xlarge exhausted: its 16 GPUs cannot take 8 more" in reason
     assert decisions.short_of_capacity == ["prod"]
 
 

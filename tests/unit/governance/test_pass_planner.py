@@ -168,7 +168,7 @@ def test_a_preemption_comes_with_the_admission_it_serves_and_young_jobs_are_spar
     _, admission, _, capacity = plan(snap)
     assert admission.admissions == ()
     (write,) = capacity.reasons
-    assert "1 candidate job(s) have run less than the minimum run time 60s" in write.reason
+    assert "candidate jobs have run less than the minimum run time 60s" in write.reason
 
     low = running(pending("low", "a", cls="low"), ["i-hp00"], started_s_ago=61)
     _, admission, _, _ = plan(
