@@ -18,7 +18,6 @@ from typing import Any
 from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
-from hyperguard.governance.placement import allows_burst
 from hyperguard.messaging import Escalator, EventPublisher, announcement, escalation
 from hyperguard.models import (
     Checkpoint,
@@ -40,6 +39,18 @@ from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.policy import RepairDecision, decide
+from hyperguard.recovery.protection import (
+    JobToProtect,
+    LeaveToAutoResume,
+    ProtectionSnapshot,
+    Requeue,
+    Restart,
+    Shrink,
+    carry_out,
+    next_nodes,
+    plan_protection,
+    protectable,
+)
 from hyperguard.recovery.reliability import (
     PLANNED_KINDS,
     faults_by_slot,
@@ -49,7 +60,7 @@ from hyperguard.recovery.reliability import (
     slot_of,
 )
 from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
-from hyperguard.recovery.strategy import Situation, choose, measured
+from hyperguard.recovery.strategy import measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.jobs import JobRecord
@@ -411,75 +422,49 @@ class RecoverySteps:
         round_ = r.this_round
         if any(p.round == round_ for p in incident.jobs):  # a retried step keeps its plan
             return r
-        policy = self._policy()
-        me = self.nodes.get(incident.instance_id)
-        nodes = self.nodes.in_pool(me.pool) if me else []
-        active = self.jobs.active()
-        spares = self._spares(policy, me, nodes, held_nodes(record.job for record in active))
-        action = Repair(r.action or incident.action or incident.repair)
-        returns = action is not Repair.DRAIN and me is not None and me.platform == "hyperpod"
-        times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
         planned = list(incident.jobs)
-        on_node = sorted(
-            (r for r in active if incident.instance_id in r.job.nodes), key=lambda r: r.job.job_id
-        )
-        for record in on_node:
-            job = record.job
-            if job.status not in HOLDING_STATUSES:
-                continue
-            if record.protected_by and record.protected_by != incident.incident_id:
-                continue  # another incident's recovery has it
-            checkpoint = self._latest_checkpoint(job)
-            choice = choose(
-                Situation(
-                    job=job,
-                    replicas_on_node=job.nodes.count(incident.instance_id),
-                    repair=action,
-                    node_returns=returns,
-                    spare=bool(spares),
-                    template_allows_burst=allows_burst(job.template),
-                ),
-                times,
-                source,
-            )
-            spare = spares.pop(0) if choice.strategy is AppliedStrategy.HOT_SPARE else None
+        for protection in plan_protection(self._protection_snapshot(incident, r)):
+            choice = protection.choice
             outcome = self.lifecycle.protect(
-                job.job_id,
+                protection.job.job_id,
                 incident_id=incident.incident_id,
                 node=incident.instance_id,
                 strategy=choice.strategy.value,
                 why=choice.why,
                 lost_gpu_minutes=choice.lost_gpu_minutes,
-                checkpoint_age_s=self._age_s(checkpoint),
+                checkpoint_age_s=protection.checkpoint_age_s,
             )
             if not outcome:
                 logger.info("job not protected", extra={"why": outcome.why})
                 continue
-            planned.append(
-                ProtectedJob(
-                    job_id=job.job_id,
-                    team=job.team,
-                    strategy=choice.strategy.value,
-                    why=choice.why,
-                    lost_gpu_minutes=choice.lost_gpu_minutes,
-                    checkpoint_step=checkpoint.step if checkpoint else None,
-                    checkpoint_uri=checkpoint.uri if checkpoint else None,
-                    nodes=job.nodes,
-                    spare=spare,
-                    run=job.run,
-                    round=round_,
-                )
-            )
+            planned.append(protection.planned())
         self.incidents.update(incident.incident_id, jobs=planned)
         r.jobs = [p.job_id for p in planned if p.round == round_]
         return r
 
-    def _age_s(self, checkpoint: Checkpoint | None) -> float | None:
-        """How old the checkpoint every strategy resumes from is: the work lost whichever
-        strategy is chosen, so recorded for the operator rather than weighed in the choice."""
-        if checkpoint is None:
-            return None
-        return round((self.clock() - checkpoint.completed_at).total_seconds(), 1)
+    def _protection_snapshot(self, incident: Incident, r: Recovery) -> ProtectionSnapshot:
+        """What ProtectJobs decides on: the node, its jobs with their latest checkpoints, the
+        pool's spares, the component times measured from recent incidents."""
+        policy = self._policy()
+        me = self.nodes.get(incident.instance_id)
+        nodes = self.nodes.in_pool(me.pool) if me else []
+        active = self.jobs.active()
+        spares = self._spares(policy, me, nodes, held_nodes(record.job for record in active))
+        times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
+        return ProtectionSnapshot(
+            incident=incident,
+            round=r.this_round,
+            repair=Repair(r.action or incident.action or incident.repair),
+            node=me,
+            jobs=tuple(
+                JobToProtect(job, self._latest_checkpoint(job))
+                for job in protectable(incident, active)
+            ),
+            spares=tuple(spares),
+            times=times,
+            source=source,
+            now=self.clock(),
+        )
 
     def _latest_checkpoint(self, job: Job) -> Checkpoint | None:
         """The newer of the reported checkpoint and the newest complete marker in S3."""
@@ -743,82 +728,93 @@ class RecoverySteps:
         record: JobRecord,
         r: Recovery,
     ) -> str:
+        """Carry out one job's plan: what it comes to is decided (`carry_out`) over the job
+        as it is now and which of its next nodes are out of service, then applied."""
         job = record.job
-        ours = record.protected_by == incident.incident_id
-        moved_on = job.run == protected.run + 1 and ours  # an earlier attempt's move
-        match strategy:
-            case AppliedStrategy.HYPERPOD_AUTO_RESUME:
+        # An earlier attempt's move: the job's next run is already under way.
+        moved_on = job.run == protected.run + 1 and record.protected_by == incident.incident_id
+        nodes = next_nodes(strategy, protected, incident.instance_id, r.replacement)
+        lost = self._out_of_service(nodes, incident) if nodes is not None and not moved_on else ""
+        intent = carry_out(
+            strategy,
+            protected,
+            job,
+            failed=incident.instance_id,
+            replacement=r.replacement,
+            lost=lost,
+        )
+        match intent:
+            case LeaveToAutoResume():
                 self.lifecycle.release(
                     job.job_id,
                     incident_id=incident.incident_id,
                     reason="HyperPod auto-resume restarts it",
                 )
                 return "left to HyperPod auto-resume"
-            case AppliedStrategy.HOT_SPARE | AppliedStrategy.WAIT_FOR_REPAIR:
-                target = (
-                    protected.spare
-                    if strategy is AppliedStrategy.HOT_SPARE
-                    else r.replacement or incident.instance_id
-                )
-                if target is None:
-                    return self._requeue(incident, protected, job, "no node to restart on")
-                nodes = [target if n == incident.instance_id else n for n in protected.nodes]
-                if not moved_on and (lost := self._out_of_service(nodes, incident)):
-                    return self._requeue(incident, protected, job, f"{lost} out of service")
-                if not moved_on:
-                    outcome = self.lifecycle.restart(
-                        job.job_id,
-                        incident_id=incident.incident_id,
-                        run=protected.run,
-                        nodes=nodes,
-                        reason=f"restarted on {target} by {strategy.value} from checkpoint "
-                        f"step {protected.checkpoint_step}",
-                        strategy=strategy.value,
-                    )
-                    if not outcome:
-                        return outcome.why
-                restarted = job.model_copy(
-                    update={
-                        "nodes": nodes,
-                        "status": JobStatus.RUNNING,
-                        "run": protected.run + 1,
-                        "restart_count": job.restart_count + (not moved_on),
-                    }
-                )
-                self.gateway.stop_job(job.job_id, before_run=restarted.run)
-                self.gateway.dispatch(restarted, nodes)
-                self._release(incident, job.job_id)
-                return f"restarted on {target}"
-            case AppliedStrategy.ELASTIC_SHRINK:
-                policy = job.elastic_policy
-                kept = [n for n in protected.nodes if n != incident.instance_id]
-                if not moved_on and (lost := self._out_of_service(kept, incident)):
-                    return self._requeue(incident, protected, job, f"{lost} out of service")
-                size = policy.at_most(len(kept)) if policy else None
-                if not size:
-                    return self._requeue(incident, protected, job, "cannot shrink below min")
-                kept = kept[:size]
-                if not moved_on:
-                    outcome = self.lifecycle.resize(
-                        job.job_id,
-                        nodes=kept,
-                        by=Actor.RECOVERY,
-                        reason=f"shrunk to {size} replica(s) off failed node "
-                        f"{incident.instance_id}; grows back when capacity returns",
-                        grown=False,
-                        protected_by=incident.incident_id,
-                        run=protected.run,
-                    )
-                    if not outcome:
-                        return outcome.why
-                shrunk = job.model_copy(update={"nodes": kept, "run": protected.run + 1})
-                in_place = self.gateway.resize(shrunk, kept)
-                self._release(incident, job.job_id)
-                return f"shrunk to {size} replica(s){' in place' if in_place else ''}"
-            case AppliedStrategy.MOVE:
-                return self._requeue(incident, protected, job, "move", prefer_burst=True)
-            case _:
-                return self._requeue(incident, protected, job, f"{strategy.value}")
+            case Restart():
+                return self._restart(incident, protected, strategy, job, intent, moved_on)
+            case Shrink():
+                return self._shrink(incident, protected, job, intent, moved_on)
+            case Requeue(why, prefer_burst):
+                return self._requeue(incident, protected, job, why, prefer_burst=prefer_burst)
+
+    def _restart(
+        self,
+        incident: Incident,
+        protected: ProtectedJob,
+        strategy: AppliedStrategy,
+        job: Job,
+        restart: Restart,
+        moved_on: bool,
+    ) -> str:
+        if not moved_on:
+            outcome = self.lifecycle.restart(
+                job.job_id,
+                incident_id=incident.incident_id,
+                run=protected.run,
+                nodes=restart.nodes,
+                reason=restart.reason,
+                strategy=strategy.value,
+            )
+            if not outcome:
+                return outcome.why
+        restarted = job.model_copy(
+            update={
+                "nodes": restart.nodes,
+                "status": JobStatus.RUNNING,
+                "run": protected.run + 1,
+                "restart_count": job.restart_count + (not moved_on),
+            }
+        )
+        self.gateway.stop_job(job.job_id, before_run=restarted.run)
+        self.gateway.dispatch(restarted, restart.nodes)
+        self._release(incident, job.job_id)
+        return f"restarted on {restart.target}"
+
+    def _shrink(
+        self,
+        incident: Incident,
+        protected: ProtectedJob,
+        job: Job,
+        shrink: Shrink,
+        moved_on: bool,
+    ) -> str:
+        if not moved_on:
+            outcome = self.lifecycle.resize(
+                job.job_id,
+                nodes=shrink.nodes,
+                by=Actor.RECOVERY,
+                reason=shrink.reason,
+                grown=False,
+                protected_by=incident.incident_id,
+                run=protected.run,
+            )
+            if not outcome:
+                return outcome.why
+        shrunk = job.model_copy(update={"nodes": shrink.nodes, "run": protected.run + 1})
+        in_place = self.gateway.resize(shrunk, shrink.nodes)
+        self._release(incident, job.job_id)
+        return f"shrunk to {shrink.size} replica(s){' in place' if in_place else ''}"
 
     def _out_of_service(self, nodes: list[str], incident: Incident) -> str:
         """Which of `nodes` cannot take the job's next run: gone from the inventory
