@@ -11,7 +11,8 @@ import pytest
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL
 from hyperguard.models import Incident, Node, NodeStatus, Repair, wait_timestamp
 from hyperguard.policies.repair import DeepHealthCheck, NodeRepairConfig
-from hyperguard.recovery.steps import Recovery, RecoverySteps
+from hyperguard.recovery.state import Recovery
+from hyperguard.recovery.steps import RecoverySteps
 
 INSTANCE = "i-0123456789abcdef0"
 
@@ -81,7 +82,7 @@ REBOOTING = (NodeStatus.PENDING, False, None)
 
 def polls(cluster: ScriptedCluster, policy: NodeRepairConfig, n: int) -> list[str | None]:
     runner = steps(cluster, policy)
-    r: Recovery = {}
+    r = Recovery()
     verdicts: list[str | None] = []
     for _ in range(n):
         verdicts.append(runner._rebooted_health(INCIDENT, r))

@@ -1,9 +1,9 @@
 """NodeRecovery workflow steps. Each is an *ensure* step: safe to run twice.
 
-Every step receives the workflow's state (`recovery`, a plain dict that the state machine
-passes along) and returns it updated; the state machine's Choice states read `verdict`,
-`action` and `health`. Steps raise typed errors (names ending in Error) that the state
-machine retries or catches by name.
+Every step receives the workflow's state (`recovery`, the JSON object the state machine
+passes along, parsed into `hyperguard.recovery.state.Recovery`) and returns it updated; the
+state machine's Choice states read `verdict`, `action` and `health`. Steps raise typed errors
+(names ending in Error) that the state machine retries or catches by name.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
-from hyperguard.governance.placement import allows_burst
 from hyperguard.messaging import Escalator, EventPublisher, announcement, escalation
 from hyperguard.models import (
     Checkpoint,
@@ -40,6 +39,18 @@ from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.policy import RepairDecision, decide
+from hyperguard.recovery.protection import (
+    JobToProtect,
+    LeaveToAutoResume,
+    ProtectionSnapshot,
+    Requeue,
+    Restart,
+    Shrink,
+    carry_out,
+    next_nodes,
+    plan_protection,
+    protectable,
+)
 from hyperguard.recovery.reliability import (
     PLANNED_KINDS,
     faults_by_slot,
@@ -48,13 +59,12 @@ from hyperguard.recovery.reliability import (
     replace_lemon,
     slot_of,
 )
-from hyperguard.recovery.strategy import Situation, choose, measured
+from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
+from hyperguard.recovery.strategy import measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.jobs import JobRecord
 from hyperguard.store.policy import RepairPolicyStore
-
-Recovery = dict[str, Any]
 
 REPAIRING_STATUSES = frozenset(
     {
@@ -106,6 +116,12 @@ NODE_LEFT = frozenset({"replaced", "instance_gone"})
 is left to honour."""
 INCIDENT_HISTORY = 200
 """Recent incidents whose repair durations inform the recovery strategy's estimates."""
+RESOLUTIONS = {
+    Repair.REBOOT.value: "rebooted",
+    Repair.REPLACE.value: "replaced",
+    Repair.DRAIN.value: "drained",
+}
+"""How an incident whose repair ran to its end is resolved, by the repair."""
 
 
 @dataclass
@@ -124,18 +140,19 @@ class RecoverySteps:
     def __post_init__(self) -> None:
         self.lifecycle = JobLifecycle(self.jobs, clock=self.clock)
 
-    def run(self, step: str, recovery: Recovery) -> Recovery:
+    def run(self, step: str, recovery: Mapping[str, Any]) -> dict[str, Any]:
+        """Run `step` on the state as the state machine passes it; the new state, as JSON."""
         action = getattr(self, step, None) if step in STEPS else None
         if action is None:
             raise UnknownStepError(f"unknown recovery step {step!r}")
-        result: Recovery = action(dict(recovery))
+        result: Recovery = action(Recovery.model_validate(recovery))
         metrics.add_metric(name=f"RecoveryStep_{step}", unit="Count", value=1)
-        return result
+        return result.dump()
 
     # -- helpers --------------------------------------------------------------------------
     def _incident(self, recovery: Recovery) -> Incident:
-        incident_id = recovery.get("incident_id")
-        incident = self.incidents.get(str(incident_id)) if incident_id else None
+        incident_id = recovery.incident_id
+        incident = self.incidents.get(incident_id) if incident_id else None
         if incident is None:
             raise IncidentMissingError(f"incident {incident_id!r} does not exist")
         return incident
@@ -155,8 +172,9 @@ class RecoverySteps:
         """Record detection and the execution, re-read the node, decide the repair (or that
         none is needed)."""
         incident = self._incident(r)
-        execution_arn = r.pop("execution_arn", None)
-        if incident.execution_arn is None and isinstance(execution_arn, str):
+        execution_arn = r.execution_arn
+        r.forget("execution_arn")
+        if incident.execution_arn is None and execution_arn is not None:
             # Ingest records it after starting us; a worker that died before could have its
             # retry suppressed once this recovery has closed the incident.
             self.incidents.set_execution(incident.incident_id, execution_arn)
@@ -166,29 +184,28 @@ class RecoverySteps:
             self.publisher.publish("IncidentOpened", announcement(incident))
         policy = self._policy()
         # An integer: a Wait state's SecondsPath must resolve to one, or the execution fails.
-        r["poll_s"] = int(policy.poll_interval_s)
-        r["round"] = r.get("round", 0) + 1
-        r["urgency"] = incident.urgency
-        for stale in ("resolution", "health", "replacement", "deep_health_check", "saw_repairing"):
-            r.pop(stale, None)
-        if r["round"] > MAX_ROUNDS:
+        r.poll_s = int(policy.poll_interval_s)
+        r.round = (r.round or 0) + 1
+        r.urgency = incident.urgency
+        r.forget("resolution", "health", "replacement", "deep_health_check", "saw_repairing")
+        if r.round > MAX_ROUNDS:
             raise FaultPersistsError(
                 f"{incident.instance_id} failed again after {MAX_ROUNDS - 1} repair(s)"
             )
         try:
             node = self.gateway.node_status(incident.instance_id)
         except NodeNotFoundError:
-            r["verdict"], r["resolution"] = "recovered", "instance_gone"
+            r.verdict, r.resolution = "recovered", "instance_gone"
             return r
         if node.status is NodeStatus.SYSTEM_UPDATING and incident.kind not in PLANNED_KINDS:
-            return self._await_software_update(incident, r)
+            return self._await_software_update(incident, r, r.poll_s)
         if (
             incident.kind not in PLANNED_KINDS
             and node.status is NodeStatus.RUNNING
             and node.healthy
         ):
-            r["verdict"], r["resolution"] = "recovered", "recovered_on_its_own"
-            r["signals_seen"] = incident.signal_count
+            r.verdict, r.resolution = "recovered", "recovered_on_its_own"
+            r.signals_seen = incident.signal_count
             return r
         stored = self.nodes.get(incident.instance_id)
         history = node.model_copy(update={"repairs": stored.repairs if stored else []})
@@ -200,16 +217,16 @@ class RecoverySteps:
             self.clock(),
         )
         decision = self._replace_if_going_anyway(incident, decision)
-        r["action"] = decision.action.value
-        r["reason"] = decision.reason
+        r.action = decision.action
+        r.reason = decision.reason
         if policy.observe_only and decision.action is not Repair.NONE:
             return self._observe(incident, decision, r)
         if decision.action is Repair.NONE:
-            r["verdict"], r["resolution"] = "recovered", "no_action_by_policy"
+            r.verdict, r.resolution = "recovered", "no_action_by_policy"
         elif decision.not_before and decision.not_before > self.clock():
-            r["verdict"], r["wait_until"] = "wait", wait_timestamp(decision.not_before)
+            r.verdict, r.wait_until = "wait", wait_timestamp(decision.not_before)
             # A Task's TimeoutSecondsPath must be a positive integer.
-            r["wait_s"] = max(1, math.ceil((decision.not_before - self.clock()).total_seconds()))
+            r.wait_s = max(1, math.ceil((decision.not_before - self.clock()).total_seconds()))
             self.incidents.set_status(incident.incident_id, IncidentStatus.WAITING)
             if incident.severity != Severity.SCHEDULED:
                 # A degraded node takes no new pods while the policy waits to see if it
@@ -217,7 +234,7 @@ class RecoverySteps:
                 # A scheduled change's node stays in service until its window (D96).
                 self._cordon(incident)
         else:
-            r["verdict"] = "repair"
+            r.verdict = "repair"
             self.incidents.update(incident.incident_id, action=decision.action.value)
         return r
 
@@ -234,7 +251,7 @@ class RecoverySteps:
             "observe-only decision",
             extra={"incident_id": incident.incident_id, "would": decision.action.value},
         )
-        r["verdict"], r["resolution"] = "recovered", OBSERVED
+        r.verdict, r.resolution = "recovered", OBSERVED
         return r
 
     def _faults_of_slot(
@@ -270,18 +287,17 @@ class RecoverySteps:
             }
         )
 
-    def _await_software_update(self, incident: Incident, r: Recovery) -> Recovery:
+    def _await_software_update(self, incident: Incident, r: Recovery, wait: int) -> Recovery:
         """HyperPod is updating the node's software (its automatic patching, or
         UpdateClusterSoftware): the node is NotReady by design, and a reboot or replacement
         would cut the update short. Look again after a poll interval, then decide on what
         the node is; the wait is not a repair round (D101)."""
-        r["round"] -= 1
-        wait = r["poll_s"]
-        r["action"] = Repair.NONE.value
-        r["reason"] = "HyperPod is updating the node's software: look again once it is done"
-        r["verdict"] = "wait"
-        r["wait_until"] = wait_timestamp(self.clock() + timedelta(seconds=wait))
-        r["wait_s"] = wait
+        r.round = r.this_round - 1
+        r.action = Repair.NONE
+        r.reason = "HyperPod is updating the node's software: look again once it is done"
+        r.verdict = "wait"
+        r.wait_until = wait_timestamp(self.clock() + timedelta(seconds=wait))
+        r.wait_s = wait
         self.incidents.set_status(incident.incident_id, IncidentStatus.WAITING)
         return r
 
@@ -289,8 +305,8 @@ class RecoverySteps:
         """Wait for the repair's time with a task token that ingestion sends back when a
         more urgent signal joins the incident. If one joined since diagnosis, leave at once."""
         incident = self._incident(r)
-        token = r.pop("task_token")
-        if not self.incidents.park(incident.incident_id, token, urgency=int(r.get("urgency", 0))):
+        token = r.take_task_token()
+        if not self.incidents.park(incident.incident_id, token, urgency=r.urgency or 0):
             raise ReevaluateError(
                 f"incident {incident.incident_id} became more urgent while its repair waited"
             )
@@ -330,16 +346,16 @@ class RecoverySteps:
             # The instance goes away whatever HyperGuard does: draining it is never the
             # risk the brake guards against (Karpenter does not brake interruptions either).
             reasons = []
-        r["verdict"] = "hold" if reasons and not r.get("approval") else "proceed"
-        r["hold_reasons"] = reasons
-        if r["verdict"] == "proceed":
+        r.verdict = "hold" if reasons and not r.approval else "proceed"
+        r.hold_reasons = reasons
+        if r.verdict == "proceed":
             self.incidents.set_status(incident.incident_id, IncidentStatus.RECOVERING)
         return r
 
     def request_approval(self, r: Recovery) -> Recovery:
         """Park the incident until an operator approves (SendTaskSuccess) or vetoes."""
         incident = self._incident(r)
-        token = r.pop("task_token")
+        token = r.take_task_token()
         self.incidents.update(incident.incident_id, task_token=token)
         self.incidents.set_status(incident.incident_id, IncidentStatus.AWAITING_APPROVAL)
         self.escalator.notify(
@@ -347,7 +363,7 @@ class RecoverySteps:
             {
                 "incident_id": incident.incident_id,
                 "instance_id": incident.instance_id,
-                "why": r.get("hold_reasons", []),
+                "why": r.hold_reasons or [],
                 "approve": f"hyperguard incidents approve {incident.incident_id}",
                 "veto": f"hyperguard incidents veto {incident.incident_id}",
             },
@@ -403,78 +419,52 @@ class RecoverySteps:
         """Every job on the node: its latest complete checkpoint, and the strategy that
         loses the least (or the one it asked for), recorded on the incident and the job."""
         incident = self._incident(r)
-        round_ = int(r.get("round", 1))
+        round_ = r.this_round
         if any(p.round == round_ for p in incident.jobs):  # a retried step keeps its plan
             return r
-        policy = self._policy()
-        me = self.nodes.get(incident.instance_id)
-        nodes = self.nodes.in_pool(me.pool) if me else []
-        active = self.jobs.active()
-        spares = self._spares(policy, me, nodes, held_nodes(record.job for record in active))
-        action = Repair(r.get("action") or incident.action or incident.repair)
-        returns = action is not Repair.DRAIN and me is not None and me.platform == "hyperpod"
-        times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
         planned = list(incident.jobs)
-        on_node = sorted(
-            (r for r in active if incident.instance_id in r.job.nodes), key=lambda r: r.job.job_id
-        )
-        for record in on_node:
-            job = record.job
-            if job.status not in HOLDING_STATUSES:
-                continue
-            if record.protected_by and record.protected_by != incident.incident_id:
-                continue  # another incident's recovery has it
-            checkpoint = self._latest_checkpoint(job)
-            choice = choose(
-                Situation(
-                    job=job,
-                    replicas_on_node=job.nodes.count(incident.instance_id),
-                    repair=action,
-                    node_returns=returns,
-                    spare=bool(spares),
-                    template_allows_burst=allows_burst(job.template),
-                ),
-                times,
-                source,
-            )
-            spare = spares.pop(0) if choice.strategy is AppliedStrategy.HOT_SPARE else None
+        for protection in plan_protection(self._protection_snapshot(incident, r)):
+            choice = protection.choice
             outcome = self.lifecycle.protect(
-                job.job_id,
+                protection.job.job_id,
                 incident_id=incident.incident_id,
                 node=incident.instance_id,
                 strategy=choice.strategy.value,
                 why=choice.why,
                 lost_gpu_minutes=choice.lost_gpu_minutes,
-                checkpoint_age_s=self._age_s(checkpoint),
+                checkpoint_age_s=protection.checkpoint_age_s,
             )
             if not outcome:
                 logger.info("job not protected", extra={"why": outcome.why})
                 continue
-            planned.append(
-                ProtectedJob(
-                    job_id=job.job_id,
-                    team=job.team,
-                    strategy=choice.strategy.value,
-                    why=choice.why,
-                    lost_gpu_minutes=choice.lost_gpu_minutes,
-                    checkpoint_step=checkpoint.step if checkpoint else None,
-                    checkpoint_uri=checkpoint.uri if checkpoint else None,
-                    nodes=job.nodes,
-                    spare=spare,
-                    run=job.run,
-                    round=round_,
-                )
-            )
+            planned.append(protection.planned())
         self.incidents.update(incident.incident_id, jobs=planned)
-        r["jobs"] = [p.job_id for p in planned if p.round == round_]
+        r.jobs = [p.job_id for p in planned if p.round == round_]
         return r
 
-    def _age_s(self, checkpoint: Checkpoint | None) -> float | None:
-        """How old the checkpoint every strategy resumes from is: the work lost whichever
-        strategy is chosen, so recorded for the operator rather than weighed in the choice."""
-        if checkpoint is None:
-            return None
-        return round((self.clock() - checkpoint.completed_at).total_seconds(), 1)
+    def _protection_snapshot(self, incident: Incident, r: Recovery) -> ProtectionSnapshot:
+        """What ProtectJobs decides on: the node, its jobs with their latest checkpoints, the
+        pool's spares, the component times measured from recent incidents."""
+        policy = self._policy()
+        me = self.nodes.get(incident.instance_id)
+        nodes = self.nodes.in_pool(me.pool) if me else []
+        active = self.jobs.active()
+        spares = self._spares(policy, me, nodes, held_nodes(record.job for record in active))
+        times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
+        return ProtectionSnapshot(
+            incident=incident,
+            round=r.this_round,
+            repair=Repair(r.action or incident.action or incident.repair),
+            node=me,
+            jobs=tuple(
+                JobToProtect(job, self._latest_checkpoint(job))
+                for job in protectable(incident, active)
+            ),
+            spares=tuple(spares),
+            times=times,
+            source=source,
+            now=self.clock(),
+        )
 
     def _latest_checkpoint(self, job: Job) -> Checkpoint | None:
         """The newer of the reported checkpoint and the newest complete marker in S3."""
@@ -511,11 +501,11 @@ class RecoverySteps:
         }
         first = self._carry_out(incident, moving, r) if incident.kind in PLANNED_KINDS else []
         result = self.gateway.drain(incident.instance_id, deadline_s=deadline)
-        r["drain"] = {"evicted": len(result.evicted), "forced": len(result.forced)}
-        r["moved"] = [*first, *self._carry_out(self._incident(r), moving, r)]
+        r.drain = Drained(evicted=len(result.evicted), forced=len(result.forced))
+        r.moved = [*first, *self._carry_out(self._incident(r), moving, r)]
         # A job that waits for the repair trains no more until then: an elastic one whose
         # operator would shrink it on its own is stopped too.
-        round_ = int(r.get("round", 1))
+        round_ = r.this_round
         for protected in incident.jobs:
             if (
                 protected.round == round_
@@ -527,7 +517,7 @@ class RecoverySteps:
 
     def repair(self, r: Recovery) -> Recovery:
         incident = self._incident(r)
-        action = Repair(r.get("action") or incident.action or incident.repair)
+        action = Repair(r.action or incident.action or incident.repair)
         pool = self._pool(incident.instance_id)
         outcome = (
             self.gateway.reboot([incident.instance_id])
@@ -550,16 +540,14 @@ class RecoverySteps:
         self.incidents.update(incident.incident_id, action=action.value)
         self._mark(incident, "repair_requested")
         budget = timedelta(minutes=self._policy().health_budget_mins)
-        r.update(
-            action=action.value,
-            pool_before=[n.instance_id for n in pool],
-            # Which logical id each of them had: a replacement that keeps its node's id is
-            # that node's, never another's whose id was not kept.
-            logical_ids_before={n.instance_id: n.logical_id for n in pool if n.logical_id},
-            repair_requested_at=now.isoformat(),
-            health_deadline=(now + budget).isoformat(),
-            health="pending",
-        )
+        r.action = action
+        r.pool_before = [n.instance_id for n in pool]
+        # Which logical id each of them had: a replacement that keeps its node's id is that
+        # node's, never another's whose id was not kept.
+        r.logical_ids_before = {n.instance_id: n.logical_id for n in pool if n.logical_id}
+        r.repair_requested_at = now
+        r.health_deadline = now + budget
+        r.health = "pending"
         return r
 
     def _pool(self, instance_id: str) -> list[Node]:
@@ -573,18 +561,18 @@ class RecoverySteps:
         """healthy / pending; a reboot that does not cure the fault → replace (the ladder);
         past the budget → RecoveryTimeoutError."""
         incident = self._incident(r)
-        action = Repair(r["action"])
+        action = r.repairing
         if action is Repair.REBOOT:
             verdict = self._rebooted_health(incident, r)
             if verdict is not None:
-                r["health"] = verdict
+                r.health = verdict
                 return r
         elif self._is_eks(incident):
             # Karpenter replaces capacity, not the node: done once the old node is gone.
             try:
                 self.gateway.node_status(incident.instance_id)
             except NodeNotFoundError:
-                r["health"], r["replacement"] = "healthy", None
+                r.health, r.replacement = "healthy", None
                 return r
         else:
             replacement = self._replacement(incident, r)
@@ -593,48 +581,49 @@ class RecoverySteps:
                 and replacement.status is NodeStatus.RUNNING
                 and replacement.healthy
             ):
-                r["health"], r["replacement"] = "healthy", replacement.instance_id
+                r.health, r.replacement = "healthy", replacement.instance_id
                 return r
-        if self.clock() > datetime.fromisoformat(r["health_deadline"]):
+        deadline = r.deadline
+        if self.clock() > deadline:
             if action is Repair.REBOOT:
-                r["health"], r["action"] = "escalate_replace", Repair.REPLACE.value
-                r["reason"] = "not healthy within the budget after a reboot: replace"
+                r.health, r.action = "escalate_replace", Repair.REPLACE
+                r.reason = "not healthy within the budget after a reboot: replace"
                 return r
             raise RecoveryTimeoutError(
-                f"{incident.instance_id}: no healthy replacement by {r['health_deadline']}"
+                f"{incident.instance_id}: no healthy replacement by {deadline.isoformat()}"
             )
-        r["health"] = "pending"
+        r.health = "pending"
         return r
 
-    def _rebooted_health(self, incident: Incident, r: Recovery) -> str | None:
+    def _rebooted_health(self, incident: Incident, r: Recovery) -> Health | None:
         """After a reboot: "healthy", "escalate_replace", or None to keep waiting. Where the
         policy asks for deep health checks, a node that comes back healthy is checked first
         and returns to service only once HyperPod's label says the checks passed."""
         node = self.gateway.node_status(incident.instance_id)
-        if r.get("deep_health_check"):
+        if r.deep_health_check:
             check = node.labels.get(DEEP_HEALTH_CHECK_LABEL)
             if check == "InProgress":
-                r["deep_health_check"] = "running"
-            elif r["deep_health_check"] != "running":
+                r.deep_health_check = "running"
+            elif r.deep_health_check != "running":
                 return None  # the label still shows an earlier check's result
             elif check == "Failed":
-                r["action"] = Repair.REPLACE.value
-                r["reason"] = "the deep health check after the reboot failed: replace"
+                r.action = Repair.REPLACE
+                r.reason = "the deep health check after the reboot failed: replace"
                 return "escalate_replace"
             elif check == "Passed" and node.status is NodeStatus.RUNNING and node.healthy:
                 return "healthy"
             return None
         if node.status in REPAIRING_STATUSES:
-            r["saw_repairing"] = True
+            r.saw_repairing = True
         elif node.status is NodeStatus.RUNNING and node.healthy:
             checks = [c.value for c in self._policy().deep_health_checks]
             if checks and self.gateway.start_deep_health_check([node.instance_id], checks):
-                r["deep_health_check"] = "started"
+                r.deep_health_check = "started"
                 return None
             return "healthy"
-        elif r.get("saw_repairing"):  # back from the reboot, still faulty
-            r["action"] = Repair.REPLACE.value
-            r["reason"] = "the reboot did not cure the fault: replace"
+        elif r.saw_repairing:  # back from the reboot, still faulty
+            r.action = Repair.REPLACE
+            r.reason = "the reboot did not cure the fault: replace"
             return "escalate_replace"
         return None
 
@@ -645,26 +634,25 @@ class RecoverySteps:
     def _replacement(self, incident: Incident, r: Recovery) -> Node | None:
         """The node that replaces the incident's, as `replacement_among` finds it."""
         old = self.nodes.get(incident.instance_id)
-        logical_ids = dict(r.get("logical_ids_before") or {})
+        logical_ids = dict(r.logical_ids_before or {})
         if old is not None and old.logical_id:
             logical_ids.setdefault(incident.instance_id, old.logical_id)
-        requested = r.get("repair_requested_at")
         return replacement_among(
             self.gateway.list_nodes(),
             old_id=incident.instance_id,
             pool=old.pool if old else None,
-            pool_before=list(r.get("pool_before") or []),
+            pool_before=list(r.pool_before or []),
             logical_ids_before=logical_ids,
-            requested_at=datetime.fromisoformat(requested) if requested else None,
+            requested_at=r.repair_requested_at,
         )
 
     def return_to_service(self, r: Recovery) -> Recovery:
         """Uncordon a rebooted node; admit a replacement into the inventory."""
         incident = self._incident(r)
-        if r["action"] == Repair.REBOOT.value:
+        if r.repairing is Repair.REBOOT:
             self._back_in_service(incident.instance_id)
-        elif r.get("replacement"):
-            new = self.gateway.node_status(r["replacement"])
+        elif r.replacement:
+            new = self.gateway.node_status(r.replacement)
             self.nodes.upsert_inventory([new])
             self.nodes.retire(incident.instance_id)
             self.incidents.update(incident.incident_id, replacement_instance_id=new.instance_id)
@@ -680,7 +668,7 @@ class RecoverySteps:
         else:  # an EKS node whose capacity Karpenter provisions anew
             self.nodes.retire(incident.instance_id)
         self._mark(incident, "healthy")
-        r["signals_seen"] = incident.signal_count
+        r.signals_seen = incident.signal_count
         return r
 
     def _back_in_service(self, instance_id: str) -> None:
@@ -693,7 +681,7 @@ class RecoverySteps:
         HyperPod resumes those that opted into auto-resume; anything still planned (a spare
         that did not work out) goes back to the queue."""
         incident = self._incident(r)
-        r["resumed"] = self._carry_out(
+        r.resumed = self._carry_out(
             incident,
             {
                 AppliedStrategy.WAIT_FOR_REPAIR,
@@ -717,7 +705,7 @@ class RecoverySteps:
         protection) and completes it."""
         done: list[str] = []
         plan = list(incident.jobs)
-        round_ = int(r.get("round", 1))
+        round_ = r.this_round
         for index, protected in enumerate(plan):
             strategy = AppliedStrategy(protected.strategy)
             if protected.resumed or protected.round != round_ or strategy not in strategies:
@@ -740,82 +728,93 @@ class RecoverySteps:
         record: JobRecord,
         r: Recovery,
     ) -> str:
+        """Carry out one job's plan: what it comes to is decided (`carry_out`) over the job
+        as it is now and which of its next nodes are out of service, then applied."""
         job = record.job
-        ours = record.protected_by == incident.incident_id
-        moved_on = job.run == protected.run + 1 and ours  # an earlier attempt's move
-        match strategy:
-            case AppliedStrategy.HYPERPOD_AUTO_RESUME:
+        # An earlier attempt's move: the job's next run is already under way.
+        moved_on = job.run == protected.run + 1 and record.protected_by == incident.incident_id
+        nodes = next_nodes(strategy, protected, incident.instance_id, r.replacement)
+        lost = self._out_of_service(nodes, incident) if nodes is not None and not moved_on else ""
+        intent = carry_out(
+            strategy,
+            protected,
+            job,
+            failed=incident.instance_id,
+            replacement=r.replacement,
+            lost=lost,
+        )
+        match intent:
+            case LeaveToAutoResume():
                 self.lifecycle.release(
                     job.job_id,
                     incident_id=incident.incident_id,
                     reason="HyperPod auto-resume restarts it",
                 )
                 return "left to HyperPod auto-resume"
-            case AppliedStrategy.HOT_SPARE | AppliedStrategy.WAIT_FOR_REPAIR:
-                target = (
-                    protected.spare
-                    if strategy is AppliedStrategy.HOT_SPARE
-                    else r.get("replacement") or incident.instance_id
-                )
-                if target is None:
-                    return self._requeue(incident, protected, job, "no node to restart on")
-                nodes = [target if n == incident.instance_id else n for n in protected.nodes]
-                if not moved_on and (lost := self._out_of_service(nodes, incident)):
-                    return self._requeue(incident, protected, job, f"{lost} out of service")
-                if not moved_on:
-                    outcome = self.lifecycle.restart(
-                        job.job_id,
-                        incident_id=incident.incident_id,
-                        run=protected.run,
-                        nodes=nodes,
-                        reason=f"restarted on {target} by {strategy.value} from checkpoint "
-                        f"step {protected.checkpoint_step}",
-                        strategy=strategy.value,
-                    )
-                    if not outcome:
-                        return outcome.why
-                restarted = job.model_copy(
-                    update={
-                        "nodes": nodes,
-                        "status": JobStatus.RUNNING,
-                        "run": protected.run + 1,
-                        "restart_count": job.restart_count + (not moved_on),
-                    }
-                )
-                self.gateway.stop_job(job.job_id, before_run=restarted.run)
-                self.gateway.dispatch(restarted, nodes)
-                self._release(incident, job.job_id)
-                return f"restarted on {target}"
-            case AppliedStrategy.ELASTIC_SHRINK:
-                policy = job.elastic_policy
-                kept = [n for n in protected.nodes if n != incident.instance_id]
-                if not moved_on and (lost := self._out_of_service(kept, incident)):
-                    return self._requeue(incident, protected, job, f"{lost} out of service")
-                size = policy.at_most(len(kept)) if policy else None
-                if not size:
-                    return self._requeue(incident, protected, job, "cannot shrink below min")
-                kept = kept[:size]
-                if not moved_on:
-                    outcome = self.lifecycle.resize(
-                        job.job_id,
-                        nodes=kept,
-                        by=Actor.RECOVERY,
-                        reason=f"shrunk to {size} replica(s) off failed node "
-                        f"{incident.instance_id}; grows back when capacity returns",
-                        grown=False,
-                        protected_by=incident.incident_id,
-                        run=protected.run,
-                    )
-                    if not outcome:
-                        return outcome.why
-                shrunk = job.model_copy(update={"nodes": kept, "run": protected.run + 1})
-                in_place = self.gateway.resize(shrunk, kept)
-                self._release(incident, job.job_id)
-                return f"shrunk to {size} replica(s){' in place' if in_place else ''}"
-            case AppliedStrategy.MOVE:
-                return self._requeue(incident, protected, job, "move", prefer_burst=True)
-            case _:
-                return self._requeue(incident, protected, job, f"{strategy.value}")
+            case Restart():
+                return self._restart(incident, protected, strategy, job, intent, moved_on)
+            case Shrink():
+                return self._shrink(incident, protected, job, intent, moved_on)
+            case Requeue(why, prefer_burst):
+                return self._requeue(incident, protected, job, why, prefer_burst=prefer_burst)
+
+    def _restart(
+        self,
+        incident: Incident,
+        protected: ProtectedJob,
+        strategy: AppliedStrategy,
+        job: Job,
+        restart: Restart,
+        moved_on: bool,
+    ) -> str:
+        if not moved_on:
+            outcome = self.lifecycle.restart(
+                job.job_id,
+                incident_id=incident.incident_id,
+                run=protected.run,
+                nodes=restart.nodes,
+                reason=restart.reason,
+                strategy=strategy.value,
+            )
+            if not outcome:
+                return outcome.why
+        restarted = job.model_copy(
+            update={
+                "nodes": restart.nodes,
+                "status": JobStatus.RUNNING,
+                "run": protected.run + 1,
+                "restart_count": job.restart_count + (not moved_on),
+            }
+        )
+        self.gateway.stop_job(job.job_id, before_run=restarted.run)
+        self.gateway.dispatch(restarted, restart.nodes)
+        self._release(incident, job.job_id)
+        return f"restarted on {restart.target}"
+
+    def _shrink(
+        self,
+        incident: Incident,
+        protected: ProtectedJob,
+        job: Job,
+        shrink: Shrink,
+        moved_on: bool,
+    ) -> str:
+        if not moved_on:
+            outcome = self.lifecycle.resize(
+                job.job_id,
+                nodes=shrink.nodes,
+                by=Actor.RECOVERY,
+                reason=shrink.reason,
+                grown=False,
+                protected_by=incident.incident_id,
+                run=protected.run,
+            )
+            if not outcome:
+                return outcome.why
+        shrunk = job.model_copy(update={"nodes": shrink.nodes, "run": protected.run + 1})
+        in_place = self.gateway.resize(shrunk, shrink.nodes)
+        self._release(incident, job.job_id)
+        return f"shrunk to {shrink.size} replica(s){' in place' if in_place else ''}"
 
     def _out_of_service(self, nodes: list[str], incident: Incident) -> str:
         """Which of `nodes` cannot take the job's next run: gone from the inventory
@@ -888,26 +887,18 @@ class RecoverySteps:
         lost: the incident is diagnosed again instead ("rediagnose")."""
         incident = self._incident(r)
         if self._fault_returned(incident, r):
-            r["verdict"] = "rediagnose"
+            r.verdict = "rediagnose"
             return r
-        resolution = r.get("resolution") or {
-            Repair.REBOOT.value: "rebooted",
-            Repair.REPLACE.value: "replaced",
-            Repair.DRAIN.value: "drained",
-        }.get(str(r.get("action")), "resolved")
+        resolution = r.resolution or RESOLUTIONS.get(r.action or "", "resolved")
         if resolution == "recovered_on_its_own":
             # A re-drive finds a node healthy that an earlier attempt cordoned (the step
             # that failed came after its repair): nothing else would return it to service.
             # (One gone since diagnosis has nothing to return.)
             with suppress(NodeNotFoundError):
                 self._back_in_service(incident.instance_id)
-        rebooted_at = (
-            datetime.fromisoformat(r["repair_requested_at"])
-            if resolution == "rebooted" and r.get("repair_requested_at")
-            else None
-        )
+        rebooted_at = r.repair_requested_at if resolution == "rebooted" else None
         if self._carry_scheduled_change(incident, resolution, rebooted_at):
-            r["verdict"] = "rediagnose"
+            r.verdict = "rediagnose"
             return r
         self._mark(incident, "resolved")
         closed_now = self.incidents.close(
@@ -917,7 +908,7 @@ class RecoverySteps:
             current = self._incident(r)
             if current.status is not IncidentStatus.RESOLVED:
                 # A signal joined between reading the incident and closing it: look again.
-                r["verdict"] = "rediagnose" if self._fault_returned(current, r) else "close"
+                r.verdict = "rediagnose" if self._fault_returned(current, r) else "close"
                 return r
         if closed_now:
             closed = self.incidents.get(incident.incident_id) or incident
@@ -938,8 +929,8 @@ class RecoverySteps:
                 "incident resolved",
                 extra={"incident_id": incident.incident_id, "resolution": resolution},
             )
-        r["resolution"] = resolution
-        r["verdict"] = "closed"
+        r.resolution = resolution
+        r.verdict = "closed"
         return r
 
     def _carry_scheduled_change(
@@ -973,11 +964,11 @@ class RecoverySteps:
     def _fault_returned(self, incident: Incident, r: Recovery) -> bool:
         """Signals joined after the node was last found healthy, and it is not healthy now
         (only where the node stays: rebooted, or recovered by itself)."""
-        seen = r.get("signals_seen")
-        stays = r.get("resolution") == "recovered_on_its_own" or (
-            r.get("action") == Repair.REBOOT.value and "resolution" not in r
+        seen = r.signals_seen
+        stays = r.resolution == "recovered_on_its_own" or (
+            r.action is Repair.REBOOT and r.resolution is None
         )
-        if seen is None or incident.signal_count <= int(seen) or not stays:
+        if seen is None or incident.signal_count <= seen or not stays:
             return False
         try:
             node = self.gateway.node_status(incident.instance_id)
@@ -992,8 +983,8 @@ class RecoverySteps:
         queue — those in its plan, and any it protected before the plan was written — so
         that no job is left holding a node that is not coming back."""
         incident = self._incident(r)
-        error = r.get("error") or {}
-        note = f"escalated: {error.get('Error', 'unknown error')}: {error.get('Cause', '')}"
+        error = r.error or CaughtError()
+        note = f"escalated: {error.error}: {error.cause}"
         fenced = self._fence_off(incident, r)
         if fenced:
             note = f"{note} ({fenced})"
@@ -1024,15 +1015,15 @@ class RecoverySteps:
                 },
             )
             self.publisher.publish("IncidentEscalated", escalation(incident, note))
-        r["status"] = IncidentStatus.NEEDS_OPERATOR.value
-        r["cause"] = note  # the execution's failure cause (the Fail state's CausePath)
+        r.status = IncidentStatus.NEEDS_OPERATOR.value
+        r.cause = note  # the execution's failure cause (the Fail state's CausePath)
         return r
 
     def _fence_off(self, incident: Incident, r: Recovery) -> str:
         """Cordon the incident's node, and the replacement a replace left unhealthy; what
         could not be cordoned, said for the operator's note ("" when all went well)."""
         targets = [incident.instance_id]
-        if r.get("action") == Repair.REPLACE.value and not self._is_eks(incident):
+        if r.action is Repair.REPLACE and not self._is_eks(incident):
             try:
                 replacement = self._replacement(incident, r)
             except ClusterError:
@@ -1068,7 +1059,7 @@ class RecoverySteps:
                 ),
                 nodes=record.job.nodes,
                 run=record.job.run,
-                round=int(r.get("round", 1)),
+                round=r.this_round,
             )
             for record in self.jobs.active()
             if record.protected_by == incident.incident_id and record.job.job_id not in planned
