@@ -379,8 +379,11 @@ class _Unplaced:
 def _place_all(
     context: _Context, decisions: Decisions, ledger: Ledger
 ) -> tuple[list[Admission], list[Growth], dict[str, _Unplaced], Ledger]:
-    """The engine's admissions placed on nodes in its order (victims with the admission
-    they serve), then its growths; the ledger as they leave it."""
+    """The engine's admissions placed on nodes (victims with the admission they serve),
+    those only HyperPod can hold first, then the rest in the engine's order, then its
+    growths; the ledger as they leave it. Every admission of the pass fits its quota, so the
+    order only decides which nodes each takes: a job that could go to burst capacity placed
+    first would take the last HyperPod node from one that cannot (issue 19)."""
     victims: dict[str, list[Decision]] = defaultdict(list)
     for action in decisions.actions:
         if action.for_job is not None:
@@ -389,7 +392,14 @@ def _place_all(
     admissions: list[Admission] = []
     growths: list[Growth] = []
     unplaced: dict[str, _Unplaced] = {}
-    for action in decisions.actions:
+    bursting = context.snapshot.bursting
+
+    def order(action: Decision) -> int:
+        if action.kind is not DecisionKind.ADMIT:
+            return 2  # growths after every admission, as the engine made them
+        return int(bursting and allows_burst(records[action.job_id].job.template))
+
+    for action in sorted(decisions.actions, key=order):
         if action.kind is DecisionKind.ADMIT:
             placed, occupancy, spend = _admit(
                 context, action, victims[action.job_id], occupancy, spend, records

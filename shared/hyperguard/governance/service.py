@@ -67,8 +67,11 @@ Order of effects, and why:
 * scale-in, moving back and bursts come after every admission (a node an admission took is
   busy, not idle), and an idle burst node is released only if no job holds it when the jobs
   are read once more;
+* admissions are placed with the jobs only HyperPod can hold first, so that one that could
+  burst does not take the last HyperPod node from one that cannot;
 * reasons last, each written only while the stored reason is still the one the snapshot
-  read (D61), and only when it changes.
+  read (D61), and only when it changes: a reason carries figures that hold while the job
+  waits, never live usage, and the pass's reasons go in transactions of up to 100 (D116).
 """
 
 from __future__ import annotations

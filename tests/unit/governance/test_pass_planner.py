@@ -210,6 +210,23 @@ def test_a_job_no_pool_can_place_waits_with_placements_reason() -> None:
     }
 
 
+def test_a_job_only_hyperpod_holds_is_placed_before_one_that_could_burst() -> None:
+    """Seen on the twin's day, 2 runs of 5: a development job, first in the engine's order,
+    took the last HyperPod node and the production job after it waited, with an EKS node
+    free that the development job could have used (issue 19)."""
+    nodes = [hyperpod_node(0), eks_node(0)]
+    jobs = [pending("dev", "a", template="development", cls="high"), pending("prod", "a", at=1)]
+    _, admission, _, capacity = plan(snapshot(jobs, nodes, [quota("a", 16)], bursting=True))
+    assert {a.job.job_id: a.job.pool for a in admission.admissions} == {
+        "prod": "workers",
+        "dev": "gpu-burst-on-demand",
+    }
+    assert admission.unplaced == () and capacity.reasons == ()
+    # Without bursting every job is HyperPod's, and the engine's order stands.
+    _, admission, *_ = plan(snapshot(jobs, nodes, [quota("a", 16)]))
+    assert [a.job.job_id for a in admission.admissions] == ["dev"]
+
+
 def test_a_job_no_pool_places_gives_its_victims_back_and_nobody_takes_their_quota() -> None:
     """The engine preempted `low` for `research` and let `other` into the quota that freed;
     no spot pool can hold `research`, so `low` keeps running, and `other` must not be
