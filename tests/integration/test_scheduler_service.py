@@ -181,7 +181,9 @@ def test_a_pass_never_overwrites_a_reason_written_after_its_snapshot(
     assert api.call("GET", f"/jobs/{waiting}").body["reason"] == gateway.note
     scheduler(stack, apis).run_pass()  # the next pass reads the note and computes anew
     reason = api.call("GET", f"/jobs/{waiting}").body["reason"]
-    assert reason.startswith("pending: installed capacity of ml.p5.48xlarge exhausted: 8/8")
+    assert reason.startswith(
+        "pending: installed capacity of ml.p5.48xlarge exhausted: its 8 GPUs cannot take 8 more"
+    )
 
 
 def test_a_stale_quota_version_stops_the_pass_before_it_admits(
