@@ -32,6 +32,7 @@ an admitted job's pod sets change (a resized HyperPodPyTorchJob keeps its admiss
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -168,6 +169,16 @@ def _condition(workload: Obj, kind: str) -> Obj | None:
     return next((c for c in conditions if c.get("type") == kind), None)
 
 
+def _queued(rt: ResourceType, job: Obj) -> bool:
+    """A run Kueue still has to admit: queued, suspended, not being deleted."""
+    meta = job["metadata"]
+    return bool(
+        (meta.get("labels") or {}).get(QUEUE_LABEL)
+        and is_suspended(rt, job)
+        and not meta.get("deletionTimestamp")
+    )
+
+
 def _holds_quota(workload: Obj) -> bool:
     reserved = _condition(workload, "QuotaReserved")
     finished = _condition(workload, "Finished")
@@ -236,10 +247,7 @@ class Kueue:
         runs = [
             (rt, job)
             for rt in (JOBS, HYPERPOD_PYTORCH_JOBS)
-            for job in self.store.list(rt)
-            if (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
-            and is_suspended(rt, job)
-            and not job["metadata"].get("deletionTimestamp")
+            for job in self.store.select(rt, functools.partial(_queued, rt))
         ]
         runs.sort(key=lambda pair: (pair[1]["metadata"]["creationTimestamp"], _rv(pair[1])))
         yield from runs
@@ -473,9 +481,7 @@ class Kueue:
     def _usage(self) -> dict[tuple[str, str, str], int]:
         """What admitted, unfinished Workloads hold: (ClusterQueue, flavor, resource)."""
         used: dict[tuple[str, str, str], int] = defaultdict(int)
-        for workload in self.store.list(WORKLOADS):
-            if not _holds_quota(workload):
-                continue
+        for workload in self.store.select(WORKLOADS, _holds_quota):
             admission = (workload.get("status") or {}).get("admission") or {}
             queue = admission.get("clusterQueue", "")
             for assignment in admission.get("podSetAssignments") or []:
@@ -547,22 +553,25 @@ class Kueue:
     def _finish(self, job: Obj) -> None:
         """The job ended: its Workload is Finished and gives its quota back."""
         meta = job["metadata"]
-        for workload in self.store.list(WORKLOADS, meta["namespace"]):
+
+        def holding_for_job(workload: Obj) -> bool:
             owners = workload["metadata"].get("ownerReferences") or []
-            if any(o.get("uid") == meta["uid"] for o in owners) and _holds_quota(workload):
-                condition = {
-                    "type": "Finished",
-                    "status": "True",
-                    "reason": "Succeeded" if _succeeded(job) else "Failed",
-                    "message": "Job finished",
-                    "lastTransitionTime": self._stamp(),
-                    "observedGeneration": workload["metadata"].get("generation", 1),
-                }
-                self._busy = True
-                try:
-                    self._set_conditions(workload, [condition])
-                finally:
-                    self._busy = False
+            return any(o.get("uid") == meta["uid"] for o in owners) and _holds_quota(workload)
+
+        for workload in self.store.select(WORKLOADS, holding_for_job, meta["namespace"]):
+            condition = {
+                "type": "Finished",
+                "status": "True",
+                "reason": "Succeeded" if _succeeded(job) else "Failed",
+                "message": "Job finished",
+                "lastTransitionTime": self._stamp(),
+                "observedGeneration": workload["metadata"].get("generation", 1),
+            }
+            self._busy = True
+            try:
+                self._set_conditions(workload, [condition])
+            finally:
+                self._busy = False
 
     def _set_conditions(
         self, workload: Obj, conditions: list[Obj], *, admission: Obj | None = None

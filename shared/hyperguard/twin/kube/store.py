@@ -326,6 +326,16 @@ class ObjectStore:
             found = self._objects[rt.key].get(self._slot(rt, name, namespace))
             return copy.deepcopy(found) if found is not None else None
 
+    def select(
+        self, rt: ResourceType, keep: Callable[[Obj], bool], namespace: str | None = None
+    ) -> list[Obj]:
+        """Copies of the objects `keep` accepts, in name order. `keep` sees each stored object
+        as it is and must not change it: the twin's controllers look for a few objects among
+        many (Kueue's suspended runs among every run), and copying all of them to keep a few
+        made each new run cost the number of runs ever created."""
+        with self.lock:
+            return [copy.deepcopy(obj) for obj in self._iter(rt, namespace) if keep(obj)]
+
     def list(
         self,
         rt: ResourceType,
