@@ -558,6 +558,8 @@ class _Pass:
         flavor, per = workload.instance_type, workload.per_replica
         need = _show(per.scaled(workload.floor), per)
         for victim in shrunk:
+            if victim in preempted:
+                continue  # shrunk first, then preempted whole: one decision, the preemption
             self.shrunk.add(victim.job_id)
             self.decisions.actions.append(
                 Decision(

@@ -733,3 +733,16 @@ def test_without_a_hyperpod_split_every_installed_instance_counts() -> None:
         [running(job("dev", "a", 8, replicas=2)), production(job("prod", "a", 8))],
     )
     assert admitted(schedule(state)) == {"prod": 1}
+
+
+def test_an_elastic_job_shrunk_then_preempted_for_one_admission_is_one_preemption() -> None:
+    """Shrinking the elastic job to its minimum frees too little, so it is preempted whole:
+    the decisions hold the preemption alone. Both a shrink to 0 and a preemption made the
+    planner give the job's nodes back twice, and place 9 GPUs on an 8-GPU node (found by
+    tests/unit/governance/test_pass_planner.py's node property)."""
+    elastic = running(job("elastic", "a", 8, replicas=2, min_replicas=1))
+    state = cluster([quota("a", 16)], 2, [elastic, job("high", "a", 8, replicas=2, cls="high")])
+    decisions = schedule(state)
+    assert admitted(decisions) == {"high": 2}
+    assert preempted(decisions) == {"elastic"}
+    assert [d.kind for d in decisions.actions if d.job_id == "elastic"] == [DecisionKind.PREEMPT]

@@ -439,6 +439,11 @@ def test_no_node_takes_more_than_it_has_and_admissions_land_on_usable_free_nodes
     for admitted in admission.admissions:
         assert set(admitted.job.nodes) <= usable_ids, admitted
         assert len(admitted.job.nodes) == admitted.replicas
+    for admitted in admission.admissions:  # one decision a victim of an admission
+        victims = [
+            v.job_id if isinstance(v, Preemption) else v.job.job_id for v in admitted.victims
+        ]
+        assert len(victims) == len(set(victims)), admitted
     after = Counter[str]()
     for nodes, per in _after(snap, admission).values():
         for node in nodes:
