@@ -443,11 +443,14 @@ def install_keys_only_index_pages(patches: Patches, checks: Counter[str], lag: I
             size += entry.size()
         if checks["keys-only Query"] < CHECKED_RESPONSES and last is None and not hidden:
             expected, _, expected_last = query(self, *args, **kwargs)
-            if expected_last is not None or [r.to_json() for r in expected] != [
-                r.to_json() for r in results
-            ]:
-                raise RuntimeError(f"keys-only Query of {name} differs from moto's")
-            checks["keys-only Query"] += 1
+            # moto pages by whole items: an answer it cut short is not comparable (its first
+            # page is a prefix of ours), and is not counted as checked
+            if expected_last is None:
+                if [r.to_json() for r in expected] != [r.to_json() for r in results]:
+                    raise RuntimeError(f"keys-only Query of {name} differs from moto's")
+                checks["keys-only Query"] += 1
+            elif [r.to_json() for r in expected] != [r.to_json() for r in results][: len(expected)]:
+                raise RuntimeError(f"keys-only Query of {name} differs from moto's first page")
         return results, len(results), last
 
     patches.set(Table, "query", keys_only_query)

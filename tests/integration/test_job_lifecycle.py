@@ -294,3 +294,34 @@ def test_the_transaction_size_is_dynamodbs() -> None:
     model = botocore.session.get_session().get_service_model("dynamodb")
     items = model.operation_model("TransactWriteItems").input_shape.members["TransactItems"]
     assert store_jobs.TRANSACT_LIMIT == items.metadata["max"] == 100
+
+
+def test_a_pass_marks_its_dispatched_jobs_running_in_one_transaction(stack: Stack) -> None:
+    """Three jobs admitted and dispatched: one transaction moves the two still Admitted; the
+    one cancelled meanwhile is tried alone and refused with its status, as `start` says."""
+    jobs = JobStore(stack.tables["JobsTable"])
+    lifecycle = JobLifecycle(jobs)
+    admitted = [admitted_on_two_nodes(stack, lifecycle) for _ in range(3)]
+    assert lifecycle.cancel(admitted[1], principal="p")[0]
+    records = [jobs.record(job_id) for job_id in admitted]
+    dispatched = [r.job for r in records if r is not None]
+    sent: list[int] = []
+    events = jobs.table.meta.client.meta.events
+    hook = "provide-client-params.dynamodb.TransactWriteItems"
+
+    def count(params: dict[str, list[object]], **_: object) -> None:
+        sent.append(len(params["TransactItems"]))
+
+    events.register(hook, count)
+    try:
+        outcomes = lifecycle.start_all(dispatched)
+    finally:
+        events.unregister(hook, count)
+    assert sent == [3, 2]  # cancelled by admitted[1]'s condition, then the two
+    assert [bool(outcomes[job_id]) for job_id in admitted] == [True, False, True]
+    assert "is Cancelled, not Admitted" in outcomes[admitted[1]].why
+    for job_id in (admitted[0], admitted[2]):
+        record = jobs.record(job_id)
+        assert record is not None and record.job.status is JobStatus.RUNNING
+        assert record.history[-1].event == "dispatched"
+        assert record.history[-1].details == {"nodes": NODES[:2]}

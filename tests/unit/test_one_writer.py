@@ -7,7 +7,15 @@ import ast
 
 from tests.conftest import ROOT
 
-WRITES = {"transition", "submit", "record_checkpoint", "set_reason", "set_reasons", "put"}
+WRITES = {
+    "transition",
+    "transition_all",
+    "submit",
+    "record_checkpoint",
+    "set_reason",
+    "set_reasons",
+    "put",
+}
 OWNER = ROOT / "shared" / "hyperguard" / "governance" / "jobs.py"
 STORE = ROOT / "shared" / "hyperguard" / "store" / "jobs.py"
 

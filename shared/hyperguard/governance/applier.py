@@ -173,16 +173,24 @@ class PassApplier:
     # -- phase 2 --------------------------------------------------------------------------
     def admit(self, plan: AdmissionPlan) -> None:
         """Team objects first, then each admission (its victims give way, the admission
-        is written, then dispatched), then elastic growth."""
+        is written, then dispatched), then the dispatched jobs marked Running together
+        (transactions of up to 100), then elastic growth."""
         self.result.spares, self.result.slow = plan.spares, plan.slow
         self.result.unplaced.extend(plan.unplaced)
         self.ensure_running_teams(plan.ensure_teams)
+        dispatched: list[Job] = []
         for admission in plan.admissions:
-            self.carry_out(admission)
+            if self.carry_out(admission):
+                dispatched.append(admission.job)
+        if dispatched:
+            for job_id, outcome in self.lifecycle.start_all(dispatched).items():
+                if self.count(outcome):
+                    self.result.dispatched.append(job_id)
         for growth in plan.growths:
             self.grow(growth)
 
-    def carry_out(self, admission: Admission) -> None:
+    def carry_out(self, admission: Admission) -> bool:
+        """The admission written and dispatched (True), or refused (False)."""
         job = admission.job
         shrunk = [v for v in admission.victims if self.give_way(v) and isinstance(v, Shrink)]
         admitted = self.count(
@@ -203,11 +211,11 @@ class PassApplier:
             )
         )
         if not admitted:
-            return
+            return False
         for victim in shrunk:
             self.resize_on_cluster(victim.job)
         self.result.admitted.append(job.job_id)
-        self.dispatch(job)
+        return self.dispatch(job)
 
     def give_way(self, victim: Preemption | Shrink) -> bool:
         """A victim preempted (written, then its runs stopped) or shrunk (written; resized
@@ -267,15 +275,16 @@ class PassApplier:
                 "resize failed on the cluster", extra={"job_id": job.job_id, "error": str(exc)}
             )
 
-    def dispatch(self, job: Job) -> None:
+    def dispatch(self, job: Job) -> bool:
+        """The job's run created on the cluster (True); one the cluster refuses puts the job
+        back to Pending with the cluster's error."""
         try:
             self.ensure_queues(job)
             self.gateway.dispatch(job, list(job.nodes))
         except ClusterError as exc:
             self.count(self.lifecycle.undispatch(job.job_id, str(exc)))
-            return
-        if self.count(self.lifecycle.start(job.job_id, nodes=list(job.nodes), pool=job.pool)):
-            self.result.dispatched.append(job.job_id)
+            return False
+        return True
 
     def ensure_running_teams(self, teams: Iterable[EnsureTeam]) -> None:
         """A cluster error leaves the rest to the next pass."""

@@ -51,6 +51,7 @@ from hyperguard.models.jobs import (
     SlowFlag,
 )
 from hyperguard.store.jobs import (
+    BatchedMove,
     JobEvent,
     JobHistoryEntry,
     JobRecord,
@@ -257,9 +258,36 @@ class JobLifecycle:
             job_id,
             Actor.SCHEDULER,
             JobEvent.DISPATCHED,
-            f"running on {len(set(nodes))} node(s) of pool {pool}",
+            _running_on(nodes, pool),
             details={"nodes": nodes},
         )
+
+    def start_all(self, dispatched: Sequence[Job]) -> dict[str, Outcome]:
+        """`start` for every job a pass dispatched, in transactions of up to 100 (one call,
+        not one a job); a job the batch could not move (it moved on, or its history is full)
+        is moved alone, which says why."""
+        rule = RULES[Move.START]
+        moves = [
+            BatchedMove(
+                job.job_id,
+                rule.expect,
+                rule.to,
+                self._entry(
+                    JobEvent.DISPATCHED,
+                    rule.to,
+                    _running_on(job.nodes, job.pool),
+                    {"nodes": list(job.nodes)},
+                ),
+            )
+            for job in dispatched
+        ]
+        moved = self.store.transition_all(moves)
+        return {
+            job.job_id: APPLIED
+            if job.job_id in moved
+            else self.start(job.job_id, nodes=list(job.nodes), pool=job.pool)
+            for job in dispatched
+        }
 
     def undispatch(self, job_id: str, error: str) -> Outcome:
         return self._move(
@@ -664,6 +692,10 @@ class JobLifecycle:
             f"{', '.join(record.job.nodes) or 'none'}, run {record.job.run}, protected by "
             f"{record.protected_by or 'nobody'})"
         )
+
+
+def _running_on(nodes: Sequence[str], pool: str | None) -> str:
+    return f"running on {len(set(nodes))} node(s) of pool {pool}"
 
 
 def _guarded(

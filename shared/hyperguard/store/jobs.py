@@ -29,6 +29,7 @@ import binascii
 import json
 import time
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -59,6 +60,18 @@ TRANSACT_LIMIT = 100
 """Actions in one TransactWriteItems (botocore's dynamodb model: TransactItems max 100)."""
 NO_FAULT = frozenset({"None", None})
 """A CancellationReasons code of an action that did not cancel the transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchedMove:
+    """One job's transition in `JobStore.transition_all`."""
+
+    job_id: str
+    expect: Collection[JobStatus]
+    status: JobStatus | None
+    entry: JobHistoryEntry
+    sets: dict[str, Any] | None = None
+    remove: Collection[str] = ()
 
 
 class JobEvent(StrEnum):
@@ -450,6 +463,83 @@ class JobStore(TableStore):
         *,
         history: bool,
     ) -> TransitionOutcome:
+        update = self._transition_update(
+            job_id,
+            expect,
+            status,
+            entry,
+            sets,
+            remove,
+            add,
+            condition,
+            condition_values,
+            condition_names,
+            history=history,
+        )
+        try:
+            if checks:
+                self.table.meta.client.transact_write_items(
+                    TransactItems=[*checks, {"Update": {"TableName": self.table_name, **update}}]
+                )
+            else:
+                self.table.update_item(**update)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "ConditionalCheckFailedException":
+                return TransitionOutcome.STALE
+            if code != "TransactionCanceledException":
+                raise
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if any(r == "ConditionalCheckFailed" for r in reasons[: len(checks or [])]):
+                return TransitionOutcome.CHECK_FAILED
+            if reasons and reasons[-1] == "ConditionalCheckFailed":
+                return TransitionOutcome.STALE
+            raise
+        return TransitionOutcome.APPLIED
+
+    def transition_all(self, moves: Sequence[BatchedMove]) -> set[str]:
+        """`transition` for many jobs at once, each with its history entry, in
+        TransactWriteItems of up to TRANSACT_LIMIT conditional updates. Returns the jobs
+        moved; a job whose condition failed (it moved on, or its history is full) is left
+        for the caller to move alone, where `transition` tells which."""
+        return self._transact(
+            [
+                (
+                    move.job_id,
+                    self._transition_update(
+                        move.job_id,
+                        move.expect,
+                        move.status,
+                        move.entry,
+                        move.sets,
+                        move.remove,
+                        None,
+                        None,
+                        None,
+                        None,
+                        history=True,
+                    ),
+                )
+                for move in moves
+            ]
+        )
+
+    def _transition_update(
+        self,
+        job_id: str,
+        expect: Collection[JobStatus],
+        status: JobStatus | None,
+        entry: JobHistoryEntry,
+        sets: dict[str, Any] | None,
+        remove: Collection[str],
+        add: dict[str, int] | None,
+        condition: str | None,
+        condition_values: dict[str, Any] | None,
+        condition_names: dict[str, str] | None,
+        *,
+        history: bool,
+    ) -> dict[str, Any]:
+        """The UpdateItem request of a transition (see `transition`)."""
         names = {"#status": "status", "#reason": "reason"}
         values: dict[str, Any] = {":reason": entry.reason}
         clauses = ["#reason = :reason"]
@@ -494,33 +584,13 @@ class JobStore(TableStore):
             expression_condition += f" AND ({condition})"
             values.update(condition_values or {})
             names.update(condition_names or {})
-        update = {
+        return {
             "Key": {"job_id": job_id},
             "UpdateExpression": expression,
             "ConditionExpression": expression_condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": decimals(values),
         }
-        try:
-            if checks:
-                self.table.meta.client.transact_write_items(
-                    TransactItems=[*checks, {"Update": {"TableName": self.table_name, **update}}]
-                )
-            else:
-                self.table.update_item(**update)
-        except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code == "ConditionalCheckFailedException":
-                return TransitionOutcome.STALE
-            if code != "TransactionCanceledException":
-                raise
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
-            if any(r == "ConditionalCheckFailed" for r in reasons[: len(checks or [])]):
-                return TransitionOutcome.CHECK_FAILED
-            if reasons and reasons[-1] == "ConditionalCheckFailed":
-                return TransitionOutcome.STALE
-            raise
-        return TransitionOutcome.APPLIED
 
     def _update_if(self, **request: Any) -> bool:
         """An UpdateItem with a ConditionExpression: False when the condition failed."""
@@ -547,18 +617,23 @@ class JobStore(TableStore):
     def set_reasons(
         self, writes: Sequence[tuple[str, str, str]], *, expect: Collection[JobStatus]
     ) -> set[str]:
-        """`set_reason` for many jobs, as `(job_id, reason, replacing)`, in TransactWriteItems
-        of up to TRANSACT_LIMIT conditional updates each (one call, not one a job). A
-        transaction a condition cancels is sent again without the jobs whose condition
-        failed (their reason changed since it was read). Returns the jobs written."""
-        pending = list(writes)
+        """`set_reason` for many jobs, as `(job_id, reason, replacing)`, in transactions (one
+        call for up to TRANSACT_LIMIT jobs, not one a job). Returns the jobs written; the
+        others' reasons changed since they were read."""
+        return self._transact([(write[0], self._reason_update(write, expect)) for write in writes])
+
+    def _transact(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> set[str]:
+        """Conditional UpdateItems, `(job_id, request)`, in TransactWriteItems of up to
+        TRANSACT_LIMIT. A transaction a condition cancels is sent again without the jobs
+        whose condition failed, as its CancellationReasons name them; any other cancellation
+        raises. Returns the jobs written."""
+        pending = list(updates)
         written: set[str] = set()
         while pending:
             batch, pending = pending[:TRANSACT_LIMIT], pending[TRANSACT_LIMIT:]
             while batch:
                 items = [
-                    {"Update": {"TableName": self.table_name, **self._reason_update(w, expect)}}
-                    for w in batch
+                    {"Update": {"TableName": self.table_name, **update}} for _, update in batch
                 ]
                 try:
                     self.table.meta.client.transact_write_items(TransactItems=items)
@@ -566,12 +641,12 @@ class JobStore(TableStore):
                     if exc.response["Error"]["Code"] != "TransactionCanceledException":
                         raise
                     codes = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
-                    kept = [w for w, code in zip(batch, codes, strict=False) if code in NO_FAULT]
+                    kept = [u for u, code in zip(batch, codes, strict=False) if code in NO_FAULT]
                     if len(codes) != len(batch) or len(kept) == len(batch):
                         raise  # cancelled for a reason no condition gives: not ours to drop
                     batch = kept
                     continue
-                written.update(job_id for job_id, _, _ in batch)
+                written.update(job_id for job_id, _ in batch)
                 break
         return written
 
