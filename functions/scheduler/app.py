@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.governance.service import SchedulerBusyError, SchedulerService
-from hyperguard.messaging import Workflows, woken_jobs
+from hyperguard.messaging import EventPublisher, Workflows, woken_jobs
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
@@ -25,6 +25,7 @@ service = SchedulerService(
     else None,
     nodes=NodeStore(settings.nodes_table),
     incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
+    publisher=EventPublisher(settings.event_bus_name),
     lease_ttl_s=settings.scheduler_lease_s,
 )
 

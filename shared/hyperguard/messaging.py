@@ -34,6 +34,18 @@ def announcement(incident: Incident) -> dict[str, Any]:
     }
 
 
+def resolved(incident: Incident, resolution: str | None = None) -> dict[str, Any]:
+    """IncidentResolved's detail: how it ended (`resolution`, else the incident's), its
+    timings and the jobs it recovered."""
+    return {
+        **announcement(incident),
+        "resolution": resolution or incident.resolution,
+        "timings": incident.timings,
+        "replacement_instance_id": incident.replacement_instance_id,
+        "jobs": [j.model_dump(mode="json") for j in incident.jobs],
+    }
+
+
 def escalation(incident: Incident, note: str) -> dict[str, Any]:
     """IncidentEscalated's detail: the incident went to an operator, and why."""
     return {**announcement(incident), "note": note}

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from botocore.client import BaseClient
 from tests.conftest import Stack
-from tests.integration.api_harness import Api
+from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
 from tests.integration.incident_harness import closed_fault
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
+from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
@@ -192,13 +193,18 @@ def test_a_stalled_run_is_restarted_from_its_checkpoint(
 ) -> None:
     """The training hangs: its pods run and the run reports Running, but no checkpoint comes.
     Past `stalledJobMins` from its last new checkpoint the job is requeued and resumes from
-    that checkpoint on a new run (D94); before it, and for a job that keeps checkpointing,
-    nothing happens."""
+    that checkpoint on a new run (D94), and the stall is an incident of its own, about the
+    job (D117); before it, and for a job that keeps checkpointing, nothing happens."""
     apis = make_cluster(hyperpod_nodes=2)
     api = setup(stack, apis, stalledJobMins=30)
+    for team in ("solo", "other"):
+        api.call("PUT", "/principals", {"principal_arn": member(team), "team": team})
     location = f"s3://{BUCKET}/hang/"
     job_id = api.submit("solo", 8, checkpoint_location=location).body["job_id"]
-    service = scheduler(stack, apis)
+    inventory = NodeStore(stack.tables["NodesTable"])
+    inventory.upsert_inventory(apis.gateway.list_nodes())
+    incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
+    service = scheduler(stack, apis, nodes=inventory, incidents=incidents)
     service.run_pass()
     apis.advance(60 + 30 * 15)  # checkpoint 10
     assert service.run_pass().stalled == []
@@ -210,7 +216,9 @@ def test_a_stalled_run_is_restarted_from_its_checkpoint(
     apis.advance(29 * 60)
     assert service.run_pass().stalled == []  # 29 minutes without progress: not yet
     assert api.call("GET", f"/jobs/{job_id}").body["last_checkpoint"]["step"] == step
+    hung_on = api.call("GET", f"/jobs/{job_id}").body["nodes"]
     apis.advance(2 * 60)
+    assert api.call("GET", "/incidents").body == {"incidents": []}
     result = service.run_pass()
     assert result.stalled == [job_id] and result.admitted == [job_id]  # requeued, re-placed
     view = api.call("GET", f"/jobs/{job_id}").body
@@ -220,6 +228,78 @@ def test_a_stalled_run_is_restarted_from_its_checkpoint(
     apis.settle()
     new_run = apis.cluster.runs()[job_id]
     assert not new_run.hung and new_run.anchor_step == step
+
+    (incident,) = api.call("GET", "/incidents").body["incidents"]
+    assert stalled[0]["details"]["incident_id"] == incident["incident_id"]
+    assert incident["incident_id"].startswith(f"{job_id}-run0-stalled-")
+    assert (incident["kind"], incident["instance_id"], incident["repair"]) == (
+        "job_stalled",
+        "",
+        "none",
+    )
+    assert (incident["status"], incident["resolution"]) == ("resolved", "requeued")
+    assert incident["facts"]["stalled_min"] == 31 and incident["facts"]["limit_min"] == 30
+    assert incident["timings"]["signal_to_detected_s"] == 31 * 60
+    (plan,) = incident["jobs"]
+    assert (plan["job_id"], plan["team"], plan["run"], plan["nodes"]) == (
+        job_id,
+        "solo",
+        0,
+        hung_on,
+    )
+    assert (plan["strategy"], plan["checkpoint_step"]) == ("requeue", step)
+    assert plan["why"].startswith("auto: its nodes are healthy")
+    # No node's lock: the nodes it hung on are free for incidents of their own.
+    assert [n.open_incident_id for n in inventory.many(hung_on)] == [None] * len(hung_on)
+    # The job's team sees it; another team sees neither the incident nor that it exists.
+    mine = api.call("GET", "/incidents", principal=member("solo")).body["incidents"]
+    assert [i["incident_id"] for i in mine] == [incident["incident_id"]]
+    assert api.call("GET", "/incidents", principal=member("other")).body == {"incidents": []}
+    path = f"/incidents/{incident['incident_id']}"
+    assert api.call("GET", path, principal=member("solo")).status == 200
+    assert api.call("GET", path, principal=member("other")).status == 404
+
+
+def test_a_pass_that_dies_after_recording_a_stall_records_it_once(
+    stack: Stack, make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At least once: the pass that found the stall dies after writing its incident and
+    before the requeue. The pass that runs again finds the same stall, writes nothing new
+    and requeues the job; the passes after find nothing to record. One incident, one
+    `stalled` entry."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis, stalledJobMins=30)
+    job_id = api.submit("solo", 8, checkpoint_location=f"s3://{BUCKET}/twice/").body["job_id"]
+    incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
+    service = scheduler(stack, apis, incidents=incidents)
+    service.run_pass()
+    apis.advance(60 + 30 * 15)  # checkpoint 10
+    service.run_pass()
+    apis.cluster.hang_job(job_id)
+    apis.advance(31 * 60)
+
+    def dies(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("the pass's sandbox went away")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(JobLifecycle, "requeue", dies)
+        with pytest.raises(RuntimeError, match="went away"):
+            service.run_pass()
+    written = incidents.recent()
+    assert [i.kind for i in written] == ["job_stalled"]
+    assert api.call("GET", f"/jobs/{job_id}").body["status"] == "Running"  # not requeued yet
+
+    result = service.run_pass()
+    assert result.stalled == [job_id] and result.admitted == [job_id]
+    for _ in range(2):
+        assert service.run_pass().stalled == []
+    assert [i.incident_id for i in incidents.recent()] == [written[0].incident_id]
+    (again,) = incidents.recent()
+    assert again.resolution == "requeued" and again.jobs[0].checkpoint_step == 10
+    history = api.call("GET", f"/jobs/{job_id}").body["history"]
+    assert [h["details"]["incident_id"] for h in history if h["event"] == "stalled"] == [
+        again.incident_id
+    ]
 
 
 def test_a_fresh_scheduler_grants_recovery_in_the_namespaces_of_running_teams(

@@ -11,6 +11,7 @@ import pytest
 
 from hyperguard import planner
 from hyperguard.models import Incident, Node
+from hyperguard.models.incidents import JOB_STALLED
 from hyperguard.models.signals import Repair
 from hyperguard.planning import MIN_INCIDENTS
 from hyperguard.planning.measured import (
@@ -117,6 +118,7 @@ def test_planned_out_of_window_and_foreign_incidents_are_not_failures() -> None:
         incident(2, "i-01", 1200, severity="scheduled"),  # planned maintenance
         incident(3, "i-02", 1200, first_signal_at=START - timedelta(hours=1)),
         incident(4, "i-unknown", 1200),  # no such node: no instance type
+        incident(5, "i-00", 1200, kind=JOB_STALLED, severity="degraded"),  # a job's, D117
     ]
     inputs = deployment_inputs(incidents, FLEET, START, END)
     assert inputs.incidents_considered == 2

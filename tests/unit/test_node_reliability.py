@@ -10,11 +10,13 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperguard.models import Incident, Node, NodeStatus, Repair
+from hyperguard.models.incidents import JOB_STALLED
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.policy import RepairDecision
 from hyperguard.recovery.reliability import (
     lemon_reason,
     lemon_slots,
+    read_history,
     reliability,
     replace_lemon,
 )
@@ -112,6 +114,34 @@ def test_a_slot_is_counted_across_its_replacement_and_planned_disruptions_are_no
     assert lemon_slots(POLICY, history, logical_ids, NOW) == {"slot-7"}
     # The same incident read twice (the index and the one at hand) counts once.
     assert lemon_slots(POLICY, history[1:] + history[2:3], logical_ids, NOW) == frozenset()
+
+
+def test_a_stalled_job_is_no_nodes_fault_in_the_rule_the_view_or_the_history_read() -> None:
+    """A stall's incident (D117) names no node; were one to carry a node's id it would still
+    count for nothing, and the history read never looks an empty id up in the inventory."""
+    stalls = [incident("", d, kind=JOB_STALLED, n=d) for d in (1, 2, 3)]
+    on_a_node = [incident("i-1", d, kind=JOB_STALLED, n=d) for d in (1, 2, 3)]
+    assert lemon_slots(POLICY, [*stalls, *on_a_node], {"i-1": None}, NOW) == frozenset()
+    assert (
+        reliability(POLICY, [*stalls, *on_a_node, incident("i-2", 1)], [], NOW)[0].instance_id
+        == "i-2"
+    )
+    assert len(reliability(POLICY, [*stalls, *on_a_node], [], NOW)) == 0
+
+    class Incidents:
+        def opened_since(self, since: datetime, limit: int) -> tuple[list[Incident], bool]:
+            return [*stalls, incident("i-9", 1)], False
+
+    class Nodes:
+        asked: list[str] = []
+
+        def many(self, ids: list[str]) -> list[Node]:
+            self.asked.extend(ids)
+            return []
+
+    nodes = Nodes()
+    history = read_history(Incidents(), nodes, POLICY, NOW, [])  # type: ignore[arg-type]
+    assert [i.instance_id for i in history.incidents] == ["i-9"] and nodes.asked == ["i-9"]
 
 
 def test_the_view_puts_repeat_offenders_first_with_causes_and_mtbf() -> None:

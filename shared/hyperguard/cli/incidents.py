@@ -37,8 +37,15 @@ def outcome(incident: dict[str, Any]) -> str:
     return f"{action} under way" if action else f"{incident.get('repair')} planned"
 
 
+def subject(incident: dict[str, Any]) -> str:
+    """What the incident is about: its node, or for a stall (D117) its job."""
+    if incident.get("instance_id") or not incident.get("jobs"):
+        return str(incident.get("instance_id", ""))
+    return f"job {incident['jobs'][0]['job_id']}"
+
+
 def list_rows(incidents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [i | {"outcome": outcome(i)} for i in incidents]
+    return [i | {"outcome": outcome(i), "instance_id": subject(i)} for i in incidents]
 
 
 def timeline(incident: dict[str, Any]) -> list[dict[str, Any]]:
@@ -55,7 +62,8 @@ def render_incident(detail: dict[str, Any]) -> Any:
     from rich.text import Text
 
     header = [
-        f"incident {detail['incident_id']}  node {detail['instance_id']}  "
+        f"incident {detail['incident_id']}  "
+        f"{'node ' if detail['instance_id'] else ''}{subject(detail)}  "
         f"cluster {detail['cluster']}",
         f"{detail['kind']} ({detail['severity']}), repair {detail['repair']}: {detail['reason']}",
         f"status {detail['status']}, outcome {outcome(detail)}",
@@ -86,7 +94,7 @@ def render_incident(detail: dict[str, Any]) -> Any:
                     ("resumed", "RESUMED"),
                     ("outcome", "OUTCOME"),
                 ],
-                title="jobs on the node",
+                title="jobs on the node" if detail["instance_id"] else "the job",
             )
         )
     if detail.get("notes"):

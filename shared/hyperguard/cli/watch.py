@@ -17,7 +17,7 @@ from typing import Any
 from hyperguard.cli.deps import Deps
 from hyperguard.cli.executions import execution_row, execution_states, history, recent
 from hyperguard.cli.executions import state_machine as recovery_state_machine
-from hyperguard.cli.incidents import outcome
+from hyperguard.cli.incidents import outcome, subject
 from hyperguard.cli.options import number_between
 from hyperguard.cli.output import say
 
@@ -55,7 +55,7 @@ class Follower:
                         "at": now.isoformat(timespec="milliseconds"),
                         "type": "incident",
                         "incident_id": record["incident_id"],
-                        "instance_id": record["instance_id"],
+                        "instance_id": subject(record),
                         "status": seen[0],
                         "outcome": seen[1],
                     }

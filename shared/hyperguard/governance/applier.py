@@ -31,12 +31,14 @@ from hyperguard.governance.intents import (
     Verdict,
 )
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
+from hyperguard.governance.stalls import refused
 from hyperguard.governance.state import NO_CLASS_PRIORITY
-from hyperguard.messaging import Workflows
-from hyperguard.models import Job, JobStatus
+from hyperguard.messaging import EventPublisher, PublishError, Workflows, announcement, resolved
+from hyperguard.models import Incident, Job, JobStatus
 from hyperguard.models.governance import PriorityClass
 from hyperguard.models.jobs import held_nodes
 from hyperguard.observability import logger
+from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
 from hyperguard.store.teams import Lease, TeamStore
 
@@ -105,6 +107,10 @@ class PassApplier:
     lease: Lease
     result: PassResult
     bursts: Workflows | None = None
+    incidents: IncidentStore | None = None
+    """Where a stall's incident is recorded (D117); None: nowhere."""
+    publisher: EventPublisher | None = None
+    """Where it is announced; None: not announced."""
     priority_classes: list[PriorityClass] = field(default_factory=list)
     teams_ensured: set[str] = field(default_factory=set)
     """The scheduler process's: teams whose objects it ensured (D98); the applier adds."""
@@ -145,20 +151,61 @@ class PassApplier:
                 verdict.record, ENDS[verdict.verdict], reason=verdict.reason
             )
         else:
-            outcome = self.lifecycle.requeue(
-                job.job_id,
-                by=Actor.RECONCILER,
-                run=job.run,
-                reason=verdict.reason,
-                stalled=verdict.verdict is Verdict.STALLED,
-                paused=verdict.verdict is Verdict.PAUSED,
-            )
+            outcome = self.requeue(verdict)
         if not self.count(outcome):
             return False
         self.tally(verdict.verdict).append(job.job_id)
         if verdict.stops_runs:
             self.stop(job.job_id)
         return True
+
+    def requeue(self, verdict: Reconcile) -> Outcome:
+        """The job back to the queue. A stall's incident (D117) is written first, as
+        requeued, so that a pass that dies between the two writes records it once and
+        requeues on its next run. If the requeue is refused, the incident this pass opened
+        says so; one an earlier pass opened is left as it is (its requeue may be the one that
+        applied). Announced when this pass opened it or requeued its job."""
+        incident = verdict.incident
+        if incident is None or self.incidents is None:
+            return self.requeue_job(verdict)
+        opened = self.incidents.record_job_incident(incident)
+        self.result.writes += 1
+        outcome = self.requeue_job(verdict, incident_id=incident.incident_id)
+        if not outcome.applied and opened:
+            incident = refused(incident, outcome.why)
+            self.incidents.update(
+                incident.incident_id, resolution=incident.resolution, jobs=incident.jobs
+            )
+            self.result.writes += 1
+        if outcome.applied or opened:
+            self.announce(incident)
+        return outcome
+
+    def requeue_job(self, verdict: Reconcile, **details: Any) -> Outcome:
+        job = verdict.record.job
+        return self.lifecycle.requeue(
+            job.job_id,
+            by=Actor.RECONCILER,
+            run=job.run,
+            reason=verdict.reason,
+            stalled=verdict.verdict is Verdict.STALLED,
+            paused=verdict.verdict is Verdict.PAUSED,
+            **details,
+        )
+
+    def announce(self, incident: Incident) -> None:
+        """IncidentOpened and IncidentResolved of a stall's incident, best effort: the
+        incident is kept whether or not the bus takes them."""
+        if self.publisher is None:
+            return
+        try:
+            self.publisher.publish("IncidentOpened", announcement(incident))
+            self.publisher.publish("IncidentResolved", resolved(incident))
+        except (PublishError, ClientError, BotoCoreError) as error:
+            logger.warning(
+                "stall incident not announced",
+                extra={"incident_id": incident.incident_id, "error": str(error)},
+            )
 
     def tally(self, verdict: Verdict) -> list[str]:
         """The result's list of the jobs given this verdict."""

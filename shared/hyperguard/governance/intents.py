@@ -18,7 +18,7 @@ from enum import StrEnum
 from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.governance.bursting import BurstRequest
 from hyperguard.governance.patching import PatchFence
-from hyperguard.models import Checkpoint, Job
+from hyperguard.models import Checkpoint, Incident, Job
 from hyperguard.store.jobs import JobRecord
 
 # -- reconciliation -----------------------------------------------------------------------
@@ -65,6 +65,8 @@ class Reconcile:
     verdict: Verdict
     record: JobRecord
     reason: str
+    incident: Incident | None = None
+    """A stall's: the `job_stalled` incident its requeue records (D117)."""
 
     @property
     def job_id(self) -> str:

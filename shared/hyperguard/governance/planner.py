@@ -83,6 +83,7 @@ from hyperguard.governance.snapshot import (
     PassSnapshot,
     reads_progress,
 )
+from hyperguard.governance.stalls import Stall, stall_incident
 from hyperguard.governance.state import GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES, held_nodes
@@ -129,6 +130,7 @@ def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Recon
     healthy = {
         n.instance_id for n in snapshot.nodes if n.status is NodeStatus.RUNNING and n.healthy
     }
+    cluster_of = {n.instance_id: n.cluster for n in snapshot.nodes}
     checkpoints: list[RecordCheckpoint] = []
     verdicts: list[Reconcile] = []
     for record in snapshot.jobs:
@@ -139,7 +141,10 @@ def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Recon
         found = snapshot.checkpoints.get(job.job_id) if reads_progress(record, run) else None
         if found is not None:
             checkpoints.append(RecordCheckpoint(record, found, snapshot.repair.slow_job_ratio))
-        verdict = _verdict(record, run, healthy, snapshot.repair, snapshot.now, found is not None)
+        cluster = next((cluster_of[n] for n in job.nodes if n in cluster_of), "")
+        verdict = _verdict(
+            record, run, healthy, snapshot.repair, snapshot.now, found is not None, cluster
+        )
         if verdict is not None:
             verdicts.append(verdict)
     return checkpoints, verdicts
@@ -152,22 +157,27 @@ def _verdict(
     policy: NodeRepairConfig,
     now: datetime,
     checkpointed: bool,
+    cluster: str,
 ) -> Reconcile | None:
-    """What becomes of a running job whose current run is `run` (None: gone)."""
+    """What becomes of a running job whose current run is `run` (None: gone); a stall with
+    the incident its requeue records (D117), in `cluster`, its nodes' cluster."""
     job = record.job
     if run is not None and run.phase is RunPhase.SUCCEEDED:
         why = f"completed: {run.kind.value} {run.name} {run.reason or 'finished'}"
         return Reconcile(Verdict.SUCCEEDED, record, why)
     if run is not None and run.phase in LIVE_PHASES:
-        stalled = (
+        stall = (
             _stalled(record, run, policy, now, checkpointed)
             if run.phase is RunPhase.RUNNING
-            else ""
+            else None
         )
-        if not stalled:
+        if stall is None:
             return None
         return Reconcile(
-            Verdict.STALLED, record, f"requeued to resume from its checkpoint: {stalled}"
+            Verdict.STALLED,
+            record,
+            f"requeued to resume from its checkpoint: {stall.reason}",
+            incident=stall_incident(record, stall, now, cluster),
         )
     # Failed, lost or gone. A node fault kills runs too: leave those to recovery.
     if record.protected_by or any(node not in healthy for node in job.nodes):
@@ -188,25 +198,21 @@ def _verdict(
 
 def _stalled(
     record: JobRecord, run: RunStatus, policy: NodeRepairConfig, now: datetime, checkpointed: bool
-) -> str:
-    """Why a running job counts as stalled ("" when it does not): it writes checkpoints,
-    found none new in this pass, and has completed none for `stalledJobMins` since its
-    run started (or its run reached Running) or its last new checkpoint (D94)."""
+) -> Stall | None:
+    """The job's stall (None when it is not stalled): it writes checkpoints, found none new
+    in this pass, and has completed none for `stalledJobMins` since its run started (or its
+    run reached Running) or its last new checkpoint (D94)."""
     job = record.job
     if not policy.stalled_job_mins or not job.checkpoint_location or checkpointed:
-        return ""
+        return None
     since = max((t for t in (record.started_at, run.since, record.progress_at) if t), default=None)
     if since is None:
-        return ""
+        return None
     idle_min = (now - since).total_seconds() / 60
     if idle_min < policy.stalled_job_mins:
-        return ""
+        return None
     last = job.last_checkpoint
-    where = f"step {last.step}" if last else "none yet"
-    return (
-        f"stalled: no new checkpoint for {idle_min:.0f} min (limit "
-        f"{policy.stalled_job_mins:g}; latest {where})"
-    )
+    return Stall(since, idle_min, policy.stalled_job_mins, last.step if last else None)
 
 
 def _fences(snapshot: PassSnapshot) -> tuple[dict[str, PatchFence], frozenset[str]]:

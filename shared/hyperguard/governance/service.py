@@ -92,7 +92,7 @@ from hyperguard.governance.planner import (
     wants_burst,
 )
 from hyperguard.governance.snapshot import SnapshotReader
-from hyperguard.messaging import Workflows
+from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import utcnow
 from hyperguard.observability import logger
 from hyperguard.store.checkpoints import CheckpointStore
@@ -124,6 +124,7 @@ class SchedulerService:
         bursts: Workflows | None = None,
         nodes: NodeStore | None = None,
         incidents: IncidentStore | None = None,
+        publisher: EventPublisher | None = None,
         lease_ttl_s: float = 120.0,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -143,7 +144,10 @@ class SchedulerService:
         replaced node is held as its replacement)."""
         self.incidents = incidents
         """The incident history that names lemon nodes, never hot spares (None, or no
-        `nodes`: any idle node may be one)."""
+        `nodes`: any idle node may be one); where a stalled job's incident is recorded
+        (None: nowhere, D117)."""
+        self.publisher = publisher
+        """The service bus a stalled job's incident is announced on (None: not announced)."""
         self.lease_ttl_s = lease_ttl_s
         self.clock = clock
         self.teams_ensured: set[str] = set()
@@ -195,6 +199,8 @@ class SchedulerService:
             lease=lease,
             result=result,
             bursts=self.bursts,
+            incidents=self.incidents,
+            publisher=self.publisher,
             priority_classes=snapshot.config.priority_classes,
             teams_ensured=self.teams_ensured,
         )

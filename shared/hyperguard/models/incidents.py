@@ -1,4 +1,5 @@
-"""Incidents: one per node fault, from first signal to closure."""
+"""Incidents: one per node fault, from first signal to closure; and one per stall of a job
+(`job_stalled`), which is about the job, not a node (D117)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from hyperguard.models.signals import Repair
+
+JOB_STALLED = "job_stalled"
+"""A running job that stopped making progress, requeued to resume from its checkpoint (D94,
+D117): no node is at fault and no node's lock is taken."""
+JOB_KINDS = frozenset({JOB_STALLED})
+"""Kinds of incident about a job: `instance_id` is empty, the job is `jobs[0]`."""
 
 
 class IncidentStatus(StrEnum):
@@ -46,7 +53,7 @@ class ProtectedJob(BaseModel):
 
 class Incident(BaseModel):
     incident_id: str
-    instance_id: str
+    instance_id: str = Field(description="the node; empty for an incident about a job")
     cluster: str
     status: IncidentStatus = IncidentStatus.OPEN
     kind: str
@@ -77,3 +84,8 @@ class Incident(BaseModel):
         default=0, description="bumped whenever a more urgent signal joins the incident"
     )
     redrives: int = 0
+
+    @property
+    def about_job(self) -> bool:
+        """About a job (JOB_KINDS), not a node: never a node's fault, never its lock."""
+        return self.kind in JOB_KINDS

@@ -1,7 +1,8 @@
 """The planner's inputs from the deployment's own incidents, instead of published figures.
 
 - failure rate per instance-hour, per instance type = unplanned incidents (severity other
-  than `scheduled`) whose first signal falls in the window, on instances of that type, / the
+  than `scheduled`, and not about a job: a stall is no node's failure, D117) whose first
+  signal falls in the window, on instances of that type, / the
   instance-hours of that type in the window (each node from its launch, or the window's start,
   to its retirement, or the window's end); MTBF per instance = 1 / rate;
 - recovery time per phase (hyperguard.api.views.incident_phases: detect, cordon/drain,
@@ -134,7 +135,10 @@ def deployment_inputs(
     considered = [
         i
         for i in incidents
-        if start <= i.first_signal_at <= end and i.severity != PLANNED and i.instance_id in type_of
+        if start <= i.first_signal_at <= end
+        and i.severity != PLANNED
+        and not i.about_job
+        and i.instance_id in type_of
     ]
     by_type: dict[str, list[Incident]] = defaultdict(list)
     for incident in considered:

@@ -6,7 +6,7 @@ recovery never takes it as a hot spare (D87). Faults are counted per slot: a Hyp
 node's NodeLogicalId, which HyperPod keeps across a replacement (D68), so a slot that keeps
 failing is still recognised after its instance changed; a node without one (an EKS node)
 is its own slot. Planned disruptions (PLANNED_KINDS) are not the node's faults and are not
-counted.
+counted, nor are incidents about a job (a stall, D117): they name no node.
 
 The functions here are pure over the incidents and nodes they are given; `read_history`
 is the one read, through hyperguard.store, that the recovery and the API share.
@@ -61,10 +61,13 @@ def slot_of(instance_id: str, logical_ids: Mapping[str, str | None]) -> str:
 def faults(
     policy: NodeRepairConfig, incidents: Iterable[Incident], now: datetime
 ) -> list[Incident]:
-    """The node faults among `incidents` opened within the window, each once, oldest first."""
+    """The node faults among `incidents` opened within the window, each once, oldest first:
+    neither planned disruptions nor incidents about a job."""
     since = window_start(policy, now)
     unique = {
-        i.incident_id: i for i in incidents if i.kind not in PLANNED_KINDS and i.opened_at >= since
+        i.incident_id: i
+        for i in incidents
+        if i.kind not in PLANNED_KINDS and not i.about_job and i.opened_at >= since
     }
     return sorted(unique.values(), key=lambda i: (i.opened_at, i.incident_id))
 
@@ -216,11 +219,13 @@ def read_history(
     now: datetime,
     known: Iterable[Node],
 ) -> History:
-    """The window's incidents (none read when lemons are off) and the logical ids of their
-    instances: from `known` nodes, the rest (replaced instances) in one batch read."""
+    """The window's node incidents (none read when lemons are off; those about a job left
+    out, they name no instance) and the logical ids of their instances: from `known` nodes,
+    the rest (replaced instances) in one batch read."""
     if not policy.lemon_incident_threshold:
         return History([], {})
-    found, truncated = incidents.opened_since(window_start(policy, now), WINDOW_INCIDENTS)
+    read, truncated = incidents.opened_since(window_start(policy, now), WINDOW_INCIDENTS)
+    found = [i for i in read if not i.about_job]
     logical_ids = {n.instance_id: n.logical_id for n in known}
     missing = [i.instance_id for i in found if i.instance_id not in logical_ids]
     if missing:

@@ -18,7 +18,13 @@ from typing import Any
 from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
-from hyperguard.messaging import Escalator, EventPublisher, announcement, escalation
+from hyperguard.messaging import (
+    Escalator,
+    EventPublisher,
+    announcement,
+    escalation,
+    resolved,
+)
 from hyperguard.models import (
     Checkpoint,
     HealthSignal,
@@ -912,16 +918,7 @@ class RecoverySteps:
                 return r
         if closed_now:
             closed = self.incidents.get(incident.incident_id) or incident
-            self.publisher.publish(
-                "IncidentResolved",
-                {
-                    **announcement(closed),
-                    "resolution": resolution,
-                    "timings": closed.timings,
-                    "replacement_instance_id": closed.replacement_instance_id,
-                    "jobs": [j.model_dump(mode="json") for j in closed.jobs],
-                },
-            )
+            self.publisher.publish("IncidentResolved", resolved(closed, resolution))
             for name, seconds in closed.timings.items():
                 metrics.add_metric(name=f"Incident_{name}", unit="Seconds", value=seconds)
             self._resolved_metric(closed, resolution)

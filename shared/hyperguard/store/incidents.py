@@ -135,6 +135,24 @@ class IncidentStore:
         assert current is not None
         return current, outcome
 
+    def record_job_incident(self, incident: Incident) -> bool:
+        """An incident about a job (`job_stalled`), written whole as it is and only once:
+        False when its id is there already (a pass that runs again). No node's lock is taken:
+        no node is at fault, and its nodes may have incidents of their own."""
+        if not incident.about_job:
+            raise ValueError(f"{incident.incident_id} is about a node: open_or_append opens it")
+        try:
+            self.ddb.put_item(
+                TableName=self.table_name,
+                Item=to_wire(to_item(incident, sk=META, entity="incident")),
+                ConditionExpression="attribute_not_exists(incident_id)",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def append_signal(self, incident_id: str, signal: HealthSignal) -> SignalOutcome:
         try:
             self.ddb.transact_write_items(

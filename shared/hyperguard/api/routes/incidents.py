@@ -49,6 +49,15 @@ def _shown(
     return shown
 
 
+def visible(incident: Incident, who: Caller) -> bool:
+    """Whether `who` may see the incident at all: a node's, everyone (the cluster's health
+    is every team's to see); one about a job (a stall, D117), only the job's team and
+    admins, as GET /jobs/{id} shows the job."""
+    if who.admin or not incident.about_job:
+        return True
+    return any(job.team is not None and who.may_see_team(job.team) for job in incident.jobs)
+
+
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
@@ -60,7 +69,8 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     )
     def list_incidents(limit: Limit = 50) -> Response[IncidentList]:
         who = caller()
-        return ok({"incidents": [_shown(i, who) for i in deps.incidents.recent(limit)]})
+        shown = [_shown(i, who) for i in deps.incidents.recent(limit) if visible(i, who)]
+        return ok({"incidents": shown})
 
     @router.get(
         "/incidents/<incidentId>",
@@ -73,7 +83,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     ) -> Response[IncidentView]:
         who = caller()
         incident = deps.incidents.get(incidentId)
-        if incident is None:
+        if incident is None or not visible(incident, who):
             raise NotFoundError(f"no incident {incidentId}", "incidentId")
         return ok(_shown(incident, who, deps.incidents.signals(incidentId)))
 

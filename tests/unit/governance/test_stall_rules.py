@@ -1,0 +1,138 @@
+"""A stalled job's incident (D117), decided by the pass's planner: about the job (no node),
+its id fixed by the job, the run and its last progress, its strategy a requeue whatever the
+job asked for, and nothing for a job that is not stalled."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from tests.unit.governance.pass_builders import (
+    CLUSTER,
+    NOW,
+    hyperpod_node,
+    pending,
+    plan,
+    quota,
+    running,
+    snapshot,
+)
+
+from hyperguard.governance.intents import Verdict
+from hyperguard.governance.stalls import (
+    NOT_REQUEUED,
+    REQUEUED,
+    Stall,
+    for_stall,
+    refused,
+    stall_incident,
+    stall_incident_id,
+)
+from hyperguard.models import Checkpoint, IncidentStatus, Repair
+from hyperguard.models.jobs import AppliedStrategy, JobRecovery, RecoveryStrategy
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.store.jobs import JobRecord
+
+LIMIT = NodeRepairConfig.model_validate({"stalledJobMins": 30})
+
+
+def checkpointing(record: JobRecord, *, step: int | None = 40, idle_min: float = 31) -> JobRecord:
+    """`record` writing checkpoints, its last progress `idle_min` minutes before NOW."""
+    last = (
+        Checkpoint(step=step, uri=f"s3://b/hang/step-{step}/", completed_at=NOW)
+        if step is not None
+        else None
+    )
+    job = record.job.model_copy(
+        update={"checkpoint_location": "s3://b/hang/", "last_checkpoint": last}
+    )
+    return record.model_copy(update={"job": job, "progress_at": NOW - timedelta(minutes=idle_min)})
+
+
+def hung(step: int | None = 40, idle_min: float = 31, **job: object) -> JobRecord:
+    record = running(pending("hang", "nlp"), ["i-hp00", "i-hp01"])
+    record = record.model_copy(update={"job": record.job.model_copy(update=job)})
+    return checkpointing(record, step=step, idle_min=idle_min)
+
+
+def test_a_stall_past_the_limit_is_requeued_with_an_incident_about_the_job() -> None:
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    reconciled, *_ = plan(snapshot([hung()], nodes, [quota("nlp", 16)], repair=LIMIT))
+    (verdict,) = reconciled.verdicts
+    assert verdict.verdict is Verdict.STALLED
+    incident = verdict.incident
+    assert incident is not None and incident.about_job
+    since = NOW - timedelta(minutes=31)
+    assert incident.incident_id == f"hang-run0-stalled-{since:%Y%m%dT%H%M%SZ}"
+    assert (incident.instance_id, incident.cluster, incident.kind) == ("", CLUSTER, "job_stalled")
+    assert (incident.status, incident.resolution) == (IncidentStatus.RESOLVED, REQUEUED)
+    assert (incident.repair, incident.first_signal_at, incident.opened_at) == (
+        Repair.NONE,
+        since,
+        NOW,
+    )
+    assert incident.facts["stalled_min"] == 31 and incident.facts["limit_min"] == 30
+    assert incident.timings == {"signal_to_detected_s": 1860.0, "signal_to_resolved_s": 1860.0}
+    (job,) = incident.jobs
+    assert (job.job_id, job.team, job.run, job.nodes) == ("hang", "nlp", 0, ["i-hp00", "i-hp01"])
+    assert (job.strategy, job.checkpoint_step) == ("requeue", 40)
+    assert job.outcome == "requeued to resume from step 40 on its next placement"
+
+
+@pytest.mark.parametrize(
+    ("record", "policy"),
+    [
+        (hung(idle_min=29), LIMIT),  # not yet
+        (hung(), NodeRepairConfig()),  # the rule is off
+        (
+            hung().model_copy(
+                update={"job": hung().job.model_copy(update={"checkpoint_location": None})}
+            ),
+            LIMIT,
+        ),
+    ],
+    ids=["below-the-limit", "rule-off", "no-checkpoints"],
+)
+def test_no_stall_no_incident(record: JobRecord, policy: NodeRepairConfig) -> None:
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    reconciled, *_ = plan(snapshot([record], nodes, [quota("nlp", 16)], repair=policy))
+    assert reconciled.verdicts == ()
+
+
+def test_the_same_stall_has_the_same_id_and_a_later_one_another() -> None:
+    """A pass that runs again records the stall once; a stall after new progress, or on the
+    next run, is a new one."""
+    since = NOW - timedelta(minutes=31)
+    stall = Stall(since, 31, 30, 40)
+    first = stall_incident(hung(), stall, NOW, CLUSTER)
+    again = stall_incident(hung(), stall, NOW + timedelta(minutes=1), CLUSTER)
+    assert first.incident_id == again.incident_id == stall_incident_id("hang", 0, since)
+    assert stall_incident_id("hang", 0, since + timedelta(minutes=5)) != first.incident_id
+    assert stall_incident_id("hang", 1, since) != first.incident_id
+
+
+def test_a_job_without_a_checkpoint_resumes_from_the_start() -> None:
+    incident = stall_incident(hung(step=None), Stall(NOW, 31, 30, None), NOW, CLUSTER)
+    assert incident.jobs[0].checkpoint_step is None
+    assert "the start" in incident.jobs[0].outcome and "latest none yet" in incident.reason
+
+
+@pytest.mark.parametrize("asked", list(RecoveryStrategy))
+def test_every_strategy_comes_to_a_requeue_and_says_why(asked: RecoveryStrategy) -> None:
+    record = hung(recovery=JobRecovery(strategy=asked))
+    strategy, why = for_stall(record.job)
+    assert strategy is AppliedStrategy.REQUEUE
+    assert why.startswith(asked.value if asked is RecoveryStrategy.AUTO else f"asked for {asked}")
+
+
+def test_an_auto_resume_job_is_requeued_too_hyperpod_does_not_restart_a_hang() -> None:
+    strategy, why = for_stall(hung(auto_resume=True).job)
+    assert strategy is AppliedStrategy.REQUEUE and why.startswith("hyperpod_auto_resume")
+
+
+def test_a_refused_requeue_is_said_on_the_incident() -> None:
+    incident = stall_incident(hung(), Stall(NOW, 31, 30, 40), NOW, CLUSTER)
+    marked = refused(incident, "requeue refused: job hang is Succeeded")
+    assert marked.resolution == NOT_REQUEUED
+    assert marked.jobs[0].outcome == "not requeued: requeue refused: job hang is Succeeded"
+    assert incident.resolution == REQUEUED  # the planned one is untouched
