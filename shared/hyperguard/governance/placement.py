@@ -124,23 +124,56 @@ def place(
     if allowed is None:
         return Placement(None, f"unknown template {template!r}")
     wanted = ec2_name(instance_type)
+    fitting, capped = _fitting(pools, wanted, accelerators, allowed, prices, budget)
+    chosen = _choose(template, allowed, fitting, accelerators, prices, prefer_burst=prefer_burst)
+    if chosen is not None:
+        return chosen
+    if capped:
+        return Placement(None, f"waiting: {capped[0]}")
+    kinds = " or ".join(kind.value for kind in allowed)
+    return Placement(
+        None,
+        f"waiting: no {kinds} pool of {wanted} has {accelerators} free accelerators",
+        short=True,
+    )
+
+
+def _fitting(
+    pools: Sequence[Pool],
+    wanted: str,
+    accelerators: int,
+    allowed: Sequence[PoolKind],
+    prices: Mapping[tuple[PoolKind, str], float],
+    budget: BurstBudget | None,
+) -> tuple[list[Pool], list[str]]:
+    """The pools of the instance type with room, each EKS one within the spend caps; and
+    the caps' refusals of the pools the template allows."""
+    fitting: list[Pool] = []
     capped: list[str] = []
-
-    def within_caps(pool: Pool) -> bool:
-        if budget is None or pool.kind is PoolKind.HYPERPOD:
-            return True
-        refusal = budget.refusal(hourly_cost(pool, accelerators, prices), accelerators)
-        if refusal is not None and pool.kind in allowed:
+    for pool in pools:
+        if ec2_name(pool.instance_type) != wanted or pool.free_accelerators < accelerators:
+            continue
+        refusal = None
+        if budget is not None and pool.kind is not PoolKind.HYPERPOD:
+            refusal = budget.refusal(hourly_cost(pool, accelerators, prices), accelerators)
+        if refusal is None:
+            fitting.append(pool)
+        elif pool.kind in allowed:
             capped.append(refusal)
-        return refusal is None
+    return fitting, capped
 
-    fitting = [
-        pool
-        for pool in pools
-        if ec2_name(pool.instance_type) == wanted
-        and pool.free_accelerators >= accelerators
-        and within_caps(pool)
-    ]
+
+def _choose(
+    template: str,
+    allowed: Sequence[PoolKind],
+    fitting: list[Pool],
+    accelerators: int,
+    prices: Mapping[tuple[PoolKind, str], float],
+    *,
+    prefer_burst: bool,
+) -> Placement | None:
+    """Burst capacity first for a job moved off a failed node, then committed capacity,
+    then the template's pool kinds in order; None when none has room."""
     if prefer_burst:
         burst = [p for p in fitting if p.kind in allowed and p.kind is not PoolKind.HYPERPOD]
         if burst:
@@ -162,14 +195,7 @@ def place(
                 else f"{template} → {kind.value} because {allowed[0].value} is full"
             )
             return _cheapest(candidates, accelerators, prices, why)
-    if capped:
-        return Placement(None, f"waiting: {capped[0]}")
-    kinds = " or ".join(kind.value for kind in allowed)
-    return Placement(
-        None,
-        f"waiting: no {kinds} pool of {wanted} has {accelerators} free accelerators",
-        short=True,
-    )
+    return None
 
 
 def _cheapest(
