@@ -6,6 +6,8 @@ nodes a job holds. Recovery may shrink a job, never grow it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
@@ -246,6 +248,23 @@ def test_two_nodes_relocated_at_once_from_one_snapshot_both_land(stack: Stack) -
     )
 
 
+@contextmanager
+def transactions_sent(jobs: JobStore) -> Iterator[list[int]]:
+    """The size of each TransactWriteItems the job store's client sends meanwhile."""
+    sent: list[int] = []
+    events = jobs.table.meta.client.meta.events
+    hook = "provide-client-params.dynamodb.TransactWriteItems"
+
+    def count(params: dict[str, list[object]], **_: object) -> None:
+        sent.append(len(params["TransactItems"]))
+
+    events.register(hook, count)
+    try:
+        yield sent
+    finally:
+        events.unregister(hook, count)
+
+
 def test_a_pass_writes_its_reasons_in_transactions_skipping_only_the_changed_ones(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,19 +286,9 @@ def test_a_pass_writes_its_reasons_in_transactions_skipping_only_the_changed_one
     assert lifecycle.set_reason(waiting[2], "a burst's note", replacing=was)
     admitted = admitted_on_two_nodes(stack, lifecycle)
 
-    sent: list[int] = []
-    events = jobs.table.meta.client.meta.events
-    hook = "provide-client-params.dynamodb.TransactWriteItems"
-
-    def count(params: dict[str, list[object]], **_: object) -> None:
-        sent.append(len(params["TransactItems"]))
-
-    events.register(hook, count)
-    try:
+    with transactions_sent(jobs) as sent:
         writes = [(job_id, "pending: quota", was) for job_id in [*waiting, admitted]]
         written = lifecycle.set_reasons(writes)
-    finally:
-        events.unregister(hook, count)
     assert written == set(waiting) - {waiting[2]}
     assert sent == [4, 3, 4, 1]  # 4 cancelled by waiting[2]; 4; 1 cancelled by `admitted`
     kept = {job_id: jobs.record(job_id) for job_id in (waiting[0], waiting[2], admitted)}
@@ -305,18 +314,8 @@ def test_a_pass_marks_its_dispatched_jobs_running_in_one_transaction(stack: Stac
     assert lifecycle.cancel(admitted[1], principal="p")[0]
     records = [jobs.record(job_id) for job_id in admitted]
     dispatched = [r.job for r in records if r is not None]
-    sent: list[int] = []
-    events = jobs.table.meta.client.meta.events
-    hook = "provide-client-params.dynamodb.TransactWriteItems"
-
-    def count(params: dict[str, list[object]], **_: object) -> None:
-        sent.append(len(params["TransactItems"]))
-
-    events.register(hook, count)
-    try:
+    with transactions_sent(jobs) as sent:
         outcomes = lifecycle.start_all(dispatched)
-    finally:
-        events.unregister(hook, count)
     assert sent == [3, 2]  # cancelled by admitted[1]'s condition, then the two
     assert [bool(outcomes[job_id]) for job_id in admitted] == [True, False, True]
     assert "is Cancelled, not Admitted" in outcomes[admitted[1]].why
