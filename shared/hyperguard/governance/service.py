@@ -57,7 +57,8 @@ Order of effects, and why:
   place, a batch Job re-run from its checkpoint); a shrink made for an admission is resized
   on the cluster only once that admission is written;
 * admit: the victims give way first, then the conditional write (status Admitted, nodes,
-  pool), then `dispatch`, then Running; a dispatch the cluster refuses puts the job back to
+  pool), then `dispatch`, then Running (the pass's dispatched jobs together, in transactions
+  of up to 100: D116); a dispatch the cluster refuses puts the job back to
   Pending with the cluster's error. Before a pass's first dispatch for a team it ensures the
   team's Kueue objects (namespace, ClusterQueue, LocalQueue; with the first team also the
   ResourceFlavor and the priority classes' WorkloadPriorityClasses: hyperguard.cluster.kueue),
