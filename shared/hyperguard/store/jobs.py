@@ -425,7 +425,7 @@ class JobStore(TableStore):
         when any check does. Only hyperguard.governance.jobs calls this."""
 
         def attempt(history: bool) -> TransitionOutcome:
-            return self._apply_transition(
+            update = self._transition_update(
                 job_id,
                 expect,
                 status,
@@ -433,12 +433,12 @@ class JobStore(TableStore):
                 sets,
                 remove,
                 add,
-                checks,
                 condition,
                 condition_values,
                 condition_names,
                 history=history,
             )
+            return self._apply_transition(update, checks)
 
         full = attempt(history=True)
         if full is not TransitionOutcome.STALE:
@@ -448,34 +448,9 @@ class JobStore(TableStore):
         return attempt(history=False)
 
     def _apply_transition(
-        self,
-        job_id: str,
-        expect: Collection[JobStatus],
-        status: JobStatus | None,
-        entry: JobHistoryEntry,
-        sets: dict[str, Any] | None,
-        remove: Collection[str],
-        add: dict[str, int] | None,
-        checks: list[dict[str, Any]] | None,
-        condition: str | None,
-        condition_values: dict[str, Any] | None,
-        condition_names: dict[str, str] | None,
-        *,
-        history: bool,
+        self, update: dict[str, Any], checks: list[dict[str, Any]] | None
     ) -> TransitionOutcome:
-        update = self._transition_update(
-            job_id,
-            expect,
-            status,
-            entry,
-            sets,
-            remove,
-            add,
-            condition,
-            condition_values,
-            condition_names,
-            history=history,
-        )
+        """Send a transition's UpdateItem, in a transaction with `checks` if any."""
         try:
             if checks:
                 self.table.meta.client.transact_write_items(
@@ -513,10 +488,6 @@ class JobStore(TableStore):
                         move.entry,
                         move.sets,
                         move.remove,
-                        None,
-                        None,
-                        None,
-                        None,
                         history=True,
                     ),
                 )
@@ -532,10 +503,10 @@ class JobStore(TableStore):
         entry: JobHistoryEntry,
         sets: dict[str, Any] | None,
         remove: Collection[str],
-        add: dict[str, int] | None,
-        condition: str | None,
-        condition_values: dict[str, Any] | None,
-        condition_names: dict[str, str] | None,
+        add: dict[str, int] | None = None,
+        condition: str | None = None,
+        condition_values: dict[str, Any] | None = None,
+        condition_names: dict[str, str] | None = None,
         *,
         history: bool,
     ) -> dict[str, Any]:
