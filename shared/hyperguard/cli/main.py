@@ -746,18 +746,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _runtime_errors() -> tuple[type[BaseException], ...]:
-    """What a command may fail with that is the world's doing, not a bug: one line each."""
-    from hyperguard.twin.client import TwinUnreachableError
-
-    errors: list[type[BaseException]] = [CliError, TwinUnreachableError]
-    with contextlib.suppress(ImportError):  # a scenario that did not finish in its limits
-        from hyperguard.twin.runtime import TwinError
-
-        errors.append(TwinError)
-    with contextlib.suppress(ImportError):
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        errors += [BotoCoreError, ClientError]
+    """What a command may fail with that is the world's doing, not a bug: one line each. An
+    error whose module the command never loaded cannot have been raised, so none is loaded
+    here: `--help` and a usage error (SystemExit) stay as quick as the parser."""
+    errors: list[type[BaseException]] = [CliError]
+    for module, names in (
+        ("hyperguard.twin.client", ("TwinUnreachableError",)),
+        ("hyperguard.twin.runtime", ("TwinError",)),  # a scenario that did not finish in its limits
+        ("botocore.exceptions", ("BotoCoreError", "ClientError")),
+    ):
+        loaded = sys.modules.get(module)
+        errors += [getattr(loaded, name) for name in names if loaded is not None]
     return tuple(errors)
 
 
