@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,6 +62,13 @@ def catalogue() -> StaticCatalogue:
 
 
 def template() -> dict[str, Any]:
+    """template.yaml as CloudFormation reads it: a copy the caller may change, of one parse
+    per process (parsing it is a tenth of a second, and every stack and template test asks)."""
+    return copy.deepcopy(_parsed_template())
+
+
+@functools.cache
+def _parsed_template() -> dict[str, Any]:
     from hyperguard.twin.deploy import load_template
 
     return load_template(ROOT / "template.yaml")
@@ -78,9 +87,10 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     from hyperguard import aws
-    from hyperguard.twin.emulator import install_fast_dynamodb_responses
+    from hyperguard.twin.emulator import install_fast_dynamodb_responses, install_jsonpath_cache
 
     install_fast_dynamodb_responses()  # the twin's emulator answers DynamoDB the same way
+    install_jsonpath_cache()
     aws.client.cache_clear()
     aws.dynamodb_table.cache_clear()
     with mock_aws():
