@@ -69,6 +69,9 @@ class Reply:
     headers: dict[str, list[str]]
 
 
+_paths: dict[str, Any] | None = None
+
+
 class Api:
     """The API as a client sees it through API Gateway: HTTP-ish calls → proxy events →
     the resolver → proxy responses."""
@@ -98,8 +101,10 @@ class Api:
             clock=clock or (lambda: datetime.now(UTC)),
         )
         self._apps = threading.local()
-        paths = json.loads(self.app.get_openapi_json_schema())["paths"]
-        self.proxy = ApiGatewayProxy(lambda e: self.app.resolve(e, None), paths)
+        global _paths
+        if _paths is None:  # the routes' document is the same for every Api: built once
+            _paths = json.loads(self.app.get_openapi_json_schema())["paths"]
+        self.proxy = ApiGatewayProxy(lambda e: self.app.resolve(e, None), _paths)
 
     @property
     def app(self) -> Any:
