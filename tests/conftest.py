@@ -22,11 +22,15 @@ FIXTURES = ROOT / "tests" / "fixtures"
 REGION = "us-east-1"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """For `--dist loadgroup` (the Makefile's runs): the tests of a module that share a
     fixture wider than a test (an e2e module's twin, a module's API server) go to one worker
     together, so it is built once; every other test goes to whichever worker is free, so a
-    long module of independent tests is spread over the workers instead of trailing on one."""
+    long module of independent tests is spread over the workers instead of trailing on one.
+    First among the hooks, as xdist's own reads the groups into the node ids (`name@group`);
+    pyproject.toml keeps pytest below 9.2, whose node ids xdist 3.8 can no longer change
+    (tests/unit/test_xdist_groups.py)."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         definitions = info.name2fixturedefs.values() if info is not None else ()
