@@ -8,8 +8,8 @@ SAM := $(SAM_VENV)/bin/sam
 CHECKOV_VENV := .venv-checkov
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help install sam-install demo test test-fast test-unit test-integration test-e2e lint typecheck \
-        validate check-asl lock build bench bench-scenarios clean browser
+.PHONY: help install sam-install demo test test-solo gates test-fast test-unit test-integration \
+        test-e2e lint typecheck validate check-asl lock build bench bench-scenarios clean browser
 
 help:
 	@echo "make demo   - start the local twin and run the demo scenario"
@@ -99,14 +99,22 @@ test-fast: install
 
 # Two runs. First the unit tier beside the fault-injection module, which must not share
 # the cores with other twins: beside three of them (one run, 4 workers) 7 of its 64-node
-# storm's reports had opened no incident after 300 s. Then the integration tier and the
-# rest of the e2e tier, the longest scenario first. Coverage of the library is measured
-# over both and may not fall below pyproject.toml's floor.
+# storm's reports had opened no incident after 300 s. The gates (lint, types, the template's
+# validators and the venvs they install) run beside that first run, in make's second job
+# slot: its twins mostly wait for the simulated clock, and the gates needed 75 s of wall
+# time alone. Then the integration tier and the rest of the e2e tier, the longest scenario
+# first. Coverage of the library is measured over both and may not fall below
+# pyproject.toml's floor. Each job's output is printed whole when it ends (-Otarget).
 SOLO := tests/e2e/test_faults.py
-test: lint typecheck validate browser
-	$(PYTEST) -n auto --cov --cov-report= --cov-fail-under=0 tests/unit $(SOLO)
+test: install
+	$(MAKE) --no-print-directory -j2 -Otarget test-solo gates
 	$(PYTEST) -n $(TWIN_WORKERS) --cov --cov-append --cov-report= \
 	    tests/e2e/test_scenario_day.py tests/e2e tests/integration --ignore=$(SOLO)
+
+test-solo: install
+	$(PYTEST) -n auto --cov --cov-report= --cov-fail-under=0 tests/unit $(SOLO)
+
+gates: lint typecheck validate browser
 
 # requirements/dev.lock pins every package of pyproject.toml's dependencies and extras;
 # shared/requirements.txt, what `sam build` installs into the layer, is its runtime part
