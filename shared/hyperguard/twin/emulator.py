@@ -163,16 +163,16 @@ def install_jsonpath_cache() -> None:
     state's InputPath, ResultPath, OutputPath), and jsonpath-ng builds a new yacc parser for
     each parse: a fifth of an idle twin's CPU. Parsed paths are immutable values; the same
     path text is parsed once, in this process."""
+    global _jsonpath_cached
+    if _jsonpath_cached:  # every test's stack asks; the first one installs
+        return
+    _jsonpath_cached = True
     import jsonpath_ng.ext
     from jsonpath_ng import parser as plain
     from jsonpath_ng.ext import parser as extended
     from moto.stepfunctions.parser.asl.component.common.path import result_path
     from moto.stepfunctions.parser.asl.utils import json_path
 
-    global _jsonpath_cached
-    if _jsonpath_cached:
-        return
-    _jsonpath_cached = True
     parse_ext = functools.lru_cache(maxsize=4096)(extended.parse)
     parse_plain = functools.lru_cache(maxsize=4096)(plain.parse)
     jsonpath_ng.ext.parse = parse_ext  # type: ignore[attr-defined]  # moto.events imports it per call
