@@ -4,6 +4,8 @@ service's own KubernetesAdapter, authenticated with EKS tokens that moto's STS v
 from __future__ import annotations
 
 import base64
+import http.client as http_client
+import json
 import ssl
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -48,6 +50,7 @@ from hyperguard.twin.kube import (
     StaticTokenAuthenticator,
 )
 from hyperguard.twin.kube.auth import urllib_fetch
+from hyperguard.twin.kube.server import MAX_REQUEST_BODY_BYTES
 from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS
 
 CLUSTER = "hyperguard-twin"
@@ -775,3 +778,48 @@ def test_version_and_discovery(http: Callable[[KubeApiServer], httpx2.Client]) -
         "rbac.authorization.k8s.io/v1",
         "sagemaker.amazonaws.com/v1",
     }
+
+
+def test_one_connection_serves_request_after_request_as_kube_apiserver_does(
+    http: Callable[[KubeApiServer], httpx2.Client],
+) -> None:
+    """HTTP/1.1 keep-alive: a refused write whose body the handler never needed, a body over
+    kube-apiserver's 3 MiB limit (413, and that connection closed), and a stop that ends the
+    kept-alive connection."""
+    with static_server() as server:
+        host, port = server.endpoint.removeprefix("https://").split(":")
+        context = ssl.create_default_context(cadata=base64.b64decode(server.ca_data).decode())
+        connection = http_client.HTTPSConnection(host, int(port), context=context)
+        headers = {"Authorization": "Bearer static", "Content-Type": "application/json"}
+        answers = []
+        for method, path, body in [
+            ("GET", "/api/v1/nodes", None),
+            ("PUT", "/api/v1/nodes", b'{"kind": "NodeList"}'),  # 405 before the body is read
+            ("POST", "/api/v1/nodes", json.dumps({"metadata": {"name": "node-a"}}).encode()),
+            ("GET", "/api/v1/nodes/node-a", None),
+        ]:
+            connection.request(method, path, body=body, headers=headers)
+            if not answers:
+                first = connection.sock
+            response = connection.getresponse()
+            answers.append((response.status, json.loads(response.read())))
+            assert connection.sock is first  # the same connection, never reopened
+        assert [code for code, _ in answers] == [200, 405, 201, 200]
+        assert answers[3][1]["metadata"]["name"] == "node-a"
+
+        connection.putrequest("POST", "/api/v1/nodes")  # answered before any body is sent
+        for name, value in [*headers.items(), ("Content-Length", MAX_REQUEST_BODY_BYTES + 1)]:
+            connection.putheader(name, str(value))
+        connection.endheaders()
+        response = connection.getresponse()
+        status = json.loads(response.read())
+        assert (response.status, status["reason"]) == (413, "RequestEntityTooLarge")
+        assert response.getheader("Connection") == "close"
+        assert server.store.find(NODES, "node-a") is not None
+
+        kept = http_client.HTTPSConnection(host, int(port), context=context)
+        kept.request("GET", "/version")
+        assert kept.getresponse().read()
+    assert kept.sock is not None and kept.sock.recv(1) == b""  # stop() ended the connection
+    kept.close()
+    connection.close()
