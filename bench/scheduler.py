@@ -60,9 +60,7 @@ set (24 jobs: 15 running, 9 waiting); then quiet passes: mean AWS calls and CPU 
 from __future__ import annotations
 
 import argparse
-import copy
 import heapq
-import inspect
 import json
 import logging
 import os
@@ -326,9 +324,7 @@ def emulation(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
     patches, checks = Patches(), Counter[str]()
     try:
         install_aws_meter(patches, meter)
-        install_fast_dynamodb_responses(patches, checks)
-        install_keys_only_index_pages(patches, checks, lag)
-        install_item_level_transaction_rollback(patches)
+        install_emulated_dynamodb(patches, checks, lag)
         yield checks
     finally:
         patches.undo()
@@ -358,159 +354,14 @@ def install_aws_meter(patches: Patches, meter: Meter) -> None:
     patches.set(BotocoreStubber, "__call__", emulated)
 
 
-def install_fast_dynamodb_responses(patches: Patches, checked: Counter[str]) -> None:
-    """The emulator's fast DynamoDB answers (hyperguard.twin.emulator), for this run."""
-    from moto.core.responses import ActionResult
+def install_emulated_dynamodb(patches: Patches, checks: Counter[str], lag: IndexLag) -> None:
+    """The emulator's DynamoDB (hyperguard.twin.dynamodb: answers dumped in wire form,
+    keys-only index pages, item-level transaction rollback), with `lag` deciding when an
+    entry appears in the index; a keys-only answer that differs from moto's stops the run."""
+    from hyperguard.twin.dynamodb import replacements
 
-    from hyperguard.twin.emulator import fast_dynamodb_responses
-
-    patches.set(ActionResult, "execute_result", fast_dynamodb_responses(checked))
-
-
-def install_keys_only_index_pages(patches: Patches, checks: Counter[str], lag: IndexLag) -> None:
-    """moto pages a Query of a keys-only index by the size of the whole table items and
-    builds each answer by converting and deep-copying the whole item. DynamoDB reads the
-    index's entries (keys only), so a page holds many more of them: with 2 KB jobs, moto
-    would answer the `Live` query of 3,000 jobs in 6 pages where DynamoDB takes one. For a
-    keys-only global index queried by partition key alone, the page is filled here by the
-    entries' own size (moto's own `Item.size` of the projected item), in moto's order, with
-    moto's LastEvaluatedKey, leaving out the entries `lag` says have not appeared yet; the
-    first CHECKED_RESPONSES single-page answers that left none out are compared with moto's
-    (and the run stops if one differs)."""
-    from moto.dynamodb.comparisons import OpDefault
-    from moto.dynamodb.models.dynamo_type import Item
-    from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, Table
-
-    from hyperguard.twin.emulator import CHECKED_RESPONSES
-
-    query = Table.query
-    signature = inspect.signature(query)
-
-    def keys_only_query(self: Table, *args: Any, **kwargs: Any) -> Any:
-        call = signature.bind(self, *args, **kwargs).arguments
-        name = call.get("index_name")
-        index = next((i for i in self.global_indexes if i.name == name), None)
-        if (
-            index is None
-            or (index.projection or {}).get("ProjectionType") != "KEYS_ONLY"
-            or len(call.get("hash_key_conditions") or ()) != 1
-            or call.get("range_comparison")
-            or call.get("projection_expressions")
-            or not isinstance(call.get("filter_expression"), (type(None), OpDefault))
-            or call.get("range_key_conditions")
-            or call.get("filter_kwargs")
-        ):
-            return query(self, *args, **kwargs)
-        limit, start = call["limit"], call["exclusive_start_key"]
-        forward = call["scan_index_forward"]
-        ((attr, value),) = call["hash_key_conditions"]
-        index_keys = [k["AttributeName"] for k in index.schema]
-        hash_attrs = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"]
-        range_attrs: list[str | None] = [
-            k["AttributeName"] for k in index.schema if k["KeyType"] == "RANGE"
-        ]
-        hash_attrs.append(self.hash_key_attr)
-        range_attrs.append(self.range_key_attr)
-        projected = list(dict.fromkeys([*index.table_key_attrs, *index_keys]))
-        matches = [
-            item
-            for item in self.all_items()
-            if all(item.attrs.get(k) for k in index_keys) and item.attrs[attr] == value
-        ]
-        appeared = [item for item in matches if lag.indexed(item.hash_key.value)]
-        hidden, matches = len(matches) - len(appeared), appeared
-        matches = self.sorted_items(hash_attrs, range_attrs, matches)
-        if forward is False:
-            matches.reverse()
-        results: list[Item] = []
-        size = 0
-        last = None
-        for item in matches:
-            if start is not None and self._item_comes_before_dct(
-                item, start, hash_attrs, range_attrs, forward
-            ):
-                continue
-            start = None
-            entry = Item(
-                item.hash_key,
-                item.range_key,
-                {k: item.attrs[k].to_json() for k in projected if k in item.attrs},
-            )
-            if len(results) == limit or size + entry.size() > RESULT_SIZE_LIMIT:
-                last = self._get_last_evaluated_key(results[-1], name)
-                break
-            results.append(entry)
-            size += entry.size()
-        if checks["keys-only Query"] < CHECKED_RESPONSES and last is None and not hidden:
-            expected, _, expected_last = query(self, *args, **kwargs)
-            # moto pages by whole items: an answer it cut short is not comparable (its first
-            # page is a prefix of ours), and is not counted as checked
-            if expected_last is None:
-                if [r.to_json() for r in expected] != [r.to_json() for r in results]:
-                    raise RuntimeError(f"keys-only Query of {name} differs from moto's")
-                checks["keys-only Query"] += 1
-            elif [r.to_json() for r in expected] != [r.to_json() for r in results][: len(expected)]:
-                raise RuntimeError(f"keys-only Query of {name} differs from moto's first page")
-        return results, len(results), last
-
-    patches.set(Table, "query", keys_only_query)
-
-
-def install_item_level_transaction_rollback(patches: Patches) -> None:
-    """moto's TransactWriteItems deep-copies every table it touches before it starts, to
-    restore them if the transaction is cancelled: seconds per admission once the jobs table
-    holds thousands of items. Here only the items the transaction names are saved and put
-    back; moto's own logic decides everything else."""
-    import moto.dynamodb.models as backend_module
-    from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.models.table import Table
-
-    transact = DynamoDBBackend.transact_write_items
-    deepcopy = copy.deepcopy
-
-    class _TablesNotCopied:
-        """`copy` for moto's backend module: a Table "copy" is the table itself."""
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(copy, name)
-
-        @staticmethod
-        def deepcopy(value: Any, memo: Any = None) -> Any:
-            return value if isinstance(value, Table) else deepcopy(value, memo)
-
-    def slot(table: Table, key: dict[str, Any]) -> tuple[dict[Any, Any], DynamoType]:
-        hash_key = DynamoType(key[table.hash_key_attr])
-        if not table.range_key_attr:
-            return table.items, hash_key
-        return table.items.setdefault(hash_key, {}), DynamoType(key[table.range_key_attr])
-
-    def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> Any:
-        saved = []
-        for entry in transact_items:
-            (op,) = entry.values()
-            table = self.tables.get(op.get("TableName"))
-            if table is not None:
-                key = op.get("Key") or {
-                    k: op["Item"][k] for k in (table.hash_key_attr, table.range_key_attr) if k
-                }
-                items, at = slot(table, key)
-                saved.append((items, at, deepcopy(items.get(at))))
-        tables_not_copied = Patches()
-        tables_not_copied.set(backend_module, "copy", _TablesNotCopied())
-        try:
-            return transact(self, transact_items)
-        except Exception:
-            for items, at, before in saved:
-                if before is None:
-                    items.pop(at, None)
-                else:
-                    items[at] = before
-            raise
-        finally:
-            tables_not_copied.undo()
-
-    patches.set(DynamoDBBackend, "transact_write_items", transact_write_items)
+    for owner, name, value in replacements(checks, indexed=lag.indexed, strict=True):
+        patches.set(owner, name, value)
 
 
 def metered_kube_app(

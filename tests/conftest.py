@@ -78,6 +78,25 @@ def _parsed_template() -> dict[str, Any]:
     return load_template(ROOT / "template.yaml")
 
 
+@functools.cache
+def _cache_moto_urls() -> None:
+    """moto's in-process mock matches each request against its backend's URL patterns,
+    which it rebuilds for every request (S3's by reloading moto.s3.urls: a module import per
+    S3 call). The patterns are a backend class's constants: built once per class here."""
+    from moto.core.base_backend import BaseBackend
+
+    build = BaseBackend.urls.fget  # type: ignore[attr-defined]
+    built: dict[type, Any] = {}
+
+    def urls(self: BaseBackend) -> Any:
+        kind = type(self)
+        if kind not in built:
+            built[kind] = build(self)
+        return built[kind]
+
+    BaseBackend.urls = property(urls)  # type: ignore[method-assign,assignment]
+
+
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from moto import mock_aws
@@ -87,17 +106,29 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": REGION,
         "AWS_REGION": REGION,
+        # moto builds ~1,300 public AMIs into each EC2 region backend at its first call
+        # (0.2 s a test); nothing here launches from an AMI.
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     from hyperguard import aws
-    from hyperguard.twin.emulator import install_fast_dynamodb_responses, install_jsonpath_cache
+    from hyperguard.twin import dynamodb
+    from hyperguard.twin.emulator import install_jsonpath_cache
 
-    install_fast_dynamodb_responses()  # the twin's emulator answers DynamoDB the same way
+    dynamodb.install()  # the twin's emulator answers DynamoDB the same way
     install_jsonpath_cache()
+    _cache_moto_urls()
     aws.client.cache_clear()
     aws.dynamodb_table.cache_clear()
     with mock_aws():
+        # moto swaps boto3's default session for a new one, whose model loader would parse
+        # every service model again for the test's own clients (SageMaker's alone takes a
+        # fraction of a second): the test's session shares the process's loader, as the
+        # service's do.
+        import boto3
+
+        boto3.DEFAULT_SESSION = aws.new_session()
         yield
     aws.client.cache_clear()
     aws.dynamodb_table.cache_clear()

@@ -1,0 +1,332 @@
+"""Where the emulator's DynamoDB works differently from moto's own, with the same answers.
+
+moto keeps DynamoDB correct by copying and by walking shapes: TransactWriteItems deep-copies
+every table it touches before it starts (to restore them if it is cancelled), a Query of an
+index converts and deep-copies each whole item before projecting it, and every answer is
+serialised attribute by attribute. Once the jobs table holds thousands of items with their
+histories, that is seconds of CPU per admission for the twin, the tests and
+`bench/scheduler.py` alike. Here:
+
+- the item operations' answers, already in wire form, are dumped as they are
+  (`fast_dynamodb_responses`);
+- a transaction saves and, if cancelled, puts back only the items it names; moto's own logic
+  decides everything else (conditions, order, errors);
+- a Query of a keys-only global index by its partition key alone reads the index's entries,
+  not the items: pages are filled by the entries' own size, as DynamoDB fills them (moto
+  pages by whole items: 6 pages for a 3,000-job `Live` query where DynamoDB takes one), in
+  moto's order and with moto's LastEvaluatedKey.
+
+The first CHECKED_RESPONSES answers of each kind are compared with moto's own; one that
+differs is logged and left to moto from then on (the bench, `strict`, stops instead). All are
+installed for the process once (`install`: the twin's emulator, the tests' in-process moto);
+the bench installs them per run (`replacements`) with its own index-lag model.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import inspect
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+FAST_SERIALISED = frozenset(
+    {
+        "GetItem",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "Query",
+        "Scan",
+        "BatchGetItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+    }
+)
+"""DynamoDB operations whose answers moto already holds in wire form."""
+CHECKED_RESPONSES = 5
+"""Answers of each of them compared with moto's own serialisation before the fast path is
+trusted."""
+
+
+def _holds_none(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, dict):
+        return any(_holds_none(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_none(v) for v in value)
+    return False
+
+
+def fast_dynamodb_responses(checked: Counter[str]) -> Callable[..., Any]:
+    """A replacement for moto's `ActionResult.execute_result`. moto turns every answer into
+    JSON by walking botocore's output shape attribute by attribute: most of the emulator's
+    CPU once job items carry their histories. The answers of DynamoDB's item operations are
+    already in wire form, so they are dumped as they are, keeping only the output shape's
+    top-level members (moto adds a legacy `ConsumedCapacityUnits` to DeleteItem's answer,
+    which the shape walk drops). The first CHECKED_RESPONSES of each operation (counted in
+    `checked`) are compared with moto's own serialisation; an operation whose answer ever
+    differs is logged and left to moto from then on. An answer holding a null, which the
+    shape walk would leave out, is always serialised by moto. Every other service's answer
+    is moto's."""
+    from moto.core.responses import ActionResult
+
+    current = ActionResult.execute_result
+    serialise = getattr(current, "__wrapped__", current)  # moto's own, if already replaced
+    headers: dict[str, dict[str, str]] = {}
+    differed: set[str] = set()
+
+    def execute_result(self: Any, context: Any) -> Any:
+        operation = context.operation_model.name
+        if (
+            context.service_model.service_name != "dynamodb"
+            or operation not in FAST_SERIALISED
+            or isinstance(self.result, Exception)
+            or _holds_none(self.result)
+        ):
+            return serialise(self, context)
+        if operation in differed:
+            return serialise(self, context)
+        members = context.operation_model.output_shape.members
+        body = json.dumps({k: v for k, v in self.result.items() if k in members})
+        if checked[operation] < CHECKED_RESPONSES or operation not in headers:
+            status, expected_headers, expected = serialise(self, context)
+            if status != 200 or json.loads(expected) != json.loads(body):
+                differed.add(operation)
+                logger.warning("fast %s answer differs from moto's; moto serialises it", operation)
+                return status, expected_headers, expected
+            checked[operation] += 1
+            headers[operation] = dict(expected_headers)
+            return status, expected_headers, expected
+        return 200, dict(headers[operation]), body
+
+    execute_result.__wrapped__ = serialise  # type: ignore[attr-defined]
+    return execute_result
+
+
+_saving_items = contextvars.ContextVar("saving_items", default=False)
+
+
+class _TablesNotCopied:
+    """`copy` for moto's DynamoDB backend module: while a transaction saves its own items, a
+    Table's deep copy is the table itself (every other copy is a real one)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        from moto.dynamodb.models.table import Table
+
+        if _saving_items.get() and isinstance(value, Table):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+def item_level_transaction_rollback(transact: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement for moto's `DynamoDBBackend.transact_write_items` (`transact`): the
+    items the transaction names are saved and put back if it is cancelled, instead of every
+    table it touches. A request whose keys cannot be read here is left to moto whole."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    def saved_items(backend: Any, transact_items: list[dict[str, Any]]) -> list[Any] | None:
+        saved = []
+        for entry in transact_items:
+            if not isinstance(entry, dict) or len(entry) != 1:
+                return None
+            (op,) = entry.values()
+            table = backend.tables.get(op.get("TableName")) if isinstance(op, dict) else None
+            if table is None:
+                continue
+            if table.stream_shard is not None:
+                return None  # a cancelled write's stream records go back with moto's copy
+            attrs = op.get("Key") or op.get("Item")
+            names = [n for n in (table.hash_key_attr, table.range_key_attr) if n]
+            if not isinstance(attrs, dict) or any(n not in attrs for n in names):
+                return None
+            hash_key = DynamoType(attrs[table.hash_key_attr])
+            if table.range_key_attr:
+                range_key = DynamoType(attrs[table.range_key_attr])
+                before = table.items.get(hash_key, {}).get(range_key)
+            else:
+                range_key, before = None, table.items.get(hash_key)
+            saved.append((table, hash_key, range_key, copy.deepcopy(before)))
+        return saved
+
+    def restore(saved: list[Any]) -> None:
+        for table, hash_key, range_key, before in reversed(saved):
+            if range_key is None:
+                items = table.items
+                at = hash_key
+            else:
+                items = table.items.setdefault(hash_key, {})
+                at = range_key
+            if before is None:
+                items.pop(at, None)
+                if range_key is not None and not items:
+                    table.items.pop(hash_key, None)
+            else:
+                items[at] = before
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        try:
+            saved = saved_items(self, transact_items)
+        except Exception:  # moto's own validation answers what cannot be read here
+            saved = None
+        if saved is None:
+            return transact(self, transact_items)
+        token = _saving_items.set(True)
+        try:  # moto's rollback puts back its "copies": the tables themselves
+            return transact(self, transact_items)
+        except Exception:
+            restore(saved)
+            raise
+        finally:
+            _saving_items.reset(token)
+
+    transact_write_items.__wrapped__ = transact  # type: ignore[attr-defined]
+    return transact_write_items
+
+
+def keys_only_index_query(
+    query: Callable[..., Any],
+    checks: Counter[str],
+    *,
+    indexed: Callable[[Any], bool] | None = None,
+    strict: bool = False,
+) -> Callable[..., Any]:
+    """A replacement for moto's `Table.query` (`query`) for a keys-only global index queried
+    by partition key alone (every other query is moto's). `indexed(item_hash_key_value)`
+    says whether an item's entry has appeared in the index yet (the bench's propagation
+    lag; default: at once). `checks` counts the answers compared with moto's."""
+    from moto.dynamodb.comparisons import OpDefault
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.dynamodb.models.table import RESULT_SIZE_LIMIT
+
+    signature = inspect.signature(query)
+    differed: set[str] = set()
+
+    def keys_only_query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = signature.bind(self, *args, **kwargs).arguments
+        name = call.get("index_name")
+        index = next((i for i in self.global_indexes if i.name == name), None)
+        if (
+            index is None
+            or name in differed
+            or (index.projection or {}).get("ProjectionType") != "KEYS_ONLY"
+            or len(call.get("hash_key_conditions") or ()) != 1
+            or call.get("range_comparison")
+            or call.get("projection_expressions")
+            or not isinstance(call.get("filter_expression"), (type(None), OpDefault))
+            or call.get("range_key_conditions")
+            or call.get("filter_kwargs")
+        ):
+            return query(self, *args, **kwargs)
+        limit, start = call["limit"], call["exclusive_start_key"]
+        forward = call["scan_index_forward"]
+        ((attr, value),) = call["hash_key_conditions"]
+        index_keys = [k["AttributeName"] for k in index.schema]
+        hash_attrs = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"]
+        range_attrs: list[str | None] = [
+            k["AttributeName"] for k in index.schema if k["KeyType"] == "RANGE"
+        ]
+        hash_attrs.append(self.hash_key_attr)
+        range_attrs.append(self.range_key_attr)
+        projected = list(dict.fromkeys([*index.table_key_attrs, *index_keys]))
+        matches = [
+            item
+            for item in self.all_items()
+            if all(item.attrs.get(k) for k in index_keys) and item.attrs[attr] == value
+        ]
+        appeared = [i for i in matches if indexed is None or indexed(i.hash_key.value)]
+        hidden, matches = len(matches) - len(appeared), appeared
+        matches = self.sorted_items(hash_attrs, range_attrs, matches)
+        if forward is False:
+            matches.reverse()
+        results: list[Item] = []
+        size = 0
+        last = None
+        for item in matches:
+            if start is not None and self._item_comes_before_dct(
+                item, start, hash_attrs, range_attrs, forward
+            ):
+                continue
+            start = None
+            entry = Item(
+                item.hash_key,
+                item.range_key,
+                {k: item.attrs[k].to_json() for k in projected if k in item.attrs},
+            )
+            if len(results) == limit or size + entry.size() > RESULT_SIZE_LIMIT:
+                last = self._get_last_evaluated_key(results[-1], name)
+                break
+            results.append(entry)
+            size += entry.size()
+        if checks["keys-only Query"] < CHECKED_RESPONSES and last is None and not hidden:
+            expected, _, expected_last = query(self, *args, **kwargs)
+            ours = [r.to_json() for r in results]
+            theirs = [r.to_json() for r in expected]
+            # moto pages by whole items: an answer it cut short is not comparable (its first
+            # page is a prefix of ours), and is not counted as checked
+            if theirs != (ours if expected_last is None else ours[: len(theirs)]):
+                if strict:
+                    raise RuntimeError(f"keys-only Query of {name} differs from moto's")
+                differed.add(str(name))
+                logger.warning("keys-only Query of %s differs from moto's; moto answers it", name)
+                return expected, len(expected), expected_last
+            if expected_last is None:
+                checks["keys-only Query"] += 1
+        return results, len(results), last
+
+    keys_only_query.__wrapped__ = query  # type: ignore[attr-defined]
+    return keys_only_query
+
+
+def replacements(
+    checks: Counter[str], *, indexed: Callable[[Any], bool] | None = None, strict: bool = False
+) -> list[tuple[Any, str, Any]]:
+    """(owner, attribute, value) of each replacement, around moto's own functions (also
+    when these are installed already)."""
+    import moto.dynamodb.models as backend_module
+    from moto.core.responses import ActionResult
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    transact = DynamoDBBackend.transact_write_items
+    query = Table.query
+    return [
+        (ActionResult, "execute_result", fast_dynamodb_responses(checks)),
+        (backend_module, "copy", _TablesNotCopied()),
+        (
+            DynamoDBBackend,
+            "transact_write_items",
+            item_level_transaction_rollback(getattr(transact, "__wrapped__", transact)),
+        ),
+        (
+            Table,
+            "query",
+            keys_only_index_query(
+                getattr(query, "__wrapped__", query), checks, indexed=indexed, strict=strict
+            ),
+        ),
+    ]
+
+
+_installed = False
+
+
+def install() -> None:
+    """The replacements for moto in this process, once (the twin's emulator and the tests'
+    in-process moto)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    for owner, name, value in replacements(Counter()):
+        setattr(owner, name, value)

@@ -1,0 +1,168 @@
+"""The emulator's DynamoDB (hyperguard.twin.dynamodb) answers as moto does, without moto's
+whole-table copies: a cancelled transaction leaves every item as it was, and a keys-only
+index is paged by its entries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
+from tests.conftest import REGION
+
+TABLE = "emulated"
+
+
+@pytest.fixture
+def ddb(aws_env: None) -> Iterator[Any]:
+    client = boto3.client("dynamodb", region_name=REGION)
+    client.create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "live", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "Live",
+                "KeySchema": [
+                    {"AttributeName": "live", "KeyType": "HASH"},
+                    {"AttributeName": "id", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+    )
+    yield client
+
+
+def items(client: Any) -> list[dict[str, Any]]:
+    return sorted(client.scan(TableName=TABLE)["Items"], key=lambda i: i["id"]["S"])
+
+
+def put(client: Any, item_id: str, **attrs: str) -> None:
+    item = {"id": {"S": item_id}, **{k: {"S": v} for k, v in attrs.items()}}
+    client.put_item(TableName=TABLE, Item=item)
+
+
+def cancelled_transaction(client: Any) -> str:
+    """An update, a put of a new item and a delete, then a condition that fails."""
+    with pytest.raises(ClientError) as caught:
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"id": {"S": "a"}},
+                        "UpdateExpression": "SET v = :v",
+                        "ExpressionAttributeValues": {":v": {"S": "changed"}},
+                    }
+                },
+                {"Put": {"TableName": TABLE, "Item": {"id": {"S": "new"}, "v": {"S": "x"}}}},
+                {"Delete": {"TableName": TABLE, "Key": {"id": {"S": "b"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": {"id": {"S": "c"}},
+                        "ConditionExpression": "attribute_not_exists(id)",
+                    }
+                },
+            ]
+        )
+    return str(caught.value.response["Error"]["Code"])
+
+
+def test_a_cancelled_transaction_leaves_every_item_as_moto_does(ddb: Any) -> None:
+    for item_id in "abc":
+        put(ddb, item_id, v="original", live="L")
+    before = items(ddb)
+    assert cancelled_transaction(ddb) == "TransactionCanceledException"
+    assert items(ddb) == before
+    # moto's own, without the replacement, ends the same way
+    ours = DynamoDBBackend.transact_write_items
+    DynamoDBBackend.transact_write_items = ours.__wrapped__  # type: ignore[attr-defined]
+    try:
+        assert cancelled_transaction(ddb) == "TransactionCanceledException"
+    finally:
+        DynamoDBBackend.transact_write_items = ours  # type: ignore[method-assign]
+    assert items(ddb) == before
+
+
+def test_a_transaction_naming_an_item_twice_is_refused_and_undone(ddb: Any) -> None:
+    put(ddb, "a", v="original")
+    update = {
+        "TableName": TABLE,
+        "Key": {"id": {"S": "a"}},
+        "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"S": "changed"}},
+    }
+    with pytest.raises(ClientError) as caught:
+        ddb.transact_write_items(TransactItems=[{"Update": update}, {"Update": update}])
+    assert caught.value.response["Error"]["Code"] == "ValidationException"
+    assert items(ddb) == [{"id": {"S": "a"}, "v": {"S": "original"}}]
+
+
+def test_a_transaction_that_succeeds_writes_every_item(ddb: Any) -> None:
+    put(ddb, "a", v="original")
+    ddb.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": {"id": {"S": "a"}},
+                    "UpdateExpression": "SET v = :v",
+                    "ConditionExpression": "v = :o",
+                    "ExpressionAttributeValues": {":v": {"S": "changed"}, ":o": {"S": "original"}},
+                }
+            },
+            {"Put": {"TableName": TABLE, "Item": {"id": {"S": "b"}}}},
+        ]
+    )
+    assert items(ddb) == [{"id": {"S": "a"}, "v": {"S": "changed"}}, {"id": {"S": "b"}}]
+
+
+def live_keys(client: Any, **extra: Any) -> tuple[list[str], int]:
+    """Every id in the Live index, and how many pages it took."""
+    found: list[str] = []
+    pages = 0
+    start: dict[str, Any] | None = None
+    while True:
+        page = client.query(
+            TableName=TABLE,
+            IndexName="Live",
+            KeyConditionExpression="live = :l",
+            ExpressionAttributeValues={":l": {"S": "L"}},
+            **extra,
+            **({"ExclusiveStartKey": start} if start else {}),
+        )
+        pages += 1
+        found += [i["id"]["S"] for i in page["Items"]]
+        assert all(set(i) == {"id", "live"} for i in page["Items"])  # keys only
+        start = page.get("LastEvaluatedKey")
+        if start is None:
+            return found, pages
+
+
+def test_a_keys_only_index_is_paged_by_its_entries_not_its_items(ddb: Any) -> None:
+    big = "x" * 100_000  # ~100 KB items: 1 MB of whole items is 10 of them
+    ids = [f"job-{n:02d}" for n in range(25)]
+    for item_id in ids:
+        put(ddb, item_id, live="L", body=big)
+    put(ddb, "ended", body=big)  # not in the index
+    assert live_keys(ddb) == (ids, 1)  # DynamoDB reads 25 small entries in one page
+    assert live_keys(ddb, Limit=10) == (ids, 3)
+    assert live_keys(ddb, ScanIndexForward=False) == (ids[::-1], 1)
+    # moto's own pages by the whole items
+    ours = Table.query
+    Table.query = ours.__wrapped__  # type: ignore[attr-defined]
+    try:
+        theirs, pages = live_keys(ddb)
+    finally:
+        Table.query = ours  # type: ignore[method-assign]
+    assert theirs == ids and pages > 1
