@@ -18,6 +18,7 @@ routed through a helper.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,14 +37,18 @@ LIFECYCLE = LIBRARY / "governance" / "jobs.py"
 INCIDENT_STORE = LIBRARY / "store" / "incidents.py"
 
 
+_SERVICE_PREFIXES = tuple(f"{top}{os.sep}" for top in SERVICE)
+
+
 def _service_frames() -> list[Path]:
-    """The service's files on the calling stack, innermost first."""
+    """The service's files on the calling stack, innermost first (a string test per frame:
+    the guard looks at every write of every test)."""
     frames: list[Path] = []
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
-        path = Path(frame.f_code.co_filename)
-        if any(path.is_relative_to(top) for top in SERVICE):
-            frames.append(path)
+        filename = frame.f_code.co_filename
+        if filename.startswith(_SERVICE_PREFIXES):
+            frames.append(Path(filename))
         frame = frame.f_back
     return frames
 

@@ -35,7 +35,7 @@ def _data_loader(data_path: str | None) -> Any:
     return create_loader(data_path)
 
 
-def _session() -> Any:
+def new_session() -> Any:
     """A boto3 session for one client (a session is not safe to share between threads),
     with botocore's data loader shared by every session of the process that reads the same
     AWS_DATA_PATH: each service model, the endpoints and the retry rules are parsed once per
@@ -56,12 +56,12 @@ def _session() -> Any:
 
 @cache
 def client(service: str) -> Any:
-    return _session().client(service, config=_CONFIG)
+    return new_session().client(service, config=_CONFIG)
 
 
 @cache
 def dynamodb_table(name: str) -> Any:
-    return _session().resource("dynamodb", config=_CONFIG).Table(name)
+    return new_session().resource("dynamodb", config=_CONFIG).Table(name)
 
 
 def require_operations(service: str, operations: Iterable[str]) -> None:

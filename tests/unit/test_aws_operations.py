@@ -66,7 +66,7 @@ def test_clients_have_sessions_of_their_own_and_share_one_parsed_copy_of_each_mo
     sts, sns = aws.client("sts"), aws.client("sns")
     loader = sts._loader
     assert sns._loader is loader  # one parse of the endpoints and retry rules per process
-    assert aws._session() is not aws._session()  # credentials stay each session's own
+    assert aws.new_session() is not aws.new_session()  # credentials stay each session's own
     paths = loader.search_paths
     assert len(paths) == len(set(paths))  # boto3's folder, added per session, is there once
     aws.client.cache_clear()
