@@ -791,7 +791,7 @@ def test_one_connection_serves_request_after_request_as_kube_apiserver_does(
         context = ssl.create_default_context(cadata=base64.b64decode(server.ca_data).decode())
         connection = http_client.HTTPSConnection(host, int(port), context=context)
         headers = {"Authorization": "Bearer static", "Content-Type": "application/json"}
-        answers = []
+        answers: list[tuple[int, Any]] = []
         for method, path, body in [
             ("GET", "/api/v1/nodes", None),
             ("PUT", "/api/v1/nodes", b'{"kind": "NodeList"}'),  # 405 before the body is read

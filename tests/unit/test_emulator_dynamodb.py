@@ -42,6 +42,11 @@ def ddb(aws_env: None) -> Iterator[Any]:
     yield client
 
 
+def moto_own(owner: type, name: str = "transact_write_items") -> Any:
+    """moto's function that the emulator's replaces."""
+    return getattr(owner, name).__wrapped__
+
+
 def items(client: Any) -> list[dict[str, Any]]:
     return sorted(client.scan(TableName=TABLE)["Items"], key=lambda i: i["id"]["S"])
 
@@ -78,19 +83,17 @@ def cancelled_transaction(client: Any) -> str:
     return str(caught.value.response["Error"]["Code"])
 
 
-def test_a_cancelled_transaction_leaves_every_item_as_moto_does(ddb: Any) -> None:
+def test_a_cancelled_transaction_leaves_every_item_as_moto_does(
+    ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for item_id in "abc":
         put(ddb, item_id, v="original", live="L")
     before = items(ddb)
     assert cancelled_transaction(ddb) == "TransactionCanceledException"
     assert items(ddb) == before
     # moto's own, without the replacement, ends the same way
-    ours = DynamoDBBackend.transact_write_items
-    DynamoDBBackend.transact_write_items = ours.__wrapped__  # type: ignore[attr-defined]
-    try:
-        assert cancelled_transaction(ddb) == "TransactionCanceledException"
-    finally:
-        DynamoDBBackend.transact_write_items = ours  # type: ignore[method-assign]
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", moto_own(DynamoDBBackend))
+    assert cancelled_transaction(ddb) == "TransactionCanceledException"
     assert items(ddb) == before
 
 
@@ -149,7 +152,9 @@ def live_keys(client: Any, **extra: Any) -> tuple[list[str], int]:
             return found, pages
 
 
-def test_a_keys_only_index_is_paged_by_its_entries_not_its_items(ddb: Any) -> None:
+def test_a_keys_only_index_is_paged_by_its_entries_not_its_items(
+    ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     big = "x" * 100_000  # ~100 KB items: 1 MB of whole items is 10 of them
     ids = [f"job-{n:02d}" for n in range(25)]
     for item_id in ids:
@@ -159,10 +164,7 @@ def test_a_keys_only_index_is_paged_by_its_entries_not_its_items(ddb: Any) -> No
     assert live_keys(ddb, Limit=10) == (ids, 3)
     assert live_keys(ddb, ScanIndexForward=False) == (ids[::-1], 1)
     # moto's own pages by the whole items
-    ours = Table.query
-    Table.query = ours.__wrapped__  # type: ignore[attr-defined]
-    try:
+    with monkeypatch.context() as patched:
+        patched.setattr(Table, "query", moto_own(Table, "query"))
         theirs, pages = live_keys(ddb)
-    finally:
-        Table.query = ours  # type: ignore[method-assign]
     assert theirs == ids and pages > 1
