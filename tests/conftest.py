@@ -97,6 +97,20 @@ def _cache_moto_urls() -> None:
     BaseBackend.urls = property(urls)  # type: ignore[method-assign,assignment]
 
 
+def _one_client_each(make: Any) -> Any:
+    """`make` (a session's `client`), answering the same arguments with the same client
+    (clients are thread-safe); unhashable arguments get a new one."""
+    cached = functools.cache(make)
+
+    def client(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return cached(*args, **kwargs)
+        except TypeError:  # an unhashable argument (a client's own TypeError is raised again)
+            return make(*args, **kwargs)
+
+    return client
+
+
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from moto import mock_aws
@@ -125,10 +139,13 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         # moto swaps boto3's default session for a new one, whose model loader would parse
         # every service model again for the test's own clients (SageMaker's alone takes a
         # fraction of a second): the test's session shares the process's loader, as the
-        # service's do.
+        # service's do, and hands the test one client per service and arguments (a client
+        # takes 10-20 ms to make; the harnesses ask for one wherever they call AWS).
         import boto3
 
-        boto3.DEFAULT_SESSION = aws.new_session()
+        session = aws.new_session()
+        session.client = _one_client_each(session.client)
+        boto3.DEFAULT_SESSION = session
         yield
     aws.client.cache_clear()
     aws.dynamodb_table.cache_clear()
