@@ -93,7 +93,7 @@ test-integration: install
 test-e2e: install
 	$(PYTEST) -n $(TWIN_WORKERS) tests/e2e
 
-# The inner loop: unit and integration tiers, no twin (4 min 21 s here, CONTRIBUTING.md).
+# The inner loop: unit and integration tiers, no twin (under 3 minutes here, CONTRIBUTING.md).
 test-fast: install
 	$(PYTEST) -n auto tests/unit tests/integration
 

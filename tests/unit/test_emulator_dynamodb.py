@@ -56,19 +56,26 @@ def put(client: Any, item_id: str, **attrs: str) -> None:
     client.put_item(TableName=TABLE, Item=item)
 
 
+def set_v(item_id: str, value: str, **condition: Any) -> dict[str, Any]:
+    """A transaction's Update of item `item_id`: SET v = value (under `condition`)."""
+    update = {
+        "TableName": TABLE,
+        "Key": {"id": {"S": item_id}},
+        "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"S": value}},
+    }
+    if condition:
+        update["ConditionExpression"] = condition["expression"]
+        update["ExpressionAttributeValues"] |= condition["values"]
+    return {"Update": update}
+
+
 def cancelled_transaction(client: Any) -> str:
     """An update, a put of a new item and a delete, then a condition that fails."""
     with pytest.raises(ClientError) as caught:
         client.transact_write_items(
             TransactItems=[
-                {
-                    "Update": {
-                        "TableName": TABLE,
-                        "Key": {"id": {"S": "a"}},
-                        "UpdateExpression": "SET v = :v",
-                        "ExpressionAttributeValues": {":v": {"S": "changed"}},
-                    }
-                },
+                set_v("a", "changed"),
                 {"Put": {"TableName": TABLE, "Item": {"id": {"S": "new"}, "v": {"S": "x"}}}},
                 {"Delete": {"TableName": TABLE, "Key": {"id": {"S": "b"}}}},
                 {
@@ -99,14 +106,8 @@ def test_a_cancelled_transaction_leaves_every_item_as_moto_does(
 
 def test_a_transaction_naming_an_item_twice_is_refused_and_undone(ddb: Any) -> None:
     put(ddb, "a", v="original")
-    update = {
-        "TableName": TABLE,
-        "Key": {"id": {"S": "a"}},
-        "UpdateExpression": "SET v = :v",
-        "ExpressionAttributeValues": {":v": {"S": "changed"}},
-    }
     with pytest.raises(ClientError) as caught:
-        ddb.transact_write_items(TransactItems=[{"Update": update}, {"Update": update}])
+        ddb.transact_write_items(TransactItems=[set_v("a", "changed"), set_v("a", "changed")])
     assert caught.value.response["Error"]["Code"] == "ValidationException"
     assert items(ddb) == [{"id": {"S": "a"}, "v": {"S": "original"}}]
 
@@ -115,15 +116,7 @@ def test_a_transaction_that_succeeds_writes_every_item(ddb: Any) -> None:
     put(ddb, "a", v="original")
     ddb.transact_write_items(
         TransactItems=[
-            {
-                "Update": {
-                    "TableName": TABLE,
-                    "Key": {"id": {"S": "a"}},
-                    "UpdateExpression": "SET v = :v",
-                    "ConditionExpression": "v = :o",
-                    "ExpressionAttributeValues": {":v": {"S": "changed"}, ":o": {"S": "original"}},
-                }
-            },
+            set_v("a", "changed", expression="v = :o", values={":o": {"S": "original"}}),
             {"Put": {"TableName": TABLE, "Item": {"id": {"S": "b"}}}},
         ]
     )
