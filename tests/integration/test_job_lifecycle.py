@@ -206,6 +206,18 @@ def admitted_on_two_nodes(stack: Stack, lifecycle: JobLifecycle) -> str:
     return job_id
 
 
+def test_a_submitted_job_is_stored_as_the_job_and_record_fields_only(stack: Stack) -> None:
+    """The item is the job's fields, the record's and the Live key: nothing else (a keyword
+    the item builder took for an attribute once stored `exclude` on every job)."""
+    jobs = JobStore(stack.tables["JobsTable"])
+    job = Job(job_id=f"job-{next(_ids)}", team="ml", image="i", submitted_at=datetime.now(UTC))
+    JobLifecycle(jobs).submit(job, principal="p", rules=RULES)
+    item = jobs.table.get_item(Key={"job_id": job.job_id}, ConsistentRead=True)["Item"]
+    allowed = set(Job.model_fields) | store_jobs._RECORD_FIELDS | {"live"}
+    assert set(item) <= allowed, set(item) - allowed
+    assert item["live"] == store_jobs.LIVE and item["status"] == "Pending"
+
+
 def test_recovery_may_shrink_a_job_it_protects_but_never_grow_it(stack: Stack) -> None:
     jobs = JobStore(stack.tables["JobsTable"])
     lifecycle = JobLifecycle(jobs)

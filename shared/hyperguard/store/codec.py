@@ -17,8 +17,12 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
-def to_item(model: BaseModel, **extra: Any) -> dict[str, Any]:
-    item: dict[str, Any] = json.loads(model.model_dump_json(exclude_none=True), parse_float=Decimal)
+def to_item(model: BaseModel, *, exclude: set[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """`model` as a plain item (None fields left out, those named in `exclude` too), with
+    `extra` attributes added."""
+    item: dict[str, Any] = json.loads(
+        model.model_dump_json(exclude_none=True, exclude=exclude), parse_float=Decimal
+    )
     item.update(extra)
     return item
 

@@ -356,7 +356,6 @@ class JobStore(TableStore):
         transaction; a repeat of the same request returns the job of the first one (and
         False), a different request with the same key raises IdempotencyKeyReusedError."""
         item = {**to_item(record.job), **to_item(record, exclude={"job"})}
-        item.pop("job", None)
         if record.job.status in ACTIVE_STATUSES or record.stop_pending:
             item["live"] = LIVE
         put = {
