@@ -6,6 +6,7 @@ manual clock."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -18,9 +19,11 @@ from tests.integration.conftest import MakeCluster
 from tests.integration.incident_harness import closed_fault
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
+from hyperguard.cluster.gateway import NodeNotFoundError
+from hyperguard.governance.applier import QUEUES_RECHECK
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.store import IncidentStore, NodeStore
+from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, ROLE_BINDINGS
 
@@ -325,3 +328,59 @@ def test_a_fresh_scheduler_grants_recovery_in_the_namespaces_of_running_teams(
     apis.store.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)
     service.run_pass()  # once per process: nothing dispatched, nothing re-read
     assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is None
+
+
+def test_a_scheduler_checks_a_teams_objects_again_a_minute_after_it_ensured_them(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """D71: a team's Kueue objects are ensured at a dispatch, then trusted for
+    QUEUES_RECHECK (a pass every few seconds would read five objects per team each time);
+    a dispatch after that puts a missing one back."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    service = scheduler(stack, apis)
+    namespace = "hyperpod-ns-solo"
+    api.submit("solo", 4)
+    service.run_pass()
+    apis.store.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)
+    apis.advance(QUEUES_RECHECK.total_seconds() - 5)
+    api.submit("solo", 4)
+    assert len(service.run_pass().admitted) == 1
+    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is None
+    apis.advance(10)
+    api.submit("solo", 4)
+    assert len(service.run_pass().admitted) == 1
+    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is not None
+
+
+def test_a_pass_lists_the_kubernetes_nodes_once_for_all_its_dispatches(
+    stack: Stack, make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass's own listing names the nodes its runs are pinned to; a dispatch lists them
+    again only for a node the listing lacks, or once the listing is NODE_NAMES_TTL_S old."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    kubernetes = apis.gateway.kubernetes
+    listings = []
+    list_nodes = kubernetes.list_nodes
+
+    def counted() -> Any:
+        listings.append(1)
+        return list_nodes()
+
+    monkeypatch.setattr(kubernetes, "list_nodes", counted)
+    for _ in range(4):
+        api.submit("solo", 4)
+    assert len(scheduler(stack, apis).run_pass().admitted) == 4
+    assert len(listings) == 1
+    node = apis.gateway.list_nodes()[0].instance_id
+    job = api.submit("solo", 4).body
+    placed = JobStore(stack.tables["JobsTable"]).record(job["job_id"])
+    assert placed is not None
+    monkeypatch.setattr(time, "monotonic", lambda: 1e12)  # the listing is old
+    listings.clear()
+    apis.gateway.dispatch(placed.job.model_copy(update={"nodes": [node]}), [node])
+    assert len(listings) == 1
+    with pytest.raises(NodeNotFoundError):  # a node the listing lacks: listed again
+        apis.gateway.dispatch(placed.job, ["i-00000000000000bad"])
+    assert len(listings) == 2

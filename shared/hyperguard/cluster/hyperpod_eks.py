@@ -13,6 +13,7 @@ NodeClaim and rebooted through EC2, since Karpenter has no reboot.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -77,6 +78,12 @@ EKS_PLATFORM = "eks"
 RepairCall = Callable[[list[str]], RepairOutcome]
 
 
+NODE_NAMES_TTL_S = 10.0
+"""How long a listing of the Kubernetes nodes names the nodes a run is pinned to: a pass
+lists them at its start and dispatches within seconds; a node missing from the listing, or
+an older listing, means a new one."""
+
+
 class HyperPodEksGateway:
     """The full ClusterGateway port for a HyperPod cluster whose orchestrator is EKS, with
     the cluster's EKS burst nodes."""
@@ -91,6 +98,24 @@ class HyperPodEksGateway:
         self.hyperpod = hyperpod
         self.kubernetes = kubernetes
         self._ec2 = ec2
+        self._listed: tuple[float, dict[str, KubeNode]] = (float("-inf"), {})
+        """The Kubernetes nodes by instance id as last listed, and when (time.monotonic)."""
+
+    def _kube_nodes(self) -> dict[str, KubeNode]:
+        """The Kubernetes nodes, listed now, by instance id."""
+        listed = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
+        self._listed = (time.monotonic(), listed)
+        return dict(listed)
+
+    def _named(self, nodes: list[str]) -> dict[str, KubeNode]:
+        """The Kubernetes nodes of these instances: from the last listing when it has them
+        all and is under NODE_NAMES_TTL_S old (a node's name and NodePool label are fixed
+        at its creation, so a pass that listed the nodes and dispatches thirty runs lists
+        them once), listed again otherwise."""
+        at, listed = self._listed
+        if time.monotonic() - at < NODE_NAMES_TTL_S and all(i in listed for i in nodes):
+            return listed
+        return self._kube_nodes()
 
     @property
     def ec2(self) -> Ec2Adapter:
@@ -99,7 +124,7 @@ class HyperPodEksGateway:
         return self._ec2
 
     def list_nodes(self) -> list[Node]:
-        kube_nodes = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
+        kube_nodes = self._kube_nodes()
         hyperpod = [
             _merge(node, kube_nodes.pop(node.instance_id, None))
             for node in self.hyperpod.list_nodes()
@@ -327,7 +352,7 @@ class HyperPodEksGateway:
     def _placement(self, nodes: list[str]) -> _Placement:
         """The Kubernetes node names of `nodes`, whether any is a HyperPod node, and the
         NodePools of the Karpenter nodes among them."""
-        kube = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
+        kube = self._named(nodes)
         missing = [i for i in nodes if i not in kube]
         if missing:
             raise NodeNotFoundError(missing[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -34,7 +35,7 @@ from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.governance.stalls import refused
 from hyperguard.governance.state import NO_CLASS_PRIORITY
 from hyperguard.messaging import EventPublisher, PublishError, Workflows, announcement, resolved
-from hyperguard.models import Incident, Job, JobStatus
+from hyperguard.models import Incident, Job, JobStatus, utcnow
 from hyperguard.models.governance import PriorityClass
 from hyperguard.models.jobs import held_nodes
 from hyperguard.observability import logger
@@ -96,6 +97,20 @@ class PassResult:
         }
 
 
+QUEUES_RECHECK = timedelta(seconds=60)
+"""How long a scheduler process trusts the Kueue objects it ensured before it checks them
+again at a dispatch (D71): a pass every few seconds would otherwise read five objects per
+team it dispatches for, every pass."""
+CLUSTER_OBJECTS = "*"
+"""The prefix of `queues_ensured`'s key for the cluster-wide objects, which names the
+priority classes they were made from, so that a changed config is ensured at its first
+dispatch (no team name holds `*`)."""
+
+
+def cluster_objects_key(classes: Iterable[PriorityClass]) -> str:
+    return CLUSTER_OBJECTS + ",".join(f"{pc.name}={pc.weight}" for pc in classes)
+
+
 @dataclass
 class PassApplier:
     """One pass's effects, under its lease."""
@@ -112,10 +127,11 @@ class PassApplier:
     publisher: EventPublisher | None = None
     """Where it is announced; None: not announced."""
     priority_classes: list[PriorityClass] = field(default_factory=list)
-    teams_ensured: set[str] = field(default_factory=set)
-    """The scheduler process's: teams whose objects it ensured (D98); the applier adds."""
-    queues_ready: set[str] = field(default_factory=set)
-    """Teams whose Kueue objects this pass ensured (the first also the shared ones)."""
+    queues_ensured: dict[str, datetime] = field(default_factory=dict)
+    """The scheduler process's: when it last ensured each team's Kueue objects, and under
+    `cluster_objects_key` the cluster-wide ones; the applier adds. A team in it has had its
+    objects ensured since the cold start (D98)."""
+    now: datetime = field(default_factory=utcnow)
     retired_classes: set[str] = field(default_factory=set)
     """Classes jobs name that the config no longer has, ensured by this pass."""
 
@@ -324,11 +340,13 @@ class PassApplier:
 
     def dispatch(self, job: Job) -> bool:
         """The job's run created on the cluster (True); one the cluster refuses puts the job
-        back to Pending with the cluster's error."""
+        back to Pending with the cluster's error, and has the team's objects ensured again
+        before its next dispatch (a missing namespace or RoleBinding is a refusal)."""
         try:
             self.ensure_queues(job)
             self.gateway.dispatch(job, list(job.nodes))
         except ClusterError as exc:
+            self.queues_ensured.pop(job.team, None)
             self.count(self.lifecycle.undispatch(job.job_id, str(exc)))
             return False
         return True
@@ -344,14 +362,22 @@ class PassApplier:
                 )
                 return
 
+    def _recently_ensured(self, key: str) -> bool:
+        at = self.queues_ensured.get(key)
+        return at is not None and self.now - at < QUEUES_RECHECK
+
     def ensure_queues(self, job: Job) -> None:
-        """The Kueue objects a run of `job` needs before it is dispatched, once a pass per
-        team (and the cluster-wide ones once), so that a missing or changed one is put right
-        by the next dispatch (D71). A class the job names that the config no longer has gets
-        a WorkloadPriorityClass ranked below every class, as the engine ranks the job: without
-        one Kueue would keep the run suspended for good. Raises ClusterError."""
-        manifests = [] if job.team in self.queues_ready else team_objects(job.team)
-        if not self.queues_ready:
+        """The Kueue objects a run of `job` needs before it is dispatched: a team's (and the
+        cluster-wide ones) unless this process ensured them less than QUEUES_RECHECK ago, so
+        that a missing or changed one is put right by a dispatch within that time (D71). A
+        class the job names that the config no longer has gets a WorkloadPriorityClass
+        ranked below every class, as the engine ranks the job: without one Kueue would keep
+        the run suspended for good. Raises ClusterError."""
+        team_fresh = self._recently_ensured(job.team)
+        shared_key = cluster_objects_key(self.priority_classes)
+        shared_fresh = self._recently_ensured(shared_key)
+        manifests = [] if team_fresh else team_objects(job.team)
+        if not shared_fresh:
             manifests = [*shared_objects(self.priority_classes), *manifests]
         known = {pc.name for pc in self.priority_classes} | self.retired_classes
         retired = job.priority_class if job.priority_class not in (None, *known) else None
@@ -361,8 +387,9 @@ class PassApplier:
         if not manifests:
             return
         outcomes = self.gateway.ensure_queues(manifests)
-        self.queues_ready.add(job.team)
-        self.teams_ensured.add(job.team)
+        self.queues_ensured[job.team] = self.now
+        if not shared_fresh:
+            self.queues_ensured[shared_key] = self.now
         if retired is not None:
             self.retired_classes.add(retired)
         changed = {key: outcome for key, outcome in outcomes.items() if outcome != "unchanged"}

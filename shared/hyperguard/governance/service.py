@@ -84,7 +84,7 @@ from datetime import datetime
 
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.cluster.gateway import ClusterGateway
-from hyperguard.governance.applier import PassApplier, PassResult
+from hyperguard.governance.applier import CLUSTER_OBJECTS, PassApplier, PassResult
 from hyperguard.governance.jobs import FencedOutError, JobLifecycle
 from hyperguard.governance.planner import (
     plan_admission,
@@ -151,10 +151,12 @@ class SchedulerService:
         """The service bus a stalled job's incident is announced on (None: not announced)."""
         self.lease_ttl_s = lease_ttl_s
         self.clock = clock
-        self.teams_ensured: set[str] = set()
-        """Teams whose namespaced objects (RoleBindings, LocalQueue) this process ensured for
-        the jobs they run: once per cold start, so that an upgraded deployment grants
-        Recovery in the namespaces of teams that dispatch nothing new (D98)."""
+        self.queues_ensured: dict[str, datetime] = {}
+        """When this process last ensured each team's Kueue objects (namespace, RoleBindings,
+        queues) and the cluster-wide ones: at a dispatch once QUEUES_RECHECK has passed
+        (D71), and for every team with running jobs once per cold start, so that an upgraded
+        deployment grants Recovery in the namespaces of teams that dispatch nothing new
+        (D98)."""
 
     def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
         """One pass, or nothing (`acquired` False) while another pass holds the lease.
@@ -190,7 +192,7 @@ class SchedulerService:
             self.clock(),
             named,
             bursting=self.bursts is not None,
-            teams_ensured=self.teams_ensured,
+            teams_ensured=[t for t in self.queues_ensured if not t.startswith(CLUSTER_OBJECTS)],
         )
         applier = PassApplier(
             lifecycle=self.lifecycle,
@@ -203,7 +205,8 @@ class SchedulerService:
             incidents=self.incidents,
             publisher=self.publisher,
             priority_classes=snapshot.config.priority_classes,
-            teams_ensured=self.teams_ensured,
+            queues_ensured=self.queues_ensured,
+            now=snapshot.now,
         )
         reconciled = plan_reconcile(snapshot)
         snapshot = reader.refresh(snapshot, applier.reconcile(reconciled))
