@@ -125,6 +125,8 @@ CLASSES = (
 SHAPES = {"baseline": (30, 1.0), "cohort": (6, 1.0), "small": (6, 0.1), "tiny": (2, 0.02)}
 """Teams in the one cluster, and the fraction of Kueue's per-team job counts (`tiny` is the
 smoke test's)."""
+PROGRESS_EVERY = int(os.environ.get("BENCH_PROGRESS_EVERY", "10"))
+"""A progress line on stderr every this many passes."""
 LONG_SHAPES = frozenset({"baseline", "cohort"})
 """Shapes whose run takes hours here (BENCHMARKS.md): no sensitivity reruns unless asked."""
 
@@ -797,11 +799,12 @@ def simulate(
             timeline.passes.append(sample)
             finished += sample.succeeded
             pass_free = meter.t
-            if progress is not None and len(timeline.passes) % 50 == 0:
+            if progress is not None and len(timeline.passes) % PROGRESS_EVERY == 0:
                 progress(
                     f"pass {len(timeline.passes)}: {meter.t:.1f} s virtual, "
                     f"{finished}/{len(work)} jobs done, {sample.end - sample.start:.2f} s pass, "
-                    f"{sum(sample.calls.values())} calls"
+                    f"{sum(sample.calls.values())} calls, {sample.admitted} admitted, "
+                    f"CPU {sample.cpu_s:.2f} s service + {sample.emulator_cpu_s:.2f} s emulators"
                 )
     timeline.finished_at = meter.t if finished == len(work) else None
     timeline.backlog = sum(1 for t, *_ in wakes if t <= meter.t)
