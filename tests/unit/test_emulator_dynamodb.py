@@ -4,6 +4,8 @@ index is paged by its entries."""
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +15,8 @@ from botocore.exceptions import ClientError
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from tests.conftest import REGION
+
+from hyperguard.twin.dynamodb import CHECKED_RESPONSES, keys_only_index_query
 
 TABLE = "emulated"
 
@@ -161,3 +165,24 @@ def test_a_keys_only_index_is_paged_by_its_entries_not_its_items(
         patched.setattr(Table, "query", moto_own(Table, "query"))
         theirs, pages = live_keys(ddb)
     assert theirs == ids and pages > 1
+
+
+def test_a_keys_only_index_is_compared_with_moto_only_for_the_first_answers(
+    ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto cuts a large index's answer short (it pages by whole items); its first page is
+    compared and counted, so moto does not read the whole table again at every query."""
+    asked: list[int] = []
+    own = moto_own(Table, "query")
+
+    @functools.wraps(own)  # the replacement reads moto's signature
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        asked.append(1)
+        return own(*args, **kwargs)
+
+    monkeypatch.setattr(Table, "query", keys_only_index_query(counted, Counter()))
+    for item_id in range(15):
+        put(ddb, f"job-{item_id:02d}", live="L", body="x" * 100_000)
+    for _ in range(CHECKED_RESPONSES + 3):
+        assert live_keys(ddb) == ([f"job-{n:02d}" for n in range(15)], 1)
+    assert len(asked) == CHECKED_RESPONSES

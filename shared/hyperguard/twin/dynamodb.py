@@ -272,16 +272,16 @@ def keys_only_index_query(
             expected, _, expected_last = query(self, *args, **kwargs)
             ours = [r.to_json() for r in results]
             theirs = [r.to_json() for r in expected]
-            # moto pages by whole items: an answer it cut short is not comparable (its first
-            # page is a prefix of ours), and is not counted as checked
+            # moto pages by whole items: an answer it cut short is compared as far as it
+            # goes (its first page is a prefix of ours), and counts as a check, or a large
+            # table would be read whole by moto at every query
             if theirs != (ours if expected_last is None else ours[: len(theirs)]):
                 if strict:
                     raise RuntimeError(f"keys-only Query of {name} differs from moto's")
                 differed.add(str(name))
                 logger.warning("keys-only Query of %s differs from moto's; moto answers it", name)
                 return expected, len(expected), expected_last
-            if expected_last is None:
-                checks["keys-only Query"] += 1
+            checks["keys-only Query"] += 1
         return results, len(results), last
 
     keys_only_query.__wrapped__ = query  # type: ignore[attr-defined]
