@@ -1683,8 +1683,9 @@ class SimulatedCluster:
             "controller": True,
         }
         template = self._pod_template(run)
-        nodes = self.store.list(NODES)
-        bound = bound_by_node(self.store.list(PODS))
+        with self.store.lock:  # read as stored, not copied: every pod, for every run started
+            nodes = self.store.peek_all(NODES)
+            bound = bound_by_node(self.store.peek_all(PODS))
         run.unbound = {}
         for index, preferred in enumerate(run.nodes):
             if run.kind == "HyperPodPyTorchJob":

@@ -32,7 +32,6 @@ an admitted job's pod sets change (a resized HyperPodPyTorchJob keeps its admiss
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import re
@@ -211,7 +210,32 @@ class Kueue:
         self.store = store
         self._stamp = stamp
         self._busy = False
-        store.add_listener(self._on_change)
+        self._waiting: dict[tuple[str, str, str], None] = {}
+        """The runs Kueue still has to admit (`_queued`), by (resource, namespace, name),
+        kept up to date from every change: a pass looks at these, not at every run ever
+        created (Kueue's own queue manager keeps its queues the same way)."""
+        self._holding: dict[tuple[str, str], None] = {}
+        """The Workloads holding quota (`_holds_quota`), by (namespace, name)."""
+        with store.lock:
+            for rt in (JOBS, HYPERPOD_PYTORCH_JOBS, WORKLOADS):
+                for obj in store.peek_all(rt):
+                    self._index("ADDED", rt, obj)
+            store.add_listener(self._on_change)
+
+    def _index(self, event: str, rt: ResourceType, obj: Obj) -> None:
+        meta = obj["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        if rt in (JOBS, HYPERPOD_PYTORCH_JOBS):
+            run = (rt.key, namespace, name)
+            if event != "DELETED" and _queued(rt, obj):
+                self._waiting[run] = None
+            else:
+                self._waiting.pop(run, None)
+        elif rt == WORKLOADS:
+            if event != "DELETED" and _holds_quota(obj):
+                self._holding[(namespace, name)] = None
+            else:
+                self._holding.pop((namespace, name), None)
 
     def _on_change(
         self, event: str, rt: ResourceType, obj: Obj, old: Obj | None, user: str | None
@@ -219,6 +243,7 @@ class Kueue:
         """Kueue's reasons to look again: a new run, a run that ended (its quota is given
         back), a deleted Workload (its run went), any change to a Kueue object or a
         namespace."""
+        self._index(event, rt, obj)
         if self._busy:
             return  # our own writes while scheduling
         if rt in (JOBS, HYPERPOD_PYTORCH_JOBS):
@@ -244,10 +269,12 @@ class Kueue:
                 self._busy = False
 
     def _queued_runs(self) -> Iterator[tuple[ResourceType, Obj]]:
+        kinds = {rt.key: rt for rt in (JOBS, HYPERPOD_PYTORCH_JOBS)}
         runs = [
-            (rt, job)
-            for rt in (JOBS, HYPERPOD_PYTORCH_JOBS)
-            for job in self.store.select(rt, functools.partial(_queued, rt))
+            (kinds[kind], job)
+            for kind, namespace, name in list(self._waiting)
+            if (job := self.store.find(kinds[kind], name, namespace)) is not None
+            and _queued(kinds[kind], job)
         ]
         runs.sort(key=lambda pair: (pair[1]["metadata"]["creationTimestamp"], _rv(pair[1])))
         yield from runs
@@ -481,7 +508,10 @@ class Kueue:
     def _usage(self) -> dict[tuple[str, str, str], int]:
         """What admitted, unfinished Workloads hold: (ClusterQueue, flavor, resource)."""
         used: dict[tuple[str, str, str], int] = defaultdict(int)
-        for workload in self.store.select(WORKLOADS, _holds_quota):
+        for namespace, name in self._holding:
+            workload = self.store.peek(WORKLOADS, name, namespace)
+            if workload is None or not _holds_quota(workload):
+                continue
             admission = (workload.get("status") or {}).get("admission") or {}
             queue = admission.get("clusterQueue", "")
             for assignment in admission.get("podSetAssignments") or []:

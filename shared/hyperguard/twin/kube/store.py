@@ -284,6 +284,12 @@ def _spec_of(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
+def _owner_uids(obj: Obj | None) -> set[str]:
+    if obj is None:
+        return set()
+    return {str(ref.get("uid")) for ref in obj["metadata"].get("ownerReferences") or []}
+
+
 class ObjectStore:
     """Kubernetes objects in memory, one lock for everything.
 
@@ -299,6 +305,9 @@ class ObjectStore:
         self.lock = threading.RLock()
         self._clock = clock
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {key: {} for key in RESOURCES}
+        self._owned: dict[str, dict[tuple[str, tuple[str, str]], None]] = {}
+        """The garbage collector's graph: an owner's uid, and the (resource, slot) of every
+        object whose ownerReferences name it, in the order they came to."""
         self._rv = 0
         self._listeners: list[Listener] = []
         # Propagation asked for by a delete that finalizers are holding up, by owner uid.
@@ -325,6 +334,15 @@ class ObjectStore:
         with self.lock:
             found = self._objects[rt.key].get(self._slot(rt, name, namespace))
             return copy.deepcopy(found) if found is not None else None
+
+    def peek(self, rt: ResourceType, name: str, namespace: str | None = None) -> Obj | None:
+        """The stored object itself, not a copy: for the twin's controllers, which call it
+        under `lock` and must not change what it returns."""
+        return self._objects[rt.key].get(self._slot(rt, name, namespace))
+
+    def peek_all(self, rt: ResourceType) -> list[Obj]:
+        """Every stored object of a kind, in name order, not copied (as `peek`)."""
+        return list(self._iter(rt, None))
 
     def select(
         self, rt: ResourceType, keep: Callable[[Obj], bool], namespace: str | None = None
@@ -407,6 +425,7 @@ class ObjectStore:
             )
             new["apiVersion"], new["kind"] = rt.api_version, rt.kind
             self._objects[rt.key][slot] = new
+            self._index_owners(rt, slot, None, new)
             self._notify("ADDED", rt, new, None, user)
             return copy.deepcopy(new)
 
@@ -619,7 +638,9 @@ class ObjectStore:
             policy = self._pending_propagation.get(meta["uid"], "Background")
             self._remove(rt, new, policy, user)
             return copy.deepcopy(new)
-        self._objects[rt.key][self._slot(rt, meta["name"], meta.get("namespace"))] = new
+        slot = self._slot(rt, meta["name"], meta.get("namespace"))
+        self._index_owners(rt, slot, self._objects[rt.key].get(slot), new)
+        self._objects[rt.key][slot] = new
         self._notify("MODIFIED", rt, new, current, user)
         return copy.deepcopy(new)
 
@@ -628,19 +649,37 @@ class ObjectStore:
         uid = meta["uid"]
         if policy == "Foreground":
             self._collect(uid, policy, user)
-        old = self._objects[rt.key].pop(self._slot(rt, meta["name"], meta.get("namespace")))
+        slot = self._slot(rt, meta["name"], meta.get("namespace"))
+        old = self._objects[rt.key].pop(slot)
+        self._index_owners(rt, slot, old, None)
         self._pending_propagation.pop(uid, None)
         self._notify("DELETED", rt, final, old, user)
         if policy != "Foreground":
             self._collect(uid, policy, user)
 
+    def _index_owners(
+        self, rt: ResourceType, slot: tuple[str, str], old: Obj | None, new: Obj | None
+    ) -> None:
+        before, after = _owner_uids(old), _owner_uids(new)
+        for uid in before - after:
+            owned = self._owned.get(uid, {})
+            owned.pop((rt.key, slot), None)
+            if not owned:
+                self._owned.pop(uid, None)
+        for uid in after - before:
+            self._owned.setdefault(uid, {})[(rt.key, slot)] = None
+
     def _collect(self, owner_uid: str, policy: str, user: str | None) -> None:
-        """The garbage collector's work for one removed owner."""
+        """The garbage collector's work for one removed owner: its dependents by kind, in
+        the order they were made (the graph `_owned` names them, as kube-controller-
+        manager's graph builder does, instead of a scan of every object)."""
+        order = {key: i for i, key in enumerate(RESOURCES)}
+        named = sorted(self._owned.get(owner_uid, {}), key=lambda entry: order[entry[0]])
         dependents = [
-            (rt, obj)
-            for rt in RESOURCES.values()
-            for obj in self._objects[rt.key].values()
-            if any(
+            (RESOURCES[key], obj)
+            for key, slot in named
+            if (obj := self._objects[key].get(slot)) is not None
+            and any(
                 ref.get("uid") == owner_uid for ref in obj["metadata"].get("ownerReferences", [])
             )
         ]
