@@ -404,16 +404,23 @@ class KubeApiServer:
         warnings: list[str] = []
         admit = _admission(request, rt, sub, warnings)
         if verb == "list":
-            items = store.list(rt, namespace, args.get("labelSelector"), args.get("fieldSelector"))
-            return _json(
-                200,
-                {
-                    "apiVersion": rt.api_version,
-                    "kind": f"{rt.kind}List",
-                    "metadata": {"resourceVersion": store.current_resource_version},
-                    "items": items,
-                },
-            )
+            with store.lock:  # serialised as stored, at one resourceVersion, not copied first
+                items = store.list(
+                    rt,
+                    namespace,
+                    args.get("labelSelector"),
+                    args.get("fieldSelector"),
+                    copies=False,
+                )
+                return _json(
+                    200,
+                    {
+                        "apiVersion": rt.api_version,
+                        "kind": f"{rt.kind}List",
+                        "metadata": {"resourceVersion": store.current_resource_version},
+                        "items": items,
+                    },
+                )
         if verb == "create" and sub == "eviction":
             assert name is not None and namespace is not None
             eviction = schema.admit(EVICTIONS, _object(request), warnings=warnings)

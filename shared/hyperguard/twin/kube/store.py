@@ -360,13 +360,17 @@ class ObjectStore:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        copies: bool = True,
     ) -> list[Obj]:
-        """Objects in `namespace` (every namespace when None), in name order."""
+        """Objects in `namespace` (every namespace when None), in name order. `copies`
+        False: the stored objects themselves, for a caller that holds `lock` while it reads
+        them and changes none (the API server, serialising a list)."""
         labels_match = parse_label_selector(label_selector)
         fields_match = parse_field_selector(field_selector)
         with self.lock:
             return [
-                copy.deepcopy(obj)
+                copy.deepcopy(obj) if copies else obj
                 for obj in self._iter(rt, namespace)
                 if labels_match(obj["metadata"].get("labels") or {}) and fields_match(obj)
             ]
