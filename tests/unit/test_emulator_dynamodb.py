@@ -4,6 +4,7 @@ index is paged by its entries."""
 
 from __future__ import annotations
 
+import base64
 import functools
 from collections import Counter
 from collections.abc import Iterator
@@ -12,11 +13,14 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.utilities import dynamo_to_dict
 from tests.conftest import REGION
 
-from hyperguard.twin.dynamodb import CHECKED_RESPONSES, keys_only_index_query
+from hyperguard.twin.dynamodb import CHECKED_RESPONSES, keys_only_index_query, plain_answers
 
 TABLE = "emulated"
 
@@ -186,3 +190,37 @@ def test_a_keys_only_index_is_compared_with_moto_only_for_the_first_answers(
     for _ in range(CHECKED_RESPONSES + 3):
         assert live_keys(ddb) == ([f"job-{n:02d}" for n in range(15)], 1)
     assert len(asked) == CHECKED_RESPONSES
+
+
+wire_values = st.recursive(
+    st.one_of(
+        st.text(max_size=5).map(lambda v: {"S": v}),
+        st.integers(-1000, 1000).map(lambda v: {"N": str(v)}),
+        st.booleans().map(lambda v: {"BOOL": v}),
+        st.just({"NULL": True}),
+        st.binary(max_size=4).map(lambda v: {"B": base64.b64encode(v).decode()}),
+        st.lists(st.text(max_size=3), max_size=3, unique=True).map(lambda v: {"SS": v}),
+    ),
+    lambda children: st.one_of(
+        st.dictionaries(st.text(max_size=4), children, max_size=3).map(lambda m: {"M": m}),
+        st.lists(children, max_size=3).map(lambda v: {"L": v}),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.text(min_size=1, max_size=4), wire_values, max_size=4)))
+def test_answers_are_made_plain_as_moto_makes_them(found: list[dict[str, Any]]) -> None:
+    """A BatchGetItem answer's stored items, as moto's `dynamo_to_dict` turns them into plain
+    values and as the emulator's faster replacement does."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
+
+    answer = {
+        "Responses": {
+            TABLE: [LimitedSizeDict({k: DynamoType(v) for k, v in i.items()}) for i in found]
+        },
+        "UnprocessedKeys": {},
+        "ConsumedCapacity": [{"CapacityUnits": len(found), "TableName": TABLE}],
+    }
+    assert plain_answers(dynamo_to_dict)(answer) == dynamo_to_dict(answer)

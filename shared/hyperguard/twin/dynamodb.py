@@ -288,20 +288,56 @@ def keys_only_index_query(
     return keys_only_query
 
 
+def plain_answers(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A replacement for moto's `dynamo_to_dict` (`convert`), which turns an answer's stored
+    values into plain ones for the serialiser: the same result, with exact type checks for
+    what an answer is made of (DynamoType, dicts, lists, strings, numbers, booleans) before
+    moto's isinstance and `hasattr(to_json)` tests, which cost most of a large BatchGetItem
+    (every attribute of every item). Binary values and anything else are `convert`'s."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
+
+    scalars = (str, int, bool, float, type(None))
+    mappings = (dict, LimitedSizeDict)
+
+    def plain(obj: Any) -> Any:
+        kind = type(obj)
+        if kind is DynamoType:
+            if obj.type in ("B", "BS"):
+                return convert(obj)
+            return {obj.type: plain(obj.value)}
+        if kind in mappings:
+            return {k: plain(v) for k, v in obj.items()}
+        if kind is list:
+            return [plain(v) for v in obj]
+        if kind in scalars:
+            return obj
+        return convert(obj)
+
+    plain.__wrapped__ = convert  # type: ignore[attr-defined]
+    return plain
+
+
 def replacements(
     checks: Counter[str], *, indexed: Callable[[Any], bool] | None = None, strict: bool = False
 ) -> list[tuple[Any, str, Any]]:
     """(owner, attribute, value) of each replacement, around moto's own functions (also
     when these are installed already)."""
     import moto.dynamodb.models as backend_module
+    import moto.dynamodb.responses as responses_module
     from moto.core.responses import ActionResult
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
     transact = DynamoDBBackend.transact_write_items
     query = Table.query
+    convert = responses_module.dynamo_to_dict  # type: ignore[attr-defined]
     return [
         (ActionResult, "execute_result", fast_dynamodb_responses(checks)),
+        (
+            responses_module,
+            "dynamo_to_dict",
+            plain_answers(getattr(convert, "__wrapped__", convert)),
+        ),
         (backend_module, "copy", _TablesNotCopied()),
         (
             DynamoDBBackend,
