@@ -141,8 +141,9 @@ def test_a_run_waits_without_a_workload_until_its_priority_class_exists(
     assert started(apis, "a")
 
 
+@pytest.mark.parametrize("freed_by", ["stop", "finish"])
 def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
-    apis: ClusterApis,
+    apis: ClusterApis, freed_by: str
 ) -> None:
     ensure(apis)
     # An operator's ClusterQueue with room for one 8-GPU run, in place of HyperGuard's.
@@ -166,7 +167,7 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
             },
         },
     )
-    dispatch(apis, job(apis, "a"), node=0)
+    dispatch(apis, job(apis, "a").model_copy(update={"max_steps": 2}), node=0)
     dispatch(apis, job(apis, "b"), node=1)
     assert started(apis, "a") and not started(apis, "b")
     assert quota_reserved(apis, "b") == (
@@ -177,8 +178,12 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
     )
     assert ensure(apis)[f"ClusterQueue/{cluster_queue(TEAM)}"] == EnsureOutcome.FOREIGN
 
-    assert apis.gateway.stop_job("a")
-    apis.settle()
+    if freed_by == "stop":  # the run and its Workload are deleted
+        assert apis.gateway.stop_job("a")
+        apis.settle()
+    else:  # the run completes: its Workload is Finished and gives the quota back
+        apis.advance(60 + 30 * 3)
+        assert apis.cluster.runs()["a"].state == "succeeded"
     assert started(apis, "b") and quota_reserved(apis, "b")[0] == "True"
 
 

@@ -588,7 +588,16 @@ class Kueue:
             owners = workload["metadata"].get("ownerReferences") or []
             return any(o.get("uid") == meta["uid"] for o in owners) and _holds_quota(workload)
 
-        for workload in self.store.select(WORKLOADS, holding_for_job, meta["namespace"]):
+        holding = [  # among the Workloads holding quota, not every Workload ever made
+            name
+            for namespace, name in list(self._holding)
+            if namespace == meta["namespace"]
+            and (stored := self.store.peek(WORKLOADS, name, namespace)) is not None
+            and holding_for_job(stored)
+        ]
+        for workload in filter(
+            None, (self.store.find(WORKLOADS, n, meta["namespace"]) for n in holding)
+        ):
             condition = {
                 "type": "Finished",
                 "status": "True",
