@@ -437,6 +437,9 @@ class SimulatedCluster:
         self._autoscaling: dict[str, str] | None = None
         self._refusals: list[str] = []
         self._runs: dict[str, Run] = {}
+        self._unfinished: dict[str, Run] = {}
+        """The runs neither succeeded nor stopped: those the clock can still move, which
+        settling walks at every change (a day's finished runs stay in `_runs`)."""
         self._checkpoints: dict[str, int] = {}
         self._reference: dict[str, int] = {}
         self._timeline: dict[str, list[Progress]] = {}
@@ -1601,6 +1604,7 @@ class SimulatedCluster:
             if run is not None and run.state in ("running", "waiting"):
                 self._freeze(run, now)
                 run.state = "stopped"
+                self._unfinished.pop(run.uid, None)
 
     def _on_pod_change(self, event: str, obj: dict[str, Any], now: datetime) -> None:
         """The kubelet losing a pod; kube-scheduler taking a pod a client created."""
@@ -1665,7 +1669,7 @@ class SimulatedCluster:
             reference=self._reference.setdefault(job_id, max(len(nodes), 1)),
             elastic=elastic,
         )
-        self._runs[run.uid] = run
+        self._runs[run.uid] = self._unfinished[run.uid] = run
         self._start_pods(run, now)
 
     def _start_pods(self, run: Run, now: datetime) -> None:
@@ -1924,6 +1928,7 @@ class SimulatedCluster:
         run.anchor_step, run.anchor_at = run.max_steps, None
         self._record(run, at, 0)
         run.state = "succeeded"
+        self._unfinished.pop(run.uid, None)
         self._delete_pods_of(run)
         stamp = self._stamp(at)
         if run.kind == "HyperPodPyTorchJob":
@@ -1973,6 +1978,7 @@ class SimulatedCluster:
             step = self._checkpoints.get(run.location or "", 0)
         run.anchor_step = run.emitted_step = step
         run.state = "running"
+        self._unfinished[run.uid] = run
         run.ready_at = now + timedelta(seconds=self.timings.rescale_s)
         run.restarts += 1
         self._start_pods(run, now)
@@ -1997,6 +2003,7 @@ class SimulatedCluster:
             return
         run.nodes = healthy[:size]
         run.state = "running"
+        self._unfinished[run.uid] = run
         run.anchor_step = run.emitted_step = self._checkpoints.get(run.location or "", 0)
         run.ready_at = now + timedelta(seconds=self.timings.rescale_s)
         run.restarts += 1
@@ -2055,7 +2062,7 @@ class SimulatedCluster:
         while all its nodes are up and healthy."""
         self._bind_client_pods(now)
         restart = timedelta(seconds=self.timings.job_restart_s)
-        for run in self._runs.values():
+        for run in list(self._unfinished.values()):
             if (
                 run.state == "waiting"
                 and run.nodes
@@ -2085,7 +2092,7 @@ class SimulatedCluster:
 
     def _checkpoint_runs(self, until: datetime) -> None:
         every = self.timings.checkpoint_interval_steps
-        for run in self._runs.values():
+        for run in list(self._unfinished.values()):
             if run.anchor_at is None or run.location is None:
                 continue
             first = (run.emitted_step // every + 1) * every
@@ -2113,7 +2120,7 @@ class SimulatedCluster:
     def _complete_runs(self, until: datetime) -> None:
         due = sorted(
             (at, run.uid)
-            for run in self._runs.values()
+            for run in self._unfinished.values()
             if (at := run.finishes_at(self._step)) is not None and at <= until
         )
         for at, uid in due:
