@@ -342,3 +342,35 @@ def test_a_pass_marks_its_dispatched_jobs_running_in_one_transaction(stack: Stac
         assert record is not None and record.job.status is JobStatus.RUNNING
         assert record.history[-1].event == "dispatched"
         assert record.history[-1].details == {"nodes": NODES[:2]}
+
+
+def test_a_pass_finishes_its_ended_jobs_in_one_transaction(stack: Stack) -> None:
+    """Three running jobs whose runs ended: one transaction finishes the two whose run is
+    still the one that ended; the one restarted meanwhile (a newer run) is tried alone and
+    refused, as `finish` refuses it, and keeps running."""
+    jobs = JobStore(stack.tables["JobsTable"])
+    lifecycle = JobLifecycle(jobs)
+    running = [admitted_on_two_nodes(stack, lifecycle) for _ in range(3)]
+    for job_id in running:
+        assert lifecycle.start(job_id, nodes=NODES[:2], pool="w")
+    ended = [jobs.record(job_id) for job_id in running]
+    assert lifecycle.protect(running[0], incident_id=INCIDENT, node=NODES[0])
+    assert lifecycle.protect(running[1], incident_id=INCIDENT, node=NODES[0])
+    assert lifecycle.restart(
+        running[1], incident_id=INCIDENT, run=0, nodes=NODES[:2], reason="node replaced"
+    )
+    with transactions_sent(jobs) as sent:
+        outcomes = lifecycle.finish_all(
+            [(r, JobStatus.SUCCEEDED, "run completed") for r in ended if r is not None]
+        )
+    assert sent == [3, 2]  # cancelled by running[1]'s newer run, then the two
+    assert [bool(outcomes[job_id]) for job_id in running] == [True, False, True]
+    for job_id in (running[0], running[2]):
+        record = jobs.record(job_id)
+        assert record is not None and record.job.status is JobStatus.SUCCEEDED
+        assert record.job.nodes == [] and record.admitted_replicas is None
+        assert record.protected_by is None  # protection ends with the job
+        assert record.history[-1].event == "finished"
+        assert set(record.history[-1].details) == {"run_time_s", "restarts"}
+    record = jobs.record(running[1])
+    assert record is not None and record.job.status is JobStatus.RUNNING

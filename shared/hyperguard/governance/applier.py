@@ -154,15 +154,22 @@ class PassApplier:
                 slow_ratio=found.slow_ratio,
             )
             self.result.writes += 1
-        moved = [v.job_id for v in plan.verdicts if self.conclude(v)]
+        ends = [v for v in plan.verdicts if v.verdict in ENDS]
+        ended = self.lifecycle.finish_all(
+            [(v.record, ENDS[v.verdict], v.reason) for v in ends]
+        )  # together, in transactions of up to 100 (D116)
+        moved = [v.job_id for v in plan.verdicts if self.conclude(v, ended.get(v.job_id))]
         for orphan in plan.orphans:
             self.stop(orphan.job_id, before_run=orphan.before_run)
         return moved + [v.job_id for v in plan.pauses if self.conclude(v)]
 
-    def conclude(self, verdict: Reconcile) -> bool:
-        """The verdict written (its runs stopped unless it succeeded); False if refused."""
+    def conclude(self, verdict: Reconcile, written: Outcome | None = None) -> bool:
+        """The verdict written, unless `written` says how its write went already (its runs
+        stopped unless it succeeded); False if refused."""
         job = verdict.record.job
-        if verdict.verdict in ENDS:
+        if written is not None:
+            outcome = written
+        elif verdict.verdict in ENDS:
             outcome = self.lifecycle.finish(
                 verdict.record, ENDS[verdict.verdict], reason=verdict.reason
             )

@@ -408,28 +408,66 @@ class JobLifecycle:
     ) -> Outcome:
         """The job's current run completed (Succeeded) or failed for good (Failed): its
         quota is free. Refused if the job has been restarted since (an older run ended)."""
+        move, sets, details = self._ending(record, status, details)
+        return self._move(
+            move,
+            record.job.job_id,
+            Actor.RECONCILER,
+            JobEvent.FINISHED,
+            reason,
+            sets=sets,
+            remove=("admitted_replicas",),
+            condition="#run_ = :run_",
+            values={":run_": record.job.run},
+            names={"#run_": "run"},
+            details=details,
+        )
+
+    def finish_all(self, ends: Sequence[tuple[JobRecord, JobStatus, str]]) -> dict[str, Outcome]:
+        """`finish` for every `(record, status, reason)` a pass concludes, in transactions of
+        up to 100 (one call, not one a job, as `start_all`); a job the batch could not move
+        (restarted since, moved on, or its history is full) is finished alone, which says
+        why."""
+        moves = []
+        for record, status, reason in ends:
+            move, sets, details = self._ending(record, status, {})
+            rule = RULES[move]
+            if Actor.RECONCILER not in rule.by:
+                raise MoveNotAllowedError(f"{Actor.RECONCILER.value} may not {move.value} a job")
+            moves.append(
+                BatchedMove(
+                    record.job.job_id,
+                    rule.expect,
+                    rule.to,
+                    self._entry(JobEvent.FINISHED, rule.to, reason, details),
+                    sets=sets,
+                    remove=("admitted_replicas", "protected_by"),
+                    condition="#run_ = :run_",
+                    condition_values={":run_": record.job.run},
+                    condition_names={"#run_": "run"},
+                )
+            )
+        moved = self.store.transition_all(moves) if moves else set()
+        return {
+            record.job.job_id: APPLIED
+            if record.job.job_id in moved
+            else self.finish(record, status, reason=reason)
+            for record, status, reason in ends
+        }
+
+    def _ending(
+        self, record: JobRecord, status: JobStatus, details: dict[str, Any]
+    ) -> tuple[Move, dict[str, Any], dict[str, Any]]:
+        """How a run that ended moves its job: the move, what it sets, its history details."""
         if status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
             raise ValueError(f"{status} is not how a run ends")
         now = self.clock()
         first = record.first_admitted_at or record.started_at or now
         run_time = round(max((now - first).total_seconds(), 0.0), 3)
-        return self._move(
-            Move.SUCCEED if status is JobStatus.SUCCEEDED else Move.FAIL,
-            record.job.job_id,
-            Actor.RECONCILER,
-            JobEvent.FINISHED,
-            reason,
-            sets={"nodes": [], "ended_at": now.isoformat(), "run_time_s": run_time},
-            remove=("admitted_replicas",),
-            condition="#run_ = :run_",
-            values={":run_": record.job.run},
-            names={"#run_": "run"},
-            details={
-                "run_time_s": run_time,
-                "restarts": record.job.restart_count,
-                **details,
-            },
-        )
+        move = Move.SUCCEED if status is JobStatus.SUCCEEDED else Move.FAIL
+        sets = {"nodes": [], "ended_at": now.isoformat(), "run_time_s": run_time}
+        history = {"run_time_s": run_time, "restarts": record.job.restart_count, **details}
+        return move, sets, history
 
     def requeue(
         self,

@@ -45,7 +45,8 @@ instance type, named by a deterministic burst id (a second pass starting it agai
 no-op). The same pass releases HyperGuard's burst nodes idle past the policy's cooldown.
 
 Order of effects, and why:
-* cancelled jobs' pods, reconciliation's verdicts and orphaned runs come first, and admission
+* cancelled jobs' pods, reconciliation's verdicts (the finished jobs' ends together, in
+  transactions of up to 100: D116) and orphaned runs come first, and admission
   is planned only after the jobs they moved are read again: quota and nodes a verdict frees
   are then free to the same pass, and nothing is admitted from a stale status;
 * preempt: conditional write first, then `stop_job` — the database is what quota is counted

@@ -72,6 +72,10 @@ class BatchedMove:
     entry: JobHistoryEntry
     sets: dict[str, Any] | None = None
     remove: Collection[str] = ()
+    condition: str | None = None
+    """A further ConditionExpression (see `JobStore.transition`), over the two maps below."""
+    condition_values: dict[str, Any] | None = None
+    condition_names: dict[str, str] | None = None
 
 
 class JobEvent(StrEnum):
@@ -487,6 +491,9 @@ class JobStore(TableStore):
                         move.entry,
                         move.sets,
                         move.remove,
+                        condition=move.condition,
+                        condition_values=move.condition_values,
+                        condition_names=move.condition_names,
                         history=True,
                     ),
                 )
