@@ -140,8 +140,8 @@ build: install sam-install
 	PYTHON=$(abspath $(PY)) $(SAM) build --parallel
 
 # The scheduler's default shape and its growth measurement take about a minute each here;
-# Kueue's full baseline shape (bench/scheduler.py --shape baseline) runs far longer than the
-# 47 minutes once estimated (BENCHMARKS.md: 1,443 of 15,000 jobs in its first 24 minutes): by hand.
+# Kueue's full baseline shape (bench/scheduler.py --shape baseline) takes about 22 minutes
+# here (BENCHMARKS.md): by hand.
 bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/scheduler.py
