@@ -15,12 +15,18 @@ import pytest
 from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
 from tests.conftest import REGION
 
-from hyperguard.twin.dynamodb import CHECKED_RESPONSES, keys_only_index_query, plain_answers
+from hyperguard.twin.dynamodb import (
+    CHECKED_RESPONSES,
+    keys_only_index_query,
+    plain_answers,
+    top_level_projection,
+)
 
 TABLE = "emulated"
 
@@ -224,3 +230,110 @@ def test_answers_are_made_plain_as_moto_makes_them(found: list[dict[str, Any]]) 
         "ConsumedCapacity": [{"CapacityUnits": len(found), "TableName": TABLE}],
     }
     assert plain_answers(dynamo_to_dict)(answer) == dynamo_to_dict(answer)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["a", "b", "rev", "job_id"]), wire_values, max_size=4),
+    st.lists(st.sampled_from(["a", "b", "rev", "job_id", "missing"]), min_size=1, unique=True),
+)
+def test_a_top_level_projection_is_the_item_moto_projects(
+    attrs: dict[str, Any], names: list[str]
+) -> None:
+    """The emulator's projection of top-level names picks them from the item; moto converts
+    the whole item per path: the same projected item."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    item = Item(DynamoType({"S": "key"}), None, {"id": {"S": "key"}, **attrs})
+    paths = [[name] for name in names]
+    project = getattr(Item.project, "__wrapped__", Item.project)  # moto's own
+    assert top_level_projection(project)(item, paths).to_json() == project(item, paths).to_json()
+
+
+def test_a_nested_projection_is_left_to_moto(ddb: Any) -> None:
+    put(ddb, "x", v="1")
+    ddb.update_item(
+        TableName=TABLE,
+        Key={"id": {"S": "x"}},
+        UpdateExpression="SET m = :m",
+        ExpressionAttributeValues={":m": {"M": {"inner": {"S": "kept"}, "other": {"N": "2"}}}},
+    )
+    answer = ddb.batch_get_item(
+        RequestItems={TABLE: {"Keys": [{"id": {"S": "x"}}], "ProjectionExpression": "m.inner, v"}}
+    )
+    assert answer["Responses"][TABLE] == [{"m": {"M": {"inner": {"S": "kept"}}}, "v": {"S": "1"}}]
+
+
+UPDATES = st.sampled_from(
+    [
+        ("SET v = :s", None, {":s": {"S": "x"}}),
+        (
+            "SET h = list_append(if_not_exists(h, :empty), :e)",
+            None,
+            {":empty": {"L": []}, ":e": {"L": [{"S": "e"}]}},
+        ),
+        ("ADD n :one", None, {":one": {"N": "1"}}),
+        ("REMOVE v", None, None),
+        ("SET m.k = :s", "attribute_exists(m)", {":s": {"S": "y"}}),
+        ("SET m = :m", None, {":m": {"M": {"k": {"S": "z"}}}}),
+        ("SET v = :s", "v = :s", {":s": {"S": "x"}}),
+        (
+            "SET v = :t ADD n :one",
+            "size(h) < :max",
+            {":t": {"S": "t"}, ":one": {"N": "1"}, ":max": {"N": "3"}},
+        ),
+        # refused after list_append was evaluated: the item's own list must be left alone
+        (
+            "SET h = list_append(if_not_exists(h, :empty), :e), w = nowhere",
+            None,
+            {":empty": {"L": []}, ":e": {"L": [{"S": "f"}]}},
+        ),
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.booleans(), st.lists(UPDATES, min_size=1, max_size=8))
+def test_an_update_without_copies_changes_an_item_as_moto_does(
+    exists: bool, updates: list[tuple[str, str | None, dict[str, Any] | None]]
+) -> None:
+    """The same updates, through the emulator's update_item and through moto's own, on two
+    copies of an item (or of none): the same items and the same refusals after each."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    from hyperguard.twin.dynamodb import update_without_copies
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        for name in ("ours", "moto"):
+            client.create_table(
+                TableName=name,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            )
+            if exists:
+                client.put_item(TableName=name, Item={"id": {"S": "k"}, "v": {"S": "x"}})
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+        own = getattr(DynamoDBBackend.update_item, "__wrapped__", DynamoDBBackend.update_item)
+        ours = update_without_copies(own)
+        for expression, condition, values in updates:
+            outcomes = []
+            for table, update in (("ours", ours), ("moto", own)):
+                try:
+                    update(
+                        backend,
+                        table,
+                        {"id": {"S": "k"}},
+                        expression,
+                        {},
+                        values or {},
+                        condition_expression=condition,
+                    )
+                    outcomes.append("written")
+                except Exception as error:  # the refusal, by its kind
+                    outcomes.append(type(error).__name__)
+            assert outcomes[0] == outcomes[1], (expression, outcomes)
+            items = [client.scan(TableName=name)["Items"] for name in ("ours", "moto")]
+            assert items[0] == items[1], (expression, items)

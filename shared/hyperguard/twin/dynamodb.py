@@ -14,7 +14,11 @@ histories, that is seconds of CPU per admission for the twin, the tests and
 - a Query of a keys-only global index by its partition key alone reads the index's entries,
   not the items: pages are filled by the entries' own size, as DynamoDB fills them (moto
   pages by whole items: 6 pages for a 3,000-job `Live` query where DynamoDB takes one), in
-  moto's order and with moto's LastEvaluatedKey.
+  moto's order and with moto's LastEvaluatedKey;
+- a projection of top-level attributes (GetItem, BatchGetItem) picks them from the item,
+  where moto converts the whole item once per projected path;
+- an update of an existing item in a table without a stream copies neither the item (moto
+  keeps the copy for the stream alone) nor the expression it has just parsed.
 
 The first CHECKED_RESPONSES answers of each kind are compared with moto's own; one that
 differs is logged and left to moto from then on (the bench, `strict`, stops instead). All are
@@ -111,22 +115,67 @@ def fast_dynamodb_responses(checked: Counter[str]) -> Callable[..., Any]:
 
 
 _saving_items = contextvars.ContextVar("saving_items", default=False)
+_uncopied_update = contextvars.ContextVar("uncopied_update", default=False)
 
 
 class _TablesNotCopied:
     """`copy` for moto's DynamoDB backend module: while a transaction saves its own items, a
-    Table's deep copy is the table itself (every other copy is a real one)."""
+    Table's deep copy is the table itself; while an update needs no copy of its item
+    (`update_without_copies`), the item's is the item (every other copy is a real one)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(copy, name)
 
     @staticmethod
     def deepcopy(value: Any, memo: Any = None) -> Any:
+        from moto.dynamodb.models.dynamo_type import Item
         from moto.dynamodb.models.table import Table
 
         if _saving_items.get() and isinstance(value, Table):
             return value
+        if _uncopied_update.get() and isinstance(value, Item):
+            return value  # the item before an update, kept only for a stream (none here)
         return copy.deepcopy(value, memo)
+
+
+def _copy_unless_fresh_expression(value: Any, memo: Any = None) -> Any:
+    """`deepcopy` for moto's update-expression validators: while an update of an existing
+    item validates the expression it has just parsed (once), the parse itself, not a copy;
+    every other copy is a real one."""
+    from moto.dynamodb.parsing.ast_nodes import UpdateExpression  # type: ignore[attr-defined]
+
+    if _uncopied_update.get() and isinstance(value, UpdateExpression):
+        return value
+    return copy.deepcopy(value, memo)
+
+
+def update_without_copies(update: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement for moto's `DynamoDBBackend.update_item` (`update`), which deep-copies the
+    item before it changes it (for the table's stream) and the update expression it has just
+    parsed (before validating it): most of an update's CPU once an item holds a job's
+    history. For an existing item of a table without a stream neither copy is read again, so
+    neither is made; moto does everything else. A new item's update (its expression is
+    validated twice) and a streamed table's are moto's whole."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    def uncopied(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            table = self.get_table(table_name)
+            hash_key = DynamoType(key[table.hash_key_attr])
+            range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+            existing = table.stream_shard is None and table.get_item(hash_key, range_key)
+        except Exception:  # moto's own validation answers what cannot be read here
+            existing = None
+        if not existing:
+            return update(self, table_name, key, *args, **kwargs)
+        token = _uncopied_update.set(True)
+        try:
+            return update(self, table_name, key, *args, **kwargs)
+        finally:
+            _uncopied_update.reset(token)
+
+    uncopied.__wrapped__ = update  # type: ignore[attr-defined]
+    return uncopied
 
 
 def item_level_transaction_rollback(transact: Callable[..., Any]) -> Callable[..., Any]:
@@ -317,19 +366,63 @@ def plain_answers(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return plain
 
 
+def top_level_projection(project: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement for moto's `Item.project` (`project`), which converts the whole item to
+    plain values and back once per projected path: the same item, for a projection of
+    top-level attribute names only, made of those attributes alone (a scheduling pass reads
+    the revisions of thousands of job items so: D122). A projection with a nested path or
+    an index, or of a value holding binary data or a set, is `project`'s."""
+    from moto.dynamodb.models.dynamo_type import Item
+
+    def projected(self: Any, projection_expressions: list[list[str]]) -> Any:
+        names = [path[0] for path in projection_expressions if len(path) == 1]
+        if len(names) != len(projection_expressions) or not all(map(_plain_name, names)):
+            return project(self, projection_expressions)
+        picked = {name: self.attrs[name].to_json() for name in names if name in self.attrs}
+        if _changed_by_moto(picked):
+            return project(self, projection_expressions)
+        return Item(hash_key=self.hash_key, range_key=self.range_key, attrs=picked)
+
+    projected.__wrapped__ = project  # type: ignore[attr-defined]
+    return projected
+
+
+_ROUND_TRIPPED = frozenset({"B", "BS", "SS", "NS"})
+"""Types moto's projection changes on the way through plain values: a binary value becomes
+bytes, a set may change its order (and an empty one its type)."""
+
+
+def _changed_by_moto(value: Any) -> bool:
+    if hasattr(value, "type") and hasattr(value, "value"):  # a DynamoType inside a map or list
+        return value.type in _ROUND_TRIPPED or _changed_by_moto(value.value)
+    if isinstance(value, dict):
+        return bool(_ROUND_TRIPPED & value.keys()) or any(map(_changed_by_moto, value.values()))
+    if isinstance(value, list):
+        return any(map(_changed_by_moto, value))
+    return False
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and "[" not in name and "." not in name
+
+
 def replacements(
     checks: Counter[str], *, indexed: Callable[[Any], bool] | None = None, strict: bool = False
 ) -> list[tuple[Any, str, Any]]:
     """(owner, attribute, value) of each replacement, around moto's own functions (also
     when these are installed already)."""
     import moto.dynamodb.models as backend_module
+    import moto.dynamodb.parsing.validators as validators_module
     import moto.dynamodb.responses as responses_module
     from moto.core.responses import ActionResult
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
 
     transact = DynamoDBBackend.transact_write_items
+    update = DynamoDBBackend.update_item
     query = Table.query
+    project = Item.project
     convert = responses_module.dynamo_to_dict  # type: ignore[attr-defined]
     return [
         (ActionResult, "execute_result", fast_dynamodb_responses(checks)),
@@ -344,6 +437,13 @@ def replacements(
             "transact_write_items",
             item_level_transaction_rollback(getattr(transact, "__wrapped__", transact)),
         ),
+        (Item, "project", top_level_projection(getattr(project, "__wrapped__", project))),
+        (
+            DynamoDBBackend,
+            "update_item",
+            update_without_copies(getattr(update, "__wrapped__", update)),
+        ),
+        (validators_module, "deepcopy", _copy_unless_fresh_expression),
         (
             Table,
             "query",
