@@ -207,15 +207,17 @@ def admitted_on_two_nodes(stack: Stack, lifecycle: JobLifecycle) -> str:
 
 
 def test_a_submitted_job_is_stored_as_the_job_and_record_fields_only(stack: Stack) -> None:
-    """The item is the job's fields, the record's and the Live key: nothing else (a keyword
-    the item builder took for an attribute once stored `exclude` on every job)."""
+    """The item is the job's fields, the record's, the Live key and the revision: nothing
+    else (a keyword the item builder took for an attribute once stored `exclude` on every
+    job)."""
     jobs = JobStore(stack.tables["JobsTable"])
     job = Job(job_id=f"job-{next(_ids)}", team="ml", image="i", submitted_at=datetime.now(UTC))
     JobLifecycle(jobs).submit(job, principal="p", rules=RULES)
     item = jobs.table.get_item(Key={"job_id": job.job_id}, ConsistentRead=True)["Item"]
-    allowed = set(Job.model_fields) | store_jobs._RECORD_FIELDS | {"live"}
+    allowed = set(Job.model_fields) | store_jobs._RECORD_FIELDS | {"live", store_jobs.REV}
     assert set(item) <= allowed, set(item) - allowed
     assert item["live"] == store_jobs.LIVE and item["status"] == "Pending"
+    assert item[store_jobs.REV] == 0
 
 
 def test_recovery_may_shrink_a_job_it_protects_but_never_grow_it(stack: Stack) -> None:

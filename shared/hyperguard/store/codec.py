@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from decimal import Decimal
 from typing import Any
 
@@ -106,14 +106,28 @@ BATCH_GET_MAX = 100
 BATCH_GET_ATTEMPTS = 8
 
 
-def batch_get(table: Any, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def batch_get(
+    table: Any, keys: list[dict[str, Any]], *, attributes: Collection[str] = ()
+) -> list[dict[str, Any]]:
     """The items of `table` (a boto3 Table) with these keys, strongly consistent (missing
     ones left out), in batches of 100; keys DynamoDB leaves unprocessed are asked again
-    with backoff, never dropped."""
+    with backoff, never dropped. `attributes`: only these (top-level) attributes of each
+    item (a ProjectionExpression); all of them when empty."""
     items: list[dict[str, Any]] = []
+    projection: dict[str, Any] = {}
+    if attributes:
+        names = {f"#p{i}": name for i, name in enumerate(attributes)}
+        projection = {
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
+        }
     for start in range(0, len(keys), BATCH_GET_MAX):
         request: dict[str, Any] = {
-            table.name: {"Keys": keys[start : start + BATCH_GET_MAX], "ConsistentRead": True}
+            table.name: {
+                "Keys": keys[start : start + BATCH_GET_MAX],
+                "ConsistentRead": True,
+                **projection,
+            }
         }
         for attempt in range(BATCH_GET_ATTEMPTS):
             answer = table.meta.client.batch_get_item(RequestItems=request)

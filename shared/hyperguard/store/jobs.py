@@ -41,6 +41,7 @@ from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import ACTIVE_STATUSES, WAITING_STATUSES, PacePoint, SlowFlag
 from hyperguard.store.codec import (
+    BATCH_GET_MAX,
     TableStore,
     batch_get,
     decimals,
@@ -58,6 +59,15 @@ MAX_REASON = 500
 MAX_LISTED = 16
 TRANSACT_LIMIT = 100
 """Actions in one TransactWriteItems (botocore's dynamodb model: TransactItems max 100)."""
+REV = "rev"
+"""The item's revision: every write to a job's item adds 1 to it in the same request (this
+module is JobsTable's only writer), so a strongly consistent read of it alone says whether
+a record read before is still the item as stored (D122)."""
+BUMP = "ADD #rev :one"
+"""The UpdateExpression clause that counts a write in `rev` (names `#rev`, values `:one`)."""
+REMEMBERED_MAX = 50_000
+"""Active jobs whose records `JobStore.active` keeps between calls (D122); beyond that it
+reads every one whole, as below BATCH_GET_MAX."""
 NO_FAULT = frozenset({"None", None})
 """A CancellationReasons code of an action that did not cancel the transaction."""
 
@@ -279,6 +289,8 @@ class JobStore(TableStore):
         super().__init__(table_name, table)
         self.idempotency_table_name = idempotency_table_name
         self.idempotency_ttl_s = idempotency_ttl_s
+        self._remembered: dict[str, tuple[int, JobRecord]] = {}
+        """The active jobs `active` read last, each with the revision it was read at."""
 
     def get(self, job_id: str) -> Job | None:
         item = self.table.get_item(Key={"job_id": job_id}, ConsistentRead=True).get("Item")
@@ -297,8 +309,39 @@ class JobStore(TableStore):
 
     def records_of(self, job_ids: Collection[str]) -> list[JobRecord]:
         """These jobs, read strongly consistent (BatchGetItem); ids of no job left out."""
+        return [record for _, record in self._read_whole(job_ids)]
+
+    def _read_whole(self, job_ids: Collection[str]) -> list[tuple[int | None, JobRecord]]:
+        """These jobs' items, strongly consistent, as records with their revisions (None:
+        an item written before revisions were counted)."""
         items = batch_get(self.table, [{"job_id": job_id} for job_id in job_ids])
-        return [record_from_item(i) for i in items]
+        return [(item.get(REV), record_from_item(item)) for item in items]
+
+    def _current(self, job_ids: list[str]) -> list[JobRecord]:
+        """These jobs as stored, read strongly consistent, like `records_of`. Past one
+        BatchGetItem's worth of jobs only their revisions are read (a projection), and a job
+        is read whole only when its revision is not the one of the record this store read
+        last: between two scheduling passes few of many waiting jobs change (D122)."""
+        if len(job_ids) <= BATCH_GET_MAX or len(job_ids) > REMEMBERED_MAX:
+            read = self._read_whole(job_ids)
+        else:
+            revisions = batch_get(
+                self.table, [{"job_id": job_id} for job_id in job_ids], attributes=("job_id", REV)
+            )
+            remembered, read, stale = self._remembered, [], []
+            for item in revisions:
+                known = remembered.get(item["job_id"])
+                if known is not None and item.get(REV) == known[0]:
+                    read.append(known)
+                else:
+                    stale.append(item["job_id"])
+            read += self._read_whole(stale)
+        self._remembered = {
+            record.job.job_id: (rev, record)
+            for rev, record in read
+            if rev is not None and len(job_ids) <= REMEMBERED_MAX
+        }
+        return [record for _, record in read]
 
     def active(self, also: Collection[str] = ()) -> list[JobRecord]:
         """Every job that holds or waits for quota, or still has pods to stop. The `Live`
@@ -314,7 +357,7 @@ class JobStore(TableStore):
             ExpressionAttributeNames={"#live": "live"},
             ExpressionAttributeValues={":l": LIVE},
         )
-        records = self.records_of(dict.fromkeys([*(k["job_id"] for k in keys), *also]))
+        records = self._current(list(dict.fromkeys([*(k["job_id"] for k in keys), *also])))
         return sorted(
             (r for r in records if r.job.status in ACTIVE_STATUSES or r.stop_pending),
             key=lambda r: r.job.job_id,
@@ -359,7 +402,7 @@ class JobStore(TableStore):
         """Store a new job. With an idempotency key the job and the key are written in one
         transaction; a repeat of the same request returns the job of the first one (and
         False), a different request with the same key raises IdempotencyKeyReusedError."""
-        item = {**to_item(record.job), **to_item(record, exclude={"job"})}
+        item = {**to_item(record.job), **to_item(record, exclude={"job"}), REV: 0}
         if record.job.status in ACTIVE_STATUSES or record.stop_pending:
             item["live"] = LIVE
         put = {
@@ -520,7 +563,7 @@ class JobStore(TableStore):
         names = {"#status": "status", "#reason": "reason"}
         values: dict[str, Any] = {":reason": entry.reason}
         clauses = ["#reason = :reason"]
-        increments = dict(add or {})
+        increments = {**(add or {}), REV: 1}
         if history:
             clauses.append("history = list_append(if_not_exists(history, :empty), :entry)")
             values |= {":entry": _entry(entry), ":empty": [], ":max": MAX_HISTORY}
@@ -547,8 +590,7 @@ class JobStore(TableStore):
         for index, (name, amount) in enumerate(increments.items()):
             names[f"#n{index}"] = name
             values[f":n{index}"] = amount
-        if increments:
-            expression += " ADD " + ", ".join(f"#n{i} :n{i}" for i in range(len(increments)))
+        expression += " ADD " + ", ".join(f"#n{i} :n{i}" for i in range(len(increments)))
         expected = sorted(s.value for s in expect)
         for index, value in enumerate(expected):
             values[f":e{index}"] = value
@@ -634,7 +676,7 @@ class JobStore(TableStore):
         job_id, reason, replacing = write
         expected = sorted(s.value for s in expect)
         condition = "#status IN (" + ", ".join(f":e{i}" for i in range(len(expected))) + ")"
-        values: dict[str, Any] = {":r": short(reason)}
+        values: dict[str, Any] = {":r": short(reason), ":one": 1}
         values.update({f":e{i}": v for i, v in enumerate(expected)})
         if replacing is not None:
             # (a record without a reason reads as "", and reasons are never removed)
@@ -642,9 +684,9 @@ class JobStore(TableStore):
             values[":was"] = replacing
         return {
             "Key": {"job_id": job_id},
-            "UpdateExpression": "SET #reason = :r",
+            "UpdateExpression": f"SET #reason = :r {BUMP}",
             "ConditionExpression": condition,
-            "ExpressionAttributeNames": {"#reason": "reason", "#status": "status"},
+            "ExpressionAttributeNames": {"#reason": "reason", "#status": "status", "#rev": REV},
             "ExpressionAttributeValues": values,
         }
 
@@ -662,7 +704,7 @@ class JobStore(TableStore):
         with `seen_at` as the job's `progress_at`, `pace` and `slow` (None: not slow) when a
         pace is given, and append `entry` to the history while it has room. False: not
         newer."""
-        values: dict[str, Any] = {":c": to_item(checkpoint), ":s": checkpoint.step}
+        values: dict[str, Any] = {":c": to_item(checkpoint), ":s": checkpoint.step, ":one": 1}
         sets = "SET last_checkpoint = :c"
         if seen_at is not None:
             sets += ", progress_at = :t"
@@ -678,9 +720,10 @@ class JobStore(TableStore):
                 expression += " REMOVE slow"
         if not self._update_if(
             Key={"job_id": job_id},
-            UpdateExpression=expression,
+            UpdateExpression=f"{expression} {BUMP}",
             ConditionExpression="attribute_exists(job_id) AND "
             "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
+            ExpressionAttributeNames={"#rev": REV},
             ExpressionAttributeValues=values,
         ):
             return False
@@ -693,18 +736,16 @@ class JobStore(TableStore):
     ) -> bool:
         """Per-node timings for the last checkpoint while it is still `step`; with `slow`
         (a flag, judged again with them) set, else the flag left as it is."""
-        values: dict[str, Any] = {
-            ":n": decimals(timings),
-            ":s": step,
-        }
+        values: dict[str, Any] = {":n": decimals(timings), ":s": step, ":one": 1}
         expression = "SET last_checkpoint.node_step_seconds = :n"
         if slow is not None:
             expression += ", slow = :f"
             values[":f"] = to_item(slow)
         return self._update_if(
             Key={"job_id": job_id},
-            UpdateExpression=expression,
+            UpdateExpression=f"{expression} {BUMP}",
             ConditionExpression="last_checkpoint.step = :s",
+            ExpressionAttributeNames={"#rev": REV},
             ExpressionAttributeValues=values,
         )
 
@@ -713,9 +754,16 @@ class JobStore(TableStore):
         try:
             self.table.update_item(
                 Key={"job_id": job_id},
-                UpdateExpression="SET history = list_append(if_not_exists(history, :empty), :e)",
+                UpdateExpression="SET history = list_append(if_not_exists(history, :empty), :e) "
+                + BUMP,
                 ConditionExpression="attribute_not_exists(history) OR size(history) < :max",
-                ExpressionAttributeValues={":e": _entry(entry), ":empty": [], ":max": MAX_HISTORY},
+                ExpressionAttributeNames={"#rev": REV},
+                ExpressionAttributeValues={
+                    ":e": _entry(entry),
+                    ":empty": [],
+                    ":max": MAX_HISTORY,
+                    ":one": 1,
+                },
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
