@@ -18,7 +18,12 @@ histories, that is seconds of CPU per admission for the twin, the tests and
 - a projection of top-level attributes (GetItem, BatchGetItem) picks them from the item,
   where moto converts the whole item once per projected path;
 - an update of an existing item in a table without a stream copies neither the item (moto
-  keeps the copy for the stream alone) nor the expression it has just parsed.
+  keeps the copy for the stream alone) nor the expression it has just parsed;
+- an update of the simple forms the service's job writes take (top-level SET, list_append
+  to a list, ADD of a number, REMOVE) is applied directly after moto's own condition check,
+  where moto parses it into a tree, walks it with ten validators and checks the whole
+  item's size at every attribute it sets (`simple_updates`; every other update and every
+  error is moto's).
 
 The first CHECKED_RESPONSES answers of each kind are compared with moto's own; one that
 differs is logged and left to moto from then on (the bench, `strict`, stops instead). All are
@@ -30,11 +35,14 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import inspect
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -147,6 +155,203 @@ def _copy_unless_fresh_expression(value: Any, memo: Any = None) -> Any:
     if _uncopied_update.get() and isinstance(value, UpdateExpression):
         return value
     return copy.deepcopy(value, memo)
+
+
+_CLAUSE = re.compile(r"\b(SET|REMOVE|ADD|DELETE)\s", re.IGNORECASE)
+_NAME = r"#?[A-Za-z_][A-Za-z0-9_]*"
+_VALUE = r":[A-Za-z0-9_]+"
+_SET_VALUE = re.compile(rf"^({_NAME})\s*=\s*({_VALUE})$")
+_SET_APPEND = re.compile(
+    rf"^({_NAME})\s*=\s*list_append\(\s*if_not_exists\(\s*({_NAME})\s*,\s*({_VALUE})\s*\)"
+    rf"\s*,\s*({_VALUE})\s*\)$"
+)
+_ADD_NUMBER = re.compile(rf"^({_NAME})\s+({_VALUE})$")
+_REMOVE = re.compile(rf"^({_NAME})$")
+SIMPLE_UPDATE_MAX_BYTES = 150_000
+"""An item (before, and the values an update sets) above which the update is moto's, whose
+item-size checks differ from a plain sum near DynamoDB's 400 KB."""
+
+
+@dataclass(frozen=True)
+class _SimpleUpdate:
+    """An UpdateExpression of top-level attributes only: `SET a = :v`,
+    `SET a = list_append(if_not_exists(a, :empty), :v)`, `ADD n :number`, `REMOVE a`."""
+
+    sets: tuple[tuple[str, str], ...]
+    appends: tuple[tuple[str, str, str], ...]
+    """(attribute, the value if it is missing, the list to append)"""
+    adds: tuple[tuple[str, str], ...]
+    removes: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=1024)
+def _simple_update(expression: str) -> tuple[tuple[str, str, tuple[str, ...]], ...] | None:
+    """The actions of an UpdateExpression, as (clause, action, groups), when every one is of
+    `_SimpleUpdate`'s forms (names still as written); None otherwise."""
+    parts = _CLAUSE.split(expression)
+    if parts[0].strip() or len(parts) < 3:
+        return None
+    actions: list[tuple[str, str, tuple[str, ...]]] = []
+    for clause, body in zip(parts[1::2], parts[2::2], strict=True):
+        clause = clause.upper()
+        for action in _split_top_level(body):
+            pattern = {"SET": None, "ADD": _ADD_NUMBER, "REMOVE": _REMOVE}.get(clause, _REMOVE)
+            if clause == "DELETE":
+                return None
+            if clause == "SET":
+                found = _SET_VALUE.match(action)
+                kind = "set"
+                if found is None:
+                    found, kind = _SET_APPEND.match(action), "append"
+            else:
+                assert pattern is not None
+                found, kind = pattern.match(action), clause.lower()
+            if found is None:
+                return None
+            actions.append((kind, action, found.groups()))
+    return tuple(actions)
+
+
+def _split_top_level(body: str) -> list[str]:
+    actions, depth, start = [], 0, 0
+    for at, char in enumerate(body):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            actions.append(body[start:at].strip())
+            start = at + 1
+    actions.append(body[start:].strip())
+    return actions
+
+
+def _resolved(
+    parsed: tuple[tuple[str, str, tuple[str, ...]], ...], names: dict[str, str], reserved: Any
+) -> _SimpleUpdate | None:
+    """The actions with their attribute names resolved; None when a name is undefined or a
+    reserved word, an attribute is named twice, or a list_append reads another attribute."""
+
+    def name(raw: str) -> str | None:
+        if raw.startswith("#"):
+            return names.get(raw)
+        return None if raw.upper() in reserved else raw
+
+    sets, appends, adds, removes, seen = [], [], [], [], []
+    for kind, _, groups in parsed:
+        target = name(groups[0])
+        if target is None:
+            return None
+        seen.append(target)
+        if kind == "set":
+            sets.append((target, groups[1]))
+        elif kind == "append":
+            if name(groups[1]) != target:
+                return None
+            appends.append((target, groups[2], groups[3]))
+        elif kind == "add":
+            adds.append((target, groups[1]))
+        else:
+            removes.append(target)
+    if len(set(seen)) != len(seen):
+        return None
+    return _SimpleUpdate(tuple(sets), tuple(appends), tuple(adds), tuple(removes))
+
+
+def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement for moto's `DynamoDBBackend.update_item` (`update`, already without its
+    copies) for the updates the service makes of its job items: moto parses the expression
+    into a tree, walks it with ten validators and executes it, checking the whole item's size
+    at every attribute it sets; that was most of a transition's cost on the emulator. An
+    update of an existing item, in a table without a stream, with no legacy `Expected` or
+    `AttributeUpdates`, whose expression is of `_SimpleUpdate`'s forms, whose names and
+    values are all defined, that sets no key attribute and names no attribute twice, whose
+    ADD adds a number to a number (or to nothing) and whose list_append joins lists, on an
+    item far below the size limit, is applied here after moto's own condition check, with
+    moto's arithmetic. Anything else, and every error, is `update`'s: it decides what it
+    means."""
+    from moto.dynamodb.comparisons import create_condition_expression_parser
+    from moto.dynamodb.exceptions import ConditionalCheckFailed
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
+
+    reserved = frozenset(ReservedKeywords.get_reserved_keywords())
+    signature = inspect.signature(inspect.unwrap(update))
+
+    def planned(table: Any, item: Any, expression: Any, names: Any, values: Any) -> Any:
+        parsed = _simple_update(expression) if isinstance(expression, str) else None
+        plan = _resolved(parsed, names or {}, reserved) if parsed else None
+        if plan is None or set(table.attribute_keys) & {
+            *(n for n, _ in plan.sets),
+            *(n for n, _, _ in plan.appends),
+            *(n for n, _ in plan.adds),
+            *plan.removes,
+        }:
+            return None
+        values = values or {}
+        used = [v for _, v in plan.sets] + [v for _, v in plan.adds]
+        used += [v for _, e, a in plan.appends for v in (e, a)]
+        if any(v not in values or _changed_by_moto(values[v]) for v in used):
+            return None
+        changes: dict[str, Any] = {}
+        for target, value in plan.sets:
+            changes[target] = DynamoType(values[value])
+        for target, empty, appended in plan.appends:
+            base = item.attrs.get(target) or DynamoType(values[empty])
+            extra = DynamoType(values[appended])
+            if base.type != "L" or extra.type != "L":
+                return None
+            changes[target] = DynamoType({"L": [*copy.deepcopy(base.value), *extra.value]})
+        for target, value in plan.adds:
+            amount = DynamoType(values[value])
+            existing = item.attrs.get(target) or DynamoType({"N": "0"})
+            if amount.type != "N" or existing.type != "N":
+                return None
+            changes[target] = existing + amount
+        added = sum(len(k.encode()) + v.size() for k, v in changes.items())
+        if item.size() + added > SIMPLE_UPDATE_MAX_BYTES:
+            return None
+        return changes, plan.removes
+
+    def simple(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        call = signature.bind(self, table_name, key, *args, **kwargs).arguments
+        item: Any = None
+        try:
+            table = self.get_table(table_name)
+            hash_key = DynamoType(key[table.hash_key_attr])
+            range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+            item = table.get_item(hash_key, range_key) if table.stream_shard is None else None
+            ready = (
+                item is not None
+                and not call.get("attribute_updates")
+                and not call.get("expected")
+                and planned(
+                    table,
+                    item,
+                    call.get("update_expression"),
+                    call.get("expression_attribute_names"),
+                    call.get("expression_attribute_values"),
+                )
+            )
+        except Exception:  # moto's own validation answers what cannot be read here
+            ready = None
+        if not ready:
+            return update(self, table_name, key, *args, **kwargs)
+        condition = create_condition_expression_parser(
+            call.get("condition_expression"),
+            call.get("expression_attribute_names"),
+            call.get("expression_attribute_values"),
+        ).parse()
+        if not condition.expr(item):
+            if call.get("return_values_on_condition_check_failure") == "ALL_OLD":
+                raise ConditionalCheckFailed(item=item.to_json()["Attributes"])
+            raise ConditionalCheckFailed
+        changes, removes = ready
+        for name, value in changes.items():
+            dict.__setitem__(item.attrs, name, value)  # the size was checked above
+        for name in removes:
+            item.attrs.pop(name, None)
+        return item
+
+    simple.__wrapped__ = update  # type: ignore[attr-defined]
+    return simple
 
 
 def update_without_copies(update: Callable[..., Any]) -> Callable[..., Any]:
@@ -441,7 +646,7 @@ def replacements(
         (
             DynamoDBBackend,
             "update_item",
-            update_without_copies(getattr(update, "__wrapped__", update)),
+            simple_updates(update_without_copies(inspect.unwrap(update))),
         ),
         (validators_module, "deepcopy", _copy_unless_fresh_expression),
         (
