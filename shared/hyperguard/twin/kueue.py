@@ -484,25 +484,27 @@ class Kueue:
 
     def _quotas(self) -> dict[str, dict[tuple[str, str], tuple[str, int, int | None, int]]]:
         """Per ClusterQueue, per (flavor, resource): (cohort, nominalQuota, borrowingLimit
-        or None for no limit, lendingLimit, which defaults to the nominal quota)."""
+        or None for no limit, lendingLimit, which defaults to the nominal quota). Read from
+        the stored queues, uncopied, under the store's lock: every admission asks."""
         found: dict[str, dict[tuple[str, str], tuple[str, int, int | None, int]]] = {}
-        for queue in self.store.list(CLUSTER_QUEUES):
-            spec = queue.get("spec") or {}
-            cohort = str(spec.get("cohort") or "")
-            entries = found.setdefault(queue["metadata"]["name"], {})
-            for group in spec.get("resourceGroups") or []:
-                for flavor in group.get("flavors") or []:
-                    for quota in flavor.get("resources") or []:
-                        resource = quota["name"]
-                        nominal = resource_value(resource, quota.get("nominalQuota", 0))
-                        borrowing = quota.get("borrowingLimit")
-                        lending = quota.get("lendingLimit")
-                        entries[(flavor["name"], resource)] = (
-                            cohort,
-                            nominal,
-                            None if borrowing is None else resource_value(resource, borrowing),
-                            nominal if lending is None else resource_value(resource, lending),
-                        )
+        with self.store.lock:
+            for queue in self.store.list(CLUSTER_QUEUES, copies=False):
+                spec = queue.get("spec") or {}
+                cohort = str(spec.get("cohort") or "")
+                entries = found.setdefault(queue["metadata"]["name"], {})
+                for group in spec.get("resourceGroups") or []:
+                    for flavor in group.get("flavors") or []:
+                        for quota in flavor.get("resources") or []:
+                            resource = quota["name"]
+                            nominal = resource_value(resource, quota.get("nominalQuota", 0))
+                            borrowing = quota.get("borrowingLimit")
+                            lending = quota.get("lendingLimit")
+                            entries[(flavor["name"], resource)] = (
+                                cohort,
+                                nominal,
+                                None if borrowing is None else resource_value(resource, borrowing),
+                                nominal if lending is None else resource_value(resource, lending),
+                            )
         return found
 
     def _usage(self) -> dict[tuple[str, str, str], int]:
