@@ -289,12 +289,13 @@ UPDATE_CASES: list[tuple[str, str | None, dict[str, str], dict[str, Any] | None]
     ),
     # the shape of a job's transition: names, several clauses, a condition on the status
     (
-        "SET #r = :r, h = list_append(if_not_exists(h, :empty), :e), #s = :s "
+        "SET #r = :r, h = list_append(if_not_exists(h, :empty), :e), #s = :s, #l = :l "
         "REMOVE #x ADD #n0 :one, #n1 :one",
         "#s IN (:a, :b) AND (attribute_not_exists(h) OR size(h) < :max)",
-        {"#r": "reason", "#s": "status", "#x": "v", "#n0": "rev", "#n1": "n"},
+        {"#r": "reason", "#s": "status", "#x": "v", "#n0": "rev", "#n1": "n", "#l": "live"},
         {
             ":r": {"S": "why"},
+            ":l": {"S": "1"},
             ":empty": L_EMPTY,
             ":e": {"L": [{"S": "entry"}]},
             ":s": {"S": "Running"},
@@ -311,6 +312,11 @@ UPDATE_CASES: list[tuple[str, str | None, dict[str, str], dict[str, Any] | None]
         {":r": {"S": "w"}, ":one": {"N": "1"}, ":a": {"S": "Pending"}},
     ),
     ("SET #s = :a", None, {"#s": "status"}, {":a": {"S": "Pending"}}),
+    # an index's key: set, removed; refused when empty or of another type
+    ("SET #l = :l", None, {"#l": "live"}, {":l": {"S": "1"}}),
+    ("REMOVE #l", None, {"#l": "live"}, None),
+    ("SET #l = :l", None, {"#l": "live"}, {":l": {"S": ""}}),
+    ("SET #l = :l", None, {"#l": "live"}, {":l": {"N": "1"}}),
     # refused, each for its own reason (moto's answer either way)
     ("ADD v :one", None, {}, {":one": {"N": "1"}}),
     ("SET id = :s", None, {}, {":s": {"S": "other"}}),
@@ -364,8 +370,21 @@ def test_the_emulators_updates_change_an_item_as_moto_does(
             client.create_table(
                 TableName=name,
                 BillingMode="PAY_PER_REQUEST",
-                AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                AttributeDefinitions=[
+                    {"AttributeName": "id", "AttributeType": "S"},
+                    {"AttributeName": "live", "AttributeType": "S"},
+                ],
                 KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": "Live",
+                        "KeySchema": [
+                            {"AttributeName": "live", "KeyType": "HASH"},
+                            {"AttributeName": "id", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "KEYS_ONLY"},
+                    }
+                ],
             )
             if exists:
                 item = {"id": {"S": "k"}, "v": {"S": "x"}, "status": {"S": "Pending"}}
@@ -424,3 +443,72 @@ def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb
             )
     assert "SET v = :s" not in asked and not any(e.startswith("SET #r = :r,") for e in asked)
     assert {"SET m.k = :s", "SET id = :s", "DELETE s :set"} <= set(asked)
+
+
+CONDITIONS = [
+    "#s IN (:a, :b) AND (attribute_not_exists(h) OR size(h) < :max)",
+    "attribute_exists(id) AND (attribute_not_exists(c) OR c.step < :n)",
+    "#s = :a OR #v <> :b",
+    "attribute_not_exists(id)",
+    "#v BETWEEN :a AND :b",
+    "begins_with(#v, :a) AND NOT contains(#s, :b)",
+    "#missing = :a",
+    "#s = :undefined",
+]
+small_strings = st.sampled_from(["Pending", "Running", "a", "b", ""])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(CONDITIONS),
+            small_strings,
+            small_strings,
+            st.integers(0, 5),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "status": small_strings.map(lambda v: {"S": v}),
+                    "v": small_strings.map(lambda v: {"S": v}),
+                    "h": st.lists(st.just({"S": "e"}), max_size=6).map(lambda v: {"L": v}),
+                    "c": st.integers(0, 5).map(lambda n: {"M": {"step": {"N": str(n)}}}),
+                },
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_kept_condition_judges_every_item_as_a_fresh_parse(
+    checks: list[tuple[str, str, str, int, dict[str, Any]]],
+) -> None:
+    """The same conditions, asked again and again (with the same or other values), over
+    other items: the kept parse and a fresh one of moto's agree on every item, and on what
+    the expression refers to; an expression moto cannot parse is refused alike."""
+    from moto.dynamodb.comparisons import create_condition_expression_parser as installed
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from hyperguard.twin.dynamodb import parsed_conditions
+
+    fresh = inspect.unwrap(installed)
+    kept = parsed_conditions(fresh)
+    names = {"#s": "status", "#v": "v", "#missing": "nothere"}
+    for expression, a, b, n, attrs in checks:
+        values = {
+            ":a": {"S": a},
+            ":b": {"S": b},
+            ":max": {"N": "3"},
+            ":n": {"N": str(n)},
+            ":unused": {"S": "x"},
+        }
+        item = Item(DynamoType({"S": "k"}), None, {"id": {"S": "k"}, **attrs})
+        outcomes = []
+        for make in (kept, fresh):
+            parser = make(expression, names, values)
+            try:
+                judged: Any = parser.parse().expr(item)
+            except Exception as error:  # the refusal, by its kind
+                judged = type(error).__name__
+            outcomes.append((judged, parser.expr_attr_names_found, parser.expr_attr_values_found))
+        assert outcomes[0] == outcomes[1], (expression, attrs)

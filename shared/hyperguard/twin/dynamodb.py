@@ -19,6 +19,8 @@ histories, that is seconds of CPU per admission for the twin, the tests and
   where moto converts the whole item once per projected path;
 - an update of an existing item in a table without a stream copies neither the item (moto
   keeps the copy for the stream alone) nor the expression it has just parsed;
+- a condition expression is parsed once for what it means (the expression, and the names
+  and values it refers to) and its parse handed out again (`parsed_conditions`);
 - an update of the simple forms the service's job writes take (top-level SET, list_append
   to a list, ADD of a number, REMOVE) is applied directly after moto's own condition check,
   where moto parses it into a tree, walks it with ten validators and checks the whole
@@ -262,12 +264,13 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
     at every attribute it sets; that was most of a transition's cost on the emulator. An
     update of an existing item, in a table without a stream, with no legacy `Expected` or
     `AttributeUpdates`, whose expression is of `_SimpleUpdate`'s forms, whose names and
-    values are all defined, that sets no key attribute and names no attribute twice, whose
-    ADD adds a number to a number (or to nothing) and whose list_append joins lists, on an
+    values are all defined, that changes no key of the table, sets an index's key only to a
+    non-empty value of its type, names no attribute twice, whose ADD adds a number to a
+    number (or to nothing) and whose list_append joins lists, on an
     item far below the size limit, is applied here after moto's own condition check, with
     moto's arithmetic. Anything else, and every error, is `update`'s: it decides what it
     means."""
-    from moto.dynamodb.comparisons import create_condition_expression_parser
+    import moto.dynamodb.comparisons as comparisons
     from moto.dynamodb.exceptions import ConditionalCheckFailed
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
@@ -278,12 +281,15 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
     def planned(table: Any, item: Any, expression: Any, names: Any, values: Any) -> Any:
         parsed = _simple_update(expression) if isinstance(expression, str) else None
         plan = _resolved(parsed, names or {}, reserved) if parsed else None
-        if plan is None or set(table.attribute_keys) & {
+        if plan is None or set(table.table_key_attrs) & {
             *(n for n, _ in plan.sets),
             *(n for n, _, _ in plan.appends),
             *(n for n, _ in plan.adds),
             *plan.removes,
         }:
+            return None
+        defined = {a["AttributeName"]: a["AttributeType"] for a in table.attr}
+        if any(n in defined for n, _ in plan.adds):
             return None
         values = values or {}
         used = [v for _, v in plan.sets] + [v for _, v in plan.adds]
@@ -305,6 +311,11 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
             if amount.type != "N" or existing.type != "N":
                 return None
             changes[target] = existing + amount
+        for target, value in changes.items():  # an index's key: its type, never empty
+            if target in defined and (
+                value.type != defined[target] or (value.type in ("S", "B") and not value.value)
+            ):
+                return None
         added = sum(len(k.encode()) + v.size() for k, v in changes.items())
         if item.size() + added > SIMPLE_UPDATE_MAX_BYTES:
             return None
@@ -334,7 +345,7 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
             ready = None
         if not ready:
             return update(self, table_name, key, *args, **kwargs)
-        condition = create_condition_expression_parser(
+        condition = comparisons.create_condition_expression_parser(
             call.get("condition_expression"),
             call.get("expression_attribute_names"),
             call.get("expression_attribute_values"),
@@ -352,6 +363,71 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
 
     simple.__wrapped__ = update  # type: ignore[attr-defined]
     return simple
+
+
+_PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
+CONDITIONS_KEPT = 4096
+"""Parsed condition expressions the emulator keeps (least recently used go first)."""
+
+
+def parsed_conditions(create: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement for moto's `create_condition_expression_parser` (`create`): a parser
+    whose parse is kept, by the expression and the names and values it refers to, and handed
+    out again (with the names and values it found) for the same expression with the same
+    meaning. Every conditional write parses its condition, and the lease's, a quota's and a
+    transition's are the same expressions over the same values all through a scheduling pass:
+    moto's lexer and parser were a sixth of a pass once it admits 600 jobs. moto evaluates a
+    parsed condition against an item without changing it; its `get_filter_expression` finds
+    this replacement in its module, as the backend and the responses do. An expression that
+    refers to a name or value not given, or that fails to parse, is parsed anew each time
+    (moto raises)."""
+    kept: dict[tuple[Any, ...], tuple[Any, list[str], list[str]]] = {}
+
+    class KeptParser:
+        def __init__(self, expression: Any, names: Any, values: Any) -> None:
+            self.parser = create(expression, names, values)
+            self.key = _condition_key(expression, names, values)
+            self.expr_attr_names_found: list[str] = []
+            self.expr_attr_values_found: list[str] = []
+
+        def parse(self) -> Any:
+            found = kept.pop(self.key, None) if self.key is not None else None
+            if found is None:
+                op = self.parser.parse()
+                found = (
+                    op,
+                    list(self.parser.expr_attr_names_found),
+                    list(self.parser.expr_attr_values_found),
+                )
+            if self.key is not None:
+                kept[self.key] = found  # the newest last
+                if len(kept) > CONDITIONS_KEPT:
+                    del kept[next(iter(kept))]
+            op, names_found, values_found = found
+            self.expr_attr_names_found = list(names_found)
+            self.expr_attr_values_found = list(values_found)
+            return op
+
+    def kept_parser(expression: Any, names: Any, values: Any) -> Any:
+        return KeptParser(expression, names, values)
+
+    kept_parser.__wrapped__ = create  # type: ignore[attr-defined]
+    return kept_parser
+
+
+def _condition_key(expression: Any, names: Any, values: Any) -> tuple[Any, ...] | None:
+    """What a condition means: the expression, and the names and values it refers to (None:
+    not a plain one, or one that refers to something not given)."""
+    if not isinstance(expression, str) or not expression:
+        return None
+    names, values = names or {}, values or {}
+    meaning: list[Any] = [expression]
+    for placeholder in sorted(set(_PLACEHOLDER.findall(expression))):
+        given = (names if placeholder[0] == "#" else values).get(placeholder)
+        if given is None:
+            return None
+        meaning.append((placeholder, json.dumps(given, sort_keys=True)))
+    return tuple(meaning)
 
 
 def update_without_copies(update: Callable[..., Any]) -> Callable[..., Any]:
@@ -616,6 +692,7 @@ def replacements(
 ) -> list[tuple[Any, str, Any]]:
     """(owner, attribute, value) of each replacement, around moto's own functions (also
     when these are installed already)."""
+    import moto.dynamodb.comparisons as comparisons_module
     import moto.dynamodb.models as backend_module
     import moto.dynamodb.parsing.validators as validators_module
     import moto.dynamodb.responses as responses_module
@@ -628,6 +705,9 @@ def replacements(
     update = DynamoDBBackend.update_item
     query = Table.query
     project = Item.project
+    conditions = parsed_conditions(
+        inspect.unwrap(comparisons_module.create_condition_expression_parser)
+    )
     convert = responses_module.dynamo_to_dict  # type: ignore[attr-defined]
     return [
         (ActionResult, "execute_result", fast_dynamodb_responses(checks)),
@@ -649,6 +729,9 @@ def replacements(
             simple_updates(update_without_copies(inspect.unwrap(update))),
         ),
         (validators_module, "deepcopy", _copy_unless_fresh_expression),
+        (comparisons_module, "create_condition_expression_parser", conditions),
+        (responses_module, "create_condition_expression_parser", conditions),
+        (backend_module, "create_condition_expression_parser", conditions),
         (
             Table,
             "query",
