@@ -309,7 +309,9 @@ class ObjectStore:
         """The garbage collector's graph: an owner's uid, and the (resource, slot) of every
         object whose ownerReferences name it, in the order they came to."""
         self._rv = 0
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Listener, bool]] = []
+        """Each listener, and whether it gets copies (False: the objects as stored, which
+        the store replaces and never changes in place)."""
         # Propagation asked for by a delete that finalizers are holding up, by owner uid.
         self._pending_propagation: dict[str, str] = {}
         for name in INITIAL_NAMESPACES:
@@ -320,9 +322,12 @@ class ObjectStore:
         with self.lock:
             return str(self._rv)
 
-    def add_listener(self, listener: Listener) -> None:
+    def add_listener(self, listener: Listener, *, copies: bool = True) -> None:
+        """`listener` is told every change. `copies` False: it gets the objects as stored,
+        and must neither change nor hand them out (the watch history, which serialises
+        them)."""
         with self.lock:
-            self._listeners.append(listener)
+            self._listeners.append((listener, copies))
 
     # reads
 
@@ -727,9 +732,12 @@ class ObjectStore:
     def _notify(
         self, event: Event, rt: ResourceType, obj: Obj, old: Obj | None, user: str | None
     ) -> None:
-        for listener in list(self._listeners):
+        for listener, copies in list(self._listeners):
             try:
-                listener(event, rt, copy.deepcopy(obj), copy.deepcopy(old), user)
+                if copies:
+                    listener(event, rt, copy.deepcopy(obj), copy.deepcopy(old), user)
+                else:
+                    listener(event, rt, obj, old, user)
             except Exception:
                 # The change is committed; a failing observer must not undo or block it.
                 _log.exception("kube store listener failed on %s %s", event, rt.plural)

@@ -71,7 +71,7 @@ class WatchHub:
             self._start_rv = int(store.current_resource_version)
             self._expired: dict[str, int] = collections.defaultdict(lambda: self._start_rv)
             self._latest_rv = self._start_rv
-            store.add_listener(self._record)
+            store.add_listener(self._record, copies=False)  # kept and serialised as they are
         self._closed = False
 
     def close(self) -> None:
