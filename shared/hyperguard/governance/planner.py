@@ -533,8 +533,10 @@ def _give_way(
     if decision.kind is DecisionKind.PREEMPT:
         reason = decision.reason
         # Work that may burst itself gets a burst of its own when it waits; only work that
-        # HyperPod alone runs waits for the job that preempted it to move (D121).
-        if hand_back and not allows_burst(job.template):
+        # HyperPod alone runs waits for the job of its team that preempted it to move (D121).
+        # Another team's job reclaimed for lent quota gets nothing back.
+        for_team = records[decision.for_job].job.team if decision.for_job in records else None
+        if hand_back and not allows_burst(job.template) and for_team == job.team:
             reason = f"{reason}; {hand_back}"
         return Preemption(decision.job_id, reason, tuple(job.nodes), decision.for_job)
     resized = job.model_copy(update={"nodes": job.nodes[: decision.replicas], "run": job.run + 1})

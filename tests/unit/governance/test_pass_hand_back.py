@@ -170,3 +170,25 @@ def test_after_the_move_the_preempted_work_takes_hyperpod_and_the_urgent_job_the
     }
     assert all(a.victims == () for a in admission.admissions)
     assert capacity.bursts == () and capacity.hand_backs == ()
+
+
+def test_another_teams_job_reclaimed_for_lent_quota_is_promised_nothing_back() -> None:
+    """Team b borrows a's lent node; a's urgent job reclaims it. No hand-back serves b (it
+    moves nothing across teams), so its reason promises none."""
+    borrower = running(pending("borrower", "b"), ["i-hp01"])
+    urgent = pending("urgent", "a", template="development", cls="high")
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    snap = snapshot(
+        [running(pending("b-own", "b"), ["i-hp00"]), borrower, urgent],
+        nodes,
+        [quota("a", 8), quota("b", 8)],
+        bursting=True,
+        claims=(),
+        burst=policy(),
+    )
+    _, admission, _, _ = plan(snap)
+    (admitted,) = admission.admissions
+    (victim,) = admitted.victims
+    assert isinstance(victim, Preemption) and victim.job_id == "borrower"
+    assert victim.reason.startswith("preempted to reclaim lent quota")
+    assert "burst capacity" not in victim.reason
