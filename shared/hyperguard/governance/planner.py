@@ -830,16 +830,7 @@ def _movers(
         return weights.get(job.priority_class or "", NO_CLASS_PRIORITY)
 
     candidates = sorted(
-        (
-            r
-            for r in records.values()
-            if r.job.status is JobStatus.RUNNING
-            and r.pool_kind == PoolKind.HYPERPOD.value
-            and allows_burst(r.job.template)
-            and r.job.nodes
-            and not r.protected_by
-            and not r.stop_pending
-        ),
+        (r for r in records.values() if _may_move_out(r)),
         key=lambda r: (priority(r.job), -(r.started_at or snapshot.now).timestamp()),
     )
     taken: set[str] = set()
@@ -851,21 +842,36 @@ def _movers(
         needed = nodes_for(
             replicas, per_replica(job, catalogue), catalogue.spec(job.instance_type).accelerators
         )
+        eligible = (
+            c
+            for c in candidates
+            if c.job.job_id not in taken
+            and c.job.team == job.team
+            and ml_name(c.job.instance_type) == ml_name(job.instance_type)
+            and priority(c.job) > priority(job)
+        )
         moving: list[JobRecord] = []
-        for candidate in candidates:
+        for candidate in eligible:
             if sum(len(m.job.nodes) for m in moving) >= needed:
                 break
-            if (
-                candidate.job.job_id not in taken
-                and candidate.job.team == job.team
-                and ml_name(candidate.job.instance_type) == ml_name(job.instance_type)
-                and priority(candidate.job) > priority(job)
-            ):
-                moving.append(candidate)
+            moving.append(candidate)
         if moving and sum(len(m.job.nodes) for m in moving) >= needed:
             taken |= {m.job.job_id for m in moving}
             movers[job_id] = tuple(moving)
     return movers
+
+
+def _may_move_out(record: JobRecord) -> bool:
+    """A running job on HyperPod whose template may burst, recovery and cancellation leave
+    to the scheduler."""
+    return (
+        record.job.status is JobStatus.RUNNING
+        and record.pool_kind == PoolKind.HYPERPOD.value
+        and allows_burst(record.job.template)
+        and bool(record.job.nodes)
+        and not record.protected_by
+        and not record.stop_pending
+    )
 
 
 def _bursts(
@@ -884,7 +890,6 @@ def _bursts(
     (D121): its burst is their template's, as many nodes as they hold, for them to move to."""
     assert snapshot.claims is not None
     records, now = ledger.records, snapshot.now
-    capacity = snapshot.burst.capacity
     launching = Counter(
         c.instance_type for c in snapshot.claims if not (c.deleting or c.ready or c.failure)
     )
@@ -896,14 +901,10 @@ def _bursts(
     for job_id, replicas in demand.items():
         job = records[job_id].job
         instance_type = ec2_name(job.instance_type)
-        template, moving = job.template, movers.get(job_id, ())
-        if not allows_burst(job.template) and not (
-            allows_hyperpod(job.template) and instance_type in growable
-        ):
-            if not moving:
-                continue
-            template = moving[0].job.template
-            replicas = sum(len(m.job.nodes) for m in moving)
+        moving = movers.get(job_id, ())
+        shape = _burst_shape(job, replicas, moving, growable, catalogue)
+        if shape is None:
+            continue
         if job_id in in_flight:
             notes[job_id] = f"burst capacity being raised ({in_flight[job_id]})"
             continue
@@ -911,21 +912,34 @@ def _bursts(
         if due is not None:
             notes[job_id] = due
             continue
-        needed = nodes_for(
-            replicas, per_replica(job, catalogue), catalogue.spec(job.instance_type).accelerators
-        )
+        template, needed = shape
         if launching[instance_type] >= needed:
             launching[instance_type] -= needed
             notes[job_id] = "burst capacity launching"
             continue
-        if moving:
-            needed = replicas
         hand_back = template != job.template
         if hand_back:
             moved_by[(template, instance_type)].extend(m.job.job_id for m in moving)
         groups[(template, instance_type, hand_back)].append(
             BurstJob(job_id=job_id, team=job.team, nodes=needed)
         )
+    return _burst_starts(snapshot, ledger, groups, moved_by, catalogue, cluster, notes)
+
+
+def _burst_starts(
+    snapshot: PassSnapshot,
+    ledger: Ledger,
+    groups: Mapping[tuple[str, str, bool], list[BurstJob]],
+    moved_by: Mapping[tuple[str, str], list[str]],
+    catalogue: InstanceCatalogue,
+    cluster: str,
+    notes: dict[str, str],
+) -> tuple[list[tuple[BurstRequest, str]], dict[str, str]]:
+    """One burst per group (template, instance type, whether it is a hand-back's), with the
+    note its jobs get; `notes` gains them, and the next window's for a group whose burst of
+    this window already rolled back."""
+    records, now = ledger.records, snapshot.now
+    capacity = snapshot.burst.capacity
     starts: list[tuple[BurstRequest, str]] = []
     for (template, instance_type, hand_back), group in groups.items():
         jobs = group[:MAX_BURST_JOBS]
@@ -953,6 +967,26 @@ def _bursts(
         starts.append((request, note))
         notes |= dict.fromkeys((j.job_id for j in jobs), note)
     return starts, notes
+
+
+def _burst_shape(
+    job: Job,
+    replicas: int,
+    moving: Sequence[JobRecord],
+    growable: Collection[str],
+    catalogue: InstanceCatalogue,
+) -> tuple[str, int] | None:
+    """The template of the burst that serves a waiting job, and the nodes it asks for the
+    job: its own for the replicas it needs, where its template may burst or its HyperPod
+    group may grow; its movers' for the nodes they hold (D121); None: no burst serves it."""
+    if allows_burst(job.template) or (
+        allows_hyperpod(job.template) and ec2_name(job.instance_type) in growable
+    ):
+        per_node = catalogue.spec(job.instance_type).accelerators
+        return job.template, nodes_for(replicas, per_replica(job, catalogue), per_node)
+    if moving:
+        return moving[0].job.template, sum(len(m.job.nodes) for m in moving)
+    return None
 
 
 def _burst_due(policy: BurstPolicy, record: JobRecord, now: datetime) -> str | None:
