@@ -535,7 +535,8 @@ def _give_way(
         # Work that may burst itself gets a burst of its own when it waits; only work that
         # HyperPod alone runs waits for the job of its team that preempted it to move (D121).
         # Another team's job reclaimed for lent quota gets nothing back.
-        for_team = records[decision.for_job].job.team if decision.for_job in records else None
+        preempting = records.get(decision.for_job or "")
+        for_team = preempting.job.team if preempting is not None else None
         if hand_back and not allows_burst(job.template) and for_team == job.team:
             reason = f"{reason}; {hand_back}"
         return Preemption(decision.job_id, reason, tuple(job.nodes), decision.for_job)
