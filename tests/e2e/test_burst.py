@@ -285,6 +285,62 @@ def test_a_burst_job_moves_back_to_hyperpod_at_a_checkpoint_once_a_node_frees_up
     assert http("DELETE", f"/jobs/{job}")[0] == 200
 
 
+def test_urgent_work_preempts_at_once_and_hands_hyperpod_back_when_its_burst_lands(
+    twin: Twin, http: Http
+) -> None:
+    """D121, `whenCanPreempt` Preempt (the default): an urgent development job starts at once
+    on HyperPod by preempting a lower-priority production job of its team, as without
+    bursting; the production job gets a burst raised for the urgent job, which moves there
+    at a checkpoint, and the production job resumes on the HyperPod node it had."""
+    set_policy(twin, http)
+    classes = [{"Name": "low", "Weight": 10}, {"Name": "urgent", "Weight": 100}]
+    assert http("PUT", "/scheduler-config", {"PriorityClasses": classes})[0] == 200
+    try:
+        before = {e["name"] for e in executions(twin)}
+        urgent = http.submit(TEAM, 8, priority_class="urgent", template="development")
+        http.wait({urgent: "Running"}, timeout_s=60)
+        first = http("GET", f"/jobs/{urgent}")[1]
+        assert first["pool"] == "workers"  # HyperPod at once: no wait for a node to launch
+        (node,) = first["nodes"]
+        victims = [
+            j
+            for j in (http("GET", f"/jobs/{a['job_id']}")[1] for a in active_jobs(http))
+            if any(
+                h["event"] == "preempted" and f"higher-priority job {urgent}" in h["reason"]
+                for h in j["history"]
+            )
+        ]
+        (victim,) = victims
+        told = next(h for h in victim["history"] if h["event"] == "preempted")["reason"]
+        assert told.endswith(
+            f"burst capacity is asked for so that job {urgent} moves there at its next "
+            "checkpoint and this job resumes on HyperPod"
+        )
+
+        def moved() -> dict[str, Any] | None:
+            record = http("GET", f"/jobs/{urgent}")[1]
+            on_burst = record["status"] == "Running" and record["pool"] == "gpu-burst-on-demand"
+            return record if on_burst else None
+
+        record = until(moved, "the urgent job to run on burst capacity", timeout_s=120)
+        handed = next(h for h in record["history"] if "moving to burst capacity" in h["reason"])
+        assert handed["event"] == "preempted"
+        assert f"giving HyperPod back to job {victim['job_id']} of team {TEAM}" in handed["reason"]
+        step = int(handed["reason"].split("from checkpoint step ")[1].split(",")[0])
+        resumed = [p for p in twin.cluster.timeline(urgent) if p.replicas > 0][-1]
+        assert resumed.step == step  # resumed from the checkpoint it moved at
+        http.wait({victim["job_id"]: "Running"}, timeout_s=60)
+        back = http("GET", f"/jobs/{victim['job_id']}")[1]
+        assert back["pool"] == "workers" and back["nodes"] == [node]
+        (burst,) = [e for e in executions(twin) if e["name"] not in before]
+        request = json.loads(burst["input"])["request"]
+        assert request["template"] == "development"
+        assert [j["jobId"] for j in request["jobs"]] == [victim["job_id"]]
+        assert burst["status"] == "SUCCEEDED"
+    finally:
+        assert http("PUT", "/scheduler-config", {"PriorityClasses": classes[:1]})[0] == 200
+
+
 def test_production_grows_a_hyperpod_group_first_and_gives_the_node_back_once_idle(
     twin: Twin, http: Http
 ) -> None:

@@ -86,6 +86,7 @@ def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) 
         ({"capacity": {"pollIntervalS": 0}}, "capacity.pollIntervalS"),
         ({"capacity": {"launchTimeoutS": 3601}}, "capacity.launchTimeoutS"),
         ({"capacity": {"nodePool": "no spaces"}}, "capacity.nodePool"),
+        ({"capacity": {"whenCanPreempt": "Sometimes"}}, "capacity.whenCanPreempt"),
         (
             {"capacity": {"hyperpodGroups": [{"instanceGroupName": "a_b", "maxCount": 2}]}},
             "capacity.hyperpodGroups[0].instanceGroupName",
@@ -129,6 +130,7 @@ def test_only_an_admin_sets_the_policy_and_every_field_is_bounded(stack: Stack) 
             "scaleInAfterS": 600,
             "retryAfterS": 600,
             "moveBack": False,
+            "whenCanPreempt": "Preempt",
         },
     }
 

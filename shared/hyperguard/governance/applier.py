@@ -67,6 +67,8 @@ class PassResult:
     bursts: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     moved_back: list[str] = field(default_factory=list)
+    handed_back: list[str] = field(default_factory=list)
+    """Jobs moved to burst capacity to give HyperPod back to work they preempted (D121)."""
     spares: int = 0
     pending: int = 0
     pending_by_team: dict[str, int] = field(default_factory=dict)
@@ -91,6 +93,7 @@ class PassResult:
             "bursts": len(self.bursts),
             "released": len(self.released),
             "moved_back": len(self.moved_back),
+            "handed_back": len(self.handed_back),
             "spares": self.spares,
             "pending": self.pending,
             "conflicts": self.conflicts,
@@ -405,8 +408,8 @@ class PassApplier:
 
     # -- phase 3 --------------------------------------------------------------------------
     def scale(self, plan: CapacityPlan) -> None:
-        """Scale-in (idle marks, then releases), moves back, bursts, and last the reasons
-        of the jobs that wait."""
+        """Scale-in (idle marks, then releases), moves back, hand-backs, bursts, and last
+        the reasons of the jobs that wait."""
         for mark in plan.marks:
             try:
                 self.gateway.mark_burst_node_idle(mark.claim, mark.since)
@@ -422,6 +425,17 @@ class PassApplier:
             if self.count(moved):
                 self.result.moved_back.append(move.job_id)
                 self.stop(move.job_id)
+        for hand_back in plan.hand_backs:
+            moved = self.lifecycle.preempt(
+                hand_back.job_id,
+                reason=hand_back.reason,
+                fence=self.fence,
+                prefer_burst=True,
+                nodes=list(hand_back.nodes),
+            )
+            if self.count(moved):
+                self.result.handed_back.append(hand_back.job_id)
+                self.stop(hand_back.job_id)
         reasons = {w.job_id: w for w in plan.reasons}
         for start in plan.bursts:
             name = start.request.burst_id

@@ -195,6 +195,17 @@ class MoveBack:
 
 
 @dataclass(frozen=True, slots=True)
+class HandBack:
+    """A job that preempted HyperPod-only work of its team, to burst capacity at a fresh
+    checkpoint (a preemption that places it next on burst capacity first, then its runs
+    stopped): the work it preempted takes its HyperPod nodes back (D121)."""
+
+    job_id: str
+    reason: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReasonWrite:
     """Why a waiting job waits, written only over the reason the snapshot read (D61)."""
 
@@ -223,6 +234,7 @@ class CapacityPlan:
     """Burst nodes idle past the cooldown, released unless a job holds them when the jobs
     are read once more (the applier's guarded re-check)."""
     move_backs: tuple[MoveBack, ...] = ()
+    hand_backs: tuple[HandBack, ...] = ()
     bursts: tuple[BurstStart, ...] = ()
     reasons: tuple[ReasonWrite, ...] = ()
     """Reasons whose stored form changes; every other waiting job keeps its own."""

@@ -301,15 +301,27 @@ class JobLifecycle:
         )
 
     def preempt(
-        self, job_id: str, *, reason: str, fence: list[dict[str, Any]], **details: Any
+        self,
+        job_id: str,
+        *,
+        reason: str,
+        fence: list[dict[str, Any]],
+        prefer_burst: bool = False,
+        **details: Any,
     ) -> Outcome:
+        """Back to the queue for another job; `prefer_burst`: placed next on EKS burst
+        capacity first (a hand-back, D121)."""
+        sets: dict[str, Any] = {"nodes": []}
+        if prefer_burst:
+            sets["prefer_burst"] = True
+            details["prefer_burst"] = True
         return self._move(
             Move.PREEMPT,
             job_id,
             Actor.SCHEDULER,
             JobEvent.PREEMPTED,
             reason,
-            sets={"nodes": []},
+            sets=sets,
             remove=("admitted_replicas",),
             fence=fence,
             details=details,

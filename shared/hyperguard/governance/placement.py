@@ -85,6 +85,11 @@ def allows_burst(template: str) -> bool:
     return any(kind is not PoolKind.HYPERPOD for kind in _ALLOWED.get(template, ()))
 
 
+def burst_kinds(template: str) -> tuple[PoolKind, ...]:
+    """The EKS pool kinds the template lets a job run on."""
+    return tuple(kind for kind in _ALLOWED.get(template, ()) if kind is not PoolKind.HYPERPOD)
+
+
 def allows_hyperpod(template: str) -> bool:
     """Whether the template lets a job run on HyperPod."""
     return PoolKind.HYPERPOD in _ALLOWED.get(template, ())
@@ -177,7 +182,10 @@ def _choose(
     if prefer_burst:
         burst = [p for p in fitting if p.kind in allowed and p.kind is not PoolKind.HYPERPOD]
         if burst:
-            why = f"{template} → burst capacity first: moved off a failed node"
+            why = (
+                f"{template} → burst capacity first: moved off a failed node or handing "
+                "HyperPod back"
+            )
             return _cheapest(burst, accelerators, prices, why)
     committed = [
         p

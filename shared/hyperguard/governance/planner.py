@@ -49,6 +49,7 @@ from hyperguard.governance.intents import (
     CapacityPlan,
     EnsureTeam,
     Growth,
+    HandBack,
     IdleMark,
     MoveBack,
     Preemption,
@@ -74,6 +75,7 @@ from hyperguard.governance.placement import (
     Placement,
     allows_burst,
     allows_hyperpod,
+    burst_kinds,
     place,
 )
 from hyperguard.governance.snapshot import (
@@ -84,10 +86,10 @@ from hyperguard.governance.snapshot import (
     reads_progress,
 )
 from hyperguard.governance.stalls import Stall, stall_incident
-from hyperguard.governance.state import GovernanceState, Workload
+from hyperguard.governance.state import NO_CLASS_PRIORITY, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES, held_nodes
-from hyperguard.policies.burst import BurstPolicy, PoolKind, is_burst
+from hyperguard.policies.burst import BurstPolicy, PoolKind, WhenCanPreempt, is_burst
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.jobs import JobRecord
 
@@ -447,7 +449,11 @@ def _state(
         snapshot.now.timestamp(),
         hyperpod,
     )
-    bursting = snapshot.bursting and snapshot.burst.capacity.max_nodes > 0
+    bursting = (
+        snapshot.bursting
+        and snapshot.burst.capacity.max_nodes > 0
+        and snapshot.burst.capacity.when_can_preempt is WhenCanPreempt.TRY_NEXT_FLAVOR
+    )
     for record in active:
         workload = Workload.from_job(
             record.job,
@@ -512,17 +518,47 @@ def _admit(
         hourly_price=round(placement.hourly_price, 4),
         hourly_cost=round(placement.hourly_cost, 2),
         quota_version=context.versions[job.team],
-        victims=tuple(_give_way(victim, records) for victim in victims),
+        victims=tuple(
+            _give_way(victim, records, _hand_back_note(context.snapshot, job, records))
+            for victim in victims
+        ),
     )
     return admission, trial, spend.add(job.team, usd, gpus)
 
 
-def _give_way(decision: Decision, records: Mapping[str, JobRecord]) -> Preemption | Shrink:
+def _give_way(
+    decision: Decision, records: Mapping[str, JobRecord], hand_back: str = ""
+) -> Preemption | Shrink:
     job = records[decision.job_id].job
     if decision.kind is DecisionKind.PREEMPT:
-        return Preemption(decision.job_id, decision.reason, tuple(job.nodes), decision.for_job)
+        reason = decision.reason
+        # Work that may burst itself gets a burst of its own when it waits; only work that
+        # HyperPod alone runs waits for the job of its team that preempted it to move (D121).
+        # Another team's job reclaimed for lent quota gets nothing back.
+        preempting = records.get(decision.for_job or "")
+        for_team = preempting.job.team if preempting is not None else None
+        if hand_back and not allows_burst(job.template) and for_team == job.team:
+            reason = f"{reason}; {hand_back}"
+        return Preemption(decision.job_id, reason, tuple(job.nodes), decision.for_job)
     resized = job.model_copy(update={"nodes": job.nodes[: decision.replicas], "run": job.run + 1})
     return Shrink(resized, decision.reason, decision.for_job)
+
+
+def _hand_back_note(snapshot: PassSnapshot, job: Job, records: Mapping[str, JobRecord]) -> str:
+    """What a job preempted for `job` is told of getting its nodes back (D121): when `job`
+    may burst and bursting is on, burst capacity is asked for `job` to move to; else ""."""
+    capacity = snapshot.burst.capacity
+    if not (
+        snapshot.bursting
+        and capacity.max_nodes > 0
+        and capacity.when_can_preempt is WhenCanPreempt.PREEMPT
+        and allows_burst(job.template)
+    ):
+        return ""
+    return (
+        f"burst capacity is asked for so that job {job.job_id} moves there at its next "
+        "checkpoint and this job resumes on HyperPod"
+    )
 
 
 def _resized(
@@ -594,19 +630,26 @@ def plan_capacity(
     marks: tuple[IdleMark, ...] = ()
     releases: tuple[BurstClaim, ...] = ()
     moves: tuple[MoveBack, ...] = ()
+    hand_backs: tuple[HandBack, ...] = ()
     bursts: list[tuple[BurstRequest, str]] = []
     notes: dict[str, str] = {}
     demand: dict[str, int] = {}
     if snapshot.bursting and snapshot.claims is not None:
         capacity = snapshot.burst.capacity
-        busy = set(ledger.held) | ledger.occupancy.busy()
+        demand = ledger.burst_demand() if capacity.max_nodes > 0 else {}
+        handing = _HandingBack.plan(snapshot, reconciled, ledger, demand, catalogue)
+        hand_backs = tuple(handing.moves)
+        busy = set(ledger.held) | ledger.occupancy.busy() | handing.kept
         release, idle = scale_in(snapshot.claims, busy, snapshot.now, capacity.scale_in_after_s)
         marks, releases = tuple(IdleMark(c, since) for c, since in idle), tuple(release)
         if capacity.move_back and not ledger.short_of_capacity and not ledger.short:
             moves = _move_backs(snapshot, reconciled, ledger, catalogue)
         if capacity.max_nodes > 0:
-            demand = ledger.burst_demand()
-            bursts, notes = _bursts(snapshot, ledger, demand, in_flight or {}, catalogue, cluster)
+            waiting = {j: r for j, r in demand.items() if j not in handing.notes}
+            bursts, notes = _bursts(
+                snapshot, ledger, waiting, in_flight or {}, catalogue, cluster, handing.movers
+            )
+            notes |= handing.notes
     reasons = _final_reasons(snapshot, reconciled, ledger, demand, notes)
     writes = _reason_writes(ledger.records, reasons)
     starts = []
@@ -624,6 +667,7 @@ def plan_capacity(
         marks=marks,
         releases=releases,
         move_backs=moves,
+        hand_backs=hand_backs,
         bursts=tuple(starts),
         reasons=tuple(writes),
         pending=len(reasons),
@@ -642,12 +686,8 @@ def _move_backs(
     queue (a preemption) when HyperPod has room for them, which nobody waiting needs (the
     caller checks): the next pass places them on HyperPod, where their template prefers to
     run, and their burst nodes idle and are released."""
-    now, records = snapshot.now, ledger.records
-    fresh = dict(reconciled.found)
-    for held in records.values():
-        last = held.job.last_checkpoint
-        if last is not None and (now - last.completed_at).total_seconds() <= MOVE_BACK_WITHIN_S:
-            fresh.setdefault(held.job.job_id, last.step)
+    records = ledger.records
+    fresh = _fresh_checkpoints(snapshot, reconciled, records)
     occupancy = ledger.occupancy
     moves: list[MoveBack] = []
     for job_id, step in fresh.items():
@@ -671,6 +711,20 @@ def _move_backs(
     return tuple(moves)
 
 
+def _fresh_checkpoints(
+    snapshot: PassSnapshot, reconciled: ReconcilePlan, records: Mapping[str, JobRecord]
+) -> dict[str, int]:
+    """The jobs whose last checkpoint is fresh enough to move at (the pass found its marker,
+    or it completed at most MOVE_BACK_WITHIN_S ago), and its step."""
+    fresh = dict(reconciled.found)
+    for held in records.values():
+        last = held.job.last_checkpoint
+        age = (snapshot.now - last.completed_at).total_seconds() if last is not None else None
+        if last is not None and age is not None and age <= MOVE_BACK_WITHIN_S:
+            fresh.setdefault(held.job.job_id, last.step)
+    return fresh
+
+
 def _may_move_back(record: JobRecord) -> bool:
     return (
         record.job.status is JobStatus.RUNNING
@@ -681,6 +735,146 @@ def _may_move_back(record: JobRecord) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _HandingBack:
+    """Giving HyperPod back to the work an urgent job preempted (D121). A job only HyperPod
+    runs that waits for HyperPod capacity, while jobs of its team of a higher priority that
+    may burst hold HyperPod nodes of its type (they preempted it, under `whenCanPreempt`
+    Preempt): burst capacity is asked for them (`movers`, for `_bursts`); once it is Ready
+    and free, they move there at their next checkpoint (`moves`: a preemption that places
+    them next on burst capacity first), and the waiting job takes the HyperPod nodes they
+    leave. `notes`: the reasons of the jobs whose movers have capacity Ready (no other burst
+    is asked for them); `kept`: the burst nodes held for movers until their checkpoint, so
+    that scale-in does not release them."""
+
+    movers: Mapping[str, tuple[JobRecord, ...]] = field(default_factory=dict)
+    moves: tuple[HandBack, ...] = ()
+    notes: Mapping[str, str] = field(default_factory=dict)
+    kept: frozenset[str] = frozenset()
+
+    @classmethod
+    def plan(
+        cls,
+        snapshot: PassSnapshot,
+        reconciled: ReconcilePlan,
+        ledger: Ledger,
+        demand: Mapping[str, int],
+        catalogue: InstanceCatalogue,
+    ) -> _HandingBack:
+        capacity = snapshot.burst.capacity
+        if capacity.max_nodes <= 0 or capacity.when_can_preempt is not WhenCanPreempt.PREEMPT:
+            return cls()
+        movers = _movers(snapshot, ledger, demand, catalogue)
+        fresh = _fresh_checkpoints(snapshot, reconciled, ledger.records)
+        occupancy = ledger.occupancy
+        moves: list[HandBack] = []
+        notes: dict[str, str] = {}
+        kept: set[str] = set()
+        for job_id, moving in movers.items():
+            placed: list[tuple[JobRecord, str, list[str]]] = []
+            for mover in moving:
+                per = per_replica(mover.job, catalogue)
+                pool = next(
+                    (
+                        p
+                        for p in occupancy.pools(per)
+                        if p.kind in burst_kinds(mover.job.template)
+                        and ec2_name(p.instance_type) == ec2_name(mover.job.instance_type)
+                        and p.free_accelerators >= per * len(mover.job.nodes)
+                    ),
+                    None,
+                )
+                if pool is None:
+                    break
+                chosen, occupancy = occupancy.choose(pool.name, per, len(mover.job.nodes))
+                placed.append((mover, pool.name, chosen))
+            if len(placed) < len(moving):
+                continue  # capacity for all of them is not Ready yet: the burst is asked for
+            waits = []
+            for mover, pool_name, chosen in placed:
+                kept |= set(chosen)
+                step = fresh.get(mover.job.job_id)
+                if step is None:
+                    waits.append(mover.job.job_id)
+                    continue
+                moves.append(
+                    HandBack(
+                        mover.job.job_id,
+                        f"moving to burst capacity ({pool_name} has room) from checkpoint "
+                        f"step {step}, giving HyperPod back to job {job_id} of team "
+                        f"{mover.job.team} it preempted",
+                        tuple(mover.job.nodes),
+                    )
+                )
+            names = ", ".join(m.job.job_id for m in moving)
+            notes[job_id] = (
+                f"job(s) {names} move to burst capacity at their next checkpoint, giving "
+                "HyperPod back"
+                if waits
+                else f"job(s) {names} moving to burst capacity, giving HyperPod back"
+            )
+        return cls(movers, tuple(moves), notes, frozenset(kept))
+
+
+def _movers(
+    snapshot: PassSnapshot, ledger: Ledger, demand: Mapping[str, int], catalogue: InstanceCatalogue
+) -> dict[str, tuple[JobRecord, ...]]:
+    """For each job in `demand` that only HyperPod runs, the running jobs that would give
+    it their HyperPod nodes by moving to burst capacity: of its team and instance type, of
+    a higher priority, their template allowing burst capacity, on HyperPod; each mover
+    serves one waiting job, taken lowest priority and last started first, until they hold
+    as many nodes as it needs."""
+    records = ledger.records
+    weights = {pc.name: pc.weight for pc in snapshot.config.priority_classes}
+
+    def priority(job: Job) -> int:
+        return weights.get(job.priority_class or "", NO_CLASS_PRIORITY)
+
+    candidates = sorted(
+        (r for r in records.values() if _may_move_out(r)),
+        key=lambda r: (priority(r.job), -(r.started_at or snapshot.now).timestamp()),
+    )
+    taken: set[str] = set()
+    movers: dict[str, tuple[JobRecord, ...]] = {}
+    for job_id, replicas in demand.items():
+        job = records[job_id].job
+        if allows_burst(job.template):
+            continue
+        needed = nodes_for(
+            replicas, per_replica(job, catalogue), catalogue.spec(job.instance_type).accelerators
+        )
+        eligible = (
+            c
+            for c in candidates
+            if c.job.job_id not in taken
+            and c.job.team == job.team
+            and ml_name(c.job.instance_type) == ml_name(job.instance_type)
+            and priority(c.job) > priority(job)
+        )
+        moving: list[JobRecord] = []
+        for candidate in eligible:
+            if sum(len(m.job.nodes) for m in moving) >= needed:
+                break
+            moving.append(candidate)
+        if moving and sum(len(m.job.nodes) for m in moving) >= needed:
+            taken |= {m.job.job_id for m in moving}
+            movers[job_id] = tuple(moving)
+    return movers
+
+
+def _may_move_out(record: JobRecord) -> bool:
+    """A running job on HyperPod whose template may burst, recovery and cancellation leave
+    to the scheduler."""
+    return (
+        record.job.status is JobStatus.RUNNING
+        and record.pool_kind == PoolKind.HYPERPOD.value
+        and allows_burst(record.job.template)
+        and bool(record.job.nodes)
+        and not record.protected_by
+        and not record.stop_pending
+    )
+
+
 def _bursts(
     snapshot: PassSnapshot,
     ledger: Ledger,
@@ -688,25 +882,29 @@ def _bursts(
     in_flight: Mapping[str, str],
     catalogue: InstanceCatalogue,
     cluster: str,
+    movers: Mapping[str, tuple[JobRecord, ...]] | None = None,
 ) -> tuple[list[tuple[BurstRequest, str]], dict[str, str]]:
     """The bursts to start, each with the note its jobs get, and the note of every job the
     pass does not burst for now (one burst serves it, one is launching, its class waits
-    first, or this window's burst already rolled back)."""
+    first, or this window's burst already rolled back). `movers`: for a job only HyperPod
+    runs, the jobs of its team that may burst and hold the HyperPod nodes it waits for
+    (D121): its burst is their template's, as many nodes as they hold, for them to move to."""
     assert snapshot.claims is not None
     records, now = ledger.records, snapshot.now
-    capacity = snapshot.burst.capacity
     launching = Counter(
         c.instance_type for c in snapshot.claims if not (c.deleting or c.ready or c.failure)
     )
     growable = _growable_types(snapshot.burst, snapshot.groups, snapshot.nodes, launching)
     notes: dict[str, str] = {}
-    groups: dict[tuple[str, str], list[BurstJob]] = defaultdict(list)
+    groups: dict[tuple[str, str, bool], list[BurstJob]] = defaultdict(list)
+    moved_by: dict[tuple[str, str], list[str]] = defaultdict(list)
+    movers = movers or {}
     for job_id, replicas in demand.items():
         job = records[job_id].job
         instance_type = ec2_name(job.instance_type)
-        if not allows_burst(job.template) and not (
-            allows_hyperpod(job.template) and instance_type in growable
-        ):
+        moving = movers.get(job_id, ())
+        shape = _burst_shape(job, replicas, moving, growable, catalogue)
+        if shape is None:
             continue
         if job_id in in_flight:
             notes[job_id] = f"burst capacity being raised ({in_flight[job_id]})"
@@ -715,18 +913,36 @@ def _bursts(
         if due is not None:
             notes[job_id] = due
             continue
-        needed = nodes_for(
-            replicas, per_replica(job, catalogue), catalogue.spec(job.instance_type).accelerators
-        )
+        template, needed = shape
         if launching[instance_type] >= needed:
             launching[instance_type] -= needed
             notes[job_id] = "burst capacity launching"
             continue
-        groups[(job.template, instance_type)].append(
+        hand_back = template != job.template
+        if hand_back:
+            moved_by[(template, instance_type)].extend(m.job.job_id for m in moving)
+        groups[(template, instance_type, hand_back)].append(
             BurstJob(job_id=job_id, team=job.team, nodes=needed)
         )
+    return _burst_starts(snapshot, ledger, groups, moved_by, catalogue, cluster, notes)
+
+
+def _burst_starts(
+    snapshot: PassSnapshot,
+    ledger: Ledger,
+    groups: Mapping[tuple[str, str, bool], list[BurstJob]],
+    moved_by: Mapping[tuple[str, str], list[str]],
+    catalogue: InstanceCatalogue,
+    cluster: str,
+    notes: dict[str, str],
+) -> tuple[list[tuple[BurstRequest, str]], dict[str, str]]:
+    """One burst per group (template, instance type, whether it is a hand-back's), with the
+    note its jobs get; `notes` gains them, and the next window's for a group whose burst of
+    this window already rolled back."""
+    records, now = ledger.records, snapshot.now
+    capacity = snapshot.burst.capacity
     starts: list[tuple[BurstRequest, str]] = []
-    for (template, instance_type), group in groups.items():
+    for (template, instance_type, hand_back), group in groups.items():
         jobs = group[:MAX_BURST_JOBS]
         name = burst_id(
             cluster, template, instance_type, (j.job_id for j in jobs), now, capacity.retry_after_s
@@ -746,9 +962,32 @@ def _bursts(
             burst_gpus=dict(ledger.spend.gpus),
         )
         note = f"burst capacity asked for ({name})"
+        if hand_back:
+            moving_jobs = ", ".join(moved_by[(template, instance_type)])
+            note = f"{note} for job(s) {moving_jobs} to move to, giving HyperPod back"
         starts.append((request, note))
         notes |= dict.fromkeys((j.job_id for j in jobs), note)
     return starts, notes
+
+
+def _burst_shape(
+    job: Job,
+    replicas: int,
+    moving: Sequence[JobRecord],
+    growable: Collection[str],
+    catalogue: InstanceCatalogue,
+) -> tuple[str, int] | None:
+    """The template of the burst that serves a waiting job, and the nodes it asks for the
+    job: its own for the replicas it needs, where its template may burst or its HyperPod
+    group may grow; its movers' for the nodes they hold (D121); None: no burst serves it."""
+    if allows_burst(job.template) or (
+        allows_hyperpod(job.template) and ec2_name(job.instance_type) in growable
+    ):
+        per_node = catalogue.spec(job.instance_type).accelerators
+        return job.template, nodes_for(replicas, per_replica(job, catalogue), per_node)
+    if moving:
+        return moving[0].job.template, sum(len(m.job.nodes) for m in moving)
+    return None
 
 
 def _burst_due(policy: BurstPolicy, record: JobRecord, now: datetime) -> str | None:

@@ -66,9 +66,9 @@ Order of effects, and why:
   whose failure is a refused dispatch too;
 * a job the engine admits but no allowed pool can place stays pending with the placement
   reason, and the preemptions made for it are not carried out;
-* scale-in, moving back and bursts come after every admission (a node an admission took is
-  busy, not idle), and an idle burst node is released only if no job holds it when the jobs
-  are read once more;
+* scale-in, moving back, hand-backs (D121) and bursts come after every admission (a node
+  an admission took is busy, not idle; a node held for a hand-back is busy too), and an
+  idle burst node is released only if no job holds it when the jobs are read once more;
 * admissions are placed with the jobs only HyperPod can hold first, so that one that could
   burst does not take the last HyperPod node from one that cannot;
 * reasons last, each written only while the stored reason is still the one the snapshot

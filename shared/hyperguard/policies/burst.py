@@ -30,6 +30,18 @@ from hyperguard.models.governance import TEAM_NAME_PATTERN
 from hyperguard.models.nodes import BURST_LABEL, CapacityType, Node
 
 
+class WhenCanPreempt(StrEnum):
+    """What a job that may burst does when it could preempt lower-priority work of its team
+    (PreemptTeamTasks LowerPriority) to start now (D121, after Kueue's
+    `flavorFungibility.whenCanPreempt`)."""
+
+    PREEMPT = "Preempt"
+    """Preempt at once, as without bursting; a burst is asked for so that the job moves to
+    burst capacity at its next checkpoint and the work it stopped resumes on HyperPod."""
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+    """Preempt nothing and wait for a burst (D52)."""
+
+
 class PoolKind(StrEnum):
     HYPERPOD = "hyperpod"
     EKS_ON_DEMAND = "eks-on-demand"
@@ -272,6 +284,16 @@ class BurstCapacity(CamelModel):
         "HyperPod node of its type is free and nobody waits for it: at a pass at most 90 s "
         "after the job completes a checkpoint, it is stopped and resumes from that "
         "checkpoint on HyperPod (work since the checkpoint, at most 90 s, is redone)",
+    )
+    when_can_preempt: WhenCanPreempt = Field(
+        default=WhenCanPreempt.PREEMPT,
+        description="what a job whose template may burst (development, research) does when "
+        "it could start by preempting lower-priority jobs of its own team (PreemptTeamTasks "
+        "LowerPriority): `Preempt` (the default) preempts them at once, as without bursting, "
+        "and asks for burst capacity for the work it stopped that only HyperPod runs; when "
+        "that capacity is Ready, the job moves there at its next checkpoint and the stopped "
+        "work resumes on HyperPod. `TryNextFlavor` preempts nothing: the job waits for a "
+        "burst (cheaper for the team's lower-priority work, slower for the urgent job)",
     )
     retry_after_s: StrictInt = Field(
         default=600,

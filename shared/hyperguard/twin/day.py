@@ -32,6 +32,7 @@ simulated cluster's timings (node launch, job restart, step time), and the price
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -134,6 +135,8 @@ class Ledger:
     submitted: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     """job id → (priority class, virtual submission time)."""
     started: dict[str, datetime] = field(default_factory=dict)
+    load: list[float] = field(default_factory=list)
+    """The host's 1-minute load average at the start and at the end of the day."""
 
 
 def day_in_the_life(
@@ -203,19 +206,19 @@ def _run_day(
     ledger = Ledger()
     pending = sorted(demand(hours), key=lambda d: d.at_h)
     last = start
+    ledger.load.append(os.getloadavg()[0])
     while True:
         now = clock.now()
         while pending and now >= start + timedelta(hours=pending[0].at_h):
             arrival = pending.pop(0)
-            ledger.submitted[_submit(twin, arrival, elastic=setup.elastic)] = (
-                arrival.priority,
-                now,
-            )
+            job_id = _submit(twin, arrival, elastic=setup.elastic)
+            ledger.submitted[job_id] = (arrival.priority, now)
         _sample(twin, ledger, min(now, end), (min(now, end) - last).total_seconds())
         last = min(now, end)
         if now >= end:
             break
         time.sleep(SAMPLE_S / twin.config.time_scale)
+    ledger.load.append(os.getloadavg()[0])
     return _summary(twin, ledger, start, end, hours, setup.nodes), _executions(twin)
 
 
@@ -315,6 +318,7 @@ def _summary(
             never[priority] += 1
             began = end
         waits[priority].append((began - submitted).total_seconds())
+
     jobs = ok(twin, "GET", "/jobs")["jobs"]
     return {
         "gpu_hours_used": round(used, 1),
@@ -327,6 +331,11 @@ def _summary(
         "burst_nodes_at_end": ledger.burst_nodes_at_end,
         "jobs_completed": sum(1 for j in jobs if j["status"] == "Succeeded"),
         "avg_wait_s_by_priority": {p: round(sum(w) / len(w), 1) for p, w in sorted(waits.items())},
+        "max_wait_s_by_priority": {p: round(max(w), 1) for p, w in sorted(waits.items())},
+        # Every wall second of HyperGuard's own work (Lambda calls, polls) is `time_scale`
+        # simulated seconds of these waits, and takes longer on a loaded host: the host's
+        # 1-minute load average at the day's start and end says how loaded it was.
+        "load_average": [round(v, 2) for v in ledger.load],
         "never_started_by_priority": dict(never),
     }
 
