@@ -12,8 +12,9 @@ Besides the `Job` fields an item carries what the governance API shows about it:
   `progress_at` (when a newer checkpoint was last recorded);
 - `stop_pending`  set when a job with pods is cancelled: the scheduler stops it on the
              cluster and clears the flag (the API never talks to the cluster);
-- `prefer_burst` set by recovery's `move` requeue, cleared by the next admission: place
-             the job on EKS burst capacity first;
+- `prefer_burst` set by recovery's `move` requeue and by a hand-back's move (D121), cleared
+             by the next admission: place the job on EKS burst capacity first;
+- `rev`      the item's revision, 1 more at every write (D122);
 - `live`     LIVE while the job is active or has pods to stop, then `ended#<UTC day>` (the
              day it ended, or its pods were stopped): written with every status change, so
              the `Live` index's LIVE partition holds the jobs a scheduling pass reads, and a
@@ -161,8 +162,9 @@ class JobRecord(BaseModel):
     run_time_s: float | None = None
     """Set when the job ends: seconds from its first admission to its end."""
     prefer_burst: bool = False
-    """Recovery moved the job off a failed node (`move`): its next placement tries EKS burst
-    capacity first, where its template allows; that admission clears it."""
+    """Recovery moved the job off a failed node (`move`), or the scheduler moved it to hand
+    HyperPod back (D121): its next placement tries EKS burst capacity first, where its
+    template allows; that admission clears it."""
     history_dropped: int = 0
     """History entries not kept because the history was full (MAX_HISTORY)."""
     pool_kind: str | None = None
