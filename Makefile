@@ -140,7 +140,7 @@ build: install sam-install
 	PYTHON=$(abspath $(PY)) $(SAM) build --parallel
 
 # The scheduler's default shape and its growth measurement take about a minute each here;
-# Kueue's full baseline shape (bench/scheduler.py --shape baseline) takes about 22 minutes
+# Kueue's full baseline shape (bench/scheduler.py --shape baseline) takes about 10 minutes
 # here (BENCHMARKS.md): by hand.
 bench: install
 	$(PY) bench/ingest.py
