@@ -33,11 +33,10 @@ from hyperguard.twin.dynamodb import (
 TABLE = "emulated"
 
 
-@pytest.fixture
-def ddb(aws_env: None) -> Iterator[Any]:
-    client = boto3.client("dynamodb", region_name=REGION)
+def create_table(client: Any, name: str = TABLE) -> None:
+    """A table keyed by `id`, with a keys-only `Live` index on `live` (as the jobs table)."""
     client.create_table(
-        TableName=TABLE,
+        TableName=name,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[
             {"AttributeName": "id", "AttributeType": "S"},
@@ -55,6 +54,12 @@ def ddb(aws_env: None) -> Iterator[Any]:
             }
         ],
     )
+
+
+@pytest.fixture
+def ddb(aws_env: None) -> Iterator[Any]:
+    client = boto3.client("dynamodb", region_name=REGION)
+    create_table(client)
     yield client
 
 
@@ -367,25 +372,7 @@ def test_the_emulators_updates_change_an_item_as_moto_does(
     with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
         for name in ("ours", "moto"):
-            client.create_table(
-                TableName=name,
-                BillingMode="PAY_PER_REQUEST",
-                AttributeDefinitions=[
-                    {"AttributeName": "id", "AttributeType": "S"},
-                    {"AttributeName": "live", "AttributeType": "S"},
-                ],
-                KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-                GlobalSecondaryIndexes=[
-                    {
-                        "IndexName": "Live",
-                        "KeySchema": [
-                            {"AttributeName": "live", "KeyType": "HASH"},
-                            {"AttributeName": "id", "KeyType": "RANGE"},
-                        ],
-                        "Projection": {"ProjectionType": "KEYS_ONLY"},
-                    }
-                ],
-            )
+            create_table(client, name)
             if exists:
                 item = {"id": {"S": "k"}, "v": {"S": "x"}, "status": {"S": "Pending"}}
                 client.put_item(TableName=name, Item=item)
