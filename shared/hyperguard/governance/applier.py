@@ -75,6 +75,8 @@ class PassResult:
     conflicts: int = 0
     writes: int = 0
     duration_s: float = 0.0
+    coalesced: bool = False
+    """The wake-ups were served already by the last pass: none ran (D123)."""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -97,6 +99,7 @@ class PassResult:
             "spares": self.spares,
             "pending": self.pending,
             "conflicts": self.conflicts,
+            "coalesced": int(self.coalesced),
         }
 
 
