@@ -743,24 +743,6 @@ def _job(arrival: Arrival, submitted_at: datetime) -> Any:
     )
 
 
-def _take_batch(built: World) -> tuple[list[str], list[str], float | None]:
-    """The next batch the event source mapping delivers (up to ESM_BATCH wake-ups due):
-    their bodies, their sources, and when the last was sent if all are the API's (the
-    handler's `wakeups_sent_before`; a wake-up's due time stands for its SentTimestamp, no
-    earlier than it)."""
-    bodies: list[str] = []
-    sources: list[str] = []
-    sent: list[float] = []
-    while built.wakes and built.wakes[0][0] <= built.meter.t and len(bodies) < ESM_BATCH:
-        queued_at, source, body = heapq.heappop(built.wakes)
-        built.wake_sources[source] += 1
-        bodies.append(body)
-        sources.append(source)
-        sent.append(queued_at)
-    api_only = bool(sent) and all(source == "job submitted" for source in sources)
-    return bodies, sources, max(sent) if api_only else None
-
-
 def simulate(
     built: World,
     work: list[Arrival],
@@ -811,11 +793,20 @@ def simulate(
             built.cluster.advance()
         else:
             meter.t = max(meter.t, at)
-            bodies, sources, sent_before = _take_batch(built)
+            bodies: list[str] = []
+            sources: list[str] = []
+            sent: list[float] = []
+            while wakes and wakes[0][0] <= meter.t and len(bodies) < ESM_BATCH:
+                queued_at, source, body = heapq.heappop(wakes)
+                built.wake_sources[source] += 1
+                bodies.append(body)
+                sources.append(source)
+                sent.append(queued_at)  # no earlier than SQS's SentTimestamp
+            api_only = bool(sent) and all(s == "job submitted" for s in sources)
             meter.t += latencies.s("lambda:sqs-to-handler")
             built.cluster.advance()
             sample = replace(
-                run_one_pass(built, bodies, sent_before),
+                run_one_pass(built, bodies, max(sent) if api_only else None),
                 woken_by=tuple(sorted(set(sources))),
             )
             timeline.passes.append(sample)
