@@ -682,8 +682,6 @@ class PassSample:
     conflicts: int
     woken_by: tuple[str, ...] = ()
     """The sources of the wake-ups that started the pass ("tick", "job submitted", ...)."""
-    coalesced: bool = False
-    """The last pass had served its wake-ups: the handler ran none (D123)."""
 
 
 @dataclass
@@ -694,11 +692,8 @@ class Timeline:
     """Wake-ups queued, and due, when the last job finished."""
 
 
-def run_one_pass(
-    built: World, bodies: Sequence[str] = (), sent_before: float | None = None
-) -> PassSample:
-    """One pass started by the wake-ups with these message bodies, as the handler starts it
-    (`sent_before`: as `wakeups_sent_before` reads the batch, in virtual seconds)."""
+def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
+    """One pass started by the wake-ups with these message bodies, as the handler starts it."""
     from hyperguard.messaging import woken_jobs
 
     meter = built.meter
@@ -708,8 +703,7 @@ def run_one_pass(
     start = meter.t
     meter.phase = "pass"
     meter.start()
-    sent = None if sent_before is None else (EPOCH + timedelta(seconds=sent_before)).timestamp()
-    result = built.service.run_pass(woken_jobs(bodies), sent_before=sent)
+    result = built.service.run_pass(woken_jobs(bodies))
     meter.stop()
     meter.phase = "sim"
     return PassSample(
@@ -722,7 +716,6 @@ def run_one_pass(
         admitted=len(result.admitted),
         succeeded=len(result.succeeded),
         conflicts=result.conflicts,
-        coalesced=result.coalesced,
     )
 
 
@@ -795,20 +788,14 @@ def simulate(
             meter.t = max(meter.t, at)
             bodies: list[str] = []
             sources: list[str] = []
-            sent: list[float] = []
             while wakes and wakes[0][0] <= meter.t and len(bodies) < ESM_BATCH:
-                queued_at, source, body = heapq.heappop(wakes)
+                _, source, body = heapq.heappop(wakes)
                 built.wake_sources[source] += 1
                 bodies.append(body)
                 sources.append(source)
-                sent.append(queued_at)  # no earlier than SQS's SentTimestamp
-            api_only = bool(sent) and all(s == "job submitted" for s in sources)
             meter.t += latencies.s("lambda:sqs-to-handler")
             built.cluster.advance()
-            sample = replace(
-                run_one_pass(built, bodies, max(sent) if api_only else None),
-                woken_by=tuple(sorted(set(sources))),
-            )
+            sample = replace(run_one_pass(built, bodies), woken_by=tuple(sorted(set(sources))))
             timeline.passes.append(sample)
             finished += sample.succeeded
             pass_free = meter.t
@@ -828,30 +815,25 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
-def _per_pass(every: Sequence[PassSample]) -> dict[str, Any]:
-    """Calls per pass, by AWS operation and Kubernetes verb/resource, and per admission. A
-    pass is one that ran (the handler's coalesced invocations, D123, are counted apart); the
-    calls per admission count every invocation's."""
-    samples = [s for s in every if not s.coalesced]
+def _per_pass(samples: Sequence[PassSample]) -> dict[str, Any]:
+    """Calls per pass, by AWS operation and Kubernetes verb/resource, and per admission."""
     calls: Counter[str] = Counter()
     for sample in samples:
         calls.update(sample.calls)
-    all_calls = sum(n for s in every for k, n in s.calls.items() if not k.startswith("kubernetes:"))
     aws = sum(n for k, n in calls.items() if not k.startswith("kubernetes:"))
     kube = sum(n for k, n in calls.items() if k.startswith("kubernetes:"))
     admitted = sum(s.admitted for s in samples)
     n = max(len(samples), 1)
     return {
         "passes": len(samples),
-        "coalesced_invocations": len(every) - len(samples),
         "admissions": admitted,
         "conflicts": sum(s.conflicts for s in samples),
         "aws_calls_per_pass": round(aws / n, 2),
-        "aws_calls_per_admission": round(all_calls / admitted, 2) if admitted else None,
+        "aws_calls_per_admission": round(aws / admitted, 2) if admitted else None,
         "kubernetes_calls_per_pass": round(kube / n, 2),
         "kubernetes_objects_listed_per_pass": round(sum(s.kube_objects for s in samples) / n, 1),
         "cpu_s_per_pass": round(_mean([s.cpu_s for s in samples]), 5),
-        "cpu_s_per_admission": round(sum(s.cpu_s for s in every) / admitted, 5)
+        "cpu_s_per_admission": round(sum(s.cpu_s for s in samples) / admitted, 5)
         if admitted
         else None,
         "emulator_cpu_s_per_pass": round(_mean([s.emulator_cpu_s for s in samples]), 5),
@@ -898,7 +880,7 @@ def outcome(built: World, work: list[Arrival], timeline: Timeline) -> dict[str, 
             preemptions += entry.event is JobEvent.PREEMPTED
     total = timeline.finished_at or built.meter.t
     nominal = NOMINAL_GPUS * total
-    durations = [s.end - s.start for s in timeline.passes if not s.coalesced]
+    durations = [s.end - s.start for s in timeline.passes]
     return {
         "total_virtual_s": round(total, 2),
         "all_jobs_finished": timeline.finished_at is not None,

@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.governance.service import SchedulerBusyError, SchedulerService
-from hyperguard.messaging import EventPublisher, Workflows, wakeups_sent_before, woken_jobs
+from hyperguard.messaging import EventPublisher, Workflows, woken_jobs
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
@@ -35,9 +35,7 @@ service = SchedulerService(
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = event.get("Records", [])
-    result = service.run_pass(
-        job_ids=woken_jobs(r["body"] for r in records), sent_before=wakeups_sent_before(records)
-    )
+    result = service.run_pass(job_ids=woken_jobs(r["body"] for r in records))
     if not result.acquired and records:
         # Another pass holds the lease: fail the batch so SQS delivers the wake-up again.
         raise SchedulerBusyError(settings.hyperpod_cluster_name)

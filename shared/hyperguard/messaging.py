@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
@@ -243,20 +243,6 @@ def woken_jobs(bodies: Iterable[str]) -> list[str]:
         if message.job_id is not None:
             named.append(message.job_id)
     return named
-
-
-def wakeups_sent_before(records: Iterable[Mapping[str, Any]]) -> float | None:
-    """When the last of these SQS records was sent (SQS's `SentTimestamp`, epoch seconds),
-    if every one is an API wake-up; None for an empty batch or one holding anything else
-    (the tick, a job-status event, a record without a send time): such a batch always gets
-    a whole pass (D123)."""
-    sent: list[float] = []
-    for record in records:
-        stamp = (record.get("attributes") or {}).get("SentTimestamp")
-        if not isinstance(stamp, str) or not stamp.isdigit() or not woken_jobs([record["body"]]):
-            return None
-        sent.append(int(stamp) / 1000)
-    return max(sent, default=None)
 
 
 class SchedulerWakeup(Protocol):

@@ -30,12 +30,12 @@ def test_a_batch_is_one_pass_that_admits_the_jobs_its_wake_ups_name(
     for job_id in submitted:  # as while their writes propagate to the `Live` index
         api.jobs.table.update_item(Key={"job_id": job_id}, UpdateExpression="REMOVE live")
     app = load_handler("scheduler", stack.env(), monkeypatch)
-    passes: list[tuple[list[str], float | None]] = []
+    passes = []
     run_pass = app.service.run_pass
 
-    def counted(job_ids: list[str], *, sent_before: float | None = None) -> object:
-        passes.append((job_ids, sent_before))
-        return run_pass(job_ids, sent_before=sent_before)
+    def counted(job_ids: list[str]) -> object:
+        passes.append(job_ids)
+        return run_pass(job_ids)
 
     monkeypatch.setattr(app.service, "run_pass", counted)
 
@@ -48,6 +48,6 @@ def test_a_batch_is_one_pass_that_admits_the_jobs_its_wake_ups_name(
     ]
     batch = [wake_up(bodies[0]), wake_up(json.dumps(SCHEDULER_TICK)), wake_up(bodies[1])]
     assert app.handler({"Records": batch}, context("scheduler"))["admitted"] == 2
-    assert passes == [([], None), (submitted, None)]  # with the tick: always a whole pass
+    assert passes == [[], submitted]
     assert running_jobs(apis) == set(submitted)
     assert [r.job.job_id for r in api.jobs.active()] == sorted(submitted)  # listed once moved

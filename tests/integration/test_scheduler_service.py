@@ -513,32 +513,3 @@ def test_log_monitoring_rules_are_submitted_shown_and_run_on_the_strict_twin(
     assert refused.status == 422
     assert "log_monitoring_configuration" in str(refused.body)
     assert "logPattern" in str(refused.body)
-
-
-def test_wake_ups_the_last_pass_served_run_no_pass_and_later_ones_do(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    """D123: a batch of the API's wake-ups sent well before the last completed pass read its
-    snapshot was served by that pass; one sent later, or within the margin, gets a pass."""
-    apis = make_cluster()
-    api = Api(stack)
-    api.quota("solo", 16)
-    service = scheduler(stack, apis)
-    first = api.submit("solo", 8).body["job_id"]
-    sent = apis.clock.now().timestamp()
-    apis.clock.advance(10)
-    assert service.run_pass(job_ids=[first], sent_before=sent).admitted == [first]
-    second = api.submit("solo", 8).body["job_id"]
-
-    again = service.run_pass(job_ids=[first], sent_before=sent)
-    assert again.acquired and again.coalesced and again.admitted == []
-    assert stored_job(api, second).status is JobStatus.PENDING
-    lease = api.teams.acquire_lease("hyperguard-twin", "next", 60)
-    assert lease is not None, "the coalesced invocation kept the lease"
-    api.teams.release_lease(lease)
-
-    within_margin = service.run_pass(job_ids=[second], sent_before=sent + 9)
-    assert not within_margin.coalesced and within_margin.admitted == [second]
-    apis.clock.advance(10)
-    tick = service.run_pass()
-    assert tick.acquired and not tick.coalesced

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.conftest import SCHEDULER_TICK
 
-from hyperguard.messaging import SqsWakeup, wakeups_sent_before, woken_jobs
+from hyperguard.messaging import SqsWakeup, woken_jobs
 
 
 class RecordingSqs:
@@ -63,33 +63,3 @@ RUN_ENDED = SCHEDULER_TICK | {
 )
 def test_other_bodies_name_no_job(body: str) -> None:
     assert woken_jobs([body]) == []
-
-
-def record(body: str, sent_ms: str | None = "1764061200123") -> dict[str, Any]:
-    """An SQS record as the event source mapping hands it to the scheduler."""
-    attributes = {} if sent_ms is None else {"SentTimestamp": sent_ms}
-    return {"body": body, "attributes": attributes}
-
-
-WAKE_UP = json.dumps({"reason": "job submitted", "jobId": "nlp-1"})
-
-
-def test_a_batch_of_the_apis_wake_ups_says_when_its_last_was_sent() -> None:
-    batch = [record(WAKE_UP, "1764061200123"), record(WAKE_UP, "1764061201500")]
-    assert wakeups_sent_before(batch) == 1764061201.5
-
-
-@pytest.mark.parametrize(
-    "batch",
-    [
-        [],
-        [record(WAKE_UP), record(json.dumps(SCHEDULER_TICK))],
-        [record(json.dumps(RUN_ENDED))],
-        [record(json.dumps({"reason": "quota changed"}))],
-        [record(WAKE_UP, None)],
-        [record(WAKE_UP, "soon")],
-    ],
-    ids=["empty", "with-the-tick", "run-ended", "no-job", "no-send-time", "bad-send-time"],
-)
-def test_any_other_batch_always_gets_a_whole_pass(batch: list[dict[str, Any]]) -> None:
-    assert wakeups_sent_before(batch) is None

@@ -75,8 +75,6 @@ class PassResult:
     conflicts: int = 0
     writes: int = 0
     duration_s: float = 0.0
-    coalesced: bool = False
-    """The wake-ups were served already by the last pass: none ran (D123)."""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -99,7 +97,6 @@ class PassResult:
             "spares": self.spares,
             "pending": self.pending,
             "conflicts": self.conflicts,
-            "coalesced": int(self.coalesced),
         }
 
 

@@ -106,12 +106,6 @@ from hyperguard.store.teams import Lease, TeamStore
 
 __all__ = ["PassResult", "SchedulerBusyError", "SchedulerService"]
 
-COALESCE_MARGIN_S = 2.0
-"""How long before the last pass read its snapshot a wake-up must have been sent for that
-pass to count as having served it (D123): the `Live` index may lag a job just written, and a
-coalesced wake-up's job is not read by key. A job the index lagged longer is admitted by the
-next tick."""
-
 
 class SchedulerBusyError(RuntimeError):
     """Another pass holds the cluster's lease."""
@@ -165,41 +159,26 @@ class SchedulerService:
         deployment grants Recovery in the namespaces of teams that dispatch nothing new
         (D98)."""
 
-    def run_pass(
-        self, job_ids: Collection[str] = (), *, sent_before: float | None = None
-    ) -> PassResult:
+    def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
         """One pass, or nothing (`acquired` False) while another pass holds the lease.
         `job_ids`: jobs the wake-ups named, read by key besides the `Live` index (which a
-        job just submitted may not be in yet). `sent_before`: when the last of the batch's
-        wake-ups was sent (epoch seconds), if the batch is of the API's wake-ups alone; a
-        batch sent more than COALESCE_MARGIN_S before the last completed pass read its
-        snapshot was served by that pass and runs none (`coalesced`, D123)."""
+        job just submitted may not be in yet)."""
         started = time.perf_counter()
         lease = self.teams.acquire_lease(self.cluster, uuid.uuid4().hex, self.lease_ttl_s)
         if lease is None:
             return PassResult(acquired=False)
         result = PassResult()
-        read_at: float | None = None
         try:
-            if (
-                sent_before is not None
-                and lease.served_until is not None
-                and sent_before < lease.served_until - COALESCE_MARGIN_S
-            ):
-                result.coalesced = True
-            else:
-                read_at = self._pass(lease, job_ids, result)
+            self._pass(lease, job_ids, result)
         except FencedOutError:
-            read_at = None
             result.conflicts += 1
             logger.warning("scheduler lease lost mid-pass", extra={"cluster": self.cluster})
         finally:
-            self.teams.release_lease(lease, served_until=read_at)
+            self.teams.release_lease(lease)
             result.duration_s = time.perf_counter() - started
         return result
 
-    def _pass(self, lease: Lease, named: Collection[str], result: PassResult) -> float:
-        """The pass; returns when it read its snapshot (epoch seconds, its clock)."""
+    def _pass(self, lease: Lease, named: Collection[str], result: PassResult) -> None:
         reader = SnapshotReader(
             jobs=self.jobs,
             teams=self.teams,
@@ -210,9 +189,8 @@ class SchedulerService:
             inventory=self.nodes,
             incidents=self.incidents,
         )
-        read_at = self.clock()
         snapshot = reader.read(
-            read_at,
+            self.clock(),
             named,
             bursting=self.bursts is not None,
             teams_ensured=[t for t in self.queues_ensured if not t.startswith(CLUSTER_OBJECTS)],
@@ -249,4 +227,3 @@ class SchedulerService:
         )
         applier.admit(admission)
         applier.scale(capacity)
-        return read_at.timestamp()

@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hyperguard.models.governance import ComputeQuota, ComputeQuotaStatus, SchedulerConfig
-from hyperguard.store.codec import TableStore, decimals, plain, to_item
+from hyperguard.store.codec import TableStore, plain, to_item
 
 QUOTA_PK = "QUOTA"
 SCHEDULER_PK = "SCHEDULER_CONFIG"
@@ -57,9 +57,6 @@ class Lease:
     holder: str
     token: int
     expires_at: float
-    served_until: float | None = None
-    """When the last pass that completed read its snapshot (epoch seconds; None: no pass
-    recorded it): a change written and announced before then, it saw (D123)."""
 
 
 def _conditional_failed(exc: ClientError) -> bool:
@@ -241,30 +238,16 @@ class TeamStore(TableStore):
                 return None
             raise
         data = plain(result["Attributes"])
-        served = data.get("served_until")
-        return Lease(
-            cluster,
-            holder,
-            int(data["token"]),
-            float(data["expires_at"]),
-            None if served is None else float(served),
-        )
+        return Lease(cluster, holder, int(data["token"]), float(data["expires_at"]))
 
-    def release_lease(self, lease: Lease, *, served_until: float | None = None) -> None:
-        """Give the lease up; `served_until`: when the pass that held it read its snapshot,
-        recorded for the next pass (only while the lease is still this one)."""
-        values: dict[str, Any] = {":zero": 0, ":me": lease.holder, ":token": lease.token}
-        expression = "SET expires_at = :zero"
-        if served_until is not None:
-            expression += ", served_until = :served"
-            values[":served"] = decimals(served_until)
+    def release_lease(self, lease: Lease) -> None:
         try:
             self.table.update_item(
                 Key={"pk": LEASE_PK, "sk": lease.cluster},
-                UpdateExpression=expression,
+                UpdateExpression="SET expires_at = :zero",
                 ConditionExpression="holder = :me AND #token = :token",
                 ExpressionAttributeNames={"#token": "token"},
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={":zero": 0, ":me": lease.holder, ":token": lease.token},
             )
         except ClientError as exc:
             if not _conditional_failed(exc):
