@@ -338,10 +338,9 @@ class JobStore(TableStore):
                 else:
                     stale.append(item["job_id"])
             read += self._read_whole(stale)
+        remember = len(job_ids) <= REMEMBERED_MAX
         self._remembered = {
-            record.job.job_id: (rev, record)
-            for rev, record in read
-            if rev is not None and len(job_ids) <= REMEMBERED_MAX
+            record.job.job_id: (rev, record) for rev, record in read if remember and rev is not None
         }
         return [record for _, record in read]
 

@@ -186,31 +186,35 @@ class _SimpleUpdate:
     removes: tuple[str, ...]
 
 
+_FORMS = {
+    "SET": (("set", _SET_VALUE), ("append", _SET_APPEND)),
+    "ADD": (("add", _ADD_NUMBER),),
+    "REMOVE": (("remove", _REMOVE),),
+}
+"""Per clause, the forms of `_SimpleUpdate` its actions may take (DELETE: none)."""
+
+
 @functools.lru_cache(maxsize=1024)
-def _simple_update(expression: str) -> tuple[tuple[str, str, tuple[str, ...]], ...] | None:
-    """The actions of an UpdateExpression, as (clause, action, groups), when every one is of
+def _simple_update(expression: str) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """The actions of an UpdateExpression, as (form, groups), when every one is of
     `_SimpleUpdate`'s forms (names still as written); None otherwise."""
     parts = _CLAUSE.split(expression)
     if parts[0].strip() or len(parts) < 3:
         return None
-    actions: list[tuple[str, str, tuple[str, ...]]] = []
+    actions: list[tuple[str, tuple[str, ...]]] = []
     for clause, body in zip(parts[1::2], parts[2::2], strict=True):
-        clause = clause.upper()
         for action in _split_top_level(body):
-            pattern = {"SET": None, "ADD": _ADD_NUMBER, "REMOVE": _REMOVE}.get(clause, _REMOVE)
-            if clause == "DELETE":
-                return None
-            if clause == "SET":
-                found = _SET_VALUE.match(action)
-                kind = "set"
-                if found is None:
-                    found, kind = _SET_APPEND.match(action), "append"
-            else:
-                assert pattern is not None
-                found, kind = pattern.match(action), clause.lower()
+            found = next(
+                (
+                    (form, match.groups())
+                    for form, pattern in _FORMS.get(clause.upper(), ())
+                    if (match := pattern.match(action))
+                ),
+                None,
+            )
             if found is None:
                 return None
-            actions.append((kind, action, found.groups()))
+            actions.append(found)
     return tuple(actions)
 
 
@@ -226,7 +230,7 @@ def _split_top_level(body: str) -> list[str]:
 
 
 def _resolved(
-    parsed: tuple[tuple[str, str, tuple[str, ...]], ...], names: dict[str, str], reserved: Any
+    parsed: tuple[tuple[str, tuple[str, ...]], ...], names: dict[str, str], reserved: Any
 ) -> _SimpleUpdate | None:
     """The actions with their attribute names resolved; None when a name is undefined or a
     reserved word, an attribute is named twice, or a list_append reads another attribute."""
@@ -237,7 +241,7 @@ def _resolved(
         return None if raw.upper() in reserved else raw
 
     sets, appends, adds, removes, seen = [], [], [], [], []
-    for kind, _, groups in parsed:
+    for kind, groups in parsed:
         target = name(groups[0])
         if target is None:
             return None
@@ -325,10 +329,7 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
         call = signature.bind(self, table_name, key, *args, **kwargs).arguments
         item: Any = None
         try:
-            table = self.get_table(table_name)
-            hash_key = DynamoType(key[table.hash_key_attr])
-            range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
-            item = table.get_item(hash_key, range_key) if table.stream_shard is None else None
+            table, item = _unstreamed_item(self, table_name, key)
             ready = (
                 item is not None
                 and not call.get("attribute_updates")
@@ -430,6 +431,19 @@ def _condition_key(expression: Any, names: Any, values: Any) -> tuple[Any, ...] 
     return tuple(meaning)
 
 
+def _unstreamed_item(backend: Any, table_name: str, key: dict[str, Any]) -> tuple[Any, Any]:
+    """The table and the item `key` names, for a table without a stream (None: no such item,
+    a streamed table); raises what a malformed request makes moto raise."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    table = backend.get_table(table_name)
+    if table.stream_shard is not None:
+        return table, None
+    hash_key = DynamoType(key[table.hash_key_attr])
+    range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+    return table, table.get_item(hash_key, range_key)
+
+
 def update_without_copies(update: Callable[..., Any]) -> Callable[..., Any]:
     """A replacement for moto's `DynamoDBBackend.update_item` (`update`), which deep-copies the
     item before it changes it (for the table's stream) and the update expression it has just
@@ -437,14 +451,10 @@ def update_without_copies(update: Callable[..., Any]) -> Callable[..., Any]:
     history. For an existing item of a table without a stream neither copy is read again, so
     neither is made; moto does everything else. A new item's update (its expression is
     validated twice) and a streamed table's are moto's whole."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
 
     def uncopied(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         try:
-            table = self.get_table(table_name)
-            hash_key = DynamoType(key[table.hash_key_attr])
-            range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
-            existing = table.stream_shard is None and table.get_item(hash_key, range_key)
+            _, existing = _unstreamed_item(self, table_name, key)
         except Exception:  # moto's own validation answers what cannot be read here
             existing = None
         if not existing:
