@@ -355,6 +355,25 @@ UPDATE_CASES: list[tuple[str, str | None, dict[str, str], dict[str, Any] | None]
 UPDATES = st.sampled_from(UPDATE_CASES)
 
 
+def apply_case(
+    update: Any,
+    backend: Any,
+    table: str,
+    case: tuple[str, str | None, dict[str, str], dict[str, Any] | None],
+) -> None:
+    """One of UPDATE_CASES, through `update` (a backend's update_item), on item `k`."""
+    expression, condition, names, values = case
+    update(
+        backend,
+        table,
+        {"id": {"S": "k"}},
+        expression,
+        names,
+        values or {},
+        condition_expression=condition,
+    )
+
+
 @settings(max_examples=120, deadline=None)
 @given(st.booleans(), st.lists(UPDATES, min_size=1, max_size=8))
 def test_the_emulators_updates_change_an_item_as_moto_does(
@@ -379,19 +398,12 @@ def test_the_emulators_updates_change_an_item_as_moto_does(
         backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
         own = inspect.unwrap(DynamoDBBackend.update_item)
         ours = simple_updates(update_without_copies(own))
-        for expression, condition, names, values in updates:
+        for case in updates:
+            expression = case[0]
             outcomes = []
             for table, update in (("ours", ours), ("moto", own)):
                 try:
-                    update(
-                        backend,
-                        table,
-                        {"id": {"S": "k"}},
-                        expression,
-                        names,
-                        values or {},
-                        condition_expression=condition,
-                    )
+                    apply_case(update, backend, table, case)
                     outcomes.append("written")
                 except Exception as error:  # the refusal, by its kind and words
                     outcomes.append(f"{type(error).__name__}: {error}")
@@ -417,17 +429,9 @@ def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb
     moto.__wrapped__ = inspect.unwrap(DynamoDBBackend.update_item)  # type: ignore[attr-defined]
     update = simple_updates(moto)
     backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
-    for expression, condition, names, values in UPDATE_CASES:
+    for case in UPDATE_CASES:
         with contextlib.suppress(Exception):  # the refusals are the property test's
-            update(
-                backend,
-                TABLE,
-                {"id": {"S": "k"}},
-                expression,
-                names,
-                values or {},
-                condition_expression=condition,
-            )
+            apply_case(update, backend, TABLE, case)
     assert "SET v = :s" not in asked and not any(e.startswith("SET #r = :r,") for e in asked)
     assert {"SET m.k = :s", "SET id = :s", "DELETE s :set"} <= set(asked)
 
