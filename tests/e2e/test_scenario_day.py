@@ -45,6 +45,16 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     for side in (hybrid, static):
         assert set(side["avg_wait_s_by_priority"]) == {"inference", "training"}
         assert side["cost_usd_by_pool"]["workers"] == round(16 * SMOKE_HOURS * 98.32, 2)
+        # Waits are exact: every job waited at least the cluster's modelled restart (60 s)
+        # after its submission was sent, which a wait read from a sample could not show.
+        waits = side["wait_s_by_job"]
+        assert set(waits) == {d["name"] for d in result["demand"]}
+        assert min(waits.values()) >= 60
+        # The service's own admission time is on the real clock, beside the stretched waits:
+        # a fraction of a wall second per job on this machine, not minutes.
+        admission = side["max_admission_wall_s_by_priority"]
+        assert set(admission) == {"inference", "training"}
+        assert all(0 < s < 60 for s in admission.values())
     # On demand for the peak (19 nodes all day, no burst): the most paid, the most idle.
     on_demand = result["on_demand"]
     assert on_demand["cost_usd"] == round(19 * SMOKE_HOURS * 98.32, 2)

@@ -1,8 +1,14 @@
 """The day-in-the-life's three sides (hyperguard.twin.day): on-demand sized for the peak is
-sized from the demand itself, and each side's quotas can hold its cluster."""
+sized from the demand itself, and each side's quotas can hold its cluster; waits are
+measured exactly."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from hyperguard.twin.cluster import Progress
 from hyperguard.twin.day import (
     DEMAND,
     NODES,
@@ -10,6 +16,10 @@ from hyperguard.twin.day import (
     SIDE_SETUPS,
     SIDES,
     Demand,
+    Ledger,
+    _admission_wall_s,
+    _by_priority,
+    _waits,
     demand,
     peak_nodes,
 )
@@ -37,3 +47,55 @@ def test_every_side_is_set_up_and_only_on_demand_is_sized_for_the_peak() -> None
     assert SIDE_SETUPS["on_demand"].burst_max_nodes == 0
     assert not SIDE_SETUPS["on_demand"].elastic and SIDE_SETUPS["hybrid"].elastic
     assert SIDE_SETUPS["static"].nodes == SIDE_SETUPS["hybrid"].nodes == NODES
+
+
+class _Cluster:
+    def __init__(self, timelines: dict[str, list[Progress]]) -> None:
+        self.timelines = timelines
+
+    def timeline(self, job_id: str) -> list[Progress]:
+        return self.timelines.get(job_id, [])
+
+
+def test_a_wait_runs_from_the_submission_sent_to_the_first_training_step() -> None:
+    """Exact, not sampled: the simulated cluster's timeline (recorded out of order as its
+    runs settle) gives the first step; a job that never stepped waits until the day's end
+    and is counted."""
+    t0 = datetime(2026, 11, 25, 11, 0, tzinfo=UTC)
+
+    def at(seconds: float) -> datetime:
+        return t0 + timedelta(seconds=seconds)
+
+    ledger = Ledger(
+        submitted={"a": ("inference", at(10)), "b": ("training", at(0)), "c": ("inference", at(5))},
+        names={"a": "spike-0", "b": "day-0", "c": "spike-1"},
+    )
+    twin = SimpleNamespace(
+        cluster=_Cluster(
+            {
+                "a": [Progress(at(200), 0, 4), Progress(at(97.5), 1, 0), Progress(at(260), 1, 4)],
+                "b": [Progress(at(61), 0, 0)],  # stopped before it ever stepped
+            }
+        )
+    )
+    waits, never = _waits(twin, ledger, end=at(1000))  # type: ignore[arg-type]
+    assert waits == {"a": 87.5, "b": 1000.0, "c": 995.0}
+    assert never == {"training": 1, "inference": 1}
+    assert _by_priority(ledger, waits, max) == {"inference": 995.0, "training": 1000.0}
+
+
+def test_the_admission_time_is_the_services_own_record_in_wall_seconds() -> None:
+    ledger = Ledger(submitted={"a": ("inference", datetime.now(UTC))}, names={"a": "spike-0"})
+    jobs: list[dict[str, Any]] = [
+        {
+            "job_id": "a",
+            "submitted_at": "2026-11-25T11:00:47.262349Z",
+            "first_admitted_at": "2026-11-25T11:00:47.717534Z",
+        },
+        # not admitted yet, and a job the day did not submit: neither counts
+        {"job_id": "b", "submitted_at": "2026-11-25T11:00:47Z", "first_admitted_at": None},
+        {"job_id": "c", "submitted_at": "2026-11-25T11:00:47Z", "first_admitted_at": None},
+    ]
+    admission = _admission_wall_s(ledger, jobs)
+    assert admission == {"a": 0.455185}
+    assert _by_priority(ledger, admission, max, digits=3) == {"inference": 0.455}
