@@ -342,7 +342,9 @@ class GovernanceState:
 
     def apply(self, decisions: Decisions) -> None:
         """Apply a pass's decisions in order (what the caller does once its conditional
-        writes succeed)."""
+        writes succeed). An admitted job lands where placement puts it: on HyperPod
+        (committed capacity, placed first) while HyperPod has room for it, else on burst
+        capacity; a HyperPod-only job always on HyperPod."""
         for decision in decisions.actions:
             self.apply_one(decision)
 
@@ -350,6 +352,9 @@ class GovernanceState:
         workload = self.workloads[decision.job_id]
         if decision.kind is DecisionKind.ADMIT:
             self._dequeue(workload)
+            workload.on_hyperpod = workload.hyperpod_only or self._hyperpod_has_room(
+                workload, decision.replicas
+            )
             self._start(workload, decision.replicas, self.now)
         elif decision.kind is DecisionKind.PREEMPT:
             self._release(workload)
@@ -359,6 +364,20 @@ class GovernanceState:
 
     def team_usage(self, team: str, instance_type: str) -> ResourceAmount:
         return ResourceAmount(*self.usage.get((team, instance_type), (0, 0, 0)))
+
+    def _hyperpod_has_room(self, workload: Workload, replicas: int) -> bool:
+        """Whether HyperPod's part of the capacity holds `replicas` of `workload` beside
+        every job already on HyperPod."""
+        flavor = workload.instance_type
+        on_hyperpod = _sum(
+            w.per_replica.scaled(w.admitted)
+            for (_, running_flavor), jobs in self.running.items()
+            if running_flavor == flavor
+            for w in jobs.values()
+            if w.hyperpod_only or w.on_hyperpod
+        )
+        total = on_hyperpod + workload.per_replica.scaled(replicas)
+        return all(t <= c for t, c in zip(total, self.flavors[flavor].hyperpod, strict=True))
 
     def _enqueue(self, workload: Workload) -> None:
         workload.admitted = 0

@@ -746,3 +746,30 @@ def test_an_elastic_job_shrunk_then_preempted_for_one_admission_is_one_preemptio
     assert admitted(decisions) == {"high": 2}
     assert preempted(decisions) == {"elastic"}
     assert [d.kind for d in decisions.actions if d.job_id == "elastic"] == [DecisionKind.PREEMPT]
+
+
+def test_a_reclaimed_borrower_readmitted_while_hyperpod_is_full_lands_on_burst_capacity() -> None:
+    """The state's model of placement (GovernanceState.apply): the borrower a HyperPod-only
+    job reclaimed from HyperPod is admitted again into the burst capacity left, not back on
+    HyperPod; had the model put it on HyperPod regardless (19 GPUs on a 16-GPU HyperPod in
+    the property test's counterexample, seed 94), the next pass preempted it again."""
+    state = cluster(
+        [quota("a", 16, strategy="Lend", borrow=0), quota("b", 8, borrow=100)],
+        3,
+        [
+            running(job("b-own", "b", 8, at=1), since=1),
+            running(job("b-borrow", "b", 8, at=2), since=2),
+            production(job("a-prod", "a", 8, at=3)),
+            production(job("a-prod-2", "a", 1, at=4)),
+        ],
+        hyperpod=2,
+    )
+    first = schedule(state)
+    assert preempted(first) == {"b-borrow"} and admitted(first) == {"a-prod": 1}
+    state.apply(first)
+    second = schedule(state)
+    assert admitted(second) == {"b-borrow": 1}
+    state.apply(second)
+    assert not state.workloads["b-borrow"].on_hyperpod
+    assert state.workloads["a-prod"].on_hyperpod
+    assert schedule(state).actions == []
