@@ -195,7 +195,7 @@ class _Pass:
     def _key(self, bucket: _Bucket) -> Key:
         workload = bucket.jobs[bucket.pos]
         flavor = workload.instance_type
-        need = workload.per_replica.scaled(workload.replicas)
+        need = workload.per_replica.scaled(workload.floor)
         head = (-workload.priority, workload.submitted_at, workload.seq)
         if self._within_nominal(bucket.policy, flavor, need):
             return (0, 0.0, *head)
@@ -321,7 +321,7 @@ class _Pass:
         room, binding = self._room(policy, flavor, workload.per_replica, hyperpod_only)
         self._last_binding = binding
         if room >= workload.floor:
-            self._admit(workload, policy, workload.at_most(min(room, workload.replicas)), "")
+            self._admit(workload, policy, self._size(workload, policy, room, reclaim), "")
             return True
         block = self._block_reason(workload, policy, binding)
         need = workload.per_replica.scaled(workload.floor)
@@ -350,8 +350,21 @@ class _Pass:
             )
             if part
         )
-        self._admit(workload, policy, workload.at_most(min(room, workload.replicas)), suffix)
+        self._admit(workload, policy, self._size(workload, policy, room, reclaim), suffix)
         return True
+
+    def _size(self, workload: Workload, policy: TeamPolicy, room: int, in_quota: bool) -> int:
+        """The size `workload` is admitted at with `room` replicas free: all of it, or an
+        elastic job's largest size that fits; in stage 1 (within nominal quota) no larger
+        than the team's nominal quota takes, since its place in the order came from its
+        smallest size being within nominal (it grows into idle capacity after the pass's
+        admissions)."""
+        if in_quota:
+            flavor, per = workload.instance_type, workload.per_replica
+            used = self.usage.get((policy.team, flavor)) or (0, 0, 0)
+            nominal = policy.nominal.get(flavor, ZERO)
+            room = min(room, *((nominal[i] - used[i]) // per[i] for i in range(3) if per[i] > 0))
+        return workload.at_most(min(room, workload.replicas))
 
     def _admit(self, workload: Workload, policy: TeamPolicy, replicas: int, suffix: str) -> None:
         self.replicas[workload.job_id] = 0

@@ -773,3 +773,25 @@ def test_a_reclaimed_borrower_readmitted_while_hyperpod_is_full_lands_on_burst_c
     assert not state.workloads["b-borrow"].on_hyperpod
     assert state.workloads["a-prod"].on_hyperpod
     assert schedule(state).actions == []
+
+
+def test_an_elastic_job_whose_smallest_size_is_within_nominal_goes_before_lower_priority() -> None:
+    """Its place in stage 1 comes from its smallest size: ranked by its full size (two
+    replicas, beyond nominal), the high-priority elastic job was left to stage 2, behind a
+    no-class job admitted in stage 1, and then preempted four small running jobs that the
+    no-class job could not be taken from; the next passes preempted them again (the
+    ping-pong property's counterexample, seed 186). Admitted at the size nominal takes, it
+    grows only into capacity nobody waits for."""
+    small = [
+        running(job(f"small-{i}", "a", 1, cls=None if i < 3 else "low", at=i)) for i in range(4)
+    ]
+    elastic = job("elastic", "a", 8, cls="high", at=10, replicas=2, min_replicas=1)
+    state = cluster(
+        [quota("a", 16, strategy="Lend", borrow=0)],
+        2,
+        [*small, elastic, job("no-class", "a", 8, cls=None, at=11)],
+    )
+    decisions = schedule(state)
+    assert admitted(decisions) == {"elastic": 1}
+    assert preempted(decisions) == set()
+    assert "within nominal" in decisions.admitted[0].reason
