@@ -59,3 +59,42 @@ def test_scenario_progress_goes_to_stderr(
     captured = capsys.readouterr()
     assert json.loads(captured.out) == {"strategies": {}}
     assert captured.err.splitlines()[0] == "elastic-fault [1/2] starting a twin"
+
+
+def test_the_days_table_shows_the_waits_beside_hyperguards_own_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --json each side's average wait (simulated) is printed beside HyperGuard's
+    own admission time on the wall clock, which the scaled clock does not stretch."""
+    from hyperguard.twin.day import SIDES
+
+    def side(_args: Any, name: str) -> dict[str, Any]:
+        result = {
+            "gpu_hours_used": 10.0,
+            "idle_gpu_hours": 1.0,
+            "cost_usd": 100.0,
+            "burst_nodes_peak": 0,
+            "burst_nodes_at_end": 0,
+            "jobs_completed": 11,
+            "usd_per_used_gpu_hour": 10.0,
+            "avg_wait_s_by_priority": {"inference": 65.5, "training": 64.8},
+            "avg_admission_wall_s_by_priority": {"inference": 0.194, "training": 0.145},
+        }
+        return {
+            "side": name,
+            "result": result,
+            "executions": {},
+            "time_scale": 24.0,
+            "hours": 4,
+            "demand": [],
+        }
+
+    monkeypatch.setattr(cli, "_one_side", side)
+    assert cli.main(["twin", "scenario", "day-in-the-life", "--hours", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name in SIDES:
+        assert (
+            f"{name}: average wait by priority (simulated, submission to first step): "
+            "inference 66 s, training 65 s; HyperGuard's own admission time (wall clock): "
+            "inference 0.19 s, training 0.14 s" in lines
+        )
