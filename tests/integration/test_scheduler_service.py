@@ -513,3 +513,85 @@ def test_log_monitoring_rules_are_submitted_shown_and_run_on_the_strict_twin(
     assert refused.status == 422
     assert "log_monitoring_configuration" in str(refused.body)
     assert "logPattern" in str(refused.body)
+
+
+class CountsResizes(HyperPodEksGateway):
+    """The cluster, with every resize HyperGuard asks of it recorded (job id, nodes)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.resizes: list[tuple[str, int]] = []
+
+    def resize(self, job: Job, nodes: list[str]) -> bool:
+        self.resizes.append((job.job_id, len(nodes)))
+        return super().resize(job, nodes)
+
+
+def test_an_elastic_job_two_admissions_shrink_restarts_once_at_its_final_size(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Two urgent jobs admitted in one pass both take a node of the team's elastic job: its
+    record is written smaller for each admission (each write fenced with it), but the
+    cluster resizes it once, to two nodes, since each resize is a checkpoint and a restart
+    of the whole job."""
+    apis = make_cluster(hyperpod_nodes=4)
+    api = Api(stack)
+    api.call(
+        "PUT",
+        "/scheduler-config",
+        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
+    )
+    api.quota("solo", 32, strategy="DontLend", borrow=None)
+    elastic = {"minReplicas": 1, "maxReplicas": 4, "scalingTimeoutInSeconds": 0}
+    body = api.submit("solo", 8, replicas=4, priority_class="low", elastic_policy=elastic).body
+    training = body["job_id"]
+    gateway = CountsResizes(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    service = scheduler(stack, apis, gateway)
+    assert service.run_pass().admitted == [training]
+    urgent = {api.submit("solo", 8, priority_class="high").body["job_id"] for _ in range(2)}
+    result = service.run_pass()
+    assert set(result.admitted) == urgent
+    assert result.resized == [training, training]  # written once for each admission
+    assert gateway.resizes == [(training, 2)]
+    assert len(stored_job(api, training).nodes) == 2
+    assert running_jobs(apis) == {training, *urgent}
+    assert len(apis.cluster.runs()[training].nodes) == 2
+
+
+def test_an_elastic_job_shrunk_for_a_refused_admission_is_resized_on_the_cluster_too(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """The shrink is written (fenced on the lease), the admission it served is refused (the
+    team's quota changed after the snapshot): the cluster follows the record, so the job
+    keeps running at its new size instead of its run being swept as out of date."""
+    apis = make_cluster(hyperpod_nodes=4)
+    api = Api(stack)
+    api.call(
+        "PUT",
+        "/scheduler-config",
+        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
+    )
+    api.quota("solo", 32, strategy="DontLend", borrow=None)
+    elastic = {"minReplicas": 1, "maxReplicas": 4, "scalingTimeoutInSeconds": 0}
+    body = api.submit("solo", 8, replicas=4, priority_class="low", elastic_policy=elastic).body
+    training = body["job_id"]
+    gateway = CountsResizes(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    service = scheduler(stack, apis, gateway)
+    assert service.run_pass().admitted == [training]
+    urgent = api.submit("solo", 8, priority_class="high").body["job_id"]
+    read_quotas = service.teams.quotas
+
+    def quotas_then_change() -> Any:
+        snapshot = read_quotas()
+        changed = api.quota("solo", 32, strategy="DontLend", borrow=None, version=1)
+        assert changed.status == 200
+        return snapshot
+
+    service.teams.quotas = quotas_then_change  # type: ignore[method-assign]
+    result = service.run_pass()
+    assert result.admitted == [] and result.conflicts == 1
+    assert result.resized == [training] and gateway.resizes == [(training, 3)]
+    service.teams.quotas = read_quotas  # type: ignore[method-assign]
+    assert service.run_pass().admitted == [urgent]
+    assert running_jobs(apis) == {training, urgent}
+    assert len(apis.cluster.runs()[training].nodes) == 3

@@ -247,14 +247,33 @@ class PassApplier:
     def admit(self, plan: AdmissionPlan) -> None:
         """Team objects first, then each admission (its victims give way, the admission
         is written, then dispatched), then the dispatched jobs marked Running together
-        (transactions of up to 100), then elastic growth."""
+        (transactions of up to 100), then elastic growth.
+
+        An elastic job several admissions shrink is resized on the cluster once, to the
+        size last written, with the last admission that shrinks it: each resize is a
+        checkpoint and a restart of the job. One shrunk for an admission that was refused,
+        or that a lost lease stopped, is resized all the same once the admissions are done
+        (its smaller size is written): left as it was, its run would be swept as older than
+        the job's and the job requeued."""
         self.result.spares, self.result.slow = plan.spares, plan.slow
         self.result.unplaced.extend(plan.unplaced)
         self.ensure_running_teams(plan.ensure_teams)
+        last_shrink = {
+            victim.job.job_id: index
+            for index, admission in enumerate(plan.admissions)
+            for victim in admission.victims
+            if isinstance(victim, Shrink)
+        }
+        shrunk: dict[str, Job] = {}
         dispatched: list[Job] = []
-        for admission in plan.admissions:
-            if self.carry_out(admission):
-                dispatched.append(admission.job)
+        try:
+            for index, admission in enumerate(plan.admissions):
+                due = [job_id for job_id, last in last_shrink.items() if last == index]
+                if self.carry_out(admission, shrunk, due):
+                    dispatched.append(admission.job)
+        finally:  # also when a lost lease ends the pass: the cluster follows the record
+            for job in shrunk.values():
+                self.resize_on_cluster(job)
         if dispatched:
             for job_id, outcome in self.lifecycle.start_all(dispatched).items():
                 if self.count(outcome):
@@ -262,10 +281,15 @@ class PassApplier:
         for growth in plan.growths:
             self.grow(growth)
 
-    def carry_out(self, admission: Admission) -> bool:
-        """The admission written and dispatched (True), or refused (False)."""
+    def carry_out(self, admission: Admission, shrunk: dict[str, Job], due: list[str]) -> bool:
+        """The admission written and dispatched (True), or refused (False). `shrunk`: the
+        elastic jobs written smaller and not yet resized on the cluster, by job id; those
+        `due` (this is the last admission that shrinks them) are resized before the
+        dispatch."""
         job = admission.job
-        shrunk = [v for v in admission.victims if self.give_way(v) and isinstance(v, Shrink)]
+        for victim in admission.victims:
+            if self.give_way(victim) and isinstance(victim, Shrink):
+                shrunk[victim.job.job_id] = victim.job
         admitted = self.count(
             self.lifecycle.admit(
                 job.job_id,
@@ -285,8 +309,9 @@ class PassApplier:
         )
         if not admitted:
             return False
-        for victim in shrunk:
-            self.resize_on_cluster(victim.job)
+        for job_id in due:
+            if job_id in shrunk:
+                self.resize_on_cluster(shrunk.pop(job_id))
         self.result.admitted.append(job.job_id)
         return self.dispatch(job)
 

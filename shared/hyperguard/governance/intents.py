@@ -127,7 +127,8 @@ class Preemption:
 @dataclass(frozen=True, slots=True)
 class Shrink:
     """An elastic job that gives way by shrinking: `job` as it is after (fewer nodes, a new
-    run); written (fenced), and resized on the cluster once the admission it serves is."""
+    run); written (fenced), and resized on the cluster once the admission it serves is (the
+    last one that shrinks it, when several do)."""
 
     job: Job
     reason: str

@@ -56,7 +56,8 @@ Order of effects, and why:
   succeeded — otherwise the next pass tries again;
 * resize (elastic): conditional write, then the cluster (a HyperPodPyTorchJob is patched in
   place, a batch Job re-run from its checkpoint); a shrink made for an admission is resized
-  on the cluster only once that admission is written;
+  on the cluster only once that admission is written, and a job several admissions shrink
+  is resized once, to its last written size (each resize restarts it);
 * admit: the victims give way first, then the conditional write (status Admitted, nodes,
   pool), then `dispatch`, then Running (the pass's dispatched jobs together, in transactions
   of up to 100: D116); a dispatch the cluster refuses puts the job back to
