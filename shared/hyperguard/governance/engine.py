@@ -17,7 +17,9 @@ Rules (HyperPod task governance over Kueue semantics):
 * Order: jobs that fit their team's nominal quota first; then jobs that need to borrow. Within
   each group by priority-class weight, then submission time. With FairShare Enabled borrowing
   jobs are ordered first by their team's dominant share above nominal divided by its weight
-  (lowest first); with FairShare Disabled borrowing is first-come-first-serve.
+  (lowest first; the team's, not what a job's own request would make it, so inside a team
+  priority then age decide: D124); with FairShare Disabled borrowing is
+  first-come-first-serve. An elastic job is placed in this order by its smallest size.
 * Jobs with the same team, instance type, priority, request and pools (HyperPod only or not)
   form one queue shape; when the oldest of a shape cannot be admitted, the rest of the shape
   waits with the same reason, and other shapes are still tried (Kueue's BestEffortFIFO).
@@ -206,7 +208,7 @@ class _Pass:
             pool = self.state.flavors[flavor].pool
             share = (
                 max(
-                    ((used[i] + need[i] - nominal[i]) / pool[i] for i in range(3) if pool[i] > 0),
+                    (max(used[i] - nominal[i], 0) / pool[i] for i in range(3) if pool[i] > 0),
                     default=0.0,
                 )
                 / bucket.policy.weight

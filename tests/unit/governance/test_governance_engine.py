@@ -795,3 +795,19 @@ def test_an_elastic_job_whose_smallest_size_is_within_nominal_goes_before_lower_
     assert admitted(decisions) == {"elastic": 1}
     assert preempted(decisions) == set()
     assert "within nominal" in decisions.admitted[0].reason
+
+
+def test_a_teams_borrowing_jobs_go_by_priority_not_by_size() -> None:
+    """Fair share orders teams by how far each is above its nominal quota; inside a team,
+    priority then age. Ranked by the share each job's own request would make, four small
+    no-class jobs borrowed the team's last GPUs ahead of a low-priority job, which then
+    preempted them in the next pass (the ping-pong property's counterexample, seed 70)."""
+    small = [job(f"small-{i}", "a", 1, cls=None, at=i) for i in range(4)]
+    state = cluster(
+        [quota("a", 8, borrow=50)],
+        2,
+        [running(job("own", "a", 8, cls="low", at=0)), *small, job("low", "a", 4, at=9)],
+    )
+    decisions = schedule(state)
+    assert admitted(decisions) == {"low": 1}
+    assert preempted(decisions) == set()
