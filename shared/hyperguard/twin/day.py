@@ -44,6 +44,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from statistics import fmean
 from typing import Any
 
 from hyperguard.cluster.conventions import EC2_CAPACITY_TYPES
@@ -331,13 +332,13 @@ def _summary(
         "burst_nodes_peak": ledger.burst_nodes_peak,
         "burst_nodes_at_end": ledger.burst_nodes_at_end,
         "jobs_completed": sum(1 for j in jobs if j["status"] == "Succeeded"),
-        "avg_wait_s_by_priority": _by_priority(ledger, waits, _mean),
+        "avg_wait_s_by_priority": _by_priority(ledger, waits, fmean),
         "max_wait_s_by_priority": _by_priority(ledger, waits, max),
         "wait_s_by_job": {ledger.names[j]: round(w, 1) for j, w in waits.items()},
         # The service's own part, on the real clock: every wall second of it is
         # `time_scale` simulated seconds of the waits above, and takes longer on a loaded
         # host: the host's 1-minute load average at the day's start and end says how loaded.
-        "avg_admission_wall_s_by_priority": _by_priority(ledger, admission, _mean, digits=3),
+        "avg_admission_wall_s_by_priority": _by_priority(ledger, admission, fmean, digits=3),
         "max_admission_wall_s_by_priority": _by_priority(ledger, admission, max, digits=3),
         "load_average": [round(v, 2) for v in ledger.load],
         "never_started_by_priority": dict(never),
@@ -382,10 +383,6 @@ def _by_priority(
     for job_id, value in values.items():
         grouped[ledger.submitted[job_id][0]].append(value)
     return {p: round(reduce(v), digits) for p, v in sorted(grouped.items())}
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 def _executions(twin: Twin) -> dict[str, dict[str, int]]:
