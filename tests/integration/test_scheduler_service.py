@@ -4,20 +4,24 @@ writes, placement and dispatch."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import pytest
 from botocore.client import BaseClient
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
-from tests.integration.cluster_harness import HYPERPOD, sagemaker
+from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
@@ -186,6 +190,27 @@ def test_a_pass_never_overwrites_a_reason_written_after_its_snapshot(
     )
 
 
+@contextmanager
+def quota_changed_after_the_snapshot(
+    service: SchedulerService, change: Callable[[], Any]
+) -> Iterator[None]:
+    """Inside, each pass reads the teams' quotas and then `change` (an admin's quota update,
+    which must be answered 200) lands, before the pass writes anything fenced on the team's
+    quota version."""
+    read = service.teams.quotas
+
+    def then_change() -> Any:
+        snapshot = read()
+        assert change().status == 200
+        return snapshot
+
+    service.teams.quotas = then_change  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del service.teams.quotas
+
+
 def test_a_stale_quota_version_stops_the_pass_before_it_admits(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
@@ -194,15 +219,8 @@ def test_a_stale_quota_version_stops_the_pass_before_it_admits(
     api.quota("solo", 16)
     job_id = api.submit("solo", 8).body["job_id"]
     service = scheduler(stack, apis)
-    read_quotas = service.teams.quotas
-
-    def quotas_then_update() -> Any:
-        snapshot = read_quotas()
-        assert api.quota("solo", 8, version=1).status == 200
-        return snapshot
-
-    service.teams.quotas = quotas_then_update  # type: ignore[method-assign]
-    result = service.run_pass()
+    with quota_changed_after_the_snapshot(service, lambda: api.quota("solo", 8, version=1)):
+        result = service.run_pass()
     assert result.admitted == [] and result.conflicts == 1
     assert stored_job(api, job_id).status is JobStatus.PENDING
 
@@ -389,16 +407,10 @@ def test_elastic_growth_is_fenced_on_the_teams_quota_version(
     service = scheduler(stack, apis)
     assert service.run_pass().admitted == [job_id]
     assert api.quota("solo", 32, strategy="DontLend", borrow=None, version=1).status == 200
-    read_quotas = service.teams.quotas
-
-    def quotas_then_cut() -> Any:
-        snapshot = read_quotas()  # 32 GPUs: the engine grows the job to 4 replicas
-        cut = api.quota("solo", 16, strategy="DontLend", borrow=None, version=2)
-        assert cut.status == 200
-        return snapshot
-
-    service.teams.quotas = quotas_then_cut  # type: ignore[method-assign]
-    result = service.run_pass()
+    # the snapshot has 32 GPUs: the engine grows the job to 4 replicas
+    cut = partial(api.quota, "solo", 16, strategy="DontLend", borrow=None, version=2)
+    with quota_changed_after_the_snapshot(service, cut):
+        result = service.run_pass()
     assert result.resized == [] and result.conflicts == 1
     record = api.jobs.record(job_id)
     assert record is not None and len(record.job.nodes) == 2 and record.admitted_replicas == 2
@@ -527,13 +539,12 @@ class CountsResizes(HyperPodEksGateway):
         return super().resize(job, nodes)
 
 
-def test_an_elastic_job_two_admissions_shrink_restarts_once_at_its_final_size(
+def elastic_job_on_four_nodes(
     stack: Stack, make_cluster: MakeCluster
-) -> None:
-    """Two urgent jobs admitted in one pass both take a node of the team's elastic job: its
-    record is written smaller for each admission (each write fenced with it), but the
-    cluster resizes it once, to two nodes, since each resize is a checkpoint and a restart
-    of the whole job."""
+) -> tuple[ClusterApis, Api, str, CountsResizes, SchedulerService]:
+    """A low-priority elastic job (1-4 nodes) running on all four nodes of a team's own
+    cluster, with a scheduler whose cluster records every resize; priority class `high` is
+    defined."""
     apis = make_cluster(hyperpod_nodes=4)
     api = Api(stack)
     api.call(
@@ -548,6 +559,17 @@ def test_an_elastic_job_two_admissions_shrink_restarts_once_at_its_final_size(
     gateway = CountsResizes(apis.gateway.hyperpod, apis.gateway.kubernetes)
     service = scheduler(stack, apis, gateway)
     assert service.run_pass().admitted == [training]
+    return apis, api, training, gateway, service
+
+
+def test_an_elastic_job_two_admissions_shrink_restarts_once_at_its_final_size(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Two urgent jobs admitted in one pass both take a node of the team's elastic job: its
+    record is written smaller for each admission (each write fenced with it), but the
+    cluster resizes it once, to two nodes, since each resize is a checkpoint and a restart
+    of the whole job."""
+    apis, api, training, gateway, service = elastic_job_on_four_nodes(stack, make_cluster)
     urgent = {api.submit("solo", 8, priority_class="high").body["job_id"] for _ in range(2)}
     result = service.run_pass()
     assert set(result.admitted) == urgent
@@ -564,34 +586,13 @@ def test_an_elastic_job_shrunk_for_a_refused_admission_is_resized_on_the_cluster
     """The shrink is written (fenced on the lease), the admission it served is refused (the
     team's quota changed after the snapshot): the cluster follows the record, so the job
     keeps running at its new size instead of its run being swept as out of date."""
-    apis = make_cluster(hyperpod_nodes=4)
-    api = Api(stack)
-    api.call(
-        "PUT",
-        "/scheduler-config",
-        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
-    )
-    api.quota("solo", 32, strategy="DontLend", borrow=None)
-    elastic = {"minReplicas": 1, "maxReplicas": 4, "scalingTimeoutInSeconds": 0}
-    body = api.submit("solo", 8, replicas=4, priority_class="low", elastic_policy=elastic).body
-    training = body["job_id"]
-    gateway = CountsResizes(apis.gateway.hyperpod, apis.gateway.kubernetes)
-    service = scheduler(stack, apis, gateway)
-    assert service.run_pass().admitted == [training]
+    apis, api, training, gateway, service = elastic_job_on_four_nodes(stack, make_cluster)
     urgent = api.submit("solo", 8, priority_class="high").body["job_id"]
-    read_quotas = service.teams.quotas
-
-    def quotas_then_change() -> Any:
-        snapshot = read_quotas()
-        changed = api.quota("solo", 32, strategy="DontLend", borrow=None, version=1)
-        assert changed.status == 200
-        return snapshot
-
-    service.teams.quotas = quotas_then_change  # type: ignore[method-assign]
-    result = service.run_pass()
+    change = partial(api.quota, "solo", 32, strategy="DontLend", borrow=None, version=1)
+    with quota_changed_after_the_snapshot(service, change):
+        result = service.run_pass()
     assert result.admitted == [] and result.conflicts == 1
     assert result.resized == [training] and gateway.resizes == [(training, 3)]
-    service.teams.quotas = read_quotas  # type: ignore[method-assign]
     assert service.run_pass().admitted == [urgent]
     assert running_jobs(apis) == {training, urgent}
     assert len(apis.cluster.runs()[training].nodes) == 3
