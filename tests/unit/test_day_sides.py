@@ -17,6 +17,7 @@ from hyperguard.twin.day import (
     SIDES,
     Demand,
     Ledger,
+    Submission,
     _admission_wall_s,
     _by_priority,
     _waits,
@@ -67,8 +68,11 @@ def test_a_wait_runs_from_the_submission_sent_to_the_first_training_step() -> No
         return t0 + timedelta(seconds=seconds)
 
     ledger = Ledger(
-        submitted={"a": ("inference", at(10)), "b": ("training", at(0)), "c": ("inference", at(5))},
-        names={"a": "spike-0", "b": "day-0", "c": "spike-1"},
+        submitted={
+            "a": Submission("spike-0", "inference", at(10)),
+            "b": Submission("day-0", "training", at(0)),
+            "c": Submission("spike-1", "inference", at(5)),
+        }
     )
     twin = SimpleNamespace(
         cluster=_Cluster(
@@ -85,7 +89,7 @@ def test_a_wait_runs_from_the_submission_sent_to_the_first_training_step() -> No
 
 
 def test_the_admission_time_is_the_services_own_record_in_wall_seconds() -> None:
-    ledger = Ledger(submitted={"a": ("inference", datetime.now(UTC))}, names={"a": "spike-0"})
+    ledger = Ledger(submitted={"a": Submission("spike-0", "inference", datetime.now(UTC))})
     jobs: list[dict[str, Any]] = [
         {
             "job_id": "a",

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from statistics import fmean
-from typing import Any
+from typing import Any, NamedTuple
 
 from hyperguard.cluster.conventions import EC2_CAPACITY_TYPES
 from hyperguard.models.nodes import CapacityType
@@ -130,6 +130,15 @@ SIDE_SETUPS = {
 }
 
 
+class Submission(NamedTuple):
+    """One job of the demand as the day sent it."""
+
+    name: str
+    priority: str
+    sent: datetime
+    """The virtual time its submission was sent."""
+
+
 @dataclass
 class Ledger:
     """What one side's day looked like, sampled."""
@@ -139,10 +148,8 @@ class Ledger:
     burst_usd_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     burst_nodes_peak: int = 0
     burst_nodes_at_end: int = 0
-    submitted: dict[str, tuple[str, datetime]] = field(default_factory=dict)
-    """job id → (priority class, virtual time its submission was sent)."""
-    names: dict[str, str] = field(default_factory=dict)
-    """job id → the demand's job name."""
+    submitted: dict[str, Submission] = field(default_factory=dict)
+    """job id → its submission."""
     load: list[float] = field(default_factory=list)
     """The host's 1-minute load average at the start and at the end of the day."""
 
@@ -221,8 +228,7 @@ def _run_day(
             arrival = pending.pop(0)
             sent = clock.now()
             job_id = _submit(twin, arrival, elastic=setup.elastic)
-            ledger.submitted[job_id] = (arrival.priority, sent)
-            ledger.names[job_id] = arrival.name
+            ledger.submitted[job_id] = Submission(arrival.name, arrival.priority, sent)
         _sample(twin, ledger, (min(now, end) - last).total_seconds())
         last = min(now, end)
         if now >= end:
@@ -334,7 +340,7 @@ def _summary(
         "jobs_completed": sum(1 for j in jobs if j["status"] == "Succeeded"),
         "avg_wait_s_by_priority": _by_priority(ledger, waits, fmean),
         "max_wait_s_by_priority": _by_priority(ledger, waits, max),
-        "wait_s_by_job": {ledger.names[j]: round(w, 1) for j, w in waits.items()},
+        "wait_s_by_job": {ledger.submitted[j].name: round(w, 1) for j, w in waits.items()},
         # The service's own part, on the real clock: every wall second of it is
         # `time_scale` simulated seconds of the waits above, and takes longer on a loaded
         # host: the host's 1-minute load average at the day's start and end says how loaded.
@@ -351,7 +357,7 @@ def _waits(twin: Twin, ledger: Ledger, end: datetime) -> tuple[dict[str, float],
     in the second mapping)."""
     waits: dict[str, float] = {}
     never: dict[str, int] = defaultdict(int)
-    for job_id, (priority, submitted) in ledger.submitted.items():
+    for job_id, (_, priority, submitted) in ledger.submitted.items():
         steps = [p.at for p in twin.cluster.timeline(job_id) if p.replicas > 0]
         if not steps:
             never[priority] += 1
@@ -381,7 +387,7 @@ def _by_priority(
     """`values` by job id, reduced per priority class."""
     grouped: dict[str, list[float]] = defaultdict(list)
     for job_id, value in values.items():
-        grouped[ledger.submitted[job_id][0]].append(value)
+        grouped[ledger.submitted[job_id].priority].append(value)
     return {p: round(reduce(v), digits) for p, v in sorted(grouped.items())}
 
 
