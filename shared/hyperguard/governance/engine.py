@@ -365,7 +365,7 @@ class _Pass:
             flavor, per = workload.instance_type, workload.per_replica
             used = self.usage.get((policy.team, flavor)) or (0, 0, 0)
             nominal = policy.nominal.get(flavor, ZERO)
-            room = min(room, *((nominal[i] - used[i]) // per[i] for i in range(3) if per[i] > 0))
+            room = min((room, *((nominal[i] - used[i]) // per[i] for i in range(3) if per[i] > 0)))
         return workload.at_most(min(room, workload.replicas))
 
     def _admit(self, workload: Workload, policy: TeamPolicy, replicas: int, suffix: str) -> None:
