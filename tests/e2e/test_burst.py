@@ -332,7 +332,12 @@ def test_urgent_work_preempts_at_once_and_hands_hyperpod_back_when_its_burst_lan
         http.wait({victim["job_id"]: "Running"}, timeout_s=60)
         back = http("GET", f"/jobs/{victim['job_id']}")[1]
         assert back["pool"] == "workers" and back["nodes"] == [node]
-        (burst,) = [e for e in executions(twin) if e["name"] not in before]
+        started = [e for e in executions(twin) if e["name"] not in before]
+        assert len(started) == 1, [
+            (e["name"], e["status"], json.loads(e["input"])["request"]["jobs"], e.get("output"))
+            for e in started
+        ]
+        (burst,) = started
         request = json.loads(burst["input"])["request"]
         assert request["template"] == "development"
         assert [j["jobId"] for j in request["jobs"]] == [victim["job_id"]]

@@ -891,8 +891,14 @@ def _bursts(
     (D121): its burst is their template's, as many nodes as they hold, for them to move to."""
     assert snapshot.claims is not None
     records, now = ledger.records, snapshot.now
+    # A claim counts as launching until its node is among the nodes the pass read: the pass
+    # reads the nodes, then the claims, then the bursts in flight, so a claim that turned
+    # Ready in between, its burst ended by the last read, is capacity no burst must repeat.
+    seen = {n.instance_id for n in snapshot.nodes}
     launching = Counter(
-        c.instance_type for c in snapshot.claims if not (c.deleting or c.ready or c.failure)
+        c.instance_type
+        for c in snapshot.claims
+        if not (c.deleting or c.failure) and not (c.ready and c.instance_id in seen)
     )
     growable = _growable_types(snapshot.burst, snapshot.groups, snapshot.nodes, launching)
     notes: dict[str, str] = {}

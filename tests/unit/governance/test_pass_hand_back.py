@@ -192,3 +192,32 @@ def test_another_teams_job_reclaimed_for_lent_quota_is_promised_nothing_back() -
     assert isinstance(victim, Preemption) and victim.job_id == "borrower"
     assert victim.reason.startswith("preempted to reclaim lent quota")
     assert "burst capacity" not in victim.reason
+
+
+def test_a_claim_ready_after_the_nodes_were_read_is_capacity_launching_not_a_second_burst() -> None:
+    """A pass reads the nodes, then the claims, then the bursts in flight: a NodeClaim that
+    turns Ready in between (its node registered after the nodes were read) and the burst
+    that raised it, ended by then, are no reason to raise another."""
+    nodes = [hyperpod_node(0), hyperpod_node(1)]  # i-eks00 registered after this read
+    ready = (claim("hg-a", "i-eks00", idle_since=None),)
+    jobs = [TRAINING, urgent_running(30), preempted_day()]
+    snap = snapshot(jobs, nodes, [quota("a", 16)], bursting=True, claims=ready, burst=policy())
+    capacity = plan(snap)[3]
+    assert capacity.bursts == () and capacity.hand_backs == () and capacity.releases == ()
+    (write,) = capacity.reasons
+    assert write.job_id == "day" and write.reason.endswith("; burst capacity launching")
+    # A development job waiting for its own burst, the same.
+    waiting = pending("dev", "a", template="development")
+    snap = snapshot(
+        [running(pending("full", "a"), ["i-hp00", "i-hp01"]), waiting],
+        nodes,
+        [quota("a", 24)],
+        bursting=True,
+        claims=ready,
+        burst=policy(),
+    )
+    capacity = plan(snap)[3]
+    assert capacity.bursts == ()
+    assert [(w.job_id, w.reason.rsplit("; ", 1)[-1]) for w in capacity.reasons] == [
+        ("dev", "burst capacity launching")
+    ]
