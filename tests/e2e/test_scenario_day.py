@@ -34,14 +34,17 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     # Elastic training took the capacity static allocation leaves idle.
     assert hybrid["idle_gpu_hours"] < static["idle_gpu_hours"]
     assert hybrid["gpu_hours_used"] > static["gpu_hours_used"]
-    # Every job started on both sides, and at least the spike's six short jobs finished. How
+    # Every job started on every side, and at least the spike's six short jobs finished. How
     # many of the day jobs also finish is a race at the smoke size: compressed to four hours,
-    # the day leaves a day job the spike preempts a quarter of an hour to spare, which the
-    # x240 clock's stretching of HyperGuard's own seconds can take (on this host, four times
-    # slower than when the test was written, five hybrid runs in a row finished 11, 10, 11, 8
-    # and 11 jobs); the full day's counts are in BENCHMARKS.md.
+    # the day leaves a day job a quarter to half an hour to spare, which the x240 clock's
+    # stretching of HyperGuard's own seconds can take (a wall second is four simulated
+    # minutes). On this host, four times slower than when the test was written, five hybrid
+    # runs in a row finished 11, 10, 11, 8 and 11 jobs; and in one `make test` run, four twins
+    # on the two cores, the on-demand side, where nothing is preempted, finished the six
+    # spikes and no day job (all 11 alone). The full day's counts are in BENCHMARKS.md.
     spikes = sum(1 for d in result["demand"] if d["name"].startswith("spike-"))
-    for side in (hybrid, static):
+    on_demand = result["on_demand"]
+    for side in (hybrid, static, on_demand):
         assert side["never_started_by_priority"] == {}
         assert side["jobs_completed"] >= spikes == 6
     by_side = result["executions_by_side"]
@@ -68,9 +71,7 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
         assert set(admission) == {"inference", "training"}
         assert all(0 < s < 60 for s in admission.values())
     # On demand for the peak (19 nodes all day, no burst): the most paid, the most idle.
-    on_demand = result["on_demand"]
     assert on_demand["cost_usd"] == round(19 * SMOKE_HOURS * 98.32, 2)
     assert on_demand["burst_nodes_peak"] == 0
     assert on_demand["cost_usd"] > max(hybrid["cost_usd"], static["cost_usd"])
     assert on_demand["idle_gpu_hours"] > hybrid["idle_gpu_hours"]
-    assert on_demand["jobs_completed"] >= static["jobs_completed"]
