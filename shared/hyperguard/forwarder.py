@@ -5,12 +5,12 @@ node-health events to EventBridge: without it the EKS node monitoring agent's an
 node-problem-detector's conditions never reach HyperGuard.
 
 Deduplicated: a condition is forwarded when its status differs from the one last forwarded
-for that node (a node seen for the first time, at start or after a re-list, forwards only
-its problem conditions). Batched: PutEvents takes at most 10 entries. With backoff: entries
-PutEvents failed (throttled, internal errors) are retried with exponential backoff up to
-`MAX_ATTEMPTS`, and then counted as dropped; a broken watch is resumed from the last
-resourceVersion after a backoff, and re-listed when the server no longer has that version
-(410).
+for that node; a condition seen for the first time (a node at start or after a re-list, a
+new node, a condition an agent adds later) is forwarded only when it is a problem. Batched:
+PutEvents takes at most 10 entries. With backoff: entries PutEvents failed (throttled,
+internal errors) are retried with exponential backoff up to `MAX_ATTEMPTS`, and then counted
+as dropped; a broken watch is resumed from the last resourceVersion after a backoff, and re-
+listed when the server no longer has that version (410).
 
 Runs as a Deployment (deploy/kubernetes/hyperguard-forwarder.yaml): `python -m
 hyperguard.forwarder`, configured by HYPERGUARD_CLUSTER_NAME and HYPERGUARD_EVENT_BUS_NAME;
@@ -62,14 +62,16 @@ class ConditionTracker:
         if event == "DELETED":
             self.sent.pop(name, None)
             return []
-        first_sight = name not in self.sent
         known = self.sent.setdefault(name, {})
         details: list[Obj] = []
         for condition in (node.get("status") or {}).get("conditions") or []:
             kind, status = condition.get("type"), condition.get("status")
             if not kind or status not in ("True", "False", "Unknown") or known.get(kind) == status:
                 continue
+            first_sight = kind not in known
             known[kind] = status
+            # A condition seen for the first time (a new node's, or one its kubelet or an agent
+            # adds later) is news only when it is a problem: "healthy" clears nothing.
             if first_sight and not _is_problem(kind, status):
                 continue
             details.append(_detail(node, condition))

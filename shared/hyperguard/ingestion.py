@@ -88,6 +88,22 @@ _URGENCY = {Severity.FATAL: 3, Severity.DEGRADED: 2, Severity.SCHEDULED: 1}
 _FAULTS = frozenset({Severity.FATAL, Severity.DEGRADED})
 
 
+REPAIR_REQUESTED = "signal_to_repair_requested_s"
+
+
+def repair_side_effect(signal: HealthSignal, incident: Incident) -> bool:
+    """Whether the signal is what the incident's own repair does to the node: once HyperGuard
+    has asked for the node's reboot or replacement, its kubelet goes NotReady (the in-cluster
+    forwarder reports Ready=False). Such a report joins the incident as a signal, but is not
+    a new fault to take the incident over (D133)."""
+    facts = signal.facts or {}
+    return (
+        signal.kind == "node_condition"
+        and facts.get("condition_type") == "Ready"
+        and REPAIR_REQUESTED in incident.timings
+    )
+
+
 def more_urgent(signal: HealthSignal, incident: Incident) -> bool:
     """Whether the signal asks for quicker action than the incident is taking: a worse
     severity (fatal over degraded over scheduled), or at the same severity an earlier
@@ -177,7 +193,11 @@ class HealthIngestor:
                     )
                     return Outcome.SUPPRESSED
                 incident, outcome = self.incidents.open_or_append(node, signal, self.clock())
-                if outcome is SignalOutcome.APPENDED and more_urgent(signal, incident):
+                if (
+                    outcome is SignalOutcome.APPENDED
+                    and not repair_side_effect(signal, incident)
+                    and more_urgent(signal, incident)
+                ):
                     self._escalate(incident, signal)
                 self._ensure_workflow(incident)
                 return {

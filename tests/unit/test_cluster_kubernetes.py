@@ -1109,12 +1109,14 @@ def test_dispatch_on_hyperpod_nodes_creates_a_hyperpod_pytorch_job(
     assert (replicas["name"], replicas["replicas"], replicas["spares"]) == ("pods", 2, 0)
     pod = replicas["template"]["spec"]
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}
-    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
-    assert term == {
-        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE, OTHER_NODE]}]
-    }
+    # kube-apiserver refuses a node field selector with more than one value: a term a node.
+    assert terms == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
+        for name in (NODE, OTHER_NODE)
+    ]
     (container,) = pod["containers"]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert container["command"] == ["torchrun", "train.py"]
@@ -1335,3 +1337,79 @@ def test_job_names_are_dns_labels_and_distinct() -> None:
     assert job_name("a" * 80) != job_name("a" * 81)
     assert all(len(job_name(x)) <= 63 for x in ("a" * 80, "B" * 200, "x"))
     assert job_name("UPPER") != job_name("upper")
+
+
+def test_an_auto_resume_run_may_restart_in_its_group_but_prefers_its_own_nodes() -> None:
+    """kube-scheduler scores every node of the group alike: without the preference it may
+    bind the pod to a node HyperGuard placed another job on (seen on the twin's real
+    scheduler: that job's third pod then found no node)."""
+    from hyperguard.cluster.workloads import pinned_to
+
+    affinity = pinned_to([NODE, OTHER_NODE], "workers")["nodeAffinity"]
+    required = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert required[-1] == {
+        "matchExpressions": [
+            {
+                "key": "sagemaker.amazonaws.com/instance-group-name",
+                "operator": "In",
+                "values": ["workers"],
+            }
+        ]
+    }
+    preferred = affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [(p["weight"], p["preference"]["matchFields"][0]["values"]) for p in preferred] == [
+        (100, [NODE]),
+        (100, [OTHER_NODE]),
+    ]
+    assert (
+        "preferredDuringSchedulingIgnoredDuringExecution" not in pinned_to([NODE])["nodeAffinity"]
+    )
+
+
+def test_a_claim_carries_what_its_nodepool_asks_of_every_node() -> None:
+    """Karpenter adds nothing of the NodePool's to a claim it did not build, and copies the
+    claim's labels and taints onto the node: HyperGuard's claims carry the template's."""
+    from hyperguard.cluster.karpenter import from_nodepool_template, nodeclaim_manifest
+    from hyperguard.models.nodes import CapacityType
+
+    claim = nodeclaim_manifest(
+        name="hg-burst-1-0-0",
+        burst_id="burst-1",
+        attempt=0,
+        node_pool="gpu-burst",
+        node_class="default",
+        instance_type="p5.48xlarge",
+        capacity_type=CapacityType.SPOT,
+        accelerators=8,
+    )
+    taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    pool = {
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team-pool": "gpu", "karpenter.sh/nodepool": "other"}},
+                "spec": {
+                    "taints": [taint],
+                    "startupTaints": [{"key": "efa.init", "effect": "NoSchedule"}],
+                    "expireAfter": "720h",
+                    "requirements": [
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": ["on-demand"],
+                        },
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    ],
+                },
+            }
+        }
+    }
+    built = from_nodepool_template(claim, pool)
+    assert built["spec"]["taints"] == [taint]
+    assert built["spec"]["startupTaints"] == [{"key": "efa.init", "effect": "NoSchedule"}]
+    assert built["spec"]["expireAfter"] == "720h"
+    labels = built["metadata"]["labels"]
+    assert labels["team-pool"] == "gpu" and labels["karpenter.sh/nodepool"] == "gpu-burst"
+    keys = [r["key"] for r in built["spec"]["requirements"]]
+    # The claim's own capacity type stands; the pool's architecture is added.
+    assert keys.count("karpenter.sh/capacity-type") == 1 and "kubernetes.io/arch" in keys
+    assert claim["spec"].get("taints") is None  # the claim given is not changed

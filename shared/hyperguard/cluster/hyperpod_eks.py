@@ -43,6 +43,7 @@ from hyperguard.cluster.karpenter import (
     IDLE_SINCE_ANNOTATION,
     LOGICAL_ID_ANNOTATION,
     BurstClaim,
+    from_nodepool_template,
     idle_mark,
     nodes_within_limits,
     read_attempt,
@@ -258,8 +259,13 @@ class HyperPodEksGateway:
         return [claim for claim in claims if claim is not None]
 
     def request_burst_node(self, manifest: dict[str, Any]) -> bool:
-        """Ensure the NodeClaim exists (False: it did already)."""
-        return self.kubernetes.create_nodeclaim(manifest)
+        """Ensure the NodeClaim exists, with what its NodePool's template asks of every node
+        (False: it did already; a NodePool that is gone leaves the claim as it is, and
+        Karpenter refuses it)."""
+        pool_name = (manifest["metadata"].get("labels") or {}).get(NODEPOOL_LABEL)
+        pool = self.kubernetes.get_nodepool(pool_name) if pool_name else None
+        claim = from_nodepool_template(manifest, pool) if pool is not None else manifest
+        return self.kubernetes.create_nodeclaim(claim)
 
     def release_burst_node(self, claim: BurstClaim) -> bool:
         """Give the node back: delete its NodeClaim (Karpenter drains the node and

@@ -126,6 +126,32 @@ def nodeclaim_manifest(
     }
 
 
+def from_nodepool_template(
+    manifest: Mapping[str, Any], nodepool: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The NodeClaim with what its NodePool's template asks of every node, as Karpenter's
+    provisioner builds a claim from it (NodeClaimTemplate in kubernetes-sigs/karpenter
+    pkg/controllers/provisioning/scheduling): the template's labels, taints and startup
+    taints, its requirements on keys the claim does not constrain itself, and its expiry
+    and termination grace period. Karpenter copies a claim's labels and taints onto its
+    node at registration and adds nothing of the NodePool's to a claim it did not build:
+    a claim without them gives a node without the pool's taints (D133)."""
+    claim = {**manifest, "metadata": dict(manifest["metadata"]), "spec": dict(manifest["spec"])}
+    template = (nodepool.get("spec") or {}).get("template") or {}
+    spec = template.get("spec") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    claim["metadata"]["labels"] = {**labels, **(claim["metadata"].get("labels") or {})}
+    for field in ("taints", "startupTaints", "expireAfter", "terminationGracePeriod"):
+        if field in spec and field not in claim["spec"]:
+            claim["spec"][field] = spec[field]
+    own = {r.get("key") for r in claim["spec"].get("requirements") or []}
+    claim["spec"]["requirements"] = [
+        *(claim["spec"].get("requirements") or []),
+        *(r for r in spec.get("requirements") or [] if r.get("key") not in own),
+    ]
+    return claim
+
+
 def read_claim(obj: Mapping[str, Any]) -> BurstClaim | None:
     """The claim as HyperGuard tracks it; None for a claim HyperGuard did not create."""
     meta = obj.get("metadata") or {}

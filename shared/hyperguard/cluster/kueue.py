@@ -3,8 +3,9 @@ the RoleBindings that let its functions write in a team's namespace (D98).
 
 A run is dispatched suspended into `hyperpod-ns-<team>` with `kueue.x-k8s.io/queue-name:
 hyperpod-ns-<team>-localqueue` and, when the job names one, `kueue.x-k8s.io/priority-class:
-<class>-priority` (hyperguard.cluster.workloads). Kueue (kubernetes-sigs/kueue v0.14,
-kueue.x-k8s.io/v1beta1) unsuspends it only when that LocalQueue exists in the namespace and
+<class>-priority` (hyperguard.cluster.workloads). Kueue (kubernetes-sigs/kueue, API
+kueue.x-k8s.io/v1beta2: v0.15 made it the storage version and v0.20 serves no other)
+unsuspends it only when that LocalQueue exists in the namespace and
 points to a ClusterQueue whose namespaceSelector takes the namespace and whose quota has room,
 and when the WorkloadPriorityClass exists (without it Kueue's job reconciler cannot build the
 Workload: `GetPriorityFromWorkloadPriorityClass` in pkg/util/priority fails and the job is
@@ -49,7 +50,7 @@ from hyperguard.cluster.workloads import local_queue, team_namespace
 from hyperguard.models.governance import PriorityClass
 
 KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSION = "v1beta1"
+KUEUE_VERSION = "v1beta2"
 KUEUE_API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "hyperguard"

@@ -189,10 +189,15 @@ def pinned_to(node_names: list[str], group: str | None = None) -> dict[str, Any]
     HyperPod instance group as well: HyperPod's auto-resume recreates a job's pods from
     this template on a replacement node, whose name no pin could know (docs/decisions.md,
     "Burst pods select what Karpenter's nodes carry; auto-resume runs may restart in their
-    group")."""
-    terms: list[dict[str, Any]] = [
-        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": node_names}]}
-    ]
+    group"). With a group, the pinned nodes are also preferred, and strongly: kube-scheduler
+    otherwise scores every node of the group alike and may bind a pod to a node HyperGuard
+    placed another job on, leaving that job's pod nowhere to go."""
+    # One term per node: kube-apiserver takes exactly one value in a node field selector's
+    # In (ValidateNodeFieldSelectorRequirement); terms are ORed.
+    terms: list[dict[str, Any]] = [_on_node(name) for name in node_names]
+    affinity: dict[str, Any] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+    }
     if group:
         terms.append(
             {
@@ -201,11 +206,14 @@ def pinned_to(node_names: list[str], group: str | None = None) -> dict[str, Any]
                 ]
             }
         )
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
-        }
-    }
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": 100, "preference": _on_node(name)} for name in node_names
+        ]
+    return {"nodeAffinity": affinity}
+
+
+def _on_node(name: str) -> dict[str, Any]:
+    return {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
 
 
 def toleration_of(taint: dict[str, Any]) -> dict[str, Any]:
