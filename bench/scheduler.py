@@ -524,6 +524,8 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
     """The service as deployed, on the emulator, with a `teams`-team cluster (20 GPUs each)."""
     import boto3
     import httpx2
+    from hyperguard.twin.kube import KubeApiServer, ObjectStore
+    from hyperguard.twin.kube.auth import StaticTokenAuthenticator
     from lightkube import Client, KubeConfig
     from lightkube.config.models import Cluster, User
 
@@ -537,8 +539,6 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
     from hyperguard.twin import aws as twin_aws
     from hyperguard.twin.cluster import Effect, SimTimings, SimulatedCluster
     from hyperguard.twin.deploy import create_tables, load_template
-    from hyperguard.twin.kube import KubeApiServer, ObjectStore
-    from hyperguard.twin.kube.auth import StaticTokenAuthenticator
 
     meter = Meter(latencies)
     lag = IndexLag(meter)

@@ -18,7 +18,7 @@ from tests.e2e.test_faults import BURST, AimedFaults
 
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.kube import NODECLAIMS
+from hyperguard.twin.plane.kube import NODECLAIMS
 from hyperguard.twin.runtime import Twin, fast_burst_policy
 
 TEAM = "alpha"
@@ -69,7 +69,7 @@ def isolated(twin: Twin, http: Http) -> Iterator[None]:
         if job["job_id"] not in keep:
             http("DELETE", f"/jobs/{job['job_id']}")
     until(
-        lambda: not twin.store.list(NODECLAIMS, label_selector=BURST_LABEL),
+        lambda: not twin.kube.list_objects(NODECLAIMS, label_selector=BURST_LABEL),
         "the test's burst nodes to be released",
         timeout_s=120,
     )
@@ -181,9 +181,13 @@ def test_no_capacity_anywhere_rolls_back_and_the_job_keeps_waiting(twin: Twin, h
         assert execution["status"] == "SUCCEEDED" and output["outcome"] == "rolled-back"
         assert "on-demand: 1 of 1 NodeClaim(s) removed by Karpenter" in output["reason"]
         assert http.status_of(job) == "Pending"
-        # Its claims are gone (a burst of the next retry window may have begun since).
+        # Its claims go (a burst of the next retry window may have begun since): Karpenter
+        # removes a deleted claim once its termination finalizer has run.
         mine = f"{BURST_LABEL}={execution['name']}"
-        assert twin.store.list(NODECLAIMS, label_selector=mine) == []
+        until(
+            lambda: twin.kube.list_objects(NODECLAIMS, label_selector=mine) == [],
+            "the rolled-back claims to be gone",
+        )
     finally:
         twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", None)
 
@@ -205,7 +209,10 @@ def test_a_rollback_outlasts_a_throttle_a_crash_and_an_error(twin: Twin, http: H
         output = json.loads(execution["output"])
         assert execution["status"] == "SUCCEEDED" and output["outcome"] == "rolled-back"
         mine = f"{BURST_LABEL}={execution['name']}"
-        assert twin.store.list(NODECLAIMS, label_selector=mine) == []
+        until(
+            lambda: twin.kube.list_objects(NODECLAIMS, label_selector=mine) == [],
+            "the rolled-back claims to be gone",
+        )
         assert http.status_of(job) == "Pending"
     finally:
         twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", None)
@@ -332,6 +339,13 @@ def test_urgent_work_preempts_at_once_and_hands_hyperpod_back_when_its_burst_lan
         http.wait({victim["job_id"]: "Running"}, timeout_s=60)
         back = http("GET", f"/jobs/{victim['job_id']}")[1]
         assert back["pool"] == "workers" and back["nodes"] == [node]
+        # The burst's workflow ends once it has seen its nodes Ready and woken the scheduler.
+        until(
+            lambda: all(
+                e["status"] != "RUNNING" for e in executions(twin) if e["name"] not in before
+            ),
+            "the burst's workflow to end",
+        )
         started = [e for e in executions(twin) if e["name"] not in before]
         assert len(started) == 1, [
             (e["name"], e["status"], json.loads(e["input"])["request"]["jobs"], e.get("output"))
@@ -413,7 +427,7 @@ def test_a_burst_the_nodepool_limits_cannot_hold_rolls_back_before_buying(
             "NodePool gpu-burst: its limits leave room for 1 more p5.48xlarge node(s), the "
             "burst needs 2 (nvidia.com/gpu 8 (0 in use))"
         ]
-        assert twin.store.list(NODECLAIMS, label_selector=BURST_LABEL) == []
+        assert twin.kube.list_objects(NODECLAIMS, label_selector=BURST_LABEL) == []
         assert "limits leave room for 1 more" in http("GET", f"/jobs/{job}")[1]["reason"]
     finally:
         twin.cluster.set_nodepool_limits("gpu-burst", None)
@@ -438,7 +452,7 @@ def test_burst_nodes_outlive_consolidation_at_karpenters_defaults(twin: Twin, ht
         assert json.loads(execution["output"])["outcome"] == "ready"
         nodes = http("GET", f"/jobs/{job}")[1]["nodes"]
         assert sorted(nodes) == sorted(burst_instances(twin))
-        for claim in twin.store.list(NODECLAIMS, label_selector=BURST_LABEL):
+        for claim in twin.kube.list_objects(NODECLAIMS, label_selector=BURST_LABEL):
             assert claim["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
             assert not claim["metadata"].get("deletionTimestamp")
         assert http("DELETE", f"/jobs/{job}")[0] == 200

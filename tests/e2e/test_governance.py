@@ -5,6 +5,7 @@ low-priority one of its own team."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -55,8 +56,16 @@ def test_borrowing_reclaiming_and_priority_preemption_over_http(twin: Twin, http
     alpha_high = http.submit("alpha", 8, replicas=2, priority_class="high")
     http.wait({alpha_high: "Running", alpha_low: "Preempted"})
 
-    running = {job_id for job_id, run in twin.cluster.runs().items() if run.state == "running"}
-    assert running == {beta[0], gamma, alpha_high}  # 8 + 8 + 16 = the cluster's 32 GPUs
+    # 8 + 8 + 16 = the cluster's 32 GPUs. The runs start on the cluster once Kueue admits
+    # them and their pods are bound and running, moments after the API says Running.
+    expected = {beta[0], gamma, alpha_high}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        running = {job_id for job_id, run in twin.cluster.runs().items() if run.state == "running"}
+        if running == expected:
+            break
+        time.sleep(0.3)
+    assert running == expected
 
 
 def test_teams_only_see_their_own_jobs_and_bad_bodies_write_nothing(http: Http) -> None:

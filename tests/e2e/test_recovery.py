@@ -21,7 +21,7 @@ from hyperguard.models import IncidentStatus, JobStatus, NodeStatus
 from hyperguard.recovery.operator import RecoveryOperator
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.kube import NODES
+from hyperguard.twin.plane.kube import NODES
 from hyperguard.twin.runtime import Twin
 
 WALL_LIMIT_S = 120  # the bound for a full recovery, replacement included
@@ -230,7 +230,10 @@ def test_one_fault_from_three_sources_each_delivered_twice_is_one_recovery(
     assert service.finish(incident.execution_arn)["status"] == "SUCCEEDED"
     related = [i for i in service.incidents.recent() if i.instance_id == faulty]
     assert len(related) == 1
-    assert related[0].signal_count == 4 and related[0].sources == ["aws_health", "ec2", "hyperpod"]
+    # The three injected sources, the health agent's own report, and the node monitoring
+    # agent's AcceleratedHardwareReady=False, which HyperGuard's in-cluster forwarder sends.
+    assert related[0].signal_count == 5
+    assert related[0].sources == ["aws_health", "ec2", "hyperpod", "kubernetes"]
     executions = service.sfn.list_executions(
         stateMachineArn=service.out["NodeRecoveryStateMachineArn"]
     )
@@ -336,7 +339,7 @@ def test_a_gpu_fault_is_cured_by_a_reboot_and_a_deep_health_check(service: Servi
     assert closed.replacement_instance_id is None
     node = twin.cluster.instance(faulty)
     assert node is not None and node.deep_health_check == "Passed"
-    kube = twin.store.get(NODES, node.node_name)
+    kube = twin.kube.get(NODES, node.node_name)
     assert kube["metadata"]["labels"][DEEP_HEALTH_CHECK_LABEL] == "Passed"
     assert twin.cluster.schedulable(faulty)  # uncordoned
 
@@ -449,7 +452,10 @@ def test_a_gpu_fault_joining_a_waiting_retirement_is_repaired_at_once(service: S
     woken = states.index("WaitBeforeRepair")
     assert states[woken + 1] == "Diagnose" and "Repair" in states[woken:]
     closed = service.incidents.get(incident.incident_id)
-    assert closed is not None and closed.urgency == 1
+    # The fault is reported twice: HyperPod's health event and the node condition the
+    # forwarder sends; either may arrive first and take the incident over from the
+    # retirement, the other then at most once more.
+    assert closed is not None and closed.urgency in (1, 2)
     assert (closed.kind, closed.severity, closed.resolution) == (
         "hyperpod_node_health",
         "fatal",

@@ -1,14 +1,24 @@
-"""The cluster behind real APIs, in-process: the twin's simulated HyperPod + EKS cluster on a
-manual clock, behind moto's SageMaker / EKS / EC2 (extended as on the twin) and the twin's
-Kubernetes API server, reached through the service's real adapters.
+"""The cluster behind real APIs, in-process: the twin's simulated HyperPod and EC2 on a manual
+clock, behind moto's SageMaker / EKS / EC2 (extended as on the twin), on the upstream
+Kubernetes control plane (etcd, kube-apiserver with RBAC, kube-controller-manager,
+kube-scheduler, KWOK, Kueue, Karpenter), reached through the service's real adapters.
 
-Used inside the `aws_env` fixture (moto in-process). The service signs its EKS tokens as it
-does on AWS; the API server checks them as EKS does, except that STS's answer to the replayed
-URL comes from moto in-process rather than over HTTP (the e2e tier runs that path).
+Used inside the `aws_env` fixture (moto in-process). One control plane serves every test of a
+worker process (it takes seconds to start); each test gets a fresh simulated cloud on it and
+leaves the cluster as it found it (`_clean`). Karpenter's cloud provider reaches the EC2 API
+through a moto server on 127.0.0.1 in this process, which shares moto's backends with the
+in-process mock. The service signs its EKS tokens as it does on AWS; the token authenticator
+checks them with moto's STS in-process and gives every caller the groups of all of
+HyperGuard's functions, whose RBAC (deploy/kubernetes/hyperguard-rbac.yaml) is applied: an
+adapter call no function may make is refused here too (the e2e tier holds each function to
+its own group).
 """
 
 from __future__ import annotations
 
+import atexit
+import itertools
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +26,9 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 import boto3
+import yaml
 from botocore.config import Config
+from tests.conftest import ROOT
 
 from hyperguard.cluster import kubernetes as kubernetes_module
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
@@ -30,20 +42,54 @@ from hyperguard.models.governance import PriorityClass
 from hyperguard.store import JobStore, TeamStore
 from hyperguard.twin import aws as twin_aws
 from hyperguard.twin.clock import ManualClock
+from hyperguard.twin.cloud.account import install_karpenter_account
+from hyperguard.twin.cloud.core import AZ
+from hyperguard.twin.cloud.ec2 import karpenter_instance_types
 from hyperguard.twin.cluster import SimulatedCluster
 from hyperguard.twin.effects import EffectRunner
-from hyperguard.twin.kube import EksTokenAuthenticator, KubeApiServer, ObjectStore
+from hyperguard.twin.plane.authn import Identity
+from hyperguard.twin.plane.components import ensure_built
+from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
+from hyperguard.twin.plane.kube import (
+    EC2NODECLASSES,
+    NAMESPACES,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    PODS,
+    KubeClient,
+    resource,
+    wait_for,
+)
+from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings
 
 HYPERPOD = "hyperguard-twin"
 EKS = "hyperguard-eks"
 BUCKET = "hyperguard-twin-checkpoints"
 P5 = "ml.p5.48xlarge"
 ACCOUNT, REGION = "123456789012", "us-east-1"
+FUNCTION_GROUPS = tuple(
+    f"hyperguard-{name}"
+    for name in ("api", "ingest-health", "inventory", "recovery", "scheduler", "burst")
+)
 # job id, team, nodes, HyperPod auto-resume, step of its latest checkpoint
 SEED_JOBS: tuple[tuple[str, str, int, bool, int], ...] = (
     ("llama3-70b-pretrain", "nlp", 4, False, 1200),
     ("mistral-7b-sft", "nlp", 2, True, 300),
     ("vit-h14-pretrain", "vision", 3, False, 640),
+)
+KUEUE = "kueue.x-k8s.io/v1beta2"
+_IN_TEAM = (
+    resource("sagemaker.amazonaws.com/v1", "hyperpodpytorchjobs"),
+    resource("batch/v1", "jobs"),
+    resource(KUEUE, "workloads"),
+    resource(KUEUE, "localqueues"),
+    resource("rbac.authorization.k8s.io/v1", "rolebindings"),
+)
+_CLUSTER_SCOPED_KUEUE = (
+    resource(KUEUE, "clusterqueues", namespaced=False),
+    resource(KUEUE, "resourceflavors", namespaced=False),
+    resource(KUEUE, "workloadpriorityclasses", namespaced=False),
 )
 
 
@@ -60,10 +106,72 @@ def sts_in_process(url: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
 
 
 @dataclass
+class SharedPlane:
+    plane: ControlPlane
+    aws_endpoint: str
+
+
+_shared: SharedPlane | None = None
+_seeds = itertools.count(1000)
+_shared_lock = threading.Lock()
+
+
+def shared_plane() -> SharedPlane:
+    """This worker's control plane, started on first use (and stopped at exit)."""
+    global _shared
+    with _shared_lock:
+        if _shared is not None:
+            return _shared
+        from moto.server import ThreadedMotoServer
+
+        from hyperguard.twin.plane.plane import _free_port
+
+        port = _free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        tokens = EksTokenAuthenticator(EKS, fetch=sts_in_process)
+
+        def authenticate(token: str) -> Identity | None:
+            arn = tokens.authenticate(token)
+            return Identity(arn, (*FUNCTION_GROUPS, "system:authenticated")) if arn else None
+
+        endpoint = f"http://127.0.0.1:{port}"
+        plane = ControlPlane(
+            ensure_built(ROOT),
+            PlaneSettings(
+                cluster_name=EKS,
+                authenticate=authenticate,
+                aws_env={
+                    "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing",
+                    "AWS_REGION": REGION,
+                    "AWS_ENDPOINT_URL": endpoint,
+                    "AWS_EC2_METADATA_DISABLED": "true",
+                },
+                instance_types=karpenter_instance_types(AZ),
+                timings=PlaneTimings(not_ready_toleration_s=1),
+            ),
+        )
+        plane.start()
+        admin = plane.client()
+        rbac = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
+        for document in yaml.safe_load_all(rbac.read_text()):
+            if document:
+                admin.apply(document, "kubectl")
+
+        def stop() -> None:
+            plane.stop()
+            server.stop()
+
+        atexit.register(stop)
+        _shared = SharedPlane(plane, endpoint)
+        return _shared
+
+
+@dataclass
 class ClusterApis:
     clock: ManualClock
-    store: ObjectStore
-    kube: KubeApiServer
+    kube: KubeClient
     cluster: SimulatedCluster
     effects: EffectRunner
     gateway: HyperPodEksGateway
@@ -72,53 +180,117 @@ class ClusterApis:
     burst: list[str]
 
     def settle(self) -> None:
-        """Play the cluster up to now and let its S3 writes and events land."""
+        """Play the cluster up to now, let the upstream controllers act on it, and let its
+        S3 writes and events land."""
         self.cluster.advance()
+        self.cluster.quiesce()
         self.effects.wait()
 
     def advance(self, seconds: float) -> None:
+        self.settle()
         self.clock.advance(seconds)
         self.settle()
 
 
+def _clean(kube: KubeClient) -> None:
+    """Leave the shared cluster as a new test expects it: no run, no claim, no node, no Kueue
+    object of HyperGuard's. The teams' namespaces stay (HyperGuard finds its own there and
+    keeps them); what is in them goes, pods at once (as `kubectl delete --force`)."""
+    teams = [
+        n["metadata"]["name"]
+        for n in kube.list_objects(NAMESPACES)
+        if n["metadata"]["name"].startswith("hyperpod-ns-")
+    ]
+    for namespace in teams:
+        for rt in _IN_TEAM:
+            kube.delete_collection(rt, namespace)
+        kube.delete_collection(PODS, namespace, grace_period_s=0)
+    for claim in kube.list_objects(NODECLAIMS):
+        name = claim["metadata"]["name"]
+        kube.patch(NODECLAIMS, name, {"metadata": {"finalizers": None}})
+        kube.delete(NODECLAIMS, name)
+    for rt in (NODEPOOLS, EC2NODECLASSES, *_CLUSTER_SCOPED_KUEUE):
+        kube.delete_collection(rt)
+    for node in kube.list_objects(NODES):
+        name = node["metadata"]["name"]
+        kube.patch(NODES, name, {"metadata": {"finalizers": None}})
+        kube.delete(NODES, name)
+
+    def clean() -> bool:
+        if kube.list_objects(NODES) or kube.list_objects(NODECLAIMS):
+            return False
+        return not any(kube.list_objects(rt, ns) for ns in teams for rt in (PODS, *_IN_TEAM))
+
+    wait_for(clean, 60, "the cluster to be clean")
+
+
 @contextmanager
 def cluster_apis(*, hyperpod_nodes: int = 16, burst_nodes: int = 4) -> Iterator[ClusterApis]:
+    shared = shared_plane()
+    kube = shared.plane.client()
+    _clean(kube)
     clock = ManualClock()
-    store = ObjectStore()
-    kube = KubeApiServer(store, authenticator=EksTokenAuthenticator(EKS, fetch=sts_in_process))
-    kube.start()
     effects = EffectRunner(
         s3=boto3.client("s3", region_name=REGION),
         events=boto3.client("events", region_name=REGION),
         service_bus="test-bus",
     )
+    # A seed of its own: a node of an earlier test on this plane never shares a name with
+    # one of this test (KWOK and the controllers may still remember the earlier one).
     cluster = SimulatedCluster(
-        clock, store, effects=effects.submit, hyperpod_cluster=HYPERPOD, eks_cluster=EKS
+        clock,
+        kube,
+        effects=effects.submit,
+        hyperpod_cluster=HYPERPOD,
+        eks_cluster=EKS,
+        seed=next(_seeds),
     )
     twin_aws.attach(cluster)
+    cluster.start()
     try:
         hyperpod = cluster.add_instance_group("workers", P5, hyperpod_nodes)
-        half = burst_nodes // 2
-        burst = cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", burst_nodes - half)
-        burst += cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", half, spot=True)
         boto3.client("eks", region_name=REGION).create_cluster(
             name=EKS, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks", resourcesVpcConfig={}
         )
-        twin_aws.point_eks_cluster(EKS, kube.endpoint, kube.ca_data, ACCOUNT, REGION)
-        kubernetes_module._eks_connection.cache_clear()  # an earlier test's API server
+        twin_aws.point_eks_cluster(
+            EKS, shared.plane.endpoint, shared.plane.ca_data, ACCOUNT, REGION
+        )
+        kubernetes_module._eks_connection.cache_clear()  # an earlier test's cluster
         boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+        install_karpenter_account(boto3.client("ec2", region_name=REGION), kube, EKS)
+        cluster.add_nodepool("gpu-burst", "p5.48xlarge")
+        half = burst_nodes // 2
+        burst = cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", burst_nodes - half)
+        burst += cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", half, spot=True)
         catalogue = Ec2InstanceCatalogue()
         gateway = HyperPodEksGateway(
             HyperPodAdapter(HYPERPOD, catalogue=catalogue, sleep=lambda _s: None),
             KubernetesAdapter(EKS),
         )
         effects.start()
-        yield ClusterApis(clock, store, kube, cluster, effects, gateway, catalogue, hyperpod, burst)
+        apis = ClusterApis(clock, kube, cluster, effects, gateway, catalogue, hyperpod, burst)
+        if burst:
+            apis.advance(cluster.timings.ec2_boot_s)  # the burst nodes boot and register
+            wait_for(lambda: _claims_ready(kube, len(burst)), 60, "the burst nodes to be Ready")
+        yield apis
     finally:
         effects.stop()
-        kube.stop()
+        cluster.stop()
         twin_aws.attach(None)
         kubernetes_module._eks_connection.cache_clear()
+        kube.close()
+
+
+def _claims_ready(kube: KubeClient, count: int) -> bool:
+    ready = [
+        c
+        for c in kube.list_objects(NODECLAIMS)
+        if any(
+            x["type"] == "Ready" and x["status"] == "True"
+            for x in (c.get("status") or {}).get("conditions") or []
+        )
+    ]
+    return len(ready) >= count
 
 
 def ensure_queues(apis: ClusterApis, team: str) -> None:
@@ -183,6 +355,14 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
         seeded[job_id] = placed
     teams.release_lease(lease)
     apis.settle()
+    wait_for(
+        lambda: (
+            all(r.state == "running" for r in apis.cluster.runs().values())
+            and len(apis.cluster.runs()) == len(SEED_JOBS)
+        ),
+        60,
+        "the seeded jobs to run",
+    )
     return seeded
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from hyperguard.twin.kube.store import NODES
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import ClusterApis
@@ -35,7 +36,6 @@ from hyperguard.models.nodes import BURST_LABEL, CapacityType
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobEvent, JobStore
-from hyperguard.twin.kube.store import NODES
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
 

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hyperguard.twin.kube import NODES, ObjectStore
 from lightkube import Client
 from tests.integration.kube_client import client_of
 
 from hyperguard.events.kubernetes import classify_node_condition
 from hyperguard.forwarder import BATCH_SIZE, EventSender, NodeForwarder
-from hyperguard.twin.kube import NODES, ObjectStore
 
 PROVIDER_ID = "aws:///us-west-2b/sagemaker/cluster/hyperpod-abc123xyz0-i-0123456789abcdef0"
 

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
-from hyperguard.ingestion import HealthIngestor, Outcome, more_urgent
+from hyperguard.ingestion import HealthIngestor, Outcome, more_urgent, repair_side_effect
 from hyperguard.inventory import InventorySync, NodeLookup
 from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows
 from hyperguard.models import (
@@ -200,3 +200,44 @@ def test_a_report_right_after_a_close_is_suppressed_while_the_node_is_healthy(
     # the node really fails again: that opens an incident at once
     world.apis.cluster.inject_fault(node, "gpu")
     assert world.ingestor._apply(world.signal(node, Severity.FATAL)) is Outcome.OPENED
+
+
+def test_a_kubelet_going_not_ready_under_the_incidents_own_repair_takes_nothing_over() -> None:
+    """Once HyperGuard asked for the node's reboot or replacement, the node's NotReady (the
+    forwarder's Ready=False) is what the repair does, not a new fault (D133); before that,
+    and for any other condition, it is a fault like any other."""
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+
+    def incident(timings: dict[str, float]) -> Incident:
+        return Incident(
+            incident_id="i",
+            instance_id="i-0123456789abcdef0",
+            cluster="c",
+            kind="health_scheduled_change",
+            severity="scheduled",
+            repair=Repair.REPLACE,
+            reason="",
+            opened_at=now,
+            first_signal_at=now,
+            timings=timings,
+        )
+
+    def condition(kind: str) -> HealthSignal:
+        return HealthSignal(
+            source=SignalSource.KUBERNETES,
+            kind="node_condition",
+            instance_id="i-0123456789abcdef0",
+            severity=Severity.DEGRADED,
+            action=Action.OPEN_INCIDENT,
+            repair=Repair.REPLACE,
+            reason="",
+            observed_at=now,
+            dedupe_key="d",
+            facts={"condition_type": kind, "status": "False"},
+        )
+
+    repairing = incident({"signal_to_repair_requested_s": 40.0})
+    assert repair_side_effect(condition("Ready"), repairing)
+    assert not repair_side_effect(condition("AcceleratedHardwareReady"), repairing)
+    assert not repair_side_effect(condition("Ready"), incident({"signal_to_detected_s": 5.0}))
+    assert more_urgent(condition("Ready"), incident({}))  # before the repair: a fault

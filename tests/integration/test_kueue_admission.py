@@ -10,6 +10,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hyperguard.twin.kube.store import (
+    CLUSTER_QUEUES,
+    HYPERPOD_PYTORCH_JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    ROLE_BINDINGS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+)
 from tests.conftest import Stack
 from tests.integration.cluster_harness import P5, ClusterApis, cluster_apis
 
@@ -24,15 +33,6 @@ from hyperguard.cluster.kueue import (
 from hyperguard.cluster.workloads import local_queue, team_namespace
 from hyperguard.models import Job
 from hyperguard.models.governance import PriorityClass
-from hyperguard.twin.kube.store import (
-    CLUSTER_QUEUES,
-    HYPERPOD_PYTORCH_JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    ROLE_BINDINGS,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-)
 
 TEAM = "ml"
 NS = team_namespace(TEAM)

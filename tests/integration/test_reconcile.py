@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from botocore.client import BaseClient
+from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, ROLE_BINDINGS
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import BUCKET, ClusterApis
@@ -25,7 +26,6 @@ from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
-from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, ROLE_BINDINGS
 
 GRACE_S = 60
 

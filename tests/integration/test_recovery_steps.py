@@ -41,7 +41,7 @@ from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import SignalOutcome
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.cluster import SimulatedCluster
-from hyperguard.twin.kube import EVENTS as KUBE_EVENTS
+from hyperguard.twin.plane.kube import EVENTS as KUBE_EVENTS
 
 # The steps the state machine runs from an incident's diagnosis to its repair request.
 UP_TO_REPAIR = ("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair")
@@ -713,7 +713,7 @@ def test_a_scheduled_reboot_is_a_reboot_before_its_window_that_the_ladder_never_
     name = world.gateway.node_status(node).node_name
     events = [
         e
-        for e in world.apis.store.list(KUBE_EVENTS, namespace="default")
+        for e in world.apis.kube.list_objects(KUBE_EVENTS, "default")
         if e["involvedObject"]["name"] == name
     ]
     assert [e["reason"] for e in sorted(events, key=lambda e: e["firstTimestamp"])] == [

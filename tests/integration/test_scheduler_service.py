@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from botocore.client import BaseClient
+from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, WORKLOAD_PRIORITY_CLASSES
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
@@ -25,7 +26,6 @@ from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
-from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, WORKLOAD_PRIORITY_CLASSES
 
 
 def stored_job(api: Api, job_id: str) -> Job:

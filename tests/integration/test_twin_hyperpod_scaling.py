@@ -14,6 +14,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from hyperguard.twin.kube.store import NODES, PODS
 from tests.conftest import Stack
 from tests.integration.cluster_harness import (
     ACCOUNT,
@@ -41,7 +42,6 @@ from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy
 from hyperguard.scaling.burst import plan_burst
 from hyperguard.twin.cluster import SimTimings
-from hyperguard.twin.kube.store import NODES, PODS
 
 GROUP = "workers"
 TIMINGS = SimTimings()  # the harness's cluster runs on the defaults

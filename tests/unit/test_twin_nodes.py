@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+from hyperguard.twin.kube.store import JOBS, NODES, ObjectStore
 
 from hyperguard.cluster.conventions import instance_id_from_provider_id
 from hyperguard.cluster.workloads import MAX_STEPS_ENV
@@ -16,7 +17,6 @@ from hyperguard.provider_ids import ProviderIdForm, parse_provider_id
 from hyperguard.twin.clock import ManualClock
 from hyperguard.twin.cluster import Effect, SimulatedCluster
 from hyperguard.twin.ids import hyperpod_cluster_id
-from hyperguard.twin.kube.store import JOBS, NODES, ObjectStore
 
 USER = "arn:aws:sts::123456789012:assumed-role/someone/session"
 

@@ -11,11 +11,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hyperguard.twin.kube.store import NODES, PODS, ObjectStore
 
 from hyperguard.models import NodeStatus
 from hyperguard.twin.clock import ManualClock
 from hyperguard.twin.cluster import Effect, SimulatedCluster
-from hyperguard.twin.kube.store import NODES, PODS, ObjectStore
 
 PATCH_S = 900
 

@@ -448,6 +448,11 @@ def cmd_twin_status(args: argparse.Namespace) -> int:
     print("what the twin does where the emulator cannot:")
     for gap in status["emulator_gaps"]:
         print(f"  {gap['type']}: {gap['twin_does']}")
+    kubernetes = status.get("kubernetes") or {}
+    print(f"Kubernetes at {status.get('kubernetes_endpoint')}, the upstream components:")
+    for component in kubernetes.get("components", []):
+        state = "running" if component.get("running") else "stopped"
+        print(f"  {component['name']} {component['version']} ({component['module']}), {state}")
     print("where the twin is still kinder than a real cluster:")
     for leniency in status.get("leniencies", []):
         print(f"  {leniency['emulates']}: {leniency['lenient']}")
@@ -507,6 +512,14 @@ def cmd_twin_inject(args: argparse.Namespace) -> int:
     if args.json:
         print_json(results)
     return EXIT_FAILED if any(r["error"] for r in results) else EXIT_OK
+
+
+def cmd_twin_kubeconfig(args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
+    answer = _service(args).twin_get(f"kubeconfig?as={quote(args.as_function)}")
+    print(answer["kubeconfig"], end="")
+    return EXIT_OK
 
 
 def cmd_twin_fault(args: argparse.Namespace) -> int:
@@ -726,6 +739,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--instance-id", help="retarget the events at this node of the twin")
     service_options(p)
     p.set_defaults(func=cmd_twin_inject, twin_only=True)
+
+    p = twin.add_parser(
+        "kubeconfig",
+        help="a kubeconfig that authenticates to the twin's Kubernetes as a function does",
+    )
+    p.add_argument(
+        "--as",
+        dest="as_function",
+        required=True,
+        metavar="FUNCTION",
+        help="the function's logical id in template.yaml (SchedulerFunction, RecoveryFunction, "
+        "...): the token is signed with its role, RBAC answers as it answers the function",
+    )
+    service_options(p)
+    p.set_defaults(func=cmd_twin_kubeconfig, twin_only=True)
 
     p = twin.add_parser("fault", help="break a simulated node; its health agent reports it")
     p.add_argument("instance_id", help="the node (hyperguard twin nodes)")

@@ -239,18 +239,63 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
 
 
 def _patch_ec2() -> None:
+    """Karpenter's launches (RunInstances of instances tagged with a NodeClaim) find EC2
+    capacity or fail with InsufficientInstanceCapacity, then boot in the simulated cloud;
+    terminations and reboots of its instances reach it too."""
+    from moto.ec2.exceptions import EC2ClientError
     from moto.ec2.models.instances import InstanceBackend
 
-    original = InstanceBackend.reboot_instances
+    from hyperguard.twin.cloud.ec2 import NODECLAIM_TAG, InsufficientCapacityError
+
+    run_original = InstanceBackend.run_instances
+    terminate_original = InstanceBackend.terminate_instances
+    reboot_original = InstanceBackend.reboot_instances
+
+    def run_instances(
+        self: Any,
+        image_id: str,
+        count: int,
+        user_data: Any,
+        security_group_names: Any,
+        **kwargs: Any,
+    ) -> Any:
+        cluster = _cluster
+        tags = (kwargs.get("tags") or {}).get("instance", {})
+        if cluster is None or NODECLAIM_TAG not in tags:
+            return run_original(self, image_id, count, user_data, security_group_names, **kwargs)
+        spot = bool(kwargs.get("instance_market_options"))
+        instance_type = kwargs.get("instance_type") or "m1.small"
+        try:
+            cluster.ec2_launch_check(instance_type, "spot" if spot else "on-demand", count)
+        except InsufficientCapacityError as error:
+            raise EC2ClientError("InsufficientInstanceCapacity", str(error)) from error
+        reservation = run_original(self, image_id, count, user_data, security_group_names, **kwargs)
+        for instance in reservation.instances:
+            cluster.ec2_launched(
+                instance.id,
+                instance_type=instance_type,
+                capacity_type="spot" if spot else "on-demand",
+                node_name=instance.private_dns_name,
+                tags=dict(tags),
+            )
+        return reservation
+
+    def terminate_instances(self: Any, instance_ids: list[str]) -> Any:
+        terminated = terminate_original(self, instance_ids)
+        if _cluster is not None:
+            _cluster.ec2_terminated([instance.id for instance, _ in terminated])
+        return terminated
 
     def reboot_instances(self: Any, instance_ids: list[str]) -> list[Any]:
         cluster = _cluster
         if cluster is None:
-            return original(self, instance_ids)
+            return reboot_original(self, instance_ids)
         theirs = cluster.reboot_instances([i for i in instance_ids if cluster.owns(i)])
         rest = [i for i in instance_ids if not cluster.owns(i)] + theirs
-        return original(self, rest) if rest else []
+        return reboot_original(self, rest) if rest else []
 
+    InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
+    InstanceBackend.terminate_instances = terminate_instances  # type: ignore[method-assign]
     InstanceBackend.reboot_instances = reboot_instances  # type: ignore[method-assign]
 
 

@@ -59,9 +59,11 @@ EMULATOR_GAPS: dict[str, str] = {
     "AWS::EKS::PodIdentityAssociation": "the emulator has no EKS Pod Identity; the "
     "forwarder's role is created, and the twin's forwarder puts its events with the twin's "
     "own credentials",
-    "AWS::EKS::AccessEntry": "the emulator has no EKS access entries; the twin's Kubernetes "
-    "API server authenticates each caller's EKS token with STS but authorizes no one "
-    "(no RBAC): every authenticated role may do everything",
+    "AWS::EKS::AccessEntry": "moto's EKS has no access entries and its CloudFormation does "
+    "not know them: the twin adds the four AccessEntry operations to the emulator's EKS API "
+    "(twin/eks_access.py) and creates each through it once the stack is up, with its "
+    "principal's ARN resolved from the stack's role; kube-apiserver's token authenticator "
+    "maps a function's EKS token to the entry's user and groups, and RBAC decides",
     "AWS::ApiGateway::RestApi": "moto cannot build SAM's REST API from its OpenAPI body; left "
     "out, with its Deployment, Stage and invoke permissions: the twin serves the API on "
     "127.0.0.1:3000 through the same function with API Gateway's proxy events; the caller "
@@ -73,19 +75,15 @@ EMULATOR_GAPS: dict[str, str] = {
     "DescribeCluster, ListClusterNodes, DescribeClusterNode, BatchReboot/ReplaceClusterNodes "
     "and StartClusterHealthCheck from its simulated cluster",
     "EKS and Kubernetes API": "moto's EKS cluster answers DescribeCluster with the twin's "
-    "Kubernetes API server (HTTPS, EKS tokens): nodes, pods, evictions, PodDisruptionBudgets, "
-    "Jobs, NodeClaims, NodePools, Kueue's objects, with watches; writes are checked against "
-    "the upstream CRDs' and the built-in kinds' structural schemas, but not their CEL rules "
-    "(x-kubernetes-validations) or string formats, and pod templates' ObjectMeta is not "
-    "checked beyond labels and annotations; no RBAC, no admission webhooks",
-    "Kueue": "the twin's Kueue (v0.14) admits a suspended Job or HyperPodPyTorchJob only "
-    "with its LocalQueue, ClusterQueue (namespace selector, quota with cohort borrowing and "
-    "lending) and WorkloadPriorityClass, and writes Kueue's conditions on its Workload; it "
-    "does not preempt, share fairly, run admission checks or partial admission, match "
-    "flavors' taints or node affinity (nodeSelector only), stop queues, or re-admit a job "
-    "whose pod sets change; a deleted namespace goes at once, with what is in it",
+    "Kubernetes: the upstream kube-apiserver (RBAC on, EKS tokens checked by a TokenReview "
+    "webhook against STS and the access entries), kube-scheduler, kube-controller-manager, "
+    "etcd, KWOK for the nodes' kubelets, Kueue and Karpenter's core, built from their Go "
+    "modules (twin/components)",
     "EC2 RebootInstances": "reboots of the simulated burst nodes' instances reach the "
     "simulated cluster",
+    "EC2 RunInstances and TerminateInstances": "Karpenter's launches find EC2 capacity (a knob "
+    "of the world) or InsufficientInstanceCapacity; the instance boots and its kubelet "
+    "registers its node; a termination takes the node's kubelet down",
 }
 
 
@@ -104,6 +102,9 @@ LEFT_OUT_TYPES = frozenset(
 # creates them through that API, as CloudFormation would, and puts their ARNs where the
 # template refers to them.
 BY_API_TYPES = ("AWS::Events::Connection", "AWS::Events::ApiDestination")
+# Nor these, which nothing in the template refers to: the twin creates them through the
+# emulator's (extended) EKS API once the stack and its roles exist.
+AFTER_STACK_TYPES = ("AWS::EKS::AccessEntry",)
 
 
 class DeployError(RuntimeError):
@@ -191,6 +192,42 @@ def provision_by_api(
             created[logical_id] = (kind, arn)
     arns = {k: v for k, v in values.items() if k.endswith(".Arn")}
     return {**template, "Resources": _substitute(resources, arns)}, created
+
+
+def provision_after_stack(
+    template: dict[str, Any],
+    parameters: dict[str, str],
+    resources: dict[str, dict[str, str]],
+    *,
+    eks: Any,
+    iam: Any,
+) -> dict[str, tuple[str, str]]:
+    """The template's EKS access entries, created through the emulator's EKS API where their
+    condition holds, each principal's ARN read from the stack's role; returns what was
+    created (logical id → (type, ARN))."""
+    values: dict[str, Any] = {
+        name: _parameter(template, parameters, name) for name in template.get("Parameters", {})
+    }
+    for logical_id, resource in resources.items():
+        if resource["type"] == "AWS::IAM::Role":
+            role = iam.get_role(RoleName=resource["physical_id"])["Role"]
+            values[f"{logical_id}.Arn"] = role["Arn"]
+    created: dict[str, tuple[str, str]] = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] not in AFTER_STACK_TYPES:
+            continue
+        condition = resource.get("Condition")
+        if condition and not condition_holds(template, condition, parameters):
+            continue
+        props = _substitute(resource["Properties"], values)
+        entry = eks.create_access_entry(
+            clusterName=props["ClusterName"],
+            principalArn=props["PrincipalArn"],
+            kubernetesGroups=list(props.get("KubernetesGroups") or []),
+            type=props.get("Type", "STANDARD"),
+        )["accessEntry"]
+        created[logical_id] = (resource["Type"], entry["accessEntryArn"])
+    return created
 
 
 def _refers_to(fragment: Any, logical_ids: set[str]) -> bool:
@@ -318,6 +355,8 @@ def deploy(
     cfn: Any,
     s3: Any,
     events: Any,
+    eks: Any = None,
+    iam: Any = None,
     timeout_s: float = 120,
 ) -> Deployment:
     template = load_template(root / "template.yaml")
@@ -351,6 +390,8 @@ def deploy(
                 "physical_id": r.get("PhysicalResourceId", ""),
                 "status": r["ResourceStatus"],
             }
+    if eks is not None and iam is not None:
+        by_api |= provision_after_stack(transformed, parameters, resources, eks=eks, iam=iam)
     for logical_id, (kind, arn) in by_api.items():
         resources[logical_id] = {"type": kind, "physical_id": arn, "status": "CREATE_COMPLETE"}
     skipped = left_out | {

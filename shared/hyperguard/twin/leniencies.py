@@ -1,49 +1,51 @@
-"""Where the twin is still kinder than the real cluster: listed by `hyperguard twin status`
-and docs/architecture.md, so a test that passes on the twin says how far it can be trusted.
+"""Where the twin is still kinder than a real account: listed by `hyperguard twin status` and
+docs/architecture.md, so a test that passes on the twin says how far it can be trusted.
 
-Each entry is (the emulated component, what it does not refuse or do that the real one
-would). Whoever makes the twin stricter removes the entry; whoever finds a new gap adds one.
+Kubernetes is not on this list: the twin runs the upstream components (kube-apiserver with
+RBAC, kube-scheduler, kube-controller-manager, etcd, KWOK, Kueue, Karpenter's core). What
+remains is what has no open-source original, imitated by the twin's own controllers
+(`hyperguard.twin.cloud`). Each entry is (the imitated system, what it does not refuse or do
+that the real one would, and why it stays). Whoever makes the twin stricter removes the
+entry; whoever finds a new gap adds one.
 """
 
 from __future__ import annotations
 
 LENIENCIES: tuple[tuple[str, str], ...] = (
     (
-        "kube-scheduler",
-        "no scoring: a pod goes to the node its replica was placed on when that node takes "
-        "it, else to the first by name; pod (anti-)affinity, topology spread, host ports, "
-        "volumes and scheduling gates are not checked; no preemption (all the twin's pods "
-        "have one priority)",
+        "Karpenter's AWS cloud provider",
+        "the twin's provider (twin/components/karpenter/provider) launches with RunInstances "
+        "instead of launch templates and CreateFleet, resolves an AMI alias by name instead "
+        "of an SSM parameter, finds no AMI or subnet drift, and has no interruption queue: "
+        "karpenter-provider-aws needs EC2 Fleet, SSM, pricing and IAM instance profiles the "
+        "emulator does not serve, and a kubelet to register its nodes",
     ),
     (
-        "kubelet",
-        "a pod created with spec.nodeName already set is not checked against the node's "
-        "allocatable (no OutOf<resource> admission failure)",
+        "nodes' kubelets (KWOK)",
+        "pods run no containers: a pod's process ends when the twin's training model says "
+        "so, and its logs, exec and probes are not served",
     ),
     (
-        "node lifecycle controller",
-        "a NotReady node is not tainted node.kubernetes.io/not-ready, so the scheduler does "
-        "not refuse it on that ground (a run there does not step either)",
-    ),
-    (
-        "job controllers",
-        "a Job or HyperPodPyTorchJob whose pods are not pinned to nodes gets no pods",
-    ),
-    (
-        "nodes",
-        "maxPods is the kubelet's default 110, not the EKS AMI's per-instance-type figure",
-    ),
-    (
-        "Karpenter",
-        "launches only the NodeClaims it is given (no provisioning for pending pods), checks "
-        "NodePool limits only eventually, consolidates only by deleting nodes (never by a "
-        "cheaper replacement; budgets with a schedule taken as inactive; PDBs not checked), "
-        "and neither expires nor drifts nodes",
+        "HyperPod training operator",
+        "written from the HyperPod CLI's model of its CRD and status and AWS's documentation "
+        "(the operator and its CRD are not published); log monitoring rules "
+        "(logMonitoringConfiguration) are stored, never evaluated, and a restart is a restart "
+        "of every pod (no per-rank restart)",
     ),
     (
         "HyperPod automatic patching",
         "runs once, on the NextPatchDate it is given (no next date follows); DrainFirst "
-        "deletes pods without checking PDBs or DrainPolicy's timeout; no AMI ids or release "
-        "versions are reported, only LastSoftwareUpdateTime and SoftwareUpdateStatus",
+        "evicts but does not wait out a PodDisruptionBudget; no AMI ids or release versions "
+        "are reported, only LastSoftwareUpdateTime and SoftwareUpdateStatus",
+    ),
+    (
+        "EC2",
+        "capacity is a count per instance type and capacity type (no zones, no capacity "
+        "reservations or Capacity Blocks), and spot instances are never reclaimed by EC2 on "
+        "its own (the twin injects interruption events instead)",
+    ),
+    (
+        "nodes",
+        "maxPods is the kubelet's default 110, not the EKS AMI's per-instance-type figure",
     ),
 )

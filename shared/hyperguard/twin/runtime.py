@@ -1,6 +1,7 @@
 """The running twin: the AWS emulator with the stack deployed, each function in its own
-Lambda-like worker processes, and a simulated HyperPod + EKS cluster behind the emulated
-SageMaker, EC2 and EKS APIs and a Kubernetes API server.
+Lambda-like worker processes, the upstream Kubernetes control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, KWOK, Kueue, Karpenter) built from its Go modules,
+and a simulated HyperPod + EC2 cloud behind the emulated SageMaker, EC2 and EKS APIs.
 
 The twin plays the cloud and the people around the service, never the service: it creates
 what an account already has before HyperGuard is deployed (the HyperPod and EKS clusters,
@@ -11,9 +12,11 @@ principals, quotas, jobs). It writes nothing into the service's tables.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+import subprocess
 import threading
 import time
 import urllib.error
@@ -25,12 +28,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from werkzeug.serving import make_server
 
 from hyperguard import aws
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy
 from hyperguard.policies.repair import DeepHealthCheck, NodeRepairConfig
 from hyperguard.twin import aws as twin_aws
+from hyperguard.twin import eks_access, forwarder_pod
 from hyperguard.twin.api_gateway import (
     DEFAULT_PRINCIPAL,
     PRINCIPAL_HEADER,
@@ -38,14 +43,21 @@ from hyperguard.twin.api_gateway import (
     stage_throttle,
 )
 from hyperguard.twin.clock import ScaledClock
+from hyperguard.twin.cloud.account import install_karpenter_account
+from hyperguard.twin.cloud.core import AZ
+from hyperguard.twin.cloud.ec2 import karpenter_instance_types
 from hyperguard.twin.cluster import FaultKind, SimTimings, SimulatedCluster
 from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy, load_template
 from hyperguard.twin.effects import EffectRunner
 from hyperguard.twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
 from hyperguard.twin.ids import hyperpod_cluster_arn
-from hyperguard.twin.kube import EksTokenAuthenticator, KubeApiServer, ObjectStore
 from hyperguard.twin.lambda_runtime import FunctionSpec, LambdaRuntime, stage_layer
 from hyperguard.twin.leniencies import LENIENCIES
+from hyperguard.twin.plane.authn import Identity
+from hyperguard.twin.plane.components import ensure_built
+from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
+from hyperguard.twin.plane.kube import KubeClient
+from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings
 from hyperguard.twin.poller import SqsMapping, SqsPoller
 from hyperguard.twin.telemetry import CloudWatchSink
 
@@ -173,8 +185,7 @@ class TwinConfig:
 class Twin:
     config: TwinConfig
     emulator: Emulator = field(init=False)
-    store: ObjectStore = field(init=False)
-    kube: KubeApiServer = field(init=False)
+    plane: ControlPlane | None = None
     cluster: SimulatedCluster = field(init=False)
     effects: EffectRunner | None = None
     runtime: LambdaRuntime | None = None
@@ -186,6 +197,7 @@ class Twin:
     region: str = REGION
     account: str = ACCOUNT
     _api_server: Any = None
+    _forwarder: subprocess.Popen[bytes] | None = None
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -196,13 +208,38 @@ class Twin:
 
     def __post_init__(self) -> None:
         self.emulator = Emulator(self.config.host, self.config.port)
-        self.store = ObjectStore()
-        self.kube = KubeApiServer(
-            self.store, authenticator=EksTokenAuthenticator(self.config.eks_cluster_name)
+        self._tokens = EksTokenAuthenticator(self.config.eks_cluster_name)
+
+    def _authenticate(self, token: str) -> Identity | None:
+        """What EKS's authenticator does with a bearer token: STS vouches for the caller,
+        the cluster's access entries say who it is in Kubernetes."""
+        arn = self._tokens.authenticate(token)
+        if arn is None:
+            return None
+        entries = eks_access.entries_of(ACCOUNT, REGION, self.config.eks_cluster_name)
+        return eks_access.identity_for(arn, entries)
+
+    def _start_plane(self) -> None:
+        """The cluster's Kubernetes: the upstream components, built (or found in the
+        cache), started on 127.0.0.1."""
+        built = ensure_built(self.config.root)
+        scale = self.config.time_scale
+        settings = PlaneSettings(
+            cluster_name=self.config.eks_cluster_name,
+            authenticate=self._authenticate,
+            aws_env={
+                **TWIN_ENV,
+                "AWS_ENDPOINT_URL": self.emulator.endpoint,
+                "AWS_EC2_METADATA_DISABLED": "true",
+            },
+            instance_types=karpenter_instance_types(AZ),
+            timings=PlaneTimings.for_scale(scale),
         )
+        self.plane = ControlPlane(built, settings)
+        self.plane.start()
         self.cluster = SimulatedCluster(
-            ScaledClock(self.config.time_scale),
-            self.store,
+            ScaledClock(scale),
+            self.plane.client(),
             effects=lambda effect: self.effects.submit(effect) if self.effects else None,
             hyperpod_cluster=self.config.cluster_name,
             eks_cluster=self.config.eks_cluster_name,
@@ -210,6 +247,14 @@ class Twin:
             account=ACCOUNT,
             timings=self.config.timings,
         )
+
+    @functools.cached_property
+    def kube(self) -> KubeClient:
+        """The cluster's API server as an admin (`kubectl` with the cluster's admin
+        credentials): what tests and the twin's own set-up read and write with."""
+        if self.plane is None:
+            raise TwinError("the twin is not up")
+        return self.plane.client()
 
     def client(self, service: str) -> Any:
         import boto3
@@ -244,8 +289,10 @@ class Twin:
         os.environ.update(changed)
         aws.client.cache_clear()  # clients made before now point elsewhere
         aws.dynamodb_table.cache_clear()
-        self.kube.start()
+        eks_access.install()
+        self._start_plane()
         twin_aws.attach(self.cluster)
+        self.cluster.start()
         self.effects = EffectRunner(
             s3=self.client("s3"),
             events=self.client("events"),
@@ -262,7 +309,11 @@ class Twin:
             cfn=self.client("cloudformation"),
             s3=self.client("s3"),
             events=self.client("events"),
+            eks=self.client("eks"),
+            iam=self.client("iam"),
         )
+        self._apply_cluster_rbac()
+        self._start_forwarder(self.deployment)
         self.effects.service_bus = self.deployment.outputs["EventBusName"]
         self.runtime = LambdaRuntime(
             layer,
@@ -281,6 +332,7 @@ class Twin:
         self.emulator.routes["/_hyperguard/status"] = lambda _env: (200, self.status())
         self.emulator.routes["/_hyperguard/nodes"] = lambda _env: (200, self.cluster.snapshot())
         self.emulator.routes["/_hyperguard/fault"] = self._fault_route
+        self.emulator.routes["/_hyperguard/kubeconfig"] = self._kubeconfig_route
         self.effects.start()
         self._spawn("schedules", lambda: self.schedules.run(self._stop) if self.schedules else None)
         self._spawn("cluster-clock", self._tick)
@@ -304,7 +356,12 @@ class Twin:
             self.runtime.stop()
         if self.effects is not None:
             self.effects.stop()
-        self.kube.stop()
+        if self._forwarder is not None:
+            self._forwarder.terminate()
+            self._forwarder.wait(timeout=10)
+        if self.plane is not None:
+            self.cluster.stop()
+            self.plane.stop()
         self.emulator.stop()
         twin_aws.attach(None)
         moto_api_backend.reset()
@@ -337,20 +394,58 @@ class Twin:
         EKS orchestrator (with Karpenter's burst pool, which HyperGuard's NodeClaims launch
         into even when it starts empty), and the jobs' checkpoint bucket."""
         config = self.config
-        self.cluster.add_instance_group("workers", INSTANCE_TYPE, config.hyperpod_nodes)
-        self.cluster.add_nodepool("gpu-burst", "p5.48xlarge")
-        on_demand = config.burst_nodes - config.burst_nodes // 2
-        self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", on_demand)
-        self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", config.burst_nodes // 2, spot=True)
+        assert self.plane is not None
         self.client("eks").create_cluster(
             name=config.eks_cluster_name,
             roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
             resourcesVpcConfig={"subnetIds": []},
         )
         twin_aws.point_eks_cluster(
-            config.eks_cluster_name, self.kube.endpoint, self.kube.ca_data, ACCOUNT, REGION
+            config.eks_cluster_name, self.plane.endpoint, self.plane.ca_data, ACCOUNT, REGION
         )
         self.client("s3").create_bucket(Bucket=CHECKPOINT_BUCKET)
+        self.cluster.add_instance_group("workers", INSTANCE_TYPE, config.hyperpod_nodes)
+        install_karpenter_account(self.client("ec2"), self.plane.client(), config.eks_cluster_name)
+        self.cluster.add_nodepool("gpu-burst", "p5.48xlarge")
+        on_demand = config.burst_nodes - config.burst_nodes // 2
+        self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", on_demand)
+        self.cluster.add_burst_nodes("gpu-burst", "p5.48xlarge", config.burst_nodes // 2, spot=True)
+
+    def _apply_cluster_rbac(self) -> None:
+        """What the operator does after `sam deploy`, as the install guide says:
+        `kubectl apply -f deploy/kubernetes/hyperguard-rbac.yaml` (server-side here)."""
+        assert self.plane is not None
+        admin = self.plane.client()
+        manifest = self.config.root / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
+        for document in yaml.safe_load_all(manifest.read_text()):
+            if document:
+                admin.apply(document, "kubectl")
+
+    def _start_forwarder(self, deployment: Deployment) -> None:
+        """HyperGuard's in-cluster forwarder, as deploy/kubernetes installs it, with the
+        ForwarderRole's credentials (EKS Pod Identity's, on AWS)."""
+        assert self.plane is not None
+        role = self.client("iam").get_role(
+            RoleName=deployment.resources["ForwarderRole"]["physical_id"]
+        )["Role"]["Arn"]
+        credentials = self.client("sts").assume_role(
+            RoleArn=role, RoleSessionName="hyperguard-forwarder"
+        )["Credentials"]
+        self._forwarder = forwarder_pod.start(
+            self.plane,
+            self.config.root,
+            cluster=self.config.eks_cluster_name,
+            bus=deployment.outputs["EventBusName"],
+            aws_env={
+                "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+                "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+                "AWS_SESSION_TOKEN": credentials["SessionToken"],
+                "AWS_REGION": REGION,
+                "AWS_DEFAULT_REGION": REGION,
+                "AWS_ENDPOINT_URL": self.emulator.endpoint,
+            },
+            log=self.plane.workdir / "logs" / "hyperguard-forwarder.log",
+        )
 
     def _role_credentials(self, spec: FunctionSpec) -> dict[str, str]:
         """A function runs with its execution role's temporary credentials, as on Lambda."""
@@ -586,6 +681,68 @@ class Twin:
         except LookupError as exc:
             return 404, {"error": str(exc)}
 
+    def kubeconfig_for(self, logical_id: str) -> str:
+        """A kubeconfig that authenticates to the cluster as the function `logical_id` does:
+        an EKS token signed with its execution role's credentials (valid 15 minutes, as
+        EKS's), which kube-apiserver maps through the function's access entry to its
+        Kubernetes group, so RBAC answers as it answers the function."""
+        from hyperguard.cluster.eks_token import generate_eks_token
+
+        if self.deployment is None or self.plane is None:
+            raise TwinError("the twin is not up")
+        function = self.deployment.functions.get(logical_id)
+        if function is None:
+            known = ", ".join(sorted(self.deployment.functions))
+            raise LookupError(f"no function {logical_id} in the stack (one of: {known})")
+        role = self.client("lambda").get_function_configuration(FunctionName=function["name"])[
+            "Role"
+        ]
+        credentials = self.client("sts").assume_role(RoleArn=role, RoleSessionName=logical_id[:64])[
+            "Credentials"
+        ]
+        import boto3
+
+        sts = boto3.client(
+            "sts",
+            endpoint_url=self.emulator.endpoint,
+            region_name=REGION,
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+        )
+        token = generate_eks_token(self.config.eks_cluster_name, sts)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": self.config.eks_cluster_name,
+                    "cluster": {
+                        "server": self.plane.endpoint,
+                        "certificate-authority-data": self.plane.ca_data,
+                    },
+                }
+            ],
+            "users": [{"name": logical_id, "user": {"token": token}}],
+            "contexts": [
+                {
+                    "name": logical_id,
+                    "context": {"cluster": self.config.eks_cluster_name, "user": logical_id},
+                }
+            ],
+            "current-context": logical_id,
+        }
+        return str(yaml.safe_dump(config, sort_keys=False))
+
+    def _kubeconfig_route(self, environ: dict[str, Any]) -> tuple[int, Any]:
+        from urllib.parse import parse_qs
+
+        wanted = (parse_qs(environ.get("QUERY_STRING", "")).get("as") or [""])[0]
+        try:
+            return 200, {"kubeconfig": self.kubeconfig_for(wanted)}
+        except LookupError as exc:
+            return 404, {"error": str(exc)}
+
     # ------------------------------------------------------------ status
 
     def function_calls(self) -> Counter[tuple[str, str]]:
@@ -641,7 +798,11 @@ class Twin:
         return {
             "endpoint": self.emulator.endpoint,
             "api_endpoint": self.api_endpoint,
-            "kubernetes_endpoint": self.kube.endpoint,
+            "kubernetes_endpoint": self.plane.endpoint if self.plane else None,
+            "kubernetes": {
+                "components": self.plane.components() if self.plane else [],
+                "leniencies": [{"emulates": what, "lenient": how} for what, how in LENIENCIES],
+            },
             "stack": self.deployment.stack_name,
             "uptime_s": round(time.time() - self.started_at, 1),
             "time_scale": self.config.time_scale,
@@ -656,7 +817,6 @@ class Twin:
             "throttles": dict(runtime.throttles),
             "sqs_poller": dict(self.poller.stats) if self.poller else {},
             "schedules_fired": dict(self.schedules.fired) if self.schedules else {},
-            "kubernetes_requests": dict(self.kube.stats),
             "cluster_effects": dict(self.effects.done) if self.effects else {},
             "cluster_effects_failed": dict(self.effects.failed) if self.effects else {},
             "queue_depth": depth,
