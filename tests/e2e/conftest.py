@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 from tests.conftest import ROOT
-from tests.e2e.iam import assert_roles_allow_what_functions_did
+from tests.e2e.iam import (
+    assert_rbac_allowed_what_functions_did,
+    assert_roles_allow_what_functions_did,
+)
 
 from hyperguard.twin.runtime import Twin, TwinConfig
 
@@ -40,16 +43,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_twin(**config: Any) -> Iterator[Twin]:
+def running_twin(*, rbac_refusals_expected: bool = False, **config: Any) -> Iterator[Twin]:
     """A twin of the repo's template on free ports (`config`: more of TwinConfig). At its
-    end every call each function made is checked against the function's role
-    (tests/e2e/iam.py), and the twin stops. moto's backends are process-global: one twin
+    end every call each function made is checked against the function's role, and every
+    Kubernetes request against RBAC's answer (tests/e2e/iam.py; unless the tests refuse some
+    on purpose), and the twin stops. moto's backends are process-global: one twin
     at a time; down() resets them."""
     running = Twin(TwinConfig(root=ROOT, port=0, api_port=0, **config))
     running.up()
     try:
         yield running
         assert_roles_allow_what_functions_did(running)
+        if not rbac_refusals_expected:
+            assert_rbac_allowed_what_functions_did(running)
     finally:
         running.down()
 

@@ -86,3 +86,18 @@ def assert_roles_allow_what_functions_did(twin: Twin) -> None:
         }
     )
     assert missing == [], f"calls the functions' roles do not allow: {missing}"
+
+
+def assert_rbac_allowed_what_functions_did(twin: Twin) -> None:
+    """The Kubernetes side: kube-apiserver's RBAC authorizer answered every request of
+    HyperGuard's functions and forwarder (its audit log, `ControlPlane.requests`), and refused
+    none. A refusal here is a verb missing from deploy/kubernetes/hyperguard-rbac.yaml."""
+    assert twin.plane is not None
+    refused = sorted(
+        {
+            (r["user"], r["verb"], r["resource"], r["namespace"] or "")
+            for r in twin.plane.requests()
+            if not r["authorized"]
+        }
+    )
+    assert refused == [], f"Kubernetes calls RBAC refused: {refused}"

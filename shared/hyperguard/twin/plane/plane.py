@@ -156,6 +156,7 @@ class ControlPlane:
         self.pki = ClusterPki(self.workdir / "pki")
         self.port = _free_port()
         self.endpoint = f"https://{HOST}:{self.port}"
+        self.audit_log = self.workdir / "audit.log"
         self.processes: dict[str, Process] = {}
         self.started_at: dict[str, float] = {}
         self._authn: TokenReviewServer | None = None
@@ -319,6 +320,13 @@ class ControlPlane:
             f"--default-not-ready-toleration-seconds={self.settings.timings.not_ready_toleration_s}",
             f"--default-unreachable-toleration-seconds={self.settings.timings.not_ready_toleration_s}",
             "--event-ttl=1h",
+            # Who called what: every request of an identity from outside the cluster's own
+            # components (HyperGuard's functions, its forwarder, a kubeconfig from `twin
+            # kubeconfig`), one JSON line each (`requests()`).
+            f"--audit-policy-file={self._audit_policy()}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=0",
         ]
         if self._authn is not None:
             webhook = self.workdir / "authn-webhook.kubeconfig"
@@ -329,6 +337,77 @@ class ControlPlane:
                 "--authentication-token-webhook-cache-ttl=1m",
             ]
         self._spawn("kube-apiserver", self.built["kube"].binary, ["kube-apiserver", *args])
+
+    def _audit_policy(self) -> Path:
+        """Metadata level for every caller but the control plane's own (kcm, the scheduler,
+        kube-system's controllers, the nodes and the system:masters add-ons): their requests
+        are most of the traffic and none of HyperGuard's."""
+        policy = {
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [
+                {
+                    "level": "None",
+                    "users": [
+                        "system:kube-controller-manager",
+                        "system:kube-scheduler",
+                        "system:apiserver",
+                    ],
+                },
+                {
+                    "level": "None",
+                    "userGroups": [
+                        "system:masters",
+                        "system:nodes",
+                        "system:serviceaccounts:kube-system",
+                    ],
+                },
+                {"level": "Metadata"},
+            ],
+        }
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(policy))
+        return path
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The requests the API server answered for callers outside the control plane, in
+        order: `user`, `groups`, `verb`, `resource` (with `/subresource`), `namespace`,
+        `name`, `code` (the HTTP status), `authorized` (False: RBAC refused it; a 403 from
+        an admission check is authorized) and `at` (the audit event's stageTimestamp)."""
+        out = []
+        if not self.audit_log.exists():
+            return out
+        with self.audit_log.open() as lines:
+            for line in lines:
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line the server is still writing
+                if event.get("stage") != "ResponseComplete":
+                    continue
+                ref = event.get("objectRef") or {}
+                resource = ref.get("resource", "")
+                if ref.get("subresource"):
+                    resource = f"{resource}/{ref['subresource']}"
+                user = event.get("user") or {}
+                out.append(
+                    {
+                        "user": user.get("username"),
+                        "groups": user.get("groups") or [],
+                        "verb": event.get("verb"),
+                        "resource": resource or event.get("requestURI"),
+                        "namespace": ref.get("namespace"),
+                        "name": ref.get("name"),
+                        "code": (event.get("responseStatus") or {}).get("code"),
+                        "authorized": (event.get("annotations") or {}).get(
+                            "authorization.k8s.io/decision"
+                        )
+                        != "forbid",
+                        "at": event.get("stageTimestamp"),
+                    }
+                )
+        return out
 
     def _start_controllers(self) -> None:
         kube = self.built["kube"].binary

@@ -1,0 +1,164 @@
+"""RBAC on the twin is kube-apiserver's: each function reaches the cluster with an EKS token
+for its own role, its access entry maps it to its group, and deploy/kubernetes/
+hyperguard-rbac.yaml (applied as on a real cluster) decides. These tests are the ones that
+break RBAC on purpose; every other e2e module checks that RBAC refused nothing
+(tests/e2e/iam.py)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from tests.conftest import ROOT
+from tests.e2e.conftest import running_twin
+
+from hyperguard.cluster import kueue
+from hyperguard.cluster.workloads import team_namespace
+from hyperguard.messaging import RecoveryWorkflows
+from hyperguard.models import IncidentStatus
+from hyperguard.recovery.operator import RecoveryOperator
+from hyperguard.store import IncidentStore, NodeStore
+from hyperguard.twin.plane.kube import NAMESPACES, KubeApiError, KubeClient, resource
+from hyperguard.twin.runtime import Twin
+
+RBAC = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
+ROLEBINDINGS = resource("rbac.authorization.k8s.io/v1", "rolebindings")
+WAIT_S = 150.0
+"""A deadline for a loaded 2-core machine, not a measure of speed."""
+
+
+@pytest.fixture(scope="module")
+def twin() -> Iterator[Twin]:
+    with running_twin(hyperpod_nodes=6, rbac_refusals_expected=True) as running:
+        yield running
+
+
+def as_function(twin: Twin, logical_id: str) -> KubeClient:
+    """The cluster as the function reaches it (`hyperguard twin kubeconfig --as`)."""
+    assert twin.plane is not None
+    config = yaml.safe_load(twin.kubeconfig_for(logical_id))
+    return twin.plane.token_client(config["users"][0]["user"]["token"])
+
+
+def refused(call: Any) -> KubeApiError:
+    with pytest.raises(KubeApiError) as caught:
+        call()
+    assert caught.value.code == 403, caught.value
+    return caught.value
+
+
+def test_the_scheduler_grants_itself_nothing_outside_team_namespaces(twin: Twin) -> None:
+    scheduler = as_function(twin, "SchedulerFunction")
+    namespace = team_namespace("rbac-check")
+    team = {o["kind"]: o for o in kueue.team_objects("rbac-check")}
+    scheduler.create(NAMESPACES, team["Namespace"])
+    own = kueue.team_role_binding("scheduler", namespace)
+    scheduler.create(ROLEBINDINGS, own, namespace=namespace)  # what it does before a first run
+
+    # The same binding anywhere else, kube-system included: the admission policy refuses it.
+    elsewhere = kueue.team_role_binding("scheduler", "kube-system")
+    error = refused(lambda: scheduler.create(ROLEBINDINGS, elsewhere, namespace="kube-system"))
+    assert "team namespaces" in str(error)
+    error = refused(
+        lambda: scheduler.create(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "not-a-team"}},
+        )
+    )
+    assert "team namespaces" in str(error)
+    # In a team's namespace, but for someone else: refused too.
+    stranger = copy.deepcopy(own)
+    stranger["metadata"]["name"] = "a-stranger"
+    stranger["subjects"] = [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}
+    ]
+    refused(lambda: scheduler.create(ROLEBINDINGS, stranger, namespace=namespace))
+    # A role it may not bind (RBAC's escalation check, before any admission).
+    admin = copy.deepcopy(own)
+    admin["metadata"]["name"] = "admin-for-me"
+    admin["roleRef"]["name"] = "cluster-admin"
+    error = refused(lambda: scheduler.create(ROLEBINDINGS, admin, namespace=namespace))
+    assert "escalat" in str(error) or "bind" in str(error)
+    # Recovery creates no namespaces at all.
+    recovery = as_function(twin, "RecoveryFunction")
+    refused(
+        lambda: recovery.create(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace + "-2"}},
+        )
+    )
+
+
+def test_a_verb_removed_from_the_recovery_role_fails_recovery_with_403_until_restored(
+    twin: Twin,
+) -> None:
+    """deploy/kubernetes/ applied without `patch` on nodes: the recovery's cordon is refused
+    at run time, the incident goes to an operator; the manifest restored, a re-drive heals."""
+    assert twin.deployment is not None and twin.plane is not None
+    out = twin.deployment.outputs
+    incidents = IncidentStore(out["IncidentsTableName"], out["NodesTableName"])
+    operator = RecoveryOperator(
+        incidents,
+        NodeStore(out["NodesTableName"]),
+        RecoveryWorkflows(out["NodeRecoveryStateMachineArn"]),
+    )
+    sfn = twin.client("stepfunctions")
+    documents = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    role = next(
+        d
+        for d in documents
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "hyperguard-recovery"
+    )
+    narrowed = copy.deepcopy(role)
+    for rule in narrowed["rules"]:
+        if rule["resources"] == ["nodes"]:
+            rule["verbs"].remove("patch")
+    assert narrowed != role
+
+    def until(condition: Any, what: str) -> Any:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            if value := condition():
+                return value
+            time.sleep(0.25)
+        raise AssertionError(f"not within {WAIT_S}s: {what}")
+
+    def ended(arn: str) -> dict[str, Any] | None:
+        execution = sfn.describe_execution(executionArn=arn)
+        return None if execution["status"] == "RUNNING" else dict(execution)
+
+    twin.kube.apply(narrowed, "kubectl")  # `kubectl apply -f` of the edited file
+    try:
+        faulty = next(
+            n["instance_id"]
+            for n in twin.cluster.snapshot()["nodes"]
+            if n["platform"] == "hyperpod" and n["healthy"] and n["schedulable"]
+        )
+        twin.fault(faulty, "kernel")
+        incident = until(
+            lambda: next(
+                (i for i in incidents.recent() if i.instance_id == faulty and i.execution_arn),
+                None,
+            ),
+            "an incident for the faulty node",
+        )
+        failed = until(lambda: ended(incident.execution_arn), "the recovery ends")
+        assert failed["status"] != "SUCCEEDED", failed
+        escalated = incidents.get(incident.incident_id)
+        assert escalated is not None and escalated.status is IncidentStatus.NEEDS_OPERATOR
+        assert twin.cluster.schedulable(faulty)  # never cordoned
+        denied = [r for r in twin.plane.requests() if not r["authorized"]]
+        assert {(r["verb"], r["resource"]) for r in denied} == {("patch", "nodes")}, denied
+        assert all("hyperguard-recovery" in r["groups"] and r["code"] == 403 for r in denied)
+    finally:
+        twin.kube.apply(role, "kubectl")
+
+    redriven = operator.redrive(incident.incident_id)
+    finished = until(lambda: ended(redriven["execution_arn"]), "the re-driven recovery ends")
+    assert finished["status"] == "SUCCEEDED", finished
+    closed = incidents.get(incident.incident_id)
+    assert closed is not None and closed.status is IncidentStatus.RESOLVED
