@@ -340,7 +340,7 @@ def test_a_gpu_fault_is_cured_by_a_reboot_and_a_deep_health_check(service: Servi
     node = twin.cluster.instance(faulty)
     assert node is not None and node.deep_health_check == "Passed"
     kube = twin.kube.get(NODES, node.node_name)
-    assert kube["metadata"]["labels"][DEEP_HEALTH_CHECK_LABEL] == "Passed"
+    assert kube is not None and kube["metadata"]["labels"][DEEP_HEALTH_CHECK_LABEL] == "Passed"
     assert twin.cluster.schedulable(faulty)  # uncordoned
 
 

@@ -375,7 +375,7 @@ class ControlPlane:
         order: `user`, `groups`, `verb`, `resource` (with `/subresource`), `namespace`,
         `name`, `code` (the HTTP status), `authorized` (False: RBAC refused it; a 403 from
         an admission check is authorized) and `at` (the audit event's stageTimestamp)."""
-        out = []
+        out: list[dict[str, Any]] = []
         if not self.audit_log.exists():
             return out
         with self.audit_log.open() as lines:
