@@ -148,7 +148,10 @@ def test_each_event_gets_exactly_the_outcome_its_facts_call_for(result: dict[str
         "malformed": 1,
     }
     agent = 1  # the simulated health agent's own report of the fault
-    assert result["deliveries"] == agent + well_formed + 1 + REPORTS + well_formed * REDELIVERIES
+    # Every message the ingest function took: the forwarder's condition events too.
+    assert result["deliveries"] == (
+        agent + well_formed + 1 + REPORTS + well_formed * REDELIVERIES + conditions
+    )
 
 
 def test_one_incident_and_one_execution_per_faulty_node(twin: Twin, result: dict[str, Any]) -> None:
