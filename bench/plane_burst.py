@@ -161,6 +161,17 @@ def cloud() -> Iterator[Any]:
         stack.callback(twin_aws.attach, None)
         cluster.start()
         stack.callback(cluster.stop)
+        # The simulated cloud's clock moves as on the twin (Twin._tick): what is due (an
+        # instance booted, its kubelet registering) happens when the world is looked at.
+        stop = threading.Event()
+        ticker = threading.Thread(
+            target=lambda: [cluster.advance() for _ in iter(lambda: stop.wait(0.2), True)],
+            name="cluster-clock",
+            daemon=True,
+        )
+        ticker.start()
+        stack.callback(ticker.join, 5)
+        stack.callback(stop.set)
         cluster.add_instance_group("workers", f"ml.{INSTANCE_TYPE}", 1)
         boto3.client("eks").create_cluster(
             name=EKS, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks", resourcesVpcConfig={}
