@@ -148,10 +148,11 @@ lock: install
 build: install sam-install
 	PYTHON=$(abspath $(PY)) $(SAM) build --parallel
 
-# The scheduler's default shape and its growth measurement take about a minute each here;
-# Kueue's full baseline shape (bench/scheduler.py --shape baseline) takes about 10 minutes
-# here (BENCHMARKS.md): by hand.
-bench: install
+# The scheduler bench starts its own kube-apiserver and etcd (D134) and the recovery bench a
+# twin: both need the components. The scheduler's default shape took 3 minutes here under
+# other work (BENCHMARKS.md, 2026-11-25); Kueue's full baseline shape (bench/scheduler.py
+# --shape baseline) took about 10 minutes before the port: by hand.
+bench: install components
 	$(PY) bench/ingest.py
 	$(PY) bench/scheduler.py
 	$(PY) bench/scheduler.py --growth 1000,10000,50000

@@ -16,8 +16,11 @@ entering the next (Step Functions' execution history), split into work (Task and
 states) and the policy's waits (Wait states: the poll interval, 1 s on the twin). With
 `--cluster-times modelled` the cluster takes SimTimings' durations (replacement 940 s, job
 restart 60 s), run 60x faster. Measured: wall-clock times on this machine, the worker
-processes' CPU during invocations, calls counted at the emulator and the Kubernetes API
-server by the caller's credentials. Nothing here is a peer's figure.
+processes' CPU during invocations, AWS calls counted at the emulator by the caller's
+credentials, and Kubernetes requests from the real kube-apiserver's audit log
+(`ControlPlane.requests()`), each counted for the function whose EKS access entry gave the
+caller its Kubernetes group (template.yaml's `AWS::EKS::AccessEntry`), with the requests RBAC
+refused counted apart. Nothing here is a peer's figure.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ ZERO_CLUSTER_TIMES = {
     "replace_s": 0.0,
     "replace_shutdown_s": 0.0,
     "deep_health_check_s": 0.0,
-    "nodeclaim_termination_s": 0.0,
     "job_restart_s": 0.0,
 }
 
@@ -82,6 +84,35 @@ def phase_times(histories: list[list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
+def kubernetes_groups(template: dict[str, Any]) -> dict[str, str]:
+    """The Kubernetes group each function's EKS access entry gives it, by function: the
+    entry's principal is the function's role (`<Function>Role`)."""
+    groups = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::EKS::AccessEntry":
+            props = resource["Properties"]
+            role = props["PrincipalArn"]["Fn::GetAtt"][0]
+            (groups[role.removesuffix("Role")],) = props["KubernetesGroups"]
+    return groups
+
+
+def kubernetes_calls(
+    requests: list[dict[str, Any]], groups: dict[str, str]
+) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+    """The audit log's requests of the functions' groups, as (function, "verb resource")
+    counts, and those RBAC refused, by function."""
+    function_of = {group: function for function, group in groups.items()}
+    calls: Counter[tuple[str, str]] = Counter()
+    refused: Counter[str] = Counter()
+    for request in requests:
+        function = next((function_of[g] for g in request["groups"] if g in function_of), None)
+        if function is None:
+            continue
+        calls[(function, f"{request['verb']} {request['resource']}")] += 1
+        refused[function] += not request["authorized"]
+    return calls, refused
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--faults", type=int, default=4)
@@ -90,22 +121,25 @@ def main() -> None:
 
     from hyperguard.store import IncidentStore
     from hyperguard.twin.cluster import SimTimings
+    from hyperguard.twin.deploy import load_template
     from hyperguard.twin.runtime import Twin, TwinConfig
+
+    groups = kubernetes_groups(load_template(ROOT / "template.yaml"))
 
     timings = ZERO_CLUSTER_TIMES if args.cluster_times == "zero" else {}
     twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0, timings=SimTimings(**timings)))
     started = time.perf_counter()
     twin.up()
     twin_start_s = time.perf_counter() - started
-    runtime = twin.runtime
-    assert runtime is not None
+    runtime, plane = twin.runtime, twin.plane
+    assert runtime is not None and plane is not None
     incidents = IncidentStore(twin.outputs["IncidentsTableName"], twin.outputs["NodesTableName"])
     sfn = twin.client("stepfunctions")
     busy = [i for job_id in twin.seeded_jobs.values() for i in twin.cluster.job_instances(job_id)]
     cpu_before = dict(runtime.cpu_s)
     invocations_before = Counter(runtime.invocations)
     aws_before = twin.function_calls()
-    kube_before = Counter(twin.kube.calls_by_user)
+    requests_before = len(plane.requests())
     to_cordon, total, results, histories = [], [], [], []
     for instance_id in busy[: args.faults]:
         started = time.perf_counter()
@@ -136,15 +170,13 @@ def main() -> None:
     aws_calls = Counter(
         {op: n for (fn, op), n in aws.items() if fn in INCIDENT_FUNCTIONS and n > 0}
     )
-    kube = Counter(twin.kube.calls_by_user)
-    kube.subtract(kube_before)
-    kube_calls = Counter(
-        {
-            call: n
-            for (user, call), n in kube.items()
-            if n > 0 and any(f"-{fn}-" in user for fn in INCIDENT_FUNCTIONS)
-        }
-    )
+    kube, refused = kubernetes_calls(plane.requests()[requests_before:], groups)
+    kube_calls: Counter[str] = Counter()
+    kube_by_function: Counter[str] = Counter()
+    for (function, call), count in kube.items():
+        if function in INCIDENT_FUNCTIONS:
+            kube_calls[call] += count
+            kube_by_function[function] += count
     init_ms = {k: [round(v, 1) for v in runtime.init_ms[k]] for k in sorted(runtime.init_ms)}
     phases = phase_times(histories)
     twin.down()
@@ -179,9 +211,13 @@ def main() -> None:
                         k: round(v / n, 1) for k, v in aws_calls.most_common()
                     },
                     "kubernetes_calls": round(kube_calls.total() / n, 1),
+                    "kubernetes_calls_by_function": {
+                        k: round(kube_by_function[k] / n, 1) for k in INCIDENT_FUNCTIONS
+                    },
                     "kubernetes_calls_by_request": {
                         k: round(v / n, 1) for k, v in kube_calls.most_common()
                     },
+                    "kubernetes_calls_refused": sum(refused[k] for k in INCIDENT_FUNCTIONS),
                 },
             },
             indent=2,

@@ -1,4 +1,4 @@
-"""Scheduler benchmark: the deployed scheduling pass on the emulator, in virtual time.
+"""Scheduler benchmark: the deployed scheduling pass in virtual time, on a real API server.
 
     python bench/scheduler.py [--shape small|cohort|baseline] [--fair-share Disabled|Enabled]
                               [--[no-]sensitivity]
@@ -8,30 +8,45 @@ Prints one JSON object (progress goes to stderr).
 
 What runs, unchanged: `SchedulerService.run_pass` with the real JobStore, TeamStore and
 RepairPolicyStore on moto (in-process; tables from template.yaml), the real HyperPod adapter
-against the emulator's SageMaker (ListClusterNodes answered by the twin's simulated cluster,
-twin/aws.py) and the real Kubernetes adapter (lightkube) against the twin's Kubernetes API
-server, reached in-process through a WSGI transport. The twin's simulated cluster runs what
-the service dispatches. One scheduler, as deployed: every team in one cluster and one table,
-one pass at a time, each started by a batch of up to 10 wake-ups from the FIFO queue
-(SchedulerQueueMapping BatchSize 10, reserved concurrency 1), which hands the pass the jobs
-their bodies name as the handler does. Wake-ups come from the API (one per submission, naming
-the job), from the in-cluster forwarder through EventBridge (one per run that ends) and from
-the 1-minute tick.
+against the emulator's SageMaker (ListClusterNodes answered by the twin's HyperPod emulation,
+twin/aws.py and twin/cloud/hyperpod.py, on this bench's virtual clock) and the real Kubernetes
+adapter (lightkube, over TLS) against a real upstream kube-apiserver and etcd (the twin's
+`ControlPlane` with `api_only`: no controller, scheduler, kubelet, Kueue or Karpenter runs),
+which serve the CRDs of an EKS cluster with HyperPod task governance and Karpenter and judge
+the scheduler by HyperGuard's own RBAC (deploy/kubernetes/hyperguard-rbac.yaml; the scheduler
+is a client certificate in its EKS access entry's group, hyperguard-scheduler). Kueue's
+webhooks do not run: the Kueue objects the scheduler keeps are stored as it writes them. One
+scheduler, as deployed: every team in one cluster and one table, one pass at a time, each
+started by a batch of up to 10 wake-ups from the FIFO queue (SchedulerQueueMapping BatchSize
+10, reserved concurrency 1), which hands the pass the jobs their bodies name as the handler
+does. Wake-ups come from the API (one per submission, naming the job), from the in-cluster
+forwarder through EventBridge (one per run that ends) and from the 1-minute tick.
 
-Measured: every AWS call (botocore, by operation) and every Kubernetes request (by verb and
-resource, with the objects a list returns), per pass and per admission; the CPU time of each
-pass in this process (`time.process_time`) less the CPU spent inside the emulators (moto's
-backend, the twin's API server and cluster), which stands for AWS's and the cluster's side of
-the calls and is charged as modelled latency instead. `cpu_s_per_pass` is the service's share,
-`emulator_cpu_s_per_pass` the rest: together, the process time around the pass.
+The cluster's side is this bench's model, not the twin's controllers (they run on wall time,
+and this bench runs on a virtual clock): the HyperPod nodes are registered as Node objects
+once (the twin's kubelets' registration); a run starts when its object is created and ends
+exactly its run time later, when the bench writes its status (Running at creation, Completed
+at its end, as the HyperPod training operator writes them) through the API server as the
+cluster's own identity, and the twin's forwarder code puts the run's end on the bus. A run
+the service deletes first (a preemption) never ends.
+
+Measured: every AWS call (botocore, by operation) and every Kubernetes request the real API
+server answered (at the client's transport, by verb and resource as kube-apiserver names
+them, with the objects a list returns), per pass and per admission; the CPU time of each pass
+in this process (`time.process_time`) less the CPU spent inside the in-process emulators
+(moto's backend and the twin's SageMaker, which stand for AWS's side of the calls and are
+charged as modelled latency instead, and the bench's own counting of Kubernetes answers).
+`cpu_s_per_pass` is the service's share, lightkube's TLS and decoding included;
+`aws_emulator_cpu_s_per_pass` the rest: together, the process time around the pass. The API
+server's own CPU is in its process and in neither; `kubernetes_wall_s_per_pass` is the wall
+time the pass's Kubernetes requests took on this machine, reported, not charged.
 
 Modelled (virtual time): each call costs the latency in LATENCIES (the source beside each;
-where AWS publishes no figure the number is an assumption and says so); a pass also costs the
-event source mapping's time from message to handler; a job submitted is in the table at once
-(a read by key finds it) but in a keys-only index's answers only `gsi-propagation` later. The
-sensitivity table reruns the workload with every modelled latency at 0.5x, 1x and 2x. The
-cluster's side is the twin's: a run starts when its object is created and takes exactly its
-run time.
+where AWS publishes no figure the number is an assumption and says so), Kubernetes requests
+included; a pass also costs the event source mapping's time from message to handler; a job
+submitted is in the table at once (a read by key finds it) but in a keys-only index's answers
+only `gsi-propagation` later. The sensitivity table reruns the workload with every modelled
+latency at 0.5x, 1x and 2x.
 
 Emulator speed-ups (they change no answer the service gets, and are checked against moto's own
 on the first answers): DynamoDB item-operation responses dumped as JSON instead of moto's
@@ -76,13 +91,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx2
+
 if TYPE_CHECKING:
     from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
     from hyperguard.governance.service import SchedulerService
     from hyperguard.models import Job
     from hyperguard.store import JobStore
     from hyperguard.store.jobs import JobRecord
+    from hyperguard.twin.cloud.jobstatus import JobStatusForwarder
     from hyperguard.twin.cluster import SimulatedCluster
+    from hyperguard.twin.plane.kube import KubeClient
+    from hyperguard.twin.plane.plane import ControlPlane
 
 # Runnable as `python bench/scheduler.py` from a checkout without installing the package.
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +116,7 @@ GPUS_PER_NODE = 8
 NOMINAL_GPUS = 20
 BORROW_GPUS = 100
 STEP_S = 0.1
-"""One training step of the simulated cluster; a job's run time is its steps times this."""
+"""One training step: a job asks for its run time in steps of this (max_steps)."""
 TICK_S = 60.0
 """SchedulerTickRule: rate(1 minute)."""
 ESM_BATCH = 10
@@ -229,6 +249,9 @@ class Meter:
         self.measuring = False
         self.calls: dict[str, Counter[str]] = defaultdict(Counter)
         self.kube_objects: Counter[str] = Counter()
+        self.kube_wall_s: dict[str, float] = defaultdict(float)
+        """Wall time of the Kubernetes requests (the real API server's answers), by phase:
+        measured, not charged to the virtual clock (the model's latencies are)."""
         self.emulator_cpu = 0.0
         self.service_cpu = 0.0
         self._mark = 0.0
@@ -278,7 +301,8 @@ class Meter:
 
     @contextmanager
     def emulating(self) -> Iterator[None]:
-        """CPU spent inside an emulator: AWS's or the cluster's side of a call."""
+        """CPU that is not the service's: inside moto or the twin's SageMaker (AWS's side of a
+        call), or the bench's own counting of Kubernetes answers."""
         started = time.process_time()
         try:
             yield
@@ -366,26 +390,147 @@ def install_emulated_dynamodb(patches: Patches, checks: Counter[str], lag: Index
         patches.set(owner, name, value)
 
 
-def metered_kube_app(
-    server: Any, meter: Meter, run_created: Callable[[dict[str, Any]], None]
-) -> Callable[..., Any]:
-    """The twin's API server as a WSGI app that counts requests by verb and resource (and the
-    objects a list returns), and reports each run object created."""
+NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 
-    def app(environ: dict[str, Any], start_response: Any) -> Any:
-        meter.sync()
-        with meter.emulating():
-            before = Counter(server.stats)
-            body = b"".join(server(environ, start_response))
-            request = next(iter((Counter(server.stats) - before).elements()), "other ?")
-            verb, resource = request.split(" ", 1)
-            answer = json.loads(body) if verb in ("list", "create") else {}
-            if verb == "create" and resource in ("hyperpodpytorchjobs", "jobs"):
-                run_created(answer)
-        meter.call(f"kubernetes:{verb} {resource}", len(answer.get("items", [])))
-        return [body]
 
-    return app
+def kube_request(method: str, path: str, watch: bool = False) -> tuple[str, str]:
+    """(verb, resource[/subresource]) of a request, as kube-apiserver's RequestInfo names
+    them (staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go)."""
+    parts = [p for p in path.split("/") if p]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]  # /api/v1, /apis/<group>/<version>
+    if parts[:1] == ["namespaces"] and len(parts) > 2 and parts[2] not in NAMESPACE_SUBRESOURCES:
+        parts = parts[2:]
+    resource = parts[0] if parts else "?"
+    named = len(parts) > 1
+    if len(parts) > 2:
+        resource += f"/{parts[2]}"
+    verbs = {
+        "GET": "watch" if watch else "get" if named else "list",
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if named else "deletecollection",
+    }
+    return verbs.get(method, method.lower()), resource
+
+
+class MeteredTransport(httpx2.BaseTransport):
+    """The service's Kubernetes client's transport: each request goes to the real
+    kube-apiserver; the meter counts it by verb and resource (and the objects a list
+    returns) and adds up its wall time, and each run created is reported."""
+
+    def __init__(
+        self,
+        inner: httpx2.BaseTransport,
+        meter: Meter,
+        run_created: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.inner = inner
+        self.meter = meter
+        self.run_created = run_created
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.meter.sync()
+        started = time.perf_counter()
+        response = self.inner.handle_request(request)
+        response.read()
+        self.meter.kube_wall_s[self.meter.phase] += time.perf_counter() - started
+        with self.meter.emulating():
+            watch = request.url.params.get("watch") in ("true", "1")
+            verb, resource = kube_request(request.method, request.url.path, watch)
+            ok = response.status_code < 300
+            answer = json.loads(response.content) if ok and verb in ("list", "create") else {}
+            if verb == "create" and resource in RUN_RESOURCES:
+                self.run_created(answer)
+        self.meter.call(f"kubernetes:{verb} {resource}", len(answer.get("items") or []))
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+RUN_RESOURCES = frozenset({"hyperpodpytorchjobs", "jobs"})
+
+
+class RunModel:
+    """The cluster's side of the runs the service dispatches, as this bench models it: a run
+    starts when its object is created and ends exactly its run time later. The bench then
+    writes what the HyperPod training operator would (the run's status: Running, then
+    Completed) through the API server as the cluster's own identity, and the twin's in-cluster
+    forwarder (`hyperguard.twin.cloud.jobstatus`) puts the run's end on the bus. A run deleted
+    before its end (a preemption) never ends."""
+
+    def __init__(
+        self,
+        meter: Meter,
+        kube: KubeClient,
+        forwarder: JobStatusForwarder,
+        runtime_of: dict[str, float],
+    ) -> None:
+        self.meter = meter
+        self.kube = kube
+        self.forwarder = forwarder
+        self.runtime_of = runtime_of
+        self.ends: list[tuple[float, str, str]] = []
+        """When each run ends, with its namespace and name (a heap)."""
+        self._started: list[tuple[float, str, str]] = []
+
+    def created(self, run: dict[str, Any]) -> None:
+        from hyperguard.cluster.workloads import JOB_ID_ANNOTATION
+
+        meta = run.get("metadata") or {}
+        if run.get("kind") != "HyperPodPyTorchJob":
+            raise NotImplementedError(f"the bench models HyperPod runs only, not {run.get('kind')}")
+        job_id = (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION)
+        if job_id in self.runtime_of:
+            at, key = self.meter.t, (meta["namespace"], meta["name"])
+            self._started.append((at, *key))
+            heapq.heappush(self.ends, (at + self.runtime_of[job_id] + 1e-5, *key))
+
+    def start_created(self) -> None:
+        """Mark the runs created since the last call Running, as of their creation."""
+        for at, namespace, name in self._started:
+            stamp = self.forwarder.world.stamp(self.meter.at(at))
+            running = _condition("Running", True, "Running", stamp)
+            self._status(namespace, name, {"startTime": stamp, "conditions": [running]})
+        self._started.clear()
+
+    def next_end(self) -> float:
+        return self.ends[0][0] if self.ends else float("inf")
+
+    def end_next(self) -> None:
+        """The next run to end has completed (unless it was deleted first)."""
+        at, namespace, name = heapq.heappop(self.ends)
+        stamp = self.forwarder.world.stamp(self.meter.at(at))
+        conditions = [
+            _condition("Running", False, "Completed", stamp),
+            _condition("Completed", True, "Completed", stamp),
+        ]
+        run = self._status(namespace, name, {"completionTime": stamp, "conditions": conditions})
+        if run is not None:
+            self.forwarder.on_run("MODIFIED", run)
+
+    def _status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
+        from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, KubeApiError
+
+        try:
+            return self.kube.patch(
+                HYPERPOD_PYTORCH_JOBS, name, {"status": status}, namespace, subresource="status"
+            )
+        except KubeApiError as error:
+            if error.code == 404:
+                return None
+            raise
+
+
+def _condition(kind: str, true: bool, reason: str, at: str) -> dict[str, str]:
+    return {
+        "type": kind,
+        "status": "True" if true else "False",
+        "reason": reason,
+        "message": "",
+        "lastTransitionTime": at,
+    }
 
 
 # -- the world: tables, cluster, service -----------------------------------------------------
@@ -402,8 +547,7 @@ class World:
     wakes: list[tuple[float, str, str]]
     """Queued wake-ups: when each becomes visible, who sent it, and its message body (a
     heap: FIFO order is time order)."""
-    completions: list[float]
-    """When a run may have ended: the simulated cluster is looked at then."""
+    runs: RunModel
     runtime_of: dict[str, float]
     emulator_checks: Counter[str]
     """Emulator answers compared with moto's own, by operation."""
@@ -520,30 +664,69 @@ def _configure(tables: dict[str, str], teams: list[str], cluster_arn: str, fair_
 
 
 @contextmanager
-def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
-    """The service as deployed, on the emulator, with a `teams`-team cluster (20 GPUs each)."""
-    import boto3
-    import httpx2
-    from hyperguard.twin.kube import KubeApiServer, ObjectStore
-    from hyperguard.twin.kube.auth import StaticTokenAuthenticator
+def _api_server() -> Iterator[ControlPlane]:
+    """Upstream etcd and kube-apiserver only (`hyperguard.twin.plane`, `api_only`), serving
+    the CRDs of an EKS cluster with HyperPod task governance and Karpenter, with HyperGuard's
+    RBAC applied as the install guide says (deploy/kubernetes/hyperguard-rbac.yaml)."""
+    import yaml
+
+    from hyperguard.twin.plane.components import ensure_built
+    from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings
+
+    built = ensure_built(ROOT, only=("kube", "etcd", "kueue", "karpenter"))
+    plane = ControlPlane(built, PlaneSettings(cluster_name=EKS, api_only=True))
+    plane.start()
+    try:
+        admin = plane.client()
+        rbac = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
+        for document in yaml.safe_load_all(rbac.read_text()):
+            if document:
+                admin.apply(document, "kubectl")
+        yield plane
+    finally:
+        plane.stop()
+
+
+def _scheduler_client(
+    plane: ControlPlane, meter: Meter, run_created: Callable[[dict[str, Any]], None]
+) -> Any:
+    """lightkube's Client as the scheduler function has it, but for the identity: a client
+    certificate in the scheduler's Kubernetes group (hyperguard-scheduler, its EKS access
+    entry's) instead of an EKS token, so that RBAC judges it as it judges the function."""
+    import ssl
+
     from lightkube import Client, KubeConfig
     from lightkube.config.models import Cluster, User
+
+    from hyperguard.cluster.kubernetes import FIELD_MANAGER
+
+    identity = plane.pki.client("bench-scheduler", "hyperguard-bench", "hyperguard-scheduler")
+    context = ssl.create_default_context(cafile=str(plane.pki.ca))
+    context.load_cert_chain(str(identity.cert), str(identity.key))
+    transport = MeteredTransport(httpx2.HTTPTransport(verify=context), meter, run_created)
+    config = KubeConfig.from_one(cluster=Cluster(server=plane.endpoint), user=User())
+    return Client(config=config, transport=transport, trust_env=False, field_manager=FIELD_MANAGER)
+
+
+@contextmanager
+def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
+    """The service as deployed, on the emulator and a real API server, with a `teams`-team
+    cluster (20 GPUs each)."""
+    import boto3
 
     from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
     from hyperguard.cluster.hyperpod import HyperPodAdapter
     from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
     from hyperguard.cluster.kubernetes import KubernetesAdapter
-    from hyperguard.cluster.workloads import JOB_ID_ANNOTATION
     from hyperguard.governance.service import SchedulerService
     from hyperguard.store import JobStore
     from hyperguard.twin import aws as twin_aws
-    from hyperguard.twin.cluster import Effect, SimTimings, SimulatedCluster
+    from hyperguard.twin.cluster import Effect, SimulatedCluster
     from hyperguard.twin.deploy import create_tables, load_template
 
     meter = Meter(latencies)
     lag = IndexLag(meter)
     wakes: list[tuple[float, str, str]] = []
-    completions: list[float] = []
     runtime_of: dict[str, float] = {}
 
     def effect(done: Effect) -> None:
@@ -554,39 +737,20 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
             delivered = meter.t + latencies.s("events:forwarder-to-queue")
             heapq.heappush(wakes, (delivered, "run ended", json.dumps(_eventbridge(entry))))
 
-    def run_created(run: dict[str, Any]) -> None:
-        """The simulated cluster ends a run exactly its run time after it starts: the moment
-        to look at it again."""
-        job_id = run.get("metadata", {}).get("annotations", {}).get(JOB_ID_ANNOTATION)
-        if job_id in runtime_of:
-            heapq.heappush(completions, meter.t + runtime_of[job_id] + 1e-5)
-
     with ExitStack() as stack:
+        plane = stack.enter_context(_api_server())
         checks = stack.enter_context(_emulated_aws(meter, lag))
         tables = create_tables(
             load_template(ROOT / "template.yaml"), boto3.client("dynamodb"), "bench-"
         )
-        store = ObjectStore(clock=meter)
+        admin = plane.client()
         cluster = SimulatedCluster(
-            meter,
-            store,
-            effects=effect,
-            hyperpod_cluster=HYPERPOD,
-            eks_cluster=EKS,
-            timings=SimTimings(job_restart_s=0.0, step_duration_s=STEP_S),
+            meter, admin, effects=effect, hyperpod_cluster=HYPERPOD, eks_cluster=EKS
         )
         twin_aws.attach(cluster)
         stack.callback(twin_aws.attach, None)
-        server = KubeApiServer(store, authenticator=StaticTokenAuthenticator({"bench": "sched"}))
-        kube = stack.enter_context(
-            Client(
-                config=KubeConfig.from_one(
-                    cluster=Cluster(server="https://eks.bench.invalid"), user=User(token="bench")
-                ),
-                transport=httpx2.WSGITransport(app=metered_kube_app(server, meter, run_created)),
-                trust_env=False,
-            )
-        )
+        runs = RunModel(meter, admin, cluster.forwarder, runtime_of)
+        kube = stack.enter_context(_scheduler_client(plane, meter, runs.created))
         names = [f"team-{i:02d}" for i in range(teams)]
         cluster.add_instance_group("workers", INSTANCE_TYPE, teams * NOMINAL_GPUS // GPUS_PER_NODE)
         team_store = _configure(tables, names, cluster.cluster_arn, fair_share)
@@ -614,7 +778,7 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
             jobs=jobs,
             teams=names,
             wakes=wakes,
-            completions=completions,
+            runs=runs,
             runtime_of=runtime_of,
             emulator_checks=checks,
             index_lag=lag,
@@ -677,6 +841,8 @@ class PassSample:
     kube_objects: int
     cpu_s: float
     emulator_cpu_s: float
+    kube_wall_s: float
+    """Wall time of the pass's Kubernetes requests to the real API server."""
     admitted: int
     succeeded: int
     conflicts: int
@@ -700,12 +866,14 @@ def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
     before = Counter(meter.calls["pass"])
     objects = meter.kube_objects["pass"]
     cpu, emulator = meter.service_cpu, meter.emulator_cpu
+    kube_wall = meter.kube_wall_s["pass"]
     start = meter.t
     meter.phase = "pass"
     meter.start()
     result = built.service.run_pass(woken_jobs(bodies))
     meter.stop()
     meter.phase = "sim"
+    built.runs.start_created()
     return PassSample(
         start=start,
         end=meter.t,
@@ -713,6 +881,7 @@ def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
         kube_objects=meter.kube_objects["pass"] - objects,
         cpu_s=meter.service_cpu - cpu,
         emulator_cpu_s=meter.emulator_cpu - emulator,
+        kube_wall_s=meter.kube_wall_s["pass"] - kube_wall,
         admitted=len(result.admitted),
         succeeded=len(result.succeeded),
         conflicts=result.conflicts,
@@ -766,7 +935,7 @@ def simulate(
     while finished < len(work):
         due = (
             writes[next_write].at if next_write < len(writes) else float("inf"),
-            built.completions[0] if built.completions else float("inf"),
+            built.runs.next_end(),
             max(pass_free, wakes[0][0]) if wakes else float("inf"),
         )
         at = min(due)
@@ -781,9 +950,8 @@ def simulate(
             heapq.heappush(wakes, (arrival.at + wake_after, "job submitted", body))
             meter.phase = "sim"
         elif at == due[1]:
-            heapq.heappop(built.completions)
             meter.t = max(meter.t, at)
-            built.cluster.advance()
+            built.runs.end_next()
         else:
             meter.t = max(meter.t, at)
             bodies: list[str] = []
@@ -804,7 +972,7 @@ def simulate(
                     f"pass {len(timeline.passes)}: {meter.t:.1f} s virtual, "
                     f"{finished}/{len(work)} jobs done, {sample.end - sample.start:.2f} s pass, "
                     f"{sum(sample.calls.values())} calls, {sample.admitted} admitted, "
-                    f"CPU {sample.cpu_s:.2f} s service + {sample.emulator_cpu_s:.2f} s emulators"
+                    f"CPU {sample.cpu_s:.2f} s service + {sample.emulator_cpu_s:.2f} s AWS emulator"
                 )
     timeline.finished_at = meter.t if finished == len(work) else None
     timeline.backlog = sum(1 for t, *_ in wakes if t <= meter.t)
@@ -836,7 +1004,8 @@ def _per_pass(samples: Sequence[PassSample]) -> dict[str, Any]:
         "cpu_s_per_admission": round(sum(s.cpu_s for s in samples) / admitted, 5)
         if admitted
         else None,
-        "emulator_cpu_s_per_pass": round(_mean([s.emulator_cpu_s for s in samples]), 5),
+        "aws_emulator_cpu_s_per_pass": round(_mean([s.emulator_cpu_s for s in samples]), 5),
+        "kubernetes_wall_s_per_pass": round(_mean([s.kube_wall_s for s in samples]), 5),
         "calls_per_pass": {k: round(v / n, 3) for k, v in sorted(calls.items())},
     }
 
@@ -1058,8 +1227,9 @@ def growth(sizes: Sequence[int], passes: int) -> dict[str, Any]:
                     "jobs": held,
                     "aws_calls_per_pass": row["aws_calls_per_pass"],
                     "cpu_s_per_pass": row["cpu_s_per_pass"],
-                    "emulator_cpu_s_per_pass": row["emulator_cpu_s_per_pass"],
+                    "aws_emulator_cpu_s_per_pass": row["aws_emulator_cpu_s_per_pass"],
                     "kubernetes_calls_per_pass": row["kubernetes_calls_per_pass"],
+                    "kubernetes_wall_s_per_pass": row["kubernetes_wall_s_per_pass"],
                     "pass_virtual_s": round(_mean([s.end - s.start for s in samples]), 4),
                     "calls_per_pass": row["calls_per_pass"],
                     "seed_wall_s": round(seeded_s, 1),

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from hyperguard.twin.plane.components import Built
-from hyperguard.twin.plane.kube import KubeClient, resource, wait_for
+from hyperguard.twin.plane.kube import KubeApiError, KubeClient, resource, wait_for
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_ACCOUNTS = resource("v1", "serviceaccounts")
@@ -304,11 +304,31 @@ def install_crds(client: KubeClient, built: Mapping[str, Built], timeout_s: floa
             conditions = {
                 c["type"]: c["status"] for c in (found.get("status") or {}).get("conditions") or []
             }
-            if conditions.get("Established") != "True":
+            if conditions.get("Established") != "True" or not _lists(client, crd):
                 return False
         return True
 
     wait_for(established, timeout_s, "the CRDs were not established")
+
+
+def _lists(client: KubeClient, crd: dict[str, Any]) -> bool:
+    """Whether the API server lists the CRD's objects: for a moment after a CRD is
+    Established, kube-apiserver answers 429 "storage is (re)initializing" while the
+    resource's watch cache starts."""
+    spec = crd["spec"]
+    served = next(v["name"] for v in spec["versions"] if v["served"])
+    rt = resource(
+        f"{spec['group']}/{served}",
+        spec["names"]["plural"],
+        namespaced=spec["scope"] == "Namespaced",
+    )
+    try:
+        client.request("GET", rt.path(), params={"limit": "1"})
+    except KubeApiError as error:
+        if error.code != 429:
+            raise
+        return False
+    return True
 
 
 def kueue_configuration(webhook_port: int, probe_port: int, cert_dir: Path) -> dict[str, Any]:

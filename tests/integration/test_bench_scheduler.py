@@ -1,7 +1,8 @@
-"""The scheduler benchmark (bench/scheduler.py) in a tiny configuration: it drives the real
-pass end to end, a lone submission is admitted by its own wake-up's pass although the index
-lags, its growth measurement holds the table's history apart from the active jobs, and the
-emulator speed-ups it installs keep moto's answers."""
+"""The scheduler benchmark (bench/scheduler.py) in a tiny configuration, on a real
+kube-apiserver and etcd (`make components`): it drives the real pass end to end and counts
+the requests the API server answered, a lone submission is admitted by its own wake-up's
+pass although the index lags, its growth measurement holds the table's history apart from
+the active jobs, and the emulator speed-ups it installs keep moto's answers."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ def test_a_tiny_workload_goes_through_the_real_pass_and_is_counted() -> None:
     calls = result["calls_per_pass"]
     assert calls["sagemaker:ListClusterNodes"] == 1.0
     assert calls["kubernetes:list nodes"] >= 1.0
+    # Every job's run was created on the API server, and its end, which the bench's run
+    # model wrote there, brought the run-ended wake-ups.
+    assert round(calls["kubernetes:create hyperpodpytorchjobs"] * result["passes"]) >= 20
+    assert result["wakeups_received"]["run ended"] > 0
+    assert result["kubernetes_wall_s_per_pass"] > 0
     assert calls["dynamodb:TransactWriteItems"] > 0
     assert result["cpu_s_per_pass"] > 0
     assert result["wakeups_received"]["job submitted"] == 20
