@@ -164,11 +164,12 @@ def cloud() -> Iterator[Any]:
         # The simulated cloud's clock moves as on the twin (Twin._tick): what is due (an
         # instance booted, its kubelet registering) happens when the world is looked at.
         stop = threading.Event()
-        ticker = threading.Thread(
-            target=lambda: [cluster.advance() for _ in iter(lambda: stop.wait(0.2), True)],
-            name="cluster-clock",
-            daemon=True,
-        )
+
+        def tick() -> None:
+            while not stop.wait(0.2):
+                cluster.advance()
+
+        ticker = threading.Thread(target=tick, name="cluster-clock", daemon=True)
         ticker.start()
         stack.callback(ticker.join, 5)
         stack.callback(stop.set)
@@ -209,16 +210,93 @@ class Watcher:
         return sum(1 for p in self.pods.values() if _condition_time(p, "PodScheduled"))
 
 
+def claim(index: int) -> dict[str, Any]:
+    """The burst workflow's NodeClaim for node `index` of the bench's burst."""
+    from hyperguard.cluster.karpenter import nodeclaim_manifest
+    from hyperguard.models.nodes import CapacityType
+
+    return nodeclaim_manifest(
+        name=f"bench-{index:04d}",
+        burst_id="bench",
+        attempt=1,
+        node_pool=POOL,
+        node_class="default",
+        instance_type=INSTANCE_TYPE,
+        capacity_type=CapacityType.ON_DEMAND,
+        accelerators=GPUS,
+    )
+
+
+def dispatch_ready(gateway: Any, dispatched: set[int], jobs: int, per_job: int) -> None:
+    """Dispatch each job whose nodes are all Ready, as a scheduling pass would."""
+    from hyperguard.models import Job, JobStatus
+
+    ready = {
+        c.name: c.instance_id
+        for c in gateway.burst_claims("bench", include_hyperpod=False)
+        if c.ready and c.instance_id
+    }
+    for index in range(jobs):
+        names = [f"bench-{i:04d}" for i in range(index * per_job, (index + 1) * per_job)]
+        if index in dispatched or not all(n in ready for n in names):
+            continue
+        nodes = [str(ready[n]) for n in names]
+        job = Job(
+            job_id=f"burst-{index:04d}",
+            team=TEAM,
+            priority_class="training",
+            instance_type=f"ml.{INSTANCE_TYPE}",
+            replicas=per_job,
+            image="hyperguard/trainer:bench",
+            checkpoint_location=f"s3://bench/burst-{index:04d}/",
+            submitted_at=datetime.now(UTC),
+        ).model_copy(update={"status": JobStatus.RUNNING, "nodes": nodes, "pool": POOL})
+        gateway.dispatch(job, nodes)
+        dispatched.add(index)
+
+
+def summary(
+    watcher: Watcher, started: datetime, pods: int, requests: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The measured times (seconds from the first claim's creation; the conditions' times
+    have a resolution of one second) and HyperGuard's requests."""
+
+    def since(moments: list[datetime | None]) -> float | None:
+        if not moments or any(m is None for m in moments):
+            return None
+        return round((max(m for m in moments if m is not None) - started).total_seconds(), 1)
+
+    claims = list(watcher.claims.values())
+    bound = [_condition_time(p, "PodScheduled") for p in watcher.pods.values()]
+    per_pod = [
+        (at - datetime.fromisoformat(p["metadata"]["creationTimestamp"])).total_seconds()
+        for p, at in zip(watcher.pods.values(), bound, strict=True)
+        if at is not None
+    ]
+    return {
+        "complete": watcher.bound() >= pods,
+        "all_launched_s": since([_condition_time(c, "Launched") for c in claims]),
+        "all_registered_s": since([_condition_time(c, "Registered") for c in claims]),
+        "all_ready_s": since([_condition_time(c, "Ready") for c in claims]),
+        "all_pods_bound_s": since(bound) if len(bound) == pods else None,
+        "pod_created_to_bound_s": {
+            "p50": round(statistics.median(per_pod), 2) if per_pod else None,
+            "p99": round(_percentile(per_pod, 0.99), 2) if per_pod else None,
+        },
+        "hyperguard_requests": dict(
+            Counter(f"{r['verb']} {r['resource']}" for r in requests).most_common()
+        ),
+        "refused_requests": sum(1 for r in requests if not r["authorized"]),
+    }
+
+
 def run(pods: int, per_job: int, timeout_s: float) -> dict[str, Any]:
     from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
     from hyperguard.cluster.hyperpod import HyperPodAdapter
     from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
-    from hyperguard.cluster.karpenter import nodeclaim_manifest
     from hyperguard.cluster.kubernetes import KubernetesAdapter
     from hyperguard.cluster.kueue import shared_objects, team_objects
-    from hyperguard.models import Job, JobStatus
     from hyperguard.models.governance import PriorityClass
-    from hyperguard.models.nodes import CapacityType
 
     if pods % per_job:
         raise SystemExit("--pods must be a multiple of --per-job")
@@ -237,82 +315,26 @@ def run(pods: int, per_job: int, timeout_s: float) -> dict[str, Any]:
         started = datetime.now(UTC)
         t0 = time.monotonic()
         for index in range(pods):
-            gateway.request_burst_node(
-                nodeclaim_manifest(
-                    name=f"bench-{index:04d}",
-                    burst_id="bench",
-                    attempt=1,
-                    node_pool=POOL,
-                    node_class="default",
-                    instance_type=INSTANCE_TYPE,
-                    capacity_type=CapacityType.ON_DEMAND,
-                    accelerators=GPUS,
-                )
-            )
+            gateway.request_burst_node(claim(index))
         requested_s = time.monotonic() - t0
         log(f"{pods} claims created in {requested_s:.1f} s")
-
-        jobs = pods // per_job
         dispatched: set[int] = set()
-        deadline = t0 + timeout_s
         last = ""
-        while time.monotonic() < deadline:
+        while time.monotonic() < t0 + timeout_s and watcher.bound() < pods:
+            dispatch_ready(gateway, dispatched, pods // per_job, per_job)
             watcher.poll()
-            ready = sorted(
-                (c for c in gateway.burst_claims("bench", include_hyperpod=False)),
-                key=lambda c: c.name,
-            )
-            by_name = {c.name: c for c in ready if c.ready and c.instance_id}
-            for job_index in range(jobs):
-                if job_index in dispatched:
-                    continue
-                names = [
-                    f"bench-{i:04d}" for i in range(job_index * per_job, (job_index + 1) * per_job)
-                ]
-                if not all(n in by_name for n in names):
-                    continue
-                nodes = [str(by_name[n].instance_id) for n in names]
-                job = Job(
-                    job_id=f"burst-{job_index:04d}",
-                    team=TEAM,
-                    priority_class="training",
-                    instance_type=f"ml.{INSTANCE_TYPE}",
-                    replicas=per_job,
-                    image="hyperguard/trainer:bench",
-                    checkpoint_location=f"s3://bench/burst-{job_index:04d}/",
-                    submitted_at=datetime.now(UTC),
-                ).model_copy(update={"status": JobStatus.RUNNING, "nodes": nodes, "pool": POOL})
-                gateway.dispatch(job, nodes)
-                dispatched.add(job_index)
             state = (
                 f"claims launched {watcher.claims_with('Launched')}, registered "
                 f"{watcher.claims_with('Registered')}, ready {watcher.claims_with('Ready')}; "
-                f"jobs dispatched {len(dispatched)}/{jobs}; pods bound {watcher.bound()}/{pods}"
+                f"jobs dispatched {len(dispatched)}/{pods // per_job}; "
+                f"pods bound {watcher.bound()}/{pods}"
             )
             if state != last:
                 log(state)
                 last = state
-            if watcher.bound() >= pods:
-                break
             time.sleep(0.5)  # a poll interval: the conditions carry their own times
         wall_s = time.monotonic() - t0
         watcher.poll()
-
-        def since(moments: list[datetime | None]) -> float | None:
-            known = [m for m in moments if m is not None]
-            if len(known) < len(moments) or not known:
-                return None
-            return round((max(known) - started).total_seconds(), 1)
-
-        claims = list(watcher.claims.values())
-        per_pod = [
-            (bound - datetime.fromisoformat(p["metadata"]["creationTimestamp"])).total_seconds()
-            for p in watcher.pods.values()
-            if (bound := _condition_time(p, "PodScheduled")) is not None
-        ]
-        requests = plane.requests()[audited:]
-        calls = Counter(f"{r['verb']} {r['resource']}" for r in requests)
-        components = {c["name"]: c["rss_bytes"] for c in plane.components()}
         return {
             "benchmark": "plane_burst",
             "date": datetime.now(UTC).date().isoformat(),
@@ -324,24 +346,14 @@ def run(pods: int, per_job: int, timeout_s: float) -> dict[str, Any]:
             "pods": pods,
             "nodes": pods,
             "pods_per_job": per_job,
-            "complete": watcher.bound() >= pods,
             "claims_created_s": round(requested_s, 1),
-            "all_launched_s": since([_condition_time(c, "Launched") for c in claims]),
-            "all_registered_s": since([_condition_time(c, "Registered") for c in claims]),
-            "all_ready_s": since([_condition_time(c, "Ready") for c in claims]),
-            "all_pods_bound_s": since(
-                [_condition_time(p, "PodScheduled") for p in watcher.pods.values()]
-            )
-            if len(watcher.pods) == pods
-            else None,
             "wall_s": round(wall_s, 1),
-            "pod_created_to_bound_s": {
-                "p50": round(statistics.median(per_pod), 2) if per_pod else None,
-                "p99": round(_percentile(per_pod, 0.99), 2) if per_pod else None,
+            **summary(watcher, started, pods, plane.requests()[audited:]),
+            "rss_mb": {
+                c["name"]: round(c["rss_bytes"] / 2**20)
+                for c in plane.components()
+                if c["rss_bytes"]
             },
-            "hyperguard_requests": dict(calls.most_common()),
-            "refused_requests": sum(1 for r in requests if not r["authorized"]),
-            "rss_mb": {k: round(v / 2**20) for k, v in components.items() if v},
             "modelled": "the instances' boot (SimTimings.ec2_boot_s on a x60 clock)",
         }
 

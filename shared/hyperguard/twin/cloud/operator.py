@@ -69,6 +69,13 @@ class Tracked:
     """Whether its Workload exists (it waits for its WorkloadPriorityClass)."""
 
 
+def _retry_policy(job: Mapping[str, Any]) -> tuple[int, dict[str, Any] | None]:
+    """The job's runPolicy.jobMaxRetryCount and its elasticPolicy (None: not elastic)."""
+    spec = job.get("spec") or {}
+    retries = int((spec.get("runPolicy") or {}).get("jobMaxRetryCount") or 0)
+    return retries, spec.get("elasticPolicy")
+
+
 def _conditions(*pairs: tuple[str, bool, str, str], at: str) -> list[dict[str, str]]:
     return [
         {
@@ -363,45 +370,45 @@ class TrainingOperator:
         nodes = [str((p.get("spec") or {}).get("nodeName") or "") for p in failed]
         faulty = [self.world.by_node(n) for n in nodes]
         node_fault = any(i is None or not self.world.healthy(i) for i in faulty)
-        retries = int(((job.get("spec") or {}).get("runPolicy") or {}).get("jobMaxRetryCount") or 0)
-        elastic = (job.get("spec") or {}).get("elasticPolicy")
-        at = self.world.stamp(now)
-        names = [str(p["metadata"]["name"]) for p in failed]
-        instances = [i.instance_id for i in faulty if i is not None]
+        retries, elastic = _retry_policy(job)
         if node_fault and (retries > tracked.restarts or elastic):
-            self._delete_pods(tracked)
-            tracked.waiting = {n for n in nodes if n}
-            message = f"Found unhealthy node {', '.join(sorted(tracked.waiting))}"
-            self._status(
-                tracked,
-                {"conditions": _conditions(("Running", False, "NodeFault", message), at=at)},
-            )
-            if elastic and retries <= tracked.restarts:
-                timeout = float(elastic.get("faultyScaleDownTimeoutInSeconds") or 0)
-                self.world.schedule(now, timeout, FAULTY_SCALE_DOWN, tracked.uid)
+            out_of_retries = retries <= tracked.restarts
+            self._wait_for_nodes(tracked, nodes, now, elastic if out_of_retries else None)
             return
-        if node_fault:
-            reason, message = (
-                "NodeFault",
-                f"Found unhealthy node {', '.join(n for n in nodes if n)}",
-            )
-        else:
-            reason, message = "PodFailed", f"pod {tracked.namespace}/{names[0]} failed"
+        names = [str(p["metadata"]["name"]) for p in failed]
+        if not node_fault:
+            message = f"pod {tracked.namespace}/{names[0]} failed"
+            self._finish(tracked, now, succeeded=False, reason="PodFailed", message=message)
+            return
         self._finish(
             tracked,
             now,
             succeeded=False,
-            reason=reason,
-            message=message,
+            reason="NodeFault",
+            message=f"Found unhealthy node {', '.join(n for n in nodes if n)}",
             faulty={
                 "restartType": "JLR",
-                "faultyInstanceIdList": instances,
+                "faultyInstanceIdList": [i.instance_id for i in faulty if i is not None],
                 "faultyPodList": names,
                 "faultyRankList": [],
-            }
-            if node_fault
-            else None,
+            },
         )
+
+    def _wait_for_nodes(
+        self, tracked: Tracked, nodes: list[str], now: datetime, elastic: Mapping[str, Any] | None
+    ) -> None:
+        """Auto-resume: the job's pods go and it waits for its nodes (`_resume_waiting`); an
+        elastic job with no retries left waits only its faultyScaleDownTimeoutInSeconds."""
+        self._delete_pods(tracked)
+        tracked.waiting = {n for n in nodes if n}
+        message = f"Found unhealthy node {', '.join(sorted(tracked.waiting))}"
+        at = self.world.stamp(now)
+        self._status(
+            tracked, {"conditions": _conditions(("Running", False, "NodeFault", message), at=at)}
+        )
+        if elastic:
+            timeout = float(elastic.get("faultyScaleDownTimeoutInSeconds") or 0)
+            self.world.schedule(now, timeout, FAULTY_SCALE_DOWN, tracked.uid)
 
     def _resume_waiting(self, now: datetime) -> None:
         """Auto-resume: a job waiting for its nodes restarts once they (or their
