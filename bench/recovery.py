@@ -84,6 +84,22 @@ def phase_times(histories: list[list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+
+
+def workflow_to_cordoned(events: list[dict[str, Any]]) -> float | None:
+    """Seconds from the execution's start to the Cordon state's exit: the workflow's own
+    share of fault → cordoned (the rest is the event's way in: EventBridge, SQS, ingestion)."""
+    started = events[0]["timestamp"]
+    for event in events:
+        details = event.get("stateExitedEventDetails") or {}
+        if details.get("name") == "Cordon":
+            return float((event["timestamp"] - started).total_seconds())
+    return None
+
+
 def kubernetes_groups(template: dict[str, Any]) -> dict[str, str]:
     """The Kubernetes group each function's EKS access entry gives it, by function: the
     entry's principal is the function's role (`<Function>Role`)."""
@@ -179,6 +195,7 @@ def main() -> None:
             kube_by_function[function] += count
     init_ms = {k: [round(v, 1) for v in runtime.init_ms[k]] for k in sorted(runtime.init_ms)}
     phases = phase_times(histories)
+    workflow = [t for t in map(workflow_to_cordoned, histories) if t is not None]
     twin.down()
     n = args.faults
     print(
@@ -191,8 +208,15 @@ def main() -> None:
                 "cold_start_init_ms": init_ms,
                 "fault_to_cordoned_ms": {
                     "median": round(statistics.median(to_cordon) * 1000, 1),
+                    "p99": round(_p99(to_cordon) * 1000, 1),
                     "max": round(max(to_cordon) * 1000, 1),
                 },
+                "execution_start_to_cordoned_ms": {
+                    "median": round(statistics.median(workflow) * 1000, 1),
+                    "p99": round(_p99(workflow) * 1000, 1),
+                }
+                if workflow
+                else None,
                 "fault_to_recovered_s": {
                     "median": round(statistics.median(total), 1),
                     "max": round(max(total), 1),
