@@ -52,11 +52,15 @@ from hyperguard.twin.plane.components import ensure_built
 from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
 from hyperguard.twin.plane.kube import (
     EC2NODECLASSES,
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
     NAMESPACES,
     NODECLAIMS,
     NODEPOOLS,
     NODES,
     PODS,
+    PRIORITY_CLASSES,
+    WORKLOADS,
     KubeClient,
     resource,
     wait_for,
@@ -79,17 +83,14 @@ SEED_JOBS: tuple[tuple[str, str, int, bool, int], ...] = (
     ("vit-h14-pretrain", "vision", 3, False, 640),
 )
 KUEUE = "kueue.x-k8s.io/v1beta2"
-_IN_TEAM = (
-    resource("sagemaker.amazonaws.com/v1", "hyperpodpytorchjobs"),
-    resource("batch/v1", "jobs"),
-    resource(KUEUE, "workloads"),
-    resource(KUEUE, "localqueues"),
-    resource("rbac.authorization.k8s.io/v1", "rolebindings"),
-)
+LOCAL_QUEUES = resource(KUEUE, "localqueues")
+CLUSTER_QUEUES = resource(KUEUE, "clusterqueues", namespaced=False)
+ROLE_BINDINGS = resource("rbac.authorization.k8s.io/v1", "rolebindings")
+_IN_TEAM = (HYPERPOD_PYTORCH_JOBS, JOBS, WORKLOADS, LOCAL_QUEUES, ROLE_BINDINGS)
 _CLUSTER_SCOPED_KUEUE = (
-    resource(KUEUE, "clusterqueues", namespaced=False),
+    CLUSTER_QUEUES,
     resource(KUEUE, "resourceflavors", namespaced=False),
-    resource(KUEUE, "workloadpriorityclasses", namespaced=False),
+    PRIORITY_CLASSES,
 )
 
 
