@@ -10,17 +10,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hyperguard.twin.kube.store import (
-    CLUSTER_QUEUES,
-    HYPERPOD_PYTORCH_JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    ROLE_BINDINGS,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-)
 from tests.conftest import Stack
-from tests.integration.cluster_harness import P5, ClusterApis, cluster_apis
+from tests.integration.cluster_harness import (
+    CLUSTER_QUEUES,
+    KUEUE,
+    LOCAL_QUEUES,
+    P5,
+    ROLE_BINDINGS,
+    ClusterApis,
+    cluster_apis,
+)
 
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.kueue import (
@@ -33,6 +32,14 @@ from hyperguard.cluster.kueue import (
 from hyperguard.cluster.workloads import local_queue, team_namespace
 from hyperguard.models import Job
 from hyperguard.models.governance import PriorityClass
+from hyperguard.twin.plane.kube import (
+    HYPERPOD_PYTORCH_JOBS,
+    NAMESPACES,
+    PRIORITY_CLASSES,
+    WORKLOADS,
+    KubeClient,
+    wait_for,
+)
 
 TEAM = "ml"
 NS = team_namespace(TEAM)
@@ -42,7 +49,15 @@ TRAINING = [PriorityClass(name="training", weight=50)]
 @pytest.fixture
 def apis(stack: Stack) -> Iterator[ClusterApis]:
     with cluster_apis(hyperpod_nodes=2, burst_nodes=1) as running:
+        without_namespace(running.kube, NS)
         yield running
+
+
+def without_namespace(kube: KubeClient, name: str) -> None:
+    """The team's namespace gone, as on a cluster HyperGuard never dispatched to: an earlier
+    test on this control plane may have left it (the harness keeps teams' namespaces)."""
+    kube.delete(NAMESPACES, name)
+    wait_for(lambda: kube.get(NAMESPACES, name) is None, 60, f"namespace {name} to go")
 
 
 def job(apis: ClusterApis, job_id: str, *, priority_class: str | None = "training") -> Job:
@@ -66,7 +81,7 @@ def dispatch(apis: ClusterApis, run: Job, node: int = 0) -> None:
 def workload_of(apis: ClusterApis, name: str) -> dict[str, Any] | None:
     found = [
         w
-        for w in apis.store.list(WORKLOADS, NS)
+        for w in apis.kube.list_objects(WORKLOADS, NS)
         if any(o["name"] == name for o in w["metadata"].get("ownerReferences") or [])
     ]
     return found[0] if found else None
@@ -80,7 +95,8 @@ def quota_reserved(apis: ClusterApis, name: str) -> tuple[str, str, str]:
 
 
 def run_suspended(apis: ClusterApis, name: str) -> bool:
-    run = apis.store.get(HYPERPOD_PYTORCH_JOBS, name, NS)
+    run = apis.kube.get(HYPERPOD_PYTORCH_JOBS, name, NS)
+    assert run is not None
     return bool(run["spec"]["runPolicy"]["suspend"])
 
 
@@ -98,15 +114,23 @@ def ensure(apis: ClusterApis, classes: list[PriorityClass] = TRAINING) -> dict[s
 def test_a_run_in_a_namespace_that_does_not_exist_is_refused(apis: ClusterApis) -> None:
     with pytest.raises(ClusterError, match=r"namespaces .+hyperpod-ns-ml.+ not found"):
         apis.gateway.dispatch(job(apis, "a"), [apis.hyperpod[0]])
-    assert apis.store.list(HYPERPOD_PYTORCH_JOBS) == [] and not started(apis, "a")
+    assert apis.kube.list_objects(HYPERPOD_PYTORCH_JOBS) == [] and not started(apis, "a")
 
 
 def test_a_run_waits_for_its_local_queue_and_starts_once_hyperguard_ensured_it(
     apis: ClusterApis,
 ) -> None:
-    apis.store.create(NAMESPACES, {"metadata": {"name": NS}})
-    apis.store.create(
-        WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": "training-priority"}, "value": 50}
+    apis.kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
+    )
+    apis.kube.create(
+        PRIORITY_CLASSES,
+        {
+            "apiVersion": KUEUE,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "training-priority"},
+            "value": 50,
+        },
     )
     dispatch(apis, job(apis, "a"))
     assert quota_reserved(apis, "a") == (
@@ -147,7 +171,7 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
 ) -> None:
     ensure(apis)
     # An operator's ClusterQueue with room for one 8-GPU run, in place of HyperGuard's.
-    apis.store.patch(
+    apis.kube.patch(
         CLUSTER_QUEUES,
         cluster_queue(TEAM),
         {
@@ -192,19 +216,21 @@ def test_ensuring_twice_changes_nothing_and_a_changed_class_is_updated(
 ) -> None:
     first = ensure(apis)
     assert set(first.values()) == {EnsureOutcome.CREATED}
-    bindings = {b["metadata"]["name"]: b for b in apis.store.list(ROLE_BINDINGS, NS)}
+    bindings = {b["metadata"]["name"]: b for b in apis.kube.list_objects(ROLE_BINDINGS, NS)}
     assert {n: b["roleRef"]["name"] for n, b in bindings.items()} == {
         "hyperguard-scheduler": "hyperguard-scheduler-in-team",
         "hyperguard-recovery": "hyperguard-recovery-in-team",
     }
-    queue = apis.store.get(LOCAL_QUEUES, local_queue(TEAM), NS)
+    queue = apis.kube.get(LOCAL_QUEUES, local_queue(TEAM), NS)
+    assert queue is not None
     assert queue["spec"]["clusterQueue"] == cluster_queue(TEAM)  # the CRD defaults the rest
     assert set(ensure(apis).values()) == {EnsureOutcome.UNCHANGED}
 
     heavier = [PriorityClass(name="training", weight=80)]
     again = ensure(apis, heavier)
     assert again["WorkloadPriorityClass/training-priority"] == EnsureOutcome.UPDATED
-    assert apis.store.get(WORKLOAD_PRIORITY_CLASSES, "training-priority")["value"] == 80
+    heavy = apis.kube.get(PRIORITY_CLASSES, "training-priority")
+    assert heavy is not None and heavy["value"] == 80
     assert {k for k, v in again.items() if v != EnsureOutcome.UNCHANGED} == {
         "WorkloadPriorityClass/training-priority"
     }
