@@ -74,8 +74,9 @@ def test_nodes_report_ec2s_capacity_and_allocatable_less_kube_reserved(
     status = node_of(apis, apis.hyperpod[0])["status"]
     assert status["capacity"] == {
         "cpu": "192",
-        "memory": "2097152Mi",
+        "memory": "2Ti",  # 2097152Mi, as the API server writes a quantity
         "nvidia.com/gpu": "8",
+        "vpc.amazonaws.com/efa": "32",  # as the EFA device plugin reports it
         "pods": "110",
     }
     assert status["allocatable"]["nvidia.com/gpu"] == "8"
