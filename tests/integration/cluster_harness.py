@@ -61,7 +61,9 @@ from hyperguard.twin.plane.kube import (
     PODS,
     PRIORITY_CLASSES,
     WORKLOADS,
+    KubeApiError,
     KubeClient,
+    Resource,
     resource,
     wait_for,
 )
@@ -207,15 +209,11 @@ def _clean(kube: KubeClient) -> None:
             kube.delete_collection(rt, namespace)
         kube.delete_collection(PODS, namespace, grace_period_s=0)
     for claim in kube.list_objects(NODECLAIMS):
-        name = claim["metadata"]["name"]
-        kube.patch(NODECLAIMS, name, {"metadata": {"finalizers": None}})
-        kube.delete(NODECLAIMS, name)
+        _force_delete(kube, NODECLAIMS, claim["metadata"]["name"])
     for rt in (NODEPOOLS, EC2NODECLASSES, *_CLUSTER_SCOPED_KUEUE):
         kube.delete_collection(rt)
     for node in kube.list_objects(NODES):
-        name = node["metadata"]["name"]
-        kube.patch(NODES, name, {"metadata": {"finalizers": None}})
-        kube.delete(NODES, name)
+        _force_delete(kube, NODES, node["metadata"]["name"])
 
     def clean() -> bool:
         if kube.list_objects(NODES) or kube.list_objects(NODECLAIMS):
@@ -223,6 +221,18 @@ def _clean(kube: KubeClient) -> None:
         return not any(kube.list_objects(rt, ns) for ns in teams for rt in (PODS, *_IN_TEAM))
 
     wait_for(clean, 60, "the cluster to be clean")
+
+
+def _force_delete(kube: KubeClient, rt: Resource, name: str) -> None:
+    """Delete without waiting for its finalizers; gone already is fine (Karpenter takes a
+    claim's node as the claim goes)."""
+    try:
+        kube.patch(rt, name, {"metadata": {"finalizers": None}})
+    except KubeApiError as error:
+        if error.code != 404:
+            raise
+        return
+    kube.delete(rt, name)
 
 
 @contextmanager
