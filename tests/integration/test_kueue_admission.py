@@ -13,7 +13,6 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.cluster_harness import (
     CLUSTER_QUEUES,
-    KUEUE,
     LOCAL_QUEUES,
     P5,
     ROLE_BINDINGS,
@@ -88,9 +87,15 @@ def workload_of(apis: ClusterApis, name: str) -> dict[str, Any] | None:
 
 
 def quota_reserved(apis: ClusterApis, name: str) -> tuple[str, str, str]:
-    workload = workload_of(apis, name)
-    assert workload is not None
-    condition = next(c for c in workload["status"]["conditions"] if c["type"] == "QuotaReserved")
+    """Kueue's QuotaReserved condition on the run's Workload, once Kueue has decided (it acts
+    in wall time, after the operator made the Workload)."""
+
+    def decided() -> dict[str, str] | None:
+        workload = workload_of(apis, name) or {}
+        conditions = (workload.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "QuotaReserved"), None)
+
+    condition = wait_for(decided, 60, f"Kueue to decide on the Workload of {name}")
     return condition["status"], condition["reason"], condition["message"]
 
 
@@ -112,7 +117,9 @@ def ensure(apis: ClusterApis, classes: list[PriorityClass] = TRAINING) -> dict[s
 
 
 def test_a_run_in_a_namespace_that_does_not_exist_is_refused(apis: ClusterApis) -> None:
-    with pytest.raises(ClusterError, match=r"namespaces .+hyperpod-ns-ml.+ not found"):
+    # Before kube-apiserver's namespace check, RBAC's: HyperGuard may write in a team's
+    # namespace only through the RoleBinding it ensures there with the namespace.
+    with pytest.raises(ClusterError, match=r'forbidden: .+ in the namespace "hyperpod-ns-ml"'):
         apis.gateway.dispatch(job(apis, "a"), [apis.hyperpod[0]])
     assert apis.kube.list_objects(HYPERPOD_PYTORCH_JOBS) == [] and not started(apis, "a")
 
@@ -120,18 +127,11 @@ def test_a_run_in_a_namespace_that_does_not_exist_is_refused(apis: ClusterApis) 
 def test_a_run_waits_for_its_local_queue_and_starts_once_hyperguard_ensured_it(
     apis: ClusterApis,
 ) -> None:
-    apis.kube.create(
-        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
-    )
-    apis.kube.create(
-        PRIORITY_CLASSES,
-        {
-            "apiVersion": KUEUE,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": "training-priority"},
-            "value": 50,
-        },
-    )
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
+    apis.kube.create(NAMESPACES, namespace)  # an admin's, not HyperGuard's
+    wanted = [*shared_objects(TRAINING), *team_objects(TEAM)]
+    before = apis.gateway.ensure_queues([o for o in wanted if o["kind"] != "LocalQueue"])
+    assert before[f"Namespace/{NS}"] == EnsureOutcome.FOREIGN  # created above, left alone
     dispatch(apis, job(apis, "a"))
     assert quota_reserved(apis, "a") == (
         "False",
@@ -141,14 +141,15 @@ def test_a_run_waits_for_its_local_queue_and_starts_once_hyperguard_ensured_it(
     assert run_suspended(apis, "a") and not started(apis, "a")
 
     outcomes = ensure(apis)
-    assert outcomes[f"Namespace/{NS}"] == EnsureOutcome.FOREIGN  # created above, left alone
+    assert outcomes[f"Namespace/{NS}"] == EnsureOutcome.FOREIGN
     assert outcomes[f"LocalQueue/{local_queue(TEAM)}"] == EnsureOutcome.CREATED
+    wait_for(lambda: started(apis, "a"), 60, "run a to start once its LocalQueue exists")
     assert quota_reserved(apis, "a") == (
         "True",
         "QuotaReserved",
         f"Quota reserved in ClusterQueue {cluster_queue(TEAM)}",
     )
-    assert not run_suspended(apis, "a") and started(apis, "a")
+    assert not run_suspended(apis, "a")
 
 
 def test_a_run_waits_without_a_workload_until_its_priority_class_exists(
@@ -162,7 +163,7 @@ def test_a_run_waits_without_a_workload_until_its_priority_class_exists(
     assert ensure(apis)["WorkloadPriorityClass/training-priority"] == EnsureOutcome.CREATED
     workload = workload_of(apis, "a")
     assert workload is not None and workload["spec"]["priority"] == 50
-    assert started(apis, "a")
+    wait_for(lambda: started(apis, "a"), 60, "run a to start once its Workload exists")
 
 
 @pytest.mark.parametrize("freed_by", ["stop", "finish"])
@@ -192,14 +193,15 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
         },
     )
     dispatch(apis, job(apis, "a").model_copy(update={"max_steps": 2}), node=0)
+    wait_for(lambda: started(apis, "a"), 60, "run a to start")
     dispatch(apis, job(apis, "b"), node=1)
-    assert started(apis, "a") and not started(apis, "b")
     assert quota_reserved(apis, "b") == (
         "False",
         "Pending",
         "couldn't assign flavors to pod set pods: insufficient unused quota for "
         "nvidia.com/gpu in flavor hyperguard, 8 more needed",
     )
+    assert not started(apis, "b")
     assert ensure(apis)[f"ClusterQueue/{cluster_queue(TEAM)}"] == EnsureOutcome.FOREIGN
 
     if freed_by == "stop":  # the run and its Workload are deleted
@@ -208,7 +210,9 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
     else:  # the run completes: its Workload is Finished and gives the quota back
         apis.advance(60 + 30 * 3)
         assert apis.cluster.runs()["a"].state == "succeeded"
-    assert started(apis, "b") and quota_reserved(apis, "b")[0] == "True"
+    # Kueue admits it in its own time (wall time): once the quota is back in its cache.
+    wait_for(lambda: started(apis, "b"), 60, "run b to start once the quota was freed")
+    assert quota_reserved(apis, "b")[0] == "True"
 
 
 def test_ensuring_twice_changes_nothing_and_a_changed_class_is_updated(
