@@ -41,7 +41,7 @@ from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy
 from hyperguard.scaling.burst import plan_burst
 from hyperguard.twin.cluster import SimTimings
-from hyperguard.twin.plane.kube import NODES, PODS
+from hyperguard.twin.plane.kube import NODES, PODS, wait_for
 
 GROUP = "workers"
 TIMINGS = SimTimings()  # the harness's cluster runs on the defaults
@@ -316,11 +316,21 @@ def test_a_deleted_node_loses_its_pods(apis: ClusterApis) -> None:
     apis.gateway.dispatch(placed, [target])
     apis.settle()
     on_target = f"spec.nodeName=hyperpod-{target}"
-    assert apis.cluster.runs()["pinned"].state == "running"
+
+    def running() -> bool:
+        run = apis.cluster.runs().get("pinned")
+        return run is not None and run.state == "running"
+
+    wait_for(running, 60, "the pinned run to start")  # once Kueue admitted it (wall time)
     assert apis.kube.list_objects(PODS, field_selector=on_target)
     sagemaker().batch_delete_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[target])
-    assert apis.cluster.runs()["pinned"].state == "failed"
-    assert not apis.kube.list_objects(PODS, field_selector=on_target)
+    # kube-controller-manager's pod garbage collector takes the pods of a node that is gone.
+    wait_for(
+        lambda: not apis.kube.list_objects(PODS, field_selector=on_target),
+        120,
+        "the deleted node's pods to go",
+    )
+    wait_for(lambda: apis.cluster.runs()["pinned"].state == "failed", 60, "the run to fail")
 
 
 BURSTS = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:hyperguard-BurstCapacity"
