@@ -184,8 +184,12 @@ class ClusterApis:
 
     def settle(self) -> None:
         """Play the cluster up to now, let the upstream controllers act on it, and let its
-        S3 writes and events land."""
+        S3 writes and events land. Kueue decides in its own (wall) time, at times after a
+        pause longer than the controllers' quiet: the cluster is settled once it has decided
+        on every Workload and the operator has acted on that."""
         self.cluster.advance()
+        self.cluster.quiesce()
+        wait_for(lambda: _kueue_decided(self.kube), 60, "Kueue to decide on every Workload")
         self.cluster.quiesce()
         self.effects.wait()
 
@@ -193,6 +197,17 @@ class ClusterApis:
         self.settle()
         self.clock.advance(seconds)
         self.settle()
+
+
+def _kueue_decided(kube: KubeClient) -> bool:
+    """Whether Kueue has reserved quota for every Workload, or said why not (or it ended)."""
+    for workload in kube.list_objects(WORKLOADS):
+        if (workload.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        conditions = (workload.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") in ("QuotaReserved", "Finished") for c in conditions):
+            return False
+    return True
 
 
 def _clean(kube: KubeClient) -> None:
@@ -289,7 +304,10 @@ def cluster_apis(*, hyperpod_nodes: int = 16, burst_nodes: int = 4) -> Iterator[
         cluster.stop()
         twin_aws.attach(None)
         kubernetes_module._eks_connection.cache_clear()
-        kube.close()
+        # The client stays open until the plane stops: the cluster's watches see the stop only
+        # at their next event, and closing their sockets under them frees descriptors that
+        # the next test's connections reuse while a watch still reads them (TLS "bad record
+        # MAC" in the next test's set-up).
 
 
 def _claims_ready(kube: KubeClient, count: int) -> bool:
