@@ -36,6 +36,7 @@ from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import KubernetesAdapter
 from hyperguard.cluster.kueue import shared_objects, team_objects
+from hyperguard.cluster.workloads import HPJOB_POD_LABEL
 from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import PriorityClass
@@ -191,6 +192,8 @@ class ClusterApis:
         self.cluster.quiesce()
         wait_for(lambda: _kueue_decided(self.kube), 60, "Kueue to decide on every Workload")
         self.cluster.quiesce()
+        wait_for(lambda: _bound_pods_started(self.kube), 60, "KWOK to start the bound pods")
+        self.cluster.quiesce()
         self.effects.wait()
 
     def advance(self, seconds: float) -> None:
@@ -206,6 +209,17 @@ def _kueue_decided(kube: KubeClient) -> bool:
             continue
         conditions = (workload.get("status") or {}).get("conditions") or []
         if not any(c.get("type") in ("QuotaReserved", "Finished") for c in conditions):
+            return False
+    return True
+
+
+def _bound_pods_started(kube: KubeClient) -> bool:
+    """Whether every run's pod on a node has started there (KWOK runs them in wall time)."""
+    nodes = {n["metadata"]["name"] for n in kube.list_objects(NODES)}
+    for pod in kube.list_objects(PODS, label_selector=HPJOB_POD_LABEL):
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
+        if pending and spec.get("nodeName") in nodes and not meta.get("deletionTimestamp"):
             return False
     return True
 

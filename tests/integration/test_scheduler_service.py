@@ -339,6 +339,7 @@ def test_a_preempted_job_restarts_from_its_checkpoint(
         "dispatched",
     ]
     # The restarted run is told where to resume from, and does.
+    apis.settle()
     run = apis.cluster.runs()[low]
     assert run.state == "running" and run.name.endswith("-run-1")
     assert run.anchor_step == 500
