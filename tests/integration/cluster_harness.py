@@ -36,6 +36,7 @@ from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import KubernetesAdapter
 from hyperguard.cluster.kueue import shared_objects, team_objects
+from hyperguard.cluster.workloads import HPJOB_POD_LABEL
 from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import PriorityClass
@@ -52,12 +53,18 @@ from hyperguard.twin.plane.components import ensure_built
 from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
 from hyperguard.twin.plane.kube import (
     EC2NODECLASSES,
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
     NAMESPACES,
     NODECLAIMS,
     NODEPOOLS,
     NODES,
     PODS,
+    PRIORITY_CLASSES,
+    WORKLOADS,
+    KubeApiError,
     KubeClient,
+    Resource,
     resource,
     wait_for,
 )
@@ -79,17 +86,14 @@ SEED_JOBS: tuple[tuple[str, str, int, bool, int], ...] = (
     ("vit-h14-pretrain", "vision", 3, False, 640),
 )
 KUEUE = "kueue.x-k8s.io/v1beta2"
-_IN_TEAM = (
-    resource("sagemaker.amazonaws.com/v1", "hyperpodpytorchjobs"),
-    resource("batch/v1", "jobs"),
-    resource(KUEUE, "workloads"),
-    resource(KUEUE, "localqueues"),
-    resource("rbac.authorization.k8s.io/v1", "rolebindings"),
-)
+LOCAL_QUEUES = resource(KUEUE, "localqueues")
+CLUSTER_QUEUES = resource(KUEUE, "clusterqueues", namespaced=False)
+ROLE_BINDINGS = resource("rbac.authorization.k8s.io/v1", "rolebindings")
+_IN_TEAM = (HYPERPOD_PYTORCH_JOBS, JOBS, WORKLOADS, LOCAL_QUEUES, ROLE_BINDINGS)
 _CLUSTER_SCOPED_KUEUE = (
-    resource(KUEUE, "clusterqueues", namespaced=False),
+    CLUSTER_QUEUES,
     resource(KUEUE, "resourceflavors", namespaced=False),
-    resource(KUEUE, "workloadpriorityclasses", namespaced=False),
+    PRIORITY_CLASSES,
 )
 
 
@@ -181,8 +185,14 @@ class ClusterApis:
 
     def settle(self) -> None:
         """Play the cluster up to now, let the upstream controllers act on it, and let its
-        S3 writes and events land."""
+        S3 writes and events land. Kueue decides in its own (wall) time, at times after a
+        pause longer than the controllers' quiet: the cluster is settled once it has decided
+        on every Workload and the operator has acted on that."""
         self.cluster.advance()
+        self.cluster.quiesce()
+        wait_for(lambda: _kueue_decided(self.kube), 60, "Kueue to decide on every Workload")
+        self.cluster.quiesce()
+        wait_for(lambda: _bound_pods_started(self.kube), 60, "KWOK to start the bound pods")
         self.cluster.quiesce()
         self.effects.wait()
 
@@ -190,6 +200,28 @@ class ClusterApis:
         self.settle()
         self.clock.advance(seconds)
         self.settle()
+
+
+def _kueue_decided(kube: KubeClient) -> bool:
+    """Whether Kueue has reserved quota for every Workload, or said why not (or it ended)."""
+    for workload in kube.list_objects(WORKLOADS):
+        if (workload.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        conditions = (workload.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") in ("QuotaReserved", "Finished") for c in conditions):
+            return False
+    return True
+
+
+def _bound_pods_started(kube: KubeClient) -> bool:
+    """Whether every run's pod on a node has started there (KWOK runs them in wall time)."""
+    nodes = {n["metadata"]["name"] for n in kube.list_objects(NODES)}
+    for pod in kube.list_objects(PODS, label_selector=HPJOB_POD_LABEL):
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
+        if pending and spec.get("nodeName") in nodes and not meta.get("deletionTimestamp"):
+            return False
+    return True
 
 
 def _clean(kube: KubeClient) -> None:
@@ -206,15 +238,11 @@ def _clean(kube: KubeClient) -> None:
             kube.delete_collection(rt, namespace)
         kube.delete_collection(PODS, namespace, grace_period_s=0)
     for claim in kube.list_objects(NODECLAIMS):
-        name = claim["metadata"]["name"]
-        kube.patch(NODECLAIMS, name, {"metadata": {"finalizers": None}})
-        kube.delete(NODECLAIMS, name)
+        _force_delete(kube, NODECLAIMS, claim["metadata"]["name"])
     for rt in (NODEPOOLS, EC2NODECLASSES, *_CLUSTER_SCOPED_KUEUE):
         kube.delete_collection(rt)
     for node in kube.list_objects(NODES):
-        name = node["metadata"]["name"]
-        kube.patch(NODES, name, {"metadata": {"finalizers": None}})
-        kube.delete(NODES, name)
+        _force_delete(kube, NODES, node["metadata"]["name"])
 
     def clean() -> bool:
         if kube.list_objects(NODES) or kube.list_objects(NODECLAIMS):
@@ -222,6 +250,18 @@ def _clean(kube: KubeClient) -> None:
         return not any(kube.list_objects(rt, ns) for ns in teams for rt in (PODS, *_IN_TEAM))
 
     wait_for(clean, 60, "the cluster to be clean")
+
+
+def _force_delete(kube: KubeClient, rt: Resource, name: str) -> None:
+    """Delete without waiting for its finalizers; gone already is fine (Karpenter takes a
+    claim's node as the claim goes)."""
+    try:
+        kube.patch(rt, name, {"metadata": {"finalizers": None}})
+    except KubeApiError as error:
+        if error.code != 404:
+            raise
+        return
+    kube.delete(rt, name)
 
 
 @contextmanager
@@ -278,7 +318,10 @@ def cluster_apis(*, hyperpod_nodes: int = 16, burst_nodes: int = 4) -> Iterator[
         cluster.stop()
         twin_aws.attach(None)
         kubernetes_module._eks_connection.cache_clear()
-        kube.close()
+        # The client stays open until the plane stops: the cluster's watches see the stop only
+        # at their next event, and closing their sockets under them frees descriptors that
+        # the next test's connections reuse while a watch still reads them (TLS "bad record
+        # MAC" in the next test's set-up).
 
 
 def _claims_ready(kube: KubeClient, count: int) -> bool:

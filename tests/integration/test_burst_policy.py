@@ -9,7 +9,6 @@ from typing import Any
 
 import boto3
 import pytest
-from hyperguard.twin.kube.store import NODES
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import ClusterApis
@@ -36,6 +35,7 @@ from hyperguard.models.nodes import BURST_LABEL, CapacityType
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobEvent, JobStore
+from hyperguard.twin.plane.kube import NODES
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
 
@@ -453,10 +453,11 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
     assert service.run_pass().dispatched == [production]
 
     assert apis.gateway.release_burst_node(claim)  # scale-in gives it back
-    node = apis.store.get(NODES, claim.node_name)
+    node = apis.kube.get(NODES, claim.node_name)
+    assert node is not None
     assert {"key": DISRUPTED_TAINT, "effect": "NoSchedule"} in node["spec"]["taints"]
     # Before Karpenter's taint is on, the NodeClaim's deletion alone says it is leaving.
-    apis.store.patch(NODES, claim.node_name, {"spec": {"taints": None}})
+    apis.kube.patch(NODES, claim.node_name, {"spec": {"taints": None}})
     leaving = next(n for n in apis.gateway.list_nodes() if n.instance_id == claim.instance_id)
     assert leaving.status is NodeStatus.SHUTTING_DOWN and not usable(leaving)
 

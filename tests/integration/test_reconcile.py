@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 from botocore.client import BaseClient
-from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, ROLE_BINDINGS
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
-from tests.integration.cluster_harness import BUCKET, ClusterApis
+from tests.integration.cluster_harness import BUCKET, ROLE_BINDINGS, ClusterApis
 from tests.integration.conftest import MakeCluster
 from tests.integration.incident_harness import closed_fault
 from tests.integration.scheduler_harness import running_jobs, scheduler
@@ -26,6 +25,7 @@ from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS
 
 GRACE_S = 60
 
@@ -112,7 +112,7 @@ def test_a_run_that_fails_by_itself_ends_the_job_after_the_grace(
     view = api.call("GET", f"/jobs/{job_id}").body
     assert view["status"] == "Failed"
     assert view["reason"] == (
-        f"failed: PodFailed: pod hyperpod-ns-solo/{view['job_id']}-pods-0 exited with code 3"
+        f"failed: PodFailed: pod hyperpod-ns-solo/{view['job_id']}-pods-0 failed"
     )
 
 
@@ -127,7 +127,7 @@ def test_a_run_the_cluster_lost_resumes_from_its_checkpoint(
     service.run_pass()
     apis.advance(60 + 30 * 15)  # checkpoint 10
     run = apis.cluster.runs()[job_id]
-    apis.store.delete(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace, user="someone")
+    assert apis.kube.delete(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)  # by someone
     apis.advance(GRACE_S)
     result = service.run_pass()
     assert result.lost == [job_id] and result.admitted == [job_id]  # requeued, re-placed
@@ -150,6 +150,7 @@ def test_a_run_killed_by_a_node_fault_is_left_to_node_recovery(
     job_id = api.submit("solo", 8).body["job_id"]
     service = scheduler(stack, apis)
     service.run_pass()
+    apis.settle()  # Kueue admits the run, the operator starts its pods
     node = apis.cluster.job_instances(job_id)[0]
     apis.cluster.inject_fault(node, "persistent")
     apis.advance(GRACE_S * 10)
@@ -187,6 +188,7 @@ def test_a_lemon_is_never_held_back_as_a_hot_spare(stack: Stack, make_cluster: M
     service = scheduler(stack, apis, nodes=inventory, incidents=incidents)
     result = service.run_pass()
     assert result.admitted == [job] and result.spares == 1
+    apis.settle()  # Kueue admits the run, the operator starts its pods
     assert apis.cluster.job_instances(job) == [lemon]
     assert other not in apis.cluster.job_instances(job)
 
@@ -317,17 +319,17 @@ def test_a_fresh_scheduler_grants_recovery_in_the_namespaces_of_running_teams(
     api.submit("solo", 8)
     scheduler(stack, apis).run_pass()
     namespace = "hyperpod-ns-solo"
-    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is not None
-    apis.store.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)  # as before D98
-    apis.store.delete(ROLE_BINDINGS, "hyperguard-scheduler", namespace)
+    assert apis.kube.get(ROLE_BINDINGS, "hyperguard-recovery", namespace) is not None
+    apis.kube.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)  # as before D98
+    apis.kube.delete(ROLE_BINDINGS, "hyperguard-scheduler", namespace)
     service = scheduler(stack, apis)  # a new process: the upgraded function's first pass
     service.run_pass()
-    binding = apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace)
+    binding = apis.kube.get(ROLE_BINDINGS, "hyperguard-recovery", namespace)
     assert binding is not None
     assert binding["roleRef"]["name"] == "hyperguard-recovery-in-team"
-    apis.store.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)
+    apis.kube.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)
     service.run_pass()  # once per process: nothing dispatched, nothing re-read
-    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is None
+    assert apis.kube.get(ROLE_BINDINGS, "hyperguard-recovery", namespace) is None
 
 
 def test_a_scheduler_checks_a_teams_objects_again_a_minute_after_it_ensured_them(
@@ -342,15 +344,15 @@ def test_a_scheduler_checks_a_teams_objects_again_a_minute_after_it_ensured_them
     namespace = "hyperpod-ns-solo"
     api.submit("solo", 4)
     service.run_pass()
-    apis.store.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)
+    apis.kube.delete(ROLE_BINDINGS, "hyperguard-recovery", namespace)
     apis.advance(QUEUES_RECHECK.total_seconds() - 5)
     api.submit("solo", 4)
     assert len(service.run_pass().admitted) == 1
-    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is None
+    assert apis.kube.get(ROLE_BINDINGS, "hyperguard-recovery", namespace) is None
     apis.advance(10)
     api.submit("solo", 4)
     assert len(service.run_pass().admitted) == 1
-    assert apis.store.find(ROLE_BINDINGS, "hyperguard-recovery", namespace) is not None
+    assert apis.kube.get(ROLE_BINDINGS, "hyperguard-recovery", namespace) is not None
 
 
 def test_a_pass_lists_the_kubernetes_nodes_once_for_all_its_dispatches(

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from botocore.client import BaseClient
-from hyperguard.twin.kube.store import HYPERPOD_PYTORCH_JOBS, WORKLOAD_PRIORITY_CLASSES
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
@@ -26,6 +25,7 @@ from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
+from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, PRIORITY_CLASSES
 
 
 def stored_job(api: Api, job_id: str) -> Job:
@@ -339,6 +339,7 @@ def test_a_preempted_job_restarts_from_its_checkpoint(
         "dispatched",
     ]
     # The restarted run is told where to resume from, and does.
+    apis.settle()
     run = apis.cluster.runs()[low]
     assert run.state == "running" and run.name.endswith("-run-1")
     assert run.anchor_step == 500
@@ -489,7 +490,8 @@ def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(
     scheduler(stack, apis).run_pass()
     # Kueue needs the class the run names; the pass gives it one below every class.
     assert running_jobs(apis) == {low}
-    assert apis.store.get(WORKLOAD_PRIORITY_CLASSES, "low-priority")["value"] == -1
+    below = apis.kube.get(PRIORITY_CLASSES, "low-priority")
+    assert below is not None and below["value"] == -1
 
 
 def test_log_monitoring_rules_are_submitted_shown_and_run_on_the_strict_twin(
@@ -517,8 +519,8 @@ def test_log_monitoring_rules_are_submitted_shown_and_run_on_the_strict_twin(
     scheduler(stack, apis).run_pass()
     assert running_jobs(apis) == {job_id}
     run = apis.cluster.runs()[job_id]
-    stored = apis.store.get(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)
-    assert stored["spec"]["runPolicy"]["logMonitoringConfiguration"] == rules
+    stored = apis.kube.get(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)
+    assert stored is not None and stored["spec"]["runPolicy"]["logMonitoringConfiguration"] == rules
 
     bad = [{"name": "JobStart", "logPattern": "(", "expectedStartCutOffInSeconds": 60}]
     refused = api.submit("solo", 8, log_monitoring_configuration=bad)

@@ -14,7 +14,6 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
-from hyperguard.twin.kube.store import NODES, PODS
 from tests.conftest import Stack
 from tests.integration.cluster_harness import (
     ACCOUNT,
@@ -42,6 +41,7 @@ from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy
 from hyperguard.scaling.burst import plan_burst
 from hyperguard.twin.cluster import SimTimings
+from hyperguard.twin.plane.kube import NODES, PODS, wait_for
 
 GROUP = "workers"
 TIMINGS = SimTimings()  # the harness's cluster runs on the defaults
@@ -105,7 +105,7 @@ def test_added_nodes_get_an_instance_then_join_kubernetes(apis: ClusterApis) -> 
     instance_ids = [summaries[a]["InstanceId"] for a in added]
     assert all(i.startswith("i-") for i in instance_ids)
     assert group_counts() == (4, 4)
-    assert all(apis.store.find(NODES, f"hyperpod-{i}") is None for i in instance_ids)
+    assert all(apis.kube.get(NODES, f"hyperpod-{i}") is None for i in instance_ids)
 
     apis.advance(TIMINGS.hyperpod_add_s - TIMINGS.hyperpod_launch_s)
     for logical_id, instance_id in zip(added, instance_ids, strict=True):
@@ -191,7 +191,7 @@ def test_nodes_are_deleted_by_logical_or_instance_id(apis: ClusterApis) -> None:
     assert group_counts() == (1, 1)
     assert sorted(n["InstanceId"] for n in listed().values()) == [apis.hyperpod[1]]
     for instance_id in (running_id, original):
-        assert apis.store.find(NODES, f"hyperpod-{instance_id}") is None
+        assert apis.kube.get(NODES, f"hyperpod-{instance_id}") is None
     apis.advance(TIMINGS.hyperpod_add_s)  # nothing due for the deleted nodes happens
     assert group_counts() == (1, 1)
     with pytest.raises(ClientError, match="ResourceNotFound"):
@@ -316,11 +316,21 @@ def test_a_deleted_node_loses_its_pods(apis: ClusterApis) -> None:
     apis.gateway.dispatch(placed, [target])
     apis.settle()
     on_target = f"spec.nodeName=hyperpod-{target}"
-    assert apis.cluster.runs()["pinned"].state == "running"
-    assert apis.store.list(PODS, field_selector=on_target)
+
+    def running() -> bool:
+        run = apis.cluster.runs().get("pinned")
+        return run is not None and run.state == "running"
+
+    wait_for(running, 60, "the pinned run to start")  # once Kueue admitted it (wall time)
+    assert apis.kube.list_objects(PODS, field_selector=on_target)
     sagemaker().batch_delete_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[target])
-    assert apis.cluster.runs()["pinned"].state == "failed"
-    assert not apis.store.list(PODS, field_selector=on_target)
+    # kube-controller-manager's pod garbage collector takes the pods of a node that is gone.
+    wait_for(
+        lambda: not apis.kube.list_objects(PODS, field_selector=on_target),
+        120,
+        "the deleted node's pods to go",
+    )
+    wait_for(lambda: apis.cluster.runs()["pinned"].state == "failed", 60, "the run to fail")
 
 
 BURSTS = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:hyperguard-BurstCapacity"

@@ -104,7 +104,9 @@ def test_the_quota_is_above_any_teams_and_within_what_kueue_counts() -> None:
     for resource, quota in UNBOUNDED_QUOTA.items():
         # Kueue counts CPU in millicores, every other resource in units (int64 either way).
         scale = 1000 if resource == "cpu" else 1
-        assert largest_team[resource] < parse_quantity(quota) * scale < 2**63
+        counted = parse_quantity(quota)
+        assert counted is not None, f"{resource}: {quota} is not a quantity"
+        assert largest_team[resource] < counted * scale < 2**63
 
 
 def test_runs_name_the_queue_and_the_priority_class_the_objects_provide() -> None:

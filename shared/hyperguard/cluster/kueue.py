@@ -58,17 +58,19 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """The label kube-apiserver puts on every namespace, its value the namespace's name."""
 FLAVOR = "hyperguard"
 UNBOUNDED_QUOTA: dict[str, str] = {
-    "cpu": "1000000000",
+    "cpu": "1G",
     "memory": "4Ei",
-    "nvidia.com/gpu": "100000000",
-    "aws.amazon.com/neuron": "100000000",
-    "vpc.amazonaws.com/efa": "100000000",
+    "nvidia.com/gpu": "100M",
+    "aws.amazon.com/neuron": "100M",
+    "vpc.amazonaws.com/efa": "100M",
 }
 """Every resource a run's pods may request, each with a nominal quota above the largest
 quota HyperGuard accepts for a team (models.governance.MAX_INSTANCES instances, and the
 accelerators, vCPU and memory of that many of the largest instance) and within the int64
 Kueue counts in. A resource a pod requests that its ClusterQueue does not cover leaves the
-Workload inadmissible ("resource ... unavailable in ClusterQueue", Kueue's flavorassigner)."""
+Workload inadmissible ("resource ... unavailable in ClusterQueue", Kueue's flavorassigner).
+Written in the canonical form Kueue stores (1G, not 1000000000): in any other form the
+stored ClusterQueue reads as changed, and every ensure patched it again."""
 
 ResourceFlavor = create_global_resource(
     KUEUE_GROUP, KUEUE_VERSION, "ResourceFlavor", "resourceflavors"

@@ -112,6 +112,7 @@ class TrainingOperator:
             (HYPERPOD_PYTORCH_JOBS, self.on_job, None),
             (WORKLOADS, self.on_workload, None),
             (PODS, self.on_pod, HPJOB_POD_LABEL),
+            (PRIORITY_CLASSES, self.on_priority_class, None),
         ):
             thread = threading.Thread(
                 target=kube.watch,
@@ -137,7 +138,7 @@ class TrainingOperator:
             tracked = self.jobs.get(uid)
             if tracked is None:
                 tracked = self.jobs[uid] = Tracked(str(meta["name"]), str(meta["namespace"]), uid)
-                self._ensure_workload(obj)
+                tracked.workload = self._ensure_workload(obj)
                 self._status(
                     tracked,
                     {
@@ -157,6 +158,20 @@ class TrainingOperator:
             size = _replicas(obj)
             if tracked.size and size != tracked.size:
                 self._restart(tracked, obj, now, resized=True)
+
+    def on_priority_class(self, event: str, _priority_class: dict[str, Any]) -> None:
+        """A WorkloadPriorityClass came: the jobs that waited for one get their Workload (as
+        Kueue's job reconciler retries a job whose class it could not find)."""
+        self.world.touch()
+        if event == "DELETED":
+            return
+        with self.world.settled():
+            for tracked in self.jobs.values():
+                if tracked.workload:
+                    continue
+                job = self.kube.get(HYPERPOD_PYTORCH_JOBS, tracked.name, tracked.namespace)
+                if job is not None:
+                    tracked.workload = self._ensure_workload(job)
 
     def _ensure_workload(self, job: Mapping[str, Any]) -> bool:
         """The job's Kueue Workload, as the operator's Kueue integration makes it; False
