@@ -100,6 +100,33 @@ def workflow_to_cordoned(events: list[dict[str, Any]]) -> float | None:
     return None
 
 
+def times(
+    to_cordon: list[float], total: list[float], histories: list[list[dict[str, Any]]], cluster: str
+) -> dict[str, Any]:
+    """Fault → cordoned (and the workflow's own share of it) and fault → recovered."""
+    workflow = [t for t in map(workflow_to_cordoned, histories) if t is not None]
+    return {
+        "fault_to_cordoned_ms": {
+            "median": round(statistics.median(to_cordon) * 1000, 1),
+            "p99": round(_p99(to_cordon) * 1000, 1),
+            "max": round(max(to_cordon) * 1000, 1),
+        },
+        "execution_start_to_cordoned_ms": {
+            "median": round(statistics.median(workflow) * 1000, 1),
+            "p99": round(_p99(workflow) * 1000, 1),
+        }
+        if workflow
+        else None,
+        "fault_to_recovered_s": {
+            "median": round(statistics.median(total), 1),
+            "max": round(max(total), 1),
+            "note": "the cluster's own times are zero"
+            if cluster == "zero"
+            else "replacement included; modelled at 940 s, run 60x faster",
+        },
+    }
+
+
 def kubernetes_groups(template: dict[str, Any]) -> dict[str, str]:
     """The Kubernetes group each function's EKS access entry gives it, by function: the
     entry's principal is the function's role (`<Function>Role`)."""
@@ -195,7 +222,6 @@ def main() -> None:
             kube_by_function[function] += count
     init_ms = {k: [round(v, 1) for v in runtime.init_ms[k]] for k in sorted(runtime.init_ms)}
     phases = phase_times(histories)
-    workflow = [t for t in map(workflow_to_cordoned, histories) if t is not None]
     twin.down()
     n = args.faults
     print(
@@ -206,24 +232,7 @@ def main() -> None:
                 "executions": dict(Counter(results)),
                 "twin_start_s": round(twin_start_s, 1),
                 "cold_start_init_ms": init_ms,
-                "fault_to_cordoned_ms": {
-                    "median": round(statistics.median(to_cordon) * 1000, 1),
-                    "p99": round(_p99(to_cordon) * 1000, 1),
-                    "max": round(max(to_cordon) * 1000, 1),
-                },
-                "execution_start_to_cordoned_ms": {
-                    "median": round(statistics.median(workflow) * 1000, 1),
-                    "p99": round(_p99(workflow) * 1000, 1),
-                }
-                if workflow
-                else None,
-                "fault_to_recovered_s": {
-                    "median": round(statistics.median(total), 1),
-                    "max": round(max(total), 1),
-                    "note": "the cluster's own times are zero"
-                    if args.cluster_times == "zero"
-                    else "replacement included; modelled at 940 s, run 60x faster",
-                },
+                **times(to_cordon, total, histories, args.cluster_times),
                 "phases_ms": phases,
                 "per_incident": {
                     "function_cpu_ms": {
