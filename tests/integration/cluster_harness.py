@@ -5,7 +5,7 @@ kube-scheduler, KWOK, Kueue, Karpenter), reached through the service's real adap
 
 Used inside the `aws_env` fixture (moto in-process). One control plane serves every test of a
 worker process (it takes seconds to start); each test gets a fresh simulated cloud on it and
-leaves the cluster as it found it (`_clean`). Karpenter's cloud provider reaches the EC2 API
+leaves the cluster as it found it (`clean_cluster`). Karpenter's cloud provider reaches the EC2 API
 through a moto server on 127.0.0.1 in this process, which shares moto's backends with the
 in-process mock. The service signs its EKS tokens as it does on AWS; the token authenticator
 checks them with moto's STS in-process and gives every caller the groups of all of
@@ -224,7 +224,7 @@ def _bound_pods_started(kube: KubeClient) -> bool:
     return True
 
 
-def _clean(kube: KubeClient) -> None:
+def clean_cluster(kube: KubeClient) -> None:
     """Leave the shared cluster as a new test expects it: no run, no claim, no node, no Kueue
     object of HyperGuard's. The teams' namespaces stay (HyperGuard finds its own there and
     keeps them); what is in them goes, pods at once (as `kubectl delete --force`)."""
@@ -268,7 +268,7 @@ def _force_delete(kube: KubeClient, rt: Resource, name: str) -> None:
 def cluster_apis(*, hyperpod_nodes: int = 16, burst_nodes: int = 4) -> Iterator[ClusterApis]:
     shared = shared_plane()
     kube = shared.plane.client()
-    _clean(kube)
+    clean_cluster(kube)
     clock = ManualClock()
     effects = EffectRunner(
         s3=boto3.client("s3", region_name=REGION),

@@ -1,22 +1,24 @@
-"""The in-cluster node forwarder against the twin's Kubernetes API server: it reads Node
-changes through a real watch and puts the forwarder contract's events, once per status
-change, in batches PutEvents accepts, retrying what failed."""
+"""The in-cluster node forwarder against the upstream kube-apiserver (the harness's shared
+plane): it reads Node changes through a real watch and puts the forwarder contract's events,
+once per status change, in batches PutEvents accepts, retrying what failed. The test's nodes
+carry no KWOK annotation, so no kubelet touches their conditions but the test."""
 
 from __future__ import annotations
 
 import json
 import queue
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hyperguard.twin.kube import NODES, ObjectStore
-from lightkube import Client
-from tests.integration.kube_client import client_of
+from lightkube import Client, KubeConfig
+from tests.integration.cluster_harness import clean_cluster, shared_plane
 
 from hyperguard.events.kubernetes import classify_node_condition
 from hyperguard.forwarder import BATCH_SIZE, EventSender, NodeForwarder
+from hyperguard.twin.plane.kube import NODES, KubeClient
 
 PROVIDER_ID = "aws:///us-west-2b/sagemaker/cluster/hyperpod-abc123xyz0-i-0123456789abcdef0"
 
@@ -46,9 +48,11 @@ class RecordingEvents:
         return [json.loads(entry["Detail"]) for entry in self.calls.get(timeout=timeout)]
 
 
-def node(conditions: dict[str, str]) -> dict[str, Any]:
+def node(name: str, conditions: dict[str, str]) -> dict[str, Any]:
     return {
-        "metadata": {"name": "node-a"},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
         "spec": {"providerID": PROVIDER_ID},
         "status": {
             "conditions": [
@@ -64,11 +68,32 @@ def node(conditions: dict[str, str]) -> dict[str, Any]:
     }
 
 
+class Cluster:
+    """The shared plane, cleaned, with one node name for this test: `kube` writes as the
+    twin's controllers do, `client` is what the forwarder reads with (lightkube)."""
+
+    def __init__(self, kube: KubeClient, client: Client) -> None:
+        self.kube = kube
+        self.client = client
+        self.name = f"node-{uuid.uuid4().hex[:8]}"
+
+    def set_status(self, conditions: dict[str, str]) -> None:
+        status = node(self.name, conditions)["status"]
+        self.kube.patch(NODES, self.name, {"status": status}, subresource="status")
+
+
 @pytest.fixture
-def cluster() -> Iterator[tuple[ObjectStore, Client]]:
-    store = ObjectStore()
-    with client_of(store, "forwarder") as (_server, client):
-        yield store, client
+def cluster() -> Iterator[Cluster]:
+    plane = shared_plane().plane
+    kube = plane.client()
+    clean_cluster(kube)
+    identity = plane.pki.client("forwarder-test", "forwarder-test", "system:masters")
+    config = KubeConfig.from_file(plane.kubeconfig("forwarder-test", identity=identity))
+    with Client(config=config, trust_env=False) as client:
+        ready = Cluster(kube, client)
+        yield ready
+    if kube.get(NODES, ready.name) is not None:
+        kube.delete(NODES, ready.name)
 
 
 def forwarding(
@@ -87,19 +112,17 @@ def forwarding(
     return forwarder, stop, thread
 
 
-def test_condition_changes_are_forwarded_once_each(
-    cluster: tuple[ObjectStore, Client],
-) -> None:
-    store, client = cluster
-    store.create(NODES, node({"Ready": "True", "AcceleratedHardwareReady": "True"}))
+def test_condition_changes_are_forwarded_once_each(cluster: Cluster) -> None:
+    cluster.kube.create(
+        NODES, node(cluster.name, {"Ready": "True", "AcceleratedHardwareReady": "True"})
+    )
     events = RecordingEvents()
-    forwarder, stop, thread = forwarding(client, events, [])
-    degraded = node({"Ready": "True", "AcceleratedHardwareReady": "False"})
-    store.patch(NODES, "node-a", {"status": degraded["status"]}, subresource="status")
+    forwarder, stop, thread = forwarding(cluster.client, events, [])
+    cluster.set_status({"Ready": "True", "AcceleratedHardwareReady": "False"})
     [detail] = events.details()
     assert detail == {
         "clusterName": "training-eks",
-        "nodeName": "node-a",
+        "nodeName": cluster.name,
         "providerId": PROVIDER_ID,
         "conditionType": "AcceleratedHardwareReady",
         "status": "False",
@@ -123,30 +146,27 @@ def test_condition_changes_are_forwarded_once_each(
     assert signal.instance_id == "i-0123456789abcdef0"
     # A change that leaves every status as it was (a label) forwards nothing; the recovery
     # back to True does.
-    store.patch(NODES, "node-a", {"metadata": {"labels": {"touched": "yes"}}})
-    recovered = node({"Ready": "True", "AcceleratedHardwareReady": "True"})
-    store.patch(NODES, "node-a", {"status": recovered["status"]}, subresource="status")
+    cluster.kube.patch(NODES, cluster.name, {"metadata": {"labels": {"touched": "yes"}}})
+    cluster.set_status({"Ready": "True", "AcceleratedHardwareReady": "True"})
     [cleared] = events.details()
     assert (cleared["conditionType"], cleared["status"]) == ("AcceleratedHardwareReady", "True")
     stop.set()
-    store.patch(NODES, "node-a", {"metadata": {"labels": {"touched": "again"}}})
+    cluster.kube.patch(NODES, cluster.name, {"metadata": {"labels": {"touched": "again"}}})
     thread.join(timeout=10)
     assert not thread.is_alive()
     assert events.calls.empty()
     assert forwarder.sender.sent == 2
 
 
-def test_a_node_first_seen_forwards_only_its_problems(
-    cluster: tuple[ObjectStore, Client],
-) -> None:
-    store, client = cluster
+def test_a_node_first_seen_forwards_only_its_problems(cluster: Cluster) -> None:
     events = RecordingEvents()
-    _, stop, thread = forwarding(client, events, [])
-    store.create(NODES, node({"Ready": "True", "KernelDeadlock": "True", "StorageReady": "False"}))
+    _, stop, thread = forwarding(cluster.client, events, [])
+    problems = {"Ready": "True", "KernelDeadlock": "True", "StorageReady": "False"}
+    cluster.kube.create(NODES, node(cluster.name, problems))
     forwarded = {(d["conditionType"], d["status"]) for d in events.details()}
     assert forwarded == {("KernelDeadlock", "True"), ("StorageReady", "False")}
     stop.set()
-    store.delete(NODES, "node-a")
+    cluster.kube.delete(NODES, cluster.name)
     thread.join(timeout=10)
 
 
