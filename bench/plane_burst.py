@@ -79,7 +79,6 @@ def cloud() -> Iterator[Any]:
     """moto in-process, a moto server for Karpenter, the control plane with HyperGuard's RBAC,
     and the simulated cloud on it; yields (plane, cluster)."""
     import boto3
-    import yaml
     from moto import mock_aws
     from moto.server import ThreadedMotoServer
 
@@ -144,10 +143,7 @@ def cloud() -> Iterator[Any]:
         stack.callback(plane.stop)
         log(f"control plane up in {time.monotonic() - started:.1f} s")
         admin = plane.client()
-        rbac = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
-        for document in yaml.safe_load_all(rbac.read_text()):
-            if document:
-                admin.apply(document, "kubectl")
+        admin.apply_file(ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml")
         cluster = SimulatedCluster(
             ScaledClock(60.0),
             admin,

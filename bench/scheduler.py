@@ -668,7 +668,6 @@ def _api_server() -> Iterator[ControlPlane]:
     """Upstream etcd and kube-apiserver only (`hyperguard.twin.plane`, `api_only`), serving
     the CRDs of an EKS cluster with HyperPod task governance and Karpenter, with HyperGuard's
     RBAC applied as the install guide says (deploy/kubernetes/hyperguard-rbac.yaml)."""
-    import yaml
 
     from hyperguard.twin.plane.components import ensure_built
     from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings
@@ -678,10 +677,7 @@ def _api_server() -> Iterator[ControlPlane]:
     plane.start()
     try:
         admin = plane.client()
-        rbac = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
-        for document in yaml.safe_load_all(rbac.read_text()):
-            if document:
-                admin.apply(document, "kubectl")
+        admin.apply_file(ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml")
         yield plane
     finally:
         plane.stop()

@@ -26,7 +26,6 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 import boto3
-import yaml
 from botocore.config import Config
 from tests.conftest import ROOT
 
@@ -158,10 +157,7 @@ def shared_plane() -> SharedPlane:
         )
         plane.start()
         admin = plane.client()
-        rbac = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
-        for document in yaml.safe_load_all(rbac.read_text()):
-            if document:
-                admin.apply(document, "kubectl")
+        admin.apply_file(ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml")
 
         def stop() -> None:
             plane.stop()

@@ -415,11 +415,9 @@ class Twin:
         """What the operator does after `sam deploy`, as the install guide says:
         `kubectl apply -f deploy/kubernetes/hyperguard-rbac.yaml` (server-side here)."""
         assert self.plane is not None
-        admin = self.plane.client()
-        manifest = self.config.root / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
-        for document in yaml.safe_load_all(manifest.read_text()):
-            if document:
-                admin.apply(document, "kubectl")
+        self.plane.client().apply_file(
+            self.config.root / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
+        )
 
     def _start_forwarder(self, deployment: Deployment) -> None:
         """HyperGuard's in-cluster forwarder, as deploy/kubernetes installs it, with the

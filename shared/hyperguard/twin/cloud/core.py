@@ -284,6 +284,19 @@ class World:
         except KeyError:
             raise LookupError(f"no such node {instance_id} in the simulated cluster") from None
 
+    def rebooted(self, instance_id: str) -> Instance | None:
+        """A reboot ends (EC2's or HyperPod's): a fault that heals on reboot is gone, the
+        instance has booted once more. None for an instance no longer there."""
+        instance = self.instances.get(instance_id)
+        if instance is None:
+            return None
+        fault = self.faults.get(instance_id)
+        if fault is not None and fault.heal_on_reboot:
+            del self.faults[instance_id]
+        instance.repair = None
+        instance.boots += 1
+        return instance
+
     def by_node(self, node_name: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.node_name == node_name), None)
 

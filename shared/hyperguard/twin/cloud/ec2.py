@@ -150,14 +150,9 @@ class Ec2:
         self.world.schedule(now, self.world.timings.reboot_s, EC2_REBOOT_DONE, instance_id)
 
     def _reboot_done(self, instance_id: str, at: datetime) -> None:
-        instance = self.world.instances.get(instance_id)
+        instance = self.world.rebooted(instance_id)
         if instance is None:
             return
-        fault = self.world.faults.get(instance_id)
-        if fault is not None and fault.heal_on_reboot:
-            del self.world.faults[instance_id]
-        instance.repair = None
-        instance.boots += 1
         instance.status = NodeStatus.RUNNING
         self.kubelets.publish(instance, at)
 

@@ -218,14 +218,9 @@ class HyperPod:
         self._lose(instance, now)
 
     def _reboot_done(self, instance_id: str, at: datetime) -> None:
-        instance = self.world.instances.get(instance_id)
+        instance = self.world.rebooted(instance_id)
         if instance is None:
             return
-        fault = self.world.faults.get(instance_id)
-        if fault is not None and fault.heal_on_reboot:
-            del self.world.faults[instance_id]
-        instance.repair = None
-        instance.boots += 1
         self.show_health(instance, at)
 
     def _shutdown_done(self, instance_id: str, at: datetime) -> None:

@@ -270,6 +270,12 @@ class KubeClient:
             params=params,
         )
 
+    def apply_file(self, path: Path, field_manager: str = "kubectl") -> None:
+        """Every document of a manifest file, as `kubectl apply --server-side -f` does."""
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                self.apply(document, field_manager)
+
     # ------------------------------------------------------------------ watches
 
     def watch(
