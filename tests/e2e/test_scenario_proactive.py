@@ -17,5 +17,10 @@ def test_a_retirement_announced_ahead_moves_the_job_in_time_losing_no_step() -> 
     assert result["job_steps_lost"] == 0
     assert result["incident_status"] == "resolved"
     assert result["strategy_applied"] == "elastic_shrink"
-    # shrinking and growing back are each one rescale of the simulated operator
-    assert result["planned_pause_s"] == 2 * result["modelled"]["rescale_s"]
+    # Shrinking and growing back are each one rescale of the simulated operator, plus what
+    # the upstream controllers take to replace the pods (kube-scheduler binding, KWOK
+    # starting them) in wall time, which the x60 clock multiplies: at most 5 wall seconds a
+    # rescale on a loaded 2-core machine (1.4 s for both, alone).
+    rescales = 2 * result["modelled"]["rescale_s"]
+    controllers = 2 * 5.0 * result["time_scale"]
+    assert rescales <= result["planned_pause_s"] <= rescales + controllers
