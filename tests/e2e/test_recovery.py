@@ -231,8 +231,10 @@ def test_one_fault_from_three_sources_each_delivered_twice_is_one_recovery(
     related = [i for i in service.incidents.recent() if i.instance_id == faulty]
     assert len(related) == 1
     # The three injected sources, the health agent's own report, and the node monitoring
-    # agent's AcceleratedHardwareReady=False, which HyperGuard's in-cluster forwarder sends.
-    assert related[0].signal_count == 5
+    # agent's AcceleratedHardwareReady=False, which HyperGuard's in-cluster forwarder sends;
+    # and the node's Ready=False while it is replaced, when the forwarder sees it before the
+    # node is gone (it joins as a signal, D133).
+    assert 5 <= related[0].signal_count <= 6
     assert related[0].sources == ["aws_health", "ec2", "hyperpod", "kubernetes"]
     executions = service.sfn.list_executions(
         stateMachineArn=service.out["NodeRecoveryStateMachineArn"]
