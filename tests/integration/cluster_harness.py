@@ -183,12 +183,13 @@ class ClusterApis:
         """Play the cluster up to now, let the upstream controllers act on it, and let its
         S3 writes and events land. Kueue decides in its own (wall) time, at times after a
         pause longer than the controllers' quiet: the cluster is settled once it has decided
-        on every Workload and the operator has acted on that."""
+        on every Workload, the operator has acted on that, and kube-scheduler has decided
+        on every pod the operator made."""
         self.cluster.advance()
         self.cluster.quiesce()
         wait_for(lambda: _kueue_decided(self.kube), 60, "Kueue to decide on every Workload")
         self.cluster.quiesce()
-        wait_for(lambda: _bound_pods_started(self.kube), 60, "KWOK to start the bound pods")
+        wait_for(lambda: _pods_placed_and_started(self.kube), 60, "the runs' pods to be placed")
         self.cluster.quiesce()
         self.effects.wait()
 
@@ -209,13 +210,28 @@ def _kueue_decided(kube: KubeClient) -> bool:
     return True
 
 
-def _bound_pods_started(kube: KubeClient) -> bool:
-    """Whether every run's pod on a node has started there (KWOK runs them in wall time)."""
+def _pods_placed_and_started(kube: KubeClient) -> bool:
+    """Whether kube-scheduler has bound every run's pod or said why it cannot (PodScheduled
+    False), and KWOK has started every bound one: both act in wall time, and under load the
+    scheduler can take longer than the controllers' quiet to bind a pod."""
     nodes = {n["metadata"]["name"] for n in kube.list_objects(NODES)}
     for pod in kube.list_objects(PODS, label_selector=HPJOB_POD_LABEL):
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
-        if pending and spec.get("nodeName") in nodes and not meta.get("deletionTimestamp"):
+        meta, spec, status = (
+            pod.get("metadata") or {},
+            pod.get("spec") or {},
+            pod.get("status") or {},
+        )
+        if meta.get("deletionTimestamp"):
+            continue
+        node = spec.get("nodeName")
+        if node is None:
+            refused = any(
+                c.get("type") == "PodScheduled" and c.get("status") == "False"
+                for c in status.get("conditions") or []
+            )
+            if not refused:
+                return False
+        elif node in nodes and status.get("phase") in (None, "Pending"):
             return False
     return True
 

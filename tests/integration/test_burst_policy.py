@@ -4,6 +4,7 @@ prices, committed pools and spend caps on moto tables and the simulated cluster.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -23,7 +24,7 @@ from hyperguard.cluster.karpenter import (
     idle_mark,
     nodeclaim_manifest,
 )
-from hyperguard.cluster.workloads import RunPhase
+from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name
 from hyperguard.governance.bursting import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.occupancy import usable
@@ -35,7 +36,7 @@ from hyperguard.models.nodes import BURST_LABEL, CapacityType
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobEvent, JobStore
-from hyperguard.twin.plane.kube import NODES
+from hyperguard.twin.plane.kube import NODES, PODS, wait_for
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
 
@@ -378,8 +379,20 @@ def ready_burst_nodes(apis: ClusterApis, *names: str) -> list[BurstClaim]:
                 accelerators=8,
             )
         )
+
+    def ours(done: Callable[[BurstClaim], Any]) -> list[BurstClaim] | None:
+        claims = apis.gateway.burst_claims()
+        named = [c for c in claims if c.name in names]
+        return claims if len(named) == len(names) and all(map(done, named)) else None
+
+    # Karpenter launches (EC2 RunInstances) and registers the booted nodes in wall time:
+    # the instances must exist before the clock moves past their boot.
+    wait_for(lambda: ours(lambda c: c.instance_id), 60, f"Karpenter to launch {names}")
     apis.advance(600)
-    return apis.gateway.burst_claims()
+    claims: list[BurstClaim] = wait_for(
+        lambda: ours(lambda c: c.ready), 60, f"Karpenter to register {names}"
+    )
+    return claims
 
 
 class RestartsOnTheIdleNode(HyperPodEksGateway):
@@ -453,11 +466,18 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
     assert service.run_pass().dispatched == [production]
 
     assert apis.gateway.release_burst_node(claim)  # scale-in gives it back
-    node = apis.kube.get(NODES, claim.node_name)
-    assert node is not None
-    assert {"key": DISRUPTED_TAINT, "effect": "NoSchedule"} in node["spec"]["taints"]
-    # Before Karpenter's taint is on, the NodeClaim's deletion alone says it is leaving.
-    apis.kube.patch(NODES, claim.node_name, {"spec": {"taints": None}})
+    # The NodeClaim's deletion says the node is leaving at once; Karpenter's termination
+    # then taints it, in its own time (and puts the taint back if anyone takes it off, so
+    # the claim-only moment cannot be held here).
+    leaving = next(n for n in apis.gateway.list_nodes() if n.instance_id == claim.instance_id)
+    assert leaving.status is NodeStatus.SHUTTING_DOWN and not usable(leaving)
+
+    def disrupted() -> bool:
+        node = apis.kube.get(NODES, str(claim.node_name)) or {}
+        taints = (node.get("spec") or {}).get("taints") or []
+        return {"key": DISRUPTED_TAINT, "effect": "NoSchedule"} in taints
+
+    wait_for(disrupted, 60, "Karpenter to taint the leaving node")
     leaving = next(n for n in apis.gateway.list_nodes() if n.instance_id == claim.instance_id)
     assert leaving.status is NodeStatus.SHUTTING_DOWN and not usable(leaving)
 
@@ -465,14 +485,17 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
     assert development not in service.run_pass().dispatched
     assert api.call("GET", f"/jobs/{development}").body["status"] == "Pending"
 
-    # A run placed on it regardless (the mistake the pass no longer makes) ends with it.
+    # A run placed on it regardless (the mistake the pass no longer makes) never starts:
+    # kube-scheduler binds its pod to no node (Karpenter's taint, then no node at all), and
+    # the node goes with its claim.
     record = api.jobs.record(development)
     assert record is not None
     assert apis.gateway.dispatch(record.job, [claim.instance_id])
     apis.advance(3600)
-    assert development not in {
-        r.job_id for r in apis.gateway.job_runs() if r.phase in (RunPhase.PENDING, RunPhase.RUNNING)
-    }
+    wait_for(lambda: apis.kube.get(NODES, str(claim.node_name)) is None, 60, "the node to go")
+    assert development not in running_jobs(apis)
+    (pod,) = apis.kube.list_objects(PODS, label_selector=f"{JOB_ID_LABEL}={job_name(development)}")
+    assert not pod["spec"].get("nodeName")
 
 
 def burst_steps_for(stack: Stack, apis: ClusterApis, api: Api) -> BurstSteps:

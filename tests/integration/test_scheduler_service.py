@@ -16,16 +16,22 @@ from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
 from tests.integration.conftest import MakeCluster
-from tests.integration.scheduler_harness import running_jobs, scheduler
+from tests.integration.scheduler_harness import running_jobs, scheduler, until_running
 
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
+from hyperguard.cluster.workloads import HPJOB_POD_LABEL
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
-from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, PRIORITY_CLASSES
+from hyperguard.twin.plane.kube import (
+    HYPERPOD_PYTORCH_JOBS,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+)
 
 
 def stored_job(api: Api, job_id: str) -> Job:
@@ -339,7 +345,7 @@ def test_a_preempted_job_restarts_from_its_checkpoint(
         "dispatched",
     ]
     # The restarted run is told where to resume from, and does.
-    apis.settle()
+    until_running(apis, low)
     run = apis.cluster.runs()[low]
     assert run.state == "running" and run.name.endswith("-run-1")
     assert run.anchor_step == 500
@@ -378,22 +384,46 @@ def test_a_cancel_whose_stop_fails_keeps_stop_pending_and_is_stopped_on_the_next
     assert running_jobs(apis) == set()
 
 
+def _unscheduled(apis: ClusterApis, job_id: str) -> list[str]:
+    """Why kube-scheduler leaves the pods of the job's run unbound (PodScheduled False)."""
+    run = apis.cluster.runs()[job_id]
+    pods = apis.kube.list_objects(
+        PODS, run.namespace, label_selector=f"{HPJOB_POD_LABEL}={run.name}"
+    )
+    return [
+        str(c.get("message"))
+        for pod in pods
+        for c in (pod.get("status") or {}).get("conditions") or []
+        if c.get("type") == "PodScheduled" and c.get("status") == "False"
+    ]
+
+
 def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
-    apis = make_cluster(hyperpod_nodes=2)
+    """The urgent job is admitted onto the node of the job it preempts. While that job's
+    stop has failed, its pods keep the node's GPUs and the urgent job's pod waits for them
+    (kube-scheduler: Insufficient nvidia.com/gpu); the next pass stops the old run, and the
+    urgent job then runs there."""
+    apis = make_cluster(hyperpod_nodes=1)
     api = Api(stack)
     low = _low_priority_job(api)
     gateway = StopFailsOnce(apis.gateway.hyperpod, apis.gateway.kubernetes)
     service = scheduler(stack, apis, gateway)
     service.run_pass()
+    assert running_jobs(apis) == {low}
+    held = apis.cluster.job_instances(low)
     high = api.submit("solo", 8, priority_class="high").body["job_id"]
     result = service.run_pass()
     assert result.preempted == [low] and result.stopped == []  # the stop failed
-    assert running_jobs(apis) == {low, high}  # the preempted job's pods still run
+    assert result.dispatched == [high] and stored_job(api, high).nodes == held
+    assert running_jobs(apis) == {low}  # the preempted job's pods still run
+    (waits,) = _unscheduled(apis, high)
+    assert "Insufficient nvidia.com/gpu" in waits
     result = service.run_pass()
     assert result.stopped == [low] and result.admitted == []
-    assert running_jobs(apis) == {high}
+    until_running(apis, high)
+    assert apis.cluster.job_instances(high) == held
     assert stored_job(api, low).status is JobStatus.PREEMPTED
 
 
@@ -422,9 +452,9 @@ def test_a_node_replaced_under_a_job_is_held_for_it_until_its_recovery_moves_it(
 ) -> None:
     """A job waiting for its node's repair restarts on the replacement, the node that kept
     the NodeLogicalId. Until its recovery moves it there, the job holds that node: an
-    elastic job grows into an idle node, not into that one, though best fit by id would take
-    it first (on the strict twin the waiting job's pod was left Pending, Insufficient
-    nvidia.com/gpu) (D84)."""
+    elastic job does not grow into it, even where it is the only node with room, and grows
+    into an idle node once there is one (taking the held node would leave the waiting job's
+    pod Pending, Insufficient nvidia.com/gpu) (D84)."""
     apis = make_cluster(hyperpod_nodes=4)
     api = Api(stack)
     api.quota("solo", 24, borrow=0)
@@ -445,10 +475,18 @@ def test_a_node_replaced_under_a_job_is_held_for_it_until_its_recovery_moves_it(
     (new,) = [n for n in apis.gateway.list_nodes() if n.instance_id not in apis.hyperpod]
     assert new.healthy and new.schedulable
     assert failed not in {i.instance_id for i in apis.cluster.instances()}
-    held = {*stored_job(api, waiting).nodes, *stored_job(api, grower).nodes}
+    grown_from = stored_job(api, grower).nodes
+    held = {*stored_job(api, waiting).nodes, *grown_from}
     (idle,) = {n.instance_id for n in apis.gateway.list_nodes()} - held - {new.instance_id}
-    assert new.instance_id < idle  # best fit, then by id: the replacement comes first
     assert api.quota("solo", 40, borrow=0, version=1).status == 200  # room to grow
+    # An operator cordons the idle node: the replacement is the only node with room, which
+    # the grower would take, whatever the nodes' ids, if it were not held.
+    idle_node = apis.cluster.instance(idle)
+    assert idle_node is not None
+    apis.kube.patch(NODES, idle_node.node_name, {"spec": {"unschedulable": True}})
+    service.run_pass()
+    assert stored_job(api, grower).nodes == grown_from
+    apis.kube.patch(NODES, idle_node.node_name, {"spec": {"unschedulable": False}})
     service.run_pass()
     assert stored_job(api, grower).nodes[1:] == [idle]
     assert stored_job(api, waiting).nodes.count(failed) == 1
@@ -476,7 +514,7 @@ def test_the_minimum_run_time_set_through_the_api_holds_preemption_back(
     apis.advance(1)
     result = service.run_pass()
     assert result.preempted == [low] and result.admitted == [high]
-    assert running_jobs(apis) == {high}
+    until_running(apis, high)
 
 
 def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(

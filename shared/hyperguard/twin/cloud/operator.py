@@ -67,6 +67,8 @@ class Tracked:
     started_at: str | None = None
     workload: bool = False
     """Whether its Workload exists (it waits for its WorkloadPriorityClass)."""
+    taken: set[str] = field(default_factory=set)
+    """The uids of pods the operator deleted itself: their going is no fault."""
 
 
 def _retry_policy(job: Mapping[str, Any]) -> tuple[int, dict[str, Any] | None]:
@@ -355,6 +357,7 @@ class TrainingOperator:
         for pod in self.kube.list_objects(
             PODS, tracked.namespace, label_selector=f"{HPJOB_POD_LABEL}={tracked.name}"
         ):
+            tracked.taken.add(str(pod["metadata"].get("uid")))
             self.kube.delete(PODS, pod["metadata"]["name"], tracked.namespace, grace_period_s=0)
 
     def on_pod(self, event: str, pod: dict[str, Any]) -> None:
@@ -363,7 +366,14 @@ class TrainingOperator:
         uid = (meta.get("labels") or {}).get(CONTROLLER_UID_LABEL)
         with self.world.settled() as now:
             tracked = self.jobs.get(str(uid))
-            if tracked is None or tracked.finished or not tracked.admitted:
+            if tracked is None:
+                return
+            if str(meta.get("uid")) in tracked.taken:
+                # A pod it took to restart the job (a resize): its replacement follows.
+                if event == "DELETED":
+                    tracked.taken.discard(str(meta.get("uid")))
+                return
+            if tracked.finished or not tracked.admitted:
                 return
             pods = self.kube.list_objects(
                 PODS, tracked.namespace, label_selector=f"{HPJOB_POD_LABEL}={tracked.name}"
