@@ -373,19 +373,27 @@ class TrainingOperator:
                 if event == "DELETED":
                     tracked.taken.discard(str(meta.get("uid")))
                 return
-            if tracked.finished or not tracked.admitted:
-                return
-            pods = self.kube.list_objects(
-                PODS, tracked.namespace, label_selector=f"{HPJOB_POD_LABEL}={tracked.name}"
-            )
-            phases = [(p.get("status") or {}).get("phase") for p in pods]
-            if len(pods) >= tracked.size and pods and all(phase == "Succeeded" for phase in phases):
-                self._finish(tracked, now, succeeded=True, reason="Completed", message="")
-                return
-            failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
-            gone = event == "DELETED" and status.get("phase") not in ("Succeeded",)
-            if failed or gone:
-                self._fault(tracked, failed or [pod], now)
+            if not tracked.finished and tracked.admitted:
+                gone = event == "DELETED" and status.get("phase") != "Succeeded"
+                self._pods_changed(tracked, pod if gone else None, now)
+
+    def _pods_changed(
+        self, tracked: Tracked, deleted: dict[str, Any] | None, now: datetime
+    ) -> None:
+        """The job's pods as they are now: all Succeeded ends it, a failed or deleted one
+        (`deleted`) is a fault or the job's own failure."""
+        pods = self.kube.list_objects(
+            PODS, tracked.namespace, label_selector=f"{HPJOB_POD_LABEL}={tracked.name}"
+        )
+        phases = [(p.get("status") or {}).get("phase") for p in pods]
+        if len(pods) >= tracked.size and pods and all(phase == "Succeeded" for phase in phases):
+            self._finish(tracked, now, succeeded=True, reason="Completed", message="")
+            return
+        failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
+        if not failed and deleted is not None:
+            failed = [deleted]
+        if failed:
+            self._fault(tracked, failed, now)
 
     def _fault(self, tracked: Tracked, failed: list[dict[str, Any]], now: datetime) -> None:
         """A pod of the job failed or was taken: a node fault or the job's own failure."""
