@@ -338,7 +338,7 @@ def test_a_gpu_fault_is_cured_by_a_reboot_and_a_deep_health_check(service: Servi
     states = service.states(incident.execution_arn)
     assert "CheckHealth" in states
     closed = service.incidents.get(incident.incident_id)
-    assert closed is not None and closed.resolution == "rebooted", (states, closed.notes)
+    assert closed is not None and closed.resolution == "rebooted", (states, closed and closed.notes)
     assert closed.replacement_instance_id is None
     node = twin.cluster.instance(faulty)
     assert node is not None and node.deep_health_check == "Passed"
