@@ -36,8 +36,13 @@ def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -
         assert goodput == pytest.approx(measured["goodput_pct"], abs=0.01)
         assert 0 < measured["goodput_pct"] < 100 and 0 < measured["formula_goodput_pct"] < 100
     downtime = {n: s["downtime_per_failure_min"] for n, s in strategies.items()}
-    # waiting for the replacement costs the most; shrinking, which trains on, the least
-    assert downtime["elastic_shrink"] < downtime["hot_spare"] < downtime["wait_for_repair"]
+    # Waiting for the replacement costs the most. Shrinking (which trains on) and a hot spare
+    # are not ordered here: on the upstream control plane each restart of a job's pods
+    # (kube-scheduler, KWOK) takes wall seconds that the x60 clock makes minutes, and a
+    # shrink restarts twice (down, then back up) where a spare restarts once; their gap in
+    # this one-failure smoke is within that (37.4 against 33.3 minutes measured on CI's
+    # 2-core machine, the other way round when idle). BENCHMARKS.md has the full game day.
+    assert max(downtime["elastic_shrink"], downtime["hot_spare"]) < downtime["wait_for_repair"]
     assert result["modelled"]["job_restart_s"] == planner.RESUME_S
     if chromium() is not None or os.environ.get("CI"):
         rendered = rendered_charts(report)
