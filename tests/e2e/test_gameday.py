@@ -40,8 +40,8 @@ def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -
     # are not ordered here: on the upstream control plane each restart of a job's pods
     # (kube-scheduler, KWOK) takes wall seconds that the x60 clock makes minutes, and a
     # shrink restarts twice (down, then back up) where a spare restarts once; their gap in
-    # this one-failure smoke is within that (37.4 against 33.3 minutes measured on CI's
-    # 2-core machine, the other way round when idle). BENCHMARKS.md has the full game day.
+    # this one-failure smoke is within that (37.4 against 33.3 minutes in one run on CI's
+    # 2-core machine). BENCHMARKS.md has the full game day.
     assert max(downtime["elastic_shrink"], downtime["hot_spare"]) < downtime["wait_for_repair"]
     assert result["modelled"]["job_restart_s"] == planner.RESUME_S
     if chromium() is not None or os.environ.get("CI"):
