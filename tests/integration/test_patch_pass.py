@@ -14,7 +14,7 @@ from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, HYPERPOD, P5, REGION
 from tests.integration.conftest import MakeCluster
-from tests.integration.scheduler_harness import scheduler
+from tests.integration.scheduler_harness import scheduler, until_running
 
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.policy import RepairPolicyStore
@@ -39,6 +39,7 @@ def test_a_job_on_a_group_about_to_be_patched_moves_at_its_next_checkpoint(
     start = apis.clock.now()
     assert service.run_pass().admitted == [job_id]
     (patched,) = apis.hyperpod
+    until_running(apis, job_id)
     assert apis.cluster.job_instances(job_id) == [patched]
     (spare,) = apis.cluster.add_instance_group("spare", P5, 1)
     patch_at = start + timedelta(minutes=90)
@@ -56,6 +57,7 @@ def test_a_job_on_a_group_about_to_be_patched_moves_at_its_next_checkpoint(
     other = api.submit("solo", 8).body["job_id"]
     result = service.run_pass()
     assert result.admitted == [other]
+    until_running(apis, job_id, other)
     assert apis.cluster.job_instances(other) == [spare]  # never onto the fenced group
 
     api.call("DELETE", f"/jobs/{other}")

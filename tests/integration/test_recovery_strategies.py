@@ -24,6 +24,7 @@ from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.twin.plane.kube import wait_for
 
 ELASTIC = {
     "minReplicas": 2,
@@ -94,6 +95,18 @@ class Recovery:
         return incident.jobs[0]
 
 
+def running_on(apis: ClusterApis, job_id: str, replicas: int) -> Any:
+    """The job's run once its pods run on `replicas` nodes: the operator restarts a resized
+    run and kube-scheduler binds its pods in wall time, after the service has acted."""
+
+    def ready() -> Any:
+        apis.settle()
+        run = apis.cluster.runs().get(job_id)
+        return run if run and run.state == "running" and len(run.nodes) == replicas else None
+
+    return wait_for(ready, 60, f"{job_id} to run on {replicas} node(s)")
+
+
 def start(
     stack: Stack, apis: ClusterApis, *, team_gpus: int, **job: Any
 ) -> tuple[Api, SchedulerService, Recovery, str]:
@@ -131,9 +144,8 @@ def test_an_elastic_job_shrinks_in_place_and_grows_back_when_the_node_returns(
     view = api.call("GET", f"/jobs/{job_id}").body
     assert len(view["nodes"]) == 3 and faulty not in view["nodes"]
     assert view["protected_by"] is None and view["run"] == 1
-    run = apis.cluster.runs()[job_id]
+    run = running_on(apis, job_id, 3)
     assert run.name == view["job_id"]  # the same HyperPodPyTorchJob, patched
-    assert len(run.nodes) == 3 and run.state == "running"
     apis.advance(120)
     assert apis.cluster.step_of(job_id) > 10  # training on at 3 replicas, from step 10
 
@@ -151,8 +163,8 @@ def test_an_elastic_job_shrinks_in_place_and_grows_back_when_the_node_returns(
         "released",
         "grown",
     ]
-    apis.settle()
-    assert len(apis.cluster.runs()[job_id].nodes) == 4
+    run = running_on(apis, job_id, 4)
+    assert run.name == view["job_id"]  # still the same HyperPodPyTorchJob, grown back
 
 
 def test_an_asked_wait_for_repair_is_honoured_with_a_spare_at_hand(
