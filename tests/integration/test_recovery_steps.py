@@ -564,6 +564,7 @@ def test_two_replacements_with_new_logical_ids_each_take_a_new_node(world: World
 def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(world: World) -> None:
     eks = world.apis.burst[0]
     node_name = world.gateway.node_status(eks).node_name
+    assert node_name is not None
     world.cluster.inject_fault(eks)
     r = world.run(*UP_TO_REPAIR, r=world.open(eks))
     assert r["action"] == "replace"
