@@ -73,6 +73,9 @@ class Cluster:
     def job_runs(self) -> list[RunStatus]:
         return list(self.runs.values())
 
+    def placements(self, jobs: list[Job]) -> dict[str, list[str]]:
+        return {}  # its runs' pods are where they were dispatched: nothing to correct
+
     def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
         return False, []  # no patch scheduled
 

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import EVENTS, Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis, seed_jobs
 from tests.integration.incident_harness import fault_signal
+from tests.integration.scheduler_harness import scheduler
 
 from hyperguard.cluster.kubernetes import EVENT_NAMESPACE, FIELD_MANAGER
 from hyperguard.cluster.workloads import RunPhase
@@ -205,14 +206,9 @@ def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> N
     assert "hot_spare" in why.lost_gpu_minutes and why.why.startswith("auto:")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 33, open service bug the real plane shows: HyperPod auto-resume restarts "
-    "the run on whichever node of its group kube-scheduler picks, but return_to_service "
-    "records the job on the replacement (lifecycle.relocate) without reading where its pods "
-    "run",
-)
-def test_auto_resume_jobs_are_left_to_hyperpod(world: World) -> None:
+def test_auto_resume_jobs_are_left_to_hyperpod_and_recorded_where_their_pods_run(
+    world: World, stack: Stack
+) -> None:
     faulty = busy_node(world, "mistral-7b-sft", 0)
     world.cluster.inject_fault(faulty)
     r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
@@ -227,13 +223,21 @@ def test_auto_resume_jobs_are_left_to_hyperpod(world: World) -> None:
     record = world.jobs.record("mistral-7b-sft")
     assert record is not None and record.job.status is JobStatus.RUNNING
     assert record.protected_by is None and record.job.run == 0  # HyperPod's restart, not ours
-    # HyperPod restarts it on the replacement, and the job is recorded where it runs.
+    # Recovery holds the replacement for it, HyperPod's likeliest choice...
     assert r["action"] == "replace"
     assert r["replacement"] in record.job.nodes and faulty not in record.job.nodes
     assert record.history[-2].event == "relocated"
+    # ...but kube-scheduler binds the restarted pods to any free node of the group: the next
+    # scheduling pass records the job where they run (D136).
     world.apis.advance(60)
+    world.apis.settle()
     assert world.cluster.runs()["mistral-7b-sft"].restarts == 1
-    assert set(record.job.nodes) == set(world.cluster.job_instances("mistral-7b-sft"))
+    where = set(world.cluster.job_instances("mistral-7b-sft"))
+    assert faulty not in where
+    result = scheduler(stack, world.apis).run_pass()
+    record = world.jobs.record("mistral-7b-sft")
+    assert record is not None and set(record.job.nodes) == where
+    assert result.relocated == ([] if r["replacement"] in where else ["mistral-7b-sft"])
 
 
 def test_a_reboot_that_does_not_cure_escalates_to_replace(world: World) -> None:

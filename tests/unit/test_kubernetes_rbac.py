@@ -62,6 +62,7 @@ ACCESS: dict[str, set[Grant]] = {
     "drain": NODES_BY_ID | _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create"),
     "create_run": _on_runs("create", where="team"),
     "list_runs": _on_runs("list", where="cluster"),
+    "run_pods": _on("", "pods", "list", where="team"),
     "patch_run": _on_runs("patch", where="team"),
     "delete_runs": _on_runs("list", where="cluster") | _on_runs("delete", where="team"),
     "delete_nodeclaim": _on("karpenter.sh", "nodeclaims", "list", "delete"),

@@ -100,6 +100,11 @@ class ClusterGateway(Protocol):
 
     def job_runs(self) -> list[RunStatus]: ...
 
+    def placements(self, jobs: list[Job]) -> dict[str, list[str]]:
+        """Where the pods of these jobs' current runs run (instance ids), for each job whose
+        run's pods are all bound and running."""
+        ...
+
     def burst_claims(
         self, burst_id: str | None = None, *, include_hyperpod: bool = True
     ) -> list[BurstClaim]:

@@ -54,6 +54,7 @@ from hyperguard.cluster.kubernetes import (
     KubeNode,
     KubernetesAdapter,
     NodeCondition,
+    RunPod,
 )
 from hyperguard.cluster.kueue import KueueObjects
 from hyperguard.cluster.workloads import (
@@ -65,7 +66,9 @@ from hyperguard.cluster.workloads import (
     hyperpod_job_manifest,
     job_name,
     resize_patch,
+    run_name,
     run_status,
+    team_namespace,
     toleration_of,
 )
 from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
@@ -238,6 +241,29 @@ class HyperPodEksGateway:
         """Every run HyperGuard created that the cluster still has."""
         objects = self.kubernetes.list_runs({JOB_ID_LABEL: None})
         return [r for r in map(run_status, objects) if r is not None]
+
+    def placements(self, jobs: list[Job]) -> dict[str, list[str]]:
+        """Where the pods of these jobs' current runs run (instance ids), for each job whose
+        run's pods are all bound and running: one pod list per team namespace."""
+        by_team: dict[str, dict[str, Job]] = {}
+        for job in jobs:
+            by_team.setdefault(job.team, {})[job_name(job.job_id)] = job
+        names = {k.name: i for i, k in self._listed[1].items()}
+        found: dict[str, list[str]] = {}
+        for team, named in sorted(by_team.items()):
+            pods: dict[str, list[RunPod]] = {}
+            for pod in self.kubernetes.run_pods(team_namespace(team), named):
+                pods.setdefault(pod.job, []).append(pod)
+            for label, job in named.items():
+                mine = [p for p in pods.get(label, []) if p.run == run_name(job)]
+                if not mine or not all(p.running and p.node for p in mine):
+                    continue
+                if any(p.node not in names for p in mine):
+                    names = {k.name: i for i, k in self._kube_nodes().items()}
+                nodes = [names[p.node] for p in mine if p.node in names]
+                if len(nodes) == len(mine):
+                    found[job.job_id] = sorted(nodes)
+        return found
 
     # burst capacity: Karpenter NodeClaims HyperGuard creates, nodes it adds to HyperPod
 

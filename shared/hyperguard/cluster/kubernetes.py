@@ -26,6 +26,7 @@ from lightkube.config.models import Cluster, User
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.operators import in_
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event as CoreEvent
 from lightkube.resources.core_v1 import Node as KubeNodeResource
@@ -43,7 +44,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.eks_token import EksTokenSource
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
-from hyperguard.cluster.workloads import HYPERPOD_JOB_API, RunKind
+from hyperguard.cluster.workloads import HYPERPOD_JOB_API, JOB_ID_LABEL, RunKind
 from hyperguard.observability import logger
 
 # Set when HyperGuard cordons a node someone else had already cordoned, so that uncordon
@@ -90,6 +91,18 @@ class NodeCondition(BaseModel):
     reason: str | None = None
     message: str | None = None
     last_transition_time: datetime | None = None
+
+
+class RunPod(BaseModel):
+    """A live pod of a run, as `KubernetesAdapter.run_pods` reads it."""
+
+    job: str
+    """Its job label's value (`job_name` of the job id)."""
+    run: str
+    """The name of the run object that controls it (its controller owner reference)."""
+    node: str
+    """The node it is bound to; "" while it waits for one."""
+    running: bool
 
 
 class KubeNode(BaseModel):
@@ -379,6 +392,31 @@ class KubernetesAdapter:
                 data = obj.to_dict()
                 data.setdefault("kind", kind.value)
                 found.append(data)
+        return found
+
+    def run_pods(self, namespace: str, job_names: Collection[str]) -> list[RunPod]:
+        """The live pods of these jobs (their job label's values) in `namespace`: the run
+        object that owns each and the node it is bound to ("" while it waits for one)."""
+        if not job_names:
+            return []
+        labels: dict[str, Any] = {JOB_ID_LABEL: in_(sorted(job_names))}
+        pods = self._api(lambda: list(self.client.list(Pod, namespace=namespace, labels=labels)))
+        found: list[RunPod] = []
+        for pod in pods:
+            meta, spec, status = pod.metadata, pod.spec, pod.status
+            if meta is None or meta.deletionTimestamp is not None:
+                continue
+            if status is not None and status.phase in ("Succeeded", "Failed"):
+                continue
+            owner = next((o.name for o in meta.ownerReferences or [] if o.controller), "")
+            found.append(
+                RunPod(
+                    job=(meta.labels or {}).get(JOB_ID_LABEL, ""),
+                    run=owner,
+                    node=(spec.nodeName if spec is not None else None) or "",
+                    running=status is not None and status.phase == "Running",
+                )
+            )
         return found
 
     def patch_run(self, kind: RunKind, namespace: str, name: str, patch: dict[str, Any]) -> bool:

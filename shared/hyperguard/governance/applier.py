@@ -62,6 +62,8 @@ class PassResult:
     stalled: list[str] = field(default_factory=list)
     paused: list[str] = field(default_factory=list)
     """Jobs paused before their instance group's scheduled patch (D101)."""
+    relocated: list[str] = field(default_factory=list)
+    """Auto-resume jobs recorded where HyperPod restarted their pods (D136)."""
     slow: int = 0
     """Running jobs flagged slow (D100), as the pass read them."""
     bursts: list[str] = field(default_factory=list)
@@ -89,6 +91,7 @@ class PassResult:
             "lost": len(self.lost),
             "stalled": len(self.stalled),
             "paused": len(self.paused),
+            "relocated": len(self.relocated),
             "slow": self.slow,
             "bursts": len(self.bursts),
             "released": len(self.released),
@@ -141,8 +144,8 @@ class PassApplier:
     # -- phase 1 --------------------------------------------------------------------------
     def reconcile(self, plan: ReconcilePlan) -> list[str]:
         """Cancelled jobs' pods stopped, new checkpoints recorded, verdicts written (and
-        their runs stopped), orphaned runs stopped, jobs paused for a patch: the jobs whose
-        status changed."""
+        their runs stopped), orphaned runs stopped, auto-resume jobs recorded where their
+        pods run, jobs paused for a patch: the jobs whose status or nodes changed."""
         for cancelled in plan.cancelled:
             # `stopped` (which clears `stop_pending`) only once the cluster stopped the pods:
             # until then the job stays on the `Live` index and every pass tries again.
@@ -164,7 +167,11 @@ class PassApplier:
         moved = [v.job_id for v in plan.verdicts if self.conclude(v, ended.get(v.job_id))]
         for orphan in plan.orphans:
             self.stop(orphan.job_id, before_run=orphan.before_run)
-        return moved + [v.job_id for v in plan.pauses if self.conclude(v)]
+        for where in plan.relocations:
+            if self.count(self.lifecycle.found_running_on(where.record, list(where.nodes))):
+                self.result.relocated.append(where.record.job.job_id)
+        paused = [v.job_id for v in plan.pauses if self.conclude(v)]
+        return moved + self.result.relocated + paused
 
     def conclude(self, verdict: Reconcile, written: Outcome | None = None) -> bool:
         """The verdict written, unless `written` says how its write went already (its runs

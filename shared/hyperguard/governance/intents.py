@@ -87,12 +87,22 @@ class StopRuns:
 
 
 @dataclass(frozen=True, slots=True)
+class Relocate:
+    """A running auto-resume job whose current run's pods all run on `nodes`, not where it
+    is recorded: HyperPod's auto-resume placed its restart (D136)."""
+
+    record: JobRecord
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcilePlan:
     cancelled: tuple[StopCancelled, ...] = ()
     checkpoints: tuple[RecordCheckpoint, ...] = ()
     verdicts: tuple[Reconcile, ...] = ()
     """Succeeded, failed, lost and stalled runs, in job order."""
     orphans: tuple[StopRuns, ...] = ()
+    relocations: tuple[Relocate, ...] = ()
     pauses: tuple[Reconcile, ...] = ()
     """Jobs paused before their group's patch (no job with another verdict among them)."""
     fences: Mapping[str, PatchFence] = field(default_factory=dict)

@@ -25,7 +25,8 @@ states (Succeeded, Failed, Cancelled) are final: no rule leaves them.
     restart      Admitted/Running          Running    recovery (protected by it, same run)
     release      Admitted/Running          (same)     recovery (protected by it)
     relocate     Admitted/Running          (same)     recovery (HyperPod moved an auto-resume
-                                                      run to the node's replacement)
+                                                      run to the node's replacement),
+                                                      reconciler (its pods run elsewhere)
 
 Recovery acts only on jobs it protected, and only from the run it saw fail: a job the
 scheduler preempted, or a user cancelled, meanwhile is refused (both clear `protected_by`)
@@ -114,7 +115,7 @@ RULES: Mapping[Move, Rule] = {
     Move.PROTECT: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
     Move.RESTART: Rule(HOLDING_STATUSES, JobStatus.RUNNING, frozenset({Actor.RECOVERY})),
     Move.RELEASE: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
-    Move.RELOCATE: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY})),
+    Move.RELOCATE: Rule(HOLDING_STATUSES, None, frozenset({Actor.RECOVERY, Actor.RECONCILER})),
 }
 
 
@@ -607,6 +608,29 @@ class JobLifecycle:
                 return outcome
             job = record.job
         return outcome
+
+    def found_running_on(self, record: JobRecord, nodes: list[str]) -> Outcome:
+        """The reconciler found the pods of the job's current run on `nodes`, not where it is
+        recorded: HyperPod's auto-resume restarted them where kube-scheduler bound them (after
+        a replacement, any free node of the job's instance group). Recorded where they are,
+        while the job's run and nodes are still the ones the pass read."""
+        job = record.job
+        return self._move(
+            Move.RELOCATE,
+            job.job_id,
+            Actor.RECONCILER,
+            JobEvent.RELOCATED,
+            f"its run {job.run} runs on {', '.join(nodes)}, not on "
+            f"{', '.join(job.nodes) or 'no node'} as recorded (HyperPod auto-resume placed it)",
+            sets={"nodes": list(nodes)},
+            condition="#run_ = :run_ AND nodes = :read AND attribute_not_exists(protected_by)",
+            values={":run_": job.run, ":read": list(job.nodes)},
+            names={"#run_": "run"},
+            details={
+                "old": sorted(set(job.nodes) - set(nodes)),
+                "new": sorted(set(nodes) - set(job.nodes)),
+            },
+        )
 
     def record_checkpoint(
         self,

@@ -57,6 +57,7 @@ from hyperguard.governance.intents import (
     Reconcile,
     ReconcilePlan,
     RecordCheckpoint,
+    Relocate,
     Shrink,
     StopCancelled,
     StopRuns,
@@ -119,6 +120,7 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
         checkpoints=tuple(checkpoints),
         verdicts=tuple(verdicts),
         orphans=tuple(_orphans(snapshot)),
+        relocations=tuple(_relocations(snapshot, decided)),
         pauses=tuple(Reconcile(Verdict.PAUSED, by_id[p.job_id], p.reason) for p in paused),
         fences=fenced,
         fenced_nodes=fenced_nodes,
@@ -150,6 +152,21 @@ def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Recon
         if verdict is not None:
             verdicts.append(verdict)
     return checkpoints, verdicts
+
+
+def _relocations(snapshot: PassSnapshot, decided: Collection[str]) -> list[Relocate]:
+    """Running auto-resume jobs whose current run's pods all run on other nodes than those
+    recorded, as many of them (HyperPod's auto-resume placed them: D136); not those with a
+    verdict this pass."""
+    found: list[Relocate] = []
+    for record in snapshot.jobs:
+        job = record.job
+        placed = snapshot.placed.get(job.job_id)
+        if placed is None or job.job_id in decided or record.protected_by:
+            continue
+        if len(placed) == len(job.nodes) and set(placed) != set(job.nodes):
+            found.append(Relocate(record, placed))
+    return found
 
 
 def _verdict(

@@ -80,6 +80,9 @@ class PassSnapshot:
     """None: DescribeCluster failed (no group is fenced, none may grow this pass)."""
     checkpoints: Mapping[str, Checkpoint] = field(default_factory=dict)
     """Running jobs' complete checkpoints newer than their last known one, found in S3."""
+    placed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Where the pods of running auto-resume jobs' current runs run, for those whose pods
+    are all bound and running (HyperPod's auto-resume, not HyperGuard, places a restart)."""
     ended: Mapping[str, JobRecord] = field(default_factory=dict)
     """Jobs that are not in `jobs` (they ended) but whose runs still live: read by key."""
     quotas: tuple[ComputeQuota, ...] = ()
@@ -158,6 +161,7 @@ class SnapshotReader:
             nodes=nodes,
             runs=runs,
             checkpoints=self.new_checkpoints(jobs, runs),
+            placed=self.placements(jobs, runs),
             ended={r.job.job_id: r for r in self.jobs.records_of(unread_run_jobs(jobs, runs))},
             groups=self.instance_groups(),
             stand_ins=self.stand_ins(jobs, nodes),
@@ -194,6 +198,31 @@ class SnapshotReader:
             if newer is not None:
                 found[job.job_id] = newer
         return found
+
+    def placements(
+        self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus]
+    ) -> dict[str, tuple[str, ...]]:
+        """Where the pods of running auto-resume jobs' current runs are (one pod list per
+        team that has one); nothing when the cluster cannot say (the pass goes on: the
+        record is corrected by a later one)."""
+        running = {(r.job_id, r.run) for r in runs if r.phase is RunPhase.RUNNING}
+        asked = [
+            r.job
+            for r in jobs
+            if r.job.status is JobStatus.RUNNING
+            and r.job.auto_resume
+            and not r.stop_pending
+            and not r.protected_by
+            and (r.job.job_id, r.job.run) in running
+        ]
+        if not asked:
+            return {}
+        try:
+            found = self.gateway.placements(asked)
+        except ClusterError as error:
+            logger.warning("run placements unreadable", extra={"error": str(error)})
+            return {}
+        return {job_id: tuple(nodes) for job_id, nodes in found.items()}
 
     def instance_groups(self) -> InstanceGroups | None:
         """One DescribeCluster; None when the cluster cannot say (the pass goes on: a patch

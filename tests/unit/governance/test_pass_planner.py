@@ -32,6 +32,7 @@ from hyperguard.governance.intents import (
     AdmissionPlan,
     CapacityPlan,
     Preemption,
+    Relocate,
     Shrink,
     StopCancelled,
     StopRuns,
@@ -81,6 +82,30 @@ def test_a_lost_run_is_requeued_unless_its_node_is_unhealthy_or_recovery_has_it(
     assert reconciled.verdicts[0].reason == (
         "requeued to resume from its checkpoint: run 0 is no longer on the cluster"
     )
+
+
+def test_an_auto_resume_job_is_recorded_where_hyperpod_restarted_its_pods() -> None:
+    """HyperPod's auto-resume restarts a run on whichever free node of its group kube-scheduler
+    binds its pods to: the pass records the job there (D136), and the admissions that follow
+    see the node it left free."""
+    moved = running(pending("moved", "a", replicas=2), ["i-hp00", "i-hp09"])
+    moved = moved.model_copy(update={"job": moved.job.model_copy(update={"auto_resume": True})})
+    same = running(pending("same", "a"), ["i-hp02"])
+    protected = running(pending("protected", "a"), ["i-hp03"]).model_copy(
+        update={"protected_by": "incident-1"}
+    )
+    nodes = [hyperpod_node(i) for i in range(5)]  # i-hp09 was replaced: it is gone
+    snap = snapshot(
+        [moved, same, protected],
+        nodes,
+        [quota("a", 40)],
+        placed={"moved": ("i-hp00", "i-hp04"), "same": ("i-hp02",), "protected": ("i-hp01",)},
+    )
+    reconciled, *_ = plan(snap)
+    assert reconciled.relocations == (Relocate(moved, ("i-hp00", "i-hp04")),)
+    # Pods still coming up (fewer found than the job has nodes) are left for a later pass.
+    snap = snapshot([moved], nodes, [quota("a", 40)], placed={"moved": ("i-hp00",)})
+    assert plan(snap)[0].relocations == ()
 
 
 def test_cancelled_jobs_pods_and_orphaned_runs_are_stopped() -> None:

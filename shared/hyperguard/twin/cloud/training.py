@@ -34,7 +34,7 @@ from hyperguard.cluster.workloads import (
     RESUME_STEP_ENV,
 )
 from hyperguard.twin.cloud.core import Effect, Instance, World
-from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, KubeClient
+from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, KubeApiError, KubeClient
 
 EXIT_CODE_ANNOTATION = "twin.hyperguard.io/exit-code"
 RunKind = Literal["Job", "HyperPodPyTorchJob"]
@@ -363,12 +363,16 @@ class Training:
         for pod in list(run.pods.values()):
             if pod.ended or (only_node is not None and pod.node != only_node):
                 continue
-            self.world.kube.patch(
-                PODS,
-                pod.name,
-                {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: str(code)}}},
-                run.namespace,
-            )
+            try:
+                self.world.kube.patch(
+                    PODS,
+                    pod.name,
+                    {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: str(code)}}},
+                    run.namespace,
+                )
+            except KubeApiError as error:
+                if error.code != 404:
+                    raise  # 404: the operator deleted the pod (a fault of another node)
 
     # ------------------------------------------------------------------ what happens to it
 
