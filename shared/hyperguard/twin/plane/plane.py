@@ -261,8 +261,12 @@ class ControlPlane:
         if self.settings.api_only:
             bootstrap.install_crds(admin, self.built, self._remaining(deadline))
             return
-        self._start_controllers()
+        # The CRDs before the controllers: kube-controller-manager's garbage collector
+        # discovers the resources it watches at its start and again only every 30 s, and
+        # until then the pods of a deleted HyperPodPyTorchJob (or of any custom owner) stay,
+        # as they never would on a cluster whose CRDs were installed long before.
         bootstrap.install_crds(admin, self.built, self._remaining(deadline))
+        self._start_controllers()
         kueue_port = self._start_kueue()
         bootstrap.install_kueue_webhooks(admin, self.built["kueue"], kueue_port, self.pki.ca_pem)
         self._start_karpenter()
