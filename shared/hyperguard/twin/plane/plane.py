@@ -41,6 +41,8 @@ from hyperguard.twin.plane.components import Built
 from hyperguard.twin.plane.kube import KubeClient, wait_for
 from hyperguard.twin.plane.pki import SERVICE_IP, ClusterPki, KeyPair
 
+STOP_GRACE_S = 1.0
+"""How long the components have to exit on SIGTERM when the plane stops."""
 HOST = "127.0.0.1"
 SERVICE_RANGE = "10.96.0.0/16"
 _log = logging.getLogger(__name__)
@@ -556,12 +558,17 @@ class ControlPlane:
         for client in self._clients:
             client.close()
         self._clients.clear()
+        # A throwaway cluster: each component gets STOP_GRACE_S to exit on SIGTERM (and
+        # flush its log), then is killed. Their graceful shutdowns (kube-apiserver draining
+        # its watches, the controllers releasing their work queues) took 12 s a twin, for
+        # state that is deleted right after.
         for process in reversed(list(self.processes.values())):
             if process.alive():
                 process.popen.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
         for process in reversed(list(self.processes.values())):
             try:
-                process.popen.wait(timeout=10)
+                process.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.popen.kill()
                 process.popen.wait(timeout=5)
