@@ -122,12 +122,13 @@ def test_an_incident_is_posted_when_it_opens_and_when_it_is_resolved(
     assert headers.get("content-type") == "application/json"
     hook.wait_for(f"HyperGuard IncidentResolved: incident {incident.incident_id}")
     opened = next(t for t in hook.texts() if t.startswith("HyperGuard IncidentOpened"))
-    # The fault is reported by HyperPod's health agent and, as a node condition, by the
-    # in-cluster forwarder: the incident opens as whichever came first.
+    # The fault is reported by HyperPod's health agent and, as a node condition (XID 48), by
+    # the in-cluster forwarder: the incident opens as whichever came first, and both ask for
+    # a reboot.
     assert opened in {
         f"HyperGuard IncidentOpened: incident {incident.incident_id} on {faulty} in "
         f"{twin.config.cluster_name} ({kind})"
-        for kind in ("hyperpod_node_health, reboot", "node_condition, replace")
+        for kind in ("hyperpod_node_health, reboot", "node_condition, reboot")
     }
 
 

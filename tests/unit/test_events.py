@@ -675,6 +675,30 @@ def test_node_condition_problem_opens_an_incident(
 
 
 @pytest.mark.parametrize(
+    ("reason", "repair"),
+    [
+        ("NvidiaXID48Error", Repair.REBOOT),  # double-bit ECC: a GPU reset first
+        ("NvidiaXID95Error", Repair.REBOOT),
+        ("NvidiaXID119Error", Repair.REBOOT),
+        ("NvidiaDoubleBitError", Repair.REBOOT),
+        ("NvidiaNVLinkError", Repair.REBOOT),
+        ("NvidiaXID79Error", Repair.REPLACE),  # off the bus: a power cycle
+        ("NvidiaXID63Error", Repair.REPLACE),  # EC2 replaces on memory remapping
+        ("NvidiaXID54Error", Repair.REPLACE),
+        ("NvidiaXID13Warning", Repair.REPLACE),
+        ("NvidiaXID480Error", Repair.REPLACE),
+        ("DCGMDiagnosticFailure", Repair.REPLACE),
+        ("", Repair.REPLACE),
+    ],
+)
+def test_a_gpu_condition_is_rebooted_where_nvidia_says_a_gpu_reset_cures_it(
+    reason: str, repair: Repair
+) -> None:
+    signal = only(classify(node_condition("AcceleratedHardwareReady", "False", reason=reason)))
+    assert signal.repair is repair
+
+
+@pytest.mark.parametrize(
     ("condition", "status"),
     [
         ("AcceleratedHardwareReady", "True"),

@@ -6,6 +6,7 @@ Plain EKS sends no node-health events to EventBridge, so this contract is HyperG
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -39,6 +40,33 @@ _READY_REPAIRS = {
     "NetworkingReady": Repair.REBOOT,
 }
 _DEFAULT_REPAIR = Repair.REBOOT
+
+# AcceleratedHardwareReady=False reasons a reboot cures first. The EKS node monitoring agent
+# (github.com/aws/eks-node-monitoring-agent, monitors/nvidia/dcgm/dcgm_policies.go) sets
+# `NvidiaXID<n>Error` for its well-known XIDs and files each under NVIDIA's XID catalogue
+# resolution bucket; it maps all of them to replacement only because an EKS instance "cannot
+# be restarted in place". A reboot resets the GPUs, and the repair ladder replaces a node a
+# reboot did not cure, so the codes whose bucket is a GPU reset (RESET_GPU), the double-bit
+# ECC workflow (48, and the agent's `NvidiaDoubleBitError`) or the NVLink workflow (74,
+# `NvidiaNVLinkError`) get a reboot; the rest stay a replacement: 54 (CHECK_MECHANICALS),
+# 63 (EC2 recommends replacing on memory remapping), 79 (RESTART_BM: a power cycle, not a
+# reboot), 142 (CONTACT_SUPPORT), 151 (RESTART_VM), and every other reason. HyperPod's own
+# health agent asks for a reboot on the same GPU faults: two agents reporting one fault now
+# agree, whichever arrives first.
+_GPU_RESET_XIDS = frozenset(
+    {46, 48, 62, 64, 74, 95, 109, 110, 119, 120, 136, 140, 143, 155, 156, 158}
+)
+_GPU_RESET_REASONS = frozenset({"NvidiaDoubleBitError", "NvidiaNVLinkError"})
+_XID_REASON = re.compile(r"^NvidiaXID(\d{1,4})Error$")
+
+
+def _repair_of(condition_type: str, reason: str) -> Repair:
+    """The repair a problem condition asks for (its type's, or by reason for a GPU fault)."""
+    if condition_type == "AcceleratedHardwareReady":
+        xid = _XID_REASON.match(reason)
+        if reason in _GPU_RESET_REASONS or (xid and int(xid.group(1)) in _GPU_RESET_XIDS):
+            return Repair.REBOOT
+    return _READY_REPAIRS.get(condition_type, _DEFAULT_REPAIR)
 
 
 class NodeConditionDetail(DetailModel):
@@ -86,7 +114,7 @@ def classify_node_condition(event: Mapping[str, Any]) -> list[HealthSignal]:
     condition = f"{detail.condition_type}={detail.status}"
     if detail.is_problem():
         severity, action = Severity.DEGRADED, Action.OPEN_INCIDENT
-        repair = _READY_REPAIRS.get(detail.condition_type, _DEFAULT_REPAIR)
+        repair = _repair_of(detail.condition_type, detail.reason)
         reason = f"node {detail.node_name} {condition}"
     else:
         severity, action, repair = Severity.HEALTHY, Action.RESOLVE, Repair.NONE
