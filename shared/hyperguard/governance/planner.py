@@ -131,8 +131,8 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
 def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Reconcile]]:
     """The running jobs' new checkpoints, and the verdicts on their current runs."""
     runs = {(r.job_id, r.run): r for r in snapshot.runs}
-    healthy = {
-        n.instance_id for n in snapshot.nodes if n.status is NodeStatus.RUNNING and n.healthy
+    sick = {
+        n.instance_id for n in snapshot.nodes if not (n.status is NodeStatus.RUNNING and n.healthy)
     }
     cluster_of = {n.instance_id: n.cluster for n in snapshot.nodes}
     checkpoints: list[RecordCheckpoint] = []
@@ -147,7 +147,7 @@ def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Recon
             checkpoints.append(RecordCheckpoint(record, found, snapshot.repair.slow_job_ratio))
         cluster = next((cluster_of[n] for n in job.nodes if n in cluster_of), "")
         verdict = _verdict(
-            record, run, healthy, snapshot.repair, snapshot.now, found is not None, cluster
+            record, run, sick, snapshot.repair, snapshot.now, found is not None, cluster
         )
         if verdict is not None:
             verdicts.append(verdict)
@@ -172,7 +172,7 @@ def _relocations(snapshot: PassSnapshot, decided: Collection[str]) -> list[Reloc
 def _verdict(
     record: JobRecord,
     run: RunStatus | None,
-    healthy: set[str],
+    sick: set[str],
     policy: NodeRepairConfig,
     now: datetime,
     checkpointed: bool,
@@ -198,8 +198,10 @@ def _verdict(
             f"requeued to resume from its checkpoint: {stall.reason}",
             incident=stall_incident(record, stall, now, cluster),
         )
-    # Failed, lost or gone. A node fault kills runs too: leave those to recovery.
-    if record.protected_by or any(node not in healthy for node in job.nodes):
+    # Failed, lost or gone. A node fault kills runs too: leave those to recovery while the
+    # node is listed unhealthy. A node no longer listed at all was replaced or terminated and
+    # its recovery, if any, has let the job go (it clears `protected_by`): the run is lost.
+    if record.protected_by or any(node in sick for node in job.nodes):
         return None
     since = (run.since if run is not None else None) or record.started_at
     if since is not None and (now - since).total_seconds() < policy.failed_run_grace_s:

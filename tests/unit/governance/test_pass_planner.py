@@ -76,9 +76,15 @@ def test_a_lost_run_is_requeued_unless_its_node_is_unhealthy_or_recovery_has_it(
         update={"protected_by": "incident-1"}
     )
     on_sick = running(pending("on-sick", "a"), ["i-hp02"])
+    # Its node was replaced and the recovery that did it let the job go: nobody else will.
+    on_gone = running(pending("on-gone", "a"), ["i-hp09"])
     nodes = [hyperpod_node(0), hyperpod_node(1), hyperpod_node(2, healthy=False)]
-    reconciled, *_ = plan(snapshot([lost, protected, on_sick], nodes, [quota("a", 24)], runs=[]))
-    assert [(v.verdict, v.job_id) for v in reconciled.verdicts] == [(Verdict.LOST, "lost")]
+    jobs = [lost, protected, on_sick, on_gone]
+    reconciled, *_ = plan(snapshot(jobs, nodes, [quota("a", 32)], runs=[]))
+    assert [(v.verdict, v.job_id) for v in reconciled.verdicts] == [
+        (Verdict.LOST, "lost"),
+        (Verdict.LOST, "on-gone"),
+    ]
     assert reconciled.verdicts[0].reason == (
         "requeued to resume from its checkpoint: run 0 is no longer on the cluster"
     )
