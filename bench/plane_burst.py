@@ -12,7 +12,7 @@ adapters (`HyperPodEksGateway`, lightkube) signing EKS tokens as the burst and s
 functions do, under deploy/kubernetes/hyperguard-rbac.yaml. The bench does what the burst
 workflow and a scheduling pass do, in their order:
 1. one NodeClaim per node (`nodeclaim_manifest`, p5.48xlarge on demand) through
-   `request_burst_node`, as the burst workflow's request step does;
+   `request_burst_nodes`, as the burst workflow's request step does;
 2. Karpenter launches each through EC2 (RunInstances on the emulator), the instance boots
    (`SimTimings.ec2_boot_s`, simulated on a x60 clock: the one modelled duration), its
    kubelet registers the node, Karpenter registers and initializes it;
@@ -310,8 +310,7 @@ def run(pods: int, per_job: int, timeout_s: float) -> dict[str, Any]:
         log(f"requesting {pods} burst nodes")
         started = datetime.now(UTC)
         t0 = time.monotonic()
-        for index in range(pods):
-            gateway.request_burst_node(claim(index))
+        gateway.request_burst_nodes([claim(index) for index in range(pods)])
         requested_s = time.monotonic() - t0
         log(f"{pods} claims created in {requested_s:.1f} s")
         dispatched: set[int] = set()

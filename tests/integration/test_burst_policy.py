@@ -366,19 +366,20 @@ def test_a_burst_that_rolled_back_is_asked_for_again_only_when_its_window_turns(
 def ready_burst_nodes(apis: ClusterApis, *names: str) -> list[BurstClaim]:
     """On-demand p5 NodeClaims of one burst, asked for through the API and given the time
     Karpenter takes to launch and register them."""
-    for name in names:
-        assert apis.gateway.request_burst_node(
-            nodeclaim_manifest(
-                name=name,
-                burst_id="burst-0123456789abcdef",
-                attempt=0,
-                node_pool="gpu-burst",
-                node_class="default",
-                instance_type="p5.48xlarge",
-                capacity_type=CapacityType.ON_DEMAND,
-                accelerators=8,
-            )
+    manifests = [
+        nodeclaim_manifest(
+            name=name,
+            burst_id="burst-0123456789abcdef",
+            attempt=0,
+            node_pool="gpu-burst",
+            node_class="default",
+            instance_type="p5.48xlarge",
+            capacity_type=CapacityType.ON_DEMAND,
+            accelerators=8,
         )
+        for name in names
+    ]
+    assert apis.gateway.request_burst_nodes(manifests) == len(names)
 
     def ours(done: Callable[[BurstClaim], Any]) -> list[BurstClaim] | None:
         claims = apis.gateway.burst_claims()

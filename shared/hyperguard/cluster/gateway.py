@@ -112,8 +112,9 @@ class ClusterGateway(Protocol):
         HyperPod nodes bursts added (of one burst, if given)."""
         ...
 
-    def request_burst_node(self, manifest: dict[str, Any]) -> bool:
-        """Ensure a NodeClaim (hyperguard.cluster.karpenter.nodeclaim_manifest) exists."""
+    def request_burst_nodes(self, manifests: list[dict[str, Any]]) -> int:
+        """Ensure these NodeClaims (hyperguard.cluster.karpenter.nodeclaim_manifest) exist;
+        how many were created."""
         ...
 
     def release_burst_node(self, claim: BurstClaim) -> bool: ...

@@ -284,14 +284,20 @@ class HyperPodEksGateway:
             ]
         return [claim for claim in claims if claim is not None]
 
-    def request_burst_node(self, manifest: dict[str, Any]) -> bool:
-        """Ensure the NodeClaim exists, with what its NodePool's template asks of every node
-        (False: it did already; a NodePool that is gone leaves the claim as it is, and
-        Karpenter refuses it)."""
-        pool_name = (manifest["metadata"].get("labels") or {}).get(NODEPOOL_LABEL)
-        pool = self.kubernetes.get_nodepool(pool_name) if pool_name else None
-        claim = from_nodepool_template(manifest, pool) if pool is not None else manifest
-        return self.kubernetes.create_nodeclaim(claim)
+    def request_burst_nodes(self, manifests: list[dict[str, Any]]) -> int:
+        """Ensure these NodeClaims exist, each with what its NodePool's template asks of every
+        node (each NodePool read once; one that is gone leaves its claims as they are, and
+        Karpenter refuses them): how many were created (the others existed already)."""
+        pools: dict[str, dict[str, Any] | None] = {}
+        created = 0
+        for manifest in manifests:
+            name = (manifest["metadata"].get("labels") or {}).get(NODEPOOL_LABEL)
+            if name and name not in pools:
+                pools[name] = self.kubernetes.get_nodepool(name)
+            pool = pools.get(name) if name else None
+            claim = from_nodepool_template(manifest, pool) if pool is not None else manifest
+            created += self.kubernetes.create_nodeclaim(claim)
+        return created
 
     def release_burst_node(self, claim: BurstClaim) -> bool:
         """Give the node back: delete its NodeClaim (Karpenter drains the node and

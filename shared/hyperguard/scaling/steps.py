@@ -160,8 +160,8 @@ class BurstSteps:
             )
             burst.update(added=added, add_failures=failed)
         else:
-            for index in range(plan.nodes):
-                self.gateway.request_burst_node(
+            self.gateway.request_burst_nodes(
+                [
                     nodeclaim_manifest(
                         name=_claim_name(request.burst_id, attempt, index),
                         burst_id=request.burst_id,
@@ -172,7 +172,9 @@ class BurstSteps:
                         capacity_type=option.capacity_type,
                         accelerators=request.accelerators_per_node,
                     )
-                )
+                    for index in range(plan.nodes)
+                ]
+            )
         if burst.get("requested_attempt") != attempt:
             burst["requested_attempt"] = attempt
             burst["requested_at"] = self.clock().isoformat()
