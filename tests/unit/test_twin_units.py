@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 from tests.conftest import EVENTS, load_event
@@ -10,6 +14,7 @@ from tests.conftest import EVENTS, load_event
 from hyperguard.events import classify
 from hyperguard.twin.emulator import substitute
 from hyperguard.twin.inject import InjectError, put_entry, retarget
+from hyperguard.twin.plane import plane
 from hyperguard.twin.telemetry import emf_metrics
 
 TARGET = "i-0fedcba9876543210"
@@ -91,3 +96,21 @@ def test_substitute_replaces_every_placeholder() -> None:
     definition = '{"A": "${FnArn}", "B": "${FnArn}", "C": "${Other}"}'
     out = substitute(definition, {"FnArn": "arn:x", "Other": 3})
     assert json.loads(out) == {"A": "arn:x", "B": "arn:x", "C": "3"}
+
+
+def test_a_killed_planes_folder_is_removed_by_the_next_plane_and_a_live_ones_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen(["true"])  # a process that has exited, as a killed one has
+    dead.wait()
+    folders = {}
+    for name, owner in (("killed", str(dead.pid)), ("live", str(os.getpid())), ("new", None)):
+        folder = tmp_path / f"{plane.WORKDIR_PREFIX}{name}"
+        (folder / "etcd").mkdir(parents=True)
+        if owner is not None:
+            (folder / plane.OWNER_FILE).write_text(owner)
+        folders[name] = folder
+    assert plane.remove_abandoned_workdirs() == [folders["killed"]]
+    assert not folders["killed"].exists()
+    assert folders["live"].exists() and folders["new"].exists()

@@ -43,6 +43,10 @@ from hyperguard.twin.plane.pki import SERVICE_IP, ClusterPki, KeyPair
 
 STOP_GRACE_S = 1.0
 """How long the components have to exit on SIGTERM when the plane stops."""
+WORKDIR_PREFIX = "hyperguard-plane-"
+OWNER_FILE = "owner.pid"
+"""The process that started the plane; its folder outlives it only if it was killed."""
+
 HOST = "127.0.0.1"
 SERVICE_RANGE = "10.96.0.0/16"
 _log = logging.getLogger(__name__)
@@ -161,7 +165,9 @@ class ControlPlane:
             raise PlaneError(f"components not built: {', '.join(sorted(missing))}")
         self.built = dict(built)
         self.settings = settings
-        self.workdir = Path(tempfile.mkdtemp(prefix="hyperguard-plane-"))
+        remove_abandoned_workdirs()
+        self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        (self.workdir / OWNER_FILE).write_text(str(os.getpid()))
         self.pki = ClusterPki(self.workdir / "pki")
         self.port = _free_port()
         self.endpoint = f"https://{HOST}:{self.port}"
@@ -574,7 +580,9 @@ class ControlPlane:
                 process.popen.wait(timeout=5)
         if self._authn is not None:
             self._authn.stop()
-        if not os.environ.get("HYPERGUARD_TWIN_KEEP_PLANE"):
+        if os.environ.get("HYPERGUARD_TWIN_KEEP_PLANE"):
+            (self.workdir / OWNER_FILE).unlink(missing_ok=True)  # kept: no later plane takes it
+        else:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ status
@@ -595,6 +603,33 @@ class ControlPlane:
                 }
             )
         return out
+
+
+def remove_abandoned_workdirs() -> list[Path]:
+    """Delete the folders of planes whose process was killed before it could stop them (etcd's
+    data and the logs: about 100 MB each); those of live processes, and any without an owner
+    file yet (a plane starting this moment), stay."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            owner = int((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if owner == os.getpid() or _alive(owner):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def bootstrap_names() -> tuple[str, ...]:
