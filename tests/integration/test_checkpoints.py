@@ -63,3 +63,8 @@ def test_locations_are_checked() -> None:
     for bad in ("gs://b/p", "s3:///p", "b/p"):
         with pytest.raises(CheckpointLocationError):
             split_s3_uri(bad)
+
+
+def test_a_location_s3_refuses_is_a_location_error_that_says_why(store: CheckpointStore) -> None:
+    with pytest.raises(CheckpointLocationError, match=r"s3://no-such-bucket/x/: NoSuchBucket"):
+        store.latest_complete("s3://no-such-bucket/x/")

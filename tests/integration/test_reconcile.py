@@ -193,6 +193,29 @@ def test_a_lemon_is_never_held_back_as_a_hot_spare(stack: Stack, make_cluster: M
     assert other not in apis.cluster.job_instances(job)
 
 
+def test_a_job_whose_checkpoints_s3_refuses_stops_neither_the_pass_nor_the_other_teams(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A mistyped checkpoint bucket is that job's trouble (D138): the pass goes on, another
+    team's job is admitted, the job is counted unreadable every pass, and an unknown
+    progress is never taken for a stall."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis, stalledJobMins=10)
+    api.quota("other", 8, strategy="DontLend", borrow=None)
+    bad = api.submit("solo", 8, checkpoint_location="s3://hyperguard-mistyped/ckpt/").body["job_id"]
+    service = scheduler(stack, apis)
+    assert service.run_pass().admitted == [bad]
+    apis.advance(60 + 30 * 12)  # it trains; where it writes its checkpoints is its own affair
+    good = api.submit("other", 8).body["job_id"]
+    result = service.run_pass()
+    assert (result.admitted, result.unreadable) == ([good], [bad])
+    apis.advance(11 * 60)
+    result = service.run_pass()
+    assert (result.stalled, result.unreadable) == ([], [bad])
+    assert api.call("GET", f"/jobs/{bad}").body["status"] == "Running"
+    assert running_jobs(apis) == {bad, good}
+
+
 def test_a_stalled_run_is_restarted_from_its_checkpoint(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:

@@ -64,6 +64,8 @@ class PassResult:
     """Jobs paused before their instance group's scheduled patch (D101)."""
     relocated: list[str] = field(default_factory=list)
     """Auto-resume jobs recorded where HyperPod restarted their pods (D136)."""
+    unreadable: list[str] = field(default_factory=list)
+    """Running jobs whose checkpoint location S3 would not list this pass (D138)."""
     slow: int = 0
     """Running jobs flagged slow (D100), as the pass read them."""
     bursts: list[str] = field(default_factory=list)
@@ -92,6 +94,7 @@ class PassResult:
             "stalled": len(self.stalled),
             "paused": len(self.paused),
             "relocated": len(self.relocated),
+            "unreadable": len(self.unreadable),
             "slow": self.slow,
             "bursts": len(self.bursts),
             "released": len(self.released),

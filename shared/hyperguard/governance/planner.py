@@ -146,9 +146,9 @@ def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Recon
         if found is not None:
             checkpoints.append(RecordCheckpoint(record, found, snapshot.repair.slow_job_ratio))
         cluster = next((cluster_of[n] for n in job.nodes if n in cluster_of), "")
-        verdict = _verdict(
-            record, run, sick, snapshot.repair, snapshot.now, found is not None, cluster
-        )
+        # An unreadable checkpoint location is not a stall: the job's progress is unknown.
+        progressed = found is not None or job.job_id in snapshot.unreadable
+        verdict = _verdict(record, run, sick, snapshot.repair, snapshot.now, progressed, cluster)
         if verdict is not None:
             verdicts.append(verdict)
     return checkpoints, verdicts

@@ -196,6 +196,7 @@ class SchedulerService:
             bursting=self.bursts is not None,
             teams_ensured=[t for t in self.queues_ensured if not t.startswith(CLUSTER_OBJECTS)],
         )
+        result.unreadable = sorted(snapshot.unreadable)
         applier = PassApplier(
             lifecycle=self.lifecycle,
             jobs=self.jobs,

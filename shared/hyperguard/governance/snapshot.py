@@ -80,6 +80,9 @@ class PassSnapshot:
     """None: DescribeCluster failed (no group is fenced, none may grow this pass)."""
     checkpoints: Mapping[str, Checkpoint] = field(default_factory=dict)
     """Running jobs' complete checkpoints newer than their last known one, found in S3."""
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+    """Running jobs whose checkpoint location S3 would not list, with its answer: no
+    progress is known, and none is held against them as a stall (D138)."""
     placed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Where the pods of running auto-resume jobs' current runs run, for those whose pods
     are all bound and running (HyperPod's auto-resume, not HyperGuard, places a restart)."""
@@ -153,6 +156,7 @@ class SnapshotReader:
         jobs = tuple(self.jobs.active(also=named))
         nodes = tuple(self.gateway.list_nodes())
         runs = tuple(self.gateway.job_runs())
+        checkpoints, unreadable = self.new_checkpoints(jobs, runs)
         return PassSnapshot(
             now=now,
             repair=repair,
@@ -160,7 +164,8 @@ class SnapshotReader:
             jobs=jobs,
             nodes=nodes,
             runs=runs,
-            checkpoints=self.new_checkpoints(jobs, runs),
+            checkpoints=checkpoints,
+            unreadable=unreadable,
             placed=self.placements(jobs, runs),
             ended={r.job.job_id: r for r in self.jobs.records_of(unread_run_jobs(jobs, runs))},
             groups=self.instance_groups(),
@@ -181,11 +186,14 @@ class SnapshotReader:
 
     def new_checkpoints(
         self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus]
-    ) -> dict[str, Checkpoint]:
+    ) -> tuple[dict[str, Checkpoint], dict[str, str]]:
         """Per running job that writes checkpoints, a complete one newer than its last known
-        (one delimiter listing of the step folders after it, a HEAD of the marker)."""
+        (one delimiter listing of the step folders after it, a HEAD of the marker); and the
+        jobs whose location could not be read, with S3's answer: each is skipped, never the
+        pass (D138)."""
         current = {(r.job_id, r.run): r for r in runs}
         found: dict[str, Checkpoint] = {}
+        unreadable: dict[str, str] = {}
         for record in jobs:
             job, location = record.job, record.job.checkpoint_location
             if not location or not reads_progress(record, current.get((job.job_id, job.run))):
@@ -193,11 +201,16 @@ class SnapshotReader:
             last = job.last_checkpoint.step if job.last_checkpoint else None
             try:
                 newer = self.checkpoints.latest_complete(location, after=last)
-            except CheckpointLocationError:
+            except CheckpointLocationError as error:
+                unreadable[job.job_id] = str(error)
+                logger.warning(
+                    "checkpoint location unreadable",
+                    extra={"job_id": job.job_id, "error": str(error)},
+                )
                 continue
             if newer is not None:
                 found[job.job_id] = newer
-        return found
+        return found, unreadable
 
     def placements(
         self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus]

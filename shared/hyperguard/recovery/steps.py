@@ -481,7 +481,11 @@ class RecoverySteps:
                 found = self.checkpoints.latest_complete(
                     job.checkpoint_location, after=reported.step if reported else None
                 )
-            except CheckpointLocationError:
+            except CheckpointLocationError as error:  # the job's, not the node's: go on (D138)
+                logger.warning(
+                    "checkpoint location unreadable",
+                    extra={"job_id": job.job_id, "error": str(error)},
+                )
                 found = None
         if found is not None:
             self.lifecycle.record_checkpoint(job.job_id, found, history=True)

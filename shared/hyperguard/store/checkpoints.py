@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperguard.aws import client
 from hyperguard.models import Checkpoint
@@ -23,7 +23,9 @@ _FOLDER = re.compile(r"step-(\d{8})/")
 
 
 class CheckpointLocationError(ValueError):
-    pass
+    """A job's checkpoint location that cannot be read: not an S3 location, or S3 refused to
+    list it (no such bucket, access denied, another region, throttled). Callers that read many
+    jobs' locations skip that job and go on (D138)."""
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -62,11 +64,14 @@ class CheckpointStore:
             # later step sorts after this (exclusive) start.
             kwargs["StartAfter"] = f"{prefix}step-{after + 1:08d}"
         steps: list[int] = []
-        for page in self.s3.get_paginator("list_objects_v2").paginate(**kwargs):
-            for common in page.get("CommonPrefixes", []):
-                match = _FOLDER.fullmatch(common["Prefix"][len(prefix) :])
-                if match:
-                    steps.append(int(match.group(1)))
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(**kwargs):
+                for common in page.get("CommonPrefixes", []):
+                    match = _FOLDER.fullmatch(common["Prefix"][len(prefix) :])
+                    if match:
+                        steps.append(int(match.group(1)))
+        except (ClientError, BotoCoreError) as exc:
+            raise CheckpointLocationError(f"{location}: {_s3_error(exc)}") from exc
         for step in sorted(steps, reverse=True):
             key = f"{prefix}step-{step:08d}/{MARKER}"
             try:
@@ -74,8 +79,20 @@ class CheckpointStore:
             except ClientError as exc:
                 if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
                     continue
-                raise
+                raise CheckpointLocationError(f"{location}: {_s3_error(exc)}") from exc
+            except BotoCoreError as exc:
+                raise CheckpointLocationError(f"{location}: {_s3_error(exc)}") from exc
             return Checkpoint(
                 step=step, uri=checkpoint_folder(location, step), completed_at=head["LastModified"]
             )
         return None
+
+
+def _s3_error(exc: Exception) -> str:
+    """What S3 said, in one line: its error code and message, or the client's failure."""
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code") or "error"
+        message = error.get("Message") or ""
+        return f"{code}: {message}"[:300] if message else str(code)
+    return str(exc)[:300]
