@@ -18,7 +18,16 @@ from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Escalator, EventPublisher
-from hyperguard.models import Action, HealthSignal, Job, JobStatus, Repair, Severity, SignalSource
+from hyperguard.models import (
+    Action,
+    HealthSignal,
+    IncidentStatus,
+    Job,
+    JobStatus,
+    Repair,
+    Severity,
+    SignalSource,
+)
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.store import IncidentStore, JobStore, NodeStore
@@ -316,3 +325,38 @@ def test_a_moved_job_is_placed_on_burst_capacity_though_hyperpod_has_room(
     assert not placed.prefer_burst  # nodes were idle: the preference is spent
     admitted = next(h for h in reversed(placed.history) if h.event.value == "restarted")
     assert "burst capacity first: moved off a failed node" in admitted.reason
+
+
+def test_a_job_whose_checkpoints_s3_refuses_still_has_its_node_repaired(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Its checkpoint bucket is mistyped: recovery cannot read its newest checkpoint, falls
+    back to the one it reported (none), and the node is repaired and the job resumed all the
+    same (D138)."""
+    apis = make_cluster(hyperpod_nodes=2)
+    RepairPolicyStore(stack.tables["TeamsTable"]).put(NodeRepairConfig())
+    api = Api(stack)
+    api.quota("solo", 16, strategy="DontLend", borrow=None)
+    location = "s3://hyperguard-mistyped/job/"
+    job_id = api.submit("solo", 8, checkpoint_location=location).body["job_id"]
+    assert scheduler(stack, apis).run_pass().admitted == [job_id]
+    recovery = Recovery(stack, apis)
+    recovery.sync.sync()
+    apis.advance(60 + 30 * 12)
+    faulty = apis.cluster.job_instances(job_id)[0]
+    r = recovery.run(
+        "diagnose",
+        "guard",
+        "cordon",
+        "protect_jobs",
+        "drain",
+        "repair",
+        r=recovery.fault(faulty, "persistent"),
+    )
+    assert recovery.plan(r).checkpoint_step is None  # none it could read or had reported
+    r = recovery.until_healthy(r)
+    assert r["health"] == "healthy"
+    r = recovery.run("return_to_service", "resume_jobs", "close", r=r)
+    closed = recovery.incidents.get(r["incident_id"])
+    assert closed is not None and closed.status is IncidentStatus.RESOLVED
+    assert api.jobs.record(job_id).job.status is JobStatus.RUNNING  # type: ignore[union-attr]
