@@ -409,12 +409,17 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
         apis.gateway.dispatch(placed, nodes)
         seeded[job_id] = placed
     teams.release_lease(lease)
-    apis.settle()
+
+    def seeded_running() -> bool:
+        # Settled each time: a pod kube-scheduler first refused (its node not Ready yet) is
+        # bound at its retry, in wall time, and the simulated training starts it only when
+        # the cluster is played forward.
+        apis.settle()
+        runs = apis.cluster.runs()
+        return len(runs) == len(SEED_JOBS) and all(r.state == "running" for r in runs.values())
+
     wait_for(
-        lambda: (
-            all(r.state == "running" for r in apis.cluster.runs().values())
-            and len(apis.cluster.runs()) == len(SEED_JOBS)
-        ),
+        seeded_running,
         60,
         "the seeded jobs to run",
     )
