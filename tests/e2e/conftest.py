@@ -50,8 +50,11 @@ def running_twin(*, rbac_refusals_expected: bool = False, **config: Any) -> Iter
     on purpose), and the twin stops. moto's backends are process-global: one twin
     at a time; down() resets them."""
     running = Twin(TwinConfig(root=ROOT, port=0, api_port=0, **config))
-    running.up()
     try:
+        # Inside the try: a start that fails half-way is stopped too. moto's backends and the
+        # environment are process-wide, and a twin left half up failed every later twin of
+        # the worker (a CI run's cascade of set-up errors).
+        running.up()
         yield running
         assert_roles_allow_what_functions_did(running)
         if not rbac_refusals_expected:

@@ -235,8 +235,9 @@ class Twin:
             instance_types=karpenter_instance_types(AZ),
             timings=PlaneTimings.for_scale(scale),
         )
-        self.plane = ControlPlane(built, settings)
-        self.plane.start()
+        plane = ControlPlane(built, settings)
+        plane.start()  # stops what it started if it fails
+        self.plane = plane
         self.cluster = SimulatedCluster(
             ScaledClock(scale),
             self.plane.client(),
