@@ -117,12 +117,17 @@ def running_on(apis: ClusterApis, job_id: str, replicas: int) -> Any:
 
 
 def start(
-    stack: Stack, apis: ClusterApis, *, team_gpus: int, **job: Any
+    stack: Stack,
+    apis: ClusterApis,
+    *,
+    team_gpus: int,
+    location: str = f"s3://{BUCKET}/job/",
+    **job: Any,
 ) -> tuple[Api, SchedulerService, Recovery, str]:
     RepairPolicyStore(stack.tables["TeamsTable"]).put(NodeRepairConfig())
     api = Api(stack)
     api.quota("solo", team_gpus, strategy="DontLend", borrow=None)
-    job_id = api.submit("solo", 8, checkpoint_location=f"s3://{BUCKET}/job/", **job).body["job_id"]
+    job_id = api.submit("solo", 8, checkpoint_location=location, **job).body["job_id"]
     service = scheduler(stack, apis)
     assert service.run_pass().admitted == [job_id]
     recovery = Recovery(stack, apis)
@@ -334,15 +339,9 @@ def test_a_job_whose_checkpoints_s3_refuses_still_has_its_node_repaired(
     back to the one it reported (none), and the node is repaired and the job resumed all the
     same (D138)."""
     apis = make_cluster(hyperpod_nodes=2)
-    RepairPolicyStore(stack.tables["TeamsTable"]).put(NodeRepairConfig())
-    api = Api(stack)
-    api.quota("solo", 16, strategy="DontLend", borrow=None)
-    location = "s3://hyperguard-mistyped/job/"
-    job_id = api.submit("solo", 8, checkpoint_location=location).body["job_id"]
-    assert scheduler(stack, apis).run_pass().admitted == [job_id]
-    recovery = Recovery(stack, apis)
-    recovery.sync.sync()
-    apis.advance(60 + 30 * 12)
+    api, _, recovery, job_id = start(
+        stack, apis, team_gpus=16, location="s3://hyperguard-mistyped/job/"
+    )
     faulty = apis.cluster.job_instances(job_id)[0]
     r = recovery.run(
         "diagnose",
