@@ -50,6 +50,14 @@ class Settings(BaseSettings):
         default="", description="comma-separated IAM ARNs that are API admins from the start"
     )
     scheduler_lease_s: int = Field(default=120, ge=10, description="a pass's lease")
+    checkpoint_bucket: str = Field(
+        default="",
+        description="the bucket the functions may read checkpoints in (the API refuses a job "
+        "that checkpoints elsewhere); empty: not checked",
+    )
+    checkpoint_reader_roles: str = Field(
+        default="", description="comma-separated ARNs of the roles that read checkpoints"
+    )
 
 
 def load_settings(*required: str) -> Settings:

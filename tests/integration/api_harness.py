@@ -17,6 +17,12 @@ from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
 
 ADMIN = DEFAULT_PRINCIPAL
+# The deployment's checkpoint bucket and the roles that read it (template.yaml's ApiFunction).
+CHECKPOINT_BUCKET = "hyperguard-twin-checkpoints"
+CHECKPOINT_READERS = (
+    "arn:aws:iam::123456789012:role/hyperguard-SchedulerFunctionRole-X",
+    "arn:aws:iam::123456789012:role/hyperguard-RecoveryFunctionRole-Y",
+)
 CLUSTER_ARN = "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdefabcdef"
 
 
@@ -76,7 +82,15 @@ class Api:
     """The API as a client sees it through API Gateway: HTTP-ish calls → proxy events →
     the resolver → proxy responses."""
 
-    def __init__(self, stack: Stack, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        stack: Stack,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        checkpoint_bucket: str = CHECKPOINT_BUCKET,
+    ) -> None:
+        """`checkpoint_bucket`: the stack's CheckpointBucketName (a deployment may name one
+        that does not exist, or that its roles are refused)."""
         self.jobs = JobStore(
             stack.tables["JobsTable"], idempotency_table_name=stack.tables["IdempotencyTable"]
         )
@@ -98,6 +112,8 @@ class Api:
             policies=self.policies,
             burst_policies=self.burst_policies,
             admin_principals=frozenset({ADMIN}),
+            checkpoint_bucket=checkpoint_bucket,
+            checkpoint_readers=CHECKPOINT_READERS,
             clock=clock or (lambda: datetime.now(UTC)),
         )
         self._apps = threading.local()

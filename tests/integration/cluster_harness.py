@@ -28,6 +28,7 @@ from xml.sax.saxutils import escape
 import boto3
 from botocore.config import Config
 from tests.conftest import ROOT
+from tests.integration.api_harness import CHECKPOINT_BUCKET
 
 from hyperguard.cluster import kubernetes as kubernetes_module
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
@@ -71,7 +72,7 @@ from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTiming
 
 HYPERPOD = "hyperguard-twin"
 EKS = "hyperguard-eks"
-BUCKET = "hyperguard-twin-checkpoints"
+BUCKET = CHECKPOINT_BUCKET
 P5 = "ml.p5.48xlarge"
 ACCOUNT, REGION = "123456789012", "us-east-1"
 FUNCTION_GROUPS = tuple(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import Stack
-from tests.integration.api_harness import Api, member
+from tests.integration.api_harness import CHECKPOINT_BUCKET, CHECKPOINT_READERS, Api, member
 
 
 def _api(stack: Stack) -> Api:
@@ -103,6 +103,30 @@ def test_invalid_submissions_name_the_field_and_write_nothing(stack: Stack) -> N
         "field": "team",
     }
     assert api.jobs.records() == [] and api.wakeup.reasons == []
+
+
+def test_a_checkpoint_bucket_the_roles_cannot_read_is_refused_naming_bucket_and_roles(
+    stack: Stack,
+) -> None:
+    """A mistyped bucket (or one the deployment's roles are not granted) is a 422 at
+    submission, naming the bucket and the roles, instead of a job whose progress the scheduler
+    can never read (D139); the deployment's own bucket is accepted."""
+    api = _api(stack)
+    base = {"instance_type": "ml.p5.48xlarge", "image": "trainer:1"}
+    mistyped = base | {"checkpoint_location": "s3://buckett/run/"}
+    typo = api.call("POST", "/jobs", mistyped, principal=member("nlp"))
+    assert (typo.status, typo.body["field"]) == (422, "checkpoint_location")
+    message = typo.body["error"]
+    assert "'buckett'" in message and f"'{CHECKPOINT_BUCKET}'" in message
+    assert all(role in message for role in CHECKPOINT_READERS)
+    assert api.jobs.records() == [] and api.wakeup.reasons == []
+    ok = api.call(
+        "POST",
+        "/jobs",
+        base | {"checkpoint_location": f"s3://{CHECKPOINT_BUCKET}/run/"},
+        principal=member("nlp"),
+    )
+    assert ok.status == 201 and ok.body["checkpoint_location"] == f"s3://{CHECKPOINT_BUCKET}/run/"
 
 
 def test_list_filters_and_paginates_within_a_team(stack: Stack) -> None:

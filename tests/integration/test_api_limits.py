@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from tests.conftest import Stack
-from tests.integration.api_harness import ADMIN, Api, member
+from tests.integration.api_harness import ADMIN, CHECKPOINT_BUCKET, Api, member
 
 from hyperguard.governance.jobs import Actor, JobLifecycle
 from hyperguard.models import Checkpoint, HealthSignal, Node, ProtectedJob, Repair, Severity
@@ -286,7 +286,7 @@ def test_checkpoint_reports_cannot_push_the_largest_job_past_the_item_limit(
         "name": "n" * 63,
         "image": "i" * 1024,
         "command": ["c" * 4096] * 4,
-        "checkpoint_location": "s3://bucket/" + "p" * 1000,
+        "checkpoint_location": f"s3://{CHECKPOINT_BUCKET}/".ljust(1024, "p"),
     }
     job_id = api.call("POST", "/jobs", largest, principal=member("nlp")).body["job_id"]
     longest_uri = "s3://bucket/" + "u" * 1000

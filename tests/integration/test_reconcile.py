@@ -10,11 +10,12 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
 from botocore.client import BaseClient
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
-from tests.integration.cluster_harness import BUCKET, ROLE_BINDINGS, ClusterApis
+from tests.integration.cluster_harness import BUCKET, REGION, ROLE_BINDINGS, ClusterApis
 from tests.integration.conftest import MakeCluster
 from tests.integration.incident_harness import closed_fault
 from tests.integration.scheduler_harness import running_jobs, scheduler
@@ -30,11 +31,12 @@ from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS
 GRACE_S = 60
 
 
-def setup(stack: Stack, apis: ClusterApis, **policy: Any) -> Api:
+def setup(stack: Stack, apis: ClusterApis, bucket: str = BUCKET, **policy: Any) -> Api:
+    """`bucket`: the stack's CheckpointBucketName."""
     RepairPolicyStore(stack.tables["TeamsTable"]).put(
         NodeRepairConfig.model_validate({"failedRunGraceS": GRACE_S, **policy})
     )
-    api = Api(stack)
+    api = Api(stack, checkpoint_bucket=bucket)
     api.quota("solo", 16, strategy="DontLend", borrow=None)
     return api
 
@@ -196,11 +198,12 @@ def test_a_lemon_is_never_held_back_as_a_hot_spare(stack: Stack, make_cluster: M
 def test_a_job_whose_checkpoints_s3_refuses_stops_neither_the_pass_nor_the_other_teams(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
-    """A mistyped checkpoint bucket is that job's trouble (D138): the pass goes on, another
-    team's job is admitted, the job is counted unreadable every pass, and an unknown
-    progress is never taken for a stall."""
+    """The stack was deployed with a mistyped CheckpointBucketName, so the API took the job's
+    location in it: that is the job's trouble (D138), the pass goes on, another team's job is
+    admitted, the job is counted unreadable every pass, and an unknown progress is never
+    taken for a stall."""
     apis = make_cluster(hyperpod_nodes=2)
-    api = setup(stack, apis, stalledJobMins=10)
+    api = setup(stack, apis, bucket="hyperguard-mistyped", stalledJobMins=10)
     api.quota("other", 8, strategy="DontLend", borrow=None)
     bad = api.submit("solo", 8, checkpoint_location="s3://hyperguard-mistyped/ckpt/").body["job_id"]
     service = scheduler(stack, apis)
@@ -209,11 +212,32 @@ def test_a_job_whose_checkpoints_s3_refuses_stops_neither_the_pass_nor_the_other
     good = api.submit("other", 8).body["job_id"]
     result = service.run_pass()
     assert (result.admitted, result.unreadable) == ([good], [bad])
+
+    def unreadable_entries() -> list[str]:
+        history = api.call("GET", f"/jobs/{bad}").body["history"]
+        return [h["event"] for h in history if h["event"].startswith("checkpoints_")]
+
+    # The refusal is in the job's history once, and S3 is asked again only after a minute.
+    assert unreadable_entries() == ["checkpoints_unreadable"]
+    apis.advance(30)
+    assert service.run_pass().unreadable == []
     apis.advance(11 * 60)
     result = service.run_pass()
     assert (result.stalled, result.unreadable) == ([], [bad])
     assert api.call("GET", f"/jobs/{bad}").body["status"] == "Running"
     assert running_jobs(apis) == {bad, good}
+    assert unreadable_entries() == ["checkpoints_unreadable"]  # not one per retry
+    # The bucket is created: the job's next checkpoints land, and the next read, two minutes
+    # after the second refusal, finds them and says so.
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket="hyperguard-mistyped")
+    apis.advance(60)
+    assert service.run_pass().unreadable == []  # still waiting for its retry
+    apis.advance(90)
+    result = service.run_pass()
+    assert (result.stalled, result.unreadable) == ([], [])
+    view = api.call("GET", f"/jobs/{bad}").body
+    assert view["last_checkpoint"] is not None
+    assert unreadable_entries() == ["checkpoints_unreadable", "checkpoints_readable"]
 
 
 def test_a_stalled_run_is_restarted_from_its_checkpoint(

@@ -31,7 +31,7 @@ from hyperguard.models import (
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.store import IncidentStore, JobStore, NodeStore
-from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.checkpoints import CheckpointStore, split_s3_uri
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.plane.kube import wait_for
 
@@ -125,7 +125,7 @@ def start(
     **job: Any,
 ) -> tuple[Api, SchedulerService, Recovery, str]:
     RepairPolicyStore(stack.tables["TeamsTable"]).put(NodeRepairConfig())
-    api = Api(stack)
+    api = Api(stack, checkpoint_bucket=split_s3_uri(location)[0])
     api.quota("solo", team_gpus, strategy="DontLend", borrow=None)
     job_id = api.submit("solo", 8, checkpoint_location=location, **job).body["job_id"]
     service = scheduler(stack, apis)
@@ -335,9 +335,9 @@ def test_a_moved_job_is_placed_on_burst_capacity_though_hyperpod_has_room(
 def test_a_job_whose_checkpoints_s3_refuses_still_has_its_node_repaired(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
-    """Its checkpoint bucket is mistyped: recovery cannot read its newest checkpoint, falls
-    back to the one it reported (none), and the node is repaired and the job resumed all the
-    same (D138)."""
+    """The stack's CheckpointBucketName, and so the job's bucket, is mistyped: recovery cannot
+    read its newest checkpoint, falls back to the one it reported (none), and the node is
+    repaired and the job resumed all the same (D138)."""
     apis = make_cluster(hyperpod_nodes=2)
     api, _, recovery, job_id = start(
         stack, apis, team_gpus=16, location="s3://hyperguard-mistyped/job/"

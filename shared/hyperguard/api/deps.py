@@ -29,6 +29,10 @@ class ApiDependencies:
     policies: RepairPolicyStore
     burst_policies: BurstPolicyStore
     admin_principals: frozenset[str] = frozenset()
+    checkpoint_bucket: str = ""
+    """The one bucket the deployment's roles may read checkpoints in ("": any)."""
+    checkpoint_readers: tuple[str, ...] = ()
+    """The roles that read them (the scheduler's and recovery's), named in a refusal."""
     clock: Callable[[], datetime] = utcnow
     lifecycle: JobLifecycle = field(init=False)
 
@@ -54,7 +58,12 @@ class ApiDependencies:
             catalogue=catalogue,
             policies=RepairPolicyStore(settings.teams_table),
             burst_policies=BurstPolicyStore(settings.teams_table),
-            admin_principals=frozenset(
-                arn.strip() for arn in settings.admin_principal_arns.split(",") if arn.strip()
-            ),
+            admin_principals=frozenset(_names(settings.admin_principal_arns)),
+            checkpoint_bucket=settings.checkpoint_bucket,
+            checkpoint_readers=tuple(_names(settings.checkpoint_reader_roles)),
         )
+
+
+def _names(listed: str) -> list[str]:
+    """The names of a comma-separated environment variable."""
+    return [name.strip() for name in listed.split(",") if name.strip()]

@@ -163,6 +163,9 @@ class PassApplier:
                 slow_ratio=found.slow_ratio,
             )
             self.result.writes += 1
+        for noted in plan.troubles:
+            if self.lifecycle.note_progress_trouble(noted.record, noted.trouble):
+                self.result.writes += 1
         ends = [v for v in plan.verdicts if v.verdict in ENDS]
         ended = self.lifecycle.finish_all(
             [(v.record, ENDS[v.verdict], v.reason) for v in ends]

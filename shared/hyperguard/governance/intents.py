@@ -19,6 +19,7 @@ from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.governance.bursting import BurstRequest
 from hyperguard.governance.patching import PatchFence
 from hyperguard.models import Checkpoint, Incident, Job
+from hyperguard.models.jobs import ProgressTrouble
 from hyperguard.store.jobs import JobRecord
 
 # -- reconciliation -----------------------------------------------------------------------
@@ -56,6 +57,15 @@ class RecordCheckpoint:
     checkpoint: Checkpoint
     slow_ratio: float = 0.0
     """The repair policy's `slowJobRatio`: the job's pace judged with it (D100)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoteProgressTrouble:
+    """S3 refused a running job's checkpoint location again (`trouble`: when to read it
+    next), or read it after refusals (None: cleared) (D139)."""
+
+    record: JobRecord
+    trouble: ProgressTrouble | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +109,7 @@ class Relocate:
 class ReconcilePlan:
     cancelled: tuple[StopCancelled, ...] = ()
     checkpoints: tuple[RecordCheckpoint, ...] = ()
+    troubles: tuple[NoteProgressTrouble, ...] = ()
     verdicts: tuple[Reconcile, ...] = ()
     """Succeeded, failed, lost and stalled runs, in job order."""
     orphans: tuple[StopRuns, ...] = ()

@@ -49,6 +49,7 @@ from hyperguard.models.jobs import (
     HOLDING_STATUSES,
     TERMINAL_STATUSES,
     WAITING_STATUSES,
+    ProgressTrouble,
     SlowFlag,
 )
 from hyperguard.store.jobs import (
@@ -679,6 +680,32 @@ class JobLifecycle:
         slow = verdict(record.pace, slow_ratio, checkpoint.node_step_seconds, was) if was else None
         return self.store.record_timings(
             record.job.job_id, checkpoint.step, checkpoint.node_step_seconds, slow
+        )
+
+    def note_progress_trouble(self, record: JobRecord, trouble: ProgressTrouble | None) -> bool:
+        """S3 refused the running job's checkpoint location again (`trouble`, its next read
+        backed off), or read it again after refusals (None): written while the job's trouble
+        is still the one the pass read. Its history says when the refusals start and when they
+        end, not each retry (D139)."""
+        was = record.progress_trouble
+        entry = None
+        if trouble is not None and was is None:
+            entry = self._entry(
+                JobEvent.CHECKPOINTS_UNREADABLE,
+                None,
+                f"its checkpoint location is unreadable, progress unknown: {trouble.error}",
+                {"retry_at": trouble.retry_at.isoformat()},
+            )
+        elif trouble is None and was is not None:
+            entry = self._entry(
+                JobEvent.CHECKPOINTS_READABLE,
+                None,
+                f"its checkpoint location is readable again after {was.failures} refused "
+                f"read(s) since {was.since:%Y-%m-%d %H:%M:%S} UTC",
+                {"failures": was.failures},
+            )
+        return self.store.set_progress_trouble(
+            record.job.job_id, trouble, was=was, entry=entry
         )
 
     def _note_pace(

@@ -52,6 +52,7 @@ from hyperguard.governance.intents import (
     HandBack,
     IdleMark,
     MoveBack,
+    NoteProgressTrouble,
     Preemption,
     ReasonWrite,
     Reconcile,
@@ -84,15 +85,27 @@ from hyperguard.governance.snapshot import (
     ORPHAN_STOPS_PER_PASS,
     InstanceGroups,
     PassSnapshot,
+    backed_off,
     reads_progress,
 )
 from hyperguard.governance.stalls import Stall, stall_incident
 from hyperguard.governance.state import NO_CLASS_PRIORITY, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
-from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, WAITING_STATUSES, held_nodes
+from hyperguard.models.jobs import (
+    ACTIVE_STATUSES,
+    HOLDING_STATUSES,
+    WAITING_STATUSES,
+    ProgressTrouble,
+    held_nodes,
+)
 from hyperguard.policies.burst import BurstPolicy, PoolKind, WhenCanPreempt, is_burst
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.jobs import JobRecord
+
+TROUBLE_FIRST_RETRY_S = 60
+TROUBLE_MAX_RETRY_S = 1_800
+"""A refused checkpoint location is read again after 1, 2, 4 … minutes, at most half an hour
+apart (D139)."""
 
 MOVE_BACK_WITHIN_S = 90.0
 """How fresh a checkpoint must be for a job to move back from burst capacity at it: what the
@@ -105,7 +118,7 @@ through the API (which leaves no newer marker for the pass to find) still meets 
 def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
     """End, requeue or record the progress of running jobs from what the cluster says; stop
     what no job should run; fence the groups a patch is due on and pause their jobs."""
-    checkpoints, verdicts = _running(snapshot)
+    checkpoints, troubles, verdicts = _running(snapshot)
     found_steps = {c.record.job.job_id: c.checkpoint.step for c in checkpoints}
     fenced, fenced_nodes = _fences(snapshot)
     decided = {v.job_id for v in verdicts}
@@ -118,6 +131,7 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
             StopCancelled(r.job.job_id, tuple(r.job.nodes)) for r in snapshot.jobs if r.stop_pending
         ),
         checkpoints=tuple(checkpoints),
+        troubles=tuple(troubles),
         verdicts=tuple(verdicts),
         orphans=tuple(_orphans(snapshot)),
         relocations=tuple(_relocations(snapshot, decided)),
@@ -128,30 +142,56 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
     )
 
 
-def _running(snapshot: PassSnapshot) -> tuple[list[RecordCheckpoint], list[Reconcile]]:
-    """The running jobs' new checkpoints, and the verdicts on their current runs."""
+def _running(
+    snapshot: PassSnapshot,
+) -> tuple[list[RecordCheckpoint], list[NoteProgressTrouble], list[Reconcile]]:
+    """The running jobs' new checkpoints, their checkpoint locations' troubles, and the
+    verdicts on their current runs."""
     runs = {(r.job_id, r.run): r for r in snapshot.runs}
     sick = {
         n.instance_id for n in snapshot.nodes if not (n.status is NodeStatus.RUNNING and n.healthy)
     }
     cluster_of = {n.instance_id: n.cluster for n in snapshot.nodes}
     checkpoints: list[RecordCheckpoint] = []
+    troubles: list[NoteProgressTrouble] = []
     verdicts: list[Reconcile] = []
     for record in snapshot.jobs:
         job = record.job
         if job.status is not JobStatus.RUNNING or record.stop_pending:
             continue
         run = runs.get((job.job_id, job.run))
-        found = snapshot.checkpoints.get(job.job_id) if reads_progress(record, run) else None
+        read = reads_progress(record, run) and not backed_off(record, snapshot.now)
+        found = snapshot.checkpoints.get(job.job_id) if read else None
         if found is not None:
             checkpoints.append(RecordCheckpoint(record, found, snapshot.repair.slow_job_ratio))
+        error = snapshot.unreadable.get(job.job_id)
+        if error is not None:
+            troubles.append(NoteProgressTrouble(record, next_trouble(record, error, snapshot.now)))
+        elif read and record.progress_trouble is not None:
+            troubles.append(NoteProgressTrouble(record, None))
         cluster = next((cluster_of[n] for n in job.nodes if n in cluster_of), "")
-        # An unreadable checkpoint location is not a stall: the job's progress is unknown.
-        progressed = found is not None or job.job_id in snapshot.unreadable
+        # An unreadable checkpoint location is not a stall: the job's progress is unknown
+        # (read and refused this pass, or waiting for its retry).
+        unknown = error is not None or backed_off(record, snapshot.now)
+        progressed = found is not None or unknown
         verdict = _verdict(record, run, sick, snapshot.repair, snapshot.now, progressed, cluster)
         if verdict is not None:
             verdicts.append(verdict)
-    return checkpoints, verdicts
+    return checkpoints, troubles, verdicts
+
+
+def next_trouble(record: JobRecord, error: str, now: datetime) -> ProgressTrouble:
+    """The job's progress trouble after S3 refused its location once more: read again after
+    a wait that doubles with each refusal in a row, from one minute up to half an hour."""
+    was = record.progress_trouble
+    failures = was.failures + 1 if was is not None else 1
+    wait_s = min(TROUBLE_FIRST_RETRY_S * 2 ** (failures - 1), TROUBLE_MAX_RETRY_S)
+    return ProgressTrouble(
+        since=was.since if was is not None else now,
+        failures=failures,
+        retry_at=now + timedelta(seconds=wait_s),
+        error=error[:1024],
+    )
 
 
 def _relocations(snapshot: PassSnapshot, decided: Collection[str]) -> list[Relocate]:

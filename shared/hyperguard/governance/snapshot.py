@@ -119,6 +119,12 @@ def reads_progress(record: JobRecord, run: RunStatus | None) -> bool:
     )
 
 
+def backed_off(record: JobRecord, now: datetime) -> bool:
+    """Whether the job's checkpoint location, refused before, waits for its retry time."""
+    trouble = record.progress_trouble
+    return trouble is not None and trouble.retry_at > now
+
+
 def unread_run_jobs(records: Iterable[JobRecord], runs: Iterable[RunStatus]) -> list[str]:
     """Jobs with live runs that `records` lacks (they ended): the first ORPHAN_STOPS_PER_PASS
     by id, read by key so that their runs can be stopped."""
@@ -156,7 +162,7 @@ class SnapshotReader:
         jobs = tuple(self.jobs.active(also=named))
         nodes = tuple(self.gateway.list_nodes())
         runs = tuple(self.gateway.job_runs())
-        checkpoints, unreadable = self.new_checkpoints(jobs, runs)
+        checkpoints, unreadable = self.new_checkpoints(jobs, runs, now)
         return PassSnapshot(
             now=now,
             repair=repair,
@@ -185,18 +191,20 @@ class SnapshotReader:
         return snapshot.refreshed(self.jobs.records_of(moved)) if moved else snapshot
 
     def new_checkpoints(
-        self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus]
+        self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus], now: datetime
     ) -> tuple[dict[str, Checkpoint], dict[str, str]]:
         """Per running job that writes checkpoints, a complete one newer than its last known
         (one delimiter listing of the step folders after it, a HEAD of the marker); and the
         jobs whose location could not be read, with S3's answer: each is skipped, never the
-        pass (D138)."""
+        pass (D138). A job S3 refused before is read again only from its retry time (D139)."""
         current = {(r.job_id, r.run): r for r in runs}
         found: dict[str, Checkpoint] = {}
         unreadable: dict[str, str] = {}
         for record in jobs:
             job, location = record.job, record.job.checkpoint_location
             if not location or not reads_progress(record, current.get((job.job_id, job.run))):
+                continue
+            if backed_off(record, now):
                 continue
             last = job.last_checkpoint.step if job.last_checkpoint else None
             try:

@@ -215,6 +215,16 @@ class PacePoint(BaseModel):
     at: datetime
 
 
+class ProgressTrouble(BaseModel):
+    """A running job whose checkpoint location S3 refused (D138, D139): the scheduler reads it
+    again only from `retry_at`, backing off while the refusals go on."""
+
+    since: datetime
+    failures: int = Field(ge=1)
+    retry_at: datetime
+    error: str = Field(max_length=1024)
+
+
 class SlowFlag(BaseModel):
     """A job running far below its own recent step rate (D100)."""
 

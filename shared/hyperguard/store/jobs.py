@@ -40,7 +40,13 @@ from pydantic import BaseModel, Field, field_validator
 
 from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
-from hyperguard.models.jobs import ACTIVE_STATUSES, WAITING_STATUSES, PacePoint, SlowFlag
+from hyperguard.models.jobs import (
+    ACTIVE_STATUSES,
+    WAITING_STATUSES,
+    PacePoint,
+    ProgressTrouble,
+    SlowFlag,
+)
 from hyperguard.store.codec import (
     BATCH_GET_MAX,
     TableStore,
@@ -110,6 +116,8 @@ class JobEvent(StrEnum):
     PAUSED = "paused"
     SLOW = "slow"
     BACK_TO_PACE = "back_to_pace"
+    CHECKPOINTS_UNREADABLE = "checkpoints_unreadable"
+    CHECKPOINTS_READABLE = "checkpoints_readable"
 
 
 def short(text: str, limit: int = MAX_REASON) -> str:
@@ -177,6 +185,8 @@ class JobRecord(BaseModel):
     """The current run's latest checkpoints (governance.pace): its own step rate."""
     slow: SlowFlag | None = None
     """Set while the job runs far below its own recent step rate (D100)."""
+    progress_trouble: ProgressTrouble | None = None
+    """Set while S3 refuses the job's checkpoint location (D139)."""
 
     def waiting_since(self) -> datetime | None:
         """When the job last began waiting for admission (submitted, preempted, requeued);
@@ -749,6 +759,39 @@ class JobStore(TableStore):
             ExpressionAttributeNames={"#rev": REV},
             ExpressionAttributeValues=values,
         )
+
+    def set_progress_trouble(
+        self,
+        job_id: str,
+        trouble: ProgressTrouble | None,
+        *,
+        was: ProgressTrouble | None,
+        entry: JobHistoryEntry | None = None,
+    ) -> bool:
+        """The job's progress trouble set (None: cleared), while it is still the one the
+        caller read as `was`, and `entry` appended; False when it changed since."""
+        values: dict[str, Any] = {":one": 1}
+        if was is None:
+            condition = "attribute_exists(job_id) AND attribute_not_exists(progress_trouble)"
+        else:
+            condition = "progress_trouble.failures = :was"
+            values[":was"] = was.failures
+        if trouble is None:
+            expression = f"REMOVE progress_trouble {BUMP}"
+        else:
+            expression = f"SET progress_trouble = :t {BUMP}"
+            values[":t"] = to_item(trouble)
+        if not self._update_if(
+            Key={"job_id": job_id},
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#rev": REV},
+            ExpressionAttributeValues=values,
+        ):
+            return False
+        if entry is not None:
+            self.append_history(job_id, entry)
+        return True
 
     def append_history(self, job_id: str, entry: JobHistoryEntry) -> None:
         """Append an entry that changes no status, while the history has room."""

@@ -29,7 +29,7 @@ from hyperguard.governance.stalls import (
     stall_incident_id,
 )
 from hyperguard.models import Checkpoint, IncidentStatus, Repair
-from hyperguard.models.jobs import AppliedStrategy, JobRecovery, RecoveryStrategy
+from hyperguard.models.jobs import AppliedStrategy, JobRecovery, ProgressTrouble, RecoveryStrategy
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.jobs import JobRecord
 
@@ -136,3 +136,43 @@ def test_a_refused_requeue_is_said_on_the_incident() -> None:
     assert marked.resolution == NOT_REQUEUED
     assert marked.jobs[0].outcome == "not requeued: requeue refused: job hang is Succeeded"
     assert incident.resolution == REQUEUED  # the planned one is untouched
+
+
+def test_a_refused_checkpoint_location_is_read_again_after_a_doubling_wait_and_never_stalls() -> (
+    None
+):
+    """S3 refused the job's location this pass: a trouble noted, read again after 1, 2, 4 …
+    minutes in a row, at most 30 minutes apart (D139); unknown progress is no stall, while it
+    is refused and while it waits for its retry."""
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    record = hung(idle_min=45)
+    waits = []
+    for _ in range(8):
+        reconciled, *_ = plan(
+            snapshot(
+                [record], nodes, [quota("nlp", 16)], repair=LIMIT, unreadable={"hang": "Denied"}
+            )
+        )
+        assert reconciled.verdicts == ()
+        (noted,) = reconciled.troubles
+        assert noted.trouble is not None and noted.trouble.error == "Denied"
+        assert noted.trouble.since == (record.progress_trouble or noted.trouble).since
+        waits.append((noted.trouble.retry_at - NOW).total_seconds() / 60)
+        record = record.model_copy(update={"progress_trouble": noted.trouble})
+    assert waits == [1, 2, 4, 8, 16, 30, 30, 30]
+    # Waiting for its retry: not read, no stall, nothing written.
+    reconciled, *_ = plan(snapshot([record], nodes, [quota("nlp", 16)], repair=LIMIT))
+    assert (reconciled.verdicts, reconciled.troubles) == ((), ())
+
+
+def test_a_location_read_again_clears_its_trouble_and_the_stall_rule_applies_again() -> None:
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    was = ProgressTrouble(
+        since=NOW - timedelta(hours=1), failures=3, retry_at=NOW - timedelta(seconds=1), error="x"
+    )
+    record = hung(idle_min=45).model_copy(update={"progress_trouble": was})
+    reconciled, *_ = plan(snapshot([record], nodes, [quota("nlp", 16)], repair=LIMIT))
+    (noted,) = reconciled.troubles
+    assert noted.trouble is None and noted.record is record
+    (verdict,) = reconciled.verdicts  # read, and nothing newer for 45 minutes: a stall
+    assert verdict.verdict is Verdict.STALLED

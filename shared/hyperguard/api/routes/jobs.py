@@ -35,6 +35,7 @@ from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml
 from hyperguard.governance.jobs import JobRejectedError, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import TEAM_NAME_PATTERN
+from hyperguard.store.checkpoints import split_s3_uri
 from hyperguard.store.jobs import JobRecord
 
 
@@ -50,6 +51,23 @@ def _instance_type(submission: JobSubmission, catalogue: InstanceCatalogue) -> t
     except UnknownInstanceTypeError:
         raise InvalidRequestError(f"unknown instance type {name!r}", "instance_type") from None
     return ml_name(name), accelerators
+
+
+def _readable_location(location: str | None, deps: ApiDependencies) -> None:
+    """A checkpoint location in a bucket the deployment's roles may not read is refused: the
+    scheduler could never see the job's progress, nor recovery resume it from there (D139)."""
+    if not location or not deps.checkpoint_bucket:
+        return
+    bucket, _ = split_s3_uri(location)
+    if bucket == deps.checkpoint_bucket:
+        return
+    readers = ", ".join(deps.checkpoint_readers) or "the scheduler's and recovery's roles"
+    raise InvalidRequestError(
+        f"bucket {bucket!r} is not readable by this deployment: {readers} may read "
+        f"checkpoints only in {deps.checkpoint_bucket!r} (the stack's CheckpointBucketName); "
+        f"write checkpoints there, or deploy with that parameter naming {bucket!r}",
+        "checkpoint_location",
+    )
 
 
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
@@ -87,6 +105,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             raise InvalidRequestError("name the team the job runs for", "team")
         who.require_team(team)
         instance_type, per_instance = _instance_type(submission, deps.catalogue)
+        _readable_location(submission.checkpoint_location, deps)
         config, _ = deps.teams.scheduler_config()
         now = deps.clock()
         job = Job(
