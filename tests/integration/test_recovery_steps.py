@@ -309,6 +309,10 @@ def test_refused_repairs_raise_the_error_the_state_machine_routes(
     with pytest.raises(error, match=code):
         world.run("repair", r=r)
     assert world.schedulable(faulty) is False  # left cordoned
+    # The request is marked before the call (a node HyperPod takes goes NotReady at once, and
+    # that report must find the mark to join as the repair's side effect: D133).
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and "signal_to_repair_requested_s" in incident.timings
 
 
 def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: World) -> None:

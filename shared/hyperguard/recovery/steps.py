@@ -529,6 +529,11 @@ class RecoverySteps:
         incident = self._incident(r)
         action = Repair(r.action or incident.action or incident.repair)
         pool = self._pool(incident.instance_id)
+        # Marked before the call: the node goes NotReady as soon as HyperPod takes it, and the
+        # forwarder's Ready=False may be ingested before this step could mark it after; the
+        # mark is what makes that report a side effect of the repair, not a new fault to take
+        # the incident over (D133). A refused call is retried; the first time is kept.
+        self._mark(incident, "repair_requested")
         outcome = (
             self.gateway.reboot([incident.instance_id])
             if action is Repair.REBOOT
@@ -548,7 +553,6 @@ class RecoverySteps:
             planned=incident.severity == Severity.SCHEDULED,
         )
         self.incidents.update(incident.incident_id, action=action.value)
-        self._mark(incident, "repair_requested")
         budget = timedelta(minutes=self._policy().health_budget_mins)
         r.action = action
         r.pool_before = [n.instance_id for n in pool]
