@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 ML_PREFIX = "ml."
+INSTANCE_TYPE_PATTERN = r"^(ml\.)?[a-z0-9-]{1,24}\.[a-z0-9-]{1,24}$"
+"""An instance type in either spelling (`ml.p5.48xlarge`, `p5.48xlarge`): what an API field
+naming one accepts, so that no control character or markup reaches EC2 in a request."""
 
 
 class InstanceSpec(NamedTuple):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -406,6 +407,45 @@ def test_a_crash_is_a_runtime_exit_error_and_the_next_call_recovers(
     second = call(runtime, {})
     assert second["pid"] != first["pid"]
     assert runtime.cold_starts["ToyFunction"] == 2
+
+
+def killed(pid: int) -> bool:
+    """Whether the worker `pid` has died (a zombie its parent has not reaped yet counts)."""
+    return dict(worker_children()).get(pid, "Z") == "Z"
+
+
+def test_a_killed_environment_fails_its_invocation_and_is_replaced(
+    runtime: LambdaRuntime, code: Path, tmp_path: Path
+) -> None:
+    """A worker killed from outside, as an OOM kill or a test's chaos would: the invocation
+    it held fails as Lambda reports a crashed runtime, and later invocations get a new
+    environment, never the dead one, whether it died busy or idle."""
+    runtime.register(spec(code))
+    replies: list[tuple[str, bool, str]] = []
+    event = {"action": "wait", "dir": str(tmp_path)}
+    held = threading.Thread(target=lambda: replies.append(runtime.invoke("toy-fn", event)))
+    held.start()
+    wait_for(lambda: any(tmp_path.glob("running-*")))
+    busy = int(next(tmp_path.glob("running-*")).name.removeprefix("running-"))
+    os.kill(busy, signal.SIGKILL)
+    held.join(10)
+    payload, errored, tail = replies[0]
+    error = json.loads(payload)
+    assert errored and error["errorType"] == "Runtime.ExitError"
+    assert re.fullmatch(
+        r"RequestId: [0-9a-f-]{36} Error: Runtime exited with error: signal: killed",
+        error["errorMessage"],
+    )
+    assert error["errorMessage"] in tail
+    idle = call(runtime, {})["pid"]
+    assert idle != busy
+    os.kill(idle, signal.SIGKILL)
+    wait_for(lambda: killed(idle))
+    fresh = call(runtime, {})["pid"]
+    assert fresh not in (busy, idle)
+    assert call(runtime, {})["pid"] == fresh  # the new environment is the warm one now
+    assert runtime.errors["ToyFunction"] == 1
+    assert runtime.cold_starts["ToyFunction"] == 3
 
 
 def test_injected_faults(runtime: LambdaRuntime, code: Path) -> None:

@@ -73,3 +73,13 @@ def test_binary_bodies_travel_base64_and_malformed_results_are_502() -> None:
     Client(_proxy(seen)).post("/jobs", data=b"\xff\xfe")
     assert seen[0]["isBase64Encoded"] is True and seen[0]["body"] == "//4="
     assert proxy_response({"body": "x"}).status_code == 502
+
+
+def test_a_trailing_newline_is_no_route_and_a_newline_parameter_is_passed_on() -> None:
+    seen: list[dict[str, Any]] = []
+    client = Client(_proxy(seen))
+    assert client.get("/jobs%0A").status_code == 403  # not the /jobs resource
+    assert seen == []
+    client.get("/jobs/%0A")
+    assert seen[0]["resource"] == "/jobs/{jobId}"
+    assert seen[0]["pathParameters"] == {"jobId": "\n"}

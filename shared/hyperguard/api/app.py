@@ -13,6 +13,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,17 @@ its field's range with the field named; far below the 4,300 digits past which Py
 to turn a string into an int (sys.get_int_max_str_digits), which answered 500."""
 
 
+MIN_MAGNITUDE = 1e-130
+"""The smallest magnitude a non-zero number in a body may have: DynamoDB's smallest number.
+A smaller one passed every field's `ge=0` and then failed the write with decimal.Underflow,
+which answered 500; no field means anything by such a number."""
+
+MAX_DEPTH = 32
+"""Levels of arrays and objects a body may nest: far above the deepest valid body (a quota's
+AbsoluteBorrowLimits' AcceleratorPartition, 6), far below the depth at which parsing runs out
+of recursion (about 1,000), which answered 500 before the caller was even authenticated."""
+
+
 def _number_in_range(literal: str) -> None:
     if len(literal) > MAX_NUMBER_CHARS:
         raise InvalidRequestError(
@@ -55,6 +67,10 @@ def _bounded_float(literal: str) -> float:
     value = float(literal)
     if not math.isfinite(value):
         raise InvalidRequestError("a number in the body is out of range", "body")
+    if value and abs(value) < MIN_MAGNITUDE:
+        raise InvalidRequestError(
+            f"a number in the body is nearer zero than {MIN_MAGNITUDE:g} (send 0 instead)", "body"
+        )
     return value
 
 
@@ -62,12 +78,53 @@ def _no_constant(name: str) -> Any:
     raise InvalidRequestError(f"{name} is not a JSON number", "body")
 
 
+def _too_deep() -> InvalidRequestError:
+    return InvalidRequestError(
+        f"the body nests arrays and objects more than {MAX_DEPTH} levels deep", "body"
+    )
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether `value` nests arrays and objects more than `limit` levels deep (level by level,
+    without recursion)."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            if isinstance(node, list | dict)
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+    return any(isinstance(node, list | dict) for node in level)
+
+
 def load_body(text: str) -> Any:
     """A request body as JSON (RFC 8259): every number bounded in characters before Python
-    parses it, NaN and Infinity refused (JSON has no such values)."""
-    return json.loads(
-        text, parse_int=_bounded_int, parse_float=_bounded_float, parse_constant=_no_constant
-    )
+    parses it and in magnitude to what DynamoDB stores, NaN and Infinity refused (JSON has no
+    such values), nesting bounded to MAX_DEPTH."""
+    try:
+        value = json.loads(
+            text, parse_int=_bounded_int, parse_float=_bounded_float, parse_constant=_no_constant
+        )
+    except RecursionError:
+        raise _too_deep() from None
+    if _nested_deeper(value, MAX_DEPTH):
+        raise _too_deep()
+    return value
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def path_problem(event: Mapping[str, Any]) -> tuple[int, str, str] | None:
+    """Why a request's path is refused before any route matches it: a path parameter that is
+    blank or holds a control character (422, naming it). The resolver's routes end in `$`,
+    which matches before a trailing newline: `GET /jobs/%0A` was served as `GET /jobs`."""
+    for name, value in (event.get("pathParameters") or {}).items():
+        text = str(value)
+        if not text.strip() or _CONTROL.search(text):
+            return 422, f"{name} must be printable text, not blank", name
+    return None
 
 
 def body_problem(event: Mapping[str, Any]) -> tuple[int, str, str] | None:
@@ -99,10 +156,11 @@ def body_problem(event: Mapping[str, Any]) -> tuple[int, str, str] | None:
 
 
 class HyperGuardResolver(APIGatewayRestResolver):
-    """The REST resolver, refusing bodies no route should parse before validation runs."""
+    """The REST resolver, refusing paths and bodies no route should parse before validation
+    runs."""
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
-        problem = body_problem(event)
+        problem = path_problem(event) or body_problem(event)
         if problem is None:
             return super().resolve(event, context)
         status, message, field = problem

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from hyperguard.catalogue import INSTANCE_TYPE_PATTERN
 from hyperguard.models import Checkpoint, Incident, JobStatus
 from hyperguard.models.governance import (
     NAME_PATTERN,
@@ -53,6 +54,13 @@ MAX_ARGUMENT = 4096
 MAX_COMMAND = 16384
 MAX_STEP = 10**15
 """Larger than any training's step count; DynamoDB numbers stop at 38 digits."""
+MAX_VERSION = 10**15
+"""Larger than any count of a resource's updates: a `TargetVersion` of more than 38 digits
+failed the conditional write (decimal.Rounded) and answered 500."""
+MIN_STEP_SECONDS = 1e-6
+"""A node's compute seconds per step, at least: a microsecond is no step's real time, and a
+number nearer zero than DynamoDB stores (1e-130) answered 500."""
+MAX_STEP_SECONDS = 3600
 IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,128}$"
 INSTANCE_ID = r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$"
 
@@ -109,7 +117,11 @@ class JobSubmission(BaseModel):
     )
     template: JobTemplate = JobTemplate.PRODUCTION
     instance_type: str | None = Field(
-        default=None, min_length=1, max_length=64, description="e.g. ml.p5.48xlarge"
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=INSTANCE_TYPE_PATTERN,
+        description="e.g. ml.p5.48xlarge",
     )
     accelerator: AcceleratorKind | None = Field(
         default=None, description="instead of instance_type: the accelerator kind"
@@ -173,7 +185,10 @@ class CheckpointReport(BaseModel):
     node_step_seconds: (
         dict[
             Annotated[str, StringConstraints(pattern=INSTANCE_ID)],
-            Annotated[float, Field(gt=0, le=3600, strict=True, allow_inf_nan=False)],
+            Annotated[
+                float,
+                Field(ge=MIN_STEP_SECONDS, le=MAX_STEP_SECONDS, strict=True, allow_inf_nan=False),
+            ],
         ]
         | None
     ) = Field(
@@ -267,7 +282,7 @@ class ComputeQuotaRequest(AwsShape):
     compute_quota_config: ComputeQuotaConfig
     compute_quota_target: ComputeQuotaTarget
     activation_state: ActivationState = ActivationState.ENABLED
-    target_version: StrictInt | None = Field(default=None, ge=1)
+    target_version: StrictInt | None = Field(default=None, ge=1, le=MAX_VERSION)
 
     def quota(self) -> ComputeQuota:
         return ComputeQuota.model_validate(
@@ -316,7 +331,10 @@ class SchedulerConfigRequest(AwsShape):
     idle_resource_sharing: Toggle = Toggle.ENABLED
     min_runtime_seconds: MinRuntimeSeconds = 0
     target_version: StrictInt | None = Field(
-        default=None, ge=0, description="the version you read (0: none was set yet)"
+        default=None,
+        ge=0,
+        le=MAX_VERSION,
+        description="the version you read (0: none was set yet)",
     )
 
     @model_validator(mode="after")

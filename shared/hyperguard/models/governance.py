@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_pascal
 
-from hyperguard.catalogue import InstanceCatalogue, InstanceSpec, ml_name
+from hyperguard.catalogue import INSTANCE_TYPE_PATTERN, InstanceCatalogue, InstanceSpec, ml_name
 from hyperguard.models.camel import DECIMALS
 
 NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
@@ -100,7 +100,7 @@ class AcceleratorPartitionConfig(AwsShape):
 
 
 class ComputeQuotaResourceConfig(AwsShape):
-    instance_type: str = Field(min_length=1, max_length=64)
+    instance_type: str = Field(min_length=1, max_length=64, pattern=INSTANCE_TYPE_PATTERN)
     count: StrictInt | None = Field(
         default=None, ge=0, le=MAX_INSTANCES, description="whole instances"
     )

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from hyperguard.catalogue import ec2_name, ml_name
+from hyperguard.catalogue import INSTANCE_TYPE_PATTERN, ec2_name, ml_name
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 from hyperguard.models.nodes import BURST_LABEL, CapacityType, Node
@@ -126,7 +126,6 @@ _GPU_CAP = (
 
 
 POOL_NAME = r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$"
-INSTANCE_TYPE = r"^(ml\.)?[a-z0-9-]{1,24}\.[a-z0-9-]{1,24}$"
 INSTANCE_GROUP_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$"
 MAX_USD_PER_DAY = 10_000_000.0
 MAX_GPU_HOURS_PER_DAY = 10_000_000.0
@@ -140,7 +139,7 @@ MAX_HOURLY_USD = 10_000.0
 class PoolPrice(CamelModel):
     pool_kind: PoolKind
     instance_type: str = Field(
-        pattern=INSTANCE_TYPE,
+        pattern=INSTANCE_TYPE_PATTERN,
         max_length=50,
         description="ml.* (HyperPod) or the EC2 name (EKS); either spelling is matched",
     )

@@ -47,7 +47,9 @@ def _route(resource: str) -> _Route:
         for part in re.split(r"(\{[^}]+\})", resource)
     )
     statics = sum(1 for segment in resource.split("/") if segment and "{" not in segment)
-    return _Route(resource, re.compile(f"^{regex}$"), statics)
+    # \Z, not $: `$` also matches before a trailing newline, and API Gateway has no route
+    # for `/jobs%0A`.
+    return _Route(resource, re.compile(f"^{regex}\\Z"), statics)
 
 
 @dataclass

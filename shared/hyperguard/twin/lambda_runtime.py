@@ -9,7 +9,8 @@ Emulated as the Lambda python3.13 runtime does it:
   credentials included);
 - one invocation at a time per environment, warm reuse, timed cold starts; reserved
   concurrency throttles (429); the timeout kills the environment (Sandbox.Timedout); a runtime
-  that dies is reported as Runtime.ExitError and replaced;
+  that dies fails the invocation it held as Runtime.ExitError and, dead busy or idle (killed
+  from outside), is replaced: no later invocation is handed to it;
 - START/END/REPORT lines around the function's output; errors logged as the runtime logs them.
 
 Not emulated: the memory limit (Max Memory Used is reported, never enforced), /tmp isolation
@@ -233,6 +234,9 @@ class _Worker:
             return f"Runtime exited with error: signal: {name.lower()}"
         return f"Runtime exited with error: exit status {code}"
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait()
@@ -259,17 +263,24 @@ class _Pool:
     cond: threading.Condition = field(default_factory=threading.Condition)
 
     def acquire(self, start: Callable[[], _Worker]) -> tuple[_Worker, bool]:
-        """A warm worker, or a new one (then the flag is set: a cold start)."""
-        with self.cond:
-            while not self.idle and self.size >= self.cap:
-                if self.throttle_when_full:
-                    raise LambdaServiceError("TooManyRequestsException", 429, "Rate Exceeded.")
-                self.cond.wait()
-            if self.idle:
-                worker = self.idle.pop()  # the most recently used, as Lambda tends to pick
-                self.busy.add(worker)
-                return worker, False
-            self.size += 1
+        """A warm worker, or a new one (then the flag is set: a cold start). An idle worker
+        whose process died (killed from outside) is replaced, as Lambda replaces a dead
+        execution environment: no invocation is handed to it."""
+        dead: list[_Worker] = []
+        try:
+            with self.cond:
+                while not self._warm(dead) and self.size >= self.cap:
+                    if self.throttle_when_full:
+                        raise LambdaServiceError("TooManyRequestsException", 429, "Rate Exceeded.")
+                    self.cond.wait()
+                if self.idle:
+                    worker = self.idle.pop()  # the most recently used, as Lambda tends to pick
+                    self.busy.add(worker)
+                    return worker, False
+                self.size += 1
+        finally:
+            for worker in dead:
+                worker.close()
         try:
             worker = start()
         except BaseException:
@@ -280,6 +291,14 @@ class _Pool:
         with self.cond:
             self.busy.add(worker)
         return worker, True
+
+    def _warm(self, dead: list[_Worker]) -> bool:
+        """Whether a live worker is idle; dead idle ones move to `dead` and leave the count.
+        Called with the lock held."""
+        while self.idle and not self.idle[-1].alive():
+            dead.append(self.idle.pop())
+            self.size -= 1
+        return bool(self.idle)
 
     def release(self, worker: _Worker, keep: bool) -> None:
         with self.cond:

@@ -10,7 +10,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from hyperguard.api.deps import ApiDependencies
 from hyperguard.api.errors import InvalidRequestError, NotFoundError
-from hyperguard.api.models import ComputeQuotaList, ComputeQuotaRequest, ComputeQuotaView
+from hyperguard.api.models import (
+    MAX_VERSION,
+    ComputeQuotaList,
+    ComputeQuotaRequest,
+    ComputeQuotaView,
+)
 from hyperguard.api.routes.common import (
     CallerOf,
     Limit,
@@ -103,7 +108,9 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     )
     def delete_quota(
         team: TeamName,
-        target_version: Annotated[int | None, Query(alias="TargetVersion", ge=1)] = None,
+        target_version: Annotated[
+            int | None, Query(alias="TargetVersion", ge=1, le=MAX_VERSION)
+        ] = None,
     ) -> Response[None]:
         caller().require_admin()
         deps.teams.delete_quota(team, target_version=target_version)
