@@ -89,7 +89,15 @@ KUEUE = "kueue.x-k8s.io/v1beta2"
 LOCAL_QUEUES = resource(KUEUE, "localqueues")
 CLUSTER_QUEUES = resource(KUEUE, "clusterqueues", namespaced=False)
 ROLE_BINDINGS = resource("rbac.authorization.k8s.io/v1", "rolebindings")
-_IN_TEAM = (HYPERPOD_PYTORCH_JOBS, JOBS, WORKLOADS, LOCAL_QUEUES, ROLE_BINDINGS)
+POD_DISRUPTION_BUDGETS = resource("policy/v1", "poddisruptionbudgets")
+_IN_TEAM = (
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
+    WORKLOADS,
+    LOCAL_QUEUES,
+    ROLE_BINDINGS,
+    POD_DISRUPTION_BUDGETS,
+)
 _CLUSTER_SCOPED_KUEUE = (
     CLUSTER_QUEUES,
     resource(KUEUE, "resourceflavors", namespaced=False),

@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 from tests.conftest import EVENTS, Stack
-from tests.integration.cluster_harness import ClusterApis, cluster_apis, seed_jobs
+from tests.integration.cluster_harness import (
+    POD_DISRUPTION_BUDGETS,
+    ClusterApis,
+    cluster_apis,
+    seed_jobs,
+)
 from tests.integration.incident_harness import fault_signal
 from tests.integration.scheduler_harness import scheduler
 
@@ -32,6 +37,7 @@ from hyperguard.models import (
     Severity,
     SignalSource,
 )
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import (
     RecoverySteps,
     RecoveryTimeoutError,
@@ -44,7 +50,7 @@ from hyperguard.store.incidents import SignalOutcome
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard.twin.cluster import SimulatedCluster
 from hyperguard.twin.plane.kube import EVENTS as KUBE_EVENTS
-from hyperguard.twin.plane.kube import NODES, wait_for
+from hyperguard.twin.plane.kube import NODES, PODS, wait_for
 
 # The steps the state machine runs from an incident's diagnosis to its repair request.
 UP_TO_REPAIR = ("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair")
@@ -313,6 +319,59 @@ def test_refused_repairs_raise_the_error_the_state_machine_routes(
     # that report must find the mark to join as the repair's side effect: D133).
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and "signal_to_repair_requested_s" in incident.timings
+
+
+def test_a_drain_a_pdb_blocks_for_ten_minutes_outlasts_a_lambda_and_ends_forced_on_time(
+    world: World,
+) -> None:
+    """A PodDisruptionBudget that allows no disruption holds a pod on the failed node for the
+    policy's whole 10-minute deadline, twice a Lambda's timeout: each Drain call evicts one
+    round and returns, the state machine waits `drain_retry_s` and calls again (RouteDrain,
+    WaitForDrain), and the call at the deadline deletes what is left."""
+    policies = RepairPolicyStore(world.teams.table_name)
+    policies.put(NodeRepairConfig.model_validate({"drainDeadlineS": 600}))
+    faulty = busy_node(world)
+    (node,) = (i.node_name for i in world.cluster.instances() if i.instance_id == faulty)
+    namespace = "hyperpod-ns-nlp"
+    labels = {"app": "inference"}
+    world.apis.kube.create(
+        POD_DISRUPTION_BUDGETS,
+        {
+            "metadata": {"name": "inference"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": labels}},
+        },
+        namespace,
+    )
+    world.apis.kube.create(
+        PODS,
+        {
+            "metadata": {"name": "inference-0", "labels": labels},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "serve", "image": "serve:1"}],
+                # Only the drain takes it off: kube-controller-manager's taint eviction would
+                # delete it once the failed node had been NotReady for 300 s.
+                "tolerations": [{"operator": "Exists"}],
+            },
+        },
+        namespace,
+    )
+    world.cluster.inject_fault(faulty)
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", r=world.open(faulty))
+    started = world.clock.now()
+    calls = 0
+    while True:
+        r = world.run("drain", r=r)
+        calls += 1
+        if not r["drain_pending"]:
+            break
+        assert 1 <= r["drain_retry_s"] <= 10 and calls < 100
+        world.apis.advance(r["drain_retry_s"])  # the WaitForDrain state
+    assert (world.clock.now() - started).total_seconds() == 600
+    assert calls == 61  # one at once, then one every 10 s for 10 minutes
+    assert r["drain"]["forced"] == 1 and r.get("drain_until") is None
+    on_node = world.apis.kube.list_objects(PODS, namespace, field_selector=f"spec.nodeName={node}")
+    assert all(p["metadata"].get("deletionTimestamp") for p in on_node)
 
 
 def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: World) -> None:

@@ -172,8 +172,8 @@ class HyperPodEksGateway:
     def uncordon(self, instance_id: str) -> bool:
         return self.kubernetes.uncordon(instance_id)
 
-    def drain(self, instance_id: str, *, deadline_s: float) -> DrainResult:
-        return self.kubernetes.drain(instance_id, deadline_s=deadline_s)
+    def drain(self, instance_id: str, *, deadline_s: float, force: bool = True) -> DrainResult:
+        return self.kubernetes.drain(instance_id, deadline_s=deadline_s, force=force)
 
     def reboot(self, instance_ids: list[str]) -> RepairOutcome:
         outcome = self._repair(instance_ids, self.hyperpod.reboot, self.ec2.reboot)

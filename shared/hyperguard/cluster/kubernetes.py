@@ -329,10 +329,11 @@ class KubernetesAdapter:
 
         return self._patch_node(instance_id, change)
 
-    def drain(self, instance_id: str, *, deadline_s: float) -> DrainResult:
+    def drain(self, instance_id: str, *, deadline_s: float, force: bool = True) -> DrainResult:
         """Evict every pod but DaemonSet and mirror pods. Evictions a PodDisruptionBudget
-        refuses (429) are retried until `deadline_s`; pods left then are deleted with a zero
-        grace period and reported as forced."""
+        refuses (429) are retried until `deadline_s` (0: one round); pods left then are
+        deleted with a zero grace period and reported as forced, or, without `force`,
+        reported as blocked for a later call."""
         node_name = self._get_node_name(instance_id)
         deadline = self._clock() + deadline_s
         pods = self._api(
@@ -358,6 +359,9 @@ class KubernetesAdapter:
             if not pending or remaining <= 0:
                 break
             self._sleep(min(self._eviction_retry_s, remaining))
+        if not force:
+            result.blocked.extend(pending)
+            return result
         for key in pending:
             if self._force_delete(key):
                 result.forced.append(key)

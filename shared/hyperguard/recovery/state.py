@@ -80,6 +80,13 @@ class Recovery(BaseModel):
     # ProtectJobs, Drain, ResumeJobs: job ids.
     jobs: list[str] | None = None
     drain: Drained | None = None
+    drain_until: IsoTime | None = Field(
+        default=None, description="while a drain goes on: when what is left is deleted"
+    )
+    drain_pending: bool | None = Field(
+        default=None, description="pods are left that a PodDisruptionBudget protects"
+    )
+    drain_retry_s: int | None = Field(default=None, description="WaitForDrain's seconds")
     moved: list[str] | None = None
     resumed: list[str] | None = None
     # Repair and CheckHealth.

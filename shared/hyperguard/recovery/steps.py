@@ -72,6 +72,10 @@ from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStor
 from hyperguard.store.jobs import JobRecord
 from hyperguard.store.policy import RepairPolicyStore
 
+DRAIN_RETRY_S = 10
+"""How long the state machine waits before evicting again what a PodDisruptionBudget refused
+(a replacement pod elsewhere takes seconds to become ready)."""
+
 REPAIRING_STATUSES = frozenset(
     {
         NodeStatus.PENDING,
@@ -493,26 +497,44 @@ class RecoverySteps:
         return reported
 
     def drain(self, r: Recovery) -> Recovery:
-        """Evict the node's pods within the deadline; then the jobs that need not wait for
-        the node move on now: to a hot spare, shrunk onto their other nodes, or back to the
-        queue. A fault announced ahead (a planned incident: the node still works) moves the
-        jobs first, so that an elastic job shrinks, or moves to a spare, the graceful way
-        (it checkpoints before its pods leave the node), and evicts what is left after."""
+        """Evict the node's pods, one round a call, until none is left or the deadline has
+        passed (what a PodDisruptionBudget still protects then is deleted): while pods are
+        left, `drain_pending` sends the state machine to wait `drain_retry_s` and call again,
+        so a drain may take as long as the policy's deadline, beyond a Lambda's timeout.
+        Then the jobs that need not wait for the node move on: to a hot spare, shrunk onto
+        their other nodes, or back to the queue. A fault announced ahead (a planned incident:
+        the node still works) moves the jobs first, so that an elastic job shrinks, or moves
+        to a spare, the graceful way (it checkpoints before its pods leave the node), and
+        evicts what is left after."""
         incident = self._incident(r)
-        policy = self._policy()
-        deadline = float(policy.drain_deadline_s)
-        if incident.deadline is not None:
-            deadline = max((incident.deadline - self.clock()).total_seconds(), 0.0)
+        now = self.clock()
         moving = {
             AppliedStrategy.HOT_SPARE,
             AppliedStrategy.ELASTIC_SHRINK,
             AppliedStrategy.MOVE,
             AppliedStrategy.REQUEUE,
         }
-        first = self._carry_out(incident, moving, r) if incident.kind in PLANNED_KINDS else []
-        result = self.gateway.drain(incident.instance_id, deadline_s=deadline)
-        r.drain = Drained(evicted=len(result.evicted), forced=len(result.forced))
-        r.moved = [*first, *self._carry_out(self._incident(r), moving, r)]
+        if r.drain_until is None:  # the first call of this drain
+            deadline = float(self._policy().drain_deadline_s)
+            if incident.deadline is not None:
+                deadline = max((incident.deadline - now).total_seconds(), 0.0)
+            r.drain_until = now + timedelta(seconds=deadline)
+            r.drain = Drained(evicted=0, forced=0)
+            r.moved = self._carry_out(incident, moving, r) if incident.kind in PLANNED_KINDS else []
+        final = now >= r.drain_until
+        result = self.gateway.drain(incident.instance_id, deadline_s=0, force=final)
+        done = r.drain or Drained(evicted=0, forced=0)
+        r.drain = Drained(
+            evicted=done.evicted + len(result.evicted), forced=done.forced + len(result.forced)
+        )
+        if result.blocked and not final:
+            r.drain_pending = True
+            left = math.ceil((r.drain_until - now).total_seconds())
+            r.drain_retry_s = max(1, min(DRAIN_RETRY_S, left))
+            return r
+        r.drain_pending = False
+        r.drain_until = None
+        r.moved = [*(r.moved or []), *self._carry_out(self._incident(r), moving, r)]
         # A job that waits for the repair trains no more until then: an elastic one whose
         # operator would shrink it on its own is stopped too.
         round_ = r.this_round

@@ -31,6 +31,7 @@ PHASE_OF_STATE = {
     "AwaitOperatorApproval": "approval",
     "ProtectJobs": "cordon/drain",
     "Drain": "cordon/drain",
+    "WaitForDrain": "cordon/drain",
     "Repair": "repair",
     "WaitForRepair": "repair",
     "CheckHealth": "repair",
