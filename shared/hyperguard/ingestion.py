@@ -159,9 +159,29 @@ class HealthIngestor:
         delivery = f"event#{event.get('source')}#{event.get('detail-type')}#{event.get('id')}"
         if self.idempotency.seen(delivery):
             return self._count([Outcome.DUPLICATE] * len(signals))
-        outcomes = [self._apply(signal) for signal in signals]
+        outcomes = self._apply_each(signals)
         self.idempotency.mark(delivery, outcomes=[o.value for o in outcomes])
         return self._count(outcomes)
+
+    def _apply_each(self, signals: list[HealthSignal]) -> list[Outcome]:
+        """Every signal of one event applied, one instance's failure (a node the cluster
+        will not describe) holding back none of the others; then the first failure is
+        raised, so that the delivery is retried for it (the others' effects are
+        idempotent: a retry finds them duplicates)."""
+        outcomes: list[Outcome] = []
+        failure: Exception | None = None
+        for signal in signals:
+            try:
+                outcomes.append(self._apply(signal))
+            except Exception as error:
+                logger.exception(
+                    "signal not applied: its event is retried",
+                    extra={"instance_id": signal.instance_id, "kind": signal.kind},
+                )
+                failure = failure or error
+        if failure is not None:
+            raise failure
+        return outcomes
 
     def _apply(self, signal: HealthSignal) -> Outcome:
         signal, replaced = sane_times(signal, self.clock())

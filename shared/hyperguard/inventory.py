@@ -17,10 +17,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from hyperguard.cluster import ClusterGateway, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus
+from hyperguard.observability import logger
 from hyperguard.store import NodeStore
 from hyperguard.store.codec import to_item
 
@@ -33,6 +37,10 @@ def reported(node: Node) -> dict[str, Any]:
     for own in (*NodeStore.OWN_FIELDS, "instance_id"):
         item.pop(own, None)
     return item
+
+
+class InventoryWriteError(RuntimeError):
+    """A sync wrote every node but these: it fails, for SQS to deliver its message again."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,6 @@ class InventorySync:
             if node.instance_id not in stored
             or reported(stored[node.instance_id]) != reported(node)
         ]
-        self.nodes.upsert_inventory(changed)
         present = {n.instance_id for n in listed}
         gone = [
             n.instance_id
@@ -68,9 +75,27 @@ class InventorySync:
             and n.status is not NodeStatus.NOT_FOUND
             and n.instance_id not in present
         ]
-        for instance_id in gone:
-            self.nodes.retire(instance_id)
+        # Each node written apart: one DynamoDB refuses holds back none of the others.
+        writes: list[tuple[str, Callable[[], object]]] = [
+            (n.instance_id, partial(self.nodes.upsert_inventory, [n])) for n in changed
+        ]
+        writes += [(instance_id, partial(self.nodes.retire, instance_id)) for instance_id in gone]
+        refused = [instance_id for instance_id, write in writes if not _written(instance_id, write)]
+        if refused:
+            raise InventoryWriteError(f"DynamoDB refused node(s) {', '.join(refused)}")
         return SyncResult(listed=len(listed), written=len(changed), retired=len(gone))
+
+
+def _written(instance_id: str, write: Callable[[], object]) -> bool:
+    """Whether DynamoDB took the node's write (a refusal is logged)."""
+    try:
+        write()
+    except ClientError as error:
+        logger.error(
+            "inventory write refused", extra={"instance_id": instance_id, "error": str(error)}
+        )
+        return False
+    return True
 
 
 @dataclass

@@ -16,6 +16,7 @@ from tests.integration.cluster_harness import ClusterApis
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
+from hyperguard.cluster import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.karpenter import (
     DISRUPTED_TAINT,
@@ -554,3 +555,48 @@ def test_a_burst_rechecks_the_job_and_the_caps_before_buying(
     burst = steps.run("request", planned_burst(steps, capped))
     assert burst["capacity"] == "requested"
     assert len(apis.gateway.burst_claims()) == 1
+
+
+def test_a_nodeclaim_the_api_server_will_not_delete_holds_back_no_other_of_a_rollback(
+    stack: Stack, make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollback gives back every other node before it fails for the refused one (for
+    the state machine to retry); its retry completes the rollback."""
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack, clock=apis.clock.now)
+    api.quota("solo", 64, borrow=0)
+    assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
+    steps = burst_steps_for(stack, apis, api)
+    jobs = [api.submit("solo", 8, template="development").body["job_id"] for _ in range(2)]
+    request = BurstRequest(
+        burst_id="burst-00000000000000bb",
+        template="development",
+        instance_type="p5.48xlarge",
+        accelerators_per_node=8,
+        jobs=[BurstJob(job_id=job_id, team="solo", nodes=1) for job_id in jobs],
+    )
+    burst = steps.run("plan", {"request": request.model_dump(mode="json", by_alias=True)})
+    burst = steps.run("request", burst)
+    claims = apis.gateway.burst_claims(request.burst_id, include_hyperpod=False)
+    assert len(claims) == 2
+    refused = claims[0].name
+    real = apis.gateway.release_burst_node
+
+    def release_burst_node(claim: BurstClaim) -> bool:
+        if claim.name == refused:
+            raise ClusterError(f"delete NodeClaim {claim.name}: 500 etcdserver: leader changed")
+        return real(claim)
+
+    monkeypatch.setattr(apis.gateway, "release_burst_node", release_burst_node)
+    burst["failures"] = ["on-demand: InsufficientInstanceCapacity"]
+    with pytest.raises(ClusterError, match=refused):
+        steps.run("rollback", burst)
+    kept = apis.gateway.burst_claims(request.burst_id, include_hyperpod=False)
+    assert [c.name for c in kept if not c.deleting] == [refused]
+
+    monkeypatch.undo()
+    assert steps.run("rollback", burst)["outcome"] == "rolled-back"
+    assert not [c for c in apis.gateway.burst_claims() if not c.deleting]
+    assert all(
+        "InsufficientInstanceCapacity" in api.call("GET", f"/jobs/{j}").body["reason"] for j in jobs
+    )

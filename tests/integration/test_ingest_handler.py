@@ -15,6 +15,7 @@ from tests.conftest import REGION, Stack, load_event
 from tests.integration import handler_harness
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
+from hyperguard.cluster import ClusterError
 from hyperguard.models import Node
 from hyperguard.store import IncidentStore, NodeStore
 
@@ -124,6 +125,42 @@ def test_a_transient_failure_fails_only_its_record_and_the_retry_completes_it(
     assert incident is not None and incident.execution_arn is not None
     assert incident.incident_id == pending.incident_id
     assert len(executions(seeded)) == 2  # one per incident, none lost, none doubled
+
+
+def test_an_instance_the_cluster_refuses_to_describe_holds_back_none_of_its_events_others(
+    seeded: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One AWS Health event names two instances, and SageMaker refuses to describe the one
+    the inventory has not seen: the other's incident opens at once; the record fails alone
+    and is delivered again until the refused one is looked up too."""
+    app = load_handler(seeded.env(), monkeypatch)
+    refused = "i-0aaaaaaaaaaaaaaa0"
+    real_status: Callable[[str], Node] = app.ingestor.lookup.gateway.node_status
+    refusing = {"on": True}
+
+    def node_status(instance_id: str) -> Node:
+        if instance_id == refused and refusing["on"]:
+            raise ClusterError(f"DescribeClusterNode {instance_id}: AccessDeniedException")
+        return real_status(instance_id)
+
+    monkeypatch.setattr(app.ingestor.lookup.gateway, "node_status", node_status)
+    event = load_event("aws-health-ec2-retirement")
+    [ours] = event["detail"]["affectedEntities"]
+    # Constructed: the published sample naming a second instance, before ours.
+    event["detail"]["affectedEntities"] = [{**ours, "entityValue": refused}, ours]
+    body = record(json.dumps(event))
+    pending = record(json.dumps(load_event("ec2-instance-state-change")))  # informational
+    failed = {"batchItemFailures": [{"itemIdentifier": body["messageId"]}]}
+    assert app.handler({"Records": [body, pending]}, context()) == failed
+    store = IncidentStore(seeded.tables["IncidentsTable"], seeded.tables["NodesTable"])
+    opened = store.open_incident_for("i-1234567890abcdef0")
+    assert opened is not None and opened.execution_arn is not None
+    assert executions(seeded) == [opened.incident_id]
+
+    refusing["on"] = False  # delivered again: the refused instance is not one of ours
+    assert app.handler({"Records": [body]}, context()) == {"batchItemFailures": []}
+    assert app.ingestor.counts == {"ignored": 1, "duplicate": 1, "foreign": 1}
+    assert executions(seeded) == [opened.incident_id]  # nothing opened twice
 
 
 def test_events_for_other_clusters_and_unknown_instances_are_dropped(

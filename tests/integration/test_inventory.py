@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from botocore.exceptions import ClientError
 from tests.conftest import Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
-from hyperguard.inventory import InventorySync, NodeLookup
+from hyperguard.inventory import InventorySync, InventoryWriteError, NodeLookup
 from hyperguard.models import Node, NodeStatus
 from hyperguard.store import NodeStore
 
@@ -87,3 +88,41 @@ def test_a_look_up_remembers_a_miss_for_its_window(stack: Stack, apis: ClusterAp
     burst = lookup.find(apis.burst[0])  # in the cluster, not yet in the table
     assert burst is not None and burst.platform == "eks" and burst.cluster == "hyperguard-eks"
     assert nodes.get(apis.burst[0]) is not None
+
+
+class RefusesOneNode(NodeStore):
+    """DynamoDB refusing every write of one node's item (as it refuses an item over its
+    size limit)."""
+
+    refused = ""
+
+    def upsert_inventory(self, nodes: list[Node]) -> int:
+        if any(node.instance_id == self.refused for node in nodes):
+            raise ClientError(
+                {"Error": {"Code": "ValidationException", "Message": "Item size too large"}},
+                "UpdateItem",
+            )
+        return super().upsert_inventory(nodes)
+
+
+def test_a_node_dynamodb_refuses_holds_back_no_other_node_of_the_sync(
+    stack: Stack, apis: ClusterApis
+) -> None:
+    """A replacement whose item DynamoDB refuses: the node replaced is still retired and
+    every other change written; the sync fails, naming it, for SQS to deliver again."""
+    nodes = RefusesOneNode(stack.tables["NodesTable"])
+    sync = InventorySync(nodes, apis.gateway, CLUSTERS)
+    sync.sync()
+    old = apis.hyperpod[0]
+    assert apis.gateway.replace([old]).successful == [old]
+    apis.advance(940)
+    new = apis.cluster.replacement_of(old)
+    assert new is not None
+    nodes.refused = new
+    apis.gateway.cordon(apis.hyperpod[1], incident_id="maintenance", reason="maintenance")
+    with pytest.raises(InventoryWriteError, match=new):
+        sync.sync()
+    cordoned, retired = nodes.get(apis.hyperpod[1]), nodes.get(old)
+    assert cordoned is not None and not cordoned.schedulable
+    assert retired is not None and retired.status is NodeStatus.NOT_FOUND
+    assert nodes.get(new) is None

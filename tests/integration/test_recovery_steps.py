@@ -21,6 +21,7 @@ from tests.integration.cluster_harness import (
 from tests.integration.incident_harness import fault_signal
 from tests.integration.scheduler_harness import scheduler
 
+from hyperguard.cluster import ClusterError
 from hyperguard.cluster.kubernetes import EVENT_NAMESPACE, FIELD_MANAGER
 from hyperguard.cluster.workloads import RunPhase
 from hyperguard.events import classify_health_event
@@ -33,6 +34,7 @@ from hyperguard.models import (
     IncidentStatus,
     JobStatus,
     NodeStatus,
+    ProtectedJob,
     Repair,
     Severity,
     SignalSource,
@@ -439,6 +441,80 @@ def test_an_escalation_requeues_a_job_protected_before_its_plan_was_written(
     assert incident is not None
     assert [(p.job_id, p.strategy) for p in incident.jobs] == [("llama3-70b-pretrain", "requeue")]
     assert incident.jobs[0].outcome.startswith("requeued (the incident was escalated)")
+
+
+def two_jobs_one_unstoppable(world: World, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """An incident past its guard that protects two jobs, planned to go back to the queue in
+    this order, and an API server that refuses to delete the first one's runs (and only
+    those). Constructed: the seeded jobs each have nodes of their own, so the second is
+    protected through one of its own, as a node that carries two jobs would have it."""
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run("diagnose", "cordon", "guard", r=world.open(faulty))
+    plan = []
+    for job_id, node in (
+        ("llama3-70b-pretrain", faulty),
+        ("vit-h14-pretrain", busy_node(world, "vit-h14-pretrain", 0)),
+    ):
+        assert world.steps.lifecycle.protect(job_id, incident_id=r["incident_id"], node=node)
+        job = world.jobs.get(job_id)
+        assert job is not None
+        plan.append(
+            ProtectedJob(
+                job_id=job_id,
+                team=job.team,
+                strategy="requeue",
+                nodes=job.nodes,
+                run=job.run,
+                round=1,
+            )
+        )
+    world.incidents.update(r["incident_id"], jobs=plan)
+    real = world.gateway.stop_job
+
+    def stop_job(job_id: str, *, before_run: int | None = None) -> bool:
+        if job_id == "llama3-70b-pretrain":
+            raise ClusterError(f"delete runs of {job_id}: 500 etcdserver: request timed out")
+        return real(job_id, before_run=before_run)
+
+    monkeypatch.setattr(world.gateway, "stop_job", stop_job)
+    return r
+
+
+def test_a_job_the_cluster_will_not_stop_holds_back_no_other_job_of_a_step(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drain carries out every job's plan before it fails for the one the cluster refused,
+    and its retry completes that one."""
+    r = two_jobs_one_unstoppable(world, monkeypatch)
+    with pytest.raises(ClusterError, match="llama3-70b-pretrain"):
+        world.run("drain", r=r)
+    assert "vit-h14-pretrain" not in world.gateway_runs()
+    plan = {p.job_id: p for p in world.incidents.get(r["incident_id"]).jobs}  # type: ignore[union-attr]
+    assert plan["vit-h14-pretrain"].resumed and not plan["llama3-70b-pretrain"].resumed
+
+    monkeypatch.undo()
+    r = world.run("drain", r=r)
+    assert r["moved"] == ["llama3-70b-pretrain"]
+    assert "llama3-70b-pretrain" not in world.gateway_runs()
+
+
+def test_a_job_the_cluster_will_not_stop_holds_back_no_other_job_of_an_escalation(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other job still goes back to the queue, and the incident to an operator, whose
+    note names the job left behind."""
+    r = two_jobs_one_unstoppable(world, monkeypatch)
+    r = world.run("escalate", r={**r, "error": {"Error": "States.Timeout", "Cause": ""}})
+    record = world.jobs.record("vit-h14-pretrain")
+    assert record is not None and record.job.status is JobStatus.PENDING
+    assert record.protected_by is None
+    assert "vit-h14-pretrain" not in world.gateway_runs()
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.NEEDS_OPERATOR
+    assert "job llama3-70b-pretrain could not be requeued" in incident.notes[-1]
+    plan = {p.job_id: p for p in incident.jobs}
+    assert plan["vit-h14-pretrain"].resumed and not plan["llama3-70b-pretrain"].resumed
 
 
 def test_a_redrive_that_finds_the_node_repaired_returns_it_to_service(world: World) -> None:

@@ -545,6 +545,12 @@ def test_one_health_event_yields_one_signal_per_instance() -> None:
     assert classify(event) == signals
 
 
+def test_an_entity_too_long_for_an_instance_id_holds_back_none_of_the_others() -> None:
+    signals = classify_health_event(health("i-" + "0" * 41, "i-0bbb"))
+    assert [s.instance_id for s in signals] == ["i-0bbb"]
+    assert signals[0].action is Action.OPEN_INCIDENT
+
+
 def test_ec2_health_event_naming_no_instance_is_ignored() -> None:
     signal = only(classify(health("vol-0ccc")))
     assert (signal.action, signal.instance_id) == (Action.IGNORE, None)

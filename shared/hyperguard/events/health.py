@@ -20,7 +20,14 @@ from hyperguard.events.base import (
     new_signal,
     parse_event,
 )
-from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
+from hyperguard.models.signals import (
+    INSTANCE_ID,
+    Action,
+    HealthSignal,
+    Repair,
+    Severity,
+    SignalSource,
+)
 
 HEALTH_EVENT = "AWS Health Event"
 
@@ -37,8 +44,9 @@ _MONTHS = {
         start=1,
     )
 }
-# entityValue is a bare instance id or an instance ARN; other entities are not nodes.
-_INSTANCE_ENTITY = re.compile(r"(?:arn:aws[a-z-]*:ec2:[^:]*:[^:]*:instance/)?(i-[0-9A-Za-z]+)")
+# entityValue is a bare instance id or an instance ARN; other entities are not nodes, nor is
+# an id no signal can carry: it must not make the event's other instances malformed.
+_INSTANCE_ENTITY = re.compile(rf"(?:arn:aws[a-z-]*:ec2:[^:]*:[^:]*:instance/)?({INSTANCE_ID})")
 
 
 def parse_health_time(value: object) -> object:

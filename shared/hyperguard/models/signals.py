@@ -14,6 +14,8 @@ MAX_FACT = 2000
 MAX_FACTS_JSON = 16_384
 """A signal's facts are kept on its incident and signal items: bounded so that a large
 event (a HyperPod cluster event carries whole messages) never outgrows an item."""
+INSTANCE_ID = r"i-[0-9A-Za-z]{1,40}"
+"""What a signal accepts as an instance id (a regular expression, unanchored)."""
 
 
 def bounded(value: Any) -> Any:
@@ -77,7 +79,7 @@ class HealthSignal(BaseModel):
 
     source: SignalSource
     kind: str = Field(description="source-specific kind, e.g. spot_interruption")
-    instance_id: str | None = Field(pattern=r"^i-[0-9A-Za-z]{1,40}$")
+    instance_id: str | None = Field(pattern=rf"^{INSTANCE_ID}$")
     cluster: str | None = Field(default=None, max_length=256)
     severity: Severity
     action: Action

@@ -738,8 +738,10 @@ class RecoverySteps:
         """Carry out the plan of every job of this round whose strategy is one of
         `strategies` and which is not done yet. Each is an ensure: a retried step finds
         what an earlier attempt did (the job's run moved on under this incident's
-        protection) and completes it."""
+        protection) and completes it. A job the cluster refuses holds back none of the
+        others: the step fails after them, for its retry to take that job up again."""
         done: list[str] = []
+        refused: ClusterError | None = None
         plan = list(incident.jobs)
         round_ = r.this_round
         for index, protected in enumerate(plan):
@@ -747,13 +749,24 @@ class RecoverySteps:
             if protected.resumed or protected.round != round_ or strategy not in strategies:
                 continue
             record = self.jobs.record(protected.job_id)
-            if record is None:
-                outcome = "the job is gone"
-            else:
-                outcome = self._carry_out_one(incident, protected, strategy, record, r)
+            try:
+                outcome = (
+                    self._carry_out_one(incident, protected, strategy, record, r)
+                    if record is not None
+                    else "the job is gone"
+                )
+            except ClusterError as error:
+                logger.warning(
+                    "job's plan not carried out",
+                    extra={"job_id": protected.job_id, "error": str(error)},
+                )
+                refused = refused or error
+                continue
             plan[index] = protected.model_copy(update={"resumed": True, "outcome": outcome})
             self.incidents.update(incident.incident_id, jobs=plan)
             done.append(protected.job_id)
+        if refused is not None:
+            raise refused
         return done
 
     def _carry_out_one(
@@ -1008,26 +1021,16 @@ class RecoverySteps:
         never became healthy too), whichever step failed: an operator looks at a node that
         takes no new pods. Every job it protected and had not moved on goes back to the
         queue — those in its plan, and any it protected before the plan was written — so
-        that no job is left holding a node that is not coming back."""
+        that no job is left holding a node that is not coming back (one the cluster refuses
+        to stop is named in the note)."""
         incident = self._incident(r)
         error = r.error or CaughtError()
         note = f"escalated: {error.error}: {error.cause}"
         fenced = self._fence_off(incident, r)
-        if fenced:
-            note = f"{note} ({fenced})"
+        left = "; ".join(p for p in (fenced, *self._requeue_all(incident, r)) if p)
+        if left:
+            note = f"{note} ({left})"
         note = note[:1000]
-        plan = list(incident.jobs) + self._unplanned(incident, r)
-        for index, protected in enumerate(plan):
-            if protected.resumed:
-                continue
-            record = self.jobs.record(protected.job_id)
-            outcome = (
-                self._requeue(incident, protected, record.job, "the incident was escalated")
-                if record is not None
-                else "the job is gone"
-            )
-            plan[index] = protected.model_copy(update={"resumed": True, "outcome": outcome})
-            self.incidents.update(incident.incident_id, jobs=plan)
         if incident.status is not IncidentStatus.NEEDS_OPERATOR:
             self.incidents.set_status(
                 incident.incident_id, IncidentStatus.NEEDS_OPERATOR, note=note
@@ -1045,6 +1048,29 @@ class RecoverySteps:
         r.status = IncidentStatus.NEEDS_OPERATOR.value
         r.cause = note  # the execution's failure cause (the Fail state's CausePath)
         return r
+
+    def _requeue_all(self, incident: Incident, r: Recovery) -> list[str]:
+        """Requeue every job the incident protected and has not moved on; a job the cluster
+        refuses holds back none of the others: it stays in the plan, not done, for a
+        re-drive, and is named for the operator's note."""
+        refused: list[str] = []
+        plan = list(incident.jobs) + self._unplanned(incident, r)
+        for index, protected in enumerate(plan):
+            if protected.resumed:
+                continue
+            record = self.jobs.record(protected.job_id)
+            try:
+                outcome = (
+                    self._requeue(incident, protected, record.job, "the incident was escalated")
+                    if record is not None
+                    else "the job is gone"
+                )
+            except ClusterError as error:
+                refused.append(f"job {protected.job_id} could not be requeued: {error}"[:200])
+                continue
+            plan[index] = protected.model_copy(update={"resumed": True, "outcome": outcome})
+            self.incidents.update(incident.incident_id, jobs=plan)
+        return refused
 
     def _fence_off(self, incident: Incident, r: Recovery) -> str:
         """Cordon the incident's node, and the replacement a replace left unhealthy; what

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from hyperguard.cluster import ClusterGateway
+from hyperguard.cluster import ClusterError, ClusterGateway
 from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
 from hyperguard.governance.bursting import BurstRequest, rollback_note
@@ -242,13 +242,14 @@ class BurstSteps:
         """No capacity came (or a step failed): delete every claim of the burst and leave the
         jobs pending with the reasons."""
         request = BurstRequest.model_validate(burst["request"])
+        claims = self.gateway.burst_claims(request.burst_id, include_hyperpod=False)
+        refused = self._release([claim for claim in claims if not claim.deleting])
         # The HyperPod nodes of the burst are those its attempt added (earlier attempts'
         # were given back when they failed).
-        for claim in self.gateway.burst_claims(request.burst_id, include_hyperpod=False):
-            if not claim.deleting:
-                self.gateway.release_burst_node(claim)
         if burst.get("added"):
             self.gateway.delete_hyperpod_nodes(burst["added"])
+        if refused is not None:
+            raise refused
         failures = list(burst.get("failures") or [])
         error = burst.get("error")
         if isinstance(error, dict):
@@ -312,8 +313,24 @@ class BurstSteps:
                 self.gateway.delete_hyperpod_nodes(burst["added"])
             burst.update(added=[], add_failures=[])
             return
-        for claim in self._claims(burst, option):
-            self.gateway.release_burst_node(claim)
+        refused = self._release(self._claims(burst, option))
+        if refused is not None:
+            raise refused
+
+    def _release(self, claims: list[BurstClaim]) -> ClusterError | None:
+        """Give back every one of these nodes, one the cluster refuses holding back none of
+        the others: the first refusal, for the caller to raise once it is done, so that the
+        step's retry gives that node back."""
+        refused: ClusterError | None = None
+        for claim in claims:
+            try:
+                self.gateway.release_burst_node(claim)
+            except ClusterError as error:
+                logger.warning(
+                    "burst node not given back", extra={"claim": claim.name, "error": str(error)}
+                )
+                refused = refused or error
+        return refused
 
     def _metric(self, name: str, value: float, capacity_type: str) -> None:
         with single_metric(
