@@ -155,7 +155,7 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
     assert execution["status"] == "SUCCEEDED", execution
     assert wall_s < WALL_LIMIT_S
     states = service.states(incident.execution_arn)
-    assert states[:9] == [
+    assert states[:10] == [
         "Diagnose",
         "RouteDiagnosis",
         "Cordon",
@@ -163,6 +163,7 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
         "RouteGuard",
         "ProtectJobs",
         "Drain",
+        "RouteDrain",  # nothing left on the node: no WaitForDrain (D141)
         "RouteRepair",
         "Repair",
     ]
@@ -173,7 +174,7 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
         "RouteClose",
         "Resolved",
     ]
-    assert set(states[9:-5]) == {"WaitForRepair", "CheckHealth", "RouteHealth"}
+    assert set(states[10:-5]) == {"WaitForRepair", "CheckHealth", "RouteHealth"}
     closed = service.incidents.get(incident.incident_id)
     assert closed is not None and closed.status is IncidentStatus.RESOLVED
     assert closed.resolution == "replaced" and closed.replacement_instance_id
