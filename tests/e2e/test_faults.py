@@ -704,6 +704,7 @@ def twin(ledger: Ledger) -> Iterator[Twin]:  # the ledger times the twin's start
             burst_nodes=0,
             time_scale=TIME_SCALE,
             timings=TIMINGS,
+            node_recovery="None",  # HyperGuard's own repair under fault injection (D142)
         )
     )
     try:

@@ -72,6 +72,8 @@ def render_incident(detail: dict[str, Any]) -> Any:
     ]
     if detail.get("replacement_instance_id"):
         header.append(f"replacement {detail['replacement_instance_id']}")
+    if detail.get("repaired_by") == "hyperpod":
+        header.append("repaired by HyperPod's automatic node recovery (HyperGuard deferred)")
     parts: list[Any] = [Text("\n".join(header))]
     parts.append(table(timeline(detail), [("milestone", "MILESTONE"), ("after_s", "AFTER (S)")]))
     execution = detail.get("execution")

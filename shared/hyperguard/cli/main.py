@@ -105,6 +105,7 @@ def _start_twin(args: argparse.Namespace, **config: Any) -> Any:
     from hyperguard.twin.runtime import Twin, TwinConfig, TwinError
 
     config.setdefault("hyperpod_nodes", getattr(args, "nodes", 16))
+    config.setdefault("node_recovery", args.node_recovery)
     twin = Twin(
         TwinConfig(
             root=ROOT,
@@ -593,7 +594,22 @@ def service_options(p: argparse.ArgumentParser) -> None:
     json_option(p)
 
 
-def twin_options(p: argparse.ArgumentParser, default_port: int, default_api_port: int) -> None:
+def twin_options(
+    p: argparse.ArgumentParser,
+    default_port: int,
+    default_api_port: int,
+    node_recovery: str = "None",
+) -> None:
+    """`node_recovery`: the default of --node-recovery (`twin up`'s is AWS's own default;
+    the demo and the measured scenarios show and measure HyperGuard's own repair)."""
+    p.add_argument(
+        "--node-recovery",
+        choices=["Automatic", "None"],
+        default=node_recovery,
+        help="the simulated HyperPod cluster's NodeRecovery: Automatic (HyperPod reboots or "
+        "replaces what its health agent finds faulty; HyperGuard defers those repairs unless "
+        f"its repair policy owns them) or None (default {node_recovery})",
+    )
     p.add_argument(
         "--port", type=port, default=default_port, help="AWS emulator port (0: any free)"
     )
@@ -648,7 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("demo", cmd_twin_demo, "start a twin, run the demo scenario, print what happened"),
     ):
         p = twin.add_parser(name, help=text)
-        twin_options(p, 4566, 3000)
+        twin_options(p, 4566, 3000, node_recovery="Automatic" if name == "up" else "None")
         p.add_argument(
             "--nodes", type=positive_int, default=16, help="HyperPod nodes to simulate (>= 1)"
         )

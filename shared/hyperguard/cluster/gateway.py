@@ -128,6 +128,11 @@ class ClusterGateway(Protocol):
         """More nodes of the type the NodePool's limits allow (None: unlimited), and why."""
         ...
 
+    def hyperpod_node_recovery(self) -> str:
+        """DescribeCluster's NodeRecovery: Automatic (HyperPod repairs what its own health
+        checks find) or None."""
+        ...
+
     def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
         """Whether the HyperPod cluster adds nodes on request, and its instance groups."""
         ...

@@ -55,6 +55,9 @@ ADD_LIMIT = 50
 DELETE_LIMIT = 99
 """BatchDeleteClusterNodes' NodeLogicalIds maximum."""
 CONTINUOUS = "Continuous"
+NODE_RECOVERY_DEFAULT = "Automatic"
+"""What a cluster created without NodeRecovery has: "By default, the clusters are set up with
+Automatic node recovery" (SageMaker HyperPod developer guide, "Automatic node recovery")."""
 AUTOSCALING_ENABLED = "Enable"
 # BatchDeleteClusterNodes: the node is gone already (what a retried delete finds).
 NODE_ID_NOT_FOUND = "NodeIdNotFound"
@@ -215,6 +218,12 @@ class HyperPodAdapter:
             if g.get("InstanceGroupName") and g.get("InstanceType")
         ]
         return cluster.get("NodeProvisioningMode") == CONTINUOUS, groups
+
+    def node_recovery(self) -> str:
+        """DescribeCluster's NodeRecovery: `Automatic` (HyperPod reboots or replaces the nodes
+        its health checks find faulty; AWS's default) or `None`."""
+        cluster = self._call("describe_cluster", ClusterName=self.cluster_name)
+        return str(cluster.get("NodeRecovery") or NODE_RECOVERY_DEFAULT)
 
     def add_nodes(self, group: str, count: int, client_token: str) -> tuple[list[str], list[str]]:
         """Grow `group` by `count` nodes; the new nodes' logical ids, and why any could not be

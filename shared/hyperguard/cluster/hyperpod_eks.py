@@ -328,6 +328,10 @@ class HyperPodEksGateway:
         claims = self.kubernetes.list_nodeclaims({NODEPOOL_LABEL: node_pool})
         return nodes_within_limits(limits, claims, instance_type, self.hyperpod.catalogue.spec)
 
+    def hyperpod_node_recovery(self) -> str:
+        """The HyperPod cluster's NodeRecovery (Automatic or None)."""
+        return self.hyperpod.node_recovery()
+
     def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
         """Whether HyperPod adds nodes on request (Continuous provisioning), and the groups."""
         return self.hyperpod.instance_groups()

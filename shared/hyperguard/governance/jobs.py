@@ -704,9 +704,7 @@ class JobLifecycle:
                 f"read(s) since {was.since:%Y-%m-%d %H:%M:%S} UTC",
                 {"failures": was.failures},
             )
-        return self.store.set_progress_trouble(
-            record.job.job_id, trouble, was=was, entry=entry
-        )
+        return self.store.set_progress_trouble(record.job.job_id, trouble, was=was, entry=entry)
 
     def _note_pace(
         self, job_id: str, step: int, was: SlowFlag | None, slow: SlowFlag | None

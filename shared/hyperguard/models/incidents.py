@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -74,6 +74,11 @@ class Incident(BaseModel):
     )
     action: str | None = Field(default=None, description="the repair being carried out")
     replacement_instance_id: str | None = None
+    repaired_by: Literal["hyperguard", "hyperpod"] | None = Field(
+        default=None,
+        description="who reboots or replaces the node: HyperGuard, or HyperPod's automatic "
+        "node recovery it deferred to (D142)",
+    )
     jobs: list[ProtectedJob] = Field(default_factory=list)
     resolution: str | None = None
     task_token: str | None = Field(default=None, description="set while awaiting approval")

@@ -9,7 +9,7 @@ an incident is `hyperguard.recovery.policy.decide`.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     Field,
@@ -115,6 +115,14 @@ class NodeRepairConfig(CamelModel):
         default_factory=ComponentTimes,
         description="component times the automatic recovery strategy weighs "
         "(hyperguard.recovery.strategy)",
+    )
+    hyperpod_node_recovery: Literal["defer", "own"] = Field(
+        default="defer",
+        description="on a cluster whose NodeRecovery is Automatic, who repairs a fault "
+        "HyperPod's own health checks found: defer (HyperPod reboots or replaces it; "
+        "HyperGuard cordons, drains, protects and resumes the jobs, and waits) or own "
+        "(HyperGuard orders the repair, for clusters where HyperPod's recovery is known not "
+        "to act); with NodeRecovery None, HyperGuard always repairs (D142)",
     )
     failed_run_grace_s: StrictInt = Field(
         default=180,

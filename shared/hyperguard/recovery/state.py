@@ -39,6 +39,10 @@ class CaughtError(BaseModel):
     cause: str | None = Field(default="", alias="Cause")
 
 
+RepairedBy = Literal["hyperguard", "hyperpod"]
+"""Who reboots or replaces a node (D142)."""
+
+
 class Drained(BaseModel):
     evicted: int
     forced: int
@@ -90,6 +94,9 @@ class Recovery(BaseModel):
     moved: list[str] | None = None
     resumed: list[str] | None = None
     # Repair and CheckHealth.
+    repaired_by: RepairedBy | None = Field(
+        default=None, description="hyperpod: its automatic node recovery repairs (D142)"
+    )
     pool_before: list[str] | None = None
     logical_ids_before: dict[str, str] | None = None
     repair_requested_at: IsoTime | None = None

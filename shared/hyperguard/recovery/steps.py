@@ -16,7 +16,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
-from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL, INSTANCE_ID_NOT_FOUND
+from hyperguard.cluster.conventions import (
+    DEEP_HEALTH_CHECK_LABEL,
+    HEALTH_LABEL,
+    INSTANCE_ID_NOT_FOUND,
+)
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.messaging import (
     Escalator,
@@ -36,6 +40,7 @@ from hyperguard.models import (
     NodeStatus,
     ProtectedJob,
     Repair,
+    RepairOutcome,
     Severity,
     utcnow,
     wait_timestamp,
@@ -65,12 +70,20 @@ from hyperguard.recovery.reliability import (
     replace_lemon,
     slot_of,
 )
-from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
+from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery, RepairedBy
 from hyperguard.recovery.strategy import measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.jobs import JobRecord
 from hyperguard.store.policy import RepairPolicyStore
+
+HYPERPOD_HEALTH_KIND = "hyperpod_node_health"
+HYPERPOD_REPAIR_LABELS = frozenset(
+    {"UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
+)
+"""HyperPod's health labels on a node its health checks found faulty: "If automatic node
+recovery is enabled, the node will be automatically replaced / rebooted by SageMaker
+HyperPod" (developer guide, "Resilience-related Kubernetes labels")."""
 
 DRAIN_RETRY_S = 10
 """How long the state machine waits before evicting again what a PodDisruptionBudget refused
@@ -245,8 +258,28 @@ class RecoverySteps:
                 self._cordon(incident)
         else:
             r.verdict = "repair"
-            self.incidents.update(incident.incident_id, action=decision.action.value)
+            r.repaired_by = self._repairer(incident, node, policy)
+            self.incidents.update(
+                incident.incident_id, action=decision.action.value, repaired_by=r.repaired_by
+            )
         return r
+
+    def _repairer(self, incident: Incident, node: Node, policy: NodeRepairConfig) -> RepairedBy:
+        """Who reboots or replaces the node (D142): HyperPod, where its automatic node recovery
+        is on and acts on this fault (one HyperPod's own health checks found, reported by its
+        agent or on its health label) and the policy defers to it; else HyperGuard. Never
+        both: HyperPod's recovery would take an order of HyperGuard's for a second repair."""
+        if (
+            node.platform != "hyperpod"
+            or policy.hyperpod_node_recovery == "own"
+            or not (
+                incident.kind == HYPERPOD_HEALTH_KIND
+                or node.labels.get(HEALTH_LABEL) in HYPERPOD_REPAIR_LABELS
+            )
+        ):
+            return "hyperguard"
+        recovery = self.gateway.hyperpod_node_recovery()
+        return "hyperpod" if recovery == "Automatic" else "hyperguard"
 
     def _observe(self, incident: Incident, decision: RepairDecision, r: Recovery) -> Recovery:
         """Observe-only: note the decision on the incident and close it, acting on nothing
@@ -352,6 +385,9 @@ class RecoverySteps:
                 f"{repairing} repairs already running, the limit is "
                 f"{policy.limit('max_parallel_nodes_repaired', size)}"
             )
+        if r.repaired_by == "hyperpod":
+            # HyperPod's recovery repairs it whatever HyperGuard holds: nothing to hold back.
+            reasons = []
         if incident.repair is Repair.DRAIN:
             # The instance goes away whatever HyperGuard does: draining it is never the
             # risk the brake guards against (Karpenter does not brake interruptions either).
@@ -556,8 +592,11 @@ class RecoverySteps:
         # mark is what makes that report a side effect of the repair, not a new fault to take
         # the incident over (D133). A refused call is retried; the first time is kept.
         self._mark(incident, "repair_requested")
+        deferred = r.repaired_by == "hyperpod"  # its automatic node recovery repairs (D142)
         outcome = (
-            self.gateway.reboot([incident.instance_id])
+            RepairOutcome(successful=[incident.instance_id])
+            if deferred
+            else self.gateway.reboot([incident.instance_id])
             if action is Repair.REBOOT
             else self.gateway.replace([incident.instance_id])
         )
@@ -598,6 +637,14 @@ class RecoverySteps:
         past the budget → RecoveryTimeoutError."""
         incident = self._incident(r)
         action = r.repairing
+        if action is Repair.REBOOT and r.repaired_by == "hyperpod":
+            try:
+                self.gateway.node_status(incident.instance_id)
+            except NodeNotFoundError:
+                # HyperPod's recovery replaced it instead (a reboot that did not cure): the
+                # replacement keeps its NodeLogicalId.
+                action = r.action = Repair.REPLACE
+                r.reason = "HyperPod's automatic node recovery replaced the node"
         if action is Repair.REBOOT:
             verdict = self._rebooted_health(incident, r)
             if verdict is not None:

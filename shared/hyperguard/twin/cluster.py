@@ -45,7 +45,7 @@ from hyperguard.twin.cloud.core import (
     order,
 )
 from hyperguard.twin.cloud.ec2 import Ec2
-from hyperguard.twin.cloud.hyperpod import HyperPod
+from hyperguard.twin.cloud.hyperpod import HyperPod, NodeRecovery
 from hyperguard.twin.cloud.jobstatus import JobStatusForwarder
 from hyperguard.twin.cloud.kubelets import Kubelets
 from hyperguard.twin.cloud.operator import TrainingOperator
@@ -119,7 +119,9 @@ class SimulatedCluster:
         account: str = "123456789012",
         timings: SimTimings | None = None,
         seed: int = 7,
+        node_recovery: NodeRecovery = "Automatic",
     ) -> None:
+        """`node_recovery`: the HyperPod cluster's NodeRecovery (AWS's default: Automatic)."""
         self.world = World(
             clock,
             kube,
@@ -134,6 +136,7 @@ class SimulatedCluster:
         self.kubelets = Kubelets(self.world)
         self.training = Training(self.world)
         self.hyperpod = HyperPod(self.world, self.kubelets, self.training.node_down)
+        self.hyperpod.node_recovery = node_recovery
         self.ec2 = Ec2(self.world, self.kubelets, self.training.node_down)
         self.operator = TrainingOperator(self.world)
         self.patching = Patching(self.world, self.hyperpod)
@@ -326,7 +329,8 @@ class SimulatedCluster:
                 else:
                     self.kubelets.publish(instance, now)
             self.training.gpu_failed(instance, now)
-            self.kubelets.report_fault(instance, kind)
+            automatic = self.hyperpod.node_recovery == "Automatic"
+            self.kubelets.report_fault(instance, kind, automatic=automatic)
 
     def clear_fault(self, instance_id: str) -> None:
         """The node's fault clears by itself: its health agent shows it healthy again."""

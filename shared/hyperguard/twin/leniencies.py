@@ -33,6 +33,12 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
         "of every pod (no per-rank restart)",
     ),
     (
+        "HyperPod automatic node recovery",
+        "with NodeRecovery Automatic it reboots a GPU fault once and replaces anything else "
+        "120 s (assumed) after its health agent's report, and publishes no cluster events "
+        "(ListClusterEvents is not served); its real rules and delays are not published",
+    ),
+    (
         "HyperPod automatic patching",
         "runs once, on the NextPatchDate it is given (no next date follows); DrainFirst "
         "evicts but does not wait out a PodDisruptionBudget; no AMI ids or release versions "

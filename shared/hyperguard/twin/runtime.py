@@ -46,6 +46,7 @@ from hyperguard.twin.clock import ScaledClock
 from hyperguard.twin.cloud.account import install_karpenter_account
 from hyperguard.twin.cloud.core import AZ
 from hyperguard.twin.cloud.ec2 import karpenter_instance_types
+from hyperguard.twin.cloud.hyperpod import NodeRecovery
 from hyperguard.twin.cluster import FaultKind, SimTimings, SimulatedCluster
 from hyperguard.twin.deploy import EMULATOR_GAPS, Deployment, deploy, load_template
 from hyperguard.twin.effects import EffectRunner
@@ -161,6 +162,10 @@ class TwinConfig:
     cache_dir: Path | None = None
     timings: SimTimings | None = None
     """The simulated cluster's own durations (None: SimTimings' defaults)."""
+    node_recovery: NodeRecovery = "Automatic"
+    """The HyperPod cluster's NodeRecovery, AWS's default unless told (D142): Automatic, and
+    HyperPod reboots or replaces what its health agent finds faulty; None, and only
+    HyperGuard repairs."""
     stack_parameters: dict[str, str] = field(default_factory=dict)
     """More of the template's parameters, as `sam deploy --parameter-overrides` sets them
     (WebhookUrl, for one)."""
@@ -247,6 +252,7 @@ class Twin:
             region=REGION,
             account=ACCOUNT,
             timings=self.config.timings,
+            node_recovery=self.config.node_recovery,
         )
 
     @functools.cached_property

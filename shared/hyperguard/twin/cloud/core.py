@@ -79,6 +79,13 @@ class SimTimings(BaseModel):
         description="HyperPod's automatic patching of one instance (SystemUpdating: the root "
         "volume replaced with the new AMI, boot, lifecycle scripts), assumed",
     )
+    auto_recovery_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="with NodeRecovery Automatic, from HyperPod's health agent finding a fault "
+        "to HyperPod starting the node's reboot or replacement, assumed (published: detection "
+        "takes 80-90 s at P90; the start of the repair after it, not)",
+    )
     step_duration_s: float = Field(default=30.0, gt=0, description="one training step")
     checkpoint_interval_steps: int = Field(default=10, ge=1)
 

@@ -37,6 +37,9 @@ REBOOT_DONE, SHUTDOWN_DONE, BOOT_DONE, CHECK_DONE = (
     "check_done",
 )
 NODE_LAUNCH, NODE_JOIN = "node_launch", "node_join"
+AUTO_RECOVERY = "auto_recovery"
+NodeRecovery = Literal["Automatic", "None"]
+"""DescribeCluster's NodeRecovery (ClusterNodeRecovery in botocore's SageMaker model)."""
 REPAIR_ENDS = frozenset({REBOOT_DONE, SHUTDOWN_DONE, BOOT_DONE})
 
 NodeLoss = Callable[[Instance, datetime], None]
@@ -80,8 +83,11 @@ class HyperPod:
         self.keep_logical_ids = True
         self.continuous_provisioning = True
         self.autoscaling: dict[str, str] | None = None
-        self.node_recovery = "None"
-        """DescribeCluster's NodeRecovery: HyperGuard's own recovery is the twin's default."""
+        self.node_recovery: NodeRecovery = "Automatic"
+        """DescribeCluster's NodeRecovery. Automatic, AWS's default ("By default, the clusters
+        are set up with Automatic node recovery"): a node HyperPod's health agent finds
+        faulty is rebooted (a GPU fault, once) or replaced by HyperPod itself."""
+        self._auto_rebooted: set[str] = set()
         self.on_replaced: list[Callable[[Instance, Instance], None]] = []
         """Called with (old, new) when a replacement's new instance exists."""
         self.group_extras: list[Callable[[str], dict[str, Any]]] = []
@@ -93,6 +99,7 @@ class HyperPod:
             (CHECK_DONE, self._check_done),
             (NODE_LAUNCH, self._launch_added),
             (NODE_JOIN, self._join_added),
+            (AUTO_RECOVERY, self._recover_automatically),
         ):
             world.handle(what, handler)
         world.holdable = world.holdable | REPAIR_ENDS
@@ -172,11 +179,38 @@ class HyperPod:
         return any(a.instance_id == instance_id for a in self.additions.values())
 
     def show_health(self, instance: Instance, now: datetime) -> None:
-        """What the health agent reports once nothing is happening to the node."""
+        """What the health agent reports once nothing is happening to the node; with
+        Automatic node recovery, a fault it sees is repaired by HyperPod after a while."""
         fault = self.world.faults.get(instance.instance_id)
         sagemaker_sees = fault is not None and fault.kind != "kernel"
         instance.status = NodeStatus.FAILURE if sagemaker_sees else NodeStatus.RUNNING
         self.kubelets.publish(instance, now)
+        if sagemaker_sees and self.node_recovery == "Automatic":
+            delay = self.world.timings.auto_recovery_s
+            self.world.schedule(now, delay, AUTO_RECOVERY, instance.instance_id)
+
+    def automatic_repair(self, instance: Instance) -> Literal["reboot", "replace"]:
+        """What HyperPod's automatic recovery does to a node with a fault: a GPU fault is
+        rebooted once, anything else, or a fault a reboot did not cure, replaced."""
+        fault = self.world.faults.get(instance.instance_id)
+        gpu = fault is not None and fault.kind == "gpu"
+        return "reboot" if gpu and instance.instance_id not in self._auto_rebooted else "replace"
+
+    def _recover_automatically(self, instance_id: str, at: datetime) -> None:
+        instance = self.world.instances.get(instance_id)
+        fault = self.world.faults.get(instance_id)
+        if (
+            instance is None
+            or fault is None
+            or fault.kind == "kernel"
+            or instance.repair is not None
+            or self.node_recovery != "Automatic"
+        ):
+            return  # cured, gone, or already being repaired (by whoever ordered it)
+        action = self.automatic_repair(instance)
+        if action == "reboot":
+            self._auto_rebooted.add(instance_id)
+        self.start_repair(instance, action, at)
 
     # ------------------------------------------------------------------ repairs
 

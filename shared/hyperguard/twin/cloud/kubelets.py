@@ -280,9 +280,11 @@ class Kubelets:
                 content_type=STRATEGIC,
             )
 
-    def report_fault(self, instance: Instance, kind: FaultKind) -> None:
+    def report_fault(self, instance: Instance, kind: FaultKind, *, automatic: bool) -> None:
         """The health agent's report: HyperPod's node health event for a HyperPod node's
-        hardware; the in-cluster forwarder forwards the node condition for the rest."""
+        hardware; the in-cluster forwarder forwards the node condition for the rest. Its
+        RepairAction is the repair HyperPod's automatic node recovery starts (`automatic`),
+        else "None" with the advice in its Recommendation, as in AWS's published sample."""
         if instance.platform != "hyperpod" or kind == "kernel":
             return  # the condition is on the node: the forwarder sees it change
         advice = "Reboot" if kind == "gpu" else "Replace"
@@ -299,7 +301,7 @@ class Kubelets:
                 "HealthStatus": "Unhealthy",
                 "HealthStatusReason": "HyperPod Health Monitoring Agent (HMA) has "
                 f"detected fault type {fault_type} on this node and is unhealthy.",
-                "RepairAction": advice,
+                "RepairAction": advice if automatic else "None",
                 "Recommendation": f"Please {advice} the Faulty Node.",
             },
         }

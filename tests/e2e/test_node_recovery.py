@@ -1,0 +1,49 @@
+"""A HyperPod cluster as AWS creates it, NodeRecovery Automatic (D142): HyperPod's own
+recovery replaces the node its health agent finds faulty, and the deployed HyperGuard, with
+its default `hyperpodNodeRecovery: defer`, never orders a repair of its own. It still
+cordons, drains, protects and resumes the job, and says who repaired on the incident."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.e2e.conftest import running_twin
+from tests.e2e.test_recovery import Service
+
+from hyperguard.models import IncidentStatus
+from hyperguard.twin.runtime import Twin
+
+REPAIR_CALLS = {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes"}
+
+
+@pytest.fixture(scope="module")
+def twin() -> Iterator[Twin]:
+    with running_twin(hyperpod_nodes=9, node_recovery="Automatic") as running:
+        yield running
+
+
+def test_hyperpods_automatic_recovery_replaces_the_node_and_hyperguard_resumes_the_job(
+    twin: Twin,
+) -> None:
+    service = Service(twin)
+    llama = service.job_id("llama3-70b-pretrain")
+    service.until(lambda: twin.cluster.step_of(llama) >= 1211, what="llama reaches step 1211")
+    faulty = service.nodes_of("llama3-70b-pretrain")[1]
+    twin.fault(faulty, "persistent")  # HyperPod's agent reports it: RepairAction Replace
+    incident = service.incident_for(faulty)
+    execution = service.finish(incident.execution_arn)
+    assert execution["status"] == "SUCCEEDED", execution
+    closed = service.incidents.get(incident.incident_id)
+    assert closed is not None and closed.status is IncidentStatus.RESOLVED
+    assert (closed.repaired_by, closed.resolution) == ("hyperpod", "replaced")
+    assert twin.cluster.instance(faulty) is None  # HyperPod replaced it
+    assert closed.replacement_instance_id in twin.cluster.job_instances(llama)
+    (plan,) = closed.jobs
+    assert plan.job_id == llama and plan.resumed
+    # Exactly one system repaired: HyperGuard read NodeRecovery and ordered nothing.
+    calls = set(twin.function_calls())
+    assert ("RecoveryFunction", "sagemaker:DescribeCluster") in calls
+    assert not {action for function, action in calls if function == "RecoveryFunction"} & (
+        REPAIR_CALLS
+    )
