@@ -600,3 +600,40 @@ def test_a_nodeclaim_the_api_server_will_not_delete_holds_back_no_other_of_a_rol
     assert all(
         "InsufficientInstanceCapacity" in api.call("GET", f"/jobs/{j}").body["reason"] for j in jobs
     )
+
+
+def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A burst that fails after its nodes are Ready (a worker killed while its claims launch)
+    rolls back; the scheduler has already placed a job on one of them. That node stays (scale
+    -in gives it back once idle), the job keeps running, the other node goes, and the
+    rollback says what it kept."""
+    apis = make_cluster(hyperpod_nodes=1)
+    api = Api(stack, clock=apis.clock.now)
+    api.quota("solo", 64, borrow=0)
+    assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
+    claims = ready_burst_nodes(apis, "hg-burst-a", "hg-burst-b")
+    service = scheduler(stack, apis)
+    service.bursts = Workflows(BURSTS)
+    _, development = hyperpod_full_then_development(api, service)
+    [used] = api.call("GET", f"/jobs/{development}").body["nodes"]
+    [held] = [c for c in claims if c.instance_id == used]
+    request = BurstRequest(
+        burst_id="burst-0123456789abcdef",
+        template="development",
+        instance_type="p5.48xlarge",
+        accelerators_per_node=8,
+        jobs=[BurstJob(job_id=development, team="solo", nodes=1)],
+    )
+    burst = {
+        "request": request.model_dump(mode="json", by_alias=True),
+        "error": {"Error": "Runtime.ExitError", "Cause": "signal: killed"},
+    }
+    rolled = burst_steps_for(stack, apis, api).run("rollback", burst)
+    assert rolled["outcome"] == "rolled-back"
+    assert f"kept 1 node(s) jobs already run on ({used})" in rolled["reason"]
+    left = {c.name for c in apis.gateway.burst_claims() if not c.deleting}
+    assert left == {held.name}
+    view = api.call("GET", f"/jobs/{development}").body
+    assert (view["status"], view["nodes"]) == ("Running", [used])

@@ -22,7 +22,7 @@ from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.messaging import EventPublisher, SchedulerWakeup
 from hyperguard.models import utcnow
-from hyperguard.models.jobs import WAITING_STATUSES
+from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.scaling.burst import (
     TEMPLATE_CAPACITY,
@@ -239,15 +239,27 @@ class BurstSteps:
         return burst
 
     def rollback(self, burst: Burst) -> Burst:
-        """No capacity came (or a step failed): delete every claim of the burst and leave the
-        jobs pending with the reasons."""
+        """No capacity came (or a step failed): give back every node of the burst no job runs
+        on, and leave the jobs that still wait pending with the reasons. A node a job was
+        placed on meanwhile (the scheduler places on a Ready node at once) is kept, never
+        pulled from under the job: scale-in gives it back once it is idle."""
         request = BurstRequest.model_validate(burst["request"])
-        claims = self.gateway.burst_claims(request.burst_id, include_hyperpod=False)
-        refused = self._release([claim for claim in claims if not claim.deleting])
+        active = self.jobs.active()
+        holding = {r.job.job_id: r.job.nodes for r in active if r.job.status in HOLDING_STATUSES}
+        held = {node for nodes in holding.values() for node in nodes}
+        claims = [
+            c
+            for c in self.gateway.burst_claims(request.burst_id, include_hyperpod=True)
+            if not c.deleting
+        ]
+        kept = [c for c in claims if c.instance_id is not None and c.instance_id in held]
+        refused = self._release([c for c in claims if c.platform == "eks" and c not in kept])
         # The HyperPod nodes of the burst are those its attempt added (earlier attempts'
         # were given back when they failed).
-        if burst.get("added"):
-            self.gateway.delete_hyperpod_nodes(burst["added"])
+        kept_hyperpod = {c.name for c in kept if c.platform == "hyperpod"}
+        added = [a for a in burst.get("added") or [] if a not in kept_hyperpod]
+        if added:
+            self.gateway.delete_hyperpod_nodes(added)
         if refused is not None:
             raise refused
         failures = list(burst.get("failures") or [])
@@ -255,9 +267,13 @@ class BurstSteps:
         if isinstance(error, dict):
             failures.append(f"{error.get('Error')}: {str(error.get('Cause', ''))[:300]}")
         why = "; ".join(failures) or "no capacity type to try"
+        if kept:
+            nodes = ", ".join(sorted(str(c.instance_id) for c in kept))
+            why += f"; kept {len(kept)} node(s) jobs already run on ({nodes}), given back once idle"
         reason = rollback_note(request.burst_id, why)
         for job in request.jobs:
-            self.lifecycle.set_reason(job.job_id, reason)
+            self.lifecycle.set_reason(job.job_id, reason)  # only a job that still waits
+        running = sorted(j.job_id for j in request.jobs if j.job_id in holding)
         self.publisher.publish(
             "BurstRolledBack",
             {
@@ -265,6 +281,8 @@ class BurstSteps:
                 "instance_type": request.instance_type,
                 "jobs": [j.job_id for j in request.jobs],
                 "reasons": failures,
+                "kept": sorted(c.name for c in kept),
+                "running": running,
             },
         )
         burst["outcome"] = "rolled-back"
