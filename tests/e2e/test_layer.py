@@ -71,6 +71,9 @@ def harmless(value: Any) -> str:
             if attribute.endswith("Arn")
             else f"e2e-{resource}"
         )
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(harmless(part) for part in parts)
     ref = value["Ref"]
     if ref in TEMPLATE.get("Parameters", {}):
         return str(TEMPLATE["Parameters"][ref].get("Default", f"e2e-{ref}"))

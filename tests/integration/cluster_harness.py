@@ -432,12 +432,43 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
         runs = apis.cluster.runs()
         return len(runs) == len(SEED_JOBS) and all(r.state == "running" for r in runs.values())
 
-    wait_for(
-        seeded_running,
-        60,
-        "the seeded jobs to run",
-    )
+    try:
+        # 120 s: under a loaded CI run (two twins beside it) a pod kube-scheduler refused
+        # at first was bound within a minute, but not always (twice in ~40 runs).
+        wait_for(seeded_running, 120, "the seeded jobs to run")
+    except TimeoutError as error:
+        raise TimeoutError(f"{error}: {cluster_state(apis)}") from None
     return seeded
+
+
+def cluster_state(apis: ClusterApis) -> str:
+    """What a wait that timed out saw: each run's state, each Workload's conditions, each
+    run pod's node, phase and conditions (for the next time a seeded job is stuck)."""
+    workloads = [
+        (
+            w["metadata"]["namespace"],
+            w["metadata"]["name"],
+            [
+                (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+                for c in (w.get("status") or {}).get("conditions") or []
+            ],
+        )
+        for w in apis.kube.list_objects(WORKLOADS)
+    ]
+    pods = [
+        (
+            p["metadata"]["name"],
+            (p.get("spec") or {}).get("nodeName"),
+            (p.get("status") or {}).get("phase"),
+            [
+                (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+                for c in (p.get("status") or {}).get("conditions") or []
+            ],
+        )
+        for p in apis.kube.list_objects(PODS, label_selector=HPJOB_POD_LABEL)
+    ]
+    runs = {job: run.state for job, run in apis.cluster.runs().items()}
+    return f"runs {runs}; workloads {workloads}; pods {pods}"
 
 
 def sagemaker() -> Any:

@@ -242,30 +242,15 @@ class BurstSteps:
         """No capacity came (or a step failed): give back every node of the burst no job runs
         on, and leave the jobs that still wait pending with the reasons. A node a job was
         placed on meanwhile (the scheduler places on a Ready node at once) is kept, never
-        pulled from under the job: scale-in gives it back once it is idle."""
+        pulled from under the job: scale-in gives it back once it is idle (D144)."""
         request = BurstRequest.model_validate(burst["request"])
-        active = self.jobs.active()
-        holding = {r.job.job_id: r.job.nodes for r in active if r.job.status in HOLDING_STATUSES}
-        held = {node for nodes in holding.values() for node in nodes}
-        claims = [
-            c
-            for c in self.gateway.burst_claims(request.burst_id, include_hyperpod=True)
-            if not c.deleting
-        ]
-        kept = [c for c in claims if c.instance_id is not None and c.instance_id in held]
-        refused = self._release([c for c in claims if c.platform == "eks" and c not in kept])
-        # The HyperPod nodes of the burst are those its attempt added (earlier attempts'
-        # were given back when they failed).
-        kept_hyperpod = {c.name for c in kept if c.platform == "hyperpod"}
-        added = [a for a in burst.get("added") or [] if a not in kept_hyperpod]
-        if added:
-            self.gateway.delete_hyperpod_nodes(added)
-        if refused is not None:
-            raise refused
-        failures = list(burst.get("failures") or [])
-        error = burst.get("error")
-        if isinstance(error, dict):
-            failures.append(f"{error.get('Error')}: {str(error.get('Cause', ''))[:300]}")
+        holding = {
+            r.job.job_id: r.job.nodes
+            for r in self.jobs.active()
+            if r.job.status in HOLDING_STATUSES
+        }
+        kept = self._give_back_unused(burst, request, {n for ns in holding.values() for n in ns})
+        failures = _failures(burst)
         why = "; ".join(failures) or "no capacity type to try"
         if kept:
             nodes = ", ".join(sorted(str(c.instance_id) for c in kept))
@@ -273,7 +258,6 @@ class BurstSteps:
         reason = rollback_note(request.burst_id, why)
         for job in request.jobs:
             self.lifecycle.set_reason(job.job_id, reason)  # only a job that still waits
-        running = sorted(j.job_id for j in request.jobs if j.job_id in holding)
         self.publisher.publish(
             "BurstRolledBack",
             {
@@ -282,12 +266,30 @@ class BurstSteps:
                 "jobs": [j.job_id for j in request.jobs],
                 "reasons": failures,
                 "kept": sorted(c.name for c in kept),
-                "running": running,
+                "running": sorted(j.job_id for j in request.jobs if j.job_id in holding),
             },
         )
         burst["outcome"] = "rolled-back"
         burst["reason"] = why
         return burst
+
+    def _give_back_unused(
+        self, burst: Burst, request: BurstRequest, held: set[str]
+    ) -> list[BurstClaim]:
+        """Give back the burst's nodes that no job holds (`held`: instance ids); the kept
+        ones. The HyperPod nodes of the burst are those its attempt added (earlier attempts'
+        were given back when they failed)."""
+        claims = self.gateway.burst_claims(request.burst_id, include_hyperpod=True)
+        live = [c for c in claims if not c.deleting]
+        kept = [c for c in live if c.instance_id is not None and c.instance_id in held]
+        refused = self._release([c for c in live if c.platform == "eks" and c not in kept])
+        kept_hyperpod = {c.name for c in kept if c.platform == "hyperpod"}
+        added = [a for a in burst.get("added") or [] if a not in kept_hyperpod]
+        if added:
+            self.gateway.delete_hyperpod_nodes(added)
+        if refused is not None:
+            raise refused
+        return kept
 
     # -- helpers --------------------------------------------------------------------------
     def _no_longer_allowed(
@@ -359,3 +361,12 @@ class BurstSteps:
 
 def _claim_name(burst_id: str, attempt: int, index: int) -> str:
     return f"hg-{burst_id}-{attempt}-{index}"
+
+
+def _failures(burst: Burst) -> list[str]:
+    """Why the burst rolls back, in order: its attempts' failures, then a step's error."""
+    failures = list(burst.get("failures") or [])
+    error = burst.get("error")
+    if isinstance(error, dict):
+        failures.append(f"{error.get('Error')}: {str(error.get('Cause', ''))[:300]}")
+    return failures
