@@ -43,12 +43,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_twin(*, rbac_refusals_expected: bool = False, **config: Any) -> Iterator[Twin]:
+def running_twin(
+    *, rbac_refusals_expected: bool = False, iam_refusals_expected: bool = False, **config: Any
+) -> Iterator[Twin]:
     """A twin of the repo's template on free ports (`config`: more of TwinConfig). At its
-    end every call each function made is checked against the function's role, and every
-    Kubernetes request against RBAC's answer (tests/e2e/iam.py; unless the tests refuse some
-    on purpose), and the twin stops. moto's backends are process-global: one twin
-    at a time; down() resets them."""
+    end no AWS call of a function or the forwarder may have been refused by IAM, nor any
+    Kubernetes request by RBAC (tests/e2e/iam.py; unless the tests refuse some on purpose),
+    and the twin stops. moto's backends are process-global: one twin at a time; down()
+    resets them."""
     # HyperGuard's own repair, unless a test asks for HyperPod's automatic node recovery
     # (AWS's default, which HyperGuard defers to: D142).
     config.setdefault("node_recovery", "None")
@@ -59,7 +61,7 @@ def running_twin(*, rbac_refusals_expected: bool = False, **config: Any) -> Iter
         # the worker (a CI run's cascade of set-up errors).
         running.up()
         yield running
-        assert_roles_allow_what_functions_did(running)
+        assert_roles_allow_what_functions_did(running, refusals_expected=iam_refusals_expected)
         if not rbac_refusals_expected:
             assert_rbac_allowed_what_functions_did(running)
     finally:

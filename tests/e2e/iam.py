@@ -1,8 +1,10 @@
-"""Do the deployed functions' roles allow what the functions did? Every AWS call a function
-made on the twin is matched against its role's policy in template.yaml: the action, and for
-DynamoDB tables and indexes, the S3 checkpoint bucket and the EKS cluster, the resource.
-(moto enforces no IAM, so the twin proves the calls happen; this proves the roles allow
-them. Resources of other services are checked by review: docs/security.md.)"""
+"""Did IAM allow what HyperGuard's identities did on the twin? The emulator authorizes every
+call a function or the forwarder makes against its role's policies as deployed (twin/iam.py),
+so a call a role does not allow fails at run time; at a twin's end, no call may have been
+refused unless a test refused it on purpose. What the emulator let through undecided (an
+operation whose resources the twin does not derive, a condition it does not evaluate:
+`IamEnforcement.unjudged`) is checked here instead, by its action against the role's
+policies in template.yaml; its resources are checked by review (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -19,73 +21,55 @@ SAM_POLICY_TEMPLATES = {
     "EventBridgePutEventsPolicy": ["events:PutEvents"],
     "LambdaInvokePolicy": ["lambda:InvokeFunction"],
 }
-NEEDS_NO_PERMISSION = {"sts:GetCallerIdentity"}
 
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _resource(value: Any, twin: Twin, physical: dict[str, str]) -> str:
-    """A policy resource in the emulator's short form, or "*" where the check is by review."""
-    if value == "*":
-        return "*"
-    if isinstance(value, dict) and "Fn::GetAtt" in value:
-        target = value["Fn::GetAtt"][0]
-        if target.endswith("Table"):
-            return f"table/{physical[target]}"
-        return "*"
-    if isinstance(value, dict) and "Fn::Sub" in value:
-        text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
-        if text.startswith("${") and ".Arn}" in text:
-            target = text[2 : text.index(".Arn}")]
-            return f"table/{physical[target]}{text[text.index('.Arn}') + 5 :]}"
-        if ":s3:::${CheckpointBucketName}" in text:
-            rest = text.split("${CheckpointBucketName}", 1)[1]
-            return twin.config.parameters["CheckpointBucketName"] + rest
-        if ":cluster/${EksClusterName}" in text:
-            return f"cluster/{twin.config.eks_cluster_name}"
-    return "*"
+def _statements(resource: dict[str, Any]) -> list[dict[str, Any]]:
+    properties = resource["Properties"]
+    if resource["Type"] == "AWS::IAM::Role":
+        return [s for p in properties.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+    statements: list[dict[str, Any]] = []
+    for policy in properties.get("Policies", []):
+        for name, value in policy.items():
+            if name == "Statement":
+                statements += value
+            else:
+                statements.append({"Effect": "Allow", "Action": SAM_POLICY_TEMPLATES[name]})
+    return statements
 
 
-def allowed(twin: Twin) -> dict[str, list[tuple[str, str]]]:
-    """Function logical id → its role's (action pattern, resource pattern) grants."""
-    assert twin.deployment is not None
-    physical = {k: v.get("physical_id", "") for k, v in twin.deployment.resources.items()}
-    grants: dict[str, list[tuple[str, str]]] = {}
+def allowed_actions() -> dict[str, list[str]]:
+    """A function's or role's logical id → the actions its policies allow."""
+    actions: dict[str, list[str]] = {}
     for logical, resource in template()["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        mine: list[tuple[str, str]] = []
-        for policy in resource["Properties"].get("Policies", []):
-            for name, value in policy.items():
-                if name == "Statement":
-                    for statement in value:
-                        assert statement["Effect"] == "Allow"
-                        mine += [
-                            (action, _resource(res, twin, physical))
-                            for action in _list(statement["Action"])
-                            for res in _list(statement["Resource"])
-                        ]
-                else:
-                    mine += [(action, "*") for action in SAM_POLICY_TEMPLATES[name]]
-        grants[logical] = mine
-    return grants
+        if resource["Type"] in ("AWS::Serverless::Function", "AWS::IAM::Role"):
+            statements = _statements(resource)
+            assert all(s["Effect"] == "Allow" for s in statements)
+            actions[logical] = [a for s in statements for a in _list(s["Action"])]
+    return actions
 
 
-def assert_roles_allow_what_functions_did(twin: Twin) -> None:
-    policies = allowed(twin)
+def assert_roles_allow_what_functions_did(twin: Twin, *, refusals_expected: bool = False) -> None:
+    """The emulator refused none of the functions' and the forwarder's calls (unless the
+    tests refuse some on purpose), and every call it could not judge is one the role's
+    policies name."""
+    unauthenticated = sorted(twin.emulator.iam.unauthenticated)
+    assert unauthenticated == [], f"calls whose signature or token was refused: {unauthenticated}"
+    if not refusals_expected:
+        refused = sorted(twin.emulator.iam.denied)
+        assert refused == [], f"calls IAM refused on the twin: {refused}"
+    policies = allowed_actions()
     missing = sorted(
         {
-            (function, action, resource)
-            for (function, action, resource) in twin.function_grants()
-            if action not in NEEDS_NO_PERMISSION
-            and not any(
-                fnmatchcase(action, a) and fnmatchcase(resource, r) for a, r in policies[function]
-            )
+            (who, call, why)
+            for (who, call, why) in twin.emulator.iam.unjudged
+            if not any(fnmatchcase(call.lower(), a.lower()) for a in policies[who])
         }
     )
-    assert missing == [], f"calls the functions' roles do not allow: {missing}"
+    assert missing == [], f"calls the roles do not allow (not judged at run time): {missing}"
 
 
 def assert_rbac_allowed_what_functions_did(twin: Twin) -> None:

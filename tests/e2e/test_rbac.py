@@ -7,28 +7,22 @@ break RBAC on purpose; every other e2e module checks that RBAC refused nothing
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 from tests.conftest import ROOT
+from tests.e2e.broken_recovery import BrokenRecovery
 from tests.e2e.conftest import running_twin
 
 from hyperguard.cluster import kueue
 from hyperguard.cluster.workloads import team_namespace
-from hyperguard.messaging import RecoveryWorkflows
-from hyperguard.models import IncidentStatus
-from hyperguard.recovery.operator import RecoveryOperator
-from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.twin.plane.kube import NAMESPACES, KubeApiError, KubeClient, resource
 from hyperguard.twin.runtime import Twin
 
 RBAC = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
 ROLEBINDINGS = resource("rbac.authorization.k8s.io/v1", "rolebindings")
-WAIT_S = 150.0
-"""A deadline for a loaded 2-core machine, not a measure of speed."""
 
 
 @pytest.fixture(scope="module")
@@ -98,15 +92,8 @@ def test_a_verb_removed_from_the_recovery_role_fails_recovery_with_403_until_res
 ) -> None:
     """deploy/kubernetes/ applied without `patch` on nodes: the recovery's cordon is refused
     at run time, the incident goes to an operator; the manifest restored, a re-drive heals."""
-    assert twin.deployment is not None and twin.plane is not None
-    out = twin.deployment.outputs
-    incidents = IncidentStore(out["IncidentsTableName"], out["NodesTableName"])
-    operator = RecoveryOperator(
-        incidents,
-        NodeStore(out["NodesTableName"]),
-        RecoveryWorkflows(out["NodeRecoveryStateMachineArn"]),
-    )
-    sfn = twin.client("stepfunctions")
+    assert twin.plane is not None
+    recovery = BrokenRecovery(twin)
     documents = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     role = next(
         d
@@ -119,47 +106,14 @@ def test_a_verb_removed_from_the_recovery_role_fails_recovery_with_403_until_res
             rule["verbs"].remove("patch")
     assert narrowed != role
 
-    def until(condition: Any, what: str) -> Any:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            if value := condition():
-                return value
-            time.sleep(0.25)
-        raise AssertionError(f"not within {WAIT_S}s: {what}")
-
-    def ended(arn: str) -> dict[str, Any] | None:
-        execution = sfn.describe_execution(executionArn=arn)
-        return None if execution["status"] == "RUNNING" else dict(execution)
-
     before = len(twin.plane.requests())
     twin.kube.apply(narrowed, "kubectl")  # `kubectl apply -f` of the edited file
     try:
-        faulty = next(
-            n["instance_id"]
-            for n in twin.cluster.snapshot()["nodes"]
-            if n["platform"] == "hyperpod" and n["healthy"] and n["schedulable"]
-        )
-        twin.fault(faulty, "kernel")
-        incident = until(
-            lambda: next(
-                (i for i in incidents.recent() if i.instance_id == faulty and i.execution_arn),
-                None,
-            ),
-            "an incident for the faulty node",
-        )
-        failed = until(lambda: ended(incident.execution_arn), "the recovery ends")
-        assert failed["status"] != "SUCCEEDED", failed
-        escalated = incidents.get(incident.incident_id)
-        assert escalated is not None and escalated.status is IncidentStatus.NEEDS_OPERATOR
+        faulty, incident = recovery.fails()
         assert twin.cluster.schedulable(faulty)  # never cordoned
         denied = [r for r in twin.plane.requests()[before:] if not r["authorized"]]
         assert {(r["verb"], r["resource"]) for r in denied} == {("patch", "nodes")}, denied
         assert all("hyperguard-recovery" in r["groups"] and r["code"] == 403 for r in denied)
     finally:
         twin.kube.apply(role, "kubectl")
-
-    redriven = operator.redrive(incident.incident_id)
-    finished = until(lambda: ended(redriven["execution_arn"]), "the re-driven recovery ends")
-    assert finished["status"] == "SUCCEEDED", finished
-    closed = incidents.get(incident.incident_id)
-    assert closed is not None and closed.status is IncidentStatus.RESOLVED
+    recovery.heals(incident)

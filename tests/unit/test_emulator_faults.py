@@ -14,25 +14,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
-from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ClientError
+from tests.wsgi_client import wsgi_sender
 from werkzeug.test import EnvironBuilder
 
 from hyperguard import aws
 from hyperguard.twin.emulator import Emulator
 
 TABLE = "incidents"
-
-
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self.data
 
 
 class FakeMoto:
@@ -45,31 +36,6 @@ class FakeMoto:
         self.calls += 1
         start_response("200 OK", [("Content-Type", "application/x-amz-json-1.0")])
         return [b"{}"]
-
-
-def wsgi_sender(app: Callable[..., Any]) -> Callable[..., AWSResponse]:
-    def send(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
-        url = urlsplit(request.url)
-        body = request.body if isinstance(request.body, bytes) else (request.body or b"")
-        environ = EnvironBuilder(
-            path=url.path or "/",
-            query_string=url.query,
-            method=request.method,
-            headers={
-                name: value.decode() if isinstance(value, bytes) else value
-                for name, value in request.headers.items()
-            },
-            data=body,
-        ).get_environ()
-        answer: dict[str, Any] = {}
-
-        def start_response(status: str, headers: list[tuple[str, str]]) -> None:
-            answer["status"], answer["headers"] = int(status.split()[0]), dict(headers)
-
-        data = b"".join(app(environ, start_response))
-        return AWSResponse(request.url, answer["status"], answer["headers"], _Body(data))
-
-    return send
 
 
 @pytest.fixture

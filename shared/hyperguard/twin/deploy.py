@@ -42,6 +42,11 @@ EMULATOR_GAPS: dict[str, str] = {
     "twin restores it); moto never fires a schedule and matches every bus event to a rule "
     "without a pattern: the twin fires schedules at their rate on the simulated cluster's "
     "clock, first at start, and matches schedule rules to nothing else",
+    "AWS::IAM::Role": "moto enforces no IAM; the twin authorizes every call signed with a "
+    "function's or the forwarder's role credentials against the role's policies as the "
+    "emulator's IAM holds them (twin/iam.py: resource ARNs, transactions' per-item actions, "
+    "condition keys), and refuses it as the service does; moto's CloudFormation kept inline "
+    "policies as objects, which GetRolePolicy answered as Python's repr: stored as JSON",
     "AWS::CloudWatch::Alarm": "not created by the emulator's CloudFormation; `twin status` "
     "shows the queue depths the alarms watch",
     "AWS::Events::Connection": "moto's CloudFormation does not know it; the twin creates it "
@@ -56,9 +61,9 @@ EMULATOR_GAPS: dict[str, str] = {
     "exercised",
     "AWS::SQS::QueuePolicy": "not created by the emulator's CloudFormation, which enforces no "
     "resource policies: EventBridge delivers to the queues without them",
-    "AWS::EKS::PodIdentityAssociation": "the emulator has no EKS Pod Identity; the "
-    "forwarder's role is created, and the twin's forwarder puts its events with the twin's "
-    "own credentials",
+    "AWS::EKS::PodIdentityAssociation": "the emulator has no EKS Pod Identity; the twin "
+    "assumes the forwarder's role itself and hands its credentials to the forwarder, as the "
+    "Pod Identity agent would",
     "AWS::EKS::AccessEntry": "moto's EKS has no access entries and its CloudFormation does "
     "not know them: the twin adds the four AccessEntry operations to the emulator's EKS API "
     "(twin/eks_access.py) and creates each through it once the stack is up, with its "

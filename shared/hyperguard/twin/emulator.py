@@ -1,6 +1,6 @@
 """The embedded AWS emulator: moto in server mode on 127.0.0.1, in this process.
 
-Three emulator gaps are closed here, in-process, and reported by `hyperguard twin status`:
+These emulator gaps are closed here, in-process, and reported by `hyperguard twin status`:
 - moto runs Lambda code only in Docker: `LambdaFunction._invoke_lambda` is routed to the
   twin's Lambda runtime (worker processes; so Step Functions' lambda:invoke tasks run the
   real handlers), and an error of the Lambda service there (a throttle) is the Invoke API's
@@ -10,13 +10,15 @@ Three emulator gaps are closed here, in-process, and reported by `hyperguard twi
   executing Step Functions interpreter instead;
 - moto's EventBridge drops `account` from the events it delivers to targets: restored;
 - moto's Step Functions sends no "Step Functions Execution Status Change" events: the twin
-  puts them on the default bus, in AWS's shape, when a Standard execution ends.
+  puts them on the default bus, in AWS's shape, when a Standard execution ends;
+- moto enforces no IAM: a call signed with a stack role's credentials (a function's, the
+  forwarder's) is authorized against the role's policies before moto serves it
+  (twin/iam.py).
 """
 
 from __future__ import annotations
 
 import functools
-import io
 import json
 import logging
 import os
@@ -33,6 +35,7 @@ from urllib.parse import parse_qs
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from hyperguard.twin import dynamodb
+from hyperguard.twin.iam import IamEnforcement, peek_body
 
 logger = logging.getLogger(__name__)
 
@@ -247,14 +250,25 @@ def _patch_api_destinations() -> None:
     Rule.send_to_targets = send_to_targets  # type: ignore[method-assign,assignment]
 
 
+def _patch_role_inline_policies() -> None:
+    """moto's CloudFormation keeps an AWS::IAM::Role's inline policies as the template's
+    objects, which GetRolePolicy then answers as Python's repr of them; IAM keeps and answers
+    JSON. They are stored as JSON."""
+    from moto.iam.models import Role
+
+    original = Role.put_policy
+    if getattr(original, "stores_json", False):
+        return
+
+    def put_policy(self: Any, policy_name: str, policy_json: Any) -> None:
+        document = policy_json if isinstance(policy_json, str) else json.dumps(policy_json)
+        original(self, policy_name, document)
+
+    put_policy.stores_json = True  # type: ignore[attr-defined]
+    Role.put_policy = put_policy  # type: ignore[method-assign]
+
+
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/")
-
-
-def _peek_body(environ: dict[str, Any]) -> bytes:
-    """The request's body, read and put back for moto (which reads it again)."""
-    body: bytes = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-    environ["wsgi.input"] = io.BytesIO(body)
-    return body
 
 
 def api_call(environ: dict[str, Any]) -> tuple[str, str]:
@@ -271,55 +285,9 @@ def api_call(environ: dict[str, Any]) -> tuple[str, str]:
     if not operation and environ.get("CONTENT_TYPE", "").startswith(
         "application/x-www-form-urlencoded"
     ):
-        body = _peek_body(environ)
+        body = peek_body(environ)
         operation = parse_qs(body.decode(errors="replace")).get("Action", [""])[0]
     return key, f"{service}:{operation or environ.get('REQUEST_METHOD', '?')}"
-
-
-_TRANSACT_ACTIONS = {
-    "Put": "PutItem",
-    "Update": "UpdateItem",
-    "Delete": "DeleteItem",
-    "ConditionCheck": "ConditionCheckItem",
-}
-
-
-def required_grants(environ: dict[str, Any], call: str) -> list[tuple[str, str]]:
-    """The IAM (action, resource) pairs a request needs, as far as the twin can tell: for
-    DynamoDB each table (or index) an operation touches — a transaction needs each item's
-    own action — for S3 the bucket or object, for EKS the cluster; for everything else the
-    action alone (resource "*"). Resources are short forms: `table/<name>[/index/<name>]`,
-    `<bucket>[/<key>]`, `cluster/<name>`."""
-    service, operation = call.split(":", 1)
-    path = environ.get("PATH_INFO", "").strip("/")
-    if service == "dynamodb":
-        try:
-            request = json.loads(_peek_body(environ) or b"{}")
-        except ValueError:
-            return [(call, "*")]
-        if operation in ("TransactWriteItems", "TransactGetItems"):
-            grants: list[tuple[str, str]] = []
-            for item in request.get("TransactItems", []):
-                for kind, spec in item.items():
-                    action = _TRANSACT_ACTIONS.get(kind, "GetItem")
-                    grants.append((f"dynamodb:{action}", f"table/{spec.get('TableName')}"))
-            return grants
-        if "RequestItems" in request:
-            return [(call, f"table/{name}") for name in request["RequestItems"]]
-        resource = f"table/{request.get('TableName')}"
-        if request.get("IndexName"):
-            resource += f"/index/{request['IndexName']}"
-        return [(call, resource)]
-    if service == "s3":
-        bucket, _, key = path.partition("/")
-        method = environ.get("REQUEST_METHOD", "GET")
-        if not key:
-            return [("s3:ListBucket" if method == "GET" else f"s3:{method}", bucket)]
-        objects = {"GET": "s3:GetObject", "HEAD": "s3:GetObject", "PUT": "s3:PutObject"}
-        return [(objects.get(method, f"s3:{method}"), f"{bucket}/{key}")]
-    if service == "eks" and path.startswith("clusters/"):
-        return [("eks:DescribeCluster", f"cluster/{path.split('/')[1]}")]
-    return [(call, "*")]
 
 
 FaultMatch = Callable[[str, dict[str, Any]], bool]
@@ -366,7 +334,7 @@ class _PendingFault:
 def _request_body(environ: dict[str, Any]) -> dict[str, Any]:
     """The request's JSON body (empty if it has none), put back for moto."""
     try:
-        parsed = json.loads(_peek_body(environ) or b"{}")
+        parsed = json.loads(peek_body(environ) or b"{}")
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
@@ -460,9 +428,8 @@ class Emulator:
         self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
         self.calls: Counter[tuple[str, str]] = Counter()
         """AWS API calls served: (caller's access key id, "service:Operation")."""
-        self.grants: Counter[tuple[str, str, str]] = Counter()
-        """What those calls needed of IAM: (access key id, action, resource), see
-        required_grants."""
+        self.iam = IamEnforcement()
+        """IAM for the stack's roles' credentials (twin/iam.py); everyone else is let be."""
         self.faults: Counter[tuple[str, str]] = Counter()
         """Calls answered with an injected error: ("service:Operation", error code)."""
         self._pending: list[_PendingFault] = []
@@ -493,6 +460,7 @@ class Emulator:
         _patch_execution_events()
         _patch_task_failure_cause()
         _patch_api_destinations()
+        _patch_role_inline_policies()
         moto_app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server(
             self.host,
@@ -551,8 +519,11 @@ class Emulator:
             if route is None:
                 key, call = api_call(environ)
                 self.calls[(key, call)] += 1
-                for action, resource in required_grants(environ, call):
-                    self.grants[(key, action, resource)] += 1
+                refused = self.iam.judge(environ, key, call)
+                if refused is not None:
+                    status, headers, payload = refused
+                    start_response(f"{status} Error", headers)
+                    return [payload]
                 injected = self._take_fault(environ, key, call)
                 if injected is None and call.startswith("dynamodb:"):
                     with self._dynamodb_lock:

@@ -4,9 +4,9 @@ docs/architecture.md, so a test that passes on the twin says how far it can be t
 Kubernetes is not on this list: the twin runs the upstream components (kube-apiserver with
 RBAC, kube-scheduler, kube-controller-manager, etcd, KWOK, Kueue, Karpenter's core). What
 remains is what has no open-source original, imitated by the twin's own controllers
-(`hyperguard.twin.cloud`). Each entry is (the imitated system, what it does not refuse or do
-that the real one would, and why it stays). Whoever makes the twin stricter removes the
-entry; whoever finds a new gap adds one.
+(`hyperguard.twin.cloud`) and its IAM check (`hyperguard.twin.iam`). Each entry is (the
+imitated system, what it does not refuse or do that the real one would, and why it stays).
+Whoever makes the twin stricter removes the entry; whoever finds a new gap adds one.
 """
 
 from __future__ import annotations
@@ -53,5 +53,21 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
     (
         "nodes",
         "maxPods is the kubelet's default 110, not the EKS AMI's per-instance-type figure",
+    ),
+    (
+        "IAM",
+        "only calls signed with a function's or the forwarder's role credentials are "
+        "authorized (identity-based policies of one account; no resource policies, "
+        "permissions boundaries, SCPs or session policies, and credentials never expire); "
+        "what Lambda, Step Functions, EventBridge and SNS do with their own roles or on the "
+        "caller's behalf is not, since moto or the twin makes those calls itself (the event "
+        "source mappings' SQS polling, log delivery, the state machines' and rules' roles, "
+        "SNS's use of the topic's KMS key); a call whose "
+        "resources the twin does not derive, a task token no running execution holds, a "
+        "condition key other than a resource tag on EC2 instances or PutEvents' "
+        "events:source and events:detail-type, an operator other than String, Arn, Bool and "
+        "Null, and a policy variable are let through undecided and checked after the fact "
+        "by action only (tests/e2e/iam.py); GetCallerIdentity's signature is not checked "
+        "(the EKS token replay restates a presigned URL)",
     ),
 )

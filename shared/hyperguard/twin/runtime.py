@@ -436,6 +436,7 @@ class Twin:
         credentials = self.client("sts").assume_role(
             RoleArn=role, RoleSessionName="hyperguard-forwarder"
         )["Credentials"]
+        self.emulator.iam.enforce(credentials["AccessKeyId"], role, "ForwarderRole")
         self._forwarder = forwarder_pod.start(
             self.plane,
             self.config.root,
@@ -458,6 +459,7 @@ class Twin:
             RoleArn=spec.role_arn, RoleSessionName=spec.name[:64]
         )["Credentials"]
         self.credential_owners[credentials["AccessKeyId"]] = spec.logical_id
+        self.emulator.iam.enforce(credentials["AccessKeyId"], spec.role_arn, spec.logical_id)
         return {
             "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
             "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
@@ -759,16 +761,6 @@ class Twin:
                 calls[(owner, operation)] += count
         return calls
 
-    def function_grants(self) -> Counter[tuple[str, str, str]]:
-        """What the functions' calls needed of their roles: (function logical id, IAM
-        action, resource in the emulator's short form)."""
-        grants: Counter[tuple[str, str, str]] = Counter()
-        for (key, action, resource), count in list(self.emulator.grants.items()):
-            owner = self.credential_owners.get(key)
-            if owner is not None:
-                grants[(owner, action, resource)] += count
-        return grants
-
     def status(self) -> dict[str, Any]:
         assert self.deployment is not None and self.runtime is not None
         present = {r["type"] for r in self.deployment.resources.values()}
@@ -818,6 +810,7 @@ class Twin:
             "leniencies": [{"emulates": what, "lenient": how} for what, how in LENIENCIES],
             "invocations": dict(runtime.invocations),
             "function_errors": {name: n for name, n in runtime.errors.items() if n},
+            "iam": self.emulator.iam.summary(),
             "cold_starts": dict(runtime.cold_starts),
             "throttles": dict(runtime.throttles),
             "sqs_poller": dict(self.poller.stats) if self.poller else {},

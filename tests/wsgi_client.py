@@ -1,0 +1,53 @@
+"""An SDK client's requests served by a WSGI app in this process: botocore's `before-send`
+hands each signed request to the app and its answer back to the client, so the client's
+own parsing and retry handler see what they would see over the network."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from werkzeug.test import EnvironBuilder
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._unread = io.BytesIO(data)
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.data
+
+    def read(self, amount: int | None = None) -> bytes:  # a streaming body's (S3's objects)
+        return self._unread.read(amount)
+
+
+def wsgi_sender(app: Callable[..., Any]) -> Callable[..., AWSResponse]:
+    """A `before-send` handler (`client.meta.events.register("before-send.<service>", ...)`)."""
+
+    def send(request: AWSPreparedRequest, **_: Any) -> AWSResponse:
+        url = urlsplit(request.url)
+        body = request.body if isinstance(request.body, bytes) else (request.body or b"")
+        environ = EnvironBuilder(
+            path=url.path or "/",
+            base_url=f"{url.scheme}://{url.netloc}",  # the Host the request was signed for
+            query_string=url.query,
+            method=request.method,
+            headers={
+                name: value.decode() if isinstance(value, bytes) else value
+                for name, value in request.headers.items()
+            },
+            data=body,
+        ).get_environ()
+        answer: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+            answer["status"], answer["headers"] = int(status.split()[0]), dict(headers)
+
+        data = b"".join(app(environ, start_response))
+        return AWSResponse(request.url, answer["status"], answer["headers"], _Body(data))
+
+    return send
