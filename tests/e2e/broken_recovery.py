@@ -5,13 +5,13 @@ tests/e2e/test_iam.py)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from hyperguard.messaging import RecoveryWorkflows
 from hyperguard.models import Incident, IncidentStatus
 from hyperguard.recovery.operator import RecoveryOperator
 from hyperguard.store import IncidentStore, NodeStore
+from hyperguard.twin.plane.kube import wait_for
 from hyperguard.twin.runtime import Twin
 
 WAIT_S = 150.0
@@ -32,12 +32,7 @@ class BrokenRecovery:
         self.sfn = twin.client("stepfunctions")
 
     def until(self, condition: Any, what: str) -> Any:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            if value := condition():
-                return value
-            time.sleep(0.25)
-        raise AssertionError(f"not within {WAIT_S}s: {what}")
+        return wait_for(condition, WAIT_S, what, interval_s=0.25)
 
     def ended(self, arn: str) -> dict[str, Any] | None:
         execution = self.sfn.describe_execution(executionArn=arn)

@@ -513,14 +513,19 @@ def burst_steps_for(stack: Stack, apis: ClusterApis, api: Api) -> BurstSteps:
     )
 
 
-def planned_burst(steps: BurstSteps, job_id: str) -> dict[str, Any]:
-    request = BurstRequest(
-        burst_id="burst-00000000000000aa",
+def development_burst(burst_id: str, *job_ids: str) -> BurstRequest:
+    """A burst of p5 nodes for team solo's development jobs, one node each."""
+    return BurstRequest(
+        burst_id=burst_id,
         template="development",
         instance_type="p5.48xlarge",
         accelerators_per_node=8,
-        jobs=[BurstJob(job_id=job_id, team="solo", nodes=1)],
+        jobs=[BurstJob(job_id=job_id, team="solo", nodes=1) for job_id in job_ids],
     )
+
+
+def planned_burst(steps: BurstSteps, job_id: str) -> dict[str, Any]:
+    request = development_burst("burst-00000000000000aa", job_id)
     burst = steps.run("plan", {"request": request.model_dump(mode="json", by_alias=True)})
     assert burst["capacity"] == "planned", burst
     return burst
@@ -568,13 +573,7 @@ def test_a_nodeclaim_the_api_server_will_not_delete_holds_back_no_other_of_a_rol
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
     steps = burst_steps_for(stack, apis, api)
     jobs = [api.submit("solo", 8, template="development").body["job_id"] for _ in range(2)]
-    request = BurstRequest(
-        burst_id="burst-00000000000000bb",
-        template="development",
-        instance_type="p5.48xlarge",
-        accelerators_per_node=8,
-        jobs=[BurstJob(job_id=job_id, team="solo", nodes=1) for job_id in jobs],
-    )
+    request = development_burst("burst-00000000000000bb", *jobs)
     burst = steps.run("plan", {"request": request.model_dump(mode="json", by_alias=True)})
     burst = steps.run("request", burst)
     claims = apis.gateway.burst_claims(request.burst_id, include_hyperpod=False)
@@ -619,13 +618,7 @@ def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(
     _, development = hyperpod_full_then_development(api, service)
     [used] = api.call("GET", f"/jobs/{development}").body["nodes"]
     [held] = [c for c in claims if c.instance_id == used]
-    request = BurstRequest(
-        burst_id="burst-0123456789abcdef",
-        template="development",
-        instance_type="p5.48xlarge",
-        accelerators_per_node=8,
-        jobs=[BurstJob(job_id=development, team="solo", nodes=1)],
-    )
+    request = development_burst("burst-0123456789abcdef", development)
     burst = {
         "request": request.model_dump(mode="json", by_alias=True),
         "error": {"Error": "Runtime.ExitError", "Cause": "signal: killed"},

@@ -729,18 +729,15 @@ class JobStore(TableStore):
                 values[":f"] = to_item(slow)
             else:
                 expression += " REMOVE slow"
-        if not self._update_if(
+        return self._update_noting(
+            entry,
             Key={"job_id": job_id},
             UpdateExpression=f"{expression} {BUMP}",
             ConditionExpression="attribute_exists(job_id) AND "
             "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
             ExpressionAttributeNames={"#rev": REV},
             ExpressionAttributeValues=values,
-        ):
-            return False
-        if entry is not None:
-            self.append_history(job_id, entry)
-        return True
+        )
 
     def record_timings(
         self, job_id: str, step: int, timings: dict[str, float], slow: SlowFlag | None
@@ -781,16 +778,21 @@ class JobStore(TableStore):
         else:
             expression = f"SET progress_trouble = :t {BUMP}"
             values[":t"] = to_item(trouble)
-        if not self._update_if(
+        return self._update_noting(
+            entry,
             Key={"job_id": job_id},
             UpdateExpression=expression,
             ConditionExpression=condition,
             ExpressionAttributeNames={"#rev": REV},
             ExpressionAttributeValues=values,
-        ):
+        )
+
+    def _update_noting(self, entry: JobHistoryEntry | None, **request: Any) -> bool:
+        """`_update_if`, then, if it was applied, `entry` appended to the history."""
+        if not self._update_if(**request):
             return False
         if entry is not None:
-            self.append_history(job_id, entry)
+            self.append_history(request["Key"]["job_id"], entry)
         return True
 
     def append_history(self, job_id: str, entry: JobHistoryEntry) -> None:
