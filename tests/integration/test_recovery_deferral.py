@@ -98,3 +98,20 @@ def test_a_fault_hyperpods_checks_did_not_find_is_hyperguards_to_repair(
     world.cluster.inject_fault(faulty, "kernel")  # a condition on the node, not HyperPod's
     r = world.run(*UP_TO_REPAIR, r=world.open(faulty, kind="node_condition"))
     assert r["repaired_by"] == "hyperguard"
+
+
+def test_a_node_hyperpod_replaced_before_the_diagnosis_is_closed_as_its_repair(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HyperPod's recovery can be done with the node before HyperGuard's diagnosis reads it:
+    the incident closes `instance_gone`, says HyperPod repaired it, and orders nothing."""
+    ordered = never_ordered(world, monkeypatch)
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty, "persistent")
+    world.apis.advance(300)  # HyperPod's repair starts at 120 s; the old instance goes at 240 s
+    assert world.cluster.instance(faulty) is None
+    r = world.run("diagnose", r=world.open(faulty))
+    assert (r["resolution"], r["repaired_by"]) == ("instance_gone", "hyperpod")
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.repaired_by == "hyperpod"
+    assert ordered == []

@@ -219,6 +219,12 @@ class RecoverySteps:
             node = self.gateway.node_status(incident.instance_id)
         except NodeNotFoundError:
             r.verdict, r.resolution = "recovered", "instance_gone"
+            stored = self.nodes.get(incident.instance_id)
+            if stored is not None and self._repairer(incident, stored, policy) == "hyperpod":
+                # HyperPod's automatic recovery replaced it before this diagnosis: its jobs'
+                # runs went with it, and the scheduler requeues them from their checkpoints.
+                r.repaired_by = "hyperpod"
+                self.incidents.update(incident.incident_id, repaired_by="hyperpod")
             return r
         if node.status is NodeStatus.SYSTEM_UPDATING and incident.kind not in PLANNED_KINDS:
             return self._await_software_update(incident, r, r.poll_s)
