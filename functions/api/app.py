@@ -14,7 +14,7 @@ from hyperguard.recovery.operator import OperatorNodeActions, RecoveryOperator
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, NodeStore
 
-settings = load_settings("recovery_state_machine_arn")
+settings = load_settings("recovery_state_machine_arn", "rate_limit_table")
 catalogue = Ec2InstanceCatalogue()
 operator = RecoveryOperator(
     IncidentStore(settings.incidents_table, settings.nodes_table),

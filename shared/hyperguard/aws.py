@@ -19,6 +19,9 @@ from hyperguard.observability import NAMESPACE, MetricUnit, logger, single_metri
 _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=2, read_timeout=10
 )
+_ONE_TRY = _CONFIG.merge(Config(retries={"mode": "standard", "max_attempts": 1}))
+"""For a call on every request's path that has its own answer to a failure (the API's rate
+limits): a retry with backoff would hold the request, and a throttle there is the answer."""
 
 
 class MissingOperationError(RuntimeError):
@@ -65,8 +68,9 @@ def client(service: str) -> Any:
 
 
 @cache
-def dynamodb_table(name: str) -> Any:
-    return new_session().resource("dynamodb", config=_CONFIG).Table(name)
+def dynamodb_table(name: str, *, retry: bool = True) -> Any:
+    """The table `name`; `retry=False`: each call tried once (`_ONE_TRY`)."""
+    return new_session().resource("dynamodb", config=_CONFIG if retry else _ONE_TRY).Table(name)
 
 
 def require_operations(service: str, operations: Iterable[str]) -> None:

@@ -58,6 +58,15 @@ class Settings(BaseSettings):
     checkpoint_reader_roles: str = Field(
         default="", description="comma-separated ARNs of the roles that read checkpoints"
     )
+    rate_limit_table: str = Field(
+        default="", description="the API's per-caller request counters; empty: no limits"
+    )
+    api_principal_rate_limit: int = Field(
+        default=10, ge=1, le=10_000, description="requests a second one principal may make"
+    )
+    api_team_rate_limit: int = Field(
+        default=40, ge=1, le=10_000, description="requests a second one team may make"
+    )
 
 
 def load_settings(*required: str) -> Settings:

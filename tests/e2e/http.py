@@ -12,6 +12,7 @@ from hyperguard.twin.ids import hyperpod_cluster_arn
 
 ADMIN = "arn:aws:iam::123456789012:role/hyperguard-admin"
 CLUSTER_ARN = hyperpod_cluster_arn("hyperguard-twin", "us-east-1", "123456789012")
+THROTTLED_TRIES = 5
 
 
 def member(team: str) -> str:
@@ -25,6 +26,18 @@ class Http:
     def __call__(
         self, method: str, path: str, body: Any = None, principal: str = ADMIN
     ) -> tuple[int, Any]:
+        """The answer; a 429 (nothing was done: the stage, or the caller's own rate limit,
+        D147) is tried again after its Retry-After, as clients do, up to THROTTLED_TRIES."""
+        for _ in range(THROTTLED_TRIES):
+            status, answer, retry_after = self._once(method, path, body, principal)
+            if status != 429:
+                break
+            time.sleep(float(retry_after or 1))
+        return status, answer
+
+    def _once(
+        self, method: str, path: str, body: Any, principal: str
+    ) -> tuple[int, Any, str | None]:
         request = urllib.request.Request(
             self.base + path,
             data=None if body is None else json.dumps(body).encode(),
@@ -33,9 +46,9 @@ class Http:
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"null")
+                return r.status, json.loads(r.read() or b"null"), None
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
+            return exc.code, json.loads(exc.read() or b"null"), exc.headers.get("Retry-After")
 
     def status_and_headers(self, path: str, principal: str = ADMIN) -> tuple[int, dict[str, str]]:
         """A GET's status and response headers (a 429's Retry-After, for one)."""

@@ -12,8 +12,10 @@ from typing import Any
 from tests.conftest import Stack, catalogue
 
 from hyperguard.api import ApiDependencies, create_app
+from hyperguard.api.rate_limits import RateLimits
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
+from hyperguard.store.rate_limits import RateCounterStore
 from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
 
 ADMIN = DEFAULT_PRINCIPAL
@@ -88,9 +90,12 @@ class Api:
         *,
         clock: Callable[[], datetime] | None = None,
         checkpoint_bucket: str = CHECKPOINT_BUCKET,
+        rate_limits: tuple[int, int] | None = None,
     ) -> None:
         """`checkpoint_bucket`: the stack's CheckpointBucketName (a deployment may name one
-        that does not exist, or that its roles are refused)."""
+        that does not exist, or that its roles are refused). `rate_limits`: requests a second
+        per principal and per team, counted in the stack's RateLimitTable (None: the
+        callers are not limited, as the tests that are not about the limits want)."""
         self.jobs = JobStore(
             stack.tables["JobsTable"], idempotency_table_name=stack.tables["IdempotencyTable"]
         )
@@ -115,6 +120,9 @@ class Api:
             checkpoint_bucket=checkpoint_bucket,
             checkpoint_readers=CHECKPOINT_READERS,
             clock=clock or (lambda: datetime.now(UTC)),
+            rate_limits=None
+            if rate_limits is None
+            else RateLimits(*rate_limits, RateCounterStore(stack.tables["RateLimitTable"])),
         )
         self._apps = threading.local()
         global _paths

@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hyperguard.api.auth import Caller, resolve_caller
 from hyperguard.api.deps import ApiDependencies
 from hyperguard.api.errors import InvalidRequestError, register_error_handlers
+from hyperguard.api.rate_limits import CallerRateLimiter
 from hyperguard.api.routes import incidents, jobs, plan, policy, teams, views
 
 TITLE = "HyperGuard API"
@@ -155,27 +156,58 @@ def body_problem(event: Mapping[str, Any]) -> tuple[int, str, str] | None:
     return None
 
 
+def _principal(event: Mapping[str, Any]) -> str | None:
+    """The IAM ARN API Gateway's authorizer put in the event (None without one)."""
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    principal = identity.get("userArn")
+    return str(principal) if principal else None
+
+
+def _refusal(
+    status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A proxy response answered before any route runs."""
+    single = {"Content-Type": content_types.APPLICATION_JSON, **(headers or {})}
+    return {
+        "statusCode": status,
+        "headers": single,
+        "multiValueHeaders": {name: [value] for name, value in single.items()},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
+
+
 class HyperGuardResolver(APIGatewayRestResolver):
-    """The REST resolver, refusing paths and bodies no route should parse before validation
-    runs."""
+    """The REST resolver, counting every request against its caller's rate limits first (so
+    a flood of bad requests counts too), then refusing paths and bodies no route should parse
+    before validation runs."""
+
+    limiter: CallerRateLimiter | None = None
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        refusal = self.limiter.check(_principal(event)) if self.limiter is not None else None
+        if refusal is not None:
+            return _refusal(
+                429,
+                {"error": refusal.message, "field": None, "limit": refusal.limit},
+                {"Retry-After": str(refusal.retry_after_s)},
+            )
         problem = path_problem(event) or body_problem(event)
         if problem is None:
             return super().resolve(event, context)
         status, message, field = problem
-        body = json.dumps({"error": message, "field": field})
-        return {
-            "statusCode": status,
-            "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "multiValueHeaders": {"Content-Type": [content_types.APPLICATION_JSON]},
-            "body": body,
-            "isBase64Encoded": False,
-        }
+        return _refusal(status, {"error": message, "field": field})
 
 
 def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
     app = HyperGuardResolver(enable_validation=True, json_body_deserializer=load_body)
+    if deps.rate_limits is not None:
+        app.limiter = CallerRateLimiter(
+            deps.rate_limits,
+            deps.teams,
+            deps.admin_principals,
+            clock=lambda: deps.clock().timestamp(),
+        )
     register_error_handlers(app)
 
     def caller() -> Caller:

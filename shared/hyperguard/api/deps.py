@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from hyperguard.api.nodes import NodeActions
+from hyperguard.api.rate_limits import RateLimits
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.messaging import SchedulerWakeup, wakeup_for
@@ -15,6 +16,7 @@ from hyperguard.models import utcnow
 from hyperguard.settings import Settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
+from hyperguard.store.rate_limits import RateCounterStore
 
 
 @dataclass
@@ -33,6 +35,8 @@ class ApiDependencies:
     """The one bucket the deployment's roles may read checkpoints in ("": any)."""
     checkpoint_readers: tuple[str, ...] = ()
     """The roles that read them (the scheduler's and recovery's), named in a refusal."""
+    rate_limits: RateLimits | None = None
+    """Each caller's requests per second (hyperguard.api.rate_limits); None: not limited."""
     clock: Callable[[], datetime] = utcnow
     lifecycle: JobLifecycle = field(init=False)
 
@@ -61,6 +65,13 @@ class ApiDependencies:
             admin_principals=frozenset(_names(settings.admin_principal_arns)),
             checkpoint_bucket=settings.checkpoint_bucket,
             checkpoint_readers=tuple(_names(settings.checkpoint_reader_roles)),
+            rate_limits=RateLimits(
+                per_principal=settings.api_principal_rate_limit,
+                per_team=settings.api_team_rate_limit,
+                counters=RateCounterStore(settings.rate_limit_table),
+            )
+            if settings.rate_limit_table
+            else None,
         )
 
 

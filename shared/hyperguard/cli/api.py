@@ -30,7 +30,8 @@ ATTEMPTS = 6
 """Tries of one call that keeps being throttled, the first included."""
 BACKOFF_S, MAX_BACKOFF_S = 0.5, 20.0
 THROTTLED = 429
-"""API Gateway's stage throttling: the function never ran, so any call may be tried again."""
+"""The API stage's throttling or the caller's own rate limit (D147): refused before anything
+was done, so any call may be tried again."""
 TRANSIENT = frozenset({502, 503, 504})
 """Lambda's throttling and failures as API Gateway passes them on: the call may have been
 applied, so only a call that repeats harmlessly is tried again (docs/cli.md)."""

@@ -205,8 +205,17 @@ def _measure(twin: Twin, subject: Subject, step_s: float) -> dict[str, Any]:
     }
 
 
+THROTTLED_TRIES = 5
+"""Tries of a call the API answers 429 (nothing was done), a second apart: its Retry-After,
+as every limit's window is a second (D147)."""
+
+
 def ok(twin: Twin, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
-    status, answer = twin.api(method, path, body, **kwargs)
+    for _ in range(THROTTLED_TRIES):
+        status, answer = twin.api(method, path, body, **kwargs)
+        if status != 429:
+            break
+        time.sleep(1.0)
     if status >= 300:
         raise TwinError(f"{method} {path} answered {status}: {answer}")
     return answer

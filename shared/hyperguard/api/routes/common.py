@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -63,17 +63,30 @@ class ThrottledBody(BaseModel):
     message: str = Field(description='"Too Many Requests"')
 
 
+class RateLimitedBody(ErrorBody):
+    """The function's answer when the caller is over its own rate limit (before any route
+    runs)."""
+
+    limit: Literal["principal", "team"] = Field(
+        description="the limit the request was over: the principal's (ApiPrincipalRateLimit) "
+        "or its team's (ApiTeamRateLimit; admins without a team, and principals mapped to no "
+        "team, count as one team each)"
+    )
+
+
 THROTTLED: OpenAPIResponse = {
-    "description": "Throttled by the API stage's rate and burst limits (template parameters "
-    "ApiThrottleRateLimit, ApiThrottleBurstLimit) before the function runs; nothing was done. "
-    "Retry after `Retry-After` seconds, with backoff",
+    "description": "Throttled before anything was done: by the caller's own rate limit "
+    "(template parameters ApiPrincipalRateLimit, ApiTeamRateLimit; the body says which), or "
+    "by the API stage's rate and burst limits for all callers together (ApiThrottleRateLimit, "
+    "ApiThrottleBurstLimit; API Gateway's body). Retry after `Retry-After` seconds, with "
+    "backoff",
     "headers": {
         "Retry-After": {
             "description": "seconds to wait before retrying",
             "schema": {"type": "integer", "minimum": 1},
         }
     },
-    "content": {JSON: {"model": ThrottledBody}},
+    "content": {JSON: {"model": RateLimitedBody | ThrottledBody}},
 }
 
 _ERRORS: dict[int, str] = {
@@ -97,7 +110,7 @@ def responses(
 ) -> dict[int, OpenAPIResponse]:
     """The OpenAPI responses of a route: its success (with `model`'s schema; `also`: other
     success codes with the same body) and every error status it can answer with, each with
-    the error body. 403 and 422 apply to every route, and API Gateway's 429 (THROTTLED)."""
+    the error body. 403 and 422 apply to every route, and 429 (THROTTLED)."""
     documented: dict[int, OpenAPIResponse] = {}
     for code, text in {success: description, **(also or {})}.items():
         documented[code] = (
