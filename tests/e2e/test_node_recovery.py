@@ -48,9 +48,12 @@ def test_hyperpods_automatic_recovery_replaces_the_node_and_hyperguard_resumes_t
         # HyperPod had replaced the node already. Its run went with it, and the scheduler
         # requeues the job from its checkpoint.
         assert closed.resolution == "instance_gone" and closed.jobs == []
+    # Requeued, the job waits for HyperPod's replacement to boot (940 s of cluster time, at
+    # x60 about 16 s) and for the inventory to list it; one run of four timed out at 90 s.
     service.until(
         lambda: faulty not in (nodes := twin.cluster.job_instances(llama)) and len(nodes) == 4,
-        what="llama runs again, off the replaced node",
+        timeout_s=240,
+        what=f"llama runs again, off the replaced node: {service.jobs.get(llama)}",
     )
     # Exactly one system repaired: HyperGuard read NodeRecovery and ordered nothing.
     calls = set(twin.function_calls())
