@@ -218,14 +218,7 @@ class RecoverySteps:
         try:
             node = self.gateway.node_status(incident.instance_id)
         except NodeNotFoundError:
-            r.verdict, r.resolution = "recovered", "instance_gone"
-            stored = self.nodes.get(incident.instance_id)
-            if stored is not None and self._repairer(incident, stored, policy) == "hyperpod":
-                # HyperPod's automatic recovery replaced it before this diagnosis: its jobs'
-                # runs went with it, and the scheduler requeues them from their checkpoints.
-                r.repaired_by = "hyperpod"
-                self.incidents.update(incident.incident_id, repaired_by="hyperpod")
-            return r
+            return self._gone(incident, r, policy)
         if node.status is NodeStatus.SYSTEM_UPDATING and incident.kind not in PLANNED_KINDS:
             return self._await_software_update(incident, r, r.poll_s)
         if (
@@ -268,6 +261,17 @@ class RecoverySteps:
             self.incidents.update(
                 incident.incident_id, action=decision.action.value, repaired_by=r.repaired_by
             )
+        return r
+
+    def _gone(self, incident: Incident, r: Recovery, policy: NodeRepairConfig) -> Recovery:
+        """The node is gone from the cluster: nothing to repair. Where HyperPod's automatic
+        recovery replaced it before this diagnosis, the incident says so (D142): its jobs'
+        runs went with it, and the scheduler requeues them from their checkpoints."""
+        r.verdict, r.resolution = "recovered", "instance_gone"
+        stored = self.nodes.get(incident.instance_id)
+        if stored is not None and self._repairer(incident, stored, policy) == "hyperpod":
+            r.repaired_by = "hyperpod"
+            self.incidents.update(incident.incident_id, repaired_by="hyperpod")
         return r
 
     def _repairer(self, incident: Incident, node: Node, policy: NodeRepairConfig) -> RepairedBy:
