@@ -59,7 +59,14 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     }
     for side in (hybrid, static):
         assert set(side["avg_wait_s_by_priority"]) == {"inference", "training"}
-        assert side["cost_usd_by_pool"]["workers"] == round(16 * SMOKE_HOURS * 98.32, 2)
+        # The committed 16 paid every hour, used or not: a Capacity Block's 39.33 an hour
+        # (published), or HyperPod's assumed 98.32 with no commitment discount.
+        assert side["cost_usd_by_pool"]["workers"] == round(16 * SMOKE_HOURS * 39.33, 2)
+        burst = sum(usd for pool, usd in side["cost_usd_by_pool"].items() if pool != "workers")
+        assert side["cost_usd_by_basis"] == {
+            "published": round(16 * SMOKE_HOURS * 39.33 + burst, 2),
+            "hyperpod_assumed": round(16 * SMOKE_HOURS * 98.32 + burst, 2),
+        }
         # Waits are exact: every job waited at least the cluster's modelled restart (60 s)
         # after its submission was sent, which a wait read from a sample could not show.
         waits = side["wait_s_by_job"]
@@ -70,8 +77,17 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
         admission = side["max_admission_wall_s_by_priority"]
         assert set(admission) == {"inference", "training"}
         assert all(0 < s < 60 for s in admission.values())
-    # On demand for the peak (19 nodes all day, no burst): the most paid, the most idle.
-    assert on_demand["cost_usd"] == round(19 * SMOKE_HOURS * 98.32, 2)
+    # On demand for the peak (19 nodes all day, no burst) at the on-demand rate of the same
+    # platform as the committed base: the most paid, the most idle.
+    assert on_demand["cost_usd"] == round(19 * SMOKE_HOURS * 55.04, 2)
+    assert on_demand["cost_usd_by_basis"]["hyperpod_assumed"] == round(19 * SMOKE_HOURS * 98.32, 2)
     assert on_demand["burst_nodes_peak"] == 0
     assert on_demand["cost_usd"] > max(hybrid["cost_usd"], static["cost_usd"])
+    ratios = result["cost_ratio_to_on_demand"]
+    for basis in ("published", "hyperpod_assumed"):
+        assert ratios[basis]["on_demand"] == 1.0
+        assert ratios[basis]["hybrid"] == round(
+            hybrid["cost_usd_by_basis"][basis] / on_demand["cost_usd_by_basis"][basis], 4
+        )
+        assert 0 < ratios[basis]["hybrid"] < 1
     assert on_demand["idle_gpu_hours"] > hybrid["idle_gpu_hours"]

@@ -196,7 +196,7 @@ def test_costs_by_pool_and_team_at_the_burst_policys_prices() -> None:
     assert teams["ml"].burst_usd_per_hour == 27.52  # half a p5 on demand; HyperPod: not burst
     assert teams["cv"].burst_usd_per_hour == 0.0  # committed spot pool
     teams = {v.team: v for v in team_views([], records, CATALOGUE, BurstPolicy())}
-    assert teams["cv"].burst_usd_per_hour == 30.0
+    assert teams["cv"].burst_usd_per_hour == 31.04  # a whole p5 on spot (31.037), to the cent
 
 
 def test_a_job_on_a_hyperpod_node_a_burst_added_counts_that_share_as_burst() -> None:

@@ -33,7 +33,8 @@ from hyperguard.scaling.burst import assess, plan_burst
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 OD_P5 = 55.04
-SPOT_P5 = 30.00
+SPOT_P5 = 31.037
+"""us-east-1's spot price for p5.48xlarge in hyperguard.policies.prices (the zones' median)."""
 
 
 def request(template: str = "development", *jobs: tuple[str, str, int]) -> BurstRequest:

@@ -217,9 +217,23 @@ def test_commitment_json_has_the_curve_the_minimum_and_its_burst_hours(
         "saving_vs_peak_committed_pct": 36.17,
     }
     assert result["prices"]["on_demand_usd_per_hour"] == 55.04  # type: ignore[index]
-    at_list_prices = json_of(argv, capsys)
-    assert at_list_prices["prices"]["committed_usd_per_hour"] == 98.32  # type: ignore[index]
-    assert at_list_prices["best_on_demand"]["committed_instances"] == 0  # type: ignore[index]
+    assert result["price_sources"]["committed"] == {  # type: ignore[index]
+        "option": "given",
+        "usd_per_hour": 40.0,
+        "source": "--committed-usd-per-hour",
+    }
+    published = json_of(argv, capsys)
+    assert published["region"] == "us-east-1"
+    assert published["prices"]["committed_usd_per_hour"] == 39.33  # type: ignore[index]
+    assert published["best_on_demand"]["committed_instances"] == 8  # type: ignore[index]
+    sources = published["price_sources"]
+    assert {n: s["option"] for n, s in sources.items()} == {  # type: ignore[attr-defined]
+        "committed": "ec2-capacity-block",
+        "on_demand": "ec2-on-demand",
+        "spot": "ec2-spot",
+    }
+    assert all(s["url"].startswith("https://") for s in sources.values())  # type: ignore[attr-defined]
+    assert all(s["read_on"] == "2026-11-26" for s in sources.values())  # type: ignore[attr-defined]
 
 
 def test_commitment_prints_the_minimum_and_the_curve_for_people(
@@ -230,8 +244,43 @@ def test_commitment_prints_the_minimum_and_the_curve_for_people(
     out = capsys.readouterr().out
     assert "peak 19 instances" in out and "commit 8 → $11,642.88" in out
     assert "more than 72.7 % of the time" in out and "TOTAL $ (SPOT BURST)" in out
-    assert exit_status(argv) == 0
+    assert exit_status([*argv, "--committed-usd-per-hour", "98.32"]) == 0
     assert "committing never pays at these prices" in capsys.readouterr().out
+
+
+def test_with_its_defaults_a_steady_base_and_weekday_peaks_commit_the_base_and_say_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A week from Monday: 8 instances all the time, 13 on weekdays 08:00-20:00. At the
+    published defaults (a Capacity Block against on-demand) the base is committed, the peaks
+    burst, and the output says which prices, from where, and why."""
+    week = [104 if day < 5 and 8 <= hour < 20 else 64 for day in range(7) for hour in range(24)]
+    path = tmp_path / "week.csv"
+    start = datetime(2026, 11, 23, tzinfo=UTC)
+    rows = [f"{(start + timedelta(hours=h)).isoformat()},{g}" for h, g in enumerate(week)]
+    path.write_text("timestamp,gpus\n" + "\n".join(rows) + "\n")
+    assert exit_status(["plan", "commitment", "--demand", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "committed $39.33 (paid every hour, used or not), burst on-demand $55.04" in out
+    assert "ec2-capacity-block: Amazon EC2 Capacity Blocks for ML pricing" in out
+    assert "burst on on-demand: commit 8 → $69,371.52" in out
+    assert (
+        "pays where demand reaches it more than 71.5 % of the time; demand reaches instance 8 "
+        "100.0 % of the time: commit 8; instance 9 only 35.7 % (the peaks)"
+    ) in out
+
+
+def test_a_region_without_a_published_commitment_price_asks_for_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["plan", "commitment", "--demand", demand_file(tmp_path), "--region", "us-west-2"]
+    assert exit_status(argv) == 2
+    assert (
+        "no published ec2-capacity-block price for ml.p5.48xlarge in us-west-2: give "
+        "--committed-usd-per-hour"
+    ) in capsys.readouterr().err
+    assert exit_status([*argv, "--committed-usd-per-hour", "40", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prices"]["spot_usd_per_hour"] == 21.7175
 
 
 def test_commitment_of_no_demand_commits_nothing_and_says_nothing_undefined(
@@ -248,7 +297,7 @@ def test_commitment_of_no_demand_commits_nothing_and_says_nothing_undefined(
         (None, [], "No such file or directory"),
         ("timestamp,gpus\n2026-11-23T00:00:00Z,8\n2026-11-23T01:00:00Z,x\n", [], "line 3: 'x'"),
         ("gpus\n", [], "the first line must be the header timestamp,gpus"),
-        (None, ["--instance-type", "ml.p9.96xlarge"], "no default hyperpod price"),
+        (None, ["--instance-type", "ml.p9.96xlarge"], "no published ec2-capacity-block price"),
         (None, ["--on-demand-usd-per-hour", "-2"], "-2 is not in [0, 10000]"),
         (None, ["--spot-lost-hours", "25"], "25 is not a number from 0 to 24"),
     ],

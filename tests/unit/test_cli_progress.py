@@ -65,7 +65,8 @@ def test_the_days_table_shows_the_waits_beside_hyperguards_own_time(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Without --json each side's average wait (simulated) is printed beside HyperGuard's
-    own admission time on the wall clock, which the scaled clock does not stretch."""
+    own admission time on the wall clock, which the scaled clock does not stretch; and each
+    side's cost over on-demand sized for the peak, per price basis."""
     from hyperguard.twin.day import SIDES
 
     def side(_args: Any, name: str) -> dict[str, Any]:
@@ -73,6 +74,10 @@ def test_the_days_table_shows_the_waits_beside_hyperguards_own_time(
             "gpu_hours_used": 10.0,
             "idle_gpu_hours": 1.0,
             "cost_usd": 100.0,
+            "cost_usd_by_basis": {
+                "published": 100.0 if name == "on_demand" else 60.0,
+                "hyperpod_assumed": 200.0 if name == "on_demand" else 170.0,
+            },
             "burst_nodes_peak": 0,
             "burst_nodes_at_end": 0,
             "jobs_completed": 11,
@@ -92,6 +97,10 @@ def test_the_days_table_shows_the_waits_beside_hyperguards_own_time(
     monkeypatch.setattr(cli, "_one_side", side)
     assert cli.main(["twin", "scenario", "day-in-the-life", "--hours", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert (
+        "cost over on-demand sized for the peak, published prices: hybrid 0.600, static 0.600, "
+        "on_demand 1.000" in lines
+    )
     for name in SIDES:
         assert (
             f"{name}: average wait by priority (simulated, submission to first step): "

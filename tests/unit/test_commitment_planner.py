@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -26,14 +27,17 @@ from hyperguard.planning.commitment import (
 )
 
 T0 = datetime(2026, 11, 23, tzinfo=UTC)
-LIST = Prices(
-    committed=98.32,
+PUBLISHED = Prices(
+    committed=39.33,
     on_demand=55.04,
-    spot=30.0,
+    spot=31.037,
     spot_interruptions_per_hour=0.01,
     spot_lost_hours=0.5,
 )
-"""The burst policy's default prices for ml.p5.48xlarge / p5.48xlarge."""
+"""`plan commitment`'s defaults for ml.p5.48xlarge in us-east-1: an EC2 Capacity Block's
+effective hourly rate committed, EC2 on-demand and spot burst (hyperguard.policies.prices)."""
+HYPERPOD_HELD = replace(PUBLISHED, committed=98.32)
+"""HyperPod's assumed on-demand price held all the time as the commitment."""
 CHEAP_COMMITMENT = Prices(
     committed=40.0,
     on_demand=55.04,
@@ -98,7 +102,7 @@ def test_too_many_rows_are_refused_before_the_model_runs() -> None:
 
 def test_a_peak_beyond_the_curve_limit_is_refused() -> None:
     with pytest.raises(DemandInputError, match="the peak demand is 10001 instances"):
-        plan_commitment(hourly([0, 80_008]), 8, LIST)
+        plan_commitment(hourly([0, 80_008]), 8, PUBLISHED)
 
 
 @pytest.mark.parametrize(
@@ -112,15 +116,15 @@ def test_a_peak_beyond_the_curve_limit_is_refused() -> None:
 )
 def test_prices_out_of_range_are_refused(fields: dict[str, float], complaint: str) -> None:
     with pytest.raises(DemandInputError, match=re.escape(complaint)):
-        Prices(**({**LIST.__dict__, **fields}))
+        Prices(**({**PUBLISHED.__dict__, **fields}))
 
 
 # ---- the model ----------------------------------------------------------------------------
-def test_the_day_in_the_life_demand_at_list_prices_commits_nothing() -> None:
-    """HyperPod's list price per instance-hour is above EKS on-demand's: at the burst policy's
-    defaults a committed instance never pays, however busy (break-even above 100 %)."""
+def test_a_commitment_dearer_than_bursting_never_pays() -> None:
+    """HyperPod's assumed on-demand price held as a commitment is above EC2 on-demand's: a
+    committed instance then never pays, however busy (break-even above 100 %)."""
     day = [64] * 8 + [104] * 3 + [152] * 2 + [104] * 7 + [64] * 4
-    result = to_json(plan_commitment(hourly(day), 8, LIST))
+    result = to_json(plan_commitment(hourly(day), 8, HYPERPOD_HELD))
     assert result["peak_instances"] == 19
     assert result["demanded_instance_hours"] == 264
     best = result["best_on_demand"]
@@ -129,6 +133,35 @@ def test_the_day_in_the_life_demand_at_list_prices_commits_nothing() -> None:
     assert best["total_usd"] == round(264 * 55.04, 2)
     assert best["break_even_utilisation"] == round(98.32 / 55.04, 4)
     assert result["peak_committed_usd"] == round(19 * 24 * 98.32, 2)
+
+
+def test_at_published_prices_the_day_commits_its_all_day_base() -> None:
+    """A Capacity Block at 39.33 against 55.04 on demand pays where demand reaches an
+    instance more than 71.5 % of the time: the day's 8 instances busy all day, not the 5
+    busy half of it."""
+    day = [64] * 8 + [104] * 3 + [152] * 2 + [104] * 7 + [64] * 4
+    plan = plan_commitment(hourly(day), 8, PUBLISHED)
+    assert plan.best_on_demand.committed_instances == 8
+    assert plan.best_on_demand.total_on_demand_usd == pytest.approx(8 * 24 * 39.33 + 72 * 55.04)
+    assert plan.best_on_demand.burst_hours == 12
+
+
+def test_a_steady_base_with_weekday_peaks_commits_the_base_and_bursts_the_peaks() -> None:
+    """A week: 8 instances all the time, 13 on weekdays from 08:00 to 20:00 (60 of 168 hours,
+    35.7 %). At published prices the base is committed and the peaks are bought on demand."""
+    monday = datetime(2026, 11, 23, tzinfo=UTC)
+    week = [
+        104 if (monday + timedelta(hours=h)).weekday() < 5 and 8 <= h % 24 < 20 else 64
+        for h in range(7 * 24)
+    ]
+    plan = plan_commitment(hourly(week), 8, PUBLISHED)
+    best = plan.best_on_demand
+    assert best.committed_instances == 8
+    assert (best.burst_instance_hours, best.burst_hours) == (5 * 60, 60)
+    assert best.total_on_demand_usd == pytest.approx(8 * 168 * 39.33 + 300 * 55.04)
+    assert best.total_on_demand_usd < min(
+        plan.curve[0].total_on_demand_usd, plan.curve[-1].total_on_demand_usd
+    )
 
 
 def test_a_cheaper_commitment_covers_what_is_busy_most_of_the_time() -> None:

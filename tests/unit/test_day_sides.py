@@ -1,6 +1,6 @@
 """The day-in-the-life's three sides (hyperguard.twin.day): on-demand sized for the peak is
-sized from the demand itself, and each side's quotas can hold its cluster; waits are
-measured exactly."""
+sized from the demand itself, and each side's quotas can hold its cluster; the sides are
+priced like for like; waits are measured exactly."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from hyperguard.twin.day import (
     DEMAND,
     NODES,
     PEAK_NODES,
+    PRICE_BASES,
     SIDE_SETUPS,
     SIDES,
     Demand,
@@ -21,8 +22,10 @@ from hyperguard.twin.day import (
     _admission_wall_s,
     _by_priority,
     _waits,
+    cost_ratios,
     demand,
     peak_nodes,
+    side_costs,
 )
 
 
@@ -103,3 +106,34 @@ def test_the_admission_time_is_the_services_own_record_in_wall_seconds() -> None
     admission = _admission_wall_s(ledger, jobs)
     assert admission == {"a": 0.455185}
     assert _by_priority(ledger, admission, max, digits=3) == {"inference": 0.455}
+
+
+def test_each_side_is_priced_like_for_like_the_base_all_day_and_burst_as_sampled() -> None:
+    """The committed sides' HyperPod nodes at the committed rate, the on-demand side's at the
+    on-demand rate of the same platform, every hour of the day, used or not; burst at the
+    burst policy's EKS prices as the day sampled them, the same on every basis."""
+    burst = {"gpu-burst-on-demand": 110.08}
+    hybrid = side_costs(SIDE_SETUPS["hybrid"], 24, burst)
+    on_demand = side_costs(SIDE_SETUPS["on_demand"], 24, {})
+    # published: a Capacity Block (39.33) committed, EC2 On-Demand (55.04) for the peak
+    assert hybrid["published"] == {"workers": round(16 * 24 * 39.33, 2), **burst}
+    assert on_demand["published"] == {"workers": round(19 * 24 * 55.04, 2)}
+    # no committed HyperPod rate was found: both at the assumed HyperPod on-demand price
+    assert hybrid["hyperpod_assumed"] == {"workers": round(16 * 24 * 98.32, 2), **burst}
+    assert on_demand["hyperpod_assumed"] == {"workers": round(19 * 24 * 98.32, 2)}
+    for basis in PRICE_BASES.values():
+        assert basis.committed.usd_per_hour <= basis.on_demand.usd_per_hour
+        assert basis.committed.instance_type.removeprefix("ml.") == (
+            basis.on_demand.instance_type.removeprefix("ml.")
+        )
+
+
+def test_the_ratio_to_on_demand_is_each_sides_cost_over_the_peak_sized_sides() -> None:
+    results = {
+        "hybrid": {"cost_usd_by_basis": {"published": 15_513.0, "hyperpod_assumed": 38_165.0}},
+        "static": {"cost_usd_by_basis": {"published": 15_102.72, "hyperpod_assumed": 37_754.88}},
+        "on_demand": {"cost_usd_by_basis": {"published": 25_098.24, "hyperpod_assumed": 44_833.92}},
+    }
+    ratios = cost_ratios(results)
+    assert ratios["published"] == {"hybrid": 0.6181, "static": 0.6017, "on_demand": 1.0}
+    assert ratios["hyperpod_assumed"]["hybrid"] == 0.8513

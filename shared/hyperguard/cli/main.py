@@ -326,6 +326,9 @@ def _day_in_the_life(args: argparse.Namespace) -> int:
     ]
     rows = [{"side": side, **{k: result[side][k] for k in keys}} for side in SIDES]
     print_table(rows, [("side", "SIDE"), *((k, k.upper()) for k in keys)])
+    for basis, ratios in result["cost_ratio_to_on_demand"].items():
+        against = ", ".join(f"{side} {ratio:.3f}" for side, ratio in ratios.items())
+        print(f"cost over on-demand sized for the peak, {basis} prices: {against}")
     for side in SIDES:
         waits = ", ".join(
             f"{p} {s:.0f} s" for p, s in result[side]["avg_wait_s_by_priority"].items()

@@ -17,6 +17,7 @@ from hyperguard import planner
 from hyperguard.cli import options
 from hyperguard.cli.output import print_json, print_renderable, print_table, table
 from hyperguard.planning import MIN_INCIDENTS
+from hyperguard.policies.prices import DEFAULT_REGION, REGIONS
 
 PLAN_OPTIONS = (
     "instances",
@@ -268,11 +269,15 @@ SPOT_LOST_HOURS = 0.5
 CURVE_ROWS_SHOWN = 40
 """The table shows every size up to this many, else evenly spaced ones and the minima."""
 PRICE_OPTIONS = (
-    ("committed", "hyperpod", "--committed-usd-per-hour"),
-    ("on_demand", "eks-on-demand", "--on-demand-usd-per-hour"),
-    ("spot", "eks-spot", "--spot-usd-per-hour"),
+    ("committed", "ec2-capacity-block", "--committed-usd-per-hour"),
+    ("on_demand", "ec2-on-demand", "--on-demand-usd-per-hour"),
+    ("spot", "ec2-spot", "--spot-usd-per-hour"),
 )
-"""Each price, the pool kind whose default price it takes, and the option that sets it."""
+"""Each price, the purchase option (hyperguard.policies.prices) whose published price is its
+default, and the option that sets it. The committed default is an EC2 Capacity Block, the
+only commitment with a published per-instance rate found (D146): a HyperPod commitment (a
+SageMaker Savings Plan, a flexible training plan) is priced per account or per offering, so
+its rate is given with --committed-usd-per-hour."""
 
 
 def cmd_plan_commitment(args: argparse.Namespace) -> int:
@@ -282,12 +287,18 @@ def cmd_plan_commitment(args: argparse.Namespace) -> int:
     _refuse_plan_options(args)
     text = _demand_text(args.demand, parser)
     try:
+        prices, sources = _prices(args)
         plan = commitment.plan_commitment(
-            commitment.parse_demand(text), args.commitment_gpus_per_instance, _prices(args)
+            commitment.parse_demand(text), args.commitment_gpus_per_instance, prices
         )
     except commitment.DemandInputError as exc:
         parser.error(f"{args.demand}: {exc}")
-    result = {"instance_type": args.instance_type, **commitment.to_json(plan)}
+    result = {
+        "instance_type": args.instance_type,
+        "region": args.region,
+        **commitment.to_json(plan),
+        "price_sources": sources,
+    }
     if args.json:
         print_json(result)
     else:
@@ -311,25 +322,36 @@ def _demand_text(path: str, parser: argparse.ArgumentParser) -> str:
         parser.error(f"{path}: not UTF-8 text")
 
 
-def _prices(args: argparse.Namespace) -> Any:
-    """The options' prices, else the burst policy's defaults for the instance type."""
+def _prices(args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, object]]]:
+    """The options' prices, else the published ones for the instance type in the region; and
+    where each came from."""
+    from hyperguard.catalogue import ec2_name
     from hyperguard.planning.commitment import Prices
-    from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, PoolKind, price_key
+    from hyperguard.policies.prices import PurchaseOption, price_of
 
     parser: argparse.ArgumentParser = args.help_of
     chosen: dict[str, float] = {}
-    for name, kind, option in PRICE_OPTIONS:
+    sources: dict[str, dict[str, object]] = {}
+    for name, option, flag in PRICE_OPTIONS:
         given = getattr(args, f"{name}_usd_per_hour")
-        default = DEFAULT_HOURLY_PRICES.get(price_key(PoolKind(kind), args.instance_type))
-        price = given if given is not None else default
-        if price is None:
-            parser.error(f"no default {kind} price for {args.instance_type}: give {option}")
-        chosen[name] = price
-    return Prices(
+        if given is not None:
+            chosen[name] = given
+            sources[name] = {"option": "given", "usd_per_hour": given, "source": flag}
+            continue
+        published = price_of(PurchaseOption(option), ec2_name(args.instance_type), args.region)
+        if published is None:
+            parser.error(
+                f"no published {option} price for {args.instance_type} in {args.region}: "
+                f"give {flag}"
+            )
+        chosen[name] = published.usd_per_hour
+        sources[name] = published.describe()
+    prices = Prices(
         **chosen,
         spot_interruptions_per_hour=args.spot_interruptions_per_hour,
         spot_lost_hours=args.spot_lost_hours,
     )
+    return prices, sources
 
 
 def _render_commitment(result: dict[str, Any]) -> Any:
@@ -341,9 +363,11 @@ def _render_commitment(result: dict[str, Any]) -> Any:
         f"{result['span_hours']:,.1f} h of demand for {result['instance_type']} "
         f"({result['gpus_per_instance']} GPUs each): peak {result['peak_instances']} instances, "
         f"{result['demanded_instance_hours']:,.1f} instance-hours demanded",
-        f"prices per instance-hour: committed ${prices['committed_usd_per_hour']:g}, burst "
+        f"prices per instance-hour in {result['region']}: committed "
+        f"${prices['committed_usd_per_hour']:g} (paid every hour, used or not), burst "
         f"on-demand ${prices['on_demand_usd_per_hour']:g}, spot ${prices['spot_usd_per_hour']:g}"
         f" (${prices['spot_effective_usd_per_hour']:g} with its interruptions' lost work)",
+        *(f"  {name}: {_source(s)}" for name, s in result["price_sources"].items()),
         f"the peak committed all the time costs ${result['peak_committed_usd']:,.2f}",
     ]
     for kind in ("on_demand", "spot"):
@@ -354,6 +378,7 @@ def _render_commitment(result: dict[str, Any]) -> Any:
             f"{best['burst_instance_hours']:,.1f} burst instance-hours over "
             f"{best['burst_hours']:,.1f} h; {_break_even(best['break_even_utilisation'])}"
         )
+    lines.append(_why(result))
     minima = {
         result["best_on_demand"]["committed_instances"],
         result["best_spot"]["committed_instances"],
@@ -392,6 +417,48 @@ def _break_even(utilisation: float | None) -> str:
         f"an instance committed pays where demand reaches it more than "
         f"{100 * utilisation:.1f} % of the time"
     )
+
+
+def _source(source: dict[str, Any]) -> str:
+    if source["option"] == "given":
+        return f"${source['usd_per_hour']:g}, given ({source['source']})"
+    text = (
+        f"${source['usd_per_hour']:g}, {source['option']}: {source['source']} "
+        f"<{source['url']}>, read {source['read_on']}"
+    )
+    return text + (f" (an assumption: {source['assumed']})" if source["assumed"] else "")
+
+
+def _why(result: dict[str, Any]) -> str:
+    """Why the on-demand minimum commits what it does, from how often demand reaches each
+    instance."""
+    best = result["best_on_demand"]
+    utilisation = best["break_even_utilisation"]
+    if utilisation is None or utilisation >= 1:
+        return (
+            "why: a committed instance here costs at least what bursting it costs every hour "
+            "it is needed, so no commitment pays; a cheaper commitment rate changes that"
+        )
+    span = float(result["span_hours"]) or 1.0
+    curve = result["curve"]
+    k = best["committed_instances"]
+
+    def reached(n: int) -> float:
+        """% of the span during which at least n instances are demanded."""
+        return 100 * float(curve[n - 1]["burst_hours"]) / span
+
+    text = (
+        "why: a committed instance costs its rate every hour of the span and saves the "
+        f"on-demand rate each hour demand reaches it, so it pays where demand reaches it more "
+        f"than {100 * utilisation:.1f} % of the time"
+    )
+    if k:
+        text += f"; demand reaches instance {k} {reached(k):.1f} % of the time: commit {k}"
+    if k < result["peak_instances"]:
+        text += (
+            f"; instance {k + 1} only {reached(k + 1):.1f} % (the peaks): burst the rest on demand"
+        )
+    return text
 
 
 def _refuse_plan_options(args: argparse.Namespace) -> None:
@@ -576,8 +643,14 @@ def _commitment_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--instance-type",
         default="ml.p5.48xlarge",
-        help="the HyperPod instance type committed; its prices default to the burst policy's "
-        "(default ml.p5.48xlarge)",
+        help="the instance type committed; its prices default to the published ones for its "
+        "EC2 name in --region (default ml.p5.48xlarge)",
+    )
+    p.add_argument(
+        "--region",
+        choices=REGIONS,
+        default=DEFAULT_REGION,
+        help=f"the region whose published prices are the defaults (default {DEFAULT_REGION})",
     )
     p.add_argument(
         "--gpus-per-instance",
@@ -593,8 +666,8 @@ def _commitment_options(p: argparse.ArgumentParser) -> None:
             option,
             type=price,
             metavar="USD",
-            help=f"{name.replace('_', '-')} price per instance-hour (default: the burst "
-            f"policy's {kind} price of the instance type)",
+            help=f"{name.replace('_', '-')} price per instance-hour (default: the published "
+            f"{kind} price of the instance type in --region)",
         )
     p.add_argument(
         "--spot-interruptions-per-hour",

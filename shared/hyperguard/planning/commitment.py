@@ -1,4 +1,7 @@
-"""How many committed HyperPod instances to buy for a demand profile, burst paying for the rest.
+"""How many instances to commit for a demand profile, burst paying for the rest.
+
+The prices are inputs; `hyperguard plan commitment` defaults them to published ones
+(hyperguard.policies.prices, D146): a commitment priced as one, paid every hour of the span.
 
 The model (docs/decisions.md has why):
 - demand is a step function of GPUs over time; in instances, n(t) = ceil(gpus(t) / GPUs per

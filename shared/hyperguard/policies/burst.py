@@ -28,6 +28,7 @@ from hyperguard.catalogue import INSTANCE_TYPE_PATTERN, ec2_name, ml_name
 from hyperguard.models.camel import CamelModel
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 from hyperguard.models.nodes import BURST_LABEL, CapacityType, Node
+from hyperguard.policies.prices import DEFAULT_REGION, PurchaseOption, in_region
 
 
 class WhenCanPreempt(StrEnum):
@@ -48,31 +49,36 @@ class PoolKind(StrEnum):
     EKS_SPOT = "eks-spot"
 
 
-DEFAULT_HOURLY_PRICES: Mapping[tuple[PoolKind, str], float] = {
-    (PoolKind.HYPERPOD, "ml.p5.48xlarge"): 98.32,
-    (PoolKind.HYPERPOD, "ml.p4d.24xlarge"): 37.69,
-    (PoolKind.HYPERPOD, "ml.g5.48xlarge"): 20.36,
-    (PoolKind.HYPERPOD, "ml.g5.12xlarge"): 7.09,
-    (PoolKind.HYPERPOD, "ml.trn1.32xlarge"): 25.78,
-    (PoolKind.EKS_ON_DEMAND, "p5.48xlarge"): 55.04,
-    (PoolKind.EKS_ON_DEMAND, "p4d.24xlarge"): 21.96,
-    (PoolKind.EKS_ON_DEMAND, "g5.48xlarge"): 16.29,
-    (PoolKind.EKS_ON_DEMAND, "g5.12xlarge"): 5.67,
-    (PoolKind.EKS_ON_DEMAND, "trn1.32xlarge"): 21.50,
-    (PoolKind.EKS_SPOT, "p5.48xlarge"): 30.00,
-    (PoolKind.EKS_SPOT, "p4d.24xlarge"): 9.00,
-    (PoolKind.EKS_SPOT, "g5.48xlarge"): 6.50,
-    (PoolKind.EKS_SPOT, "g5.12xlarge"): 2.30,
-    (PoolKind.EKS_SPOT, "trn1.32xlarge"): 8.60,
+_POOL_OPTIONS = {
+    PoolKind.HYPERPOD: PurchaseOption.HYPERPOD_ON_DEMAND,
+    PoolKind.EKS_ON_DEMAND: PurchaseOption.EC2_ON_DEMAND,
+    PoolKind.EKS_SPOT: PurchaseOption.EC2_SPOT,
 }
-"""The burst policy's default `prices`."""
+"""The purchase option each pool kind's price is (hyperguard.policies.prices)."""
+
+
+def default_hourly_prices(region: str = DEFAULT_REGION) -> dict[tuple[PoolKind, str], float]:
+    """USD per instance-hour by (pool kind, instance type) in `region`, as
+    hyperguard.policies.prices has them (with their sources)."""
+    options = {option: kind for kind, option in _POOL_OPTIONS.items()}
+    return {
+        (options[p.option], p.instance_type): p.usd_per_hour
+        for p in in_region(region)
+        if p.option in options
+    }
+
+
+DEFAULT_HOURLY_PRICES: Mapping[tuple[PoolKind, str], float] = default_hourly_prices()
+"""The burst policy's default `prices`: us-east-1's."""
 
 PRICE_SOURCE = (
-    "Hourly USD per instance, us-east-1, rounded from the public price pages (SageMaker "
-    "HyperPod pricing for ml.* instance types; EC2 On-Demand pricing for EKS on-demand; spot "
-    "is a typical recent spot price, which moves hourly). These are defaults for ranking "
-    "pools, not a bill: store the account's negotiated, reserved or current spot prices "
-    "instead. Committed capacity is charged at 0 regardless (it is paid whether used or not)."
+    "Hourly USD per instance, us-east-1, from copies of AWS's price lists read on 2026-11-26 "
+    "(hyperguard.policies.prices names each source): EC2 On-Demand for EKS on-demand, the "
+    "median of the Availability Zones' spot prices for EKS spot (spot moves hourly). No "
+    "published HyperPod price was found: the HyperPod figures are the project's assumption. "
+    "These are defaults for ranking pools, not a bill: store the account's negotiated, "
+    "committed or current spot prices instead. Committed capacity is charged at 0 here: it "
+    "is paid whether used or not, so using it costs nothing more."
 )
 
 

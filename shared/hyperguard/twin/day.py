@@ -29,10 +29,13 @@ cluster's timeline records (which includes the cluster's modelled restart, `job_
 beside it, the service's own admission time in wall seconds, from the job's
 `submitted_at` and `first_admitted_at` as the service recorded them, which the scaled clock
 does not stretch (at x240 every wall second of HyperGuard's work is four simulated minutes
-of the wait, longer on a loaded host). The cost is
-those node-hours at the burst policy's default prices, HyperPod's 16 nodes being paid all
-day whether used or not (committed capacity; on demand, the cluster stays up all day at
-HyperPod's on-demand price, the same default price). What is modelled: the demand above, the
+of the wait, longer on a loaded host). The cost is those node-hours priced like for like
+(`PRICE_BASES`, D146): each side's HyperPod nodes are paid all day whether used or not, the
+committed sides' at the committed rate, the on-demand side's at the on-demand rate of the
+same platform, and burst node-hours at the burst policy's EKS prices. `published` prices the
+base as it could be bought on EC2 at published prices (a Capacity Block committed, On-Demand
+for the peak); `hyperpod_assumed` at the assumed HyperPod price on both (no committed
+HyperPod rate was found, so no commitment discount). What is modelled: the demand above, the
 simulated cluster's timings (node launch, job restart, step time), and the prices.
 """
 
@@ -47,9 +50,11 @@ from datetime import datetime, timedelta
 from statistics import fmean
 from typing import Any, NamedTuple
 
+from hyperguard.catalogue import ec2_name
 from hyperguard.cluster.conventions import EC2_CAPACITY_TYPES
 from hyperguard.models.nodes import CapacityType
-from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
+from hyperguard.policies.burst import BurstPolicy
+from hyperguard.policies.prices import Price, PurchaseOption, price_of
 from hyperguard.twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_burst_policy, team_role
 from hyperguard.twin.scenarios import add_team, ok
 
@@ -116,6 +121,8 @@ class Side:
     elastic: bool
     quotas: dict[str, int]
     """Nodes of each team's quota (LendAndBorrow)."""
+    committed: bool = True
+    """Its HyperPod nodes are committed capacity (else bought on demand)."""
 
 
 SIDE_SETUPS = {
@@ -126,8 +133,71 @@ SIDE_SETUPS = {
         0,
         False,
         {"training": peak_nodes(DEMAND, "training"), "product": peak_nodes(DEMAND, "product")},
+        committed=False,
     ),
 }
+
+
+@dataclass(frozen=True)
+class PriceBasis:
+    """The rates a side's HyperPod nodes are paid at, on one platform: `committed` for the
+    committed sides, `on_demand` for the side bought on demand."""
+
+    committed: Price
+    on_demand: Price
+
+    def node_rate(self, setup: Side) -> Price:
+        return self.committed if setup.committed else self.on_demand
+
+
+def _price(option: PurchaseOption, instance_type: str) -> Price:
+    price = price_of(option, instance_type)
+    if price is None:
+        raise TwinError(f"no {option} price for {instance_type} (hyperguard.policies.prices)")
+    return price
+
+
+PRICE_BASES = {
+    "published": PriceBasis(
+        committed=_price(PurchaseOption.EC2_CAPACITY_BLOCK, ec2_name(INSTANCE_TYPE)),
+        on_demand=_price(PurchaseOption.EC2_ON_DEMAND, ec2_name(INSTANCE_TYPE)),
+    ),
+    "hyperpod_assumed": PriceBasis(
+        committed=_price(PurchaseOption.HYPERPOD_ON_DEMAND, INSTANCE_TYPE),
+        on_demand=_price(PurchaseOption.HYPERPOD_ON_DEMAND, INSTANCE_TYPE),
+    ),
+}
+"""Like for like: the base of every side priced on one platform; burst is EKS's either way."""
+DEFAULT_BASIS = "published"
+"""The basis of `cost_usd` and `cost_usd_by_pool`: every figure in it is published."""
+BASE_POOL = "workers"
+"""The HyperPod instance group the twin's nodes are in."""
+
+
+def side_costs(
+    setup: Side, hours: float, burst_usd_by_pool: dict[str, float]
+) -> dict[str, dict[str, float]]:
+    """USD by pool for each of PRICE_BASES: the side's HyperPod nodes paid every hour of the
+    day at the basis' rate, used or not, and its burst node-hours as sampled."""
+    return {
+        name: {
+            BASE_POOL: round(setup.nodes * hours * basis.node_rate(setup).usd_per_hour, 2),
+            **{pool: round(usd, 2) for pool, usd in burst_usd_by_pool.items()},
+        }
+        for name, basis in PRICE_BASES.items()
+    }
+
+
+def cost_ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each side's cost over the on-demand side's, per basis (1.0 for on_demand itself)."""
+    return {
+        basis: {
+            side: round(result["cost_usd_by_basis"][basis] / on_demand, 4)
+            for side, result in results.items()
+        }
+        for basis in PRICE_BASES
+        if (on_demand := results["on_demand"]["cost_usd_by_basis"][basis])
+    }
 
 
 class Submission(NamedTuple):
@@ -185,8 +255,14 @@ def day_in_the_life(
 
 def compare(sides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The scenario's answer from each side's run."""
+    results = {side: run["result"] for side, run in sides.items()}
     return {
-        **{side: run["result"] for side, run in sides.items()},
+        **results,
+        "cost_ratio_to_on_demand": cost_ratios(results) if "on_demand" in results else {},
+        "prices": {
+            name: {"committed": b.committed.describe(), "on_demand": b.on_demand.describe()}
+            for name, b in PRICE_BASES.items()
+        },
         # Every state machine of both twins, by its name (each twin's names are its own).
         "executions": {
             name: counts for run in sides.values() for name, counts in run["executions"].items()
@@ -235,7 +311,7 @@ def _run_day(
             break
         time.sleep(SAMPLE_S / twin.config.time_scale)
     ledger.load.append(os.getloadavg()[0])
-    return _summary(twin, ledger, start, end, hours, setup.nodes), _executions(twin)
+    return _summary(twin, ledger, start, end, hours, setup), _executions(twin)
 
 
 def _configure(twin: Twin, setup: Side) -> None:
@@ -318,13 +394,14 @@ def _pool(instance: Any) -> str:
 
 
 def _summary(
-    twin: Twin, ledger: Ledger, start: datetime, end: datetime, hours: float, nodes: int
+    twin: Twin, ledger: Ledger, start: datetime, end: datetime, hours: float, setup: Side
 ) -> dict[str, Any]:
-    hyperpod_price = DEFAULT_HOURLY_PRICES[(PoolKind.HYPERPOD, INSTANCE_TYPE)]
-    cost = {"workers": round(nodes * hours * hyperpod_price, 2)}
-    cost |= {pool: round(usd, 2) for pool, usd in ledger.burst_usd_by_pool.items()}
+    by_basis = side_costs(setup, hours, ledger.burst_usd_by_pool)
+    cost = by_basis[DEFAULT_BASIS]
     used = sum(ledger.gpu_s_by_pool.values()) / 3600
-    provisioned = nodes * GPUS * hours + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
+    provisioned = (
+        setup.nodes * GPUS * hours + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
+    )
     jobs = ok(twin, "GET", "/jobs")["jobs"]
     waits, never = _waits(twin, ledger, end)
     admission = _admission_wall_s(ledger, jobs)
@@ -334,6 +411,7 @@ def _summary(
         "idle_gpu_hours": round(provisioned - used, 1),
         "cost_usd_by_pool": cost,
         "cost_usd": round(sum(cost.values()), 2),
+        "cost_usd_by_basis": {name: round(sum(c.values()), 2) for name, c in by_basis.items()},
         "usd_per_used_gpu_hour": round(sum(cost.values()) / used, 2) if used else None,
         "burst_nodes_peak": ledger.burst_nodes_peak,
         "burst_nodes_at_end": ledger.burst_nodes_at_end,
