@@ -57,6 +57,12 @@ class Service:
     def nodes_of(self, name: str) -> list[str]:
         return self.twin.cluster.job_instances(self.job_id(name))
 
+    def unbroken_node_of(self, name: str) -> str:
+        """A node of the job that no earlier test of the module broke: its incident is the
+        only one `incident_for` can find, and no earlier repair changes what it decides."""
+        before = {i.instance_id for i in self.incidents.recent(1000)}
+        return next(n for n in self.nodes_of(name) if n not in before)
+
     def a_healthy_node(self) -> str:
         """A HyperPod node that is healthy and schedulable and has no open incident (earlier
         tests' nodes may be with an operator, and their jobs placed elsewhere)."""
@@ -331,11 +337,10 @@ def test_a_gpu_fault_is_cured_by_a_reboot_and_a_deep_health_check(service: Servi
     """The twin's policy asks for deep health checks after a reboot (InstanceStress): the
     node returns to service only once HyperPod's label says they passed."""
     twin = service.twin
-    # A node no earlier test of the module broke: a second reboot of one within the policy's
-    # repeatFaultWindowMins is a replacement, and this module's auto-resume job moves onto
-    # whichever nodes kube-scheduler picks (one CI run's node had been repaired before).
-    before = {i.instance_id for i in service.incidents.recent(1000)}
-    faulty = next(n for n in service.nodes_of("mistral-7b-sft") if n not in before)
+    # A second reboot within the policy's repeatFaultWindowMins is a replacement, and this
+    # module's auto-resume job moves onto whichever nodes kube-scheduler picks (one CI run's
+    # node had been repaired before).
+    faulty = service.unbroken_node_of("mistral-7b-sft")
     twin.fault(faulty, "gpu")  # the agent recommends a reboot
     incident = service.incident_for(faulty)
     finished = service.finish_approving(incident.incident_id, incident.execution_arn)
@@ -371,7 +376,7 @@ def test_when_escalate_itself_fails_the_ended_execution_hands_the_incident_to_an
 ) -> None:
     twin = service.twin
     assert twin.runtime is not None
-    faulty = service.nodes_of("mistral-7b-sft")[0]
+    faulty = service.unbroken_node_of("mistral-7b-sft")
     twin.fault(faulty, "persistent")
     incident = service.incident_for(faulty)
 
