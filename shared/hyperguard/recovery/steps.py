@@ -21,6 +21,7 @@ from hyperguard.cluster.conventions import (
     HEALTH_LABEL,
     INSTANCE_ID_NOT_FOUND,
 )
+from hyperguard.cluster.kubernetes import HyperPodHealthStatus
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.messaging import (
     Escalator,
@@ -79,7 +80,10 @@ from hyperguard.store.policy import RepairPolicyStore
 
 HYPERPOD_HEALTH_KIND = "hyperpod_node_health"
 HYPERPOD_REPAIR_LABELS = frozenset(
-    {"UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
+    {
+        HyperPodHealthStatus.UNSCHEDULABLE_PENDING_REPLACEMENT,
+        HyperPodHealthStatus.UNSCHEDULABLE_PENDING_REBOOT,
+    }
 )
 """HyperPod's health labels on a node its health checks found faulty: "If automatic node
 recovery is enabled, the node will be automatically replaced / rebooted by SageMaker
