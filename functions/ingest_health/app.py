@@ -15,7 +15,7 @@ from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.events import ClassifyConfig
 from hyperguard.ingestion import HealthIngestor
-from hyperguard.inventory import NodeLookup
+from hyperguard.lookup import NodeLookup
 from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.settings import load_settings

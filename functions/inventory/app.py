@@ -14,12 +14,14 @@ from hyperguard.inventory import InventorySync
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.settings import load_settings
 from hyperguard.store import NodeStore
+from hyperguard.store.policy import RepairersStore
 
 settings = load_settings()
 inventory = InventorySync(
     nodes=NodeStore(settings.nodes_table),
     gateway=gateway_for(settings, Ec2InstanceCatalogue()),
     clusters=frozenset({settings.hyperpod_cluster_name, settings.eks_cluster_name}),
+    repairers=RepairersStore(settings.teams_table),
 )
 
 

@@ -12,7 +12,7 @@ from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointStore
-from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 
 settings = load_settings()
 steps = RecoverySteps(
@@ -24,6 +24,7 @@ steps = RecoverySteps(
     gateway=gateway_for(settings, Ec2InstanceCatalogue()),
     publisher=EventPublisher(settings.event_bus_name),
     escalator=Escalator(settings.escalation_topic_arn),
+    repairers=RepairersStore(settings.teams_table),
 )
 
 

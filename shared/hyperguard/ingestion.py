@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from hyperguard.events import ClassifyConfig, MalformedEventError, classify
-from hyperguard.inventory import NodeLookup
+from hyperguard.lookup import NodeLookup
 from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows, escalation
 from hyperguard.models import (
     Action,

@@ -5,30 +5,30 @@ Two paths fill it, as they do on AWS:
   cluster events): every node SageMaker and the EKS API server report is written where it
   changed, and a node of these clusters that neither reports any more is retired (kept, with
   status NotFound, for its history);
-- `NodeLookup.find` — ingestion's look-up of an instance it does not know yet: the cluster
-  is asked before an event is called foreign, so an event for a node added since the last
-  sync is not lost. Misses are remembered for a window, so a storm of events for instances
-  that are not ours costs one cluster call per instance and window.
+- `hyperguard.lookup.NodeLookup.find` — ingestion's look-up of an instance it does not know
+  yet (a module of its own: ingestion's role may make none of the sync's calls).
+
+Each sync also records what the cluster shows of its other repairers (HyperPod's node
+recovery, Karpenter's node repair, EKS node auto-repair, the Node Termination Handler:
+hyperguard.recovery.repairers), which recovery reads to decide who repairs a fault (D148).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hyperguard.cluster import ClusterGateway, NodeNotFoundError
+from hyperguard.cluster import ClusterGateway
 from hyperguard.models import Node, NodeStatus
-from hyperguard.observability import logger
+from hyperguard.observability import NAMESPACE, MetricUnit, logger, single_metric
+from hyperguard.policies.repairers import Repairers
 from hyperguard.store import NodeStore
 from hyperguard.store.codec import to_item
-
-FOREIGN_WINDOW_S = 300.0
+from hyperguard.store.policy import RepairersStore
 
 
 def reported(node: Node) -> dict[str, Any]:
@@ -57,6 +57,8 @@ class InventorySync:
     clusters: frozenset[str]
     """The clusters whose nodes this sync owns: a stored node of another cluster is left
     alone."""
+    repairers: RepairersStore | None = None
+    """Where the cluster's other repairers are recorded (None: not observed)."""
 
     def sync(self) -> SyncResult:
         listed = self.gateway.list_nodes()
@@ -80,10 +82,33 @@ class InventorySync:
             (n.instance_id, partial(self.nodes.upsert_inventory, [n])) for n in changed
         ]
         writes += [(instance_id, partial(self.nodes.retire, instance_id)) for instance_id in gone]
+        if self.repairers is not None:
+            seen = self.gateway.repairers()  # a source it cannot read is named, not raised
+            _repairer_metrics(seen)
+            writes.append(("repairers", partial(self.repairers.put, seen)))
         refused = [instance_id for instance_id, write in writes if not _written(instance_id, write)]
         if refused:
-            raise InventoryWriteError(f"DynamoDB refused node(s) {', '.join(refused)}")
+            raise InventoryWriteError(f"DynamoDB refused the writes of {', '.join(refused)}")
         return SyncResult(listed=len(listed), written=len(changed), retired=len(gone))
+
+
+def _repairer_metrics(seen: Repairers) -> None:
+    """`OtherRepairerActive` per source: 1 where another system repairs (or drains) nodes
+    beside HyperGuard, 0 where none does, nothing where it could not be read (the dashboard's
+    "who repairs" widget)."""
+    active = {
+        "hyperpod": seen.hyperpod_node_recovery == "Automatic",
+        "karpenter": seen.karpenter_node_repair,
+        "eks": seen.eks_auto_mode or any(seen.eks_node_groups.values()),
+        "nth": seen.node_termination_handler is not None,
+    }
+    for source, on in active.items():
+        if source in seen.unread:
+            continue
+        with single_metric(
+            name="OtherRepairerActive", unit=MetricUnit.Count, value=int(on), namespace=NAMESPACE
+        ) as metric:
+            metric.add_dimension(name="source", value=source)
 
 
 def _written(instance_id: str, write: Callable[[], object]) -> bool:
@@ -96,46 +121,3 @@ def _written(instance_id: str, write: Callable[[], object]) -> bool:
         )
         return False
     return True
-
-
-@dataclass
-class NodeLookup:
-    nodes: NodeStore
-    gateway: ClusterGateway
-    window_s: float = FOREIGN_WINDOW_S
-    clock: Callable[[], float] = time.monotonic
-    _misses: dict[str, float] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def find(self, instance_id: str) -> Node | None:
-        """The stored node; else, the cluster's, stored now; None if neither has it."""
-        node = self.nodes.get(instance_id)
-        if node is not None:
-            return node
-        now = self.clock()
-        with self._lock:
-            missed_at = self._misses.get(instance_id)
-            if missed_at is not None and now - missed_at < self.window_s:
-                return None
-        try:
-            live = self.gateway.node_status(instance_id)
-        except NodeNotFoundError:
-            with self._lock:
-                self._misses[instance_id] = now
-                self._forget_old(now)
-            return None
-        self.nodes.upsert_inventory([live])
-        return self.nodes.get(instance_id)
-
-    def healthy_now(self, instance_id: str) -> bool:
-        """What the cluster says this moment: Running and without a known problem."""
-        try:
-            node = self.gateway.node_status(instance_id)
-        except NodeNotFoundError:
-            return False
-        return node.status is NodeStatus.RUNNING and node.healthy
-
-    def _forget_old(self, now: float) -> None:
-        stale = [i for i, at in self._misses.items() if now - at >= self.window_s]
-        for instance_id in stale:
-            del self._misses[instance_id]

@@ -13,7 +13,8 @@ from tests.conftest import Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
 from hyperguard.ingestion import HealthIngestor, Outcome, more_urgent, repair_side_effect
-from hyperguard.inventory import InventorySync, NodeLookup
+from hyperguard.inventory import InventorySync
+from hyperguard.lookup import NodeLookup
 from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows
 from hyperguard.models import (
     Action,

@@ -10,7 +10,8 @@ from botocore.exceptions import ClientError
 from tests.conftest import Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
-from hyperguard.inventory import InventorySync, InventoryWriteError, NodeLookup
+from hyperguard.inventory import InventorySync, InventoryWriteError
+from hyperguard.lookup import NodeLookup
 from hyperguard.models import Node, NodeStatus
 from hyperguard.store import NodeStore
 

@@ -56,6 +56,9 @@ def test_a_fault_hyperpods_recovery_replaces_is_left_to_it_and_the_job_resumes(
     assert incident is not None and incident.status is IncidentStatus.RESOLVED
     assert (incident.repaired_by, incident.resolution) == ("hyperpod", "replaced")
     assert incident.replacement_instance_id == r["replacement"]
+    # HyperPod's own account of it, from its cluster events (ListClusterEvents).
+    assert any("Automatic node recovery started a replace" in e for e in incident.repair_events)
+    assert any("Node replaced" in e for e in incident.repair_events)
     (job,) = incident.jobs
     assert job.resumed and "signal_to_resumed_s" in incident.timings
     assert ordered == []

@@ -49,7 +49,7 @@ from hyperguard.recovery.steps import (
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import SignalOutcome
-from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 from hyperguard.twin.cluster import SimulatedCluster
 from hyperguard.twin.plane.kube import EVENTS as KUBE_EVENTS
 from hyperguard.twin.plane.kube import NODES, PODS, wait_for
@@ -88,6 +88,7 @@ class World:
             publisher=publisher,
             escalator=Escalator(stack.topic_arn),
             clock=self.clock.now,
+            repairers=RepairersStore(stack.tables["TeamsTable"]),
         )
 
     def open(

@@ -32,7 +32,8 @@ FUNCTIONS = ("api", "burst", "ingest_health", "inventory", "recovery", "schedule
 
 Grant = tuple[str, str, str, str]  # (apiGroup, resource, verb, where)
 """`where`: "cluster" (a ClusterRoleBinding), "team" (the RoleBinding the scheduler creates in
-each team's namespace: hyperguard.cluster.kueue) or "default" (a node's Events' namespace)."""
+each team's namespace: hyperguard.cluster.kueue), "default" (a node's Events' namespace) or
+"kube-system" (where Karpenter and the Node Termination Handler are installed, D148)."""
 RUNS = ("batch", "jobs"), ("sagemaker.amazonaws.com", "hyperpodpytorchjobs")
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
@@ -71,6 +72,8 @@ ACCESS: dict[str, set[Grant]] = {
     "create_nodeclaim": _on("karpenter.sh", "nodeclaims", "create"),
     "delete_nodeclaim_named": _on("karpenter.sh", "nodeclaims", "delete"),
     "annotate_nodeclaim": _on("karpenter.sh", "nodeclaims", "patch"),
+    "workloads": _on("apps", "deployments", "list", where="kube-system")
+    | _on("apps", "daemonsets", "list", where="kube-system"),
 }
 """What each public KubernetesAdapter method asks the API server for, and where."""
 OBJECT_METHODS = {"get_object": "get", "create_object": "create", "patch_object": "patch"}
@@ -123,6 +126,8 @@ NAMESPACED = {
     "localqueues",
     "events",
     "rolebindings",
+    "deployments",
+    "daemonsets",
 }
 
 
@@ -264,8 +269,9 @@ def _names(binding: dict[str, Any]) -> set[str]:
 
 def granted(function: str) -> set[Grant]:
     """What the function's own Kubernetes group is granted, by every binding naming it: the
-    file's ClusterRoleBindings (cluster-wide) and RoleBindings (in `default`), and the
-    RoleBindings the scheduler creates in each team's namespace (kueue.team_objects)."""
+    file's ClusterRoleBindings (cluster-wide) and RoleBindings (in `default`; in
+    `kube-system`, where the other repairers are read), and the RoleBindings the scheduler
+    creates in each team's namespace (kueue.team_objects)."""
     group = _group(function)
     documents = _documents()
     cluster_roles = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ClusterRole"}
@@ -281,7 +287,9 @@ def granted(function: str) -> set[Grant]:
             grants |= set(_rules(cluster_roles[binding["roleRef"]["name"]], "cluster"))
     for binding in (d for d in documents if d["kind"] == "RoleBinding"):
         namespace = binding["metadata"]["namespace"]
-        assert namespace == "default", f"a RoleBinding in {namespace}: say where it grants"
+        assert namespace in ("default", "kube-system"), (
+            f"a RoleBinding in {namespace}: say where it grants"
+        )
         if group in _names(binding):
             assert binding["roleRef"]["kind"] == "Role"
             role = roles[(namespace, binding["roleRef"]["name"])]

@@ -15,7 +15,7 @@ from hyperguard.messaging import SchedulerWakeup, wakeup_for
 from hyperguard.models import utcnow
 from hyperguard.settings import Settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
+from hyperguard.store.policy import BurstPolicyStore, RepairersStore, RepairPolicyStore
 from hyperguard.store.rate_limits import RateCounterStore
 
 
@@ -38,6 +38,8 @@ class ApiDependencies:
     rate_limits: RateLimits | None = None
     """Each caller's requests per second (hyperguard.api.rate_limits); None: not limited."""
     clock: Callable[[], datetime] = utcnow
+    repairers: RepairersStore | None = None
+    """The inventory's record of the cluster's other repairers (None: none recorded)."""
     lifecycle: JobLifecycle = field(init=False)
 
     def __post_init__(self) -> None:
@@ -62,6 +64,7 @@ class ApiDependencies:
             catalogue=catalogue,
             policies=RepairPolicyStore(settings.teams_table),
             burst_policies=BurstPolicyStore(settings.teams_table),
+            repairers=RepairersStore(settings.teams_table),
             admin_principals=frozenset(_names(settings.admin_principal_arns)),
             checkpoint_bucket=settings.checkpoint_bucket,
             checkpoint_readers=tuple(_names(settings.checkpoint_reader_roles)),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperguard.cli.options import add_group
-from hyperguard.cli.output import CliError, print_json
+from hyperguard.cli.output import CliError, print_json, say
 
 POLICIES = {"repair": "/policies/node-repair", "burst": "/policies/burst"}
 ATTEMPTS = 6
@@ -149,8 +149,27 @@ def cmd_jobs_cancel(args: argparse.Namespace, api: ServiceApi) -> int:
 
 
 def cmd_policy_show(args: argparse.Namespace, api: ServiceApi) -> int:
+    """The policy as JSON on stdout (what `policy set` takes back); for the repair policy,
+    who repairs what on stderr, where a person reads it (GET /repairers, D148)."""
     print_json(api.call("GET", POLICIES[args.policy]))
+    if args.policy == "repair" and not args.json:
+        for line in who_repairs(api.call("GET", "/repairers")):
+            say(line)
     return 0
+
+
+def who_repairs(answer: dict[str, Any]) -> list[str]:
+    """GET /repairers' answer as lines: one per repairer, who repairs where and why."""
+    seen = answer.get("seen") or {}
+    when = seen.get("observedAt") or "never (no inventory sync yet)"
+    lines = [f"Who repairs what (the inventory looked at {when}):"]
+    for row in answer.get("owners") or []:
+        state = "on" if row.get("active") else "off"
+        lines.append(
+            f"  {row.get('source', '?'):<10} {row.get('scope', ''):<28} {state:<3} "
+            f"{row.get('setting', ''):<5} -> {row.get('repairs', '')}: {row.get('note', '')}"
+        )
+    return lines
 
 
 def cmd_policy_set(args: argparse.Namespace, api: ServiceApi) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 
 from hyperguard.observability import MetricUnit, logger, metrics
 from hyperguard.provider_ids import parse_provider_id
@@ -14,6 +15,18 @@ REASON_LABEL = "hyperguard.io/reason"
 # HyperPod's Kubernetes contract: the health agent's label; the Pending* values trigger
 # HyperPod's own recovery.
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+
+
+class HyperPodHealthStatus(StrEnum):
+    """Values of HyperPod's node-health-status label; the Pending values trigger HyperPod's
+    own reboot or replacement of the node."""
+
+    SCHEDULABLE = "Schedulable"
+    UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
+    UNSCHEDULABLE_PENDING_REBOOT = "UnschedulablePendingReboot"
+
+
 # Progress of HyperPod's deep health checks on a node: InProgress, Passed or Failed.
 DEEP_HEALTH_CHECK_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -21,6 +34,9 @@ INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 
 # Karpenter v1's labels on the nodes it launches (the EKS burst pools).
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
+# EKS: an Auto Mode node ("auto"), and a managed node group's node.
+AUTO_MODE_LABEL = "eks.amazonaws.com/compute-type"
+NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 
 # BatchReboot/ReplaceClusterNodes per-node ErrorCode values (SageMaker API model).

@@ -16,7 +16,9 @@ from hyperguard.settings import Settings
 
 REQUIRED_OPERATIONS: dict[str, tuple[str, ...]] = {
     "sagemaker": hyperpod.OPERATIONS,
-    "eks": ("DescribeCluster",),  # the API server's endpoint and CA (cluster.kubernetes)
+    # the API server's endpoint and CA (cluster.kubernetes); EKS Auto Mode and the managed
+    # node groups' nodeRepairConfig (the inventory's look at the other repairers, D148)
+    "eks": ("DescribeCluster", "ListNodegroups", "DescribeNodegroup"),
     "sts": ("GetCallerIdentity",),  # presigned into the EKS token (cluster.eks_token)
 }
 """EC2's RebootInstances and DescribeInstanceTypes are left out: every botocore a Lambda

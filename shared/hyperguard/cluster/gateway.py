@@ -11,13 +11,16 @@ steps stay safe.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.cluster.workloads import RunStatus
 from hyperguard.models import Job, Node, RepairOutcome
+
+if TYPE_CHECKING:
+    from hyperguard.policies.repairers import Repairers
 
 
 class ClusterError(Exception):
@@ -73,9 +76,12 @@ class ClusterGateway(Protocol):
 
     def uncordon(self, instance_id: str) -> bool: ...
 
-    def drain(self, instance_id: str, *, deadline_s: float, force: bool = True) -> DrainResult:
+    def drain(
+        self, instance_id: str, *, deadline_s: float, force: bool = True, evict: bool = True
+    ) -> DrainResult:
         """Evict the node's pods, retrying what a PodDisruptionBudget refuses for `deadline_s`
-        (0: one round); what is left is then deleted (`force`) or reported blocked."""
+        (0: one round); what is left is then deleted (`force`) or reported blocked. Without
+        `evict`, nothing is evicted: the pods left are deleted (`force`) or reported."""
         ...
 
     def reboot(self, instance_ids: list[str]) -> RepairOutcome: ...
@@ -131,6 +137,22 @@ class ClusterGateway(Protocol):
     def hyperpod_node_recovery(self) -> str:
         """DescribeCluster's NodeRecovery: Automatic (HyperPod repairs what its own health
         checks find) or None."""
+        ...
+
+    def repairers(self) -> Repairers:
+        """The cluster's other repairers (hyperguard.recovery.repairers): HyperPod's node
+        recovery, Karpenter's node repair, EKS node auto-repair, the Node Termination Handler.
+        A source that cannot be read is named in `unread`, never raised."""
+        ...
+
+    def hyperpod_events(self, instance_id: str, since: datetime) -> list[dict[str, Any]]:
+        """HyperPod's cluster events about the node since `since` (ListClusterEvents'
+        ClusterEventSummary items, oldest first; none where the cluster keeps none)."""
+        ...
+
+    def hold_other_repair(self, instance_id: str, *, held: bool) -> bool:
+        """Annotate (held) or un-annotate the node karpenter.sh/do-not-repair, so Karpenter's
+        node repair leaves a node HyperGuard repairs alone; False when it already was."""
         ...
 
     def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -70,6 +71,7 @@ OPERATIONS = (
     "StartClusterHealthCheck",
     "BatchAddClusterNodes",
     "BatchDeleteClusterNodes",
+    "ListClusterEvents",
 )
 """Every SageMaker operation this adapter calls: the runtime's botocore must know them all
 (checked at init, hyperguard.aws.require_operations)."""
@@ -224,6 +226,29 @@ class HyperPodAdapter:
         its health checks find faulty; AWS's default) or `None`."""
         cluster = self._call("describe_cluster", ClusterName=self.cluster_name)
         return str(cluster.get("NodeRecovery") or NODE_RECOVERY_DEFAULT)
+
+    def cluster_events(self, node_id: str, after: datetime) -> list[dict[str, Any]]:
+        """The cluster's events about a node since `after`, oldest first (at most a page of
+        100: a repair writes a few). Empty where the cluster does not keep them: SageMaker
+        lists events only for Continuous node provisioning (a ValidationException)."""
+        try:
+            response = self.client.list_cluster_events(
+                ClusterName=self.cluster_name,
+                NodeId=node_id,
+                ResourceType="Instance",
+                EventTimeAfter=after,
+                SortBy="EventTime",
+                SortOrder="Ascending",
+                MaxResults=100,
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ValidationException":
+                return []
+            raise ClusterError(f"ListClusterEvents on {self.cluster_name}: {error}") from error
+        except BotoCoreError as error:
+            raise ClusterError(f"ListClusterEvents on {self.cluster_name}: {error}") from error
+        events: list[dict[str, Any]] = response.get("Events", [])
+        return events
 
     def add_nodes(self, group: str, count: int, client_token: str) -> tuple[list[str], list[str]]:
         """Grow `group` by `count` nodes; the new nodes' logical ids, and why any could not be

@@ -16,9 +16,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hyperguard.aws import client
 from hyperguard.cluster.conventions import (
     CAPACITY_TYPE_LABEL,
     EC2_CAPACITY_TYPES,
@@ -73,11 +76,22 @@ from hyperguard.cluster.workloads import (
 )
 from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
 from hyperguard.models.nodes import BURST_LABEL
+from hyperguard.policies.repairers import (
+    DO_NOT_REPAIR,
+    KARPENTER_GATE,
+    KARPENTER_NAME,
+    NTH_NAME,
+    REPAIRER_NAMESPACE,
+    Repairers,
+    feature_gate,
+    karpenter_gates,
+)
 
 UNHEALTHY_LABEL_VALUES = frozenset(
     {"Unschedulable", "UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 )
 EKS_PLATFORM = "eks"
+MAX_NODE_GROUPS = 1000
 
 RepairCall = Callable[[list[str]], RepairOutcome]
 
@@ -172,8 +186,10 @@ class HyperPodEksGateway:
     def uncordon(self, instance_id: str) -> bool:
         return self.kubernetes.uncordon(instance_id)
 
-    def drain(self, instance_id: str, *, deadline_s: float, force: bool = True) -> DrainResult:
-        return self.kubernetes.drain(instance_id, deadline_s=deadline_s, force=force)
+    def drain(
+        self, instance_id: str, *, deadline_s: float, force: bool = True, evict: bool = True
+    ) -> DrainResult:
+        return self.kubernetes.drain(instance_id, deadline_s=deadline_s, force=force, evict=evict)
 
     def reboot(self, instance_ids: list[str]) -> RepairOutcome:
         outcome = self._repair(instance_ids, self.hyperpod.reboot, self.ec2.reboot)
@@ -331,6 +347,66 @@ class HyperPodEksGateway:
     def hyperpod_node_recovery(self) -> str:
         """The HyperPod cluster's NodeRecovery (Automatic or None)."""
         return self.hyperpod.node_recovery()
+
+    def repairers(self) -> Repairers:
+        """What the cluster shows of its other repairers, each source read apart: one that
+        cannot be read (a refusal, a timeout) is named in `unread` and the rest still count."""
+        seen: dict[str, Any] = {}
+        unread: dict[str, str] = {}
+        reads: dict[str, Callable[[], dict[str, Any]]] = {
+            "hyperpod": lambda: {"hyperpod_node_recovery": self.hyperpod.node_recovery()},
+            "karpenter": self._karpenter,
+            "eks": self._eks_repair,
+            "nth": self._termination_handler,
+        }
+        for source, read in reads.items():
+            try:
+                seen |= read()
+            except (ClusterError, ClientError, BotoCoreError) as error:
+                unread[source] = str(error)[:300]
+        return Repairers(observed_at=datetime.now(UTC), unread=unread, **seen)
+
+    def _karpenter(self) -> dict[str, Any]:
+        found = self.kubernetes.workloads(REPAIRER_NAMESPACE, KARPENTER_NAME)
+        for kind, name, containers in found:
+            if kind == "Deployment" and containers:
+                gate = feature_gate(karpenter_gates(containers[0]), KARPENTER_GATE)
+                return {
+                    "karpenter": f"{REPAIRER_NAMESPACE}/{name}",
+                    "karpenter_node_repair": bool(gate),
+                }
+        return {}
+
+    def _termination_handler(self) -> dict[str, Any]:
+        found = self.kubernetes.workloads(REPAIRER_NAMESPACE, NTH_NAME)
+        return (
+            {"node_termination_handler": f"{found[0][0]} {REPAIRER_NAMESPACE}/{found[0][1]}"}
+            if found
+            else {}
+        )
+
+    def _eks_repair(self) -> dict[str, Any]:
+        """EKS Auto Mode (DescribeCluster's computeConfig) and each managed node group's
+        nodeRepairConfig (ListNodegroups, DescribeNodegroup)."""
+        eks = client("eks")
+        name = self.kubernetes.cluster_name
+        cluster = eks.describe_cluster(name=name)["cluster"]
+        groups: dict[str, bool] = {}
+        for page in eks.get_paginator("list_nodegroups").paginate(clusterName=name):
+            for group in page.get("nodegroups", [])[: MAX_NODE_GROUPS - len(groups)]:
+                described = eks.describe_nodegroup(clusterName=name, nodegroupName=group)
+                repair = described["nodegroup"].get("nodeRepairConfig") or {}
+                groups[group] = repair.get("enabled") is True
+        auto = (cluster.get("computeConfig") or {}).get("enabled") is True
+        return {"eks_auto_mode": auto, "eks_node_groups": groups}
+
+    def hyperpod_events(self, instance_id: str, since: datetime) -> list[dict[str, Any]]:
+        return self.hyperpod.cluster_events(instance_id, since)
+
+    def hold_other_repair(self, instance_id: str, *, held: bool) -> bool:
+        return self.kubernetes.mark_node(
+            instance_id, annotations={DO_NOT_REPAIR: "true" if held else None}
+        )
 
     def hyperpod_groups(self) -> tuple[bool, list[InstanceGroupSize]]:
         """Whether HyperPod adds nodes on request (Continuous provisioning), and the groups."""

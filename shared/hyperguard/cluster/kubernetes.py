@@ -15,7 +15,6 @@ import hashlib
 import time
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
-from enum import StrEnum
 from functools import lru_cache, partial
 from typing import Any, Protocol
 
@@ -27,6 +26,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.operators import in_
+from lightkube.resources.apps_v1 import DaemonSet, Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event as CoreEvent
 from lightkube.resources.core_v1 import Node as KubeNodeResource
@@ -39,6 +39,7 @@ from hyperguard.cluster.conventions import (
     HEALTH_LABEL,
     INCIDENT_TAINT,
     REASON_LABEL,
+    HyperPodHealthStatus,
     instance_id_from_provider_id,
     label_safe,
 )
@@ -73,16 +74,6 @@ TRANSPORT_ERRORS = (httpx2.HTTPError, msgspec.DecodeError)
 
 class TokenSource(Protocol):
     def token(self) -> str: ...
-
-
-class HyperPodHealthStatus(StrEnum):
-    """Values of HyperPod's node-health-status label; the Pending values trigger HyperPod's
-    own reboot or replacement of the node."""
-
-    SCHEDULABLE = "Schedulable"
-    UNSCHEDULABLE = "Unschedulable"
-    UNSCHEDULABLE_PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
-    UNSCHEDULABLE_PENDING_REBOOT = "UnschedulablePendingReboot"
 
 
 class NodeCondition(BaseModel):
@@ -329,11 +320,14 @@ class KubernetesAdapter:
 
         return self._patch_node(instance_id, change)
 
-    def drain(self, instance_id: str, *, deadline_s: float, force: bool = True) -> DrainResult:
+    def drain(
+        self, instance_id: str, *, deadline_s: float, force: bool = True, evict: bool = True
+    ) -> DrainResult:
         """Evict every pod but DaemonSet and mirror pods. Evictions a PodDisruptionBudget
         refuses (429) are retried until `deadline_s` (0: one round); pods left then are
         deleted with a zero grace period and reported as forced, or, without `force`,
-        reported as blocked for a later call."""
+        reported as blocked for a later call. Without `evict` (another system drains the
+        node), none is evicted: the pods left are deleted (`force`) or reported blocked."""
         node_name = self._get_node_name(instance_id)
         deadline = self._clock() + deadline_s
         pods = self._api(
@@ -347,7 +341,7 @@ class KubernetesAdapter:
             if pod.metadata is not None and _evictable(pod)
         ]
         result = DrainResult()
-        while True:
+        while evict:
             still_blocked = []
             for key in pending:
                 if self._evict(key):
@@ -554,6 +548,25 @@ class KubernetesAdapter:
             patch_type=PatchType.MERGE,
         )
         return self._request(f"patch {resource.__name__} {name}", call, expected=(404,)) is None
+
+    def workloads(self, namespace: str, name: str) -> list[tuple[str, str, list[dict[str, Any]]]]:
+        """The Deployments and DaemonSets in `namespace` labelled `app.kubernetes.io/name:
+        <name>` (as their Helm charts label them): each one's kind, name and containers."""
+        found: list[tuple[str, str, list[dict[str, Any]]]] = []
+        labels = {"app.kubernetes.io/name": name}
+        for kind in (Deployment, DaemonSet):
+            what = f"list {kind.__name__}s in {namespace}"
+            listed = self._get(
+                what,
+                lambda kind=kind: list(self.client.list(kind, namespace=namespace, labels=labels)),
+            )
+            for obj in listed or []:
+                data = obj.to_dict()
+                containers = (
+                    ((data.get("spec") or {}).get("template") or {}).get("spec") or {}
+                ).get("containers") or []
+                found.append((kind.__name__, str(data["metadata"]["name"]), containers))
+        return found
 
     # internals
 

@@ -51,6 +51,10 @@ class ProtectedJob(BaseModel):
     outcome: str = Field(default="", description="what became of it (refusals say why)")
 
 
+RepairedBy = Literal["hyperguard", "hyperpod", "karpenter", "eks", "nth"]
+"""Who reboots or replaces a node, or drains it ahead of an interruption (D142, D148)."""
+
+
 class Incident(BaseModel):
     incident_id: str
     instance_id: str = Field(description="the node; empty for an incident about a job")
@@ -74,10 +78,18 @@ class Incident(BaseModel):
     )
     action: str | None = Field(default=None, description="the repair being carried out")
     replacement_instance_id: str | None = None
-    repaired_by: Literal["hyperguard", "hyperpod"] | None = Field(
+    repaired_by: RepairedBy | None = Field(
         default=None,
-        description="who reboots or replaces the node: HyperGuard, or HyperPod's automatic "
-        "node recovery it deferred to (D142)",
+        description="who reboots or replaces the node (or drains it ahead of an "
+        "interruption): HyperGuard, or the repairer it deferred to: HyperPod's automatic node "
+        "recovery (D142), Karpenter's node repair, EKS node auto-repair, the Node Termination "
+        "Handler (D148)",
+    )
+    repair_events: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="where HyperPod repairs the node: its cluster events about the node "
+        "(ListClusterEvents), '<time> <level>: <description>', oldest first",
     )
     jobs: list[ProtectedJob] = Field(default_factory=list)
     resolution: str | None = None

@@ -124,6 +124,27 @@ class NodeRepairConfig(CamelModel):
         "(HyperGuard orders the repair, for clusters where HyperPod's recovery is known not "
         "to act); with NodeRecovery None, HyperGuard always repairs (D142)",
     )
+    karpenter_node_repair: Literal["defer", "own"] = Field(
+        default="defer",
+        description="where Karpenter's node repair (its NodeRepair feature gate) is on, who "
+        "repairs a Karpenter node's fault on a condition Karpenter repairs (Ready and the EKS "
+        "node monitoring agent's conditions): defer (Karpenter; HyperGuard cordons, drains, "
+        "protects and resumes the jobs, and waits) or own (HyperGuard, which annotates the "
+        "node karpenter.sh/do-not-repair while it repairs it) (D148)",
+    )
+    eks_node_auto_repair: Literal["defer", "own"] = Field(
+        default="defer",
+        description="who repairs a node EKS node auto-repair acts on (EKS Auto Mode's, or a "
+        "managed node group's with nodeRepairConfig enabled): defer (EKS) or own "
+        "(HyperGuard; EKS acts too where it cannot be turned off) (D148)",
+    )
+    node_termination_handler: Literal["defer", "own"] = Field(
+        default="defer",
+        description="where the AWS Node Termination Handler runs, who drains an EKS node on a "
+        "Spot interruption or rebalance recommendation: defer (the handler; HyperGuard evicts "
+        "nothing until the drain deadline, protects and requeues the jobs) or own "
+        "(HyperGuard; turn the handler's draining off) (D148)",
+    )
     failed_run_grace_s: StrictInt = Field(
         default=180,
         ge=0,

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from hyperguard.models import Repair
+from hyperguard.models.incidents import RepairedBy
 
 Verdict = Literal["recovered", "wait", "repair", "hold", "proceed", "rediagnose", "close", "closed"]
 """What a step concluded, for the Choice state after it (RouteDiagnosis, RouteGuard,
@@ -37,10 +38,6 @@ class CaughtError(BaseModel):
 
     error: str | None = Field(default="unknown error", alias="Error")
     cause: str | None = Field(default="", alias="Cause")
-
-
-RepairedBy = Literal["hyperguard", "hyperpod"]
-"""Who reboots or replaces a node (D142)."""
 
 
 class Drained(BaseModel):
@@ -95,7 +92,8 @@ class Recovery(BaseModel):
     resumed: list[str] | None = None
     # Repair and CheckHealth.
     repaired_by: RepairedBy | None = Field(
-        default=None, description="hyperpod: its automatic node recovery repairs (D142)"
+        default=None,
+        description="who repairs: hyperguard, or the repairer deferred to (D142, D148)",
     )
     pool_before: list[str] | None = None
     logical_ids_before: dict[str, str] | None = None

@@ -18,10 +18,8 @@ from typing import Any
 from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.cluster.conventions import (
     DEEP_HEALTH_CHECK_LABEL,
-    HEALTH_LABEL,
     INSTANCE_ID_NOT_FOUND,
 )
-from hyperguard.cluster.kubernetes import HyperPodHealthStatus
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.messaging import (
     Escalator,
@@ -46,10 +44,12 @@ from hyperguard.models import (
     utcnow,
     wait_timestamp,
 )
+from hyperguard.models.incidents import RepairedBy
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy, held_nodes
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.policies.repairers import Repairers
 from hyperguard.recovery.policy import RepairDecision, decide
 from hyperguard.recovery.protection import (
     JobToProtect,
@@ -71,23 +71,16 @@ from hyperguard.recovery.reliability import (
     replace_lemon,
     slot_of,
 )
-from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery, RepairedBy
+from hyperguard.recovery.repairers import holds_karpenter_off, repairer
+from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
 from hyperguard.recovery.strategy import measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.jobs import JobRecord
-from hyperguard.store.policy import RepairPolicyStore
+from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 
-HYPERPOD_HEALTH_KIND = "hyperpod_node_health"
-HYPERPOD_REPAIR_LABELS = frozenset(
-    {
-        HyperPodHealthStatus.UNSCHEDULABLE_PENDING_REPLACEMENT,
-        HyperPodHealthStatus.UNSCHEDULABLE_PENDING_REBOOT,
-    }
-)
-"""HyperPod's health labels on a node its health checks found faulty: "If automatic node
-recovery is enabled, the node will be automatically replaced / rebooted by SageMaker
-HyperPod" (developer guide, "Resilience-related Kubernetes labels")."""
+MAX_REPAIR_EVENTS = 20
+"""The newest HyperPod cluster events an incident keeps (its `repair_events`)."""
 
 DRAIN_RETRY_S = 10
 """How long the state machine waits before evicting again what a PodDisruptionBudget refused
@@ -162,6 +155,8 @@ class RecoverySteps:
     publisher: EventPublisher
     escalator: Escalator
     clock: Callable[[], datetime] = utcnow
+    repairers: RepairersStore | None = None
+    """The inventory's record of the cluster's other repairers (None: none recorded)."""
     lifecycle: JobLifecycle = field(init=False)
 
     def __post_init__(self) -> None:
@@ -259,6 +254,7 @@ class RecoverySteps:
                 # recovers (its running pods stay); one that does is uncordoned at the close.
                 # A scheduled change's node stays in service until its window (D96).
                 self._cordon(incident)
+                self._repairer(incident, node, policy)  # holds Karpenter off while it waits
         else:
             r.verdict = "repair"
             r.repaired_by = self._repairer(incident, node, policy)
@@ -273,27 +269,31 @@ class RecoverySteps:
         runs went with it, and the scheduler requeues them from their checkpoints."""
         r.verdict, r.resolution = "recovered", "instance_gone"
         stored = self.nodes.get(incident.instance_id)
-        if stored is not None and self._repairer(incident, stored, policy) == "hyperpod":
+        if (
+            stored is not None
+            and stored.platform == "hyperpod"
+            and self._repairer(incident, stored, policy) == "hyperpod"
+        ):
             r.repaired_by = "hyperpod"
             self.incidents.update(incident.incident_id, repaired_by="hyperpod")
         return r
 
     def _repairer(self, incident: Incident, node: Node, policy: NodeRepairConfig) -> RepairedBy:
-        """Who reboots or replaces the node (D142): HyperPod, where its automatic node recovery
-        is on and acts on this fault (one HyperPod's own health checks found, reported by its
-        agent or on its health label) and the policy defers to it; else HyperGuard. Never
-        both: HyperPod's recovery would take an order of HyperGuard's for a second repair."""
-        if (
-            node.platform != "hyperpod"
-            or policy.hyperpod_node_recovery == "own"
-            or not (
-                incident.kind == HYPERPOD_HEALTH_KIND
-                or node.labels.get(HEALTH_LABEL) in HYPERPOD_REPAIR_LABELS
-            )
-        ):
-            return "hyperguard"
-        recovery = self.gateway.hyperpod_node_recovery()
-        return "hyperpod" if recovery == "Automatic" else "hyperguard"
+        """Who reboots or replaces the node (D142, D148): the other repairer that acts on
+        this fault where the policy defers to it, else HyperGuard; never both. What the
+        inventory last saw of the cluster's repairers decides, HyperPod's NodeRecovery read
+        now (one DescribeCluster) for a HyperPod node. Where HyperGuard repairs a Karpenter
+        node whose NodeRepair is on, the node is annotated karpenter.sh/do-not-repair."""
+        seen = self.repairers.get() if self.repairers is not None else Repairers()
+        if node.platform == "hyperpod" and policy.hyperpod_node_recovery == "defer":
+            recovery = self.gateway.hyperpod_node_recovery()
+            seen = seen.model_copy(update={"hyperpod_node_recovery": recovery})
+        owner = repairer(incident.kind, incident.facts, node, seen, policy)
+        if owner == "hyperguard" and holds_karpenter_off(node, seen):
+            # Karpenter's node repair acts on the same conditions; it leaves a node annotated
+            # do-not-repair alone (until ReturnToService takes the annotation off).
+            self.gateway.hold_other_repair(incident.instance_id, held=True)
+        return owner
 
     def _observe(self, incident: Incident, decision: RepairDecision, r: Recovery) -> Recovery:
         """Observe-only: note the decision on the incident and close it, acting on nothing
@@ -399,8 +399,9 @@ class RecoverySteps:
                 f"{repairing} repairs already running, the limit is "
                 f"{policy.limit('max_parallel_nodes_repaired', size)}"
             )
-        if r.repaired_by == "hyperpod":
-            # HyperPod's recovery repairs it whatever HyperGuard holds: nothing to hold back.
+        if r.repaired_by not in (None, "hyperguard"):
+            # The repairer deferred to repairs it whatever HyperGuard holds (under its own
+            # budgets, where it has any): nothing to hold back.
             reasons = []
         if incident.repair is Repair.DRAIN:
             # The instance goes away whatever HyperGuard does: draining it is never the
@@ -572,7 +573,10 @@ class RecoverySteps:
             r.drain = Drained(evicted=0, forced=0)
             r.moved = self._carry_out(incident, moving, r) if incident.kind in PLANNED_KINDS else []
         final = now >= r.drain_until
-        result = self.gateway.drain(incident.instance_id, deadline_s=0, force=final)
+        # Where the Node Termination Handler drains it (D148), HyperGuard evicts nothing
+        # itself: it waits for the handler's drain and deletes what is left at the deadline.
+        evict = r.repaired_by != "nth"
+        result = self.gateway.drain(incident.instance_id, deadline_s=0, force=final, evict=evict)
         done = r.drain or Drained(evicted=0, forced=0)
         r.drain = Drained(
             evicted=done.evicted + len(result.evicted), forced=done.forced + len(result.forced)
@@ -606,7 +610,9 @@ class RecoverySteps:
         # mark is what makes that report a side effect of the repair, not a new fault to take
         # the incident over (D133). A refused call is retried; the first time is kept.
         self._mark(incident, "repair_requested")
-        deferred = r.repaired_by == "hyperpod"  # its automatic node recovery repairs (D142)
+        # HyperPod's automatic node recovery (D142), or Karpenter's or EKS's node repair
+        # (D148), repairs it.
+        deferred = r.repaired_by not in (None, "hyperguard")
         outcome = (
             RepairOutcome(successful=[incident.instance_id])
             if deferred
@@ -651,6 +657,8 @@ class RecoverySteps:
         past the budget → RecoveryTimeoutError."""
         incident = self._incident(r)
         action = r.repairing
+        if r.repaired_by == "hyperpod":
+            self._record_hyperpod_events(incident)
         if action is Repair.REBOOT and r.repaired_by == "hyperpod":
             try:
                 self.gateway.node_status(incident.instance_id)
@@ -659,7 +667,12 @@ class RecoverySteps:
                 # replacement keeps its NodeLogicalId.
                 action = r.action = Repair.REPLACE
                 r.reason = "HyperPod's automatic node recovery replaced the node"
-        if action is Repair.REBOOT:
+        if r.repaired_by in ("karpenter", "eks"):
+            verdict = self._repaired_elsewhere(incident, r)
+            if verdict is not None:
+                r.health, r.replacement = verdict, None
+                return r
+        elif action is Repair.REBOOT:
             verdict = self._rebooted_health(incident, r)
             if verdict is not None:
                 r.health = verdict
@@ -691,6 +704,36 @@ class RecoverySteps:
             )
         r.health = "pending"
         return r
+
+    def _record_hyperpod_events(self, incident: Incident) -> None:
+        """HyperPod's own account of the repair left to it (D148): its cluster events about
+        the node since the fault, on the incident. Best effort: a failed read is logged and
+        the wait goes on."""
+        try:
+            events = self.gateway.hyperpod_events(incident.instance_id, incident.first_signal_at)
+        except ClusterError as error:
+            logger.warning("cluster events unread", extra={"error": str(error)})
+            return
+        lines = [
+            f"{_iso(e.get('EventTime'))} {e.get('EventLevel', 'Info')}: "
+            f"{str(e.get('Description') or '')[:300]}"
+            for e in events
+        ][-MAX_REPAIR_EVENTS:]
+        if lines != incident.repair_events:
+            self.incidents.update(incident.incident_id, repair_events=lines)
+
+    def _repaired_elsewhere(self, incident: Incident, r: Recovery) -> Health | None:
+        """After Karpenter's or EKS's repair was left to them (D148): healthy once the node is
+        gone (replaced, whatever HyperGuard's policy would have done: Karpenter launches
+        capacity for its pods) or back healthy (rebooted); None to keep waiting."""
+        try:
+            node = self.gateway.node_status(incident.instance_id)
+        except NodeNotFoundError:
+            r.action = Repair.REPLACE
+            r.reason = f"{r.repaired_by}'s node repair replaced the node"
+            return "healthy"
+        healthy = node.status is NodeStatus.RUNNING and node.healthy
+        return "healthy" if healthy else None
 
     def _rebooted_health(self, incident: Incident, r: Recovery) -> Health | None:
         """After a reboot: "healthy", "escalate_replace", or None to keep waiting. Where the
@@ -769,9 +812,13 @@ class RecoverySteps:
         return r
 
     def _back_in_service(self, instance_id: str) -> None:
-        """Undo HyperGuard's cordon (nothing else's) and record the node as it is now."""
+        """Undo HyperGuard's cordon (nothing else's) and its hold on Karpenter's node repair,
+        and record the node as it is now."""
         self.gateway.uncordon(instance_id)
-        self.nodes.upsert_inventory([self.gateway.node_status(instance_id)])
+        node = self.gateway.node_status(instance_id)
+        if node.platform == "eks":
+            self.gateway.hold_other_repair(instance_id, held=False)
+        self.nodes.upsert_inventory([node])
 
     def resume_jobs(self, r: Recovery) -> Recovery:
         """Jobs that waited for the repair restart on the repaired node or its replacement;
@@ -990,6 +1037,12 @@ class RecoverySteps:
         ) as metric:
             metric.add_dimension(name="pool", value=(node.pool if node else None) or "unknown")
             metric.add_dimension(name="outcome", value=resolution)
+        if incident.repaired_by is not None:
+            # Who repaired it: the dashboard's "who repairs" widget (D148).
+            with single_metric(
+                name="Repairs", unit=MetricUnit.Count, value=1, namespace=NAMESPACE
+            ) as metric:
+                metric.add_dimension(name="repaired_by", value=incident.repaired_by)
 
     def close(self, r: Recovery) -> Recovery:
         """Resolve with timings, release the node, announce IncidentResolved. A signal that
@@ -1302,3 +1355,8 @@ STEPS = frozenset(
         "escalate",
     }
 )
+
+
+def _iso(at: object) -> str:
+    """A ClusterEventSummary's EventTime as ISO 8601 (boto3 gives a datetime)."""
+    return at.isoformat() if isinstance(at, datetime) else str(at)

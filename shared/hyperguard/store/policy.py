@@ -1,5 +1,6 @@
 """The cluster's policies, one item each in TeamsTable (pk `POLICY`): the node repair policy
-(sk `NODE_REPAIR`) and the burst policy (sk `BURST`)."""
+(sk `NODE_REPAIR`) and the burst policy (sk `BURST`); beside them, what the inventory last saw
+of the cluster's other repairers (sk `REPAIRERS`, written by the inventory function alone)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pydantic import BaseModel
 
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.policies.repairers import Repairers
 from hyperguard.store.codec import TableStore, plain, to_item
 
 KEY = {"pk": "POLICY", "sk": "NODE_REPAIR"}
 BURST_KEY = {"pk": "POLICY", "sk": "BURST"}
+REPAIRERS_KEY = {"pk": "POLICY", "sk": "REPAIRERS"}
 
 
 class PolicyStore[M: BaseModel](TableStore):
@@ -39,3 +42,9 @@ class RepairPolicyStore(PolicyStore[NodeRepairConfig]):
 
 class BurstPolicyStore(PolicyStore[BurstPolicy]):
     model, key, attribute = BurstPolicy, BURST_KEY, "policy"
+
+
+class RepairersStore(PolicyStore[Repairers]):
+    """None seen (every source unread) until the inventory's first sync."""
+
+    model, key, attribute = Repairers, REPAIRERS_KEY, "observed"

@@ -4,9 +4,12 @@
   DescribeClusterNode (by NodeId or NodeLogicalId), BatchRebootClusterNodes and
   BatchReplaceClusterNodes (1-25 ids, per-node `Failed` errors), StartClusterHealthCheck,
   BatchAddClusterNodes (1-5 entries of 1-50 nodes, idempotent by ClientToken) and
-  BatchDeleteClusterNodes (1-3000 NodeIds and/or 1-99 NodeLogicalIds) — moto knows
+  BatchDeleteClusterNodes (1-3000 NodeIds and/or 1-99 NodeLogicalIds), ListClusterEvents
+  (filters, sort, paging; Continuous node provisioning only, as documented) — moto knows
   clusters only as static records and has none of the node operations;
 - EKS: DescribeCluster answers with the twin's Kubernetes API server (endpoint and CA);
+- EKS: CreateNodegroup keeps its `nodeRepairConfig` (moto takes it only on
+  UpdateNodegroupConfig), which DescribeNodegroup then answers;
 - EC2: RebootInstances of the burst nodes' instances reaches the cluster;
 - EventBridge: moto never fires a rule's schedule, and delivers every event put on the bus
   to a rule without an event pattern, schedule rules included. The twin stops the latter
@@ -74,6 +77,7 @@ def _patch() -> None:
         return
     _patched = True
     _patch_sagemaker()
+    _patch_eks()
     _patch_ec2()
     _patch_schedule_matching()
 
@@ -234,8 +238,80 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
         if bad:
             raise ValidationError(f"Invalid {name} {bad}: must match {pattern.pattern}")
 
+    def list_cluster_events(self: Any) -> Any:
+        cluster = cluster_or_raise(self)
+        if not cluster.continuous_provisioning:
+            # "only supported when the NodeProvisioningMode is set to Continuous"
+            raise ValidationError(
+                f"Cluster {cluster.hyperpod_cluster} does not use Continuous node provisioning."
+            )
+        max_results = self._get_param("MaxResults") or PAGE_LIMIT
+        if not 1 <= int(max_results) <= PAGE_LIMIT:
+            raise ValidationError(f"MaxResults must be between 1 and {PAGE_LIMIT}.")
+        node_id = self._get_param("NodeId")
+        if node_id is not None and not NODE_ID.match(str(node_id)):
+            raise ValidationError(f"Invalid NodeId {node_id!r}: must match {NODE_ID.pattern}")
+        order = self._get_param("SortOrder") or "Descending"
+        kind = self._get_param("ResourceType")
+        if order not in ("Ascending", "Descending") or kind not in (
+            None,
+            "Cluster",
+            "InstanceGroup",
+            "Instance",
+        ):
+            raise ValidationError("SortOrder or ResourceType is not one of its enum values.")
+        after, before = (
+            _epoch(self._get_param("EventTimeAfter")),
+            _epoch(self._get_param("EventTimeBefore")),
+        )
+        group = self._get_param("InstanceGroupName")
+        events = [
+            e
+            for e in cluster.cluster_events()
+            if (node_id is None or e.get("InstanceId") == node_id)
+            and (group is None or e.get("InstanceGroupName") == group)
+            and (kind is None or e["ResourceType"] == kind)
+            and (after is None or e["EventTime"].timestamp() > after)
+            and (before is None or e["EventTime"].timestamp() < before)
+        ]
+        events.sort(key=lambda e: e["EventTime"], reverse=order == "Descending")
+        start = int(self._get_param("NextToken") or 0)
+        page = events[start : start + int(max_results)]
+        result: dict[str, Any] = {"Events": page}
+        if start + int(max_results) < len(events):
+            result["NextToken"] = str(start + int(max_results))
+        return ActionResult(result)
+
+    SageMakerResponse.list_cluster_events = list_cluster_events  # type: ignore[attr-defined]
     SageMakerResponse.batch_add_cluster_nodes = batch_add_cluster_nodes  # type: ignore[attr-defined]
     SageMakerResponse.batch_delete_cluster_nodes = batch_delete_cluster_nodes  # type: ignore[attr-defined]
+
+
+def _epoch(value: Any) -> float | None:
+    """A request's timestamp as epoch seconds (moto hands them parsed or as sent)."""
+    if value is None:
+        return None
+    return value.timestamp() if isinstance(value, datetime) else float(value)
+
+
+def _patch_eks() -> None:
+    from moto.eks.models import eks_backends
+    from moto.eks.responses import EKSResponse
+
+    original = EKSResponse.create_nodegroup
+
+    def create_nodegroup(self: Any) -> Any:
+        result = original(self)
+        repair = self._get_param("nodeRepairConfig")
+        if repair is not None:
+            backend = eks_backends[self.current_account][self.region]
+            group = backend.clusters[self._get_param("name")].nodegroups[
+                self._get_param("nodegroupName")
+            ]
+            group.node_repair_config = repair
+        return result
+
+    EKSResponse.create_nodegroup = create_nodegroup  # type: ignore[method-assign]
 
 
 def _patch_ec2() -> None:

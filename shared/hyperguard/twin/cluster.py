@@ -502,6 +502,10 @@ class SimulatedCluster:
         with self.world.settled():
             return self.hyperpod.describe_cluster()
 
+    def cluster_events(self) -> list[dict[str, Any]]:
+        with self.world.settled():
+            return list(self.hyperpod.events)
+
     def cluster_nodes(self, *, include_logical_ids: bool) -> list[dict[str, Any]]:
         with self.world.settled():
             return self.hyperpod.cluster_nodes(include_logical_ids=include_logical_ids)

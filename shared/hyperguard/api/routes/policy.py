@@ -21,6 +21,7 @@ from hyperguard.api.models import (
 from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.policies.repairers import Repairers, RepairOwners, owners
 
 
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
@@ -75,6 +76,20 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     def get_repair_policy() -> Response[NodeRepairConfig]:
         caller()
         return ok(deps.policies.get())
+
+    @router.get(
+        "/repairers",
+        summary="Who repairs what",
+        tags=["policy"],
+        responses=responses(200, RepairOwners),
+    )
+    def get_repairers() -> Response[RepairOwners]:
+        """The cluster's other repairers as the inventory last saw them (HyperPod's node
+        recovery, Karpenter's node repair, EKS node auto-repair, the Node Termination
+        Handler), and, per the repair policy, who repairs where (D148)."""
+        caller()
+        seen = deps.repairers.get() if deps.repairers is not None else Repairers()
+        return ok(RepairOwners(owners=owners(seen, deps.policies.get()), seen=seen))
 
     @router.put(
         "/policies/burst",

@@ -15,6 +15,7 @@ instance group is a knob of the world: an added node that finds none left stays 
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,6 +89,11 @@ class HyperPod:
         are set up with Automatic node recovery"): a node HyperPod's health agent finds
         faulty is rebooted (a GPU fault, once) or replaced by HyperPod itself."""
         self._auto_rebooted: set[str] = set()
+        self.events: list[dict[str, Any]] = []
+        """ListClusterEvents' ClusterEventSummary items, oldest first: a repair's start (who
+        ordered it) and end, on the instance. The descriptions are the twin's own wording
+        (AWS publishes the shape, not a catalogue of descriptions): HyperGuard records them
+        as they come and never parses them."""
         self.on_replaced: list[Callable[[Instance, Instance], None]] = []
         """Called with (old, new) when a replacement's new instance exists."""
         self.group_extras: list[Callable[[str], dict[str, Any]]] = []
@@ -210,7 +216,27 @@ class HyperPod:
         action = self.automatic_repair(instance)
         if action == "reboot":
             self._auto_rebooted.add(instance_id)
+        why = _status_message(instance, fault)
+        self.event(instance, at, f"Automatic node recovery started a {action}: {why}", "Warn")
         self.start_repair(instance, action, at)
+
+    def event(
+        self, instance: Instance, at: datetime, description: str, level: str = "Info"
+    ) -> None:
+        """Record a cluster event about `instance` (ListClusterEvents)."""
+        self.events.append(
+            {
+                "EventId": str(uuid.uuid4()),
+                "ClusterArn": self.cluster_arn,
+                "ClusterName": self.world.hyperpod_cluster,
+                "InstanceGroupName": instance.group,
+                "InstanceId": instance.instance_id,
+                "ResourceType": "Instance",
+                "EventTime": self.world.clock.wall(at),
+                "Description": description,
+                "EventLevel": level,
+            }
+        )
 
     # ------------------------------------------------------------------ repairs
 
@@ -232,6 +258,10 @@ class HyperPod:
             elif self._refusals:
                 failed.append(_failure(node_id, self._refusals.pop(0), "injected failure"))
             else:
+                verb = "Reboot" if action == "reboot" else "Replace"
+                self.event(
+                    instance, now, f"Batch{verb}ClusterNodes request accepted: {action} started"
+                )
                 self.start_repair(instance, action, now)
                 successful.append(node_id)
         return {"Successful": successful, "Failed": failed}
@@ -255,6 +285,7 @@ class HyperPod:
         instance = self.world.rebooted(instance_id)
         if instance is None:
             return
+        self.event(instance, at, "Node reboot completed")
         self.show_health(instance, at)
 
     def _shutdown_done(self, instance_id: str, at: datetime) -> None:
@@ -265,6 +296,7 @@ class HyperPod:
         del self.world.instances[instance_id]
         self.world.faults.pop(instance_id, None)
         self.replaced_by[instance_id] = new_id
+        self.event(old, at, f"Node replaced: instance {new_id} takes its place")
         self.kubelets.deregister(old)
         logical_id = old.logical_id if self.keep_logical_ids else self.world.new_logical_id()
         new = self._new_instance(

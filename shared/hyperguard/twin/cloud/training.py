@@ -148,6 +148,8 @@ class Training:
     def __init__(self, world: World) -> None:
         self.world = world
         self.runs: dict[str, Run] = {}
+        self._early_pods: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
+        """Pods seen before their owner's event, by the owner's uid: their latest event."""
         self.checkpoints: dict[str, int] = {}
         """The newest checkpoint written, by checkpoint location."""
         self.timelines: dict[str, list[Progress]] = {}
@@ -193,6 +195,8 @@ class Training:
                 return
             if run is None:
                 run = self.runs[uid] = self._new_run(obj)
+                for pod_event, pod in self._early_pods.pop(uid, {}).values():
+                    self._apply_pod(run, pod_event, pod, now)
             elif obj.get("kind") == "HyperPodPyTorchJob":
                 run.elastic = (obj.get("spec") or {}).get("elasticPolicy")
                 run.replicas = _hpj_replicas(obj)
@@ -242,28 +246,41 @@ class Training:
         with self.world.settled() as now:
             run = self.runs.get(uid)
             if run is None:
+                # Its owner's event is still on the way (the watches are apart): kept for
+                # when it comes, or a pod Running before it would never be seen again.
+                meta = pod.get("metadata") or {}
+                early = self._early_pods.setdefault(uid, {})
+                if event == "DELETED":
+                    early.pop(str(meta.get("name")), None)
+                    if not early:
+                        del self._early_pods[uid]
+                else:
+                    early[str(meta.get("name"))] = (event, pod)
                 return
-            meta, spec, status = (
-                pod.get("metadata") or {},
-                pod.get("spec") or {},
-                pod.get("status") or {},
-            )
-            name = str(meta.get("name"))
-            gone = event == "DELETED" or bool(meta.get("deletionTimestamp"))
-            phase = status.get("phase")
-            if gone or phase in ("Succeeded", "Failed"):
-                state = run.pods.get(name)
-                if state is not None and not state.ended:
-                    state.ended = True
-                    state.running = False
-                    if run.state == "running":
-                        self._interrupt(run, now)
-                if gone:
-                    run.pods.pop(name, None)
-                return
-            index = _replica_index(meta, len(run.pods))
-            run.pods[name] = PodState(name, spec.get("nodeName"), phase == "Running", index)
-            self._reconcile(now)
+            self._apply_pod(run, event, pod, now)
+
+    def _apply_pod(self, run: Run, event: str, pod: dict[str, Any], now: datetime) -> None:
+        meta, spec, status = (
+            pod.get("metadata") or {},
+            pod.get("spec") or {},
+            pod.get("status") or {},
+        )
+        name = str(meta.get("name"))
+        gone = event == "DELETED" or bool(meta.get("deletionTimestamp"))
+        phase = status.get("phase")
+        if gone or phase in ("Succeeded", "Failed"):
+            state = run.pods.get(name)
+            if state is not None and not state.ended:
+                state.ended = True
+                state.running = False
+                if run.state == "running":
+                    self._interrupt(run, now)
+            if gone:
+                run.pods.pop(name, None)
+            return
+        index = _replica_index(meta, len(run.pods))
+        run.pods[name] = PodState(name, spec.get("nodeName"), phase == "Running", index)
+        self._reconcile(now)
 
     # ------------------------------------------------------------------ stepping
 

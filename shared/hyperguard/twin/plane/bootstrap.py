@@ -2,7 +2,7 @@
 HyperPod task governance and Karpenter has it: the upstream CRDs (Kueue's and the Karpenter
 AWS provider's, copied from the modules the components are built from), the HyperPod
 training operator's HyperPodPyTorchJob CRD, Kueue's admission webhooks (pointed at Kueue on
-127.0.0.1), and Kueue's configuration.
+127.0.0.1), Kueue's configuration, and Karpenter's Deployment as its Helm chart writes it.
 
 Two choices the twin makes, and why:
 - Kueue v0.19.2 is the newest release the Go module proxy serves here; v0.20 no longer
@@ -404,3 +404,38 @@ def install_kueue_webhooks(client: KubeClient, built: Built, port: int, ca_pem: 
     )
     for configuration in kueue_webhooks(built, port, ca_pem):
         client.apply(configuration, FIELD_MANAGER)
+
+
+def karpenter_deployment(feature_gates: str) -> dict[str, Any]:
+    """Karpenter's Deployment in kube-system as its Helm chart (karpenter-provider-aws
+    charts/karpenter/templates/deployment.yaml) writes what a cluster can read of it: the
+    chart's name label and the controller's FEATURE_GATES, here the gates the twin's
+    Karpenter runs with. The twin runs Karpenter as a process beside the API server, so the
+    Deployment asks for no replicas: it is how the cluster shows what runs, as on EKS (D148)."""
+    labels = {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "karpenter",
+            "namespace": "kube-system",
+            "labels": labels,
+            "annotations": {"hyperguard.dev/twin": "runs as a process beside the API server"},
+        },
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "controller",
+                            "image": "public.ecr.aws/karpenter/controller",
+                            "env": [{"name": "FEATURE_GATES", "value": feature_gates}],
+                        }
+                    ]
+                },
+            },
+        },
+    }

@@ -277,9 +277,10 @@ class ControlPlane:
         self._start_controllers()
         kueue_port = self._start_kueue()
         bootstrap.install_kueue_webhooks(admin, self.built["kueue"], kueue_port, self.pki.ca_pem)
-        self._start_karpenter()
+        gates = self._start_karpenter()
         for name, probe in (("kueue", self._kueue_probe), ("karpenter", self._karpenter_probe)):
             wait_for(partial(_http_ok, probe), self._remaining(deadline), f"{name} was not ready")
+        admin.apply(bootstrap.karpenter_deployment(gates), bootstrap.FIELD_MANAGER)
         wait_for(
             lambda: admin.get(bootstrap.SERVICE_ACCOUNTS, "default", "default"),
             self._remaining(deadline),
@@ -505,7 +506,8 @@ class ControlPlane:
         self._kueue_probe = f"http://{HOST}:{probe}/readyz"
         return port
 
-    def _start_karpenter(self) -> None:
+    def _start_karpenter(self) -> str:
+        """Start Karpenter; the feature gates it runs with, as its flag takes them."""
         types = self.workdir / "instance-types.json"
         types.write_text(json.dumps(self.settings.instance_types))
         kubeconfig = self.kubeconfig(
@@ -534,6 +536,7 @@ class ControlPlane:
             },
         )
         self._karpenter_probe = f"http://{HOST}:{probe}/readyz"
+        return _gates(gates)
 
     def _spawn(
         self, name: str, binary: Path, args: list[str], env: Mapping[str, str] | None = None
