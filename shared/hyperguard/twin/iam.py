@@ -254,9 +254,21 @@ def _sagemaker(request: _Request) -> list[Authorization]:
 
 
 def _eks(request: _Request) -> list[Authorization]:
+    """DescribeCluster and ListNodegroups on the cluster's ARN; DescribeNodegroup on the node
+    group's (`nodegroup/<cluster>/<name>/<uuid>`, as the emulator made it)."""
     path = request.environ.get("PATH_INFO", "").strip("/").split("/")
-    if len(path) == 2 and path[0] == "clusters" and request.operation == "GET":
+    get = request.operation == "GET" and path[0] == "clusters"
+    if get and len(path) == 2:
         return [Authorization("eks:DescribeCluster", request.arn("eks", f"cluster/{path[1]}"))]
+    if get and len(path) == 3 and path[2] == "node-groups":
+        return [Authorization("eks:ListNodegroups", request.arn("eks", f"cluster/{path[1]}"))]
+    if get and len(path) == 4 and path[2] == "node-groups":
+        from moto.eks.models import eks_backends
+
+        cluster = eks_backends[request.account][request.region].clusters.get(path[1])
+        group = cluster.nodegroups.get(path[3]) if cluster is not None else None
+        if group is not None:
+            return [Authorization("eks:DescribeNodegroup", group.arn)]
     raise CannotJudge(f"EKS {request.operation} /{'/'.join(path)}")
 
 
