@@ -100,6 +100,33 @@ def test_policy_show_and_set_go_to_each_policys_route(
     ]
 
 
+def test_policy_show_repair_says_who_repairs_what_on_stderr(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    owners = {
+        "owners": [
+            {
+                "source": "karpenter",
+                "scope": "Karpenter NodePool nodes",
+                "active": True,
+                "setting": "defer",
+                "repairs": "karpenter",
+                "note": "kube-system/karpenter: NodeRepair on",
+            }
+        ],
+        "seen": {"observedAt": "2026-11-26T09:00:00+00:00"},
+    }
+    api.answer = (200, owners)
+    assert cli.main(["policy", "show", "repair"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == owners  # stdout: what the policy route answered, only
+    assert "the inventory looked at 2026-11-26T09:00:00+00:00" in err
+    assert "karpenter" in err and "on  defer -> karpenter: kube-system/karpenter" in err
+    assert [c[:2] for c in api.calls] == [("GET", "/policies/node-repair"), ("GET", "/repairers")]
+    assert cli.main(["policy", "show", "repair", "--json"]) == 0
+    assert capsys.readouterr().err == "" and len(api.calls) == 3
+
+
 def test_an_api_refusal_and_a_bad_file_are_one_line_and_exit_1(
     api: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -43,3 +43,23 @@ def test_a_stall_shows_its_job_not_a_node() -> None:
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "job nlp-1  cluster hp" in text and "node" not in text.split("\n")[0]
     assert "the job" in text and "jobs on the node" not in text
+
+
+def test_a_repair_left_to_another_system_says_which_and_what_hyperpod_reported() -> None:
+    fault = stall() | {
+        "instance_id": "i-0a",
+        "kind": "hyperpod_node_health",
+        "repaired_by": "hyperpod",
+        "repair_events": ["2026-11-22T12:02:00+00:00 Warn: Automatic node recovery started"],
+    }
+    console = Console(file=StringIO(), width=200)
+    console.print(render_incident(fault))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "repaired by HyperPod's automatic node recovery (HyperGuard deferred)" in text
+    assert "HyperPod: 2026-11-22T12:02:00+00:00 Warn: Automatic node recovery started" in text
+    console = Console(file=StringIO(), width=200)
+    console.print(render_incident(fault | {"repaired_by": "karpenter", "repair_events": []}))
+    assert "repaired by Karpenter's node repair" in console.file.getvalue()  # type: ignore[attr-defined]
+    console = Console(file=StringIO(), width=200)
+    console.print(render_incident(fault | {"repaired_by": "hyperguard"}))
+    assert "deferred" not in console.file.getvalue()  # type: ignore[attr-defined]

@@ -57,6 +57,15 @@ def timeline(incident: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+OTHER_REPAIRERS = {
+    "hyperpod": "repaired by HyperPod's automatic node recovery",
+    "karpenter": "repaired by Karpenter's node repair",
+    "eks": "repaired by EKS node auto-repair",
+    "nth": "drained by the AWS Node Termination Handler",
+}
+"""An incident's `repaired_by` other than HyperGuard, as `incidents show` says it (D148)."""
+
+
 def render_incident(detail: dict[str, Any]) -> Any:
     from rich.console import Group
     from rich.text import Text
@@ -72,8 +81,10 @@ def render_incident(detail: dict[str, Any]) -> Any:
     ]
     if detail.get("replacement_instance_id"):
         header.append(f"replacement {detail['replacement_instance_id']}")
-    if detail.get("repaired_by") == "hyperpod":
-        header.append("repaired by HyperPod's automatic node recovery (HyperGuard deferred)")
+    other = OTHER_REPAIRERS.get(detail.get("repaired_by") or "")
+    if other:
+        header.append(f"{other} (HyperGuard deferred)")
+    header += [f"  HyperPod: {line}" for line in detail.get("repair_events") or []]
     parts: list[Any] = [Text("\n".join(header))]
     parts.append(table(timeline(detail), [("milestone", "MILESTONE"), ("after_s", "AFTER (S)")]))
     execution = detail.get("execution")
