@@ -187,6 +187,7 @@ def test_a_karpenter_nodes_fault_is_left_to_karpenters_node_repair(
     ordered = never_ordered(world, monkeypatch)
     faulty = world.apis.burst[0]
     node_name = world.gateway.node_status(faulty).node_name
+    assert node_name is not None
     world.cluster.inject_fault(faulty)
     r = world.run(*UP_TO_REPAIR, r=gpu_condition(world, faulty))
     assert r["repaired_by"] == "karpenter"
@@ -238,6 +239,7 @@ def test_the_termination_handler_drains_an_interrupted_node_and_hyperguard_evict
     world.sync.sync()
     interrupted = world.apis.burst[-1]
     node_name = world.gateway.node_status(interrupted).node_name
+    assert node_name is not None
     world.apis.kube.create(
         PODS,
         {

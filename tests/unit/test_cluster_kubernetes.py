@@ -30,10 +30,14 @@ from lightkube.config.models import Cluster, User
 from tests.conftest import catalogue
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
-from hyperguard.cluster.conventions import UNKNOWN_PROVIDER_ID_METRIC, label_safe
+from hyperguard.cluster.conventions import (
+    UNKNOWN_PROVIDER_ID_METRIC,
+    HyperPodHealthStatus,
+    label_safe,
+)
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
-from hyperguard.cluster.kubernetes import HyperPodHealthStatus, KubernetesAdapter
+from hyperguard.cluster.kubernetes import KubernetesAdapter
 from hyperguard.cluster.workloads import job_name
 from hyperguard.models import Job, NodeStatus
 from hyperguard.models.jobs import ElasticPolicy

@@ -553,19 +553,18 @@ class KubernetesAdapter:
         """The Deployments and DaemonSets in `namespace` labelled `app.kubernetes.io/name:
         <name>` (as their Helm charts label them): each one's kind, name and containers."""
         found: list[tuple[str, str, list[dict[str, Any]]]] = []
-        labels = {"app.kubernetes.io/name": name}
+        labels: dict[str, Any] = {"app.kubernetes.io/name": name}
         for kind in (Deployment, DaemonSet):
-            what = f"list {kind.__name__}s in {namespace}"
-            listed = self._get(
-                what,
-                lambda kind=kind: list(self.client.list(kind, namespace=namespace, labels=labels)),
-            )
-            for obj in listed or []:
+
+            def listed(kind: Any = kind) -> list[Any]:
+                return list(self.client.list(kind, namespace=namespace, labels=labels))
+
+            for obj in self._get(f"list {kind.__name__}s in {namespace}", listed) or []:
                 data = obj.to_dict()
-                containers = (
-                    ((data.get("spec") or {}).get("template") or {}).get("spec") or {}
-                ).get("containers") or []
-                found.append((kind.__name__, str(data["metadata"]["name"]), containers))
+                template = ((data.get("spec") or {}).get("template") or {}).get("spec") or {}
+                found.append(
+                    (kind.__name__, str(data["metadata"]["name"]), template.get("containers") or [])
+                )
         return found
 
     # internals
