@@ -196,6 +196,72 @@ def test_jobs_list_and_twin_fault_through_the_cli(endpoint: str) -> None:
     assert "Traceback" not in refused.stderr
 
 
+def test_an_admin_keeps_teams_principals_and_priority_classes_from_the_cli(
+    endpoint: str, tmp_path: Path
+) -> None:
+    """Through the twin's API Gateway as its default principal (an admin): every change goes
+    through the API and its validation."""
+
+    def cli_json(*args: str) -> Any:
+        return json.loads(run(*args, "--json", endpoint=endpoint).stdout)
+
+    cli_json("priority-classes", "set", "urgent", "90")
+    assert {"Name": "urgent", "Weight": 90} in cli_json("priority-classes", "list")
+    refused = run("priority-classes", "set", "urgent", "101", endpoint=endpoint, check=False)
+    assert refused.returncode == 1 and "PUT /scheduler-config: 422" in refused.stderr
+    cli_json("priority-classes", "delete", "urgent")
+    assert all(c["Name"] != "urgent" for c in cli_json("priority-classes", "list"))
+
+    quotas = cli_json("teams", "list")
+    nlp = next(q for q in quotas if q["ComputeQuotaTarget"]["TeamName"] == "nlp")
+    assert cli_json("teams", "show", "nlp")["ComputeQuotaVersion"] == nlp["ComputeQuotaVersion"]
+    request = {
+        "Name": "speech-quota",
+        "ClusterArn": nlp["ClusterArn"],
+        "ComputeQuotaConfig": nlp["ComputeQuotaConfig"],
+        "ComputeQuotaTarget": {"TeamName": "speech", "FairShareWeight": 5},
+    }
+    path = tmp_path / "speech.json"
+    path.write_text(json.dumps(request))
+    created = cli_json("teams", "set", "speech", str(path))
+    assert created["ComputeQuotaTarget"] == {"TeamName": "speech", "FairShareWeight": 5}
+    request["ComputeQuotaTarget"]["FairShareWeight"] = 7
+    path.write_text(json.dumps(request))
+    version = str(created["ComputeQuotaVersion"])
+    updated = cli_json("teams", "set", "speech", str(path), "--target-version", version)
+    assert updated["ComputeQuotaVersion"] == created["ComputeQuotaVersion"] + 1
+    stale = run(
+        "teams", "set", "speech", str(path), "--target-version", version,
+        endpoint=endpoint, check=False,
+    )  # fmt: skip
+    assert stale.returncode == 1 and ": 409 " in stale.stderr
+    table = run("teams", "list", endpoint=endpoint).stdout
+    assert "speech" in table and "nlp" in table
+
+    role = "arn:aws:iam::123456789012:role/speech-researchers"
+    cli_json("principals", "grant", role, "--team", "speech")
+    assert {"principal_arn": role, "team": "speech", "admin": False} in cli_json(
+        "principals", "list"
+    )
+    cli_json("teams", "delete", "speech")
+    assert all(q["ComputeQuotaTarget"]["TeamName"] != "speech" for q in cli_json("teams", "list"))
+    missing = run("teams", "show", "speech", endpoint=endpoint, check=False)
+    assert missing.returncode == 1 and "404" in missing.stderr
+    assert "Traceback" not in missing.stderr + stale.stderr + refused.stderr
+
+
+def test_the_documented_example_job_is_accepted_as_written(endpoint: str, tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "api.md").read_text()
+    section = text[text.index("### A job") :]
+    start = section.index("```json") + len("```json")
+    block = section[start : section.index("```", start)]
+    path = tmp_path / "job.json"
+    path.write_text(block)
+    job = json.loads(run("jobs", "submit", str(path), "--json", endpoint=endpoint).stdout)
+    assert (job["name"], job["priority_class"]) == ("llama3-70b-pretrain", "training")
+    run("jobs", "cancel", job["job_id"], endpoint=endpoint)
+
+
 def test_executions_and_watch_follow_a_recovery(endpoint: str) -> None:
     busy = {
         i["instance_id"]

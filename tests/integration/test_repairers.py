@@ -103,46 +103,45 @@ def open_signal(world: World, instance_id: str, signal: HealthSignal) -> dict[st
     return {"incident_id": incident.incident_id, "instance_id": instance_id}
 
 
+def report(world: World, instance_id: str, kind: str, **fields: Any) -> dict[str, Any]:
+    """A signal about the node opened as ingestion opens it."""
+    now = world.clock.now()
+    signal = HealthSignal(
+        instance_id=instance_id,
+        cluster=EKS,
+        action=Action.OPEN_INCIDENT,
+        observed_at=now,
+        dedupe_key=f"{instance_id}-{kind}-{now.isoformat()}",
+        kind=kind,
+        **fields,
+    )
+    return open_signal(world, instance_id, signal)
+
+
 def gpu_condition(world: World, instance_id: str) -> dict[str, Any]:
     """The forwarder's report of the EKS node monitoring agent's GPU condition."""
-    now = world.clock.now()
-    return open_signal(
+    return report(
         world,
         instance_id,
-        HealthSignal(
-            source=SignalSource.KUBERNETES,
-            kind="node_condition",
-            instance_id=instance_id,
-            cluster=EKS,
-            severity=Severity.DEGRADED,
-            action=Action.OPEN_INCIDENT,
-            repair=Repair.REBOOT,
-            reason="AcceleratedHardwareReady=False (NvidiaXID79Error)",
-            observed_at=now,
-            dedupe_key=f"{instance_id}-gpu-{now.isoformat()}",
-            facts={"condition_type": "AcceleratedHardwareReady", "status": "False"},
-        ),
+        "node_condition",
+        source=SignalSource.KUBERNETES,
+        severity=Severity.DEGRADED,
+        repair=Repair.REBOOT,
+        reason="AcceleratedHardwareReady=False (NvidiaXID79Error)",
+        facts={"condition_type": "AcceleratedHardwareReady", "status": "False"},
     )
 
 
 def spot_interruption(world: World, instance_id: str, seconds: float) -> dict[str, Any]:
-    now = world.clock.now()
-    return open_signal(
+    return report(
         world,
         instance_id,
-        HealthSignal(
-            source=SignalSource.EC2,
-            kind="spot_interruption",
-            instance_id=instance_id,
-            cluster=EKS,
-            severity=Severity.FATAL,
-            action=Action.OPEN_INCIDENT,
-            repair=Repair.DRAIN,
-            reason="EC2 Spot Instance Interruption Warning",
-            observed_at=now,
-            dedupe_key=f"{instance_id}-spot-{now.isoformat()}",
-            deadline=now + timedelta(seconds=seconds),
-        ),
+        "spot_interruption",
+        source=SignalSource.EC2,
+        severity=Severity.FATAL,
+        repair=Repair.DRAIN,
+        reason="EC2 Spot Instance Interruption Warning",
+        deadline=world.clock.now() + timedelta(seconds=seconds),
     )
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperguard.cli.options import add_group
-from hyperguard.cli.output import CliError, print_json, say
+from hyperguard.cli.output import CliError, answer, print_json, say
 
 POLICIES = {"repair": "/policies/node-repair", "burst": "/policies/burst"}
 ATTEMPTS = 6
@@ -140,11 +140,9 @@ def cmd_jobs_submit(args: argparse.Namespace, api: ServiceApi) -> int:
 
 
 def cmd_jobs_cancel(args: argparse.Namespace, api: ServiceApi) -> int:
-    answer = api.call("DELETE", f"/jobs/{urllib.parse.quote(args.job_id, safe='')}")
-    if args.json:
-        print_json(answer)
-    else:
-        print(f"{args.job_id}: {answer.get('status', 'Cancelled') if answer else 'Cancelled'}")
+    cancelled = api.call("DELETE", f"/jobs/{urllib.parse.quote(args.job_id, safe='')}")
+    status = cancelled.get("status", "Cancelled") if cancelled else "Cancelled"
+    answer(args.json, cancelled, f"{args.job_id}: {status}")
     return 0
 
 
@@ -174,10 +172,8 @@ def who_repairs(answer: dict[str, Any]) -> list[str]:
 
 def cmd_policy_set(args: argparse.Namespace, api: ServiceApi) -> int:
     stored = api.call("PUT", POLICIES[args.policy], read_json(args.file))
-    if args.json:
-        print_json(stored)
-    else:
-        print(f"the {args.policy} policy is set; hyperguard policy show {args.policy} prints it")
+    line = f"the {args.policy} policy is set; hyperguard policy show {args.policy} prints it"
+    answer(args.json, stored, line)
     return 0
 
 

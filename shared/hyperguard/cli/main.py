@@ -632,7 +632,7 @@ def twin_options(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hyperguard.cli import api, completion, executions, incidents, views, watch
+    from hyperguard.cli import admin, api, completion, executions, incidents, views, watch
     from hyperguard.cli.deps import Deps
     from hyperguard.cli.jobs import add_jobs_parser
     from hyperguard.cli.plan import add_plan_parser
@@ -788,6 +788,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     jobs = add_jobs_parser(groups, service_options, _job_store)
     api.add_parsers(groups, jobs, service_options, lambda args: api.ServiceApi(_service(args)))
+    admin.add_parsers(groups, service_options, lambda args: api.ServiceApi(_service(args)))
     add_plan_parser(groups, lambda args: (_incident_store(args), _view_stores(args)[2]))
     views.add_parsers(groups, service_options, views.Deps(_view_stores, incidents=_incident_store))
     deps = Deps(_service, _incident_store, _operator)

@@ -24,6 +24,14 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
+def answer(as_json: bool, obj: Any, line: str) -> None:
+    """A command's result: `obj` as JSON with `--json`, else the line a person reads."""
+    if as_json:
+        print_json(obj)
+    else:
+        print(line)
+
+
 def say(line: str) -> None:
     """Narrative for a person watching: stderr, so stdout stays what a script reads."""
     print(line, file=sys.stderr, flush=True)
