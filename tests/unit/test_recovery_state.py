@@ -104,3 +104,29 @@ def test_every_key_the_state_machine_reads_or_writes_for_a_step_is_a_field() -> 
     assert {"verdict", "action", "health", "poll_s", "wait_s", "cause", "error"} <= paths
     # `woken` and `escalation_error` no step reads: they pass through as they came.
     assert paths - {"woken", "escalation_error"} <= set(Recovery.model_fields)
+
+
+def test_a_caught_lambda_error_is_one_line_without_its_stack_frames() -> None:
+    """A Task's Catch hands on Lambda's error document as the Cause (errorMessage, errorType,
+    requestId, stackTrace): the operator's note keeps the message, never the frames."""
+    from hyperguard.recovery.state import CaughtError
+
+    cause = json.dumps(
+        {
+            "errorMessage": "i-0abc: InstanceIdInUse a reboot is in progress\nmore detail",
+            "errorType": "RepairRetryableError",
+            "requestId": "5b0e8c1a-0000-4000-8000-000000000000",
+            "stackTrace": [
+                '  File "/var/task/app.py", line 40, in handler\n    return steps.run()\n'
+            ],
+        }
+    )
+    caught = CaughtError.model_validate({"Error": "RepairRetryableError", "Cause": cause})
+    assert (
+        caught.summary() == "RepairRetryableError: i-0abc: InstanceIdInUse a reboot is in progress"
+    )
+    plain = CaughtError.model_validate({"Error": "States.Timeout", "Cause": "The task timed out."})
+    assert plain.summary() == "States.Timeout: The task timed out."
+    assert CaughtError.model_validate({"Error": "Runtime.ExitError", "Cause": ""}).summary() == (
+        "Runtime.ExitError"
+    )

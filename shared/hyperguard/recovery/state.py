@@ -12,6 +12,7 @@ as they came.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -38,6 +39,20 @@ class CaughtError(BaseModel):
 
     error: str | None = Field(default="unknown error", alias="Error")
     cause: str | None = Field(default="", alias="Cause")
+
+    def summary(self) -> str:
+        """The error in one line for a person: the name and the message, never the stack
+        frames a Lambda function's failure carries in its Cause (its JSON `errorMessage`,
+        `errorType`, `stackTrace`); the whole cause stays in the function's log."""
+        cause = self.cause or ""
+        try:
+            parsed = json.loads(cause)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and "errorMessage" in parsed:
+            cause = str(parsed["errorMessage"])
+        first = next((line.strip() for line in cause.splitlines() if line.strip()), "")
+        return f"{self.error}: {first}" if first else str(self.error)
 
 
 class Drained(BaseModel):

@@ -1139,7 +1139,11 @@ class RecoverySteps:
         to stop is named in the note)."""
         incident = self._incident(r)
         error = r.error or CaughtError()
-        note = f"escalated: {error.error}: {error.cause}"
+        if error.cause:
+            # The whole cause, stack frames included, for whoever debugs it; the note is
+            # one line an operator reads.
+            logger.error("recovery escalated", extra={"error": error.error, "cause": error.cause})
+        note = f"escalated: {error.summary()}"
         fenced = self._fence_off(incident, r)
         left = "; ".join(p for p in (fenced, *self._requeue_all(incident, r)) if p)
         if left:
