@@ -650,6 +650,13 @@ def test_an_operator_veto_holds_even_a_single_repair(world: World) -> None:
     world.nodes.set_veto(faulty, "firmware investigation")
     r = world.run("guard", r=world.open(faulty))
     assert r["verdict"] == "hold" and "firmware investigation" in r["hold_reasons"][0]
+    for _ in range(2):  # delivered twice: one note
+        world.run("request_approval", r={**r, "task_token": "token-1"})
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.AWAITING_APPROVAL
+    (note,) = incident.notes
+    assert "awaiting approval: operator veto on" in note and "firmware investigation" in note
+    assert f"hyperguard incidents approve {incident.incident_id}" in note
     approved = world.run("guard", r={**r, "approval": {"approved_by": "ops"}})
     assert approved["verdict"] == "proceed"
 

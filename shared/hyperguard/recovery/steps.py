@@ -418,7 +418,16 @@ class RecoverySteps:
         incident = self._incident(r)
         token = r.take_task_token()
         self.incidents.update(incident.incident_id, task_token=token)
-        self.incidents.set_status(incident.incident_id, IncidentStatus.AWAITING_APPROVAL)
+        if incident.status is not IncidentStatus.AWAITING_APPROVAL:  # a retry notes nothing
+            # Why it waits and what to run, where `incidents show` and `watch` read it.
+            why = "; ".join(r.hold_reasons or []) or "an operator's approval was asked for"
+            note = (
+                f"awaiting approval: {why}. Approve: hyperguard incidents approve "
+                f"{incident.incident_id}; veto: hyperguard incidents veto {incident.incident_id}"
+            )
+            self.incidents.set_status(
+                incident.incident_id, IncidentStatus.AWAITING_APPROVAL, note=note[:1000]
+            )
         self.escalator.notify(
             f"HyperGuard: repair of {incident.instance_id} needs approval",
             {
