@@ -502,3 +502,31 @@ def test_watch_says_where_a_polling_execution_stands_and_how_it_ended(
     out = [line.split()[1:] for line in capsys.readouterr().out.splitlines()]
     assert ["execution", "inc-old", "RUNNING", "WaitForRepair", "7", "health", "polls"] in out
     assert ["execution", "inc-new", "RUNNING", "WaitForRepair", "4", "health", "polls"] in out
+
+
+def test_the_health_polling_loop_is_one_row_with_its_count_of_checks() -> None:
+    from hyperguard.cli.executions import fold_poll_loop
+
+    def state(name: str, at: float, took: float | None, outcome: str = "done") -> dict[str, Any]:
+        return {"state": name, "entered_s": at, "took_s": took, "outcome": outcome}
+
+    states = [state("Repair", 0, 1)]
+    for i in range(30):  # thirty rounds of 30 s
+        base = 1 + 30 * i
+        states += [
+            state("WaitForRepair", base, 29.5),
+            state("CheckHealth", base + 29.5, 0.4, "done: pending" if i < 29 else "done: healthy"),
+            state("RouteHealth", base + 29.9, 0.1),
+        ]
+    states.append(state("ReturnToService", 901, 0.5))
+    folded = fold_poll_loop(states)
+    assert [s["state"] for s in folded] == [
+        "Repair",
+        "WaitForRepair / CheckHealth / RouteHealth (x30)",
+        "ReturnToService",
+    ]
+    loop = folded[1]
+    assert (loop["entered_s"], loop["took_s"]) == (1, 900.0)
+    assert loop["outcome"] == "30 health check(s), last: done: healthy"
+    still = fold_poll_loop(states[:5] + [state("WaitForRepair", 61, None, "running")])
+    assert still[-1]["took_s"] is None and still[-1]["state"].endswith("(x1)")

@@ -30,6 +30,44 @@ STATE_COLUMNS = [
     ("outcome", "OUTCOME"),
 ]
 
+POLL_LOOP = ("WaitForRepair", "CheckHealth", "RouteHealth")
+"""NodeRecovery's health-polling loop: a replacement goes round it dozens of times, so the
+views fold it (`fold_poll_loop`; `watch` into a line as it begins and one as it ends)."""
+
+
+def fold_poll_loop(states: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`execution_states` with each run of the health-polling loop as one row: when it was
+    entered, how long it went round, and how many health checks it made."""
+    folded: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        first, last = run[0], run[-1]
+        checks = [s for s in run if s["state"] == "CheckHealth"]
+        took = None if last["took_s"] is None else last["entered_s"] + last["took_s"]
+        outcome = checks[-1]["outcome"] if checks else last["outcome"]
+        folded.append(
+            first
+            | {
+                "state": f"{' / '.join(POLL_LOOP)} (x{len(checks)})",
+                "took_s": None if took is None else round(took - first["entered_s"], 3),
+                "outcome": f"{len(checks)} health check(s), last: {outcome}",
+            }
+        )
+        run.clear()
+
+    for state in states:
+        if state["state"] in POLL_LOOP:
+            run.append(state)
+            continue
+        flush()
+        folded.append(state)
+    flush()
+    return folded
+
+
 INPUT_SUMMARY = ("incident_id", "instance_id", "cluster", "repair", "kind", "redrive")
 """What an execution's input says about the recovery (the payload ingestion and the
 operator start it with)."""

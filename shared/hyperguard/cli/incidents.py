@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hyperguard.cli.deps import Deps
-from hyperguard.cli.executions import STATE_COLUMNS, describe
+from hyperguard.cli.executions import STATE_COLUMNS, describe, fold_poll_loop
 from hyperguard.cli.options import add_group, bounded_int, positive_int
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
 
@@ -91,7 +91,7 @@ def render_incident(detail: dict[str, Any]) -> Any:
     if execution:
         parts.append(
             table(
-                execution["states"],
+                fold_poll_loop(execution["states"]),
                 STATE_COLUMNS,
                 title=f"execution {execution['status']}: {detail['execution_arn']}",
             )

@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hyperguard.cli.deps import Deps
-from hyperguard.cli.executions import execution_row, execution_states, history, recent
+from hyperguard.cli.executions import (
+    POLL_LOOP,
+    execution_row,
+    execution_states,
+    history,
+    recent,
+)
 from hyperguard.cli.executions import state_machine as recovery_state_machine
 from hyperguard.cli.incidents import outcome, subject
 from hyperguard.cli.options import number_between
@@ -23,11 +29,6 @@ from hyperguard.cli.output import say
 
 WINDOW = 50
 """How many of the newest incidents and executions each poll reads."""
-
-
-POLL_LOOP = ("WaitForRepair", "CheckHealth", "RouteHealth")
-"""NodeRecovery's health-polling loop: a replacement goes round it dozens of times, so it is
-folded into a line as it begins and a line with its count of polls as it ends."""
 
 
 class Follower:

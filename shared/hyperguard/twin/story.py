@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hyperguard.cli.executions import execution_states, history
+from hyperguard.cli.executions import POLL_LOOP, execution_states, history
 from hyperguard.models.incidents import Incident
 from hyperguard.store import IncidentStore
 from hyperguard.twin.runtime import Twin
@@ -49,10 +49,6 @@ class Phase:
     name: str
     start: datetime
     end: datetime
-
-
-POLL_LOOP = ("WaitForRepair", "CheckHealth", "RouteHealth")
-"""Told as one line: a replacement takes many health polls."""
 
 
 def phases(incident: Incident, states: Sequence[dict[str, Any]]) -> list[Phase]:
