@@ -528,5 +528,5 @@ def test_the_health_polling_loop_is_one_row_with_its_count_of_checks() -> None:
     loop = folded[1]
     assert (loop["entered_s"], loop["took_s"]) == (1, 900.0)
     assert loop["outcome"] == "30 health check(s), last: done: healthy"
-    still = fold_poll_loop(states[:5] + [state("WaitForRepair", 61, None, "running")])
+    still = fold_poll_loop([*states[:5], state("WaitForRepair", 61, None, "running")])
     assert still[-1]["took_s"] is None and still[-1]["state"].endswith("(x1)")
