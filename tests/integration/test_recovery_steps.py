@@ -208,6 +208,7 @@ def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> N
     assert spare in world.cluster.job_instances("llama3-70b-pretrain")
     record = world.jobs.record("llama3-70b-pretrain")
     assert record is not None and record.protected_by is None  # recovery is done with it
+    assert record.reason == f"running again after incident {r['incident_id']}"
     assert spare in record.job.nodes and faulty not in record.job.nodes
     assert (record.job.run, record.job.restart_count) == (1, 1)
     why = world.incidents.get(r["incident_id"]).jobs[0]  # type: ignore[union-attr]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -115,3 +116,17 @@ def test_show_says_a_running_job_is_slow_and_which_node_lags(
     done = running.model_copy(update={"status": JobStatus.SUCCEEDED})
     print_renderable(render_job(JobRecord(job=done, slow=flag)))  # a flag only while running
     assert "slow:" not in capsys.readouterr().out
+
+
+def test_a_jobs_checkpoints_are_one_history_row_per_run_of_them() -> None:
+    from hyperguard.cli.jobs import fold_checkpoints
+
+    def entry(event: str, reason: str) -> dict[str, Any]:
+        return {"at": "2026-11-26T00:00:00+00:00", "event": event, "reason": reason}
+
+    history = [entry("admitted", "fits"), entry("checkpoint", "checkpoint at step 100")]
+    history += [entry("checkpoint", f"checkpoint at step {s}") for s in (200, 300, 400)]
+    history += [entry("requeued", "node failed"), entry("checkpoint", "checkpoint at step 500")]
+    rows = fold_checkpoints(history)
+    assert [r["event"] for r in rows] == ["admitted", "checkpoint (x4)", "requeued", "checkpoint"]
+    assert rows[1]["reason"] == "checkpoint at step 100 ... checkpoint at step 400"

@@ -66,6 +66,31 @@ def _replicas(record: JobRecord) -> str:
     return f"{held} ({job.elastic_policy.min_replicas}-{job.elastic_policy.max_replicas})"
 
 
+def fold_checkpoints(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A job's history with each run of consecutive checkpoint entries as one row: when the
+    first came, how many, and the first and last step (a long run writes hundreds)."""
+    folded: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            folded.append(run[0])
+        elif run:
+            first, last = run[0], run[-1]
+            steps = f"{first.get('reason', '')} ... {last.get('reason', '')}"
+            folded.append(first | {"event": f"checkpoint (x{len(run)})", "reason": steps})
+        run.clear()
+
+    for entry in history:
+        if entry.get("event") == "checkpoint":
+            run.append(entry)
+            continue
+        flush()
+        folded.append(entry)
+    flush()
+    return folded
+
+
 def render_job(record: JobRecord) -> Any:
     from rich.console import Group
     from rich.text import Text
@@ -88,7 +113,7 @@ def render_job(record: JobRecord) -> Any:
     ):
         if at is not None:
             lines.append(f"{label} {at.isoformat()}")
-    history = [e.model_dump(mode="json") for e in record.history]
+    history = fold_checkpoints([e.model_dump(mode="json") for e in record.history])
     return Group(
         Text("\n".join(lines)),
         table(

@@ -1027,8 +1027,12 @@ class RecoverySteps:
         return f"requeued ({why})"
 
     def _release(self, incident: Incident, job_id: str) -> None:
+        # The job's reason says why it is where it is: running again, after this incident
+        # (its history keeps the release itself).
         self.lifecycle.release(
-            job_id, incident_id=incident.incident_id, reason="recovery is done with it"
+            job_id,
+            incident_id=incident.incident_id,
+            reason=f"running again after incident {incident.incident_id}",
         )
 
     def _resolved_metric(self, incident: Incident, resolution: str) -> None:
