@@ -324,11 +324,11 @@ def test_watch_once_prints_where_everything_stands_as_json_lines(
     captured = capsys.readouterr()
     lines = [json.loads(line) for line in captured.out.splitlines()]
     assert [(c["type"], c.get("name") or c["incident_id"]) for c in lines] == [
-        ("incident", "inc-new"),
-        ("execution", "inc-old"),  # oldest first
-        ("execution", "inc-new"),
+        ("execution", "inc-new"),  # oldest first: where it stands since 0.5 s
+        ("execution", "inc-old"),  # failed at 7 s
+        ("incident", "inc-new"),  # as seen now
     ]
-    assert lines[0]["status"] == "recovering" and lines[0]["outcome"] == "reboot under way"
+    assert lines[2]["status"] == "recovering" and lines[2]["outcome"] == "reboot under way"
     assert lines[1] | {"at": None} == {
         "at": None,
         "type": "execution",
@@ -339,7 +339,7 @@ def test_watch_once_prints_where_everything_stands_as_json_lines(
         "cause": "CordonError: node is gone",
         "execution_arn": world.sfn.arn("inc-old"),
     }
-    assert (lines[2]["status"], lines[2]["state"]) == ("RUNNING", "Diagnose")
+    assert (lines[0]["status"], lines[0]["state"]) == ("RUNNING", "Diagnose")
     assert captured.err == ""
 
 
@@ -377,8 +377,10 @@ def test_watch_prints_each_change_until_ctrl_c(
     captured = capsys.readouterr()
     assert naps == [0.5, 0.5, 0.5]
     changes = [line.split()[1:] for line in captured.out.splitlines()]
+    # Each poll's changes oldest first: the states the executions entered, then the incident
+    # as seen at the poll.
     assert changes == [
-        ["incident", "inc-new", "i-0a", "recovering", "(reboot", "under", "way)"],
+        ["execution", "inc-new", "RUNNING", "Diagnose"],
         [
             "execution",
             "inc-old",
@@ -390,12 +392,12 @@ def test_watch_prints_each_change_until_ctrl_c(
             "is",
             "gone",
         ],
-        ["execution", "inc-new", "RUNNING", "Diagnose"],
+        ["incident", "inc-new", "i-0a", "recovering", "(reboot", "under", "way)"],
         # the second poll: what changed, oldest first
-        ["incident", "inc-new", "i-0a", "resolved", "(rebooted)"],
         ["execution", "inc-new", "RUNNING", "Reboot"],
         ["execution", "inc-new", "RUNNING", "CloseIncident"],
         ["execution", "inc-new", "SUCCEEDED", "CloseIncident"],
+        ["incident", "inc-new", "i-0a", "resolved", "(rebooted)"],
     ]
     assert captured.err.splitlines() == [
         "watching incidents and recovery executions every 0.5 s (Ctrl-C stops)",

@@ -64,7 +64,9 @@ class Follower:
         for execution in reversed(recent(self.sfn, self.machine_arn, WINDOW)):
             changes += self._execution_changes(execution_row(execution, now))
         self.polled = True
-        return changes
+        # One poll's changes in the order they happened (an incident's, seen now, after the
+        # states an execution entered since the last poll); a line without a time, last.
+        return sorted(changes, key=lambda c: _when(c.get("at"), now))
 
     def _execution_changes(self, row: dict[str, Any]) -> list[dict[str, Any]]:
         arn, status = row["execution_arn"], row["status"]
@@ -198,3 +200,10 @@ def add_parser(
     )
     service_options(p)
     p.set_defaults(func=lambda a: cmd_watch(a, deps))
+
+
+def _when(at: str | None, now: datetime) -> datetime:
+    try:
+        return datetime.fromisoformat(at) if at else now
+    except ValueError:
+        return now
