@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from tests.conftest import EVENTS, ROOT
 from tests.e2e.conftest import free_port
@@ -260,6 +261,45 @@ def test_the_documented_example_job_is_accepted_as_written(endpoint: str, tmp_pa
     job = json.loads(run("jobs", "submit", str(path), "--json", endpoint=endpoint).stdout)
     assert (job["name"], job["priority_class"]) == ("llama3-70b-pretrain", "training")
     run("jobs", "cancel", job["job_id"], endpoint=endpoint)
+
+
+def test_preflight_passes_a_ready_twin_and_names_what_is_missing(endpoint: str) -> None:
+    checks = {
+        c["name"]: c for c in json.loads(run("preflight", "--json", endpoint=endpoint).stdout)
+    }
+    for name in ("stack", "hyperpod-cluster", "orchestrator", "eks-access-entries"):
+        assert checks[name]["status"] == "pass", checks[name]
+    assert checks["checkpoint-bucket"]["status"] == "pass"
+    assert checks["admin-principals"]["status"] == "pass"
+    assert all(c["status"] != "fail" for c in checks.values()), checks
+    # A prerequisite broken as a real account breaks it: the inventory function's access
+    # entry deleted (through the twin's EKS API), then put back.
+    eks = boto3.client(
+        "eks",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="twin",
+        aws_secret_access_key="twin",
+    )
+    cluster = "hyperguard-eks"
+    (principal,) = [
+        arn
+        for arn in eks.list_access_entries(clusterName=cluster)["accessEntries"]
+        if "hyperguard-inventory"
+        in eks.describe_access_entry(clusterName=cluster, principalArn=arn)["accessEntry"][
+            "kubernetesGroups"
+        ]
+    ]
+    eks.delete_access_entry(clusterName=cluster, principalArn=principal)
+    try:
+        broken = run("preflight", endpoint=endpoint, check=False)
+    finally:
+        eks.create_access_entry(
+            clusterName=cluster, principalArn=principal, kubernetesGroups=["hyperguard-inventory"]
+        )
+    assert broken.returncode == 1 and "Traceback" not in broken.stderr
+    line = next(x for x in broken.stdout.splitlines() if "eks-access-entries" in x)
+    assert "fail" in line and "hyperguard-inventory" in line
 
 
 def test_executions_and_watch_follow_a_recovery(endpoint: str) -> None:

@@ -187,6 +187,8 @@ def test_each_row_says_hyperguard_repairs_unless_the_source_is_on_and_deferred_t
     for row in owners(seen, rules):
         if row.repairs not in ("hyperguard", "nobody") and row.setting != "-":
             assert row.active and row.setting == "defer", row
+        if row.both_act:  # only where HyperGuard owns, the other is on and cannot be held off
+            assert row.active and row.repairs == "hyperguard" and row.source != "karpenter", row
 
 
 def test_the_gate_is_read_as_karpenter_reads_it() -> None:

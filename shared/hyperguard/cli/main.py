@@ -632,7 +632,16 @@ def twin_options(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hyperguard.cli import admin, api, completion, executions, incidents, views, watch
+    from hyperguard.cli import (
+        admin,
+        api,
+        completion,
+        executions,
+        incidents,
+        preflight,
+        views,
+        watch,
+    )
     from hyperguard.cli.deps import Deps
     from hyperguard.cli.jobs import add_jobs_parser
     from hyperguard.cli.plan import add_plan_parser
@@ -795,6 +804,19 @@ def build_parser() -> argparse.ArgumentParser:
     incidents.add_parsers(groups, service_options, deps)
     executions.add_parsers(groups, service_options, deps)
     watch.add_parser(groups, service_options, deps)
+    p = groups.add_parser(
+        "preflight",
+        help="check the account and cluster against what HyperGuard needs (read only)",
+        description="Each check a line: pass, warn or fail, what was found and the fix. "
+        "Exit 1 when one fails.",
+    )
+    service_options(p)
+
+    def run_preflight(args: argparse.Namespace) -> int:
+        service = _service(args)
+        return preflight.cmd_preflight(args, service, api.ServiceApi(service))
+
+    p.set_defaults(func=run_preflight)
     completion.add_parser(groups, parser)
     return parser
 

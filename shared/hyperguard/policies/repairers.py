@@ -96,6 +96,11 @@ class Owner(CamelModel):
     active: bool = Field(description="whether it is on, as the inventory last saw it")
     setting: str = Field(description="the repair policy's setting for it: defer or own")
     repairs: str = Field(description="who acts on the faults it would act on")
+    both_act: bool = Field(
+        default=False,
+        description="HyperGuard owns these faults but the other system acts on them too, "
+        "and cannot be held off node by node (HyperPod's recovery, Auto Mode, the handler)",
+    )
     note: str
 
 
@@ -132,8 +137,17 @@ def owners(seen: Repairers, policy: NodeRepairConfig) -> list[Owner]:
 
 
 def _row(source: str, scope: str, active: bool, setting: str, repairs: str, note: str) -> Owner:
+    """A row; where HyperGuard repairs though the other is on, both act, except Karpenter's
+    repair, which HyperGuard holds off with do-not-repair."""
+    both = active and repairs == "hyperguard" and source != "karpenter"
     return Owner(
-        source=source, scope=scope, active=active, setting=setting, repairs=repairs, note=note
+        source=source,
+        scope=scope,
+        active=active,
+        setting=setting,
+        repairs=repairs,
+        both_act=both,
+        note=note,
     )
 
 

@@ -1,0 +1,80 @@
+"""`hyperguard preflight`'s checks, as pure functions of what the read-only calls answered:
+each says pass, warn or fail, what it found and the fix."""
+
+from __future__ import annotations
+
+from hyperguard.cli.preflight import (
+    FUNCTION_GROUPS,
+    check_access_entries,
+    check_admins,
+    check_bucket,
+    check_hyperpod,
+    check_repairers,
+    check_stack,
+    check_webhook,
+)
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.policies.repairers import Repairers, owners
+
+CLUSTER = {
+    "ClusterName": "ml",
+    "ClusterStatus": "InService",
+    "Orchestrator": {"Eks": {"ClusterArn": "arn:aws:eks:us-east-1:123456789012:cluster/eks"}},
+    "NodeProvisioningMode": "Continuous",
+}
+
+
+def test_a_ready_hyperpod_cluster_on_the_stacks_eks_cluster_passes() -> None:
+    assert [c.status for c in check_hyperpod(CLUSTER, "eks")] == ["pass"] * 3
+    creating = check_hyperpod(CLUSTER | {"ClusterStatus": "Creating"}, "other")
+    assert [(c.name, c.status) for c in creating] == [
+        ("hyperpod-cluster", "fail"),
+        ("orchestrator", "fail"),
+        ("node-provisioning", "pass"),
+    ]
+    assert "EksClusterName" in creating[1].fix
+    on_demand = check_hyperpod(
+        {k: v for k, v in CLUSTER.items() if k != "NodeProvisioningMode"}, "eks"
+    )
+    assert on_demand[2].status == "warn" and "Continuous" in on_demand[2].fix
+
+
+def test_every_function_needs_its_access_entry() -> None:
+    every = {f"arn:aws:iam::1:role/{g}": [g] for g in FUNCTION_GROUPS}
+    assert check_access_entries(every, "true").status == "pass"
+    without = {k: v for k, v in every.items() if "inventory" not in k}
+    missing = check_access_entries(without, "false")
+    assert missing.status == "fail" and "hyperguard-inventory" in missing.found
+    assert "CreateEksAccessEntries=true" in missing.fix
+
+
+def test_who_repairs_what_is_checked_from_the_services_answer() -> None:
+    assert check_repairers({"seen": {}, "owners": []})[0].status == "warn"  # no sync yet
+    seen = Repairers.model_validate(
+        {"observedAt": "2026-11-26T09:00:00+00:00", "hyperpodNodeRecovery": "Automatic",
+         "unread": {"karpenter": "403 Forbidden"}}
+    )  # fmt: skip
+    own = NodeRepairConfig.model_validate({"hyperpodNodeRecovery": "own"})
+    answer = {
+        "seen": seen.model_dump(mode="json", by_alias=True),
+        "owners": [o.model_dump(mode="json", by_alias=True) for o in owners(seen, own)],
+    }
+    checks = {c.name: c for c in check_repairers(answer)}
+    assert checks["repairers:karpenter"].status == "fail"
+    assert "hyperguard-rbac.yaml" in checks["repairers:karpenter"].fix
+    assert checks["repairers:hyperpod"].status == "warn"  # HyperGuard owns, HyperPod acts too
+    assert checks["repairers:nth"].status == "pass"
+    deferring = [o.model_dump(mode="json", by_alias=True) for o in owners(seen, NodeRepairConfig())]
+    checks = {c.name: c for c in check_repairers(answer | {"owners": deferring})}
+    assert checks["repairers:hyperpod"].status == "pass"
+
+
+def test_the_stack_bucket_admins_and_webhook() -> None:
+    assert check_stack({"StackName": "hg", "StackStatus": "UPDATE_COMPLETE"}).status == "pass"
+    assert check_stack({"StackName": "hg", "StackStatus": "ROLLBACK_COMPLETE"}).status == "fail"
+    assert check_bucket("b", None).status == "pass"
+    assert check_bucket("b", "Not Found").status == "fail"
+    assert check_admins("arn:aws:iam::1:role/a, arn:aws:iam::1:role/b").found.startswith("2 ")
+    assert check_admins(" ").status == "fail"
+    assert check_webhook("https://hooks.example.com/x").found.endswith("hooks.example.com")
+    assert check_webhook("").status == "warn"
