@@ -57,11 +57,22 @@ class Service:
     def nodes_of(self, name: str) -> list[str]:
         return self.twin.cluster.job_instances(self.job_id(name))
 
-    def unbroken_node_of(self, name: str) -> str:
+    def unbroken_node_of(self, name: str, *, slot_too: bool = False) -> str:
         """A node of the job that no earlier test of the module broke: its incident is the
-        only one `incident_for` can find, and no earlier repair changes what it decides."""
+        only one `incident_for` can find. With `slot_too`, nor its slot (a replacement keeps
+        its node's NodeLogicalId, and a slot's second fault within the repeat window is
+        replaced, not rebooted), so that no earlier repair changes what it decides."""
         before = {i.instance_id for i in self.incidents.recent(1000)}
-        return next(n for n in self.nodes_of(name) if n not in before)
+        slots: set[str] = set()
+        if slot_too:
+            stored = self.nodes.many(sorted(before))
+            slots = {node.logical_id for node in stored if node.logical_id}
+        logical = {
+            n["instance_id"]: n.get("logical_id") for n in self.twin.cluster.snapshot()["nodes"]
+        }
+        return next(
+            n for n in self.nodes_of(name) if n not in before and logical.get(n) not in slots
+        )
 
     def a_healthy_node(self) -> str:
         """A HyperPod node that is healthy and schedulable and has no open incident (earlier
@@ -361,7 +372,8 @@ def test_a_kernel_condition_on_a_hyperpod_node_is_repaired(service: Service) -> 
     """SageMaker keeps saying Running; only the Kubernetes node (KernelReady=False), reported
     by the in-cluster forwarder, shows the fault. Diagnosis sees it and reboots the node."""
     twin = service.twin
-    faulty = service.nodes_of("llama3-70b-pretrain")[2]
+    # A first fault of its slot: a reboot.
+    faulty = service.unbroken_node_of("llama3-70b-pretrain", slot_too=True)
     twin.fault(faulty, "kernel")
     incident = service.incident_for(faulty)
     assert incident.kind == "node_condition"
