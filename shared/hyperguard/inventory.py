@@ -96,13 +96,7 @@ def _repairer_metrics(seen: Repairers) -> None:
     """`OtherRepairerActive` per source: 1 where another system repairs (or drains) nodes
     beside HyperGuard, 0 where none does, nothing where it could not be read (the dashboard's
     "who repairs" widget)."""
-    active = {
-        "hyperpod": seen.hyperpod_node_recovery == "Automatic",
-        "karpenter": seen.karpenter_node_repair,
-        "eks": seen.eks_auto_mode or any(seen.eks_node_groups.values()),
-        "nth": seen.node_termination_handler is not None,
-    }
-    for source, on in active.items():
+    for source, on in seen.active().items():
         if source in seen.unread:
             continue
         with single_metric(

@@ -65,6 +65,15 @@ class Repairers(CamelModel):
         default_factory=dict, description="sources that could not be read, and why"
     )
 
+    def active(self) -> dict[str, bool]:
+        """Per source: whether that system repairs (or drains) nodes beside HyperGuard."""
+        return {
+            "hyperpod": self.hyperpod_node_recovery == "Automatic",
+            "karpenter": self.karpenter_node_repair,
+            "eks": self.eks_auto_mode or any(self.eks_node_groups.values()),
+            "nth": self.node_termination_handler is not None,
+        }
+
 
 def feature_gate(gates: str, name: str) -> bool | None:
     """The gate's value in a `--feature-gates` / FEATURE_GATES list ("A=true,B=false");
