@@ -6,6 +6,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.api import ApiDependencies, create_app
+from hyperguard.api.runs import ClusterRunObjects
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import RecoveryWorkflows
@@ -21,8 +22,13 @@ operator = RecoveryOperator(
     NodeStore(settings.nodes_table),
     RecoveryWorkflows(settings.recovery_state_machine_arn),
 )
-node_actions = OperatorNodeActions(operator, gateway_for(settings, catalogue))
-app = create_app(ApiDependencies.from_settings(settings, node_actions, catalogue))
+gateway = gateway_for(settings, catalogue)
+node_actions = OperatorNodeActions(operator, gateway)
+app = create_app(
+    ApiDependencies.from_settings(
+        settings, node_actions, catalogue, runs=ClusterRunObjects(gateway)
+    )
+)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from tests.conftest import EVENTS, ROOT
 from tests.e2e.conftest import free_port
 
@@ -251,16 +252,86 @@ def test_an_admin_keeps_teams_principals_and_priority_classes_from_the_cli(
     assert "Traceback" not in missing.stderr + stale.stderr + refused.stderr
 
 
-def test_the_documented_example_job_is_accepted_as_written(endpoint: str, tmp_path: Path) -> None:
+def documented_job() -> dict[str, Any]:
     text = (ROOT / "docs" / "api.md").read_text()
     section = text[text.index("### A job") :]
     start = section.index("```json") + len("```json")
-    block = section[start : section.index("```", start)]
+    return dict(json.loads(section[start : section.index("```", start)]))
+
+
+def test_the_documented_example_job_is_accepted_as_written(endpoint: str, tmp_path: Path) -> None:
     path = tmp_path / "job.json"
-    path.write_text(block)
+    path.write_text(json.dumps(documented_job()))
     job = json.loads(run("jobs", "submit", str(path), "--json", endpoint=endpoint).stdout)
     assert (job["name"], job["priority_class"]) == ("llama3-70b-pretrain", "training")
     run("jobs", "cancel", job["job_id"], endpoint=endpoint)
+
+
+def test_a_dry_run_shows_the_run_objects_the_api_server_accepts_and_creates_nothing(
+    endpoint: str, tmp_path: Path
+) -> None:
+    """POST /jobs/dry-run through the CLI: the API's checks, then the run objects sent to the
+    twin's kube-apiserver with dryRun=All by the API function (its RBAC and the admission
+    policy that allows it dry runs only)."""
+
+    def status(job_id: str) -> str:
+        shown = json.loads(run("jobs", "show", job_id, "--json", endpoint=endpoint).stdout)
+        return str(shown["job"]["status"])
+
+    def jobs_of(team: str) -> list[str]:
+        listed = json.loads(run("jobs", "list", "--json", endpoint=endpoint).stdout)
+        return sorted(j["job_id"] for j in listed if j["team"] == team)
+
+    # A team that never ran has no namespace yet: the API server says so.
+    quotas = json.loads(run("teams", "list", "--json", endpoint=endpoint).stdout)
+    nlp = next(q for q in quotas if q["ComputeQuotaTarget"]["TeamName"] == "nlp")
+    quota = tmp_path / "quota.json"
+    quota.write_text(
+        json.dumps(
+            {
+                "Name": "acoustics-quota",
+                "ClusterArn": nlp["ClusterArn"],
+                "ComputeQuotaConfig": nlp["ComputeQuotaConfig"],
+                "ComputeQuotaTarget": {"TeamName": "acoustics", "FairShareWeight": 1},
+            }
+        )
+    )
+    created = run("teams", "set", "acoustics", str(quota), "--json", endpoint=endpoint, check=False)
+    assert created.returncode == 0, created.stderr
+    job = tmp_path / "job.json"
+    try:
+        job.write_text(json.dumps(documented_job() | {"team": "acoustics"}))
+        unready = run("jobs", "submit", str(job), "--dry-run", endpoint=endpoint, check=False)
+    finally:
+        run("teams", "delete", "acoustics", "--json", endpoint=endpoint)
+    assert unready.returncode == 1 and "Traceback" not in unready.stderr, unready.stderr
+    assert "namespace hyperpod-ns-acoustics does not exist yet" in unready.stderr, unready.stderr
+    assert "before the team's first run" in unready.stderr
+    assert jobs_of("acoustics") == []
+
+    # Once the team has run (the documented job, admitted), its objects pass the API server.
+    job.write_text(json.dumps(documented_job() | {"template": "development"}))
+    submitted = json.loads(run("jobs", "submit", str(job), "--json", endpoint=endpoint).stdout)
+    try:
+        deadline = time.monotonic() + 120
+        while status(submitted["job_id"]) == "Pending":
+            assert time.monotonic() < deadline, "the documented job was never admitted"
+            time.sleep(1)
+        before = jobs_of("nlp")
+        checked = run("jobs", "submit", str(job), "--dry-run", endpoint=endpoint, check=False)
+        answer = json.loads(
+            run("jobs", "submit", str(job), "--dry-run", "--json", endpoint=endpoint).stdout
+        )
+    finally:
+        run("jobs", "cancel", submitted["job_id"], endpoint=endpoint)
+    assert checked.returncode == 0, checked.stderr
+    kinds = [(o["kind"], o["metadata"]["namespace"]) for o in yaml.safe_load_all(checked.stdout)]
+    assert kinds == [("HyperPodPyTorchJob", "hyperpod-ns-nlp"), ("Job", "hyperpod-ns-nlp")]
+    assert checked.stderr.count("accepted by the API server") == 2, checked.stderr
+    assert answer["accepted"] and [o["path"] for o in answer["objects"]] == ["hyperpod", "burst"]
+    spec = answer["objects"][0]["object"]["spec"]
+    assert spec["replicaSpecs"][0]["replicas"] == 4 and spec["runPolicy"]["suspend"] is True
+    assert jobs_of("nlp") == before  # nothing stored
 
 
 def test_preflight_passes_a_ready_twin_and_names_what_is_missing(endpoint: str) -> None:

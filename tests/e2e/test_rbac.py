@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,11 +18,20 @@ from tests.e2e.broken_recovery import BrokenRecovery
 from tests.e2e.conftest import running_twin
 
 from hyperguard.cluster import kueue
-from hyperguard.cluster.workloads import team_namespace
-from hyperguard.twin.plane.kube import NAMESPACES, KubeApiError, KubeClient, resource
+from hyperguard.cluster.workloads import batch_job_manifest, hyperpod_job_manifest, team_namespace
+from hyperguard.models import Job
+from hyperguard.twin.plane.kube import (
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
+    NAMESPACES,
+    KubeApiError,
+    KubeClient,
+    resource,
+)
 from hyperguard.twin.runtime import Twin
 
 RBAC = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
+DRY_RUN = {"dryRun": "All"}
 ROLEBINDINGS = resource("rbac.authorization.k8s.io/v1", "rolebindings")
 
 
@@ -117,3 +127,42 @@ def test_a_verb_removed_from_the_recovery_role_fails_recovery_with_403_until_res
     finally:
         twin.kube.apply(role, "kubectl")
     recovery.heals(incident)
+
+
+def test_the_api_sends_run_objects_as_dry_runs_only(twin: Twin) -> None:
+    """The API's create in a team's namespace (hyperguard-api-in-team, bound there by the
+    scheduler) is what a dry run needs; the admission policy refuses any other create."""
+    scheduler = as_function(twin, "SchedulerFunction")
+    namespace = team_namespace("dry-run-check")
+    team = {o["kind"]: o for o in kueue.team_objects("dry-run-check")}
+    scheduler.create(NAMESPACES, team["Namespace"])
+    binding = kueue.team_role_binding("api", namespace)
+    scheduler.create(ROLEBINDINGS, binding, namespace=namespace)
+
+    api = as_function(twin, "ApiFunction")
+    job = Job(
+        job_id="dry-run-check-1",
+        team="dry-run-check",
+        instance_type="ml.p5.48xlarge",
+        replicas=2,
+        accelerators_per_replica=8,
+        image="trainer:1",
+        submitted_at=datetime.now(UTC),
+    )
+    runs = (
+        (JOBS, batch_job_manifest(job, [])),
+        (HYPERPOD_PYTORCH_JOBS, hyperpod_job_manifest(job, [])),
+    )
+    for kind, manifest in runs:
+        error = refused(lambda kind=kind, manifest=manifest: api.create(kind, manifest, namespace))
+        assert "only as a dry run" in str(error), error
+        checked = api.request("POST", kind.path(namespace), manifest, params=DRY_RUN)
+        assert checked["metadata"]["name"] == manifest["metadata"]["name"]
+        assert twin.kube.get(kind, manifest["metadata"]["name"], namespace) is None
+    # Elsewhere the API holds no create at all (RBAC, before admission).
+    elsewhere = batch_job_manifest(job, [])
+    elsewhere["metadata"]["namespace"] = "default"
+    error = refused(
+        lambda: api.request("POST", JOBS.path("default"), elsewhere, params={"dryRun": "All"})
+    )
+    assert "cannot create" in str(error), error

@@ -299,3 +299,13 @@ def test_team_gpu_hours_today_come_from_the_histories_ended_jobs_included() -> N
     assert teams["cv"].gpu_hours_today == 0.0
     without_clock = team_views([], [running], CATALOGUE, BurstPolicy())
     assert without_clock[0].gpu_hours_today == 0.0
+
+
+def test_a_dry_run_sends_each_path_its_template_allows() -> None:
+    """production runs on HyperPod only, development on HyperPod then EKS, research on EKS
+    spot (hyperguard.governance.placement): the dry run checks those run objects, no other."""
+    from hyperguard.api.routes.jobs import run_paths
+
+    assert run_paths("production") == ["hyperpod"]
+    assert run_paths("development") == ["hyperpod", "burst"]
+    assert run_paths("research") == ["burst"]

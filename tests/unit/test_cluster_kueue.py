@@ -56,6 +56,7 @@ def test_a_team_gets_its_namespace_bindings_cluster_queue_and_local_queue_in_tha
         "Namespace",
         "RoleBinding",
         "RoleBinding",
+        "RoleBinding",
         "ClusterQueue",
         "LocalQueue",
     ]
@@ -63,6 +64,7 @@ def test_a_team_gets_its_namespace_bindings_cluster_queue_and_local_queue_in_tha
     assert [(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in bindings] == [
         ("hyperpod-ns-ml", "hyperguard-scheduler-in-team"),
         ("hyperpod-ns-ml", "hyperguard-recovery-in-team"),
+        ("hyperpod-ns-ml", "hyperguard-api-in-team"),
     ]
     kinds = by_kind(objects)
     assert kinds["Namespace"]["metadata"]["name"] == "hyperpod-ns-ml"

@@ -62,6 +62,8 @@ ACCESS: dict[str, set[Grant]] = {
     "mark_node": NODES_BY_ID | _on("", "nodes", "patch"),
     "drain": NODES_BY_ID | _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create"),
     "create_run": _on_runs("create", where="team"),
+    "dry_run_create": _on_runs("create", where="team"),
+    "namespace_exists": _on("", "namespaces", "get"),
     "list_runs": _on_runs("list", where="cluster"),
     "run_pods": _on("", "pods", "list", where="team"),
     "patch_run": _on_runs("patch", where="team"),
@@ -139,8 +141,17 @@ def _module_path(module: str) -> Path:
     return LIBRARY / (module.replace(".", "/") + ".py")
 
 
-def gateway_holder(function: str) -> Path:
-    """The module of the class the handler hands its ClusterGateway to."""
+def _is_gateway_for(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "gateway_for"
+    )
+
+
+def gateway_holders(function: str) -> list[Path]:
+    """The modules of the classes the handler hands its ClusterGateway to: `gateway_for(...)`
+    as an argument, or a name bound to it."""
     tree = _source(ROOT / "functions" / function / "app.py")
     imported = {
         alias.asname or alias.name: node.module
@@ -148,33 +159,46 @@ def gateway_holder(function: str) -> Path:
         if isinstance(node, ast.ImportFrom) and node.module
         for alias in node.names
     }
+    bound = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _is_gateway_for(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    holders = []
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
         arguments = [*call.args, *(k.value for k in call.keywords)]
         takes_gateway = any(
-            isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and a.func.id == "gateway_for"
-            for a in arguments
+            _is_gateway_for(a) or (isinstance(a, ast.Name) and a.id in bound) for a in arguments
         )
         if takes_gateway and isinstance(call.func, ast.Name):
-            return _module_path(imported[call.func.id])
-    raise AssertionError(f"functions/{function}/app.py hands gateway_for(...) to nothing")
+            holders.append(_module_path(imported[call.func.id]))
+    assert holders, f"functions/{function}/app.py hands gateway_for(...) to nothing"
+    return holders
 
 
 def gateway_calls(function: str) -> set[str]:
-    """The gateway methods the holder's module calls, and the modules of its own package it
-    imports (the scheduler's service hands the gateway to its snapshot reader and applier)."""
-    holder = gateway_holder(function)
-    package = holder.parent.relative_to(LIBRARY).as_posix().replace("/", ".")
-    modules = {holder} | {
-        _module_path(node.module)
-        for node in ast.walk(_source(holder))
-        if isinstance(node, ast.ImportFrom)
-        and node.module
-        and node.module.rpartition(".")[0] == package
-        and _module_path(node.module).is_file()
-    }
-    return {
-        call for module in modules for call in re.findall(r"\bgateway\.(\w+)\(", module.read_text())
-    }
+    """The gateway methods the holders' modules call, and the modules of their own packages
+    they import (the scheduler's service hands the gateway to its snapshot reader and
+    applier)."""
+    calls: set[str] = set()
+    for holder in gateway_holders(function):
+        package = holder.parent.relative_to(LIBRARY).as_posix().replace("/", ".")
+        modules = {holder} | {
+            _module_path(node.module)
+            for node in ast.walk(_source(holder))
+            if isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.rpartition(".")[0] == package
+            and _module_path(node.module).is_file()
+        }
+        calls |= {
+            call
+            for module in modules
+            for call in re.findall(r"\bgateway\.(\w+)\(", module.read_text())
+        }
+    return calls
 
 
 def _methods(tree: ast.Module, class_name: str) -> dict[str, ast.FunctionDef]:

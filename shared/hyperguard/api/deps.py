@@ -9,6 +9,7 @@ from datetime import datetime
 
 from hyperguard.api.nodes import NodeActions
 from hyperguard.api.rate_limits import RateLimits
+from hyperguard.api.runs import RunObjects, UnavailableRunObjects
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.messaging import SchedulerWakeup, wakeup_for
@@ -40,6 +41,8 @@ class ApiDependencies:
     clock: Callable[[], datetime] = utcnow
     repairers: RepairersStore | None = None
     """The inventory's record of the cluster's other repairers (None: none recorded)."""
+    runs: RunObjects = field(default_factory=UnavailableRunObjects)
+    """The cluster's answers about a job's run objects (dry runs)."""
     lifecycle: JobLifecycle = field(init=False)
 
     def __post_init__(self) -> None:
@@ -47,7 +50,11 @@ class ApiDependencies:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, node_actions: NodeActions, catalogue: InstanceCatalogue
+        cls,
+        settings: Settings,
+        node_actions: NodeActions,
+        catalogue: InstanceCatalogue,
+        runs: RunObjects | None = None,
     ) -> ApiDependencies:
         """The deployed wiring: stores on the stack's tables, the scheduler's queue."""
         return cls(
@@ -60,6 +67,7 @@ class ApiDependencies:
             incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
             nodes=NodeStore(settings.nodes_table),
             node_actions=node_actions,
+            runs=runs or UnavailableRunObjects(),
             wakeup=wakeup_for(settings),
             catalogue=catalogue,
             policies=RepairPolicyStore(settings.teams_table),

@@ -270,6 +270,28 @@ class JobPage(BaseModel):
     next_token: str | None = Field(description="pass as next_token for the next page")
 
 
+class DryRunObjectView(BaseModel):
+    path: Literal["hyperpod", "burst"] = Field(
+        description="hyperpod: the HyperPodPyTorchJob for HyperPod nodes; burst: the batch "
+        "Job for EKS burst nodes"
+    )
+    object: dict[str, Any] = Field(
+        description="the run object as it would be created, without its placement (node "
+        "pins, a NodePool's tolerations), which the scheduler adds at admission"
+    )
+    accepted: bool = Field(description="the cluster's API server would create it")
+    refused: str | None = Field(description="the API server's refusal, if it refused")
+
+
+class JobDryRun(BaseModel):
+    """A submission checked as POST /jobs checks it, and its run objects as the cluster's
+    API server answered their dry run: nothing is stored or created."""
+
+    job: JobView = Field(description="the job as it would be stored (its id is not kept)")
+    objects: list[DryRunObjectView]
+    accepted: bool = Field(description="every object was accepted")
+
+
 # -- compute quotas -----------------------------------------------------------------------
 class ComputeQuotaRequest(AwsShape):
     """CreateComputeQuota's request (without ClusterArn being optional), plus TargetVersion

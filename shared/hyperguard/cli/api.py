@@ -130,6 +130,8 @@ def read_json(name: str) -> Any:
 
 
 def cmd_jobs_submit(args: argparse.Namespace, api: ServiceApi) -> int:
+    if args.dry_run:
+        return _dry_run(args, api)
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
     job = api.call("POST", "/jobs", read_json(args.file), **headers)
     if args.json:
@@ -137,6 +139,30 @@ def cmd_jobs_submit(args: argparse.Namespace, api: ServiceApi) -> int:
     else:
         print(f"{job['job_id']}: {job['status']} (hyperguard jobs show {job['job_id']})")
     return 0
+
+
+def _dry_run(args: argparse.Namespace, api: ServiceApi) -> int:
+    """POST /jobs/dry-run: the run objects on stdout (YAML, as `kubectl --dry-run=server -o
+    yaml` prints them; JSON with --json), the API server's verdict on each on stderr. Exit 1
+    when it refused one."""
+    import yaml
+
+    checked = api.call("POST", "/jobs/dry-run", read_json(args.file))
+    if args.json:
+        print_json(checked)
+    else:
+        objects = [o["object"] for o in checked["objects"]]
+        print(yaml.safe_dump_all(objects, sort_keys=False), end="")
+    for o in checked["objects"]:
+        meta = o["object"].get("metadata") or {}
+        what = f"{o['object'].get('kind')} {meta.get('namespace')}/{meta.get('name')}"
+        verdict = (
+            "accepted by the API server (dry run: nothing created)"
+            if o["accepted"]
+            else o["refused"]
+        )
+        say(f"{o['path']}: {what}: {verdict}")
+    return 0 if checked["accepted"] else 1
 
 
 def cmd_jobs_cancel(args: argparse.Namespace, api: ServiceApi) -> int:
@@ -187,6 +213,13 @@ def add_parsers(
     p = jobs.add_parser("submit", help="submit a job (POST /jobs): a JobSubmission JSON file")
     p.add_argument("file", help="the JobSubmission (docs/api.md), a JSON file or - for stdin")
     p.add_argument("--idempotency-key", help="a repeat with the same key returns the first job")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check it as a submission is checked and print the run objects it would create, "
+        "each validated by the cluster's API server (POST /jobs/dry-run); nothing is "
+        "submitted or created",
+    )
     service_options(p)
     p.set_defaults(func=lambda args: cmd_jobs_submit(args, api_for(args)))
     p = jobs.add_parser("cancel", help="cancel a job (DELETE /jobs/{jobId})")

@@ -8,7 +8,6 @@ from __future__ import annotations
 from hyperguard.aws import require_operations
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.cluster import hyperpod
-from hyperguard.cluster.gateway import ClusterGateway
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import KubernetesAdapter
@@ -25,7 +24,7 @@ REQUIRED_OPERATIONS: dict[str, tuple[str, ...]] = {
 runtime ships has them, and EC2's model alone takes about 175 ms of init to load."""
 
 
-def gateway_for(settings: Settings, catalogue: InstanceCatalogue) -> ClusterGateway:
+def gateway_for(settings: Settings, catalogue: InstanceCatalogue) -> HyperPodEksGateway:
     for service, operations in REQUIRED_OPERATIONS.items():
         require_operations(service, operations)
     return HyperPodEksGateway(

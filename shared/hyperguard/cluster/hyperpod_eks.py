@@ -62,6 +62,7 @@ from hyperguard.cluster.kubernetes import (
 from hyperguard.cluster.kueue import KueueObjects
 from hyperguard.cluster.workloads import (
     JOB_ID_LABEL,
+    DryRunObject,
     RunKind,
     RunPhase,
     RunStatus,
@@ -222,6 +223,29 @@ class HyperPodEksGateway:
         a HyperPodPyTorchJob on HyperPod nodes, a batch Job on EKS burst nodes. False when
         this run was already submitted."""
         return self.kubernetes.create_run(self._manifest(job, self._placement(nodes)))
+
+    def dry_run(self, job: Job, paths: list[str]) -> list[DryRunObject]:
+        """The run objects a dispatch of `job` creates on each of `paths` (`hyperpod`: a
+        HyperPodPyTorchJob for HyperPod nodes; `burst`: a batch Job for EKS burst nodes), each
+        sent to the API server as a dry run: nothing is created. The placement (node pins, a
+        NodePool's tolerations) is chosen at admission and is not in them."""
+        builders = {
+            "hyperpod": lambda: hyperpod_job_manifest(job, []),
+            "burst": lambda: batch_job_manifest(job, []),
+        }
+        namespace = team_namespace(job.team)
+        unready = (
+            None
+            if self.kubernetes.namespace_exists(namespace)
+            else f"not sent: namespace {namespace} does not exist yet (the scheduler creates "
+            "a team's namespace, its RoleBindings and its queue before the team's first run)"
+        )
+        objects = []
+        for path in paths:
+            manifest = builders[path]()
+            refused = unready or self.kubernetes.dry_run_create(manifest)
+            objects.append(DryRunObject(path=path, object=manifest, refused=refused))
+        return objects
 
     def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
         """Delete the job's runs (those numbered below `before_run`, if given) with their

@@ -29,8 +29,8 @@ from lightkube.operators import in_
 from lightkube.resources.apps_v1 import DaemonSet, Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event as CoreEvent
+from lightkube.resources.core_v1 import Namespace, Pod
 from lightkube.resources.core_v1 import Node as KubeNodeResource
-from lightkube.resources.core_v1 import Pod
 from lightkube.types import CascadeType, PatchType
 from pydantic import BaseModel, Field
 
@@ -372,6 +372,31 @@ class KubernetesAdapter:
         meta = manifest["metadata"]
         what = f"create {manifest['kind']} {meta['namespace']}/{meta['name']}"
         return self._request(what, lambda: self.client.create(obj), expected=(409,)) is None
+
+    def namespace_exists(self, name: str) -> bool:
+        return (
+            self._get(f"get namespace {name}", lambda: self.client.get(Namespace, name)) is not None
+        )
+
+    def dry_run_create(self, manifest: dict[str, Any]) -> str | None:
+        """Send a run object to the API server as a dry run (`dryRun=All`: authorization,
+        admission and validation run, nothing is stored). None when it would be created,
+        otherwise the API server's refusal in one line; a transport failure is a
+        ClusterError."""
+        resource = _RUN_RESOURCES[RunKind(manifest["kind"])]
+        try:
+            self.client.create(resource.from_dict(manifest), dry_run=True)
+        except ApiError as error:
+            return f"{_code(error)} {error.status.reason or ''}: {error.status.message}".replace(
+                " :", ":"
+            )
+        except TRANSPORT_ERRORS as error:
+            meta = manifest["metadata"]
+            raise ClusterError(
+                f"dry run of {manifest['kind']} {meta['namespace']}/{meta['name']} on "
+                f"{self.cluster_name}: {error}"
+            ) from error
+        return None
 
     def list_runs(self, labels: dict[str, Any]) -> list[dict[str, Any]]:
         """Run objects of both kinds in any namespace carrying `labels`, as JSON. A cluster

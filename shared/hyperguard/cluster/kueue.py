@@ -93,8 +93,9 @@ _KEPT_FIELDS = ("spec", "value", "description", "subjects")
 spec: its value and description are top-level; a RoleBinding's subjects are, and its
 roleRef, which kube-apiserver refuses to change, is only ever created)."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
-IN_TEAM_FUNCTIONS = ("scheduler", "recovery")
-"""The functions that write in a team's namespace, each through its RoleBinding there."""
+IN_TEAM_FUNCTIONS = ("scheduler", "recovery", "api")
+"""The functions that act in a team's namespace, each through its RoleBinding there (the
+API only for dry runs)."""
 
 
 class EnsureOutcome(StrEnum):

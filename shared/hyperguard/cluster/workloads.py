@@ -69,6 +69,16 @@ MAX_STEPS_ENV = "HYPERGUARD_MAX_STEPS"
 _NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
 
 
+class DryRunObject(BaseModel):
+    """A run object a dispatch would create, as the API server answered its dry run."""
+
+    path: str
+    """Where the object runs: `hyperpod` (HyperPod nodes) or `burst` (EKS burst nodes)."""
+    object: dict[str, Any]
+    refused: str | None
+    """The API server's refusal in one line; None: it would be created."""
+
+
 class RunKind(StrEnum):
     HYPERPOD = "HyperPodPyTorchJob"
     BATCH = "Job"

@@ -143,6 +143,31 @@ class SubmissionRules:
     accelerators_per_instance: int
 
 
+def check_submission(job: Job, rules: SubmissionRules) -> None:
+    """Raises JobRejectedError when `rules` refuse the job: what submit and a dry run check."""
+    if not rules.team_has_quota:
+        raise JobRejectedError(f"team {job.team} has no compute quota", "team")
+    if job.priority_class is not None and job.priority_class not in rules.priority_classes:
+        defined = ", ".join(sorted(rules.priority_classes)) or "none"
+        raise JobRejectedError(
+            f"unknown priority class {job.priority_class!r} (defined: {defined})",
+            "priority_class",
+        )
+    if rules.accelerators_per_instance == 0:
+        raise JobRejectedError(f"{job.instance_type} has no accelerators", "instance_type")
+    if job.accelerators_per_replica > rules.accelerators_per_instance:
+        raise JobRejectedError(
+            f"{job.instance_type} has {rules.accelerators_per_instance} accelerators; a "
+            f"replica cannot ask for {job.accelerators_per_replica}",
+            "accelerators_per_replica",
+        )
+    policy = job.elastic_policy
+    if policy is not None and job.replicas not in policy.sizes():
+        raise JobRejectedError(
+            f"replicas {job.replicas} is not a size the elasticPolicy allows", "replicas"
+        )
+
+
 class MoveNotAllowedError(PermissionError):
     """An actor asked for a move that is not its to ask for (a programming error)."""
 
@@ -183,27 +208,7 @@ class JobLifecycle:
     ) -> tuple[JobRecord, bool]:
         """A new Pending job, if the rules allow it (JobRejectedError otherwise). With an
         idempotency key, a repeat of the same request returns the first job (and False)."""
-        if not rules.team_has_quota:
-            raise JobRejectedError(f"team {job.team} has no compute quota", "team")
-        if job.priority_class is not None and job.priority_class not in rules.priority_classes:
-            defined = ", ".join(sorted(rules.priority_classes)) or "none"
-            raise JobRejectedError(
-                f"unknown priority class {job.priority_class!r} (defined: {defined})",
-                "priority_class",
-            )
-        if rules.accelerators_per_instance == 0:
-            raise JobRejectedError(f"{job.instance_type} has no accelerators", "instance_type")
-        if job.accelerators_per_replica > rules.accelerators_per_instance:
-            raise JobRejectedError(
-                f"{job.instance_type} has {rules.accelerators_per_instance} accelerators; a "
-                f"replica cannot ask for {job.accelerators_per_replica}",
-                "accelerators_per_replica",
-            )
-        policy = job.elastic_policy
-        if policy is not None and job.replicas not in policy.sizes():
-            raise JobRejectedError(
-                f"replicas {job.replicas} is not a size the elasticPolicy allows", "replicas"
-            )
+        check_submission(job, rules)
         reason = "pending: waiting for the next scheduling pass"
         record = JobRecord(
             job=job.model_copy(update={"status": JobStatus.PENDING, "nodes": [], "run": 0}),

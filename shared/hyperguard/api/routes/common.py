@@ -97,7 +97,8 @@ _ERRORS: dict[int, str] = {
     413: "The request body is over 64 KiB",
     415: "The body is not sent as application/json",
     422: "A field fails validation (`field` names it; `details` lists every one)",
-    501: "Node actions are not wired in this deployment",
+    501: "Node actions, or the cluster, are not wired in this deployment",
+    502: "The cluster's API server could not be reached, or failed (the message says how)",
 }
 
 

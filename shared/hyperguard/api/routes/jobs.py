@@ -18,6 +18,8 @@ from hyperguard.api.models import (
     ACCELERATOR_INSTANCE,
     IDEMPOTENCY_KEY,
     CheckpointReport,
+    DryRunObjectView,
+    JobDryRun,
     JobPage,
     JobSubmission,
     JobView,
@@ -32,7 +34,8 @@ from hyperguard.api.routes.common import (
     responses,
 )
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
-from hyperguard.governance.jobs import JobRejectedError, SubmissionRules
+from hyperguard.governance.jobs import JobRejectedError, SubmissionRules, check_submission
+from hyperguard.governance.placement import allows_burst, allows_hyperpod
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 from hyperguard.store.checkpoints import split_s3_uri
@@ -70,6 +73,18 @@ def _readable_location(location: str | None, deps: ApiDependencies) -> None:
     )
 
 
+def run_paths(template: str) -> list[str]:
+    """Where a job of this template may run: HyperPod nodes, EKS burst nodes, or both."""
+    return [
+        path
+        for path, allowed in (
+            ("hyperpod", allows_hyperpod(template)),
+            ("burst", allows_burst(template)),
+        )
+        if allowed
+    ]
+
+
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
@@ -80,26 +95,9 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             raise NotFoundError(f"no job {job_id}", "jobId")
         return record
 
-    @router.post(
-        "/jobs",
-        summary="Submit a job",
-        tags=["jobs"],
-        responses=responses(
-            201,
-            JobView,
-            400,
-            413,
-            description="Submitted",
-            also={200: "A replay of an earlier request with the same Idempotency-Key"},
-        ),
-    )
-    def submit_job(
-        submission: Annotated[JobSubmission, Body()],
-        idempotency_key: Annotated[
-            str | None, Header(alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY)
-        ] = None,
-    ) -> Response[JobView]:
-        who = caller()
+    def checked(submission: JobSubmission, who: Caller) -> tuple[Job, SubmissionRules]:
+        """The job a submission asks for and the rules it passed: what POST /jobs stores and
+        a dry run shows."""
         team = submission.team or who.team
         if team is None:
             raise InvalidRequestError("name the team the job runs for", "team")
@@ -127,6 +125,39 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             auto_resume=submission.auto_resume,
             submitted_at=now,
         )
+        rules = SubmissionRules(
+            team_has_quota=deps.teams.get_quota(team) is not None,
+            priority_classes=frozenset(pc.name for pc in config.priority_classes),
+            accelerators_per_instance=per_instance,
+        )
+        try:
+            check_submission(job, rules)
+        except JobRejectedError as exc:
+            raise InvalidRequestError(exc.message, exc.field) from None
+        return job, rules
+
+    @router.post(
+        "/jobs",
+        summary="Submit a job",
+        tags=["jobs"],
+        responses=responses(
+            201,
+            JobView,
+            400,
+            413,
+            description="Submitted",
+            also={200: "A replay of an earlier request with the same Idempotency-Key"},
+        ),
+    )
+    def submit_job(
+        submission: Annotated[JobSubmission, Body()],
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY)
+        ] = None,
+    ) -> Response[JobView]:
+        who = caller()
+        job, rules = checked(submission, who)
+        team = job.team
         key = None
         if idempotency_key is not None:
             scope = hashlib.sha256(who.principal.encode()).hexdigest()[:16]
@@ -138,11 +169,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             stored, created = deps.lifecycle.submit(
                 job,
                 principal=who.principal,
-                rules=SubmissionRules(
-                    team_has_quota=deps.teams.get_quota(team) is not None,
-                    priority_classes=frozenset(pc.name for pc in config.priority_classes),
-                    accelerators_per_instance=per_instance,
-                ),
+                rules=rules,
                 idempotency_key=key,
                 request_hash=request_hash,
             )
@@ -153,6 +180,37 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             return ok(view, 200, {"Idempotent-Replayed": "true"})
         deps.wakeup.wake("job submitted", job_id=stored.job.job_id)
         return ok(view, 201)
+
+    @router.post(
+        "/jobs/dry-run",
+        summary="Check a submission without submitting it",
+        description="The body is POST /jobs' and is checked the same way (a refusal is the "
+        "same 422). The job's run objects are then sent to the cluster's API server as a dry "
+        "run (dryRun=All: authorization, admission webhooks and schema validation run, "
+        "nothing is created). Nothing is stored.",
+        tags=["jobs"],
+        responses=responses(200, JobDryRun, 400, 413, 501, 502),
+    )
+    def dry_run_job(submission: Annotated[JobSubmission, Body()]) -> Response[JobDryRun]:
+        job, _ = checked(submission, caller())
+        record = JobRecord(
+            job=job.model_copy(update={"status": JobStatus.PENDING}),
+            reason="dry run: not submitted",
+            principal="",
+        )
+        objects = [
+            DryRunObjectView(
+                path=o.path, object=o.object, accepted=o.refused is None, refused=o.refused
+            )
+            for o in deps.runs.dry_run(record.job, run_paths(job.template))
+        ]
+        return ok(
+            JobDryRun(
+                job=JobView.of(record),
+                objects=objects,
+                accepted=all(o.accepted for o in objects),
+            )
+        )
 
     @router.get(
         "/jobs",
