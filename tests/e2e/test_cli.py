@@ -334,6 +334,39 @@ def test_a_dry_run_shows_the_run_objects_the_api_server_accepts_and_creates_noth
     assert jobs_of("nlp") == before  # nothing stored
 
 
+def test_jobs_logs_reads_a_replicas_log_through_the_api_server(
+    endpoint: str, tmp_path: Path
+) -> None:
+    """GET /jobs/{jobId}/logs: the API function reads pods/log from kube-apiserver, which
+    reaches the pod's kubelet (KWOK's) as on a real cluster; the twin's training prints
+    what each rank does."""
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(documented_job() | {"template": "development", "replicas": 2}))
+    submitted = json.loads(run("jobs", "submit", str(job), "--json", endpoint=endpoint).stdout)
+    job_id = submitted["job_id"]
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            shown = run("jobs", "logs", job_id, "--replica", "1", endpoint=endpoint, check=False)
+            if "rank 1 of " in shown.stdout:
+                break
+            assert "Traceback" not in shown.stderr, shown.stderr
+            assert time.monotonic() < deadline, shown.stderr
+            time.sleep(1)
+        assert shown.returncode == 0 and f"pod {job_id}" in shown.stderr, shown.stderr
+        log = json.loads(
+            run("jobs", "logs", job_id, "--tail", "1", "--json", endpoint=endpoint).stdout
+        )
+        assert (log["replica"], log["phase"], log["truncated"]) == (0, "Running", False)
+        assert len(log["lines"]) == 1 and log["node"], log
+        missing = run("jobs", "logs", job_id, "--replica", "7", endpoint=endpoint, check=False)
+        assert missing.returncode == 1 and "no pod of replica 7" in missing.stderr
+        refused = run("jobs", "logs", job_id, "--tail", "0", endpoint=endpoint, check=False)
+        assert refused.returncode == 1 and ": 422 " in refused.stderr, refused.stderr
+    finally:
+        run("jobs", "cancel", job_id, endpoint=endpoint)
+
+
 def test_preflight_passes_a_ready_twin_and_names_what_is_missing(endpoint: str) -> None:
     checks = {
         c["name"]: c for c in json.loads(run("preflight", "--json", endpoint=endpoint).stdout)

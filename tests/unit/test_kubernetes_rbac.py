@@ -64,6 +64,7 @@ ACCESS: dict[str, set[Grant]] = {
     "create_run": _on_runs("create", where="team"),
     "dry_run_create": _on_runs("create", where="team"),
     "namespace_exists": _on("", "namespaces", "get"),
+    "replica_log": _on("", "pods", "list", where="team") | _on("", "pods/log", "get", where="team"),
     "list_runs": _on_runs("list", where="cluster"),
     "run_pods": _on("", "pods", "list", where="team"),
     "patch_run": _on_runs("patch", where="team"),
@@ -101,6 +102,8 @@ ACCESS |= {
 # RoleBindings needs it, for exactly the roles they bind (checked below).
 ACCESS["create_object"] |= _on(RBAC_GROUP, "clusterroles", "bind")
 AUTHORIZING_VERBS = {"bind"}
+LIGHTKUBE_VERBS = {"log": "get"}
+"""lightkube calls whose RBAC verb has another name (`log` reads the pods/log subresource)."""
 """Verbs that authorize another call rather than being one."""
 
 CLUSTER_WIDE_ON_PURPOSE: dict[tuple[str, str, str], str] = {
@@ -396,7 +399,7 @@ def test_access_says_what_the_adapter_methods_ask_for() -> None:
         while todo:
             for node in ast.walk(todo.pop()):
                 if (verb := _self_attribute(node, "client")) is not None:
-                    verbs.add(verb)
+                    verbs.add(LIGHTKUBE_VERBS.get(verb, verb))
                 elif (helper := _self_attribute(node)) in methods and helper not in seen:
                     seen.add(helper)
                     todo.append(methods[helper])

@@ -292,6 +292,21 @@ class JobDryRun(BaseModel):
     accepted: bool = Field(description="every object was accepted")
 
 
+class JobLog(BaseModel):
+    """The tail of one replica's log, read through the cluster's API server (pods/log)."""
+
+    job_id: str
+    replica: int
+    pod: str = Field(description="the newest pod of that replica (of the job's latest run)")
+    node: str = Field(description="the node it runs on (Kubernetes name)")
+    phase: str = Field(description="the pod's phase: Pending, Running, Succeeded, Failed")
+    lines: list[str] = Field(description="oldest first, at most `tail` lines and 256 KiB")
+    truncated: bool = Field(description="cut at 256 KiB: the oldest lines of the tail kept")
+    unavailable: str | None = Field(
+        description="why the API server gave no log (e.g. the container has not started)"
+    )
+
+
 # -- compute quotas -----------------------------------------------------------------------
 class ComputeQuotaRequest(AwsShape):
     """CreateComputeQuota's request (without ClusterArn being optional), plus TargetVersion

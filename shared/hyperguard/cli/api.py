@@ -165,6 +165,27 @@ def _dry_run(args: argparse.Namespace, api: ServiceApi) -> int:
     return 0 if checked["accepted"] else 1
 
 
+def cmd_jobs_logs(args: argparse.Namespace, api: ServiceApi) -> int:
+    """GET /jobs/{jobId}/logs: the lines on stdout, which pod they are from on stderr."""
+    query = urllib.parse.urlencode({"replica": args.replica, "tail": args.tail})
+    path = f"/jobs/{urllib.parse.quote(args.job_id, safe='')}/logs?{query}"
+    log = api.call("GET", path)
+    if args.json:
+        print_json(log)
+        return 0 if log.get("unavailable") is None else 1
+    say(
+        f"replica {log['replica']}: pod {log['pod']} on {log['node'] or 'no node'} ({log['phase']})"
+    )
+    for line in log["lines"]:
+        print(line)
+    if log.get("truncated"):
+        say("(cut at 256 KiB: ask for fewer lines with --tail)")
+    if log.get("unavailable"):
+        say(f"no log: {log['unavailable']}")
+        return 1
+    return 0
+
+
 def cmd_jobs_cancel(args: argparse.Namespace, api: ServiceApi) -> int:
     cancelled = api.call("DELETE", f"/jobs/{urllib.parse.quote(args.job_id, safe='')}")
     status = cancelled.get("status", "Cancelled") if cancelled else "Cancelled"
@@ -209,7 +230,7 @@ def add_parsers(
     service_options: Callable[[argparse.ArgumentParser], None],
     api_for: Callable[[argparse.Namespace], ServiceApi],
 ) -> None:
-    """`jobs submit|cancel` into the `jobs` group, and the `policy` group."""
+    """`jobs submit|logs|cancel` into the `jobs` group, and the `policy` group."""
     p = jobs.add_parser("submit", help="submit a job (POST /jobs): a JobSubmission JSON file")
     p.add_argument("file", help="the JobSubmission (docs/api.md), a JSON file or - for stdin")
     p.add_argument("--idempotency-key", help="a repeat with the same key returns the first job")
@@ -222,6 +243,18 @@ def add_parsers(
     )
     service_options(p)
     p.set_defaults(func=lambda args: cmd_jobs_submit(args, api_for(args)))
+    p = jobs.add_parser(
+        "logs",
+        help="the tail of a replica's log, through the cluster's API server "
+        "(GET /jobs/{jobId}/logs)",
+    )
+    p.add_argument("job_id", help="the job (hyperguard jobs list)")
+    p.add_argument(
+        "--replica", type=int, default=0, help="which replica (its rank's pod; default 0)"
+    )
+    p.add_argument("--tail", type=int, default=100, help="how many lines, 1-1000 (default 100)")
+    service_options(p)
+    p.set_defaults(func=lambda args: cmd_jobs_logs(args, api_for(args)))
     p = jobs.add_parser("cancel", help="cancel a job (DELETE /jobs/{jobId})")
     p.add_argument("job_id", help="the job (hyperguard jobs list)")
     service_options(p)

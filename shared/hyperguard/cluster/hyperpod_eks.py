@@ -63,6 +63,7 @@ from hyperguard.cluster.kueue import KueueObjects
 from hyperguard.cluster.workloads import (
     JOB_ID_LABEL,
     DryRunObject,
+    ReplicaLog,
     RunKind,
     RunPhase,
     RunStatus,
@@ -246,6 +247,18 @@ class HyperPodEksGateway:
             refused = unready or self.kubernetes.dry_run_create(manifest)
             objects.append(DryRunObject(path=path, object=manifest, refused=refused))
         return objects
+
+    def replica_log(
+        self, job: Job, replica: int, *, tail_lines: int, limit_bytes: int
+    ) -> ReplicaLog | None:
+        """The tail of the log of the job's newest pod of `replica` (None: it has none)."""
+        return self.kubernetes.replica_log(
+            team_namespace(job.team),
+            job_name(job.job_id),
+            replica,
+            tail_lines=tail_lines,
+            limit_bytes=limit_bytes,
+        )
 
     def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
         """Delete the job's runs (those numbered below `before_run`, if given) with their

@@ -45,7 +45,14 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.eks_token import EksTokenSource
 from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
-from hyperguard.cluster.workloads import HYPERPOD_JOB_API, JOB_ID_LABEL, RunKind
+from hyperguard.cluster.workloads import (
+    CONTAINER,
+    HYPERPOD_JOB_API,
+    JOB_ID_LABEL,
+    ReplicaLog,
+    RunKind,
+    replica_index,
+)
 from hyperguard.observability import logger
 
 # Set when HyperGuard cordons a node someone else had already cordoned, so that uncordon
@@ -372,6 +379,49 @@ class KubernetesAdapter:
         meta = manifest["metadata"]
         what = f"create {manifest['kind']} {meta['namespace']}/{meta['name']}"
         return self._request(what, lambda: self.client.create(obj), expected=(409,)) is None
+
+    def replica_log(
+        self, namespace: str, job: str, replica: int, *, tail_lines: int, limit_bytes: int
+    ) -> ReplicaLog | None:
+        """The last `tail_lines` lines (at most `limit_bytes`) of the main container of the
+        newest pod of `replica` among the job's pods (its job label's value `job`) in
+        `namespace`, through pods/log; None when the job has no such pod."""
+        pods = self._api(
+            lambda: list(self.client.list(Pod, namespace=namespace, labels={JOB_ID_LABEL: job}))
+        )
+        never = datetime.min.replace(tzinfo=UTC)
+        mine = [
+            (p.metadata.creationTimestamp or never, p.metadata.name, p)
+            for p in pods
+            if p.metadata and p.metadata.name and replica_index(p.metadata.to_dict()) == replica
+        ]
+        if not mine:
+            return None
+        _, name, pod = max(mine, key=lambda found: (found[0], found[1]))
+        found = ReplicaLog(
+            replica=replica,
+            pod=name,
+            node=(pod.spec.nodeName if pod.spec else None) or "",
+            phase=(pod.status.phase if pod.status else None) or "",
+            lines=[],
+        )
+        size = 0
+        try:
+            for line in self.client.log(
+                name, namespace=namespace, container=CONTAINER, tail_lines=tail_lines
+            ):
+                size += len(line.encode())
+                if size > limit_bytes:
+                    found.truncated = True
+                    break
+                found.lines.append(line.rstrip("\n"))
+        except ApiError as error:
+            found.unavailable = f"{_code(error)}: {error.status.message}"
+        except TRANSPORT_ERRORS as error:
+            raise ClusterError(
+                f"logs of {namespace}/{name} on {self.cluster_name}: {error}"
+            ) from error
+        return found
 
     def namespace_exists(self, name: str) -> bool:
         return (

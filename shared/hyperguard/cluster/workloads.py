@@ -51,6 +51,8 @@ AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
 HPJOB_POD_LABEL = "HPJob"
 """The label the HyperPod training operator puts on a HyperPodPyTorchJob's pods."""
 REPLICA_SPEC = "pods"
+CONTAINER = "main"
+"""The training container of a run's pods."""
 HYPERPOD_JOB_API = ("sagemaker.amazonaws.com", "v1", "HyperPodPyTorchJob", "hyperpodpytorchjobs")
 AUTO_RESUME_RETRIES = 10
 """`runPolicy.jobMaxRetryCount` of a job that opted into HyperPod auto-resume."""
@@ -77,6 +79,33 @@ class DryRunObject(BaseModel):
     object: dict[str, Any]
     refused: str | None
     """The API server's refusal in one line; None: it would be created."""
+
+
+class ReplicaLog(BaseModel):
+    """The tail of one replica's log, as the API server's pods/log answers it."""
+
+    replica: int
+    pod: str
+    node: str
+    phase: str
+    lines: list[str]
+    truncated: bool = False
+    """Cut at the byte limit (the oldest of the tail kept)."""
+    unavailable: str | None = None
+    """Why the API server gave no log (e.g. the container has not started)."""
+
+
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
+
+def replica_index(meta: dict[str, Any]) -> int | None:
+    """A run pod's replica: an Indexed Job's completion index (its label), or the HyperPod
+    training operator's `<job>-<replica spec>-<index>` name; None when it has neither."""
+    label = (meta.get("labels") or {}).get(COMPLETION_INDEX_LABEL)
+    if label is not None and str(label).isdigit():
+        return int(label)
+    suffix = str(meta.get("name") or "").rsplit("-", 1)[-1]
+    return int(suffix) if suffix.isdigit() else None
 
 
 class RunKind(StrEnum):
@@ -179,7 +208,7 @@ def _pod_spec(job: Job, node_names: list[str], instance_type: str) -> dict[str, 
     if job.max_steps is not None:
         env.append({"name": MAX_STEPS_ENV, "value": str(job.max_steps)})
     container: dict[str, Any] = {
-        "name": "main",
+        "name": CONTAINER,
         "image": job.image,
         "env": env,
         "resources": {"requests": accelerators, "limits": accelerators},

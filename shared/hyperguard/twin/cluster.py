@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from hyperguard.cluster.conventions import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL
@@ -48,6 +49,7 @@ from hyperguard.twin.cloud.ec2 import Ec2
 from hyperguard.twin.cloud.hyperpod import HyperPod, NodeRecovery
 from hyperguard.twin.cloud.jobstatus import JobStatusForwarder
 from hyperguard.twin.cloud.kubelets import Kubelets
+from hyperguard.twin.cloud.logs import ContainerLogs
 from hyperguard.twin.cloud.operator import TrainingOperator
 from hyperguard.twin.cloud.patching import Patching
 from hyperguard.twin.cloud.training import Progress, Run, Training, checkpoint_uri
@@ -120,8 +122,10 @@ class SimulatedCluster:
         timings: SimTimings | None = None,
         seed: int = 7,
         node_recovery: NodeRecovery = "Automatic",
+        logs_dir: Path | None = None,
     ) -> None:
-        """`node_recovery`: the HyperPod cluster's NodeRecovery (AWS's default: Automatic)."""
+        """`node_recovery`: the HyperPod cluster's NodeRecovery (AWS's default: Automatic);
+        `logs_dir`: where the pods' log files are kept for the kubelets' API (None: none)."""
         self.world = World(
             clock,
             kube,
@@ -134,7 +138,7 @@ class SimulatedCluster:
             seed=seed,
         )
         self.kubelets = Kubelets(self.world)
-        self.training = Training(self.world)
+        self.training = Training(self.world, ContainerLogs(kube, logs_dir))
         self.hyperpod = HyperPod(self.world, self.kubelets, self.training.node_down)
         self.hyperpod.node_recovery = node_recovery
         self.ec2 = Ec2(self.world, self.kubelets, self.training.node_down)

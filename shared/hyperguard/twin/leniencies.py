@@ -23,7 +23,8 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
     (
         "nodes' kubelets (KWOK)",
         "pods run no containers: a pod's process ends when the twin's training model says "
-        "so, and its logs, exec and probes are not served",
+        "so, its log is what that model prints (served by KWOK's kubelet API through "
+        "pods/log), and exec and probes are not served",
     ),
     (
         "HyperPod training operator",
@@ -35,8 +36,9 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
     (
         "HyperPod automatic node recovery",
         "with NodeRecovery Automatic it reboots a GPU fault once and replaces anything else "
-        "120 s (assumed) after its health agent's report, and publishes no cluster events "
-        "(ListClusterEvents is not served); its real rules and delays are not published",
+        "120 s (assumed) after its health agent's report, and its cluster events "
+        "(ListClusterEvents) are only those of its own repairs; its real rules and delays are "
+        "not published",
     ),
     (
         "HyperPod automatic patching",

@@ -253,6 +253,7 @@ class Twin:
             account=ACCOUNT,
             timings=self.config.timings,
             node_recovery=self.config.node_recovery,
+            logs_dir=self.plane.logs_dir,
         )
 
     @functools.cached_property

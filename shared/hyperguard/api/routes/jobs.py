@@ -20,6 +20,7 @@ from hyperguard.api.models import (
     CheckpointReport,
     DryRunObjectView,
     JobDryRun,
+    JobLog,
     JobPage,
     JobSubmission,
     JobView,
@@ -73,6 +74,12 @@ def _readable_location(location: str | None, deps: ApiDependencies) -> None:
     )
 
 
+MAX_TAIL_LINES = 1_000
+MAX_REPLICA_INDEX = 9_999
+LOG_LIMIT_BYTES = 256 * 1024
+"""A log answer's cap: far inside API Gateway's and Lambda's 6 MB."""
+
+
 def run_paths(template: str) -> list[str]:
     """Where a job of this template may run: HyperPod nodes, EKS burst nodes, or both."""
     return [
@@ -85,6 +92,50 @@ def run_paths(template: str) -> list[str]:
     ]
 
 
+def checked(
+    deps: ApiDependencies, submission: JobSubmission, who: Caller
+) -> tuple[Job, SubmissionRules]:
+    """The job a submission asks for and the rules it passed: what POST /jobs stores and
+    a dry run shows."""
+    team = submission.team or who.team
+    if team is None:
+        raise InvalidRequestError("name the team the job runs for", "team")
+    who.require_team(team)
+    instance_type, per_instance = _instance_type(submission, deps.catalogue)
+    _readable_location(submission.checkpoint_location, deps)
+    config, _ = deps.teams.scheduler_config()
+    now = deps.clock()
+    job = Job(
+        job_id=f"{team}-{now:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}",
+        name=submission.name,
+        team=team,
+        priority_class=submission.priority_class,
+        template=submission.template.value,
+        instance_type=instance_type,
+        accelerators_per_replica=submission.accelerators_per_replica,
+        replicas=submission.replicas,
+        elastic_policy=submission.elastic_policy,
+        log_monitoring_configuration=submission.log_monitoring_configuration,
+        recovery=submission.recovery,
+        max_steps=submission.max_steps,
+        image=submission.image,
+        command=submission.command,
+        checkpoint_location=submission.checkpoint_location,
+        auto_resume=submission.auto_resume,
+        submitted_at=now,
+    )
+    rules = SubmissionRules(
+        team_has_quota=deps.teams.get_quota(team) is not None,
+        priority_classes=frozenset(pc.name for pc in config.priority_classes),
+        accelerators_per_instance=per_instance,
+    )
+    try:
+        check_submission(job, rules)
+    except JobRejectedError as exc:
+        raise InvalidRequestError(exc.message, exc.field) from None
+    return job, rules
+
+
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
@@ -94,47 +145,6 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         if record is None or not who.may_see_team(record.job.team):
             raise NotFoundError(f"no job {job_id}", "jobId")
         return record
-
-    def checked(submission: JobSubmission, who: Caller) -> tuple[Job, SubmissionRules]:
-        """The job a submission asks for and the rules it passed: what POST /jobs stores and
-        a dry run shows."""
-        team = submission.team or who.team
-        if team is None:
-            raise InvalidRequestError("name the team the job runs for", "team")
-        who.require_team(team)
-        instance_type, per_instance = _instance_type(submission, deps.catalogue)
-        _readable_location(submission.checkpoint_location, deps)
-        config, _ = deps.teams.scheduler_config()
-        now = deps.clock()
-        job = Job(
-            job_id=f"{team}-{now:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}",
-            name=submission.name,
-            team=team,
-            priority_class=submission.priority_class,
-            template=submission.template.value,
-            instance_type=instance_type,
-            accelerators_per_replica=submission.accelerators_per_replica,
-            replicas=submission.replicas,
-            elastic_policy=submission.elastic_policy,
-            log_monitoring_configuration=submission.log_monitoring_configuration,
-            recovery=submission.recovery,
-            max_steps=submission.max_steps,
-            image=submission.image,
-            command=submission.command,
-            checkpoint_location=submission.checkpoint_location,
-            auto_resume=submission.auto_resume,
-            submitted_at=now,
-        )
-        rules = SubmissionRules(
-            team_has_quota=deps.teams.get_quota(team) is not None,
-            priority_classes=frozenset(pc.name for pc in config.priority_classes),
-            accelerators_per_instance=per_instance,
-        )
-        try:
-            check_submission(job, rules)
-        except JobRejectedError as exc:
-            raise InvalidRequestError(exc.message, exc.field) from None
-        return job, rules
 
     @router.post(
         "/jobs",
@@ -156,7 +166,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         ] = None,
     ) -> Response[JobView]:
         who = caller()
-        job, rules = checked(submission, who)
+        job, rules = checked(deps, submission, who)
         team = job.team
         key = None
         if idempotency_key is not None:
@@ -192,7 +202,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         responses=responses(200, JobDryRun, 400, 413, 501, 502),
     )
     def dry_run_job(submission: Annotated[JobSubmission, Body()]) -> Response[JobDryRun]:
-        job, _ = checked(submission, caller())
+        job, _ = checked(deps, submission, caller())
         record = JobRecord(
             job=job.model_copy(update={"status": JobStatus.PENDING}),
             reason="dry run: not submitted",
@@ -258,6 +268,32 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             raise ConflictError(outcome.why, "jobId")
         deps.wakeup.wake("job cancelled")
         return ok(JobView.of(record, with_history=True))
+
+    @router.get(
+        "/jobs/<jobId>/logs",
+        summary="The tail of a replica's log",
+        description="Read through the cluster's API server (pods/log) from the job's newest "
+        "pod of that replica: its latest run's, or, after the run ended, the last one's while "
+        "Kubernetes keeps it (a day). 404 when the job has no pod of that replica.",
+        tags=["jobs"],
+        responses=responses(200, JobLog, 404, 501, 502),
+    )
+    def job_logs(
+        jobId: JobId,
+        replica: Annotated[int, Query(ge=0, le=MAX_REPLICA_INDEX)] = 0,
+        tail: Annotated[int, Query(ge=1, le=MAX_TAIL_LINES)] = 100,
+    ) -> Response[JobLog]:
+        record = visible(jobId, caller())
+        found = deps.runs.replica_log(
+            record.job, replica, tail_lines=tail, limit_bytes=LOG_LIMIT_BYTES
+        )
+        if found is None:
+            raise NotFoundError(
+                f"job {jobId} has no pod of replica {replica} (it has not run, its runs are "
+                f"gone, or it has fewer replicas)",
+                "replica",
+            )
+        return ok(JobLog(job_id=jobId, **found.model_dump()))
 
     @router.post(
         "/jobs/<jobId>/checkpoints",

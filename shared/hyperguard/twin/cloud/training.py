@@ -32,8 +32,10 @@ from hyperguard.cluster.workloads import (
     JOB_ID_LABEL,
     MAX_STEPS_ENV,
     RESUME_STEP_ENV,
+    replica_index,
 )
 from hyperguard.twin.cloud.core import Effect, Instance, World
+from hyperguard.twin.cloud.logs import ContainerLogs
 from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, KubeApiError, KubeClient
 
 EXIT_CODE_ANNOTATION = "twin.hyperguard.io/exit-code"
@@ -112,6 +114,12 @@ class Run:
         reached = self.anchor_step + (when - self.anchor_at) // self.step_time(step)
         return min(reached, self.max_steps) if self.max_steps is not None else reached
 
+    def reached_at(self, target: int, step: timedelta) -> datetime | None:
+        """When a running run reaches step `target` (None: it is not stepping)."""
+        if self.anchor_at is None:
+            return None
+        return self.anchor_at + self.step_time(step) * max(target - self.anchor_step, 0)
+
     def finishes_at(self, step: timedelta) -> datetime | None:
         if self.anchor_at is None or self.max_steps is None or self.state != "running":
             return None
@@ -130,23 +138,15 @@ def _env(pod_spec: Mapping[str, Any]) -> dict[str, str]:
     return {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
 
 
-def _replica_index(meta: Mapping[str, Any], fallback: int) -> int:
-    """A pod's replica: an Indexed Job's completion index, or the training operator's
-    `<job>-<replica spec>-<index>` name."""
-    label = (meta.get("labels") or {}).get("batch.kubernetes.io/job-completion-index")
-    if label is not None and str(label).isdigit():
-        return int(label)
-    suffix = str(meta.get("name") or "").rsplit("-", 1)[-1]
-    return int(suffix) if suffix.isdigit() else fallback
-
-
 def checkpoint_uri(location: str, step: int) -> str:
     return f"{location.rstrip('/')}/step-{step:08d}/"
 
 
 class Training:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, logs: ContainerLogs | None = None) -> None:
+        """`logs`: where the pods' processes print (None: nowhere)."""
         self.world = world
+        self.logs = logs or ContainerLogs(world.kube, None)
         self.runs: dict[str, Run] = {}
         self._early_pods: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         """Pods seen before their owner's event, by the owner's uid: their latest event."""
@@ -278,7 +278,10 @@ class Training:
             if gone:
                 run.pods.pop(name, None)
             return
-        index = _replica_index(meta, len(run.pods))
+        index = replica_index(meta)
+        index = len(run.pods) if index is None else index
+        if name not in run.pods:
+            self.logs.open(pod)
         run.pods[name] = PodState(name, spec.get("nodeName"), phase == "Running", index)
         self._reconcile(now)
 
@@ -324,6 +327,13 @@ class Training:
                     run.anchor_step = run.emitted_step = self.checkpoints.get(run.location or "", 0)
                 run.state = "running"
                 run.ready_at = now + timedelta(seconds=self.world.timings.job_restart_s)
+                start = (
+                    f"resuming from the checkpoint of step {run.anchor_step}"
+                    if run.anchor_step
+                    else "starting at step 0"
+                )
+                for pod in live:
+                    self._print(run, pod, now, f"rank {pod.index} of {len(live)}: {start}")
             stepping = self._stepping(run)
             if stepping and run.anchor_at is None:
                 run.slowdown = self._slowdown(run)
@@ -364,6 +374,11 @@ class Training:
             if node in by_node
         }
         self.world.effects(Effect("report_checkpoint", (run.job_id, team, step, uri, timings)))
+        at = run.reached_at(step, self._step) or self.world.clock.now()
+        for pod in run.pods.values():
+            if not pod.ended:
+                saved = f": checkpoint saved to {uri}" if pod.index == 0 else ""
+                self._print(run, pod, at, f"step {step}{saved}")
 
     def _complete(self, run: Run, at: datetime) -> None:
         """The training reached its last step: a final checkpoint, then its processes exit 0."""
@@ -373,13 +388,31 @@ class Training:
         run.anchor_step, run.anchor_at = run.max_steps, None
         self._record(run, at, 0)
         run.state = "succeeded"
+        for pod in run.pods.values():
+            if not pod.ended:
+                self._print(run, pod, at, f"training finished at step {run.max_steps}")
         self._exit(run, 0)
 
-    def _exit(self, run: Run, code: int, only_node: str | None = None) -> None:
-        """The run's processes (those on `only_node`) exit with `code`: said on each pod."""
+    def _print(self, run: Run, pod: PodState, at: datetime, line: str) -> None:
+        self.logs.write(run.namespace, pod.name, at, line)
+
+    def _exit(
+        self,
+        run: Run,
+        code: int,
+        only_node: str | None = None,
+        why: str = "",
+        at: datetime | None = None,
+    ) -> None:
+        """The run's processes (those on `only_node`) exit with `code`: said on each pod,
+        and, for a crash, `why` in its log."""
         for pod in list(run.pods.values()):
             if pod.ended or (only_node is not None and pod.node != only_node):
                 continue
+            if code:
+                self._print(
+                    run, pod, at or self.world.clock.now(), f"{why}; exiting with code {code}"
+                )
             try:
                 self.world.kube.patch(
                     PODS,
@@ -404,7 +437,8 @@ class Training:
         for run in self.runs.values():
             if run.state == "running" and instance.node_name in run.nodes:
                 self._freeze(run, now)
-                self._exit(run, CRASHED, only_node=instance.node_name)
+                why = f"NCCL error: unhandled cuda error (the GPU of {instance.node_name} failed)"
+                self._exit(run, CRASHED, only_node=instance.node_name, why=why, at=now)
 
     def running_run(self, job_id: str) -> Run:
         run = next(
@@ -418,7 +452,7 @@ class Training:
         """The training of the job's running run crashes by itself (not its node)."""
         run = self.running_run(job_id)
         self._freeze(run, now)
-        self._exit(run, exit_code)
+        self._exit(run, exit_code, why="the training crashed", at=now)
 
     def hang(self, job_id: str, now: datetime) -> None:
         run = self.running_run(job_id)

@@ -295,6 +295,8 @@ def install_crds(client: KubeClient, built: Mapping[str, Built], timeout_s: floa
         *karpenter_crds(built["karpenter"]),
         hyperpod_pytorch_job_crd(pod_template_schema(kueue)),
     ]
+    if "kwok" in built:  # KWOK's Logs: each simulated container's log file (twin.cloud.logs)
+        crds += _documents(built["kwok"].manifests / "logs-crd.yaml")
     for crd in crds:
         client.apply(crd, FIELD_MANAGER)
 

@@ -100,7 +100,17 @@ COMPONENTS: tuple[Component, ...] = (
         _KUBE_VERSION_VARS,
     ),
     Component("etcd", ".", "go.etcd.io/etcd/server/v3", ("etcd",)),
-    Component("kwok", "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok", ("kwok",)),
+    Component(
+        "kwok",
+        "sigs.k8s.io/kwok/cmd/kwok",
+        "sigs.k8s.io/kwok",
+        ("kwok",),
+        # Logs: where a simulated container's log file is, per pod (the kubelet's
+        # containerLogs endpoint KWOK serves, which `kubectl logs` reaches).
+        manifests=(
+            ("sigs.k8s.io/kwok", "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml", "logs-crd.yaml"),
+        ),
+    ),
     Component(
         "kueue",
         "sigs.k8s.io/kueue/cmd/kueue",
@@ -203,10 +213,14 @@ def _wrapper_files(wrapper: Path) -> list[Path]:
     )
 
 
-def cache_key(wrapper: Path, go_version: str, patches: tuple[SourcePatch, ...] = ()) -> str:
+def cache_key(wrapper: Path, go_version: str, component: Component) -> str:
+    """What the cached build is made of: the Go version, the machine, the component's source
+    patches, the manifests it copies, and the wrapper module (its pins)."""
     digest = hashlib.sha256(f"{BUILD_FORMAT}\n{go_version}\n{platform.machine()}\n".encode())
-    for patch in patches:
+    for patch in component.patches:
         digest.update(f"{patch.module}\0{patch.path}\0{patch.old}\0{patch.new}\0".encode())
+    for module, source, name in component.manifests:
+        digest.update(f"{module}\0{source}\0{name}\0".encode())
     for path in _wrapper_files(wrapper):
         digest.update(path.relative_to(wrapper).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
@@ -283,7 +297,7 @@ def lookup(root: Path, component: Component) -> tuple[Path, str, str, dict[str, 
     wrapper = root / WRAPPERS / component.name
     env = go_env()
     go_version = _go(["env", "GOVERSION"], wrapper, env).strip()
-    path = cache_root() / f"{component.name}-{cache_key(wrapper, go_version, component.patches)}"
+    path = cache_root() / f"{component.name}-{cache_key(wrapper, go_version, component)}"
     return path, pinned_version(wrapper, component.module), go_version, env
 
 

@@ -170,6 +170,10 @@ class ControlPlane:
         (self.workdir / OWNER_FILE).write_text(str(os.getpid()))
         self.pki = ClusterPki(self.workdir / "pki")
         self.port = _free_port()
+        self.kubelet_port = _free_port()
+        """KWOK's kubelet API, every node's (kubeletEndpoint)."""
+        self.logs_dir = self.workdir / "pod-logs"
+        """The simulated containers' log files, in the CRI log format KWOK reads."""
         self.endpoint = f"https://{HOST}:{self.port}"
         self.audit_log = self.workdir / "audit.log"
         self.processes: dict[str, Process] = {}
@@ -343,6 +347,10 @@ class ControlPlane:
             f"--default-not-ready-toleration-seconds={self.settings.timings.not_ready_toleration_s}",
             f"--default-unreachable-toleration-seconds={self.settings.timings.not_ready_toleration_s}",
             "--event-ttl=1h",
+            # The kubelets are KWOK's one server (every node's InternalIP and kubelet port), whose
+            # certificate the twin's CA signed.
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-certificate-authority={self.pki.ca}",
             # Who called what: every request of an identity from outside the cluster's own
             # components (HyperGuard's functions, its forwarder, a kubeconfig from `twin
             # kubeconfig`), one JSON line each (`requests()`).
@@ -470,6 +478,10 @@ class ControlPlane:
         kwok_config = self.workdir / "kwok.yaml"
         kwok_config.write_text(stages.read_text())
         kwok = self.kubeconfig("kwok", identity=self.pki.client("kwok", "kwok", "system:masters"))
+        # The nodes' kubelet API (containerLogs: `kubectl logs`, the pods/log subresource) is
+        # KWOK's server, over TLS with a certificate kube-apiserver checks; every node's
+        # InternalIP and kubelet port point at it.
+        kubelet = self.pki.serving("kwok-kubelet", HOST)
         self._spawn(
             "kwok",
             self.built["kwok"].binary,
@@ -480,7 +492,12 @@ class ControlPlane:
                 f"--manage-nodes-with-annotation-selector={bootstrap.KWOK_ANNOTATION}=fake",
                 "--node-lease-duration-seconds=40",
                 "--cidr=10.0.0.0/16",
-                f"--server-address={HOST}:{_free_port()}",
+                f"--node-ip={HOST}",
+                f"--node-port={self.kubelet_port}",
+                f"--server-address={HOST}:{self.kubelet_port}",
+                f"--tls-cert-file={kubelet.cert}",
+                f"--tls-private-key-file={kubelet.key}",
+                "--enable-crds=Logs",
             ],
         )
 
