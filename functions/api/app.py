@@ -6,7 +6,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.api import ApiDependencies, create_app
-from hyperguard.api.runs import ClusterRunObjects
+from hyperguard.api.cluster import GatewayCluster
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import RecoveryWorkflows
@@ -26,7 +26,7 @@ gateway = gateway_for(settings, catalogue)
 node_actions = OperatorNodeActions(operator, gateway)
 app = create_app(
     ApiDependencies.from_settings(
-        settings, node_actions, catalogue, runs=ClusterRunObjects(gateway)
+        settings, node_actions, catalogue, cluster=GatewayCluster(gateway)
     )
 )
 

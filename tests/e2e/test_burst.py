@@ -18,7 +18,7 @@ from tests.e2e.test_faults import BURST, AimedFaults
 
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.plane.kube import NODECLAIMS
+from hyperguard.twin.plane.kube import NODECLAIMS, NODEPOOLS
 from hyperguard.twin.runtime import Twin, fast_burst_policy
 
 TEAM = "alpha"
@@ -425,6 +425,8 @@ def test_a_burst_the_nodepool_limits_cannot_hold_rolls_back_before_buying(
     twin: Twin, http: Http
 ) -> None:
     set_policy(twin, http)
+    before = twin.kube.get(NODEPOOLS, "gpu-burst")
+    assert before is not None
     twin.cluster.set_nodepool_limits("gpu-burst", {"nvidia.com/gpu": "8"})
     try:
         job = http.submit(TEAM, 8, replicas=2, template="development")  # two nodes, 16 GPUs
@@ -438,7 +440,7 @@ def test_a_burst_the_nodepool_limits_cannot_hold_rolls_back_before_buying(
         assert twin.kube.list_objects(NODECLAIMS, label_selector=BURST_LABEL) == []
         assert "limits leave room for 1 more" in http("GET", f"/jobs/{job}")[1]["reason"]
     finally:
-        twin.cluster.set_nodepool_limits("gpu-burst", None)
+        twin.cluster.set_nodepool_limits("gpu-burst", before["spec"].get("limits"))
     assert http("DELETE", f"/jobs/{job}")[0] == 200
 
 

@@ -7,6 +7,10 @@ break RBAC on purpose; every other e2e module checks that RBAC refused nothing
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +28,7 @@ from hyperguard.twin.plane.kube import (
     HYPERPOD_PYTORCH_JOBS,
     JOBS,
     NAMESPACES,
+    NODEPOOLS,
     KubeApiError,
     KubeClient,
     resource,
@@ -166,3 +171,37 @@ def test_the_api_sends_run_objects_as_dry_runs_only(twin: Twin) -> None:
         lambda: api.request("POST", JOBS.path("default"), elsewhere, params={"dryRun": "All"})
     )
     assert "cannot create" in str(error), error
+
+
+def test_preflight_reads_what_the_cluster_serves_and_fails_a_nodepool_without_its_class(
+    twin: Twin,
+) -> None:
+    """GET /cluster/prerequisites, read by the API function with its own RBAC: Kueue's
+    v1beta2, the training operator's CRD and the twin's NodePools pass; a NodePool whose
+    EC2NodeClass does not exist fails, naming it, until it is deleted."""
+
+    def preflight() -> dict[str, dict[str, Any]]:
+        env = os.environ | {"HYPERGUARD_ENDPOINT": twin.emulator.endpoint}
+        env.pop("AWS_ENDPOINT_URL", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "hyperguard.cli.main", "preflight", "--json"],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        return {c["name"]: c for c in json.loads(done.stdout)}
+
+    checks = preflight()
+    assert checks["kueue"]["status"] == "pass" and "v1beta2" in checks["kueue"]["found"]
+    assert checks["training-operator"]["status"] == "pass"
+    pools = [c for name, c in checks.items() if name.startswith("nodepool:")]
+    assert pools and all(c["status"] == "pass" for c in pools), pools
+
+    lost = copy.deepcopy(twin.kube.list_objects(NODEPOOLS)[0])
+    lost["metadata"] = {"name": "preflight-lost-class"}
+    lost["spec"]["template"]["spec"]["nodeClassRef"]["name"] = "no-such-class"
+    twin.kube.create(NODEPOOLS, lost)
+    try:
+        broken = preflight()["nodepool:preflight-lost-class"]
+    finally:
+        twin.kube.delete(NODEPOOLS, "preflight-lost-class")
+    assert broken["status"] == "fail" and "no-such-class" in broken["found"], broken

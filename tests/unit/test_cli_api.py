@@ -167,7 +167,7 @@ def test_bash_completion_comes_from_the_parser(capsys: pytest.CaptureFixture[str
     assert cli.main(["completion", "bash"]) == 0
     script = capsys.readouterr().out
     assert set(complete(script, "hyperguard ")) >= {"twin", "jobs", "policy", "completion"}
-    assert complete(script, "hyperguard jobs ") == ["list", "show", "submit", "cancel"]
+    assert complete(script, "hyperguard jobs ") == ["list", "show", "submit", "logs", "cancel"]
     assert complete(script, "hyperguard twin fault i-1 --kind ") == ["gpu", "persistent", "kernel"]
     assert complete(script, "hyperguard twin up --ti") == ["--time-scale"]
     assert cli.main(["completion", "zsh"]) == 0

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from lightkube.core.resource import NamespacedResource
 
-from hyperguard.cluster import kueue
+from hyperguard.cluster import kueue, prerequisites
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "shared"
@@ -64,6 +64,9 @@ ACCESS: dict[str, set[Grant]] = {
     "create_run": _on_runs("create", where="team"),
     "dry_run_create": _on_runs("create", where="team"),
     "namespace_exists": _on("", "namespaces", "get"),
+    "crd_versions": _on("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+    "list_nodepools": _on("karpenter.sh", "nodepools", "list"),
+    "list_ec2nodeclasses": _on("karpenter.k8s.aws", "ec2nodeclasses", "list"),
     "replica_log": _on("", "pods", "list", where="team") | _on("", "pods/log", "get", where="team"),
     "list_runs": _on_runs("list", where="cluster"),
     "run_pods": _on("", "pods", "list", where="team"),
@@ -347,8 +350,8 @@ def test_each_function_is_granted_exactly_what_its_code_calls_where_it_calls_it(
 
 def test_the_in_team_roles_are_bound_only_in_team_namespaces_each_to_its_function() -> None:
     """A ClusterRoleBinding of an in-team role would grant it in every namespace; the
-    scheduler may bind those roles (resourceNames) and no other, and no other rule names
-    resources."""
+    scheduler may bind those roles (resourceNames) and no other, the API reads two CRDs, and
+    no other rule names resources."""
     documents = _documents()
     team_bindings = [o for o in kueue.team_objects("any") if o["kind"] == "RoleBinding"]
     in_team = {b["roleRef"]["name"] for b in team_bindings}
@@ -367,6 +370,15 @@ def test_the_in_team_roles_are_bound_only_in_team_namespaces_each_to_its_functio
         if rule.get("resourceNames")
     ]
     assert named == [
+        (
+            "hyperguard-api",  # reads the served versions of these two CRDs, no other
+            {
+                "apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "verbs": ["get"],
+                "resourceNames": [prerequisites.KUEUE_CRD, prerequisites.OPERATOR_CRD],
+            },
+        ),
         (
             "hyperguard-scheduler",
             {

@@ -9,10 +9,12 @@ from hyperguard.cli.preflight import (
     check_admins,
     check_bucket,
     check_hyperpod,
+    check_prerequisites,
     check_repairers,
     check_stack,
     check_webhook,
 )
+from hyperguard.cluster.prerequisites import summarize
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.policies.repairers import Repairers, owners
 
@@ -78,3 +80,80 @@ def test_the_stack_bucket_admins_and_webhook() -> None:
     assert check_admins(" ").status == "fail"
     assert check_webhook("https://hooks.example.com/x").found.endswith("hooks.example.com")
     assert check_webhook("").status == "warn"
+
+
+def test_kueue_the_training_operator_and_the_nodepools_from_the_api_servers_answer() -> None:
+    """GET /cluster/prerequisites, as `summarize` builds it from what the API server serves."""
+    gpu_pool = {
+        "metadata": {"name": "gpu"},
+        "spec": {
+            "limits": {"nvidia.com/gpu": "64"},
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": "gpu",
+                    }
+                }
+            },
+        },
+    }
+    unbounded = {
+        "metadata": {"name": "open"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "eks.amazonaws.com",
+                        "kind": "NodeClass",
+                        "name": "default",
+                    }
+                }
+            }
+        },
+    }
+    dangling = {
+        "metadata": {"name": "lost"},
+        "spec": {
+            "limits": {"cpu": "1000"},
+            "template": {
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.k8s.aws",
+                        "kind": "EC2NodeClass",
+                        "name": "gone",
+                    }
+                }
+            },
+        },
+    }
+    ready = {
+        "metadata": {"name": "gpu"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    answer = summarize(["v1beta2"], ["v1"], [gpu_pool, unbounded, dangling], [ready])
+    assert answer.node_pools[1].node_class_found is None  # EKS Auto Mode's: not checked
+    checks = {c.name: c for c in check_prerequisites(answer.model_dump())}
+    assert checks["kueue"].status == checks["training-operator"].status == "pass"
+    assert (
+        checks["nodepool:gpu"].status == "pass"
+        and "nvidia.com/gpu 64" in checks["nodepool:gpu"].found
+    )
+    assert (
+        checks["nodepool:open"].status == "warn"
+        and "without bound" in checks["nodepool:open"].found
+    )
+    assert checks["nodepool:lost"].status == "fail" and "gone" in checks["nodepool:lost"].found
+
+    # A Kueue older than v1beta2, no training operator, no NodePool.
+    bare = summarize(["v1beta1"], None, [], None).model_dump()
+    checks = {c.name: c for c in check_prerequisites(bare)}
+    assert checks["kueue"].status == "fail" and "not v1beta2" in checks["kueue"].found
+    assert checks["training-operator"].status == "fail"
+    assert "training-operator" in checks["training-operator"].fix
+    assert checks["nodepools"].status == "warn"
+    missing = {
+        c.name: c for c in check_prerequisites(summarize(None, ["v1"], [], None).model_dump())
+    }
+    assert missing["kueue"].status == "fail" and "not installed" in missing["kueue"].found

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from hyperguard.api.cluster import ClusterReads, UnavailableCluster
 from hyperguard.api.nodes import NodeActions
 from hyperguard.api.rate_limits import RateLimits
-from hyperguard.api.runs import RunObjects, UnavailableRunObjects
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.messaging import SchedulerWakeup, wakeup_for
@@ -41,8 +41,8 @@ class ApiDependencies:
     clock: Callable[[], datetime] = utcnow
     repairers: RepairersStore | None = None
     """The inventory's record of the cluster's other repairers (None: none recorded)."""
-    runs: RunObjects = field(default_factory=UnavailableRunObjects)
-    """The cluster's answers about a job's run objects (dry runs)."""
+    cluster: ClusterReads = field(default_factory=UnavailableCluster)
+    """What the API reads of the cluster: dry runs, logs, prerequisites."""
     lifecycle: JobLifecycle = field(init=False)
 
     def __post_init__(self) -> None:
@@ -54,7 +54,7 @@ class ApiDependencies:
         settings: Settings,
         node_actions: NodeActions,
         catalogue: InstanceCatalogue,
-        runs: RunObjects | None = None,
+        cluster: ClusterReads | None = None,
     ) -> ApiDependencies:
         """The deployed wiring: stores on the stack's tables, the scheduler's queue."""
         return cls(
@@ -67,7 +67,7 @@ class ApiDependencies:
             incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
             nodes=NodeStore(settings.nodes_table),
             node_actions=node_actions,
-            runs=runs or UnavailableRunObjects(),
+            cluster=cluster or UnavailableCluster(),
             wakeup=wakeup_for(settings),
             catalogue=catalogue,
             policies=RepairPolicyStore(settings.teams_table),

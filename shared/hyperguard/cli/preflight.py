@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from hyperguard.cli.output import print_json, print_table
+from hyperguard.cluster.prerequisites import KUEUE_VERSION, OPERATOR_VERSION
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -150,6 +151,84 @@ def check_repairers(answer: Mapping[str, Any]) -> list[Check]:
     return checks
 
 
+def check_prerequisites(answer: Mapping[str, Any]) -> list[Check]:
+    """What the cluster's API server serves (GET /cluster/prerequisites): Kueue's API in the
+    version HyperGuard writes, the training operator's HyperPodPyTorchJob, and the Karpenter
+    NodePools bursts launch into, each bounded by limits and with its node class."""
+    kueue = answer.get("kueue_versions")
+    checks = [
+        Check("kueue", "pass", f"kueue.x-k8s.io {', '.join(kueue)} served")
+        if kueue and KUEUE_VERSION in kueue
+        else Check(
+            "kueue",
+            "fail",
+            f"kueue.x-k8s.io serves {', '.join(kueue)}, not {KUEUE_VERSION}"
+            if kueue
+            else "Kueue is not installed (no clusterqueues.kueue.x-k8s.io)",
+            "install HyperPod task governance (the amazon-sagemaker-hyperpod-taskgovernance "
+            f"EKS add-on), or a Kueue serving {KUEUE_VERSION} (docs/operations.md, Versions)",
+        )
+    ]
+    operator = answer.get("training_operator_versions")
+    checks.append(
+        Check("training-operator", "pass", f"HyperPodPyTorchJob {', '.join(operator)} served")
+        if operator and OPERATOR_VERSION in operator
+        else Check(
+            "training-operator",
+            "fail",
+            "the HyperPod training operator is not installed (no HyperPodPyTorchJob)"
+            if not operator
+            else f"HyperPodPyTorchJob serves {', '.join(operator)}, not {OPERATOR_VERSION}",
+            "install the amazon-sagemaker-hyperpod-training-operator EKS add-on",
+        )
+    )
+    pools = answer.get("node_pools") or []
+    if not pools:
+        checks.append(
+            Check(
+                "nodepools",
+                "warn",
+                "no Karpenter NodePool: bursts go to HyperPod instance groups only",
+                "kubectl apply -f deploy/kubernetes/examples/burst-nodepool.yaml (adapted)",
+            )
+        )
+    for pool in pools:
+        name = f"nodepool:{pool.get('name')}"
+        limits = pool.get("limits") or {}
+        if pool.get("node_class_found") is False:
+            checks.append(
+                Check(
+                    name,
+                    "fail",
+                    f"its node class {pool.get('node_class')} does not exist",
+                    "create the EC2NodeClass it names, or point the NodePool at one that exists",
+                )
+            )
+        elif not limits:
+            checks.append(
+                Check(
+                    name,
+                    "warn",
+                    "no limits: a burst could launch instances without bound",
+                    "set spec.limits (e.g. nvidia.com/gpu) on the NodePool",
+                )
+            )
+        else:
+            bounds = ", ".join(f"{k} {v}" for k, v in sorted(limits.items()))
+            ready = pool.get("node_class_ready")
+            status: Status = "warn" if ready is False else "pass"
+            checks.append(
+                Check(
+                    name,
+                    status,
+                    f"limits {bounds}; {pool.get('node_class')}"
+                    + (" not Ready" if ready is False else ""),
+                    "see the EC2NodeClass's status conditions" if ready is False else "",
+                )
+            )
+    return checks
+
+
 def check_bucket(bucket: str, error: str | None) -> Check:
     if error is None:
         return Check("checkpoint-bucket", "pass", f"s3://{bucket} exists")
@@ -225,6 +304,10 @@ def run_checks(service: Any, api: Any) -> list[Check]:
     checks += _attempt("hyperpod-cluster", hyperpod)
     checks += _attempt("eks-access-entries", access)
     checks += _attempt("repairers", lambda: check_repairers(api.call("GET", "/repairers")))
+    checks += _attempt(
+        "cluster-prerequisites",
+        lambda: check_prerequisites(api.call("GET", "/cluster/prerequisites")),
+    )
     checks += _attempt("checkpoint-bucket", bucket)
     checks.append(check_admins(params.get("AdminPrincipalArns", "")))
     checks.append(check_webhook(params.get("WebhookUrl", "")))

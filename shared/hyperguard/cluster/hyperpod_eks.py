@@ -60,6 +60,12 @@ from hyperguard.cluster.kubernetes import (
     RunPod,
 )
 from hyperguard.cluster.kueue import KueueObjects
+from hyperguard.cluster.prerequisites import (
+    KUEUE_CRD,
+    OPERATOR_CRD,
+    ClusterPrerequisites,
+    summarize,
+)
 from hyperguard.cluster.workloads import (
     JOB_ID_LABEL,
     DryRunObject,
@@ -258,6 +264,15 @@ class HyperPodEksGateway:
             replica,
             tail_lines=tail_lines,
             limit_bytes=limit_bytes,
+        )
+
+    def prerequisites(self) -> ClusterPrerequisites:
+        """What HyperGuard needs installed in the cluster, as its API server shows it."""
+        return summarize(
+            self.kubernetes.crd_versions(KUEUE_CRD),
+            self.kubernetes.crd_versions(OPERATOR_CRD),
+            self.kubernetes.list_nodepools(),
+            self.kubernetes.list_ec2nodeclasses(),
         )
 
     def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:

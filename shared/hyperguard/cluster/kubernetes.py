@@ -26,6 +26,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.operators import in_
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import DaemonSet, Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event as CoreEvent
@@ -72,6 +73,7 @@ EVICTION_RETRY_S = 5.0
 # NodeClaim that stands for one instance and its node.
 NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
 NodePool = create_global_resource("karpenter.sh", "v1", "NodePool", "nodepools")
+EC2NodeClass = create_global_resource("karpenter.k8s.aws", "v1", "EC2NodeClass", "ec2nodeclasses")
 HyperPodJob = create_namespaced_resource(*HYPERPOD_JOB_API)
 _RUN_RESOURCES: dict[RunKind, Any] = {RunKind.BATCH: Job, RunKind.HYPERPOD: HyperPodJob}
 
@@ -576,6 +578,35 @@ class KubernetesAdapter:
             return None
         found: dict[str, Any] = pool.to_dict()  # type: ignore[no-untyped-call]
         return found
+
+    def crd_versions(self, name: str) -> list[str] | None:
+        """The versions the API server serves of CRD `name` (e.g.
+        `clusterqueues.kueue.x-k8s.io`); None when it is not installed."""
+        crd = self._get(
+            f"get CustomResourceDefinition {name}",
+            lambda: self.client.get(CustomResourceDefinition, name),
+        )
+        if crd is None or crd.spec is None:
+            return None
+        return [v.name for v in crd.spec.versions if v.served]
+
+    def list_nodepools(self) -> list[dict[str, Any]]:
+        """Every Karpenter NodePool, as JSON."""
+        pools = self._api(lambda: list(self.client.list(NodePool)))
+        return [pool.to_dict() for pool in pools]  # type: ignore[no-untyped-call]
+
+    def list_ec2nodeclasses(self) -> list[dict[str, Any]] | None:
+        """Every EC2NodeClass (Karpenter's AWS provider), as JSON; None when its CRD is not
+        installed (EKS Auto Mode's NodePools use its own NodeClass)."""
+        try:
+            classes = list(self.client.list(EC2NodeClass))
+        except ApiError as error:
+            if _code(error) == 404:
+                return None
+            raise ClusterError(f"list EC2NodeClasses on {self.cluster_name}: {error}") from error
+        except TRANSPORT_ERRORS as error:
+            raise ClusterError(f"list EC2NodeClasses on {self.cluster_name}: {error}") from error
+        return [c.to_dict() for c in classes]  # type: ignore[no-untyped-call]
 
     def create_nodeclaim(self, manifest: dict[str, Any]) -> bool:
         """Create a NodeClaim. False when one of that name exists already (409)."""

@@ -73,11 +73,16 @@ NODE_CLASS = "default"
 FIELD_MANAGER = "hyperguard-twin"
 
 
+NODEPOOL_ACCELERATOR_LIMIT = "512"
+"""What the twin's NodePools may launch in all, in accelerators (64 eight-GPU nodes): a bound
+as a platform team sets one (`hyperguard preflight` warns of a NodePool without limits)."""
+
+
 def nodepool_manifest(name: str, instance_type: str) -> dict[str, Any]:
     """A GPU NodePool as EKS's guides write one: its nodes tainted `nvidia.com/gpu` so that
-    only pods asking for the GPUs (and tolerating the taint) land there; consolidation off
-    until an admin sets it (`set_nodepool_disruption`), so the nodes launched before the
-    twin began stay while idle."""
+    only pods asking for the GPUs (and tolerating the taint) land there; bounded by limits;
+    consolidation off until an admin sets it (`set_nodepool_disruption`), so the nodes
+    launched before the twin began stay while idle."""
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -103,6 +108,7 @@ def nodepool_manifest(name: str, instance_type: str) -> dict[str, Any]:
                     "expireAfter": "Never",
                 },
             },
+            "limits": {accelerator_resource(instance_type): NODEPOOL_ACCELERATOR_LIMIT},
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
         },
     }

@@ -212,7 +212,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
             DryRunObjectView(
                 path=o.path, object=o.object, accepted=o.refused is None, refused=o.refused
             )
-            for o in deps.runs.dry_run(record.job, run_paths(job.template))
+            for o in deps.cluster.dry_run(record.job, run_paths(job.template))
         ]
         return ok(
             JobDryRun(
@@ -284,7 +284,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         tail: Annotated[int, Query(ge=1, le=MAX_TAIL_LINES)] = 100,
     ) -> Response[JobLog]:
         record = visible(jobId, caller())
-        found = deps.runs.replica_log(
+        found = deps.cluster.replica_log(
             record.job, replica, tail_lines=tail, limit_bytes=LOG_LIMIT_BYTES
         )
         if found is None:

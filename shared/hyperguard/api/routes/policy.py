@@ -19,6 +19,7 @@ from hyperguard.api.models import (
     SchedulerConfigView,
 )
 from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
+from hyperguard.cluster.prerequisites import ClusterPrerequisites
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.policies.repairers import Repairers, RepairOwners, owners
@@ -90,6 +91,20 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         caller()
         seen = deps.repairers.get() if deps.repairers is not None else Repairers()
         return ok(RepairOwners(owners=owners(seen, deps.policies.get()), seen=seen))
+
+    @router.get(
+        "/cluster/prerequisites",
+        summary="What HyperGuard needs installed in the cluster (admin)",
+        description="Read now from the cluster's API server with the API function's role: the "
+        "versions served of Kueue's API (HyperGuard writes v1beta2) and of the HyperPod "
+        "training operator's HyperPodPyTorchJob, and each Karpenter NodePool with its limits "
+        "and node class. `hyperguard preflight` checks them.",
+        tags=["policy"],
+        responses=responses(200, ClusterPrerequisites, 501, 502),
+    )
+    def get_prerequisites() -> Response[ClusterPrerequisites]:
+        caller().require_admin()
+        return ok(deps.cluster.prerequisites())
 
     @router.put(
         "/policies/burst",
