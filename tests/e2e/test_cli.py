@@ -363,6 +363,8 @@ def test_jobs_logs_reads_a_replicas_log_through_the_api_server(
         assert missing.returncode == 1 and "no pod of replica 7" in missing.stderr
         refused = run("jobs", "logs", job_id, "--tail", "0", endpoint=endpoint, check=False)
         assert refused.returncode == 1 and ": 422 " in refused.stderr, refused.stderr
+        # What the shell completion offers for a JOB_ID, newest first.
+        assert run("completion", "ids", "jobs", endpoint=endpoint).stdout.split()[0] == job_id
     finally:
         run("jobs", "cancel", job_id, endpoint=endpoint)
 

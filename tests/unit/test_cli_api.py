@@ -170,5 +170,13 @@ def test_bash_completion_comes_from_the_parser(capsys: pytest.CaptureFixture[str
     assert complete(script, "hyperguard jobs ") == ["list", "show", "submit", "logs", "cancel"]
     assert complete(script, "hyperguard twin fault i-1 --kind ") == ["gpu", "persistent", "kernel"]
     assert complete(script, "hyperguard twin up --ti") == ["--time-scale"]
+    # A job's or an incident's id: the ids the service has (`completion ids KIND`, stubbed).
+    stub = (
+        'hyperguard() { [[ "$1 $2" == "completion ids" ]] && case $3 in '
+        "jobs) printf 'ml-1\\nml-2\\n' ;; incidents) echo inc-9 ;; esac; }\n"
+    )
+    assert complete(stub + script, "hyperguard jobs logs ml-") == ["ml-1", "ml-2"]
+    assert complete(stub + script, "hyperguard incidents show ") == ["inc-9"]
+    assert "ml-1" not in complete(stub + script, "hyperguard jobs logs ml-1 --replica ")
     assert cli.main(["completion", "zsh"]) == 0
     assert capsys.readouterr().out.startswith("autoload -U +X bashcompinit && bashcompinit\n")

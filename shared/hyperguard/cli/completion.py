@@ -2,14 +2,19 @@
 parser, so it names every group, command, option and choice there is and never drifts.
 
 bash: `source <(hyperguard completion bash)`; zsh: `source <(hyperguard completion zsh)`
-(bash's script through zsh's bashcompinit).
+(bash's script through zsh's bashcompinit). A JOB_ID or INCIDENT_ID is completed with the
+service's own (`hyperguard completion ids jobs|incidents`, on the endpoint
+$HYPERGUARD_ENDPOINT names).
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from typing import Any
+
+from hyperguard.cli.output import CliError
 
 BASH = """\
 # hyperguard completion (hyperguard completion bash): groups, commands, options, choices
@@ -28,9 +33,17 @@ _hyperguard() {{
         COMPREPLY=($(compgen -W "$(_hyperguard_options "$path")" -- "$cur"))
     elif [[ -n $(_hyperguard_subs "$path") ]]; then
         COMPREPLY=($(compgen -W "$(_hyperguard_words "$path")" -- "$cur"))
+    elif [[ $prev != -* && -n $(_hyperguard_ids "$path") ]]; then  # a job or incident id
+        COMPREPLY=($(compgen -W "$(hyperguard completion ids "$(_hyperguard_ids "$path")" \
+            2>/dev/null)" -- "$cur"))
     else  # a command's arguments: its choices, else files
         COMPREPLY=($(compgen -W "$(_hyperguard_words "$path")" -f -- "$cur"))
     fi
+}}
+_hyperguard_ids() {{
+    case $1 in
+{ids}
+    esac
 }}
 _hyperguard_subs() {{
     case $1 in
@@ -56,11 +69,15 @@ complete -o default -F _hyperguard hyperguard
 """
 
 ZSH_PRELUDE = "autoload -U +X bashcompinit && bashcompinit\n"
+ID_KINDS = {"job_id": "jobs", "incident_id": "incidents"}
+"""Positionals completed with the ids the service has (`hyperguard completion ids KIND`)."""
+IDS_LIMIT = 200
+"""The newest ids offered: a completion list is read by a person."""
 
 
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
     """The completion script for `shell` ("bash" or "zsh")."""
-    subs, words, options, choices = [], [], [], []
+    subs, words, options, choices, ids = [], [], [], [], []
     for path, sub in _commands(parser, ""):
         subcommands = _subcommands(sub)
         subs.append(_case(path, " ".join(subcommands)))
@@ -73,12 +90,15 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
                 choices += [_case(f"{path}|{flag}", values) for flag in action.option_strings]
             elif values:  # a positional with choices: what the next word can be
                 positional = [values]
+            elif action.dest in ID_KINDS:
+                ids.append(_case(path, ID_KINDS[action.dest]))
         words.append(_case(path, " ".join(positional)))
     body = BASH.format(
         subs="\n".join(subs),
         words="\n".join(words),
         options="\n".join(options),
         choices="\n".join(choices),
+        ids="\n".join(ids),
     )
     return (ZSH_PRELUDE + body) if shell == "zsh" else body
 
@@ -106,16 +126,35 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
     ]
 
 
-def cmd_completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def cmd_completion(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, ids: Callable[[str, Any], list[str]]
+) -> int:
+    if args.shell == "ids":  # what the script asks for: the newest ids, one a line
+        if args.kind is None:
+            raise CliError("completion ids: name jobs or incidents")
+        for found in ids(args.kind, args)[:IDS_LIMIT]:
+            print(found)
+        return 0
     print(script(parser, args.shell), end="")
     return 0
 
 
-def add_parser(groups: Any, parser: argparse.ArgumentParser) -> None:
+def add_parser(
+    groups: Any,
+    parser: argparse.ArgumentParser,
+    service_options: Callable[[argparse.ArgumentParser], None],
+    ids: Callable[[str, Any], list[str]],
+) -> None:
+    """`ids(kind, args)`: the ids of `kind` (jobs, incidents) the service has, newest first."""
     p = groups.add_parser(
         "completion",
         help="print a shell completion script: source <(hyperguard completion bash)",
+        description="bash or zsh: the script. `ids jobs|incidents`: the newest job or incident "
+        "ids, one a line (what the script completes a JOB_ID or INCIDENT_ID with).",
     )
-    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
-    p.add_argument("--json", action="store_true", help="accepted for uniformity; prints the script")
-    p.set_defaults(func=lambda args: cmd_completion(args, parser))
+    p.add_argument("shell", choices=["bash", "zsh", "ids"], help="the shell to complete in")
+    p.add_argument(
+        "kind", nargs="?", choices=sorted(set(ID_KINDS.values())), help=argparse.SUPPRESS
+    )
+    service_options(p)
+    p.set_defaults(func=lambda args: cmd_completion(args, parser, ids))

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -576,6 +577,15 @@ def _view_stores(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     )
 
 
+def _ids(kind: str, args: argparse.Namespace) -> list[str]:
+    """The service's job or incident ids, newest first (shell completion)."""
+    if kind == "jobs":
+        records = _job_store(args).records()
+        records.sort(key=lambda r: r.job.submitted_at or datetime.min.replace(tzinfo=UTC))
+        return [r.job.job_id for r in reversed(records)]
+    return [i.incident_id for i in _incident_store(args).recent()]
+
+
 # ---- parser -------------------------------------------------------------------------------
 def _version() -> str:
     try:
@@ -817,7 +827,7 @@ def build_parser() -> argparse.ArgumentParser:
         return preflight.cmd_preflight(args, service, api.ServiceApi(service))
 
     p.set_defaults(func=run_preflight)
-    completion.add_parser(groups, parser)
+    completion.add_parser(groups, parser, service_options, _ids)
     return parser
 
 
