@@ -387,7 +387,7 @@ def test_the_in_team_roles_are_bound_only_in_team_namespaces_each_to_its_functio
                 "verbs": ["bind"],
                 "resourceNames": sorted(in_team, reverse=True),
             },
-        )
+        ),
     ]
 
 
