@@ -111,6 +111,17 @@ def test_the_report_draws_every_recovery_and_renders_in_chromium(
         assert all(p["start"] <= p["end"] for p in recovery["phases"])
     teams = result["gpu_use"]["teams"]
     assert set(teams) == {"nlp", "vision"} and max(teams["nlp"]) == 8 * (4 + 2)
+    assert result["gpu_use"]["capacity"] == 8 * 16  # the twin's 16 ml.p5.48xlarge
+    # Each job's outcome: a job a recovery stopped says so, and resumed from a step it had
+    # reached, never beyond.
+    outcomes = {row["job"]: row for row in result["job_outcomes"]}
+    assert set(outcomes) == set(result["jobs"])
+    stopped = {j["job_id"] for incident in result["incidents"] for j in incident["jobs"]}
+    assert stopped, "the demo's recoveries took jobs off their nodes"
+    for name, row in outcomes.items():
+        if result["jobs"][name]["job_id"] in stopped:
+            assert row["interruptions"] >= 1 and row["seconds_down"] > 0, row
+        assert all(step <= row["step"] for step in row["resumed_from"]), row
     report = write_report(tmp_path / "demo.html", report_data(result))
     if chromium() is None and not os.environ.get("CI"):
         pytest.skip("Chromium is not installed (make browser)")

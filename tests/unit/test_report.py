@@ -103,7 +103,28 @@ def sample_data() -> dict[str, Any]:
                 "vision": [16, 16, 16, 8, 8, 16, 16, 16, 16, 16, 16, 16, 8, 8, 8, 8],
                 "speech": [0, 8, 8, 8, 8, 8, 8, 0, 0, 0, 8, 8, 8, 8, 0, 0],
             },
+            "capacity": 64,
         },
+        "jobs": [
+            {
+                "job": "llama3-70b-pretrain",
+                "team": "llm-pretrain",
+                "step": 1480,
+                "interruptions": 1,
+                "steps_lost": 27,
+                "seconds_down": 412.5,
+                "resumed_from": [1400],
+            },
+            {
+                "job": "vit-h14",
+                "team": "vision",
+                "step": 700,
+                "interruptions": 0,
+                "steps_lost": 0,
+                "seconds_down": 0.0,
+                "resumed_from": [],
+            },
+        ],
         "executions": [
             {
                 "name": "hyperpod-node-health-i-0a1b2c3d4e5f60001",
@@ -308,3 +329,11 @@ def test_each_recovery_phase_shows_its_wall_seconds_beside_the_cluster_time() ->
     page = render_report(data)
     assert "300 s (5.0 s wall)" in page and "942 s (15.7 s wall)" in page
     assert "the service&#x27;s own time" in page
+
+
+def test_each_job_says_what_it_lost_and_the_gpu_chart_draws_the_capacity() -> None:
+    text = render_report(sample_data())
+    jobs = text[text.index("Jobs: what each lost") : text.index("GPU use by team")]
+    assert re.search(r"llama3-70b-pretrain.*?1480.*?>1<.*?>27<.*?412\.5.*?1400", jobs, re.S)
+    assert re.search(r"vit-h14.*?>0<.*?>0<.*?>0\.0<.*?>-<", jobs, re.S)
+    assert '"name":"HyperPod capacity"' in text and '"y":[64,64]' in text

@@ -17,6 +17,7 @@ from hyperguard import planner
 from hyperguard.cli.executions import execution_states, history
 from hyperguard.events import ClassifyConfig, classify
 from hyperguard.store import IncidentStore
+from hyperguard.twin.cloud.training import interruptions
 from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.runtime import SEED_JOBS, Twin
 from hyperguard.twin.story import Follower, phases
@@ -336,6 +337,7 @@ def report(twin: Twin, settled: bool) -> dict[str, Any]:
         "recoveries": recoveries,
         "recovery_executions": execution_rows,
         "gpu_use": gpu_use(twin),
+        "job_outcomes": job_outcomes(twin),
         "dlq_depth": status["queue_depth"]["HealthDLQ"],
         "invocations": status["invocations"],
         "function_errors": status["function_errors"],
@@ -364,7 +366,40 @@ def gpu_use(twin: Twin) -> dict[str, Any]:
             series[team].append(
                 GPUS_PER_INSTANCE * sum(n for j, n in size.items() if teams[j] == team)
             )
-    return {"times": times, "teams": series}
+    capacity = GPUS_PER_INSTANCE * sum(
+        1 for i in twin.cluster.instances() if i.platform == "hyperpod"
+    )
+    return {"times": times, "teams": series, "capacity": capacity}
+
+
+def job_outcomes(twin: Twin) -> list[dict[str, Any]]:
+    """What each seeded job lost over the run, from the simulated cluster's ground truth:
+    each time it stopped training, the steps it then redid (its progress beyond the
+    checkpoint it resumed from), the cluster seconds it did not train, and the steps it
+    resumed from."""
+    now = twin.cluster.clock.now()
+    rows = []
+    for name, team, *_ in SEED_JOBS:
+        job_id = twin.seeded_jobs.get(name)
+        if job_id is None:
+            continue
+        stops = [
+            i
+            for i in interruptions(twin.cluster.timeline(job_id))
+            if i.steps_lost or i.seconds_down(now)  # a resize that never stopped it: none
+        ]
+        rows.append(
+            {
+                "job": name,
+                "team": team,
+                "step": twin.cluster.step_of(job_id),
+                "interruptions": len(stops),
+                "steps_lost": sum(i.steps_lost for i in stops),
+                "seconds_down": round(sum(i.seconds_down(now) for i in stops), 1),
+                "resumed_from": [i.resumed.step for i in stops if i.resumed is not None],
+            }
+        )
+    return rows
 
 
 def report_data(result: dict[str, Any]) -> dict[str, Any]:
@@ -378,6 +413,7 @@ def report_data(result: dict[str, Any]) -> dict[str, Any]:
         "generated_at": _iso(datetime.now(UTC)),
         "summary": result["summary"],
         "recoveries": result["recoveries"],
+        "jobs": result["job_outcomes"],
         "gpu_use": result["gpu_use"],
         "executions": result["recovery_executions"],
         "tradeoff": tradeoff(planner.PUBLISHED_RATE),

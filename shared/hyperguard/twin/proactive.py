@@ -32,7 +32,7 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
-from hyperguard.twin.cluster import Progress
+from hyperguard.twin.cloud.training import interruptions
 from hyperguard.twin.inject import put_entry, retarget
 from hyperguard.twin.runtime import Twin, TwinError
 from hyperguard.twin.scenarios import FULL, back_at_full_size, configure, ok, submit, wait_for
@@ -117,16 +117,9 @@ def _measure(
     twin: Twin, job_id: str, announced: datetime, start: datetime, still_on_node: bool
 ) -> dict[str, Any]:
     timeline = [p for p in twin.cluster.timeline(job_id) if p.at >= announced]
-    lost_steps = 0
-    paused_s = 0.0
-    stopped: Progress | None = None
-    for point in timeline:
-        if point.replicas == 0 and stopped is None:
-            stopped = point
-        elif point.replicas > 0 and stopped is not None:
-            lost_steps += max(0, stopped.step - point.step)
-            paused_s += (point.at - stopped.at).total_seconds()
-            stopped = None
+    stops = [i for i in interruptions(timeline, training=True) if i.resumed is not None]
+    lost_steps = sum(i.steps_lost for i in stops)
+    paused_s = sum(i.seconds_down(announced) for i in stops)
     unplanned = 0.0
     if still_on_node:
         resumed = next((p for p in timeline if p.at > start and p.replicas > 0), None)

@@ -17,7 +17,10 @@ section is left out, an empty one says so in a line, never an error):
     recoveries: [{"incident_id", "instance_id", "outcome": str,
                   "phases": [{"name": str, "start": ISO, "end": ISO,
                               "wall_s": float}]}]  -> Gantt (cluster time; wall_s beside)
-    gpu_use: {"times": [ISO], "teams": {team: [GPUs in use at each time]}}   -> stacked area
+    jobs: [{"job", "team": str, "step", "interruptions", "steps_lost": int,
+            "seconds_down": float, "resumed_from": [step]}]                  -> table
+    gpu_use: {"times": [ISO], "teams": {team: [GPUs in use at each time]},
+              "capacity": GPUs installed}          -> stacked area, capacity dashed
     executions: [{"name", "state_machine", "status": str, "start": ISO,
                   "stop": ISO | None, "states": int}]                       -> table, counts
     tradeoff: {"sizes": [instances],
@@ -32,7 +35,9 @@ section is left out, an empty one says so in a line, never an error):
                                                          -> grouped bars, measured | formula
     next_steps: [command]                                                    -> <pre>
 
-Times without an offset are taken as UTC; charts show UTC. Every string from the data is
+Times without an offset are taken as UTC; charts show UTC. Each figure says its clock: the
+simulated cluster's (recoveries, jobs, GPU use: it runs faster than the wall clock) or the
+wall clock (Step Functions executions, the service's own). Every string from the data is
 escaped: for HTML with html.escape, and for chart labels too, since plotly reads a small
 HTML subset (<b>, <br>, <a>) in them and decodes &lt; &gt; &amp; back for display.
 """
@@ -184,7 +189,7 @@ def _recoveries(incidents: list[dict[str, Any]]) -> _Part | None:
     fig.update_layout(
         barmode="overlay",
         height=max(260, 120 + 60 * len(rows)),
-        xaxis={"type": "date", "title": "time (UTC)"},
+        xaxis={"type": "date", "title": "cluster time (UTC)"},
         yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": rows},
         legend={"title": "phase", "orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         uniformtext={"minsize": 9, "mode": "hide"},
@@ -197,6 +202,37 @@ def _recoveries(incidents: list[dict[str, Any]]) -> _Part | None:
         "bar's wall seconds, in brackets, are the service's own time."
     )
     return _Part(f"<p>{_esc(note)}</p>{chart.html}", chart.charts)
+
+
+def _jobs(rows: list[dict[str, Any]]) -> _Part:
+    headers = (
+        "Job",
+        "Team",
+        "Step reached",
+        "Interruptions",
+        "Steps lost (redone)",
+        "Seconds down",
+        "Resumed from step",
+    )
+    cells = [
+        [
+            r.get("job", ""),
+            r.get("team", ""),
+            r.get("step", ""),
+            r.get("interruptions", 0),
+            r.get("steps_lost", 0),
+            r.get("seconds_down", 0),
+            ", ".join(str(s) for s in r.get("resumed_from") or []) or "-",
+        ]
+        for r in rows
+    ]
+    note = (
+        '<p class="note">From the simulated cluster\'s ground truth (cluster time): a job '
+        "is down from the moment it stopped training until it trained again; the steps it "
+        "lost are those past the checkpoint it resumed from.</p>"
+    )
+    classes = ("", "", "num", "num", "num", "num", "")
+    return _Part(_table(headers, cells, classes) + note)
 
 
 def _gpu_use(use: dict[str, Any]) -> _Part | None:
@@ -218,9 +254,20 @@ def _gpu_use(use: dict[str, Any]) -> _Part | None:
             for team, counts in teams.items()
         ]
     )
+    capacity = use.get("capacity")
+    if capacity:
+        fig.add_trace(
+            go.Scatter(
+                x=[times[0], times[-1]],
+                y=[capacity, capacity],
+                name="HyperPod capacity",
+                mode="lines",
+                line={"dash": "dash", "color": "#616e7c"},
+            )
+        )
     fig.update_layout(
         height=380,
-        xaxis={"title": "time (UTC)"},
+        xaxis={"title": "cluster time (UTC)"},
         yaxis={"title": "GPUs in use"},
         legend={"title": "team"},
         hovermode="x unified",
@@ -242,7 +289,7 @@ def _executions(executions: list[dict[str, Any]]) -> _Part:
     fig.update_layout(height=260, width=520, yaxis={"title": "executions"}, showlegend=False)
     chart = _chart(fig, "chart-executions")
     table = _table(
-        ["Name", "State machine", "Status", "Start", "Stop", "States"],
+        ["Name", "State machine", "Status", "Start (wall clock)", "Stop (wall clock)", "States"],
         [
             [
                 e.get("name", ""),
@@ -347,6 +394,7 @@ def _next_steps(commands: list[str]) -> _Part:
 SECTIONS: tuple[tuple[str, str, Callable[[Any], _Part | None]], ...] = (
     ("summary", "What happened", _summary),
     ("recoveries", "Recoveries", _recoveries),
+    ("jobs", "Jobs: what each lost", _jobs),
     ("gpu_use", "GPU use by team", _gpu_use),
     ("executions", "Step Functions executions", _executions),
     ("tradeoff", "Recovery strategy trade-off", _tradeoff),

@@ -54,6 +54,46 @@ class Progress:
     step: int
 
 
+@dataclass(frozen=True)
+class Interruption:
+    """A stop in a job's training timeline: from `stopped` (the step reached) until
+    `resumed` (the step it trained from again; None: it never did)."""
+
+    stopped: Progress
+    resumed: Progress | None
+
+    @property
+    def steps_lost(self) -> int:
+        """Steps trained and then redone: the progress beyond the step it resumed from."""
+        return max(0, self.stopped.step - self.resumed.step) if self.resumed else 0
+
+    def seconds_down(self, until: datetime) -> float:
+        end = self.resumed.at if self.resumed else until
+        return max(0.0, (end - self.stopped.at).total_seconds())
+
+
+def interruptions(
+    timeline: list[Progress], *, final_step: int | None = None, training: bool = False
+) -> list[Interruption]:
+    """Each time the job stopped training (replicas 0) after having trained, and where it
+    trained from again. A stop at `final_step` is its end, not an interruption. `training`:
+    the job was training when the timeline begins (a window cut from a longer one)."""
+    found: list[Interruption] = []
+    stopped: Progress | None = None
+    trained = training
+    for point in timeline:
+        if point.replicas == 0 and trained and stopped is None:
+            stopped = point
+        elif point.replicas > 0:
+            if stopped is not None:
+                found.append(Interruption(stopped, point))
+                stopped = None
+            trained = True
+    if stopped is not None and stopped.step != final_step:
+        found.append(Interruption(stopped, None))
+    return found
+
+
 @dataclass
 class PodState:
     name: str
