@@ -91,7 +91,7 @@ def cloud() -> Iterator[Any]:
     from hyperguard.twin.plane.authn import Identity
     from hyperguard.twin.plane.components import ensure_built
     from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
-    from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings, _free_port
+    from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings, free_port
 
     env = {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -103,7 +103,7 @@ def cloud() -> Iterator[Any]:
     os.environ.pop("AWS_ENDPOINT_URL", None)
     with ExitStack() as stack:
         stack.enter_context(mock_aws())
-        port = _free_port()
+        port = free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         stack.callback(server.stop)

@@ -15,6 +15,12 @@ listed when the server no longer has that version (410).
 Runs as a Deployment (deploy/kubernetes/hyperguard-forwarder.yaml): `python -m
 hyperguard.forwarder`, configured by HYPERGUARD_CLUSTER_NAME and HYPERGUARD_EVENT_BUS_NAME;
 credentials for PutEvents from EKS Pod Identity or IRSA, in-cluster Kubernetes credentials.
+
+For Prometheus (HYPERGUARD_METRICS_PORT, default 9102; 0 turns it off): /metrics with the
+events it sent, dropped and retried, its watch restarts, and `hyperguard_node_problem`, 1
+per node and condition that is a problem as HyperGuard classifies it, read at each scrape
+from what the forwarder has seen (prometheus-client, the image's only addition to the
+layer's dependencies). The service's own metrics stay in CloudWatch.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ MAX_ATTEMPTS = 5
 BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 WATCH_TIMEOUT_S = 300
+METRICS_PORT = 9102
 Obj = dict[str, Any]
 _log = logging.getLogger(__name__)
 
@@ -120,6 +127,7 @@ class EventSender:
     sleep: Callable[[float], None] = time.sleep
     sent: int = 0
     dropped: int = 0
+    retried: int = 0
 
     def put(self, batch: list[Obj]) -> None:
         for start in range(0, len(batch), BATCH_SIZE):
@@ -128,6 +136,7 @@ class EventSender:
     def _put_batch(self, pending: list[Obj]) -> None:
         for attempt in range(MAX_ATTEMPTS):
             if attempt:
+                self.retried += len(pending)
                 self.sleep(min(BACKOFF_S * 2 ** (attempt - 1), MAX_BACKOFF_S))
             try:
                 results = self.events.put_events(Entries=pending).get("Entries") or []
@@ -157,6 +166,7 @@ class NodeForwarder:
     sleep: Callable[[float], None] = time.sleep
     tracker: ConditionTracker = field(default_factory=ConditionTracker)
     resource_version: str | None = None
+    watch_restarts: int = 0
 
     def run(self, stop: threading.Event) -> None:
         failures = 0
@@ -169,6 +179,7 @@ class NodeForwarder:
                         return
             except Exception as error:
                 failures += 1
+                self.watch_restarts += 1
                 if getattr(getattr(error, "status", None), "code", None) == 410:
                     self.resource_version = None  # too old: list again (the tracker dedupes)
                 _log.warning("node watch broke (%d in a row): %s", failures, error)
@@ -192,6 +203,72 @@ class NodeForwarder:
             yield event, node.to_dict()
 
 
+def problems(tracker: ConditionTracker) -> list[tuple[str, str]]:
+    """(node, condition) of each condition whose last status seen is a problem."""
+    return sorted(
+        (node, kind)
+        for node, known in list(tracker.sent.items())
+        for kind, status in list(known.items())
+        if _is_problem(kind, status)
+    )
+
+
+class ForwarderCollector:
+    """The forwarder's Prometheus metrics, read from its state at each scrape."""
+
+    def __init__(self, forwarder: NodeForwarder) -> None:
+        self.forwarder = forwarder
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        sender = self.forwarder.sender
+        for name, text, value in (
+            (
+                "hyperguard_forwarder_events_sent",
+                "node condition events PutEvents took",
+                sender.sent,
+            ),
+            (
+                "hyperguard_forwarder_events_dropped",
+                "events dropped after every retry",
+                sender.dropped,
+            ),
+            (
+                "hyperguard_forwarder_events_retried",
+                "entries sent again after a failure",
+                sender.retried,
+            ),
+            (
+                "hyperguard_forwarder_watch_restarts",
+                "node watches that broke and resumed",
+                self.forwarder.watch_restarts,
+            ),
+        ):
+            yield CounterMetricFamily(name, text, value=value)
+        gauge = GaugeMetricFamily(
+            "hyperguard_node_problem",
+            "1 while the node's condition is a problem, as HyperGuard classifies it "
+            "(a *Ready condition not True, another condition True)",
+            labels=["node", "condition"],
+        )
+        for node, kind in problems(self.forwarder.tracker):
+            gauge.add_metric([node, kind], 1)
+        yield gauge
+
+
+def serve_metrics(
+    forwarder: NodeForwarder, port: int, address: str = "0.0.0.0"
+) -> tuple[Any, threading.Thread]:
+    """/metrics on `port` (prometheus-client's server, in a daemon thread): the server (its
+    `shutdown()` stops it) and its thread."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ForwarderCollector(forwarder))
+    return start_http_server(port, addr=address, registry=registry)
+
+
 def main() -> None:  # pragma: no cover - the container's entry point
     import boto3
     from lightkube import Client
@@ -203,6 +280,9 @@ def main() -> None:  # pragma: no cover - the container's entry point
         cluster=os.environ["HYPERGUARD_CLUSTER_NAME"],
         bus=os.environ["HYPERGUARD_EVENT_BUS_NAME"],
     )
+    port = int(os.environ.get("HYPERGUARD_METRICS_PORT", METRICS_PORT))
+    if port:
+        serve_metrics(forwarder, port, os.environ.get("HYPERGUARD_METRICS_ADDRESS", "0.0.0.0"))
     forwarder.run(threading.Event())
 
 

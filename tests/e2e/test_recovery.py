@@ -6,7 +6,9 @@ nodes, all busy, so a job waits for its node's repair or replacement (no hot spa
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -377,6 +379,13 @@ def test_a_kernel_condition_on_a_hyperpod_node_is_repaired(service: Service) -> 
     twin.fault(faulty, "kernel")
     incident = service.incident_for(faulty)
     assert incident.kind == "node_condition"
+    # What a Prometheus scrape of the forwarder's pod reads meanwhile (its /metrics).
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{twin.forwarder_metrics_port}/metrics", timeout=10
+    ) as answer:
+        metrics = answer.read().decode()
+    sent = re.search(r"^hyperguard_forwarder_events_sent_total (\S+)$", metrics, re.M)
+    assert sent is not None and float(sent.group(1)) >= 1, metrics
     finished = service.finish_approving(incident.incident_id, incident.execution_arn)
     assert finished["status"] == "SUCCEEDED"
     closed = service.incidents.get(incident.incident_id)

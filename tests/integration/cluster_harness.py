@@ -137,9 +137,9 @@ def shared_plane() -> SharedPlane:
             return _shared
         from moto.server import ThreadedMotoServer
 
-        from hyperguard.twin.plane.plane import _free_port
+        from hyperguard.twin.plane.plane import free_port
 
-        port = _free_port()
+        port = free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
         server.start()
         tokens = EksTokenAuthenticator(EKS, fetch=sts_in_process)

@@ -8,17 +8,20 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from lightkube import Client, KubeConfig
+from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.cluster_harness import clean_cluster, shared_plane
 
 from hyperguard.events.kubernetes import classify_node_condition
-from hyperguard.forwarder import BATCH_SIZE, EventSender, NodeForwarder
+from hyperguard.forwarder import BATCH_SIZE, EventSender, NodeForwarder, serve_metrics
 from hyperguard.twin.plane.kube import NODES, KubeClient
+from hyperguard.twin.plane.plane import free_port
 
 PROVIDER_ID = "aws:///us-west-2b/sagemaker/cluster/hyperpod-abc123xyz0-i-0123456789abcdef0"
 
@@ -191,3 +194,47 @@ def test_entries_that_keep_failing_are_dropped_and_counted() -> None:
     sender.put([{"Detail": "{}"}])
     assert delays == [0.5, 1.0, 2.0, 4.0]
     assert (sender.sent, sender.dropped) == (0, 1)
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """/metrics as Prometheus parses it: (sample name, labels) → value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_metrics_for_prometheus_count_events_and_show_each_nodes_problems(
+    cluster: Cluster,
+) -> None:
+    cluster.kube.create(NODES, node(cluster.name, {"Ready": "True", "KernelDeadlock": "False"}))
+    events = RecordingEvents(fail_entries=1)
+    delays: list[float] = []
+    forwarder, stop, thread = forwarding(cluster.client, events, delays)
+    port = free_port()
+    server, _ = serve_metrics(forwarder, port, "127.0.0.1")
+    try:
+        cluster.set_status({"Ready": "True", "KernelDeadlock": "True"})
+        events.details()  # the throttled try
+        events.details()  # and its retry
+        metrics = scrape(port)
+        problem = (
+            "hyperguard_node_problem",
+            (("condition", "KernelDeadlock"), ("node", cluster.name)),
+        )
+        assert metrics[problem] == 1
+        assert metrics[("hyperguard_forwarder_events_sent_total", ())] == 1
+        assert metrics[("hyperguard_forwarder_events_retried_total", ())] == 1
+        assert metrics[("hyperguard_forwarder_events_dropped_total", ())] == 0
+        # Healthy again: the series is gone, as a Prometheus alert on it expects.
+        cluster.set_status({"Ready": "True", "KernelDeadlock": "False"})
+        events.details()
+        assert problem not in scrape(port)
+    finally:
+        stop.set()
+        server.shutdown()
+        cluster.kube.patch(NODES, cluster.name, {"metadata": {"labels": {"touched": "end"}}})
+        thread.join(timeout=10)

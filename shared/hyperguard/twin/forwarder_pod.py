@@ -52,6 +52,7 @@ def start(
     bus: str,
     aws_env: dict[str, str],
     log: Path,
+    metrics_port: int,
 ) -> subprocess.Popen[bytes]:
     admin = plane.client()
     namespace, name = install(admin, root)
@@ -70,6 +71,9 @@ def start(
         "KUBECONFIG": str(kubeconfig),
         "HYPERGUARD_CLUSTER_NAME": cluster,
         "HYPERGUARD_EVENT_BUS_NAME": bus,
+        # the pod's metrics port, on the host's loopback (the process runs on the host)
+        "HYPERGUARD_METRICS_PORT": str(metrics_port),
+        "HYPERGUARD_METRICS_ADDRESS": "127.0.0.1",
         **aws_env,
     }
     with log.open("ab") as out:

@@ -58,7 +58,7 @@ from hyperguard.twin.plane.authn import Identity
 from hyperguard.twin.plane.components import ensure_built
 from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
 from hyperguard.twin.plane.kube import KubeClient
-from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings
+from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings, free_port
 from hyperguard.twin.poller import SqsMapping, SqsPoller
 from hyperguard.twin.telemetry import CloudWatchSink
 
@@ -203,6 +203,8 @@ class Twin:
     account: str = ACCOUNT
     _api_server: Any = None
     _forwarder: subprocess.Popen[bytes] | None = None
+    forwarder_metrics_port: int | None = None
+    """Where the forwarder serves /metrics (127.0.0.1), once it runs."""
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -438,6 +440,7 @@ class Twin:
             RoleArn=role, RoleSessionName="hyperguard-forwarder"
         )["Credentials"]
         self.emulator.iam.enforce(credentials["AccessKeyId"], role, "ForwarderRole")
+        self.forwarder_metrics_port = free_port()
         self._forwarder = forwarder_pod.start(
             self.plane,
             self.config.root,
@@ -452,6 +455,7 @@ class Twin:
                 "AWS_ENDPOINT_URL": self.emulator.endpoint,
             },
             log=self.plane.workdir / "logs" / "hyperguard-forwarder.log",
+            metrics_port=self.forwarder_metrics_port,
         )
 
     def _role_credentials(self, spec: FunctionSpec) -> dict[str, str]:

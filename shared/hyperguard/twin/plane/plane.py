@@ -103,7 +103,7 @@ class PlaneSettings:
     reconciles, for a benchmark that plays the cluster's side itself (bench/scheduler.py)."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A port free now, below Linux's ephemeral range (32768-60999) so no outgoing
     connection takes it before the component binds it."""
     import random
@@ -169,8 +169,8 @@ class ControlPlane:
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         (self.workdir / OWNER_FILE).write_text(str(os.getpid()))
         self.pki = ClusterPki(self.workdir / "pki")
-        self.port = _free_port()
-        self.kubelet_port = _free_port()
+        self.port = free_port()
+        self.kubelet_port = free_port()
         """KWOK's kubelet API, every node's (kubeletEndpoint)."""
         self.logs_dir = self.workdir / "pod-logs"
         """The simulated containers' log files, in the CRI log format KWOK reads."""
@@ -242,7 +242,7 @@ class ControlPlane:
 
     def _start(self, deadline: float) -> None:
         self._admin_pair = self.pki.client("admin", "hyperguard-twin", "system:masters")
-        etcd_port, etcd_peer = _free_port(), _free_port()
+        etcd_port, etcd_peer = free_port(), free_port()
         self._spawn(
             "etcd",
             self.built["etcd"].binary,
@@ -502,7 +502,7 @@ class ControlPlane:
         )
 
     def _start_kueue(self) -> int:
-        port, probe = _free_port(), _free_port()
+        port, probe = free_port(), free_port()
         serving = self.pki.serving("kueue-webhook", HOST, "localhost")
         certs = self.workdir / "kueue-certs"
         certs.mkdir()
@@ -530,7 +530,7 @@ class ControlPlane:
         kubeconfig = self.kubeconfig(
             "karpenter", identity=self.pki.client("karpenter", "karpenter", "system:masters")
         )
-        probe, metrics = _free_port(), _free_port()
+        probe, metrics = free_port(), free_port()
         gates = {"NodeRepair": False, **self.settings.feature_gates.get("karpenter", {})}
         self._spawn(
             "karpenter",
