@@ -58,7 +58,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()  # a fixture that fails here must not leave the twin running
             raise
         yield url
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)  # Ctrl-C, how a twin is meant to stop: exit 0
         # stopping joins the twin's threads and workers: ~20 s at a load of 10 on 2 cores
         assert proc.wait(timeout=90) == 0, log.read_text()
 
