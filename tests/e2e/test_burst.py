@@ -16,12 +16,15 @@ from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 from tests.e2e.test_faults import BURST, AimedFaults
 
+from hyperguard.cluster.workloads import JOB_ID_LABEL, JOB_NAME_LABEL, job_name, team_namespace
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.plane.kube import NODECLAIMS, NODEPOOLS
+from hyperguard.twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource
 from hyperguard.twin.runtime import Twin, fast_burst_policy
 
 TEAM = "alpha"
+SERVICES = resource("v1", "services")
+ENDPOINT_SLICES = resource("discovery.k8s.io/v1", "endpointslices")
 EVENTS = ROOT / "tests" / "events"
 
 
@@ -147,10 +150,47 @@ def test_a_development_job_bursts_onto_new_nodes_and_they_go_once_idle(
     assert output["plan"]["nodes"] == 2
     assert output["plan"]["options"][0]["capacityType"] == "on-demand"
     assert sorted(output["instance_ids"]) == sorted(record["nodes"])
+    service = rendezvous_of(twin, job)
 
     assert http("DELETE", f"/jobs/{job}")[0] == 200
     until(lambda: not burst_instances(twin), "the idle burst nodes to be released")
     assert http.status_of(job) == "Cancelled"
+    # The run's Service goes with its Job (the garbage collector, by its owner reference).
+    until(
+        lambda: twin.kube.get(SERVICES, service, team_namespace(TEAM)) is None,
+        "the run's Service to go with its Job",
+    )
+
+
+def rendezvous_of(twin: Twin, job_id: str) -> str:
+    """A running burst run's pods find each other: its headless Service, owned by its Job,
+    lists every replica's pod with its hostname (the EndpointSlice kube-controller-manager
+    keeps), and each pod has torchrun's variables naming rank 0 there. Returns the Service's
+    name."""
+    namespace = team_namespace(TEAM)
+    [run] = twin.kube.list_objects(
+        JOBS, namespace, label_selector=f"{JOB_ID_LABEL}={job_name(job_id)}"
+    )
+    name = run["metadata"]["name"]
+    service = twin.kube.get(SERVICES, name, namespace)
+    assert service is not None and service["spec"]["clusterIP"] == "None"
+    assert service["metadata"]["ownerReferences"][0]["uid"] == run["metadata"]["uid"]
+
+    def hostnames() -> list[str] | None:
+        slices = twin.kube.list_objects(
+            ENDPOINT_SLICES, namespace, label_selector=f"kubernetes.io/service-name={name}"
+        )
+        found = sorted(e.get("hostname", "") for s in slices for e in s.get("endpoints") or [])
+        return found if found == [f"{name}-0", f"{name}-1"] else None
+
+    until(hostnames, "the run's EndpointSlice to list both replicas by hostname")
+    pods = twin.kube.list_objects(PODS, namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["spec"]["subdomain"] == name and pod["spec"]["hostname"].startswith(name)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert (env["MASTER_ADDR"], env["WORLD_SIZE"]) == (f"{name}-0.{name}", "2")
+    return str(name)
 
 
 def test_a_stock_out_falls_back_to_the_next_capacity_type(twin: Twin, http: Http) -> None:

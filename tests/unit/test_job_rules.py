@@ -8,10 +8,12 @@ import pytest
 from pydantic import ValidationError
 
 from hyperguard.cluster.workloads import (
+    RENDEZVOUS_PORT,
     RunKind,
     RunPhase,
     batch_job_manifest,
     hyperpod_job_manifest,
+    rendezvous_service,
     resize_patch,
     run_status,
 )
@@ -259,3 +261,28 @@ def test_log_monitoring_rules_reach_the_hyperpod_run_as_the_operator_spells_them
 def test_invalid_log_monitoring_rules_are_refused(rule: dict[str, Any], why: str) -> None:
     with pytest.raises(ValidationError, match=why):
         LogMonitoringRule.model_validate(rule)
+
+
+def test_a_batch_runs_pods_find_each_other_through_its_headless_service() -> None:
+    """torchrun's variables on every pod (rank from the completion index), the pods'
+    hostnames in the run's headless Service, which the run's Job owns."""
+    job = _job(run=3)
+    manifest = batch_job_manifest(job, ["node-a", "node-b"])
+    name = manifest["metadata"]["name"]
+    spec = manifest["spec"]["template"]["spec"]
+    assert spec["subdomain"] == name
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    assert env["MASTER_ADDR"]["value"] == env["PET_MASTER_ADDR"]["value"] == f"{name}-0.{name}"
+    assert env["MASTER_PORT"]["value"] == str(RENDEZVOUS_PORT)
+    assert env["WORLD_SIZE"]["value"] == env["PET_NNODES"]["value"] == "2"
+    assert env["PET_NPROC_PER_NODE"]["value"] == str(job.accelerators_per_replica)
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    for rank in ("RANK", "NODE_RANK", "PET_NODE_RANK"):
+        assert env[rank]["valueFrom"]["fieldRef"]["fieldPath"] == index
+    service = rendezvous_service(job, "uid-1")
+    assert service["metadata"]["name"] == name
+    assert service["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": "uid-1"}
+    ]
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"]
+    assert service["spec"]["selector"] == {"batch.kubernetes.io/job-name": name}

@@ -62,6 +62,7 @@ ACCESS: dict[str, set[Grant]] = {
     "mark_node": NODES_BY_ID | _on("", "nodes", "patch"),
     "drain": NODES_BY_ID | _on("", "pods", "list", "delete") | _on("", "pods/eviction", "create"),
     "create_run": _on_runs("create", where="team"),
+    "create_service": _on("", "services", "create", where="team"),
     "dry_run_create": _on_runs("create", where="team"),
     "namespace_exists": _on("", "namespaces", "get"),
     "crd_versions": _on("apiextensions.k8s.io", "customresourcedefinitions", "get"),

@@ -76,6 +76,7 @@ from hyperguard.cluster.workloads import (
     batch_job_manifest,
     hyperpod_job_manifest,
     job_name,
+    rendezvous_service,
     resize_patch,
     run_name,
     run_status,
@@ -229,7 +230,25 @@ class HyperPodEksGateway:
         """Submit run `job.run` of `job` pinned to `nodes` (instance ids, one per replica):
         a HyperPodPyTorchJob on HyperPod nodes, a batch Job on EKS burst nodes. False when
         this run was already submitted."""
-        return self.kubernetes.create_run(self._manifest(job, self._placement(nodes)))
+        return self._create_run(job, self._manifest(job, self._placement(nodes)))
+
+    def _create_run(self, job: Job, manifest: dict[str, Any]) -> bool:
+        """Ensure the run object, and a batch run's headless Service (owned by its Job, so
+        it goes with it): True when the run object is new."""
+        uid = self.kubernetes.create_run(manifest)
+        if manifest["kind"] == RunKind.BATCH.value:
+            owner = uid or self._run_uid(job, manifest["metadata"]["name"])
+            if owner is not None:
+                self.kubernetes.create_service(rendezvous_service(job, owner))
+        return uid is not None
+
+    def _run_uid(self, job: Job, name: str) -> str | None:
+        """The uid of the job's run object `name`, created by an earlier attempt."""
+        for obj in self.kubernetes.list_runs({JOB_ID_LABEL: job_name(job.job_id)}):
+            meta = obj.get("metadata") or {}
+            if meta.get("name") == name and meta.get("uid"):
+                return str(meta["uid"])
+        return None
 
     def dry_run(self, job: Job, paths: list[str]) -> list[DryRunObject]:
         """The run objects a dispatch of `job` creates on each of `paths` (`hyperpod`: a
@@ -302,7 +321,7 @@ class HyperPodEksGateway:
             if self.kubernetes.patch_run(current.kind, current.namespace, current.name, patch):
                 return True
         self.stop_job(job.job_id, before_run=job.run)
-        self.kubernetes.create_run(self._manifest(job, placement))
+        self._create_run(job, self._manifest(job, placement))
         return False
 
     def job_runs(self) -> list[RunStatus]:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from functools import lru_cache, partial
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httpx2
 import msgspec
@@ -30,7 +30,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import DaemonSet, Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event as CoreEvent
-from lightkube.resources.core_v1 import Namespace, Pod
+from lightkube.resources.core_v1 import Namespace, Pod, Service
 from lightkube.resources.core_v1 import Node as KubeNodeResource
 from lightkube.types import CascadeType, PatchType
 from pydantic import BaseModel, Field
@@ -374,12 +374,22 @@ class KubernetesAdapter:
 
     # runs of jobs (batch/v1 Jobs and HyperPodPyTorchJobs)
 
-    def create_run(self, manifest: dict[str, Any]) -> bool:
-        """Create a run object. Returns False when it already exists (409)."""
+    def create_run(self, manifest: dict[str, Any]) -> str | None:
+        """Create a run object: its uid, or None when it already exists (409)."""
         resource = _RUN_RESOURCES[RunKind(manifest["kind"])]
         obj = resource.from_dict(manifest)
         meta = manifest["metadata"]
         what = f"create {manifest['kind']} {meta['namespace']}/{meta['name']}"
+        code, created = self._attempt(what, lambda: self.client.create(obj), (409,))
+        if code is not None or created is None:
+            return None
+        return str(created.metadata.uid) if created.metadata else None
+
+    def create_service(self, manifest: dict[str, Any]) -> bool:
+        """Create a Service (a run's headless one). False when it already exists (409)."""
+        meta = manifest["metadata"]
+        what = f"create Service {meta['namespace']}/{meta['name']}"
+        obj = cast(Service, Service.from_dict(manifest))
         return self._request(what, lambda: self.client.create(obj), expected=(409,)) is None
 
     def replica_log(

@@ -67,6 +67,10 @@ CHECKPOINT_ENV = "HYPERGUARD_CHECKPOINT_URI"
 RESUME_FROM_ENV = "HYPERGUARD_RESUME_FROM"
 RESUME_STEP_ENV = "HYPERGUARD_RESUME_STEP"
 MAX_STEPS_ENV = "HYPERGUARD_MAX_STEPS"
+RENDEZVOUS_PORT = 29500
+"""torchrun's default --master_port: where rank 0 of a burst run listens for the others."""
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""The label the Job controller puts on its pods: the run's headless Service selects them."""
 
 _NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
 
@@ -293,6 +297,13 @@ def batch_job_manifest(
     PodFailurePolicy, which is how HyperGuard tells a lost run from a failed one. Karpenter's
     nodes carry the EC2 instance-type name and their NodePool's taints (`tolerations`)."""
     replicas = len(node_names) or job.replicas
+    template = _pod_template(
+        job, node_names, instance_type=ec2_name(job.instance_type), tolerations=tolerations
+    )
+    # The pods find each other as `<run>-<index>.<run>` (the Indexed Job's hostnames in the
+    # run's headless Service: rendezvous_service), with torchrun's variables.
+    template["spec"]["subdomain"] = run_name(job)
+    template["spec"]["containers"][0]["env"] += rendezvous_env(job, replicas)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -312,9 +323,59 @@ def batch_job_manifest(
                     }
                 ]
             },
-            "template": _pod_template(
-                job, node_names, instance_type=ec2_name(job.instance_type), tolerations=tolerations
-            ),
+            "template": template,
+        },
+    }
+
+
+def rendezvous_env(job: Job, replicas: int) -> list[dict[str, Any]]:
+    """What torchrun (and PyTorch's env:// init) needs on each pod of a batch run, as
+    Kubeflow's PyTorchJob sets it: rank 0's address and port, the number of nodes, this
+    pod's node rank (its completion index), and the same as torchrun's `PET_` variables."""
+    index = {
+        "valueFrom": {
+            "fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_LABEL}']"}
+        }
+    }
+    name = run_name(job)
+    master = f"{name}-0.{name}"
+    values: list[tuple[str, dict[str, Any]]] = [
+        ("MASTER_ADDR", {"value": master}),
+        ("MASTER_PORT", {"value": str(RENDEZVOUS_PORT)}),
+        ("WORLD_SIZE", {"value": str(replicas)}),
+        ("NODE_RANK", index),
+        ("RANK", index),
+        ("PET_MASTER_ADDR", {"value": master}),
+        ("PET_MASTER_PORT", {"value": str(RENDEZVOUS_PORT)}),
+        ("PET_NNODES", {"value": str(replicas)}),
+        ("PET_NODE_RANK", index),
+        ("PET_NPROC_PER_NODE", {"value": str(job.accelerators_per_replica)}),
+    ]
+    return [{"name": key, **value} for key, value in values]
+
+
+def rendezvous_service(job: Job, owner_uid: str) -> dict[str, Any]:
+    """The headless Service of a batch run: a DNS name per pod (`<run>-<index>.<run>`),
+    published before the pods are Ready (rank 0 must be reachable while the others start),
+    owned by the run's Job so that it goes with it."""
+    meta = _metadata(job)
+    name = meta["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": {JOB_ID_LABEL: meta["labels"][JOB_ID_LABEL], RUN_LABEL: str(job.run)},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": owner_uid}
+            ],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {JOB_NAME_LABEL: name},
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "protocol": "TCP"}],
         },
     }
 
