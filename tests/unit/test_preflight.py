@@ -7,6 +7,7 @@ from hyperguard.cli.preflight import (
     FUNCTION_GROUPS,
     check_access_entries,
     check_admins,
+    check_autoscaling,
     check_bucket,
     check_hyperpod,
     check_prerequisites,
@@ -27,12 +28,13 @@ CLUSTER = {
 
 
 def test_a_ready_hyperpod_cluster_on_the_stacks_eks_cluster_passes() -> None:
-    assert [c.status for c in check_hyperpod(CLUSTER, "eks")] == ["pass"] * 3
+    assert [c.status for c in check_hyperpod(CLUSTER, "eks")] == ["pass"] * 4
     creating = check_hyperpod(CLUSTER | {"ClusterStatus": "Creating"}, "other")
     assert [(c.name, c.status) for c in creating] == [
         ("hyperpod-cluster", "fail"),
         ("orchestrator", "fail"),
         ("node-provisioning", "pass"),
+        ("managed-autoscaling", "pass"),
     ]
     assert "EksClusterName" in creating[1].fix
     on_demand = check_hyperpod(
@@ -157,3 +159,21 @@ def test_kueue_the_training_operator_and_the_nodepools_from_the_api_servers_answ
         c.name: c for c in check_prerequisites(summarize(None, ["v1"], [], None).model_dump())
     }
     assert missing["kueue"].status == "fail" and "not installed" in missing["kueue"].found
+
+
+def test_hyperpods_managed_autoscaling_beside_bursts_is_named() -> None:
+    """DescribeCluster's AutoScaling (botocore: Mode Enable|Disable, AutoScalerType
+    Karpenter, Status InService|Failed|Creating|Deleting, FailureMessage)."""
+    off = {c.name: c for c in check_hyperpod(CLUSTER, "eks")}["managed-autoscaling"]
+    assert off.status == "pass"
+    on = check_autoscaling({"Mode": "Enable", "AutoScalerType": "Karpenter", "Status": "InService"})
+    assert on.status == "warn" and "hyperpodGroups" in on.fix
+    failed = check_autoscaling(
+        {
+            "Mode": "Enable",
+            "AutoScalerType": "Karpenter",
+            "Status": "Failed",
+            "FailureMessage": "no role",
+        }
+    )
+    assert failed.status == "fail" and "no role" in failed.found

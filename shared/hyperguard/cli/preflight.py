@@ -89,7 +89,31 @@ def check_hyperpod(cluster: Mapping[str, Any], eks_cluster: str) -> list[Check]:
             "without it bursts go to Karpenter only",
         )
     )
+    checks.append(check_autoscaling(cluster.get("AutoScaling") or {}))
     return checks
+
+
+def check_autoscaling(scaling: Mapping[str, Any]) -> Check:
+    """HyperPod's managed autoscaling (DescribeCluster `AutoScaling`, Karpenter run by
+    SageMaker) adds nodes to the instance groups for pending pods, as HyperGuard's bursts
+    into them do (the burst policy's `hyperpodGroups`): two systems growing one group."""
+    if scaling.get("Mode") != "Enable":
+        return Check("managed-autoscaling", "pass", "off: HyperGuard's bursts alone grow groups")
+    kind = scaling.get("AutoScalerType", "Karpenter")
+    if scaling.get("Status") == "Failed":
+        return Check(
+            "managed-autoscaling",
+            "fail",
+            f"{kind} autoscaling failed: {scaling.get('FailureMessage') or 'no message'}",
+            "fix or disable it (UpdateCluster AutoScaling)",
+        )
+    return Check(
+        "managed-autoscaling",
+        "warn",
+        f"{kind} autoscaling {scaling.get('Status', 'on')}: it grows the instance groups for "
+        "pending pods too",
+        "leave the groups it scales out of the burst policy's hyperpodGroups, or disable one",
+    )
 
 
 def check_access_entries(entries: Mapping[str, list[str]], create: str) -> Check:
