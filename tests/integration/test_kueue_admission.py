@@ -224,6 +224,7 @@ def test_ensuring_twice_changes_nothing_and_a_changed_class_is_updated(
     assert {n: b["roleRef"]["name"] for n, b in bindings.items()} == {
         "hyperguard-scheduler": "hyperguard-scheduler-in-team",
         "hyperguard-recovery": "hyperguard-recovery-in-team",
+        "hyperguard-api": "hyperguard-api-in-team",
     }
     queue = apis.kube.get(LOCAL_QUEUES, local_queue(TEAM), NS)
     assert queue is not None
