@@ -248,6 +248,11 @@ def test_auto_resume_jobs_are_left_to_hyperpod_and_recorded_where_their_pods_run
     record = world.jobs.record("mistral-7b-sft")
     assert record is not None and set(record.job.nodes) == where
     assert result.relocated == ([] if r["replacement"] in where else ["mistral-7b-sft"])
+    # The operator's restart (its restartCount) is in the job's history, once (D155).
+    assert result.operator_restarts == ["mistral-7b-sft"]
+    restarted = [e for e in record.history if e.event == "operator_restarted"]
+    assert [(e.details["run"], e.details["restart_count"]) for e in restarted] == [(0, 1)]
+    assert scheduler(stack, world.apis).run_pass().operator_restarts == []
 
 
 def test_a_reboot_that_does_not_cure_escalates_to_replace(world: World) -> None:

@@ -281,6 +281,8 @@ class FakeApiServer:
     """HyperPodPyTorchJobs by namespace/name."""
     nodeclaims: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodepools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Services by namespace/name."""
     # NodeClaims a list still returns although they are gone (a list served from a lagging
     # cache): a DELETE that follows finds nothing.
     stale_nodeclaims: list[dict[str, Any]] = field(default_factory=list)
@@ -353,6 +355,12 @@ class FakeApiServer:
                 return self._get(self.nodepools, name, "nodepools")
             case "POST", ["apis", group, "v1", "namespaces", ns, plural] if plural in RUNS:
                 return self._create_run(plural, ns, body)
+            case "POST", ["api", "v1", "namespaces", ns, "services"]:
+                key = f"{ns}/{body['metadata']['name']}"
+                if key in self.services:
+                    return status(409, "AlreadyExists", f"services {key} already exists")
+                self.services[key] = body
+                return httpx2.Response(201, json=body)
             case "GET", ["apis", group, "v1", plural] if plural in RUNS:
                 wanted = [p.split("=", 1) for p in query["labelSelector"][0].split(",")]
                 items = [
@@ -1157,8 +1165,16 @@ def test_dispatch_on_burst_nodes_creates_a_kueue_batch_job(
 ) -> None:
     assert gateway.dispatch(training_job(replicas=1), [BURST_INSTANCE])
 
-    (create,) = burst.calls("POST")
+    create, service = burst.calls("POST")
     assert create.path == "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs"
+    # then its headless Service, owned by the Job just created (its uid)
+    assert service.path == "/api/v1/namespaces/hyperpod-ns-team-a/services"
+    owner = service.body["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Job", f"uid-{create.body['metadata']['name']}")
+    # dispatched again (a retried pass): the Job exists, its uid is read back, the Service
+    # is ensured again (409: kept), and the dispatch says it was not new
+    assert not gateway.dispatch(training_job(replicas=1), [BURST_INSTANCE])
+    assert len(burst.services) == 1
     job = create.body
     assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
     spec = job["spec"]

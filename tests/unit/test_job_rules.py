@@ -286,3 +286,12 @@ def test_a_batch_runs_pods_find_each_other_through_its_headless_service() -> Non
     ]
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"]
     assert service["spec"]["selector"] == {"batch.kubernetes.io/job-name": name}
+
+
+def test_a_hyperpod_run_reads_back_the_operators_restart_count() -> None:
+    manifest = hyperpod_job_manifest(_job(run=1), ["node-a"])
+    restarted = run_status(_with_status(manifest, {"restartCount": 3}))
+    assert restarted is not None and restarted.restarts == 3
+    for odd in (None, -1, "3", True):
+        read = run_status(_with_status(manifest, {"restartCount": odd}))
+        assert read is not None and read.restarts == 0

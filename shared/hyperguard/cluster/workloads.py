@@ -140,6 +140,9 @@ class RunStatus(BaseModel):
     message: str = ""
     since: datetime | None = None
     """When the run reached its phase (the deciding condition's lastTransitionTime)."""
+    restarts: int = 0
+    """How many times the HyperPod training operator restarted it (`status.restartCount`:
+    HyperPod auto-resume after a node fault, log monitoring after a hang); 0 for a batch Job."""
 
 
 def team_namespace(team: str) -> str:
@@ -480,9 +483,11 @@ def run_status(obj: dict[str, Any]) -> RunStatus | None:
     if kind is RunKind.HYPERPOD:
         replicas = sum(int(r.get("replicas") or 0) for r in spec.get("replicaSpecs") or [])
         phase, decisive = _hyperpod_phase(obj, spec, status)
+        restarts = _count(status.get("restartCount"))
     else:
         replicas = int(spec.get("parallelism") or 0)
         phase, decisive = _batch_phase(obj, spec, status)
+        restarts = 0
     return RunStatus(
         job_id=job_id,
         run=run,
@@ -494,7 +499,13 @@ def run_status(obj: dict[str, Any]) -> RunStatus | None:
         reason=str((decisive or {}).get("reason") or ""),
         message=str((decisive or {}).get("message") or "")[:1000],
         since=_when(decisive),
+        restarts=restarts,
     )
+
+
+def _count(value: Any) -> int:
+    """A non-negative count from a status field (anything else: 0)."""
+    return value if type(value) is int and value > 0 else 0
 
 
 def _batch_phase(

@@ -66,6 +66,8 @@ class PassResult:
     """Auto-resume jobs recorded where HyperPod restarted their pods (D136)."""
     unreadable: list[str] = field(default_factory=list)
     """Running jobs whose checkpoint location S3 would not list this pass (D138)."""
+    operator_restarts: list[str] = field(default_factory=list)
+    """Running jobs the HyperPod training operator restarted since the last pass (D155)."""
     slow: int = 0
     """Running jobs flagged slow (D100), as the pass read them."""
     bursts: list[str] = field(default_factory=list)
@@ -95,6 +97,7 @@ class PassResult:
             "paused": len(self.paused),
             "relocated": len(self.relocated),
             "unreadable": len(self.unreadable),
+            "operator_restarts": len(self.operator_restarts),
             "slow": self.slow,
             "bursts": len(self.bursts),
             "released": len(self.released),
@@ -166,6 +169,12 @@ class PassApplier:
         for noted in plan.troubles:
             if self.lifecycle.note_progress_trouble(noted.record, noted.trouble):
                 self.result.writes += 1
+        for restarted in plan.restarts:
+            if self.lifecycle.note_operator_restarts(
+                restarted.record, restarted.run, restarted.count
+            ):
+                self.result.writes += 1
+                self.result.operator_restarts.append(restarted.record.job.job_id)
         ends = [v for v in plan.verdicts if v.verdict in ENDS]
         ended = self.lifecycle.finish_all(
             [(v.record, ENDS[v.verdict], v.reason) for v in ends]

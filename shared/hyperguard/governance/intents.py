@@ -69,6 +69,16 @@ class NoteProgressTrouble:
 
 
 @dataclass(frozen=True, slots=True)
+class NoteOperatorRestarts:
+    """The HyperPod training operator restarted a running job's run `run` more times than
+    recorded: its restartCount is now `count` (D155)."""
+
+    record: JobRecord
+    run: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class Reconcile:
     """A verdict on a running job, with the reason its history gets."""
 
@@ -110,6 +120,7 @@ class ReconcilePlan:
     cancelled: tuple[StopCancelled, ...] = ()
     checkpoints: tuple[RecordCheckpoint, ...] = ()
     troubles: tuple[NoteProgressTrouble, ...] = ()
+    restarts: tuple[NoteOperatorRestarts, ...] = ()
     verdicts: tuple[Reconcile, ...] = ()
     """Succeeded, failed, lost and stalled runs, in job order."""
     orphans: tuple[StopRuns, ...] = ()

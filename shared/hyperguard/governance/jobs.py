@@ -49,6 +49,7 @@ from hyperguard.models.jobs import (
     HOLDING_STATUSES,
     TERMINAL_STATUSES,
     WAITING_STATUSES,
+    OperatorRestarts,
     ProgressTrouble,
     SlowFlag,
 )
@@ -710,6 +711,24 @@ class JobLifecycle:
                 {"failures": was.failures},
             )
         return self.store.set_progress_trouble(record.job.job_id, trouble, was=was, entry=entry)
+
+    def note_operator_restarts(self, record: JobRecord, run: int, count: int) -> bool:
+        """The HyperPod training operator restarted the job's run `run` (its restartCount is
+        now `count`): recorded with a history entry, while the record still holds what the
+        pass read (D155)."""
+        was = record.operator_restarts
+        before = was.count if was is not None and was.run == run else 0
+        entry = self._entry(
+            JobEvent.OPERATOR_RESTARTED,
+            None,
+            f"the HyperPod training operator restarted run {run} "
+            f"({count - before} more time(s), {count} in all): HyperPod auto-resume after a "
+            "node fault, or its log monitoring after a hang",
+            {"run": run, "restart_count": count, "new": count - before},
+        )
+        return self.store.set_operator_restarts(
+            record.job.job_id, OperatorRestarts(run=run, count=count), was=was, entry=entry
+        )
 
     def _note_pace(
         self, job_id: str, step: int, was: SlowFlag | None, slow: SlowFlag | None

@@ -52,6 +52,7 @@ from hyperguard.governance.intents import (
     HandBack,
     IdleMark,
     MoveBack,
+    NoteOperatorRestarts,
     NoteProgressTrouble,
     Preemption,
     ReasonWrite,
@@ -119,6 +120,8 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
     """End, requeue or record the progress of running jobs from what the cluster says; stop
     what no job should run; fence the groups a patch is due on and pause their jobs."""
     checkpoints, troubles, verdicts = _running(snapshot)
+    decided_ids = {v.job_id for v in verdicts}
+    restarts = [n for n in operator_restarts(snapshot) if n.record.job.job_id not in decided_ids]
     found_steps = {c.record.job.job_id: c.checkpoint.step for c in checkpoints}
     fenced, fenced_nodes = _fences(snapshot)
     decided = {v.job_id for v in verdicts}
@@ -132,6 +135,7 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
         ),
         checkpoints=tuple(checkpoints),
         troubles=tuple(troubles),
+        restarts=tuple(restarts),
         verdicts=tuple(verdicts),
         orphans=tuple(_orphans(snapshot)),
         relocations=tuple(_relocations(snapshot, decided)),
@@ -178,6 +182,22 @@ def _running(
         if verdict is not None:
             verdicts.append(verdict)
     return checkpoints, troubles, verdicts
+
+
+def operator_restarts(snapshot: PassSnapshot) -> list[NoteOperatorRestarts]:
+    """Running jobs whose current HyperPodPyTorchJob the training operator restarted more
+    times than recorded (its restartCount went up)."""
+    runs = {(r.job_id, r.run): r for r in snapshot.runs}
+    found = []
+    for record in snapshot.jobs:
+        job = record.job
+        run = runs.get((job.job_id, job.run))
+        if job.status is not JobStatus.RUNNING or run is None or not run.restarts:
+            continue
+        seen = record.operator_restarts
+        if seen is None or seen.run != job.run or run.restarts > seen.count:
+            found.append(NoteOperatorRestarts(record, job.run, run.restarts))
+    return found
 
 
 def next_trouble(record: JobRecord, error: str, now: datetime) -> ProgressTrouble:
@@ -266,7 +286,10 @@ def _stalled(
     job = record.job
     if not policy.stalled_job_mins or not job.checkpoint_location or checkpointed:
         return None
-    since = max((t for t in (record.started_at, run.since, record.progress_at) if t), default=None)
+    # A run the training operator restarted (HyperPod auto-resume, log monitoring) is the same
+    # run to the stall rule: its restarts are no progress (D155).
+    reached = run.since if not run.restarts else None
+    since = max((t for t in (record.started_at, reached, record.progress_at) if t), default=None)
     if since is None:
         return None
     idle_min = (now - since).total_seconds() / 60

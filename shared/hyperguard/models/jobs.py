@@ -225,6 +225,13 @@ class ProgressTrouble(BaseModel):
     error: str = Field(max_length=1024)
 
 
+class OperatorRestarts(BaseModel):
+    """The HyperPod training operator's restarts of a job's run, as last recorded."""
+
+    run: int = Field(ge=0)
+    count: int = Field(ge=0)
+
+
 class SlowFlag(BaseModel):
     """A job running far below its own recent step rate (D100)."""
 

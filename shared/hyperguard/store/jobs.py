@@ -43,6 +43,7 @@ from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
     WAITING_STATUSES,
+    OperatorRestarts,
     PacePoint,
     ProgressTrouble,
     SlowFlag,
@@ -118,6 +119,7 @@ class JobEvent(StrEnum):
     BACK_TO_PACE = "back_to_pace"
     CHECKPOINTS_UNREADABLE = "checkpoints_unreadable"
     CHECKPOINTS_READABLE = "checkpoints_readable"
+    OPERATOR_RESTARTED = "operator_restarted"
 
 
 def short(text: str, limit: int = MAX_REASON) -> str:
@@ -187,6 +189,9 @@ class JobRecord(BaseModel):
     """Set while the job runs far below its own recent step rate (D100)."""
     progress_trouble: ProgressTrouble | None = None
     """Set while S3 refuses the job's checkpoint location (D139)."""
+    operator_restarts: OperatorRestarts | None = None
+    """The training operator's restartCount of the job's run, as the scheduler last recorded
+    it (D155)."""
 
     def waiting_since(self) -> datetime | None:
         """When the job last began waiting for admission (submitted, preempted, requeued);
@@ -784,6 +789,33 @@ class JobStore(TableStore):
             UpdateExpression=expression,
             ConditionExpression=condition,
             ExpressionAttributeNames={"#rev": REV},
+            ExpressionAttributeValues=values,
+        )
+
+    def set_operator_restarts(
+        self,
+        job_id: str,
+        restarts: OperatorRestarts,
+        *,
+        was: OperatorRestarts | None,
+        entry: JobHistoryEntry,
+    ) -> bool:
+        """The run's restart count recorded, while the record still holds `was`, and `entry`
+        appended; False when it changed since."""
+        values: dict[str, Any] = {":one": 1, ":r": to_item(restarts)}
+        names = {"#rev": REV}
+        if was is None:
+            condition = "attribute_exists(job_id) AND attribute_not_exists(operator_restarts)"
+        else:
+            condition = "operator_restarts.#run = :was_run AND operator_restarts.#count = :was"
+            values |= {":was_run": was.run, ":was": was.count}
+            names |= {"#run": "run", "#count": "count"}
+        return self._update_noting(
+            entry,
+            Key={"job_id": job_id},
+            UpdateExpression=f"SET operator_restarts = :r {BUMP}",
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
 

@@ -31,6 +31,7 @@ from hyperguard.governance.intents import (
     Admission,
     AdmissionPlan,
     CapacityPlan,
+    NoteOperatorRestarts,
     Preemption,
     Relocate,
     Shrink,
@@ -42,7 +43,7 @@ from hyperguard.governance.occupancy import usable
 from hyperguard.governance.snapshot import InstanceGroups, PassSnapshot
 from hyperguard.governance.state import TeamPolicy
 from hyperguard.models import JobStatus, Node
-from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
+from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES, OperatorRestarts
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.jobs import JobRecord
@@ -112,6 +113,24 @@ def test_an_auto_resume_job_is_recorded_where_hyperpod_restarted_its_pods() -> N
     # Pods still coming up (fewer found than the job has nodes) are left for a later pass.
     snap = snapshot([moved], nodes, [quota("a", 40)], placed={"moved": ("i-hp00",)})
     assert plan(snap)[0].relocations == ()
+
+
+def test_the_operators_restarts_are_noted_once_per_new_count_and_run() -> None:
+    """A HyperPodPyTorchJob's restartCount going up is noted for the job's history (D155);
+    the same count again is not, and a new run's restarts count afresh."""
+    restarted = running(pending("restarted", "a"), ["i-hp00"])
+    quiet = running(pending("quiet", "a"), ["i-hp01"])
+    nodes = [hyperpod_node(i) for i in range(2)]
+    runs = [live_run(restarted, restarts=2), live_run(quiet)]
+    snap = snapshot([restarted, quiet], nodes, [quota("a", 40)], runs=runs)
+    assert plan(snap)[0].restarts == (NoteOperatorRestarts(restarted, 0, 2),)
+    recorded = restarted.model_copy(update={"operator_restarts": OperatorRestarts(run=0, count=2)})
+    snap = snapshot([recorded], nodes[:1], [quota("a", 40)], runs=[live_run(recorded, restarts=2)])
+    assert plan(snap)[0].restarts == ()
+    # A new run (run 1) restarted once: noted, though the old run's count was higher.
+    rerun = recorded.model_copy(update={"job": recorded.job.model_copy(update={"run": 1})})
+    snap = snapshot([rerun], nodes[:1], [quota("a", 40)], runs=[live_run(rerun, restarts=1)])
+    assert plan(snap)[0].restarts == (NoteOperatorRestarts(rerun, 1, 1),)
 
 
 def test_cancelled_jobs_pods_and_orphaned_runs_are_stopped() -> None:

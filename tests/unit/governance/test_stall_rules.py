@@ -11,6 +11,7 @@ from tests.unit.governance.pass_builders import (
     CLUSTER,
     NOW,
     hyperpod_node,
+    live_run,
     pending,
     plan,
     quota,
@@ -176,3 +177,17 @@ def test_a_location_read_again_clears_its_trouble_and_the_stall_rule_applies_aga
     assert noted.trouble is None and noted.record is record
     (verdict,) = reconciled.verdicts  # read, and nothing newer for 45 minutes: a stall
     assert verdict.verdict is Verdict.STALLED
+
+
+def test_a_run_the_operator_keeps_restarting_without_progress_is_a_stall() -> None:
+    """The HyperPod training operator restarting a hung run (its restartCount going up, the
+    run Running again each time) is no progress: the stall counts from the last checkpoint,
+    not from the last restart, and the restarts are noted besides (D155)."""
+    record = hung()
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    runs = [live_run(record, restarts=4, since=NOW - timedelta(minutes=2))]
+    reconciled, *_ = plan(snapshot([record], nodes, [quota("nlp", 16)], runs=runs, repair=LIMIT))
+    (verdict,) = reconciled.verdicts
+    assert verdict.verdict is Verdict.STALLED and verdict.incident is not None
+    assert verdict.incident.kind == "job_stalled"
+    assert reconciled.restarts == ()  # the stall decides: the job leaves this run
