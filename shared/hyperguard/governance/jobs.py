@@ -722,8 +722,8 @@ class JobLifecycle:
             JobEvent.OPERATOR_RESTARTED,
             None,
             f"the HyperPod training operator restarted run {run} "
-            f"({count - before} more time(s), {count} in all): HyperPod auto-resume after a "
-            "node fault, or its log monitoring after a hang",
+            f"({count - before} more time(s), {count} in all): after a resize HyperGuard "
+            "made in place, a node fault (auto-resume) or a hang (log monitoring)",
             {"run": run, "restart_count": count, "new": count - before},
         )
         return self.store.set_operator_restarts(
