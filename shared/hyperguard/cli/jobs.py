@@ -24,12 +24,16 @@ COLUMNS = [
 ]
 
 
-def job_rows(records: list[JobRecord]) -> list[dict[str, Any]]:
-    """One row per job, newest submission first."""
-    ordered = sorted(
+def newest_first(records: list[JobRecord]) -> list[JobRecord]:
+    """Newest submission first (jobs without a submission time last)."""
+    return sorted(
         records, key=lambda r: (r.job.submitted_at is not None, r.job.submitted_at), reverse=True
     )
-    return [job_row(r) for r in ordered]
+
+
+def job_rows(records: list[JobRecord]) -> list[dict[str, Any]]:
+    """One row per job, newest submission first."""
+    return [job_row(r) for r in newest_first(records)]
 
 
 def job_row(record: JobRecord) -> dict[str, Any]:

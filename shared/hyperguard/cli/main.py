@@ -18,7 +18,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -579,10 +578,10 @@ def _view_stores(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
 
 def _ids(kind: str, args: argparse.Namespace) -> list[str]:
     """The service's job or incident ids, newest first (shell completion)."""
+    from hyperguard.cli.jobs import newest_first
+
     if kind == "jobs":
-        records = _job_store(args).records()
-        records.sort(key=lambda r: r.job.submitted_at or datetime.min.replace(tzinfo=UTC))
-        return [r.job.job_id for r in reversed(records)]
+        return [r.job.job_id for r in newest_first(_job_store(args).records())]
     return [i.incident_id for i in _incident_store(args).recent()]
 
 

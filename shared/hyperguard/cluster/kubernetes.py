@@ -608,14 +608,11 @@ class KubernetesAdapter:
     def list_ec2nodeclasses(self) -> list[dict[str, Any]] | None:
         """Every EC2NodeClass (Karpenter's AWS provider), as JSON; None when its CRD is not
         installed (EKS Auto Mode's NodePools use its own NodeClass)."""
-        try:
-            classes = list(self.client.list(EC2NodeClass))
-        except ApiError as error:
-            if _code(error) == 404:
-                return None
-            raise ClusterError(f"list EC2NodeClasses on {self.cluster_name}: {error}") from error
-        except TRANSPORT_ERRORS as error:
-            raise ClusterError(f"list EC2NodeClasses on {self.cluster_name}: {error}") from error
+        code, classes = self._attempt(
+            "list EC2NodeClasses", lambda: list(self.client.list(EC2NodeClass)), (404,)
+        )
+        if code is not None or classes is None:
+            return None
         return [c.to_dict() for c in classes]  # type: ignore[no-untyped-call]
 
     def create_nodeclaim(self, manifest: dict[str, Any]) -> bool:
