@@ -127,12 +127,14 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def cmd_completion(
-    args: argparse.Namespace, parser: argparse.ArgumentParser, ids: Callable[[str, Any], list[str]]
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    ids: Callable[[str, Any, int], list[str]],
 ) -> int:
     if args.shell == "ids":  # what the script asks for: the newest ids, one a line
         if args.kind is None:
             raise CliError("completion ids: name jobs or incidents")
-        for found in ids(args.kind, args)[:IDS_LIMIT]:
+        for found in ids(args.kind, args, IDS_LIMIT):
             print(found)
         return 0
     print(script(parser, args.shell), end="")
@@ -143,9 +145,10 @@ def add_parser(
     groups: Any,
     parser: argparse.ArgumentParser,
     service_options: Callable[[argparse.ArgumentParser], None],
-    ids: Callable[[str, Any], list[str]],
+    ids: Callable[[str, Any, int], list[str]],
 ) -> None:
-    """`ids(kind, args)`: the ids of `kind` (jobs, incidents) the service has, newest first."""
+    """`ids(kind, args, limit)`: the newest `limit` ids of `kind` (jobs, incidents) the
+    service has, newest first."""
     p = groups.add_parser(
         "completion",
         help="print a shell completion script: source <(hyperguard completion bash)",

@@ -576,13 +576,13 @@ def _view_stores(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     )
 
 
-def _ids(kind: str, args: argparse.Namespace) -> list[str]:
-    """The service's job or incident ids, newest first (shell completion)."""
+def _ids(kind: str, args: argparse.Namespace, limit: int) -> list[str]:
+    """The service's newest `limit` job or incident ids, newest first (shell completion)."""
     from hyperguard.cli.jobs import newest_first
 
     if kind == "jobs":
-        return [r.job.job_id for r in newest_first(_job_store(args).records())]
-    return [i.incident_id for i in _incident_store(args).recent()]
+        return [r.job.job_id for r in newest_first(_job_store(args).records())][:limit]
+    return [i.incident_id for i in _incident_store(args).recent(limit)]
 
 
 # ---- parser -------------------------------------------------------------------------------
