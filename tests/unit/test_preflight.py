@@ -3,6 +3,8 @@ each says pass, warn or fail, what it found and the fix."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hyperguard.cli.preflight import (
     FUNCTION_GROUPS,
     check_access_entries,
@@ -84,52 +86,25 @@ def test_the_stack_bucket_admins_and_webhook() -> None:
     assert check_webhook("").status == "warn"
 
 
+def nodepool(
+    name: str, node_class: tuple[str, str, str], limits: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A Karpenter v1 NodePool naming `node_class` (group, kind, name), with `limits`."""
+    group, kind, class_name = node_class
+    ref = {"group": group, "kind": kind, "name": class_name}
+    spec: dict[str, Any] = {"template": {"spec": {"nodeClassRef": ref}}}
+    if limits is not None:
+        spec["limits"] = limits
+    return {"metadata": {"name": name}, "spec": spec}
+
+
 def test_kueue_the_training_operator_and_the_nodepools_from_the_api_servers_answer() -> None:
     """GET /cluster/prerequisites, as `summarize` builds it from what the API server serves."""
-    gpu_pool = {
-        "metadata": {"name": "gpu"},
-        "spec": {
-            "limits": {"nvidia.com/gpu": "64"},
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": "gpu",
-                    }
-                }
-            },
-        },
-    }
-    unbounded = {
-        "metadata": {"name": "open"},
-        "spec": {
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "eks.amazonaws.com",
-                        "kind": "NodeClass",
-                        "name": "default",
-                    }
-                }
-            }
-        },
-    }
-    dangling = {
-        "metadata": {"name": "lost"},
-        "spec": {
-            "limits": {"cpu": "1000"},
-            "template": {
-                "spec": {
-                    "nodeClassRef": {
-                        "group": "karpenter.k8s.aws",
-                        "kind": "EC2NodeClass",
-                        "name": "gone",
-                    }
-                }
-            },
-        },
-    }
+    gpu_pool = nodepool(
+        "gpu", ("karpenter.k8s.aws", "EC2NodeClass", "gpu"), {"nvidia.com/gpu": "64"}
+    )
+    unbounded = nodepool("open", ("eks.amazonaws.com", "NodeClass", "default"))
+    dangling = nodepool("lost", ("karpenter.k8s.aws", "EC2NodeClass", "gone"), {"cpu": "1000"})
     ready = {
         "metadata": {"name": "gpu"},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
