@@ -24,6 +24,9 @@ class InstanceSpec(NamedTuple):
     accelerators: int
     vcpu: int
     memory_mib: int
+    efa_interfaces: int = 0
+    """Elastic Fabric Adapter interfaces (EC2 NetworkInfo.EfaInfo.MaximumEfaInterfaces): what a
+    pod requests as `vpc.amazonaws.com/efa` (the EFA device plugin's resource)."""
 
     @property
     def memory_gib(self) -> float:
@@ -66,6 +69,9 @@ def spec_of(info: Mapping[str, Any]) -> InstanceSpec:
         accelerators=gpus + neuron,
         vcpu=int(info["VCpuInfo"]["DefaultVCpus"]),
         memory_mib=int(info["MemoryInfo"]["SizeInMiB"]),
+        efa_interfaces=int(
+            ((info.get("NetworkInfo") or {}).get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)
+        ),
     )
 
 

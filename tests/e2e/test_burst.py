@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
+from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
 from tests.e2e.test_faults import BURST, AimedFaults
 
 from hyperguard.cluster.workloads import JOB_ID_LABEL, JOB_NAME_LABEL, job_name, team_namespace
@@ -138,7 +139,24 @@ def test_a_development_job_bursts_onto_new_nodes_and_they_go_once_idle(
     twin: Twin, http: Http
 ) -> None:
     set_policy(twin, http)
-    job = http.submit(TEAM, 8, replicas=2, template="development")
+    # The job brings its own pod template (FSx claim, /dev/shm, service account, env, EFA):
+    # every field of it reaches the batch Job and its pods on Karpenter's new nodes.
+    prepare_team(twin.kube, TEAM)
+    status, body = http(
+        "POST",
+        "/jobs",
+        {
+            "team": TEAM,
+            "instance_type": "ml.p5.48xlarge",
+            "replicas": 2,
+            "priority_class": "low",
+            "template": "development",
+            "pod_template": TEMPLATE,
+        },
+        principal=member(TEAM),
+    )
+    assert status == 201, body
+    job = str(body["job_id"])
     http.wait({job: "Running"}, timeout_s=90)
     record = http("GET", f"/jobs/{job}")[1]
     assert record["pool"] == "gpu-burst-on-demand"
@@ -163,10 +181,10 @@ def test_a_development_job_bursts_onto_new_nodes_and_they_go_once_idle(
 
 
 def rendezvous_of(twin: Twin, job_id: str) -> str:
-    """A running burst run's pods find each other: its headless Service, owned by its Job,
-    lists every replica's pod with its hostname (the EndpointSlice kube-controller-manager
-    keeps), and each pod has torchrun's variables naming rank 0 there. Returns the Service's
-    name."""
+    """A running burst run's pods carry the job's template and find each other: its headless
+    Service, owned by its Job, lists every replica's pod with its hostname (the EndpointSlice
+    kube-controller-manager keeps), and each pod has torchrun's variables naming rank 0 there.
+    Returns the Service's name."""
     namespace = team_namespace(TEAM)
     [run] = twin.kube.list_objects(
         JOBS, namespace, label_selector=f"{JOB_ID_LABEL}={job_name(job_id)}"
@@ -186,7 +204,9 @@ def rendezvous_of(twin: Twin, job_id: str) -> str:
     until(hostnames, "the run's EndpointSlice to list both replicas by hostname")
     pods = twin.kube.list_objects(PODS, namespace, label_selector=f"{JOB_NAME_LABEL}={name}")
     assert len(pods) == 2
+    assert_carries_the_template(run["spec"]["template"]["spec"], job_id)
     for pod in pods:
+        assert_carries_the_template(pod["spec"], job_id)
         assert pod["spec"]["subdomain"] == name and pod["spec"]["hostname"].startswith(name)
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         assert (env["MASTER_ADDR"], env["WORLD_SIZE"]) == (f"{name}-0.{name}", "2")

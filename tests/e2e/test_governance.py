@@ -9,12 +9,16 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from tests.conftest import template
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
+from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
 
+from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, team_namespace
+from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, PODS
 from hyperguard.twin.runtime import Twin
 
 
@@ -119,6 +123,46 @@ def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
     delta = next(v for v in http("GET", "/views/teams")[1]["teams"] if v["team"] == "delta")
     assert (delta["gpus_in_use"], delta["running_jobs"], delta["pending_jobs"]) == (16, 1, 0)
     assert twin.cluster.runs()[short].state == "succeeded"
+
+
+def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(
+    twin: Twin, http: Http
+) -> None:
+    """A team's pod template (FSx claim, /dev/shm in memory, a service account, its env, EFA)
+    reaches the HyperPodPyTorchJob on kube-apiserver and the pods the training operator makes
+    of it, which kube-scheduler binds (the claim bound, EFA on the nodes) and run."""
+    assert http("PUT", "/principals", {"principal_arn": member("epsilon"), "team": "epsilon"})[
+        0
+    ] in (200, 201)
+    assert http.quota("epsilon", 16, strategy="DontLend", borrow=None) == 201
+    prepare_team(twin.kube, "epsilon")
+    status, body = http(
+        "POST",
+        "/jobs",
+        {"instance_type": "ml.p5.48xlarge", "replicas": 2, "pod_template": TEMPLATE},
+        principal=member("epsilon"),
+    )
+    assert status == 201, body
+    job_id = str(body["job_id"])
+    http.wait({job_id: "Running"}, timeout_s=60)
+    assert http("GET", f"/jobs/{job_id}")[1]["pod_template"] == TEMPLATE
+    namespace, label = team_namespace("epsilon"), f"{JOB_ID_LABEL}={job_name(job_id)}"
+    [run] = twin.kube.list_objects(HYPERPOD_PYTORCH_JOBS, namespace, label_selector=label)
+    assert_carries_the_template(run["spec"]["replicaSpecs"][0]["template"]["spec"], job_id)
+
+    def running_pods() -> list[dict[str, Any]] | None:
+        pods = twin.kube.list_objects(PODS, namespace, label_selector=label)
+        ready = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        return ready if len(ready) == 2 else None
+
+    deadline = time.monotonic() + 60
+    while (pods := running_pods()) is None:
+        assert time.monotonic() < deadline, "the template's pods never ran"
+        time.sleep(0.3)
+    for pod in pods:
+        assert pod["metadata"]["labels"]["app"] == "llama"
+        assert_carries_the_template(pod["spec"], job_id)
+    assert http("DELETE", f"/jobs/{job_id}")[0] == 200
 
 
 def test_a_burst_of_callers_is_answered_or_throttled_never_failed(http: Http) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.conftest import Stack
 from tests.integration.api_harness import CHECKPOINT_BUCKET, CHECKPOINT_READERS, Api, member
 
@@ -103,6 +105,59 @@ def test_invalid_submissions_name_the_field_and_write_nothing(stack: Stack) -> N
         "field": "team",
     }
     assert api.jobs.records() == [] and api.wakeup.reasons == []
+
+
+TEMPLATE: dict[str, Any] = {
+    "spec": {
+        "serviceAccountName": "trainer",
+        "containers": [
+            {
+                "name": "pytorch",
+                "image": "llama:1",
+                "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+                "resources": {"requests": {"memory": "32000Mi", "vpc.amazonaws.com/efa": 32}},
+                "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+            }
+        ],
+        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
+    }
+}
+
+
+def test_a_pod_template_is_kept_as_given_and_a_bad_one_is_a_422_naming_its_field(
+    stack: Stack,
+) -> None:
+    api = _api(stack)
+    base = {"instance_type": "ml.p5.48xlarge", "pod_template": TEMPLATE}
+    reply = api.call("POST", "/jobs", base, principal=member("nlp"))
+    assert reply.status == 201
+    assert reply.body["pod_template"] == TEMPLATE and reply.body["image"] == ""
+    stored = api.call("GET", f"/jobs/{reply.body['job_id']}", principal=member("nlp"))
+    assert stored.body["pod_template"] == TEMPLATE
+    container = TEMPLATE["spec"]["containers"][0]
+    cases = [
+        (
+            {"spec": {"containers": [container | {"imagePullPolicyy": "Always"}]}},
+            "pod_template.spec.containers[0].imagePullPolicyy",
+        ),
+        (
+            {"spec": {"nodeName": "ip-10-0-0-1", "containers": [container]}},
+            "pod_template.spec.nodeName",
+        ),
+        (
+            {"metadata": {"annotations": {"a": "x" * 40_000}}, "spec": {"containers": [container]}},
+            "pod_template",
+        ),
+    ]
+    for template, field in cases:
+        refused = api.call(
+            "POST", "/jobs", base | {"pod_template": template}, principal=member("nlp")
+        )
+        assert (refused.status, refused.body["field"]) == (422, field), template
+        assert refused.body["error"].startswith(field)
+    both = api.call("POST", "/jobs", base | {"image": "llama:1"}, principal=member("nlp"))
+    assert (both.status, both.body["field"]) == (422, "pod_template")
+    assert len(api.jobs.records()) == 1
 
 
 def test_a_checkpoint_bucket_the_roles_cannot_read_is_refused_naming_bucket_and_roles(

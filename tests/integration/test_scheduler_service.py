@@ -288,6 +288,40 @@ def test_a_refused_dispatch_puts_the_job_back_to_pending(
     assert view["history"][-1]["reason"] == "dispatch failed: admission webhook denied the job"
 
 
+def test_a_run_the_api_server_refuses_as_invalid_fails_the_job_instead_of_going_round(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A template that passes the schema but not kube-apiserver's validation (a mount of a
+    volume the pod does not have): kube-apiserver answers 422 for the batch Job of an EKS
+    burst run, and the job fails with its words instead of being admitted and refused on
+    every pass."""
+    apis = make_cluster(hyperpod_nodes=0, burst_nodes=2)
+    api = Api(stack)
+    api.quota("solo", 16)
+    template = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "pytorch",
+                    "image": "llama:1",
+                    "volumeMounts": [{"name": "fsx", "mountPath": "/fsx"}],
+                }
+            ]
+        }
+    }
+    reply = api.submit("solo", 8, image=None, template="research", pod_template=template)
+    assert reply.status == 201, reply.body
+    job_id = reply.body["job_id"]
+    result = scheduler(stack, apis).run_pass()
+    assert result.admitted == [job_id] and result.dispatched == []
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["status"] == "Failed" and view["nodes"] == []
+    reason = view["history"][-1]["reason"]
+    assert reason.startswith("the cluster refused its run as invalid: create Job hyperpod-ns-solo/")
+    assert "volumeMounts[0].name" in reason and "Not found" in reason, reason
+    assert scheduler(stack, apis).run_pass().admitted == []
+
+
 def test_cancelling_a_running_job_stops_its_pods_on_the_next_pass(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:

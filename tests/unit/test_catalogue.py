@@ -18,11 +18,11 @@ from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 @pytest.mark.parametrize(
     ("instance_type", "spec"),
     [
-        ("ml.p5.48xlarge", InstanceSpec(8, 192, 2_097_152)),  # GpuInfo: 8 H100
-        ("p5.48xlarge", InstanceSpec(8, 192, 2_097_152)),  # the EC2 spelling
+        ("ml.p5.48xlarge", InstanceSpec(8, 192, 2_097_152, 32)),  # GpuInfo: 8 H100; 32 EFA
+        ("p5.48xlarge", InstanceSpec(8, 192, 2_097_152, 32)),  # the EC2 spelling
         ("ml.g5.2xlarge", InstanceSpec(1, 8, 32_768)),
-        ("ml.g6.12xlarge", InstanceSpec(4, 48, 196_608)),
-        ("ml.trn2.48xlarge", InstanceSpec(16, 192, 2_097_152)),  # NeuronInfo: 16 devices
+        ("ml.g6.12xlarge", InstanceSpec(4, 48, 196_608, 1)),
+        ("ml.trn2.48xlarge", InstanceSpec(16, 192, 2_097_152, 16)),  # NeuronInfo: 16 devices
         ("ml.c5.2xlarge", InstanceSpec(0, 8, 16_384)),  # no accelerators
     ],
 )

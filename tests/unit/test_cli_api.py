@@ -78,6 +78,48 @@ def test_jobs_submit_posts_the_file_with_its_idempotency_key(
     assert json.loads(capsys.readouterr().out) == {"job_id": "job-1", "status": "Pending"}
 
 
+def test_jobs_submit_sends_a_yaml_pod_template_as_the_submissions_pod_template(
+    api: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"instance_type": "ml.p5.48xlarge", "replicas": 2}))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "spec:\n"
+        "  serviceAccountName: trainer\n"
+        "  containers:\n"
+        "  - name: pytorch\n"
+        "    image: llama:1\n"
+        "    env: [{name: NCCL_DEBUG, value: INFO}]\n"
+    )
+    api.answer = (201, {"job_id": "job-1", "status": "Pending"})
+    assert cli.main(["jobs", "submit", str(job), "--pod-template", str(pod)]) == 0
+    _, where, body, _ = api.calls[0]
+    assert where == "/jobs" and body == {
+        "instance_type": "ml.p5.48xlarge",
+        "replicas": 2,
+        "pod_template": {
+            "spec": {
+                "serviceAccountName": "trainer",
+                "containers": [
+                    {
+                        "name": "pytorch",
+                        "image": "llama:1",
+                        "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+                    }
+                ],
+            }
+        },
+    }
+    pod.write_text("- a list\n")
+    assert exit_status(["jobs", "submit", str(job), "--pod-template", str(pod)]) == 1
+    assert "a pod template is a mapping" in capsys.readouterr().err
+    pod.write_text("spec: [unclosed\n")
+    assert exit_status(["jobs", "submit", str(job), "--pod-template", str(pod)]) == 1
+    assert "not a YAML or JSON document" in capsys.readouterr().err
+    assert len(api.calls) == 1
+
+
 def test_jobs_cancel_deletes_the_job(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
     api.answer = (200, {"job_id": "job-1", "status": "Cancelled"})
     assert cli.main(["jobs", "cancel", "job-1"]) == 0

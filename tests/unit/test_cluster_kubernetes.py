@@ -1130,7 +1130,12 @@ def test_dispatch_on_hyperpod_nodes_creates_a_hyperpod_pytorch_job(
         for name in (NODE, OTHER_NODE)
     ]
     (container,) = pod["containers"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    # A p5.48xlarge replica asks for its 8 GPUs, its 32 EFA interfaces (EC2's EfaInfo) and
+    # 90 % of its 2 TiB of memory.
+    assert container["resources"] == {
+        "limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"},
+        "requests": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "memory": "1887436Mi"},
+    }
     assert container["command"] == ["torchrun", "train.py"]
 
 
@@ -1279,7 +1284,10 @@ def test_job_without_priority_class_or_auto_resume(
     assert "sagemaker.amazonaws.com/enable-job-auto-resume" not in job["metadata"]["annotations"]
     pod = job["spec"]["replicaSpecs"][0]["template"]["spec"]
     assert "affinity" not in pod
-    assert pod["containers"][0]["resources"]["limits"] == {"aws.amazon.com/neuron": "16"}
+    assert pod["containers"][0]["resources"]["limits"] == {
+        "aws.amazon.com/neuron": "16",
+        "vpc.amazonaws.com/efa": "8",
+    }
 
 
 def test_stop_job_deletes_every_kind_of_run_with_its_pods_then_reports_nothing(

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from hyperguard.catalogue import INSTANCE_TYPE_PATTERN
+from hyperguard.cluster.pod_template import MAX_POD_TEMPLATE_BYTES
 from hyperguard.models import Checkpoint, Incident, JobStatus
 from hyperguard.models.governance import (
     NAME_PATTERN,
@@ -149,12 +150,30 @@ class JobSubmission(BaseModel):
     max_steps: StrictInt | None = Field(
         default=None, ge=1, le=10**9, description="the training's length in steps, if known"
     )
-    image: str = Field(min_length=1, max_length=1024)
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="the short form: the training container's image (or give pod_template)",
+    )
     command: list[Annotated[str, StringConstraints(max_length=MAX_ARGUMENT)]] = Field(
         default_factory=list,
         max_length=256,
-        description=f"at most 256 arguments of at most {MAX_ARGUMENT} characters, "
-        f"{MAX_COMMAND} in all",
+        description=f"the short form: at most 256 arguments of at most {MAX_ARGUMENT} "
+        f"characters, {MAX_COMMAND} in all",
+    )
+    pod_template: dict[str, Any] | None = Field(
+        default=None,
+        description="instead of image and command: the replicas' pod template, a Kubernetes "
+        "core/v1 PodTemplateSpec (containers with env, envFrom, args, resources, "
+        "volumeMounts; volumes; serviceAccountName; tolerations; affinity; securityContext; "
+        f"...), at most {MAX_POD_TEMPLATE_BYTES} bytes as JSON. The first container is the "
+        "training container. HyperGuard adds placement, its labels, Kueue's, the resume "
+        "variables, a burst pool's tolerations and, unless the template says otherwise, the "
+        "instance type's EFA interfaces and 90 % of its memory as requests; a template that "
+        "sets what HyperGuard owns (nodeName, hostname, subdomain, priority, a restartPolicy "
+        "other than Never, required node affinity, hyperguard.io/ or kueue.x-k8s.io/ labels, "
+        "HYPERGUARD_* or the rendezvous variables) is refused, naming the field",
     )
     checkpoint_location: str | None = Field(default=None, max_length=1024, pattern=S3_URI)
     auto_resume: StrictBool = False
@@ -221,8 +240,11 @@ class JobView(BaseModel):
     log_monitoring_configuration: list[LogMonitoringRule] | None = None
     recovery: JobRecovery
     max_steps: int | None
-    image: str
+    image: str = Field(description="the short form's image (empty with pod_template)")
     command: list[str]
+    pod_template: dict[str, Any] | None = Field(
+        default=None, description="the pod template as submitted, if one was"
+    )
     checkpoint_location: str | None
     auto_resume: bool
     status: JobStatus

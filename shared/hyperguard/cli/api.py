@@ -129,11 +129,29 @@ def read_json(name: str) -> Any:
         raise CliError(f"{name}: not a JSON document ({exc})") from exc
 
 
+def submission(args: argparse.Namespace) -> Any:
+    """The JobSubmission of `jobs submit`: FILE, with `--pod-template`'s document (YAML or
+    JSON, a core/v1 PodTemplateSpec) as its pod_template."""
+    body = read_json(args.file)
+    if args.pod_template is None:
+        return body
+    import yaml
+
+    name = args.pod_template
+    try:
+        template = yaml.safe_load(Path(name).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"{name}: not a YAML or JSON document ({exc})") from exc
+    if not isinstance(body, dict) or not isinstance(template, dict):
+        raise CliError(f"{name}: a pod template is a mapping (metadata, spec)")
+    return {**body, "pod_template": template}
+
+
 def cmd_jobs_submit(args: argparse.Namespace, api: ServiceApi) -> int:
     if args.dry_run:
         return _dry_run(args, api)
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
-    job = api.call("POST", "/jobs", read_json(args.file), **headers)
+    job = api.call("POST", "/jobs", submission(args), **headers)
     if args.json:
         print_json(job)
     else:
@@ -147,7 +165,7 @@ def _dry_run(args: argparse.Namespace, api: ServiceApi) -> int:
     when it refused one."""
     import yaml
 
-    checked = api.call("POST", "/jobs/dry-run", read_json(args.file))
+    checked = api.call("POST", "/jobs/dry-run", submission(args))
     if args.json:
         print_json(checked)
     else:
@@ -234,6 +252,12 @@ def add_parsers(
     p = jobs.add_parser("submit", help="submit a job (POST /jobs): a JobSubmission JSON file")
     p.add_argument("file", help="the JobSubmission (docs/api.md), a JSON file or - for stdin")
     p.add_argument("--idempotency-key", help="a repeat with the same key returns the first job")
+    p.add_argument(
+        "--pod-template",
+        metavar="FILE",
+        help="the replicas' pod template (a core/v1 PodTemplateSpec, YAML or JSON) as the "
+        "submission's pod_template",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",

@@ -27,6 +27,10 @@ class ClusterError(Exception):
     """A cluster call failed in a way the caller may retry."""
 
 
+class InvalidRunError(ClusterError):
+    """The API server refused a run object as invalid (422): it will refuse it again."""
+
+
 class NodeNotFoundError(ClusterError):
     """The instance is not (or no longer) part of the cluster."""
 

@@ -22,6 +22,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hyperguard.aws import client
+from hyperguard.catalogue import InstanceSpec, UnknownInstanceTypeError
 from hyperguard.cluster.conventions import (
     CAPACITY_TYPE_LABEL,
     EC2_CAPACITY_TYPES,
@@ -255,9 +256,10 @@ class HyperPodEksGateway:
         HyperPodPyTorchJob for HyperPod nodes; `burst`: a batch Job for EKS burst nodes), each
         sent to the API server as a dry run: nothing is created. The placement (node pins, a
         NodePool's tolerations) is chosen at admission and is not in them."""
+        instance = self._instance(job)
         builders = {
-            "hyperpod": lambda: hyperpod_job_manifest(job, []),
-            "burst": lambda: batch_job_manifest(job, []),
+            "hyperpod": lambda: hyperpod_job_manifest(job, [], instance=instance),
+            "burst": lambda: batch_job_manifest(job, [], instance=instance),
         }
         namespace = team_namespace(job.team)
         unready = (
@@ -317,7 +319,7 @@ class HyperPodEksGateway:
         ]
         current = max(live, key=lambda r: r.run, default=None)
         if placement.on_hyperpod and current is not None and current.kind is RunKind.HYPERPOD:
-            patch = resize_patch(job, placement.node_names)
+            patch = resize_patch(job, placement.node_names, instance=self._instance(job))
             if self.kubernetes.patch_run(current.kind, current.namespace, current.name, patch):
                 return True
         self.stop_job(job.job_id, before_run=job.run)
@@ -534,9 +536,21 @@ class HyperPodEksGateway:
             raise ClusterError(f"BatchDeleteClusterNodes refused {'; '.join(refused)}")
 
     def _manifest(self, job: Job, placement: _Placement) -> dict[str, Any]:
+        instance = self._instance(job)
         if placement.on_hyperpod:
-            return hyperpod_job_manifest(job, placement.node_names)
-        return batch_job_manifest(job, placement.node_names, self._tolerations(placement))
+            return hyperpod_job_manifest(job, placement.node_names, instance=instance)
+        return batch_job_manifest(
+            job, placement.node_names, self._tolerations(placement), instance=instance
+        )
+
+    def _instance(self, job: Job) -> InstanceSpec | None:
+        """What the job's instance type has (its requests come from it); None if EC2 does
+        not know it (submission refuses such a job; its pods then ask for accelerators
+        only)."""
+        try:
+            return self.hyperpod.catalogue.spec(job.instance_type)
+        except UnknownInstanceTypeError:
+            return None
 
     def _placement(self, nodes: list[str]) -> _Placement:
         """The Kubernetes node names of `nodes`, whether any is a HyperPod node, and the

@@ -45,7 +45,12 @@ from hyperguard.cluster.conventions import (
     label_safe,
 )
 from hyperguard.cluster.eks_token import EksTokenSource
-from hyperguard.cluster.gateway import ClusterError, DrainResult, NodeNotFoundError
+from hyperguard.cluster.gateway import (
+    ClusterError,
+    DrainResult,
+    InvalidRunError,
+    NodeNotFoundError,
+)
 from hyperguard.cluster.workloads import (
     CONTAINER,
     HYPERPOD_JOB_API,
@@ -380,7 +385,14 @@ class KubernetesAdapter:
         obj = resource.from_dict(manifest)
         meta = manifest["metadata"]
         what = f"create {manifest['kind']} {meta['namespace']}/{meta['name']}"
-        code, created = self._attempt(what, lambda: self.client.create(obj), (409,))
+        try:
+            code, created = self._attempt(what, lambda: self.client.create(obj), (409,))
+        except ClusterError as error:
+            cause = error.__cause__
+            if isinstance(cause, ApiError) and _code(cause) == 422:
+                # Invalid: the same object would be refused again (its template is the job's).
+                raise InvalidRunError(str(error)) from cause
+            raise
         if code is not None or created is None:
             return None
         return str(created.metadata.uid) if created.metadata else None
@@ -395,7 +407,7 @@ class KubernetesAdapter:
     def replica_log(
         self, namespace: str, job: str, replica: int, *, tail_lines: int, limit_bytes: int
     ) -> ReplicaLog | None:
-        """The last `tail_lines` lines (at most `limit_bytes`) of the main container of the
+        """The last `tail_lines` lines (at most `limit_bytes`) of the training container of the
         newest pod of `replica` among the job's pods (its job label's value `job`) in
         `namespace`, through pods/log; None when the job has no such pod."""
         pods = self._api(
@@ -417,10 +429,13 @@ class KubernetesAdapter:
             phase=(pod.status.phase if pod.status else None) or "",
             lines=[],
         )
+        # The training container is the pod's first (hyperguard.cluster.pod_template).
+        containers = pod.spec.containers if pod.spec else []
+        container = containers[0].name if containers else CONTAINER
         size = 0
         try:
             for line in self.client.log(
-                name, namespace=namespace, container=CONTAINER, tail_lines=tail_lines
+                name, namespace=namespace, container=container, tail_lines=tail_lines
             ):
                 size += len(line.encode())
                 if size > limit_bytes:

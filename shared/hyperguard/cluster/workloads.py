@@ -26,6 +26,7 @@ HyperPod, the EC2 name on Karpenter's), tolerate the burst NodePool's taints and
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from datetime import datetime
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hyperguard.catalogue import ec2_name, ml_name
+from hyperguard.catalogue import InstanceSpec, ec2_name, ml_name
 from hyperguard.cluster.conventions import INSTANCE_GROUP_LABEL, INSTANCE_TYPE_LABEL
 from hyperguard.models import Job
 
@@ -72,6 +73,14 @@ RENDEZVOUS_PORT = 29500
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 """The label the Job controller puts on its pods: the run's headless Service selects them."""
 
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+"""What the EFA device plugin advertises: one per Elastic Fabric Adapter interface."""
+MEMORY_SHARE = 0.9
+"""A replica's memory request, unless its template says: this share of its instance's
+memory. A replica has its node to itself; the rest is left to the kubelet's reserve and the
+node's daemons (the EKS AMI reserves 255 MiB + 11 MiB per pod, and evicts below 100 MiB)."""
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
 
 
@@ -183,29 +192,44 @@ def _pod_template(
     node_names: list[str],
     *,
     instance_type: str,
+    instance: InstanceSpec | None = None,
     tolerations: list[dict[str, Any]] | None = None,
     group: str | None = None,
 ) -> dict[str, Any]:
-    """A run's pod template: selects `instance_type` as the nodes spell it (HyperPod's ml.
-    name, the EC2 name on Karpenter's nodes), tolerates `tolerations` and asks Karpenter
-    (v1) not to disrupt the node while the pod runs: consolidation would otherwise take a
-    burst node from under a training run."""
-    spec = _pod_spec(job, node_names, instance_type)
+    """A run's pod template: the job's own (`Job.pod_template`, or one container of its
+    image and command) with what HyperGuard owns added (hyperguard.cluster.pod_template):
+    it selects `instance_type` as the nodes spell it (HyperPod's ml. name, the EC2 name on
+    Karpenter's nodes), is pinned to `node_names`, tolerates `tolerations`, tells the
+    training container (the first) HyperGuard's variables and what it requests, and asks
+    Karpenter (v1) not to disrupt the node while the pod runs: consolidation would otherwise
+    take a burst node from under a training run."""
+    given = copy.deepcopy(job.pod_template) if job.pod_template else {}
+    meta = given.get("metadata") or {}
+    spec = given.get("spec") or {}
+    if not spec.get("containers"):
+        short: dict[str, Any] = {"name": CONTAINER, "image": job.image}
+        if job.command:
+            short["command"] = list(job.command)
+        spec["containers"] = [short]
+    spec["restartPolicy"] = "Never"
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), INSTANCE_TYPE_LABEL: instance_type}
+    container = spec["containers"][0]
+    container["env"] = [*(container.get("env") or []), *_hyperguard_env(job)]
+    container["resources"] = _resources(job, container.get("resources") or {}, instance)
     if node_names:
-        spec["affinity"] = pinned_to(node_names, group)
+        spec["affinity"] = _pinned(spec.get("affinity") or {}, node_names, group)
     if tolerations:
-        spec["tolerations"] = tolerations
+        spec["tolerations"] = [*(spec.get("tolerations") or []), *tolerations]
     return {
         "metadata": {
-            "labels": {JOB_ID_LABEL: job_name(job.job_id)},
-            "annotations": {DO_NOT_DISRUPT_ANNOTATION: "true"},
+            "labels": {**(meta.get("labels") or {}), JOB_ID_LABEL: job_name(job.job_id)},
+            "annotations": {**(meta.get("annotations") or {}), DO_NOT_DISRUPT_ANNOTATION: "true"},
         },
         "spec": spec,
     }
 
 
-def _pod_spec(job: Job, node_names: list[str], instance_type: str) -> dict[str, Any]:
-    accelerators = {accelerator_resource(job.instance_type): str(job.accelerators_per_replica)}
+def _hyperguard_env(job: Job) -> list[dict[str, Any]]:
     env = [{"name": JOB_ID_ENV, "value": job.job_id}]
     if job.checkpoint_location:
         env.append({"name": CHECKPOINT_ENV, "value": job.checkpoint_location})
@@ -214,20 +238,35 @@ def _pod_spec(job: Job, node_names: list[str], instance_type: str) -> dict[str, 
         env.append({"name": RESUME_STEP_ENV, "value": str(job.last_checkpoint.step)})
     if job.max_steps is not None:
         env.append({"name": MAX_STEPS_ENV, "value": str(job.max_steps)})
-    container: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": job.image,
-        "env": env,
-        "resources": {"requests": accelerators, "limits": accelerators},
-    }
-    if job.command:
-        container["command"] = list(job.command)
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "nodeSelector": {INSTANCE_TYPE_LABEL: instance_type},
-        "containers": [container],
-    }
-    return spec
+    return env
+
+
+def _resources(job: Job, given: dict[str, Any], instance: InstanceSpec | None) -> dict[str, Any]:
+    """The training container's resources: the job's accelerators per replica, and (from the
+    catalogue, unless the template asks otherwise) every EFA interface of the instance and
+    MEMORY_SHARE of its memory. Extended resources are requested and limited alike, as
+    Kubernetes requires."""
+    requests = dict(given.get("requests") or {})
+    limits = dict(given.get("limits") or {})
+    fixed = {accelerator_resource(job.instance_type): str(job.accelerators_per_replica)}
+    if instance is not None:
+        if instance.efa_interfaces and EFA_RESOURCE not in requests | limits:
+            fixed[EFA_RESOURCE] = str(instance.efa_interfaces)
+        if "memory" not in requests | limits:
+            requests["memory"] = f"{int(instance.memory_mib * MEMORY_SHARE)}Mi"
+    return {**given, "requests": requests | fixed, "limits": limits | fixed}
+
+
+def _pinned(affinity: dict[str, Any], node_names: list[str], group: str | None) -> dict[str, Any]:
+    """`affinity` with HyperGuard's pin (pinned_to) as its required node affinity, the
+    template's preferred node affinity kept after the pin's own preferences."""
+    pin = pinned_to(node_names, group)["nodeAffinity"]
+    node = dict(affinity.get("nodeAffinity") or {})
+    node[REQUIRED] = pin[REQUIRED]
+    preferred = [*pin.get(PREFERRED, []), *(node.get(PREFERRED) or [])]
+    if preferred:
+        node[PREFERRED] = preferred
+    return {**affinity, "nodeAffinity": node}
 
 
 def pinned_to(node_names: list[str], group: str | None = None) -> dict[str, Any]:
@@ -241,9 +280,7 @@ def pinned_to(node_names: list[str], group: str | None = None) -> dict[str, Any]
     # One term per node: kube-apiserver takes exactly one value in a node field selector's
     # In (ValidateNodeFieldSelectorRequirement); terms are ORed.
     terms: list[dict[str, Any]] = [_on_node(name) for name in node_names]
-    affinity: dict[str, Any] = {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
-    }
+    affinity: dict[str, Any] = {REQUIRED: {"nodeSelectorTerms": terms}}
     if group:
         terms.append(
             {
@@ -252,9 +289,7 @@ def pinned_to(node_names: list[str], group: str | None = None) -> dict[str, Any]
                 ]
             }
         )
-        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
-            {"weight": 100, "preference": _on_node(name)} for name in node_names
-        ]
+        affinity[PREFERRED] = [{"weight": 100, "preference": _on_node(name)} for name in node_names]
     return {"nodeAffinity": affinity}
 
 
@@ -293,7 +328,11 @@ def _metadata(job: Job) -> dict[str, Any]:
 
 
 def batch_job_manifest(
-    job: Job, node_names: list[str], tolerations: list[dict[str, Any]] | None = None
+    job: Job,
+    node_names: list[str],
+    tolerations: list[dict[str, Any]] | None = None,
+    *,
+    instance: InstanceSpec | None = None,
 ) -> dict[str, Any]:
     """The batch/v1 Job of this run on EKS burst nodes, suspended until Kueue admits it.
     A pod that is disrupted (DisruptionTarget) fails the Job at once with reason
@@ -301,7 +340,11 @@ def batch_job_manifest(
     nodes carry the EC2 instance-type name and their NodePool's taints (`tolerations`)."""
     replicas = len(node_names) or job.replicas
     template = _pod_template(
-        job, node_names, instance_type=ec2_name(job.instance_type), tolerations=tolerations
+        job,
+        node_names,
+        instance_type=ec2_name(job.instance_type),
+        instance=instance,
+        tolerations=tolerations,
     )
     # The pods find each other as `<run>-<index>.<run>` (the Indexed Job's hostnames in the
     # run's headless Service: rendezvous_service), with torchrun's variables.
@@ -383,7 +426,9 @@ def rendezvous_service(job: Job, owner_uid: str) -> dict[str, Any]:
     }
 
 
-def hyperpod_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
+def hyperpod_job_manifest(
+    job: Job, node_names: list[str], *, instance: InstanceSpec | None = None
+) -> dict[str, Any]:
     """The HyperPodPyTorchJob of this run on HyperPod nodes. Spares are not asked of the
     operator: HyperGuard keeps hot spares per pool itself (NodeRepairConfig.hotSpares)."""
     replicas = len(node_names) or job.replicas
@@ -395,6 +440,7 @@ def hyperpod_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
             job,
             node_names,
             instance_type=ml_name(job.instance_type),
+            instance=instance,
             group=job.pool if job.auto_resume else None,
         ),
     }
@@ -429,10 +475,12 @@ def hyperpod_job_manifest(job: Job, node_names: list[str]) -> dict[str, Any]:
     }
 
 
-def resize_patch(job: Job, node_names: list[str]) -> dict[str, Any]:
+def resize_patch(
+    job: Job, node_names: list[str], *, instance: InstanceSpec | None = None
+) -> dict[str, Any]:
     """A JSON merge patch that resizes a HyperPodPyTorchJob in place to `node_names` (the
     operator checkpoints and restarts the job at the new size), relabelled as `job.run`."""
-    manifest = hyperpod_job_manifest(job, node_names)
+    manifest = hyperpod_job_manifest(job, node_names, instance=instance)
     spec = manifest["spec"]
     patch: dict[str, Any] = {
         "metadata": {"labels": {RUN_LABEL: str(job.run)}},

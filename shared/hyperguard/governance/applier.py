@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hyperguard.cluster.gateway import ClusterError, ClusterGateway
+from hyperguard.cluster.gateway import ClusterError, ClusterGateway, InvalidRunError
 from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.cluster.kueue import priority_class_object, shared_objects, team_objects
 from hyperguard.governance.intents import (
@@ -398,10 +398,14 @@ class PassApplier:
     def dispatch(self, job: Job) -> bool:
         """The job's run created on the cluster (True); one the cluster refuses puts the job
         back to Pending with the cluster's error, and has the team's objects ensured again
-        before its next dispatch (a missing namespace or RoleBinding is a refusal)."""
+        before its next dispatch (a missing namespace or RoleBinding is a refusal). A run the
+        API server refuses as invalid fails the job: it would be refused every time."""
         try:
             self.ensure_queues(job)
             self.gateway.dispatch(job, list(job.nodes))
+        except InvalidRunError as exc:
+            self.count(self.lifecycle.refuse(job.job_id, str(exc)))
+            return False
         except ClusterError as exc:
             self.queues_ensured.pop(job.team, None)
             self.count(self.lifecycle.undispatch(job.job_id, str(exc)))

@@ -43,6 +43,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from hyperguard.cluster.pod_template import PodTemplateError, check_pod_template
+from hyperguard.cluster.workloads import accelerator_resource
 from hyperguard.governance.pace import next_pace, verdict
 from hyperguard.models import Checkpoint, Job, JobStatus, utcnow
 from hyperguard.models.jobs import (
@@ -74,6 +76,7 @@ class Move(StrEnum):
     ADMIT = "admit"
     START = "start"
     UNDISPATCH = "undispatch"
+    REFUSE = "refuse"
     PREEMPT = "preempt"
     RESIZE = "resize"
     CANCEL = "cancel"
@@ -104,6 +107,9 @@ RULES: Mapping[Move, Rule] = {
     ),
     Move.UNDISPATCH: Rule(
         frozenset({JobStatus.ADMITTED}), JobStatus.PENDING, frozenset({Actor.SCHEDULER})
+    ),
+    Move.REFUSE: Rule(
+        frozenset({JobStatus.ADMITTED}), JobStatus.FAILED, frozenset({Actor.SCHEDULER})
     ),
     Move.PREEMPT: Rule(HOLDING_STATUSES, JobStatus.PREEMPTED, frozenset({Actor.SCHEDULER})),
     Move.RESIZE: Rule(HOLDING_STATUSES, None, frozenset({Actor.SCHEDULER, Actor.RECOVERY})),
@@ -167,6 +173,16 @@ def check_submission(job: Job, rules: SubmissionRules) -> None:
         raise JobRejectedError(
             f"replicas {job.replicas} is not a size the elasticPolicy allows", "replicas"
         )
+    if job.pod_template is not None:
+        try:
+            check_pod_template(
+                job.pod_template,
+                accelerator_resource=accelerator_resource(job.instance_type),
+                accelerators=job.accelerators_per_replica,
+            )
+        except PodTemplateError as error:
+            field = f"pod_template.{error.field}" if error.field else "pod_template"
+            raise JobRejectedError(f"{field}: {error.message}", field) from None
 
 
 class MoveNotAllowedError(PermissionError):
@@ -305,6 +321,19 @@ class JobLifecycle:
             JobEvent.REQUEUED,
             f"dispatch failed: {error}",
             sets={"nodes": []},
+            remove=("admitted_replicas",),
+        )
+
+    def refuse(self, job_id: str, error: str) -> Outcome:
+        """The cluster refused the job's run as invalid (422): no later dispatch of the same
+        template would be accepted, so the job fails instead of going round the queue."""
+        return self._move(
+            Move.REFUSE,
+            job_id,
+            Actor.SCHEDULER,
+            JobEvent.FINISHED,
+            f"the cluster refused its run as invalid: {error}",
+            sets={"nodes": [], "ended_at": self.clock().isoformat(), "run_time_s": 0.0},
             remove=("admitted_replicas",),
         )
 

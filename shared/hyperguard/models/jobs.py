@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
-from typing import Self
+from typing import Any, Self
 
 from pydantic import (
     BaseModel,
@@ -259,8 +259,13 @@ class Job(BaseModel):
     max_steps: int | None = Field(
         default=None, description="the training's length in steps, if the submitter said"
     )
-    image: str = ""
+    image: str = Field(default="", description="the short form's image (empty with pod_template)")
     command: list[str] = Field(default_factory=list)
+    pod_template: dict[str, Any] | None = Field(
+        default=None,
+        description="the job's own core/v1 PodTemplateSpec, as submitted "
+        "(hyperguard.cluster.pod_template)",
+    )
     checkpoint_location: str | None = None
     status: JobStatus = JobStatus.PENDING
     nodes: list[str] = Field(default_factory=list, description="one instance id per replica")

@@ -101,6 +101,13 @@ def checked(
     if team is None:
         raise InvalidRequestError("name the team the job runs for", "team")
     who.require_team(team)
+    if submission.pod_template is None and submission.image is None:
+        raise InvalidRequestError("give image (and command), or pod_template", "image")
+    if submission.pod_template is not None and (submission.image or submission.command):
+        raise InvalidRequestError(
+            "give image and command, or pod_template (its first container), not both",
+            "pod_template",
+        )
     instance_type, per_instance = _instance_type(submission, deps.catalogue)
     _readable_location(submission.checkpoint_location, deps)
     config, _ = deps.teams.scheduler_config()
@@ -118,8 +125,9 @@ def checked(
         log_monitoring_configuration=submission.log_monitoring_configuration,
         recovery=submission.recovery,
         max_steps=submission.max_steps,
-        image=submission.image,
+        image=submission.image or "",
         command=submission.command,
+        pod_template=submission.pod_template,
         checkpoint_location=submission.checkpoint_location,
         auto_resume=submission.auto_resume,
         submitted_at=now,

@@ -31,7 +31,7 @@ from hyperguard.cluster.conventions import (
     INSTANCE_GROUP_LABEL,
     INSTANCE_TYPE_LABEL,
 )
-from hyperguard.cluster.workloads import accelerator_resource
+from hyperguard.cluster.workloads import EFA_RESOURCE, accelerator_resource
 from hyperguard.models import NodeStatus
 from hyperguard.provider_ids import eks_provider_id, hyperpod_provider_id
 from hyperguard.twin.cloud.core import AZ, AZ_ID, Effect, FaultKind, Instance, World
@@ -90,9 +90,8 @@ def node_capacity(instance_type: str) -> dict[str, str]:
     capacity |= {"cpu": str(spec.vcpu), "memory": f"{spec.memory_mib}Mi"}
     if spec.accelerators:
         capacity[accelerator_resource(instance_type)] = str(spec.accelerators)
-    efa = (info.get("NetworkInfo") or {}).get("EfaInfo") or {}
-    if efa.get("MaximumEfaInterfaces"):
-        capacity["vpc.amazonaws.com/efa"] = str(efa["MaximumEfaInterfaces"])
+    if spec.efa_interfaces:
+        capacity[EFA_RESOURCE] = str(spec.efa_interfaces)
     return capacity
 
 
