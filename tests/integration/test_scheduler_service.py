@@ -288,14 +288,24 @@ def test_a_refused_dispatch_puts_the_job_back_to_pending(
     assert view["history"][-1]["reason"] == "dispatch failed: admission webhook denied the job"
 
 
+@pytest.mark.parametrize(
+    ("where", "refused"),
+    [
+        # The batch Job's pod template is validated with the Job.
+        ("burst", "create Job hyperpod-ns-solo/"),
+        # The HyperPodPyTorchJob's CRD leaves pods to the operator: they are validated first,
+        # as a PodTemplate sent as a dry run.
+        ("hyperpod", "pods of HyperPodPyTorchJob hyperpod-ns-solo/"),
+    ],
+)
 def test_a_run_the_api_server_refuses_as_invalid_fails_the_job_instead_of_going_round(
-    stack: Stack, make_cluster: MakeCluster
+    stack: Stack, make_cluster: MakeCluster, where: str, refused: str
 ) -> None:
     """A template that passes the schema but not kube-apiserver's validation (a mount of a
-    volume the pod does not have): kube-apiserver answers 422 for the batch Job of an EKS
-    burst run, and the job fails with its words instead of being admitted and refused on
-    every pass."""
-    apis = make_cluster(hyperpod_nodes=0, burst_nodes=2)
+    volume the pod does not have): kube-apiserver answers 422, and the job fails with its
+    words instead of being admitted and refused on every pass."""
+    on_hyperpod = where == "hyperpod"
+    apis = make_cluster(hyperpod_nodes=2 if on_hyperpod else 0, burst_nodes=0 if on_hyperpod else 2)
     api = Api(stack)
     api.quota("solo", 16)
     template = {
@@ -309,7 +319,8 @@ def test_a_run_the_api_server_refuses_as_invalid_fails_the_job_instead_of_going_
             ]
         }
     }
-    reply = api.submit("solo", 8, image=None, template="research", pod_template=template)
+    placement = "production" if on_hyperpod else "research"
+    reply = api.submit("solo", 8, image=None, template=placement, pod_template=template)
     assert reply.status == 201, reply.body
     job_id = reply.body["job_id"]
     result = scheduler(stack, apis).run_pass()
@@ -317,7 +328,7 @@ def test_a_run_the_api_server_refuses_as_invalid_fails_the_job_instead_of_going_
     view = api.call("GET", f"/jobs/{job_id}").body
     assert view["status"] == "Failed" and view["nodes"] == []
     reason = view["history"][-1]["reason"]
-    assert reason.startswith("the cluster refused its run as invalid: create Job hyperpod-ns-solo/")
+    assert reason.startswith(f"the cluster refused its run as invalid: {refused}"), reason
     assert "volumeMounts[0].name" in reason and "Not found" in reason, reason
     assert scheduler(stack, apis).run_pass().admitted == []
 

@@ -64,6 +64,7 @@ ACCESS: dict[str, set[Grant]] = {
     "create_run": _on_runs("create", where="team"),
     "create_service": _on("", "services", "create", where="team"),
     "dry_run_create": _on_runs("create", where="team"),
+    "dry_run_pods": _on("", "podtemplates", "create", where="team"),
     "namespace_exists": _on("", "namespaces", "get"),
     "crd_versions": _on("apiextensions.k8s.io", "customresourcedefinitions", "get"),
     "list_nodepools": _on("karpenter.sh", "nodepools", "list"),

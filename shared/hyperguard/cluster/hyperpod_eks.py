@@ -37,6 +37,7 @@ from hyperguard.cluster.gateway import (
     ClusterError,
     DrainResult,
     InstanceGroupSize,
+    InvalidRunError,
     NodeNotFoundError,
 )
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
@@ -236,12 +237,29 @@ class HyperPodEksGateway:
     def _create_run(self, job: Job, manifest: dict[str, Any]) -> bool:
         """Ensure the run object, and a batch run's headless Service (owned by its Job, so
         it goes with it): True when the run object is new."""
+        self._check_pods(job, manifest)
         uid = self.kubernetes.create_run(manifest)
         if manifest["kind"] == RunKind.BATCH.value:
             owner = uid or self._run_uid(job, manifest["metadata"]["name"])
             if owner is not None:
                 self.kubernetes.create_service(rendezvous_service(job, owner))
         return uid is not None
+
+    def _check_pods(self, job: Job, manifest: dict[str, Any]) -> None:
+        """A HyperPodPyTorchJob of a job's own pod template has its pods validated first
+        (KubernetesAdapter.dry_run_pods): InvalidRunError if the API server refuses them as
+        invalid (422), ClusterError for any other refusal. HyperGuard's own template needs no
+        such check, and a batch Job's pods are validated with the Job."""
+        if job.pod_template is None or manifest["kind"] != RunKind.HYPERPOD.value:
+            return
+        template = manifest["spec"]["replicaSpecs"][0]["template"]
+        refusal = self.kubernetes.dry_run_pods(manifest, template)
+        if refusal is None:
+            return
+        code, line = refusal
+        meta = manifest["metadata"]
+        what = f"pods of HyperPodPyTorchJob {meta['namespace']}/{meta['name']}: {line}"
+        raise InvalidRunError(what) if code == 422 else ClusterError(what)
 
     def _run_uid(self, job: Job, name: str) -> str | None:
         """The uid of the job's run object `name`, created by an earlier attempt."""
@@ -272,6 +290,11 @@ class HyperPodEksGateway:
         for path in paths:
             manifest = builders[path]()
             refused = unready or self.kubernetes.dry_run_create(manifest)
+            if refused is None:
+                try:
+                    self._check_pods(job, manifest)
+                except ClusterError as error:
+                    refused = str(error)
             objects.append(DryRunObject(path=path, object=manifest, refused=refused))
         return objects
 

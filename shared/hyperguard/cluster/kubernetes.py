@@ -30,7 +30,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import DaemonSet, Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event as CoreEvent
-from lightkube.resources.core_v1 import Namespace, Pod, Service
+from lightkube.resources.core_v1 import Namespace, Pod, PodTemplate, Service
 from lightkube.resources.core_v1 import Node as KubeNodeResource
 from lightkube.types import CascadeType, PatchType
 from pydantic import BaseModel, Field
@@ -461,12 +461,32 @@ class KubernetesAdapter:
         otherwise the API server's refusal in one line; a transport failure is a
         ClusterError."""
         resource = _RUN_RESOURCES[RunKind(manifest["kind"])]
+        refusal = self._dry_run(manifest, resource.from_dict(manifest))
+        return None if refusal is None else refusal[1]
+
+    def dry_run_pods(self, run: dict[str, Any], template: dict[str, Any]) -> tuple[int, str] | None:
+        """Have the API server validate the pods `run` (a HyperPodPyTorchJob) makes of
+        `template`: its CRD's schema leaves a pod template to the training operator, which
+        would only find a pod refused when it creates it. Sent as a core/v1 PodTemplate named
+        and placed as the run, as a dry run (pod validation and admission run, nothing is
+        stored). None when it is valid, otherwise the HTTP status and the refusal in one
+        line; a transport failure is a ClusterError."""
+        meta = run["metadata"]
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "template": template,
+        }
+        return self._dry_run(manifest, PodTemplate.from_dict(manifest))
+
+    def _dry_run(self, manifest: dict[str, Any], obj: Any) -> tuple[int, str] | None:
         try:
-            self.client.create(resource.from_dict(manifest), dry_run=True)
+            self.client.create(obj, dry_run=True)
         except ApiError as error:
-            return f"{_code(error)} {error.status.reason or ''}: {error.status.message}".replace(
-                " :", ":"
-            )
+            status = error.status
+            line = f"{_code(error)} {status.reason or ''}: {status.message}".replace(" :", ":")
+            return _code(error) or 0, line
         except TRANSPORT_ERRORS as error:
             meta = manifest["metadata"]
             raise ClusterError(
