@@ -288,6 +288,24 @@ def test_a_batch_runs_pods_find_each_other_through_its_headless_service() -> Non
     assert service["spec"]["selector"] == {"batch.kubernetes.io/job-name": name}
 
 
+def test_an_elastic_burst_run_shrunk_from_4_to_2_has_ranks_0_and_1_of_a_world_of_2() -> None:
+    """A batch Job cannot change size: the shrink is a new run (a new Job, Service and
+    rendezvous), whose completion indexes, and so its ranks, are 0..1 of 2, rank 0 its own."""
+    policy = ElasticPolicy(min_replicas=2, max_replicas=4)
+    before = batch_job_manifest(_job(run=1, elastic_policy=policy), ["a", "b", "c", "d"])
+    after = batch_job_manifest(_job(run=2, elastic_policy=policy), ["a", "c"])
+    for manifest, size in ((before, 4), (after, 2)):
+        spec = manifest["spec"]
+        assert spec["completionMode"] == "Indexed"
+        assert spec["parallelism"] == spec["completions"] == size  # indexes 0..size-1
+        name = manifest["metadata"]["name"]
+        env = {e["name"]: e for e in spec["template"]["spec"]["containers"][0]["env"]}
+        assert env["WORLD_SIZE"]["value"] == env["PET_NNODES"]["value"] == str(size)
+        assert env["MASTER_ADDR"]["value"] == f"{name}-0.{name}"
+        assert spec["template"]["spec"]["subdomain"] == name
+    assert after["metadata"]["name"] != before["metadata"]["name"]
+
+
 def test_a_hyperpod_run_reads_back_the_operators_restart_count() -> None:
     manifest = hyperpod_job_manifest(_job(run=1), ["node-a"])
     restarted = run_status(_with_status(manifest, {"restartCount": 3}))
