@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from tests.conftest import Stack
+from tests.conftest import ROOT, Stack
 from tests.integration.api_harness import CHECKPOINT_BUCKET, CHECKPOINT_READERS, Api, member
 
 
@@ -158,6 +159,17 @@ def test_a_pod_template_is_kept_as_given_and_a_bad_one_is_a_422_naming_its_field
     both = api.call("POST", "/jobs", base | {"image": "llama:1"}, principal=member("nlp"))
     assert (both.status, both.body["field"]) == (422, "pod_template")
     assert len(api.jobs.records()) == 1
+
+
+def test_the_documented_pod_template_example_is_accepted_as_written(stack: Stack) -> None:
+    text = (ROOT / "docs" / "api.md").read_text()
+    section = text[text.index("**A job with its own pod template.**") :]
+    start = section.index("```json") + len("```json")
+    example = json.loads(section[start : section.index("```", start)])
+    api = _api(stack)
+    reply = api.call("POST", "/jobs", example, principal=member("nlp"))
+    assert reply.status == 201, reply.body
+    assert reply.body["pod_template"] == example["pod_template"]
 
 
 def test_a_checkpoint_bucket_the_roles_cannot_read_is_refused_naming_bucket_and_roles(
