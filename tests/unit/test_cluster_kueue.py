@@ -102,6 +102,10 @@ def test_the_quota_is_above_any_teams_and_within_what_kueue_counts() -> None:
         "nvidia.com/gpu": MAX_INSTANCES * 64,
         "aws.amazon.com/neuron": MAX_INSTANCES * 64,
         "vpc.amazonaws.com/efa": MAX_INSTANCES * 64,
+        # A job's own pod template may ask for these too (D156): 32 TiB each, per instance.
+        "ephemeral-storage": MAX_INSTANCES * 32 * 2**40,
+        "hugepages-2Mi": MAX_INSTANCES * 32 * 2**40,
+        "hugepages-1Gi": MAX_INSTANCES * 32 * 2**40,
     }
     for resource, quota in UNBOUNDED_QUOTA.items():
         # Kueue counts CPU in millicores, every other resource in units (int64 either way).

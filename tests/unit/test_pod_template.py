@@ -215,6 +215,18 @@ def _set_gpu_limit(template: dict[str, Any], value: Any) -> dict[str, Any]:
     return template
 
 
+def test_a_resource_kueues_queues_do_not_cover_is_refused() -> None:
+    """Kueue leaves a Workload asking for a resource its ClusterQueue does not cover
+    inadmissible: the run would wait forever."""
+    template = training_template()
+    template["spec"]["initContainers"] = [
+        {"name": "fetch", "image": "busybox", "resources": {"limits": {"example.com/fpga": 1}}}
+    ]
+    with pytest.raises(PodTemplateError, match="Kueue would never admit") as refused:
+        check(template)
+    assert refused.value.field == "spec.initContainers[0].resources.limits.example.com/fpga"
+
+
 def test_a_field_given_as_null_is_unset_not_unknown() -> None:
     template = training_template()
     template["spec"]["nodeName"] = None

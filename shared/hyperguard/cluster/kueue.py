@@ -63,6 +63,9 @@ UNBOUNDED_QUOTA: dict[str, str] = {
     "nvidia.com/gpu": "100M",
     "aws.amazon.com/neuron": "100M",
     "vpc.amazonaws.com/efa": "100M",
+    "ephemeral-storage": "4Ei",
+    "hugepages-2Mi": "4Ei",
+    "hugepages-1Gi": "4Ei",
 }
 """Every resource a run's pods may request, each with a nominal quota above the largest
 quota HyperGuard accepts for a team (models.governance.MAX_INSTANCES instances, and the

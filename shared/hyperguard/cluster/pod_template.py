@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from hyperguard.cluster.kueue import UNBOUNDED_QUOTA
+
 MAX_POD_TEMPLATE_BYTES = 32 * 1024
 """A template's size as compact JSON, at most: far above AWS's own HyperPodPyTorchJob example
 (about 2 KiB), and small enough to keep a job's record a fraction of DynamoDB's 400 KB item."""
@@ -158,7 +160,28 @@ def _check_ownership(
             "HyperGuard pins the pods to the nodes it placed the job on (preferred node "
             "affinity, pod affinity and anti-affinity are yours)",
         )
+    _check_resources(spec)
     _check_training_container(spec["containers"][0], accelerator_resource, accelerators)
+
+
+def _check_resources(spec: Mapping[str, Any]) -> None:
+    """Every resource the pods ask for is one the team's Kueue ClusterQueue covers
+    (kueue.UNBOUNDED_QUOTA): Kueue would leave a run asking for another inadmissible."""
+    parts: list[tuple[str, Mapping[str, Any]]] = [
+        (f"{kind}[{index}].resources", container.get("resources") or {})
+        for kind in ("containers", "initContainers")
+        for index, container in enumerate(spec.get(kind) or [])
+    ]
+    parts.append(("resources", spec.get("resources") or {}))
+    for at, resources in parts:
+        for part in ("requests", "limits"):
+            for name in resources.get(part) or {}:
+                if name not in UNBOUNDED_QUOTA:
+                    raise PodTemplateError(
+                        f"spec.{at}.{part}.{name}",
+                        f"not a resource HyperGuard's Kueue queues cover "
+                        f"({', '.join(UNBOUNDED_QUOTA)}): Kueue would never admit the run",
+                    )
 
 
 def _check_training_container(
