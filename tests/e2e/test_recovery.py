@@ -204,7 +204,13 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
     assert service.twin.cluster.instance(faulty) is None  # replaced: gone from the cluster
     replacement = closed.replacement_instance_id
     assert replacement == service.twin.cluster.replacement_of(faulty)
-    placed = service.nodes_of("llama3-70b-pretrain")
+
+    # The resumed run's pods are bound by kube-scheduler in its own (wall) time.
+    def all_bound() -> list[str] | None:
+        nodes = service.nodes_of("llama3-70b-pretrain")
+        return nodes if len(nodes) == 4 else None
+
+    placed = service.until(all_bound, what="the resumed run's 4 pods to be bound")
     assert replacement in placed and faulty not in placed
     # It continues from the checkpoint; it does not start over.
     service.until(

@@ -171,7 +171,9 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
     apis: ClusterApis, freed_by: str
 ) -> None:
     ensure(apis)
-    # An operator's ClusterQueue with room for one 8-GPU run, in place of HyperGuard's.
+    # An operator's ClusterQueue with room for one 8-GPU run, in place of HyperGuard's: it
+    # covers what a run asks for besides the GPUs (its memory and EFA interfaces, D156).
+    quotas = {"nvidia.com/gpu": 8, "memory": "4Ei", "vpc.amazonaws.com/efa": 64}
     apis.kube.patch(
         CLUSTER_QUEUES,
         cluster_queue(TEAM),
@@ -180,11 +182,14 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
             "spec": {
                 "resourceGroups": [
                     {
-                        "coveredResources": ["nvidia.com/gpu"],
+                        "coveredResources": list(quotas),
                         "flavors": [
                             {
                                 "name": "hyperguard",
-                                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}],
+                                "resources": [
+                                    {"name": name, "nominalQuota": quota}
+                                    for name, quota in quotas.items()
+                                ],
                             }
                         ],
                     }

@@ -329,6 +329,24 @@ def test_a_template_without_requests_gets_the_instances_efa_and_memory() -> None
     assert resources["limits"]["vpc.amazonaws.com/efa"] == 0
 
 
+@pytest.mark.parametrize(
+    ("accelerators", "efa", "memory"),
+    [(8, "32", "1887436Mi"), (4, "16", "943718Mi"), (1, "4", "235929Mi")],
+)
+def test_a_replica_asks_for_its_share_of_the_instance_so_replicas_sharing_a_node_fit(
+    accelerators: int, efa: str, memory: str
+) -> None:
+    job = _job(pod_template=None, image="llama:1", accelerators_per_replica=accelerators)
+    resources = _pod(batch_job_manifest(job, [], instance=P5))["spec"]["containers"][0]["resources"]
+    assert resources["limits"] == {
+        "nvidia.com/gpu": str(accelerators),
+        "vpc.amazonaws.com/efa": efa,
+    }
+    assert resources["requests"]["memory"] == memory
+    # Eight 1-GPU replicas fit on one p5.48xlarge: 32 EFA interfaces, 90 % of its memory.
+    assert 8 // accelerators * int(memory.removesuffix("Mi")) <= 0.9 * P5.memory_mib
+
+
 def test_an_auto_resume_run_keeps_the_templates_preferred_node_affinity_after_the_pins() -> None:
     template = training_template()
     preference = {

@@ -170,7 +170,8 @@ class JobSubmission(BaseModel):
         f"...), at most {MAX_POD_TEMPLATE_BYTES} bytes as JSON. The first container is the "
         "training container. HyperGuard adds placement, its labels, Kueue's, the resume "
         "variables, a burst pool's tolerations and, unless the template says otherwise, the "
-        "instance type's EFA interfaces and 90 % of its memory as requests; a template that "
+        "replica's share of the instance's EFA interfaces and of 90 % of its memory as "
+        "requests; a template that "
         "sets what HyperGuard owns (nodeName, hostname, subdomain, priority, a restartPolicy "
         "other than Never, required node affinity, hyperguard.io/ or kueue.x-k8s.io/ labels, "
         "HYPERGUARD_* or the rendezvous variables) is refused, naming the field",

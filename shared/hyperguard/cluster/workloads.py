@@ -77,8 +77,9 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 """What the EFA device plugin advertises: one per Elastic Fabric Adapter interface."""
 MEMORY_SHARE = 0.9
 """A replica's memory request, unless its template says: this share of its instance's
-memory. A replica has its node to itself; the rest is left to the kubelet's reserve and the
-node's daemons (the EKS AMI reserves 255 MiB + 11 MiB per pod, and evicts below 100 MiB)."""
+memory, times the share of the instance's accelerators it takes. The rest is left to the
+kubelet's reserve and the node's daemons (the EKS AMI reserves 255 MiB + 11 MiB per pod, and
+evicts below 100 MiB)."""
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
@@ -243,17 +244,22 @@ def _hyperguard_env(job: Job) -> list[dict[str, Any]]:
 
 def _resources(job: Job, given: dict[str, Any], instance: InstanceSpec | None) -> dict[str, Any]:
     """The training container's resources: the job's accelerators per replica, and (from the
-    catalogue, unless the template asks otherwise) every EFA interface of the instance and
-    MEMORY_SHARE of its memory. Extended resources are requested and limited alike, as
-    Kubernetes requires."""
+    catalogue, unless the template asks otherwise) the instance's EFA interfaces and
+    MEMORY_SHARE of its memory in proportion to the accelerators the replica takes of it: a
+    replica of all 8 GPUs of a p5.48xlarge asks for its 32 interfaces, one of 1 GPU for 4,
+    so that replicas sharing a node fit on it together. Extended resources are requested and
+    limited alike, as Kubernetes requires."""
     requests = dict(given.get("requests") or {})
     limits = dict(given.get("limits") or {})
     fixed = {accelerator_resource(job.instance_type): str(job.accelerators_per_replica)}
-    if instance is not None:
-        if instance.efa_interfaces and EFA_RESOURCE not in requests | limits:
-            fixed[EFA_RESOURCE] = str(instance.efa_interfaces)
+    if instance is not None and instance.accelerators:
+        taken = min(job.accelerators_per_replica, instance.accelerators)
+        efa = instance.efa_interfaces * taken // instance.accelerators
+        if efa and EFA_RESOURCE not in requests | limits:
+            fixed[EFA_RESOURCE] = str(efa)
         if "memory" not in requests | limits:
-            requests["memory"] = f"{int(instance.memory_mib * MEMORY_SHARE)}Mi"
+            memory = instance.memory_mib * MEMORY_SHARE * taken / instance.accelerators
+            requests["memory"] = f"{int(memory)}Mi"
     return {**given, "requests": requests | fixed, "limits": limits | fixed}
 
 
