@@ -227,6 +227,14 @@ def test_a_resource_kueues_queues_do_not_cover_is_refused() -> None:
     assert refused.value.field == "spec.initContainers[0].resources.limits.example.com/fpga"
 
 
+def test_an_empty_map_key_is_refused_where_it_is() -> None:
+    template = training_template()
+    template["spec"]["nodeSelector"] = {"": "x"}
+    with pytest.raises(PodTemplateError, match="empty key") as refused:
+        check(template)
+    assert refused.value.field == "spec.nodeSelector"
+
+
 def test_a_field_given_as_null_is_unset_not_unknown() -> None:
     template = training_template()
     template["spec"]["nodeName"] = None

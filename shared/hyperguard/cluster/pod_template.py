@@ -96,6 +96,9 @@ def _check_schema(template: Mapping[str, Any]) -> None:
     unknown = _unknown_field(template, msgspec.to_builtins(decoded), "")
     if unknown is not None:
         raise PodTemplateError(unknown, "unknown field")
+    empty = _empty_key(template, "")
+    if empty is not None:
+        raise PodTemplateError(empty, "an empty key (no Kubernetes map takes one)")
     if not (template.get("spec") or {}).get("containers"):
         raise PodTemplateError("spec.containers", "a pod needs at least one container")
 
@@ -116,6 +119,25 @@ def _unknown_field(given: Any, known: Any, at: str) -> str | None:
     elif isinstance(given, list) and isinstance(known, list):
         for index, (value, decoded) in enumerate(zip(given, known, strict=False)):
             found = _unknown_field(value, decoded, f"{at}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _empty_key(value: Any, at: str) -> str | None:
+    """The path of the first map of `value` with an empty key: Kubernetes refuses one in
+    every map a pod has (labels, annotations, selectors, volume attributes), and a stored
+    job's record could not keep it."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key == "":
+                return at or "(top)"
+            found = _empty_key(item, f"{at}.{key}" if at else str(key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _empty_key(item, f"{at}[{index}]")
             if found is not None:
                 return found
     return None
