@@ -101,6 +101,25 @@ def test_show_tells_where_a_job_runs_why_it_waits_and_its_history(
     assert "preempted" in out.split("history", 1)[1]
 
 
+def test_show_says_what_the_job_runs_its_image_or_its_pod_template(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    short = Job(job_id="s", team="cv", image="trainer:1", command=["torchrun", "train.py"])
+    print_renderable(render_job(JobRecord(job=short)))
+    assert "runs trainer:1 torchrun train.py" in capsys.readouterr().out
+    template = {
+        "spec": {
+            "serviceAccountName": "trainer",
+            "containers": [{"name": "pytorch", "image": "llama:1"}, {"name": "log", "image": "fb"}],
+            "volumes": [{"name": "fsx"}, {"name": "shm"}],
+        }
+    }
+    print_renderable(render_job(JobRecord(job=Job(job_id="t", team="cv", pod_template=template))))
+    out = capsys.readouterr().out
+    assert "its pod template: containers pytorch (llama:1), log (fb)" in out
+    assert "service account trainer; volumes fsx, shm" in out
+
+
 def test_show_says_a_running_job_is_slow_and_which_node_lags(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from hyperguard.cli.options import add_group
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
-from hyperguard.models import JobStatus
+from hyperguard.models import Job, JobStatus
 from hyperguard.store.jobs import JobRecord, JobStore
 
 COLUMNS = [
@@ -95,6 +95,24 @@ def fold_checkpoints(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return folded
 
 
+def runs(job: Job) -> str:
+    """What the job's pods run: the short form's image and command, or its own pod
+    template's containers (the first is the training container), service account and
+    volumes."""
+    if not job.pod_template:
+        return " ".join([job.image, *job.command]) or "-"
+    spec = job.pod_template.get("spec") or {}
+    containers = ", ".join(
+        f"{c.get('name')} ({c.get('image')})" for c in spec.get("containers") or []
+    )
+    parts = [f"its pod template: containers {containers}"]
+    if spec.get("serviceAccountName"):
+        parts.append(f"service account {spec['serviceAccountName']}")
+    if spec.get("volumes"):
+        parts.append("volumes " + ", ".join(str(v.get("name")) for v in spec["volumes"]))
+    return "; ".join(parts)
+
+
 def render_job(record: JobRecord) -> Any:
     from rich.console import Group
     from rich.text import Text
@@ -104,6 +122,7 @@ def render_job(record: JobRecord) -> Any:
         f"job {row['job_id']} ({row['name']}), team {row['team']}: {row['status']}",
         f"replicas {row['replicas']} on {', '.join(row['nodes']) or '-'}",
         f"progress {row['progress']}, restarts {row['restarts']}",
+        f"runs {runs(record.job)}",
     ]
     if record.reason:
         lines.append(f"reason: {record.reason}")
