@@ -38,6 +38,7 @@ from hyperguard.twin.runtime import Twin
 RBAC = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
 DRY_RUN = {"dryRun": "All"}
 ROLEBINDINGS = resource("rbac.authorization.k8s.io/v1", "rolebindings")
+POD_TEMPLATES = resource("v1", "podtemplates")
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +172,32 @@ def test_the_api_sends_run_objects_as_dry_runs_only(twin: Twin) -> None:
         lambda: api.request("POST", JOBS.path("default"), elsewhere, params={"dryRun": "All"})
     )
     assert "cannot create" in str(error), error
+
+
+def test_functions_create_pod_templates_as_dry_runs_only(twin: Twin) -> None:
+    """A job's own pod template is validated as pods by a PodTemplate sent as a dry run
+    (D156): the in-team roles allow the create, and hyperguard-pod-templates-dry-run-only
+    refuses any that would be stored, whichever HyperGuard function sends it."""
+    scheduler = as_function(twin, "SchedulerFunction")
+    namespace = team_namespace("pod-template-check")
+    team = {o["kind"]: o for o in kueue.team_objects("pod-template-check")}
+    scheduler.create(NAMESPACES, team["Namespace"])
+    for function in ("scheduler", "recovery", "api"):
+        binding = kueue.team_role_binding(function, namespace)
+        scheduler.create(ROLEBINDINGS, binding, namespace=namespace)
+    template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "check", "namespace": namespace},
+        "template": {"spec": {"containers": [{"name": "pytorch", "image": "llama:1"}]}},
+    }
+    for logical_id in ("SchedulerFunction", "RecoveryFunction", "ApiFunction"):
+        client = as_function(twin, logical_id)
+        error = refused(lambda client=client: client.create(POD_TEMPLATES, template, namespace))
+        assert "only as a dry run" in str(error), (logical_id, error)
+        checked = client.request("POST", POD_TEMPLATES.path(namespace), template, params=DRY_RUN)
+        assert checked["metadata"]["name"] == "check", logical_id
+    assert twin.kube.get(POD_TEMPLATES, "check", namespace) is None
 
 
 def test_preflight_reads_what_the_cluster_serves_and_fails_a_nodepool_without_its_class(
