@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
 from tests.conftest import ROOT, Stack
 from tests.integration.api_harness import CHECKPOINT_BUCKET, CHECKPOINT_READERS, Api, member
 
@@ -170,6 +171,18 @@ def test_the_documented_pod_template_example_is_accepted_as_written(stack: Stack
     reply = api.call("POST", "/jobs", example, principal=member("nlp"))
     assert reply.status == 201, reply.body
     assert reply.body["pod_template"] == example["pod_template"]
+
+
+def test_the_example_job_and_pod_template_files_are_accepted_as_written(stack: Stack) -> None:
+    """docs/examples/, as `hyperguard jobs submit job.json --pod-template pod-template.yaml`
+    sends them."""
+    job = json.loads((ROOT / "docs" / "examples" / "job.json").read_text())
+    template = yaml.safe_load((ROOT / "docs" / "examples" / "pod-template.yaml").read_text())
+    api = _api(stack)
+    api.call("PUT", "/scheduler-config", {"PriorityClasses": [{"Name": "training", "Weight": 50}]})
+    reply = api.call("POST", "/jobs", job | {"pod_template": template}, principal=member("nlp"))
+    assert reply.status == 201, reply.body
+    assert reply.body["pod_template"] == template
 
 
 def test_a_checkpoint_bucket_the_roles_cannot_read_is_refused_naming_bucket_and_roles(
