@@ -1,11 +1,15 @@
-"""A training job's own pod template, as AWS's HyperPodPyTorchJob example and the FSx for
-Lustre CSI driver's static provisioning write one, and the objects a team keeps beside it: a
-service account (Pod Identity or IRSA credentials) and an FSx claim bound to its volume."""
+"""A training job's own pod template (docs/examples/pod-template.yaml, as AWS's
+HyperPodPyTorchJob example and the FSx for Lustre CSI driver's static provisioning write one),
+and the objects a team keeps beside it: a service account (Pod Identity or IRSA credentials)
+and an FSx claim bound to its volume."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
+
+import yaml
+from tests.conftest import ROOT
 
 from hyperguard.cluster import kueue
 from hyperguard.cluster.workloads import team_namespace
@@ -14,39 +18,12 @@ from hyperguard.twin.plane.kube import NAMESPACES, KubeClient, resource
 SERVICE_ACCOUNTS = resource("v1", "serviceaccounts")
 PERSISTENT_VOLUMES = resource("v1", "persistentvolumes", namespaced=False)
 CLAIMS = resource("v1", "persistentvolumeclaims")
-SERVICE_ACCOUNT = "trainer"
-CLAIM = "fsx-claim"
-
-TEMPLATE: dict[str, Any] = {
-    "metadata": {"labels": {"app": "llama"}},
-    "spec": {
-        "serviceAccountName": SERVICE_ACCOUNT,
-        "containers": [
-            {
-                "name": "pytorch",
-                "image": "123456789012.dkr.ecr.us-west-2.amazonaws.com/llama:1",
-                "command": ["torchrun"],
-                "args": ["train.py", "--data", "/fsx/data"],
-                "env": [
-                    {"name": "NCCL_DEBUG", "value": "INFO"},
-                    {"name": "FI_PROVIDER", "value": "efa"},
-                ],
-                "resources": {
-                    "requests": {"vpc.amazonaws.com/efa": 32, "memory": "32000Mi"},
-                    "limits": {"vpc.amazonaws.com/efa": 32},
-                },
-                "volumeMounts": [
-                    {"name": "fsx", "mountPath": "/fsx"},
-                    {"name": "shm", "mountPath": "/dev/shm"},
-                ],
-            }
-        ],
-        "volumes": [
-            {"name": "fsx", "persistentVolumeClaim": {"claimName": CLAIM}},
-            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
-        ],
-    },
-}
+TEMPLATE: dict[str, Any] = yaml.safe_load(
+    (ROOT / "docs" / "examples" / "pod-template.yaml").read_text()
+)
+"""docs/examples/pod-template.yaml, the template teams start from, run as written."""
+SERVICE_ACCOUNT = str(TEMPLATE["spec"]["serviceAccountName"])
+CLAIM = str(TEMPLATE["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"])
 
 
 def prepare_team(kube: KubeClient, team: str) -> None:

@@ -160,7 +160,7 @@ def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(
         assert time.monotonic() < deadline, "the template's pods never ran"
         time.sleep(0.3)
     for pod in pods:
-        assert pod["metadata"]["labels"]["app"] == "llama"
+        assert pod["metadata"]["labels"]["app"] == TEMPLATE["metadata"]["labels"]["app"]
         assert_carries_the_template(pod["spec"], job_id)
     assert http("DELETE", f"/jobs/{job_id}")[0] == 200
 

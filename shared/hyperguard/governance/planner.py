@@ -120,11 +120,10 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
     """End, requeue or record the progress of running jobs from what the cluster says; stop
     what no job should run; fence the groups a patch is due on and pause their jobs."""
     checkpoints, troubles, verdicts = _running(snapshot)
-    decided_ids = {v.job_id for v in verdicts}
-    restarts = [n for n in operator_restarts(snapshot) if n.record.job.job_id not in decided_ids]
+    decided = {v.job_id for v in verdicts}
+    restarts = [n for n in operator_restarts(snapshot) if n.record.job.job_id not in decided]
     found_steps = {c.record.job.job_id: c.checkpoint.step for c in checkpoints}
     fenced, fenced_nodes = _fences(snapshot)
-    decided = {v.job_id for v in verdicts}
     group_of = {n.instance_id: n.pool for n in snapshot.nodes if n.platform == "hyperpod"}
     waiting = [r for r in snapshot.jobs if r.job.job_id not in decided]
     paused = pauses(fenced, waiting, group_of, snapshot.now, found_steps) if fenced else []
