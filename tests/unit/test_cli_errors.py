@@ -16,6 +16,7 @@ from tests.conftest import EVENTS, ROOT
 
 from hyperguard.cli import main as cli
 from hyperguard.recovery.operator import OperatorActionError
+from hyperguard.twin import commands as twin_commands
 
 CLI = [sys.executable, "-m", "hyperguard.cli.main"]
 
@@ -112,7 +113,7 @@ def test_ctrl_c_exits_130_with_one_line(
     def interrupted(_args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_twin_demo", interrupted)
+    monkeypatch.setattr(twin_commands, "cmd_twin_demo", interrupted)
     assert exit_status(["twin", "demo"]) == 130
     assert capsys.readouterr().err == "hyperguard: interrupted\n"
 
@@ -137,7 +138,7 @@ class Unreachable:
     """A ServiceClient whose twin does not answer."""
 
     def __init__(self, *_args: Any) -> None:
-        from hyperguard.twin.client import TwinUnreachableError
+        from hyperguard.cli.client import TwinUnreachableError
 
         self.error = TwinUnreachableError("no twin answers at http://127.0.0.1:9 (refused)")
 
@@ -290,7 +291,7 @@ def test_a_twin_that_answers_with_an_error_is_not_reported_as_absent(
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from hyperguard.twin.client import ServiceClient, TwinUnreachableError
+    from hyperguard.cli.client import ServiceClient, TwinUnreachableError
 
     class Refusing(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -332,7 +333,7 @@ def test_a_twin_only_command_aimed_at_aws_is_one_line_and_exit_2(
 
 
 def test_the_service_client_refuses_aws_for_the_twins_control_api() -> None:
-    from hyperguard.twin.client import ServiceClient, TwinUnreachableError
+    from hyperguard.cli.client import ServiceClient, TwinUnreachableError
 
     calls: tuple[Callable[[ServiceClient], object], ...] = (
         lambda c: c.twin_get("status"),
@@ -445,7 +446,7 @@ def test_twin_up_stops_on_sigterm_that_lands_on_another_thread(
     import threading
 
     twin = UpTwin()
-    monkeypatch.setattr(cli, "_start_twin", lambda *_args, **_config: twin)
+    monkeypatch.setattr(twin_commands, "_start_twin", lambda *_args, **_config: twin)
     main_thread = threading.get_ident()
     rescued = threading.Event()
 

@@ -11,8 +11,9 @@ import pytest
 
 from hyperguard.cli import main as cli
 from hyperguard.models import Incident, Job, JobStatus
+from hyperguard.models.records import JobRecord
 from hyperguard.models.signals import Repair
-from hyperguard.store.jobs import JobRecord
+from hyperguard.twin import commands as twin_commands
 
 T0 = datetime(2025, 1, 6, tzinfo=UTC)
 
@@ -192,7 +193,7 @@ def test_twin_demo_json_keeps_the_story_off_stdout(
         say("injecting 9 real sample events into the twin:")
         return result
 
-    monkeypatch.setattr(cli, "_start_twin", lambda _args: StubTwin())
+    monkeypatch.setattr(twin_commands, "_start_twin", lambda _args: StubTwin())
     monkeypatch.setattr(demo, "run_scenario", scenario)
     monkeypatch.setattr(demo, "render", lambda _result: "the story so far")
     monkeypatch.setattr(
@@ -216,7 +217,7 @@ def test_a_report_that_cannot_be_written_is_a_runtime_error(
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    monkeypatch.setattr(cli, "_start_twin", lambda _args: StubTwin())
+    monkeypatch.setattr(twin_commands, "_start_twin", lambda _args: StubTwin())
     monkeypatch.setattr(demo, "run_scenario", lambda *_a, **_k: {"settled": True})
     monkeypatch.setattr(demo, "render", lambda _result: "")
     monkeypatch.setattr(demo, "report_data", lambda _r: {"title": "t", "generated_at": "now"})
@@ -239,9 +240,9 @@ def test_what_to_try_next_names_the_cli_as_it_can_be_typed_here(
     script.chmod(0o755)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", "/nonexistent")
-    steps = next_steps(cli._cli_command(".venv/bin/hyperguard"))
+    steps = next_steps(twin_commands._cli_command(".venv/bin/hyperguard"))
     assert steps[0].startswith(".venv/bin/hyperguard twin up ")
     assert all(step.startswith(".venv/bin/hyperguard ") for step in steps)
     monkeypatch.setenv("PATH", str(venv_bin))
-    assert cli._cli_command(".venv/bin/hyperguard") == "hyperguard"
-    assert cli._cli_command("/x/main.py").endswith(" -m hyperguard.cli.main")
+    assert twin_commands._cli_command(".venv/bin/hyperguard") == "hyperguard"
+    assert twin_commands._cli_command("/x/main.py").endswith(" -m hyperguard.cli.main")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import pytest
@@ -37,7 +36,7 @@ def test_twin_status_lists_every_remaining_leniency(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(cli, "_service", TwinStatus)
-    assert cli.cmd_twin_status(argparse.Namespace(json=False)) == 0
+    assert cli.main(["twin", "status"]) == 0
     out = capsys.readouterr().out
     assert "still kinder than a real cluster" in out
     for what, how in LENIENCIES:

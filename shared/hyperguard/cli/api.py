@@ -39,7 +39,7 @@ REPEATABLE = frozenset({"GET", "PUT", "DELETE"})
 
 
 class ServiceApi:
-    """HyperGuard's API of the stack a ServiceClient (twin.client) reaches."""
+    """HyperGuard's API of the stack a ServiceClient (cli.client) reaches."""
 
     def __init__(self, service: Any, sleep: Callable[[float], None] = time.sleep) -> None:
         self.service = service

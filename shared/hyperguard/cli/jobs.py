@@ -9,7 +9,8 @@ from typing import Any
 from hyperguard.cli.options import add_group
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
 from hyperguard.models import Job, JobStatus
-from hyperguard.store.jobs import JobRecord, JobStore
+from hyperguard.models.records import JobRecord
+from hyperguard.store.jobs import JobStore
 
 COLUMNS = [
     ("job_id", "JOB_ID"),

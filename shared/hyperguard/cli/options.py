@@ -74,3 +74,7 @@ def add_group(groups: Any, name: str, text: str) -> Any:
     parser = groups.add_parser(name, help=text, description=text)
     parser.set_defaults(func=None, help_of=parser)
     return parser.add_subparsers(dest="cmd", metavar="COMMAND", title="commands")
+
+
+def json_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON only on stdout")

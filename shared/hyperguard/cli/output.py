@@ -11,6 +11,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+"""Usage errors exit 2: argparse's own convention."""
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a writer whose reader went away (`| head`)."""
+
 
 class CliError(Exception):
     """A runtime failure the user should read as one line (exit status 1)."""
