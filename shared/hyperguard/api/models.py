@@ -30,7 +30,6 @@ from hyperguard.models import Checkpoint, Incident, JobStatus
 from hyperguard.models.governance import (
     NAME_PATTERN,
     TEAM_NAME_PATTERN,
-    ActivationState,
     AwsShape,
     ComputeQuota,
     ComputeQuotaConfig,
@@ -48,7 +47,7 @@ from hyperguard.models.jobs import (
     LogMonitoringRule,
     SlowFlag,
 )
-from hyperguard.store.jobs import JobHistoryEntry, JobRecord
+from hyperguard.models.records import JobHistoryEntry, JobRecord
 
 S3_URI = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$"
 MAX_ARGUMENT = 4096
@@ -341,7 +340,7 @@ class ComputeQuotaRequest(AwsShape):
     cluster_arn: str = Field(min_length=1, max_length=256)
     compute_quota_config: ComputeQuotaConfig
     compute_quota_target: ComputeQuotaTarget
-    activation_state: ActivationState = ActivationState.ENABLED
+    activation_state: Toggle = Toggle.ENABLED
     target_version: StrictInt | None = Field(default=None, ge=1, le=MAX_VERSION)
 
     def quota(self) -> ComputeQuota:
@@ -366,7 +365,7 @@ class ComputeQuotaView(AwsShape):
     cluster_arn: str
     compute_quota_config: ComputeQuotaConfig
     compute_quota_target: ComputeQuotaTarget
-    activation_state: ActivationState
+    activation_state: Toggle
     compute_quota_version: int
     status: str
     resolved_resources: list[ResolvedResource] = Field(
@@ -432,7 +431,7 @@ class TeamView(BaseModel):
     """One team as HyperPod task governance's team dashboard shows it (docs/api.md)."""
 
     team: str
-    activation_state: ActivationState | None
+    activation_state: Toggle | None
     fair_share_weight: int | None
     allocated_gpus: int = Field(description="accelerators of the team's quota (its nominal share)")
     limit_gpus: int = Field(description="nominal plus borrow allowance")

@@ -18,7 +18,6 @@ from hyperguard.governance.decisions import Decision, DecisionKind, Decisions
 from hyperguard.governance.placement import allows_burst
 from hyperguard.models.governance import (
     ZERO,
-    ActivationState,
     ComputeQuota,
     PreemptTeamTasks,
     ResourceAmount,
@@ -265,7 +264,7 @@ class GovernanceState:
         idle_sharing = self.scheduler.idle_resource_sharing is Toggle.ENABLED
         self.teams = {}
         for quota in self.quotas:
-            if quota.activation_state is ActivationState.ENABLED:
+            if quota.activation_state is Toggle.ENABLED:
                 policy = TeamPolicy.from_quota(quota, self.catalogue)
                 self.teams[policy.team] = policy
         self.class_weights = {pc.name: pc.weight for pc in self.scheduler.priority_classes}

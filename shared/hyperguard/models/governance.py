@@ -62,13 +62,9 @@ class PreemptTeamTasks(StrEnum):
     LOWER_PRIORITY = "LowerPriority"
 
 
-class ActivationState(StrEnum):
-    ENABLED = "Enabled"
-    DISABLED = "Disabled"
-
-
 class Toggle(StrEnum):
-    """The Enabled | Disabled switches of SchedulerConfig."""
+    """SageMaker's Enabled | Disabled switches: a compute quota's ActivationState, and
+    SchedulerConfig's FairShare and IdleResourceSharing."""
 
     ENABLED = "Enabled"
     DISABLED = "Disabled"
@@ -141,7 +137,7 @@ class ComputeQuota(AwsShape):
     cluster_arn: str = Field(min_length=1, max_length=256)
     compute_quota_config: ComputeQuotaConfig
     compute_quota_target: ComputeQuotaTarget
-    activation_state: ActivationState = ActivationState.ENABLED
+    activation_state: Toggle = Toggle.ENABLED
     version: int = Field(default=1, ge=1, alias="ComputeQuotaVersion")
     status: ComputeQuotaStatus = Field(default=ComputeQuotaStatus.CREATED, alias="Status")
 
