@@ -97,8 +97,8 @@ if TYPE_CHECKING:
     from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
     from hyperguard.governance.service import SchedulerService
     from hyperguard.models import Job
+    from hyperguard.models.records import JobRecord
     from hyperguard.store import JobStore
-    from hyperguard.store.jobs import JobRecord
     from hyperguard.twin.cloud.jobstatus import JobStatusForwarder
     from hyperguard.twin.cluster import SimulatedCluster
     from hyperguard.twin.plane.kube import KubeClient
@@ -1009,7 +1009,7 @@ def _per_pass(samples: Sequence[PassSample]) -> dict[str, Any]:
 def admission_waits(records: Sequence[JobRecord]) -> dict[str, float]:
     """Seconds from each job's submission to its last admission (jobs never admitted left
     out), from the jobs' own histories."""
-    from hyperguard.store.jobs import JobEvent
+    from hyperguard.models.records import JobEvent
 
     waits = {}
     for record in records:
@@ -1022,7 +1022,7 @@ def admission_waits(records: Sequence[JobRecord]) -> dict[str, float]:
 def outcome(built: World, work: list[Arrival], timeline: Timeline) -> dict[str, Any]:
     """Kueue's measures from the jobs' own histories: time to (last) admission per class,
     usage of the teams' nominal quota (GPU-seconds held, admission to end, over the run)."""
-    from hyperguard.store.jobs import JobEvent
+    from hyperguard.models.records import JobEvent
 
     built.meter.phase = "report"
     records = built.jobs.records()

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from botocore.exceptions import ClientError
-
+from hyperguard.aws import ClientError
 from hyperguard.cluster import ClusterGateway
 from hyperguard.models import Node, NodeStatus
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, single_metric

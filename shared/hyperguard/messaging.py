@@ -8,10 +8,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
 from pydantic import Field, ValidationError
 
-from hyperguard.aws import client
+from hyperguard.aws import ClientError, client, error_code
 from hyperguard.models import Incident
 from hyperguard.models.camel import CamelModel
 from hyperguard.settings import Settings
@@ -152,7 +151,7 @@ class Workflows:
                 )["executionArn"]
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
+            if error_code(exc) == "ExecutionAlreadyExists":
                 return self.execution_arn(name)
             raise
 
@@ -181,7 +180,7 @@ class Workflows:
         try:
             described = sfn.describe_execution(executionArn=self.execution_arn(name))
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
+            if error_code(exc) == "ExecutionDoesNotExist":
                 return None
             raise
         if described["status"] != "SUCCEEDED":
@@ -209,7 +208,7 @@ class RecoveryWorkflows(Workflows):
         try:
             sfn.send_task_success(taskToken=task_token, output=json.dumps(output, default=str))
         except ClientError as exc:
-            if exc.response["Error"]["Code"] in (
+            if error_code(exc) in (
                 "TaskTimedOut",
                 "TaskDoesNotExist",
                 "InvalidToken",

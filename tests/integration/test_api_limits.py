@@ -14,9 +14,10 @@ from tests.integration.api_harness import ADMIN, CHECKPOINT_BUCKET, Api, member
 
 from hyperguard.governance.jobs import Actor, JobLifecycle
 from hyperguard.models import Checkpoint, HealthSignal, Node, ProtectedJob, Repair, Severity
+from hyperguard.models.records import MAX_LISTED
 from hyperguard.models.signals import Action, SignalSource
 from hyperguard.store import IncidentStore, NodeStore
-from hyperguard.store.jobs import MAX_HISTORY, MAX_LISTED
+from hyperguard.store.jobs import MAX_HISTORY
 
 BASE = {"instance_type": "ml.p5.48xlarge", "image": "trainer:1"}
 

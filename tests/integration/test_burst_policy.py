@@ -21,7 +21,6 @@ from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.karpenter import (
     DISRUPTED_TAINT,
     IDLE_SINCE_ANNOTATION,
-    BurstClaim,
     idle_mark,
     nodeclaim_manifest,
 )
@@ -33,10 +32,12 @@ from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import NodeStatus
+from hyperguard.models.cluster import BurstClaim
 from hyperguard.models.nodes import BURST_LABEL, CapacityType
+from hyperguard.models.records import JobEvent
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
 from hyperguard.scaling.steps import BurstSteps
-from hyperguard.store.jobs import JobEvent, JobStore
+from hyperguard.store.jobs import JobStore
 from hyperguard.twin.plane.kube import NODES, PODS, wait_for
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]

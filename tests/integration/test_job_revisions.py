@@ -15,9 +15,10 @@ from tests.conftest import Stack
 from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job
 from hyperguard.models.jobs import WAITING_STATUSES
+from hyperguard.models.records import JobEvent, JobHistoryEntry
 from hyperguard.store import JobStore, TeamStore
 from hyperguard.store.codec import BATCH_GET_MAX
-from hyperguard.store.jobs import REV, JobEvent, JobHistoryEntry
+from hyperguard.store.jobs import REV
 
 RULES = SubmissionRules(True, frozenset(), 8)
 NODES = ["i-0000000000000000a", "i-0000000000000000b"]

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from tests.conftest import REGION, catalogue, template
 from tests.integration.api_harness import quota_body
 
-from hyperguard.cluster.gateway import ClusterGateway, InstanceGroupSize
-from hyperguard.cluster.workloads import RunKind, RunPhase, RunStatus
+from hyperguard.cluster.gateway import ClusterGateway
 from hyperguard.governance.jobs import Actor, JobLifecycle, SubmissionRules
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, Node
+from hyperguard.models.cluster import InstanceGroupSize, RunKind, RunPhase, RunStatus
 from hyperguard.models.governance import (
     ComputeQuota,
     PriorityClass,
@@ -33,8 +33,8 @@ from hyperguard.models.governance import (
     SharingStrategy,
 )
 from hyperguard.models.jobs import HOLDING_STATUSES, ElasticPolicy
+from hyperguard.models.records import JobRecord
 from hyperguard.store import JobStore, TeamStore
-from hyperguard.store.jobs import JobRecord
 from hyperguard.twin.deploy import create_tables
 
 P5 = "ml.p5.48xlarge"

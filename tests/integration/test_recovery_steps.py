@@ -23,7 +23,6 @@ from tests.integration.scheduler_harness import scheduler
 
 from hyperguard.cluster import ClusterError
 from hyperguard.cluster.kubernetes import EVENT_NAMESPACE, FIELD_MANAGER
-from hyperguard.cluster.workloads import RunPhase
 from hyperguard.events import classify_health_event
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.inventory import InventorySync
@@ -39,6 +38,7 @@ from hyperguard.models import (
     Severity,
     SignalSource,
 )
+from hyperguard.models.cluster import RunPhase
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import (
     RecoverySteps,

@@ -11,7 +11,7 @@ from hyperguard.cli.jobs import COLUMNS, job_rows, render_job
 from hyperguard.cli.output import print_renderable, print_table
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import ElasticPolicy
-from hyperguard.store.jobs import JobRecord
+from hyperguard.models.records import JobRecord
 
 T0 = datetime(2025, 1, 6, tzinfo=UTC)
 
@@ -84,7 +84,7 @@ def test_a_finite_elastic_job_shows_its_size_range_and_progress_of_its_length() 
 def test_show_tells_where_a_job_runs_why_it_waits_and_its_history(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from hyperguard.store.jobs import JobEvent, JobHistoryEntry
+    from hyperguard.models.records import JobEvent, JobHistoryEntry
 
     job = Job(job_id="d", name="vit", team="cv", status=JobStatus.PREEMPTED, submitted_at=T0)
     record = JobRecord(

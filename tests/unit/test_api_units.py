@@ -13,9 +13,9 @@ from hyperguard.api.errors import ForbiddenError, UnauthenticatedError, _field, 
 from hyperguard.api.views import cluster_view, priority_class_views, quota_view, team_views
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
+from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.recovery.operator import OperatorActionError, OperatorNodeActions, RecoveryOperator
-from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.store.teams import PrincipalGrant
 
 CATALOGUE = catalogue()

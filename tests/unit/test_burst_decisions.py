@@ -10,13 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hyperguard.catalogue import InstanceSpec
-from hyperguard.cluster.gateway import InstanceGroupSize
-from hyperguard.cluster.karpenter import (
-    BurstClaim,
-    nodeclaim_manifest,
-    nodes_within_limits,
-    read_claim,
-)
+from hyperguard.cluster.karpenter import nodeclaim_manifest, nodes_within_limits, read_claim
 from hyperguard.governance.bursting import (
     BurstJob,
     BurstRequest,
@@ -27,6 +21,7 @@ from hyperguard.governance.bursting import (
     rollback_note,
     scale_in,
 )
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
 from hyperguard.models.nodes import CapacityType
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy, PoolKind, SpendCaps
 from hyperguard.scaling.burst import assess, plan_burst

@@ -19,7 +19,7 @@ from hyperguard.cli import main as cli
 from hyperguard.cli import views as views_cli
 from hyperguard.models import Checkpoint, Incident, Job, JobStatus
 from hyperguard.models.incidents import ProtectedJob
-from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
+from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
 
 D = datetime(2025, 3, 3, tzinfo=UTC)
 H = timedelta(hours=1)

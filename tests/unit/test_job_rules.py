@@ -9,8 +9,6 @@ from pydantic import ValidationError
 
 from hyperguard.cluster.workloads import (
     RENDEZVOUS_PORT,
-    RunKind,
-    RunPhase,
     batch_job_manifest,
     hyperpod_job_manifest,
     rendezvous_service,
@@ -19,6 +17,7 @@ from hyperguard.cluster.workloads import (
 )
 from hyperguard.governance.jobs import RULES, Actor, JobLifecycle, Move, MoveNotAllowedError
 from hyperguard.models import Job, JobStatus
+from hyperguard.models.cluster import RunKind, RunPhase
 from hyperguard.models.jobs import TERMINAL_STATUSES, ElasticPolicy, LogMonitoringRule
 from hyperguard.store import JobStore
 

@@ -1,4 +1,4 @@
-"""Lemon nodes and the per-node reliability view (hyperguard.recovery.reliability, D87)."""
+"""Lemon nodes and the per-node reliability view (hyperguard.policies.reliability, D87)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,10 @@ from pydantic import ValidationError
 
 from hyperguard.models import Incident, Node, NodeStatus, Repair
 from hyperguard.models.incidents import JOB_STALLED
+from hyperguard.policies.reliability import lemon_reason, lemon_slots, reliability
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.recovery.policy import RepairDecision
-from hyperguard.recovery.reliability import (
-    lemon_reason,
-    lemon_slots,
-    read_history,
-    reliability,
-    replace_lemon,
-)
+from hyperguard.recovery.policy import RepairDecision, replace_lemon
+from hyperguard.store.history import read_history
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 POLICY = NodeRepairConfig()

@@ -11,6 +11,7 @@ import pytest
 
 from hyperguard.models import Checkpoint, Incident, Job, JobStatus, Node, ProtectedJob, Repair
 from hyperguard.models.jobs import AppliedStrategy, ElasticPolicy, JobRecovery, RecoveryStrategy
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.repair import ComponentTimes
 from hyperguard.recovery.protection import (
     JobToProtect,
@@ -24,7 +25,6 @@ from hyperguard.recovery.protection import (
     plan_protection,
     protectable,
 )
-from hyperguard.store.jobs import JobRecord
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 FAILED = "i-1"

@@ -1,4 +1,4 @@
-"""hyperguard.responses: DynamoDB answers parsed as botocore parses them, for every value,
+"""hyperguard.aws.responses: DynamoDB answers parsed as botocore parses them, for every value,
 well-formed or not, and every other service's answers by botocore itself."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hyperguard.aws import new_session
-from hyperguard.responses import AttributeValueJSONParser, ResponseParsers
+from hyperguard.aws.responses import AttributeValueJSONParser, ResponseParsers
 
 MODEL = botocore.session.get_session().get_service_model("dynamodb")
 

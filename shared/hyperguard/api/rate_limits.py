@@ -31,10 +31,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from hyperguard.api.auth import resolve_caller, role_arn
 from hyperguard.api.errors import ApiError
+from hyperguard.aws import AWS_ERRORS
 from hyperguard.observability import MetricUnit, logger, metrics
 from hyperguard.store.rate_limits import CounterThrottledError, RateCounterStore
 from hyperguard.store.teams import TeamStore
@@ -152,7 +151,7 @@ class CallerRateLimiter:
                 if not counted:
                     metrics.add_metric(name="ApiRateLimited", unit=MetricUnit.Count, value=1)
                     return Refusal(limit, name, allowed, retry_after(now))
-        except (BotoCoreError, ClientError) as exc:
+        except AWS_ERRORS as exc:
             metrics.add_metric(name="ApiRateLimitUnavailable", unit=MetricUnit.Count, value=1)
             logger.warning(
                 "rate limits unavailable: request admitted uncounted",

@@ -1,5 +1,5 @@
 """GET /nodes/reliability: each node's faults over the repair policy's lemon window, repeat
-offenders first (hyperguard.recovery.reliability computes it; D87)."""
+offenders first (hyperguard.policies.reliability computes it; D87)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.recovery.reliability import (
+from hyperguard.policies.reliability import (
     WINDOW_INCIDENTS,
     NodeReliability,
     reliability,
     window_start,
 )
+from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, NodeStore
 
 MAX_NODES = 500

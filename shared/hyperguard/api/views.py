@@ -69,9 +69,9 @@ from hyperguard.models.governance import (
     instance_amount,
 )
 from hyperguard.models.jobs import TERMINAL_STATUSES
+from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.policies.burst import BurstPolicy, added_by_burst, is_burst, price_key
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-from hyperguard.store.jobs import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.store.policy import BurstPolicyStore
 
 HOLDING = frozenset({JobStatus.ADMITTED, JobStatus.RUNNING})

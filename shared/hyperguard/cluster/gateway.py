@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from hyperguard.cluster.karpenter import BurstClaim
-from hyperguard.cluster.workloads import RunStatus
 from hyperguard.models import Job, Node, RepairOutcome
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunStatus
 
 if TYPE_CHECKING:
     from hyperguard.policies.repairers import Repairers
@@ -47,26 +46,6 @@ class DrainResult(BaseModel):
     @property
     def complete(self) -> bool:
         return not self.blocked
-
-
-class InstanceGroupSize(BaseModel):
-    """An instance group as DescribeCluster reports it."""
-
-    name: str
-    instance_type: str
-    target_count: int
-    current_count: int
-    autoscaled: bool = False
-    """HyperPod's managed autoscaler (Karpenter) may scale the group: nodes added to it by
-    BatchAddClusterNodes would be scaled back."""
-    next_patch_at: datetime | None = None
-    """AutoPatchConfig.CurrentPatchSchedule.NextPatchDate: when HyperPod's automatic
-    patching next updates the group's software (None: no patch scheduled)."""
-    patching_strategy: str | None = None
-    """AutoPatchConfig.PatchingStrategy: WhenIdle | WhenAllIdle | DrainFirst."""
-    software_update_status: str | None = None
-    """SoftwareUpdateStatus: Pending | InProgress | Succeeded | Failed | RollbackInProgress |
-    RollbackComplete, while or after HyperPod updates the group's software."""
 
 
 class ClusterGateway(Protocol):

@@ -36,8 +36,9 @@ from hyperguard.cluster.conventions import (
     INTERNAL_SERVER_ERROR,
     INVALID_INSTANCE_STATUS,
 )
-from hyperguard.cluster.gateway import ClusterError, InstanceGroupSize, NodeNotFoundError
+from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus, RepairFailure, RepairOutcome
+from hyperguard.models.cluster import InstanceGroupSize
 from hyperguard.observability import logger
 
 PLATFORM = "hyperpod"

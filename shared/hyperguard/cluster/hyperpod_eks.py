@@ -33,13 +33,7 @@ from hyperguard.cluster.conventions import (
     NODEPOOL_LABEL,
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
-from hyperguard.cluster.gateway import (
-    ClusterError,
-    DrainResult,
-    InstanceGroupSize,
-    InvalidRunError,
-    NodeNotFoundError,
-)
+from hyperguard.cluster.gateway import ClusterError, DrainResult, InvalidRunError, NodeNotFoundError
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
@@ -47,7 +41,6 @@ from hyperguard.cluster.karpenter import (
     HYPERPOD_CAPACITY,
     IDLE_SINCE_ANNOTATION,
     LOGICAL_ID_ANNOTATION,
-    BurstClaim,
     from_nodepool_template,
     idle_mark,
     nodes_within_limits,
@@ -72,9 +65,6 @@ from hyperguard.cluster.workloads import (
     JOB_ID_LABEL,
     DryRunObject,
     ReplicaLog,
-    RunKind,
-    RunPhase,
-    RunStatus,
     batch_job_manifest,
     hyperpod_job_manifest,
     job_name,
@@ -86,6 +76,7 @@ from hyperguard.cluster.workloads import (
     toleration_of,
 )
 from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunKind, RunPhase, RunStatus
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.policies.repairers import (
     DO_NOT_REPAIR,

@@ -32,10 +32,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from lightkube.utils.quantity import parse_quantity
-from pydantic import BaseModel
 
 from hyperguard.catalogue import InstanceSpec, UnknownInstanceTypeError
 from hyperguard.cluster.conventions import (
@@ -45,6 +44,7 @@ from hyperguard.cluster.conventions import (
     instance_id_from_provider_id,
 )
 from hyperguard.cluster.workloads import DO_NOT_DISRUPT_ANNOTATION, accelerator_resource
+from hyperguard.models.cluster import BurstClaim
 from hyperguard.models.nodes import BURST_LABEL, CapacityType
 
 ATTEMPT_LABEL = "hyperguard.io/burst-attempt"
@@ -56,29 +56,6 @@ DISRUPTED_TAINT = "karpenter.sh/disrupted"
 consolidation or by anyone), before draining it (Karpenter's docs, concepts/disruption)."""
 HYPERPOD_CAPACITY = "hyperpod"
 """The capacity type of a node a burst added to a HyperPod instance group."""
-
-
-class BurstClaim(BaseModel):
-    """One of HyperGuard's NodeClaims as Karpenter last reported it; or a node a burst added
-    to a HyperPod instance group (`platform` hyperpod: `name` is its NodeLogicalId,
-    `node_pool` its instance group)."""
-
-    name: str
-    platform: Literal["eks", "hyperpod"] = "eks"
-    burst_id: str
-    attempt: int
-    node_pool: str
-    instance_type: str
-    capacity_type: str
-    created: datetime | None = None
-    deleting: bool = False
-    launched: bool = False
-    ready: bool = False
-    failure: str | None = None
-    """Why Karpenter could not launch it (Launched=False: reason and message)."""
-    instance_id: str | None = None
-    node_name: str | None = None
-    idle_since: datetime | None = None
 
 
 def nodeclaim_manifest(

@@ -56,9 +56,9 @@ from hyperguard.cluster.workloads import (
     HYPERPOD_JOB_API,
     JOB_ID_LABEL,
     ReplicaLog,
-    RunKind,
     replica_index,
 )
+from hyperguard.models.cluster import RunKind
 from hyperguard.observability import logger
 
 # Set when HyperGuard cordons a node someone else had already cordoned, so that uncordon

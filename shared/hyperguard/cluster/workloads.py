@@ -30,7 +30,6 @@ import copy
 import hashlib
 import re
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel
@@ -38,6 +37,7 @@ from pydantic import BaseModel
 from hyperguard.catalogue import InstanceSpec, ec2_name, ml_name
 from hyperguard.cluster.conventions import INSTANCE_GROUP_LABEL, INSTANCE_TYPE_LABEL
 from hyperguard.models import Job
+from hyperguard.models.cluster import RunKind, RunPhase, RunStatus
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Kueue picks a Workload's WorkloadPriorityClass from this label. spec.priorityClassName is
@@ -120,39 +120,6 @@ def replica_index(meta: dict[str, Any]) -> int | None:
         return int(label)
     suffix = str(meta.get("name") or "").rsplit("-", 1)[-1]
     return int(suffix) if suffix.isdigit() else None
-
-
-class RunKind(StrEnum):
-    HYPERPOD = "HyperPodPyTorchJob"
-    BATCH = "Job"
-
-
-class RunPhase(StrEnum):
-    PENDING = "pending"
-    """Created, waiting for Kueue or for its pods to start."""
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    """The workload failed by itself: the job ends as Failed."""
-    LOST = "lost"
-    """The cluster took its pods (node fault, eviction): the job resumes from a checkpoint."""
-
-
-class RunStatus(BaseModel):
-    job_id: str
-    run: int
-    kind: RunKind
-    namespace: str
-    name: str
-    phase: RunPhase
-    replicas: int
-    reason: str = ""
-    message: str = ""
-    since: datetime | None = None
-    """When the run reached its phase (the deciding condition's lastTransitionTime)."""
-    restarts: int = 0
-    """How many times the HyperPod training operator restarted it (`status.restartCount`:
-    HyperPod auto-resume after a node fault, log monitoring after a hang); 0 for a batch Job."""
 
 
 def team_namespace(team: str) -> str:

@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
+from hyperguard.aws import AWS_ERRORS
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway, InvalidRunError
-from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.cluster.kueue import priority_class_object, shared_objects, team_objects
 from hyperguard.governance.intents import (
     Admission,
@@ -36,6 +34,7 @@ from hyperguard.governance.stalls import refused
 from hyperguard.governance.state import NO_CLASS_PRIORITY
 from hyperguard.messaging import EventPublisher, PublishError, Workflows, announcement, resolved
 from hyperguard.models import Incident, Job, JobStatus, utcnow
+from hyperguard.models.cluster import BurstClaim
 from hyperguard.models.governance import PriorityClass
 from hyperguard.models.jobs import held_nodes
 from hyperguard.observability import logger
@@ -43,6 +42,8 @@ from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
 from hyperguard.store.teams import Lease, TeamStore
 
+UNANNOUNCED: tuple[type[Exception], ...] = (PublishError, *AWS_ERRORS)
+"""What a publish may fail with: the bus's refusal of an entry, or the call's own failure."""
 ENDS = {Verdict.SUCCEEDED: JobStatus.SUCCEEDED, Verdict.FAILED: JobStatus.FAILED}
 """The verdicts that end a job, and the status each ends it in."""
 
@@ -249,7 +250,7 @@ class PassApplier:
         try:
             self.publisher.publish("IncidentOpened", announcement(incident))
             self.publisher.publish("IncidentResolved", resolved(incident))
-        except (PublishError, ClientError, BotoCoreError) as error:
+        except UNANNOUNCED as error:
             logger.warning(
                 "stall incident not announced",
                 extra={"incident_id": incident.incident_id, "error": str(error)},
@@ -514,7 +515,7 @@ class PassApplier:
             return
         try:
             now_held = held_nodes(r.job for r in self.jobs.active())
-        except (ClientError, BotoCoreError) as error:  # the next pass looks again
+        except AWS_ERRORS as error:  # the next pass looks again
             logger.warning("jobs unreadable", extra={"error": str(error)})
             return
         added: dict[str, frozenset[str]] = {}
@@ -542,7 +543,7 @@ class PassApplier:
         node among them); none when it did not succeed or cannot be read."""
         try:
             output = self.bursts.succeeded_output(burst_id)  # type: ignore[union-attr]
-        except (ClientError, BotoCoreError) as error:  # the next pass looks again
+        except AWS_ERRORS as error:  # the next pass looks again
             logger.warning("burst unreadable", extra={"burst_id": burst_id, "error": str(error)})
             return frozenset()
         added = (output or {}).get("added")

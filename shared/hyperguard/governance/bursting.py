@@ -22,8 +22,8 @@ from datetime import datetime
 
 from pydantic import Field
 
-from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.models.camel import CamelModel
+from hyperguard.models.cluster import BurstClaim
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 
 MAX_BURST_JOBS = 100

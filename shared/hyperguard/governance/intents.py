@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from hyperguard.cluster.karpenter import BurstClaim
 from hyperguard.governance.bursting import BurstRequest
 from hyperguard.governance.patching import PatchFence
 from hyperguard.models import Checkpoint, Incident, Job
+from hyperguard.models.cluster import BurstClaim
 from hyperguard.models.jobs import ProgressTrouble
-from hyperguard.store.jobs import JobRecord
+from hyperguard.models.records import JobRecord
 
 # -- reconciliation -----------------------------------------------------------------------
 

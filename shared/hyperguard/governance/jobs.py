@@ -55,14 +55,8 @@ from hyperguard.models.jobs import (
     ProgressTrouble,
     SlowFlag,
 )
-from hyperguard.store.jobs import (
-    BatchedMove,
-    JobEvent,
-    JobHistoryEntry,
-    JobRecord,
-    JobStore,
-    TransitionOutcome,
-)
+from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
+from hyperguard.store.jobs import BatchedMove, JobStore, TransitionOutcome
 
 
 class Actor(StrEnum):

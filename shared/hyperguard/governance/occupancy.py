@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from hyperguard.catalogue import InstanceCatalogue, ml_name
 from hyperguard.governance.placement import Pool, pool_of
 from hyperguard.models import Job, Node, NodeStatus
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy, PoolKind, added_by_burst
-from hyperguard.store.jobs import JobRecord
 
 
 def usable(node: Node) -> bool:

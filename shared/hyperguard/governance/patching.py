@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.models import JobStatus
-from hyperguard.store.jobs import JobRecord
+from hyperguard.models.cluster import InstanceGroupSize
+from hyperguard.models.records import JobRecord
 
 UPDATING = frozenset({"Pending", "InProgress", "RollbackInProgress"})
 """SoftwareUpdateStatus values of an update that has not ended."""

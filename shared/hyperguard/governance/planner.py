@@ -27,8 +27,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
-from hyperguard.cluster.karpenter import BurstClaim
-from hyperguard.cluster.workloads import RunPhase, RunStatus
 from hyperguard.governance.bursting import (
     MAX_BURST_JOBS,
     BurstJob,
@@ -92,6 +90,7 @@ from hyperguard.governance.snapshot import (
 from hyperguard.governance.stalls import Stall, stall_incident
 from hyperguard.governance.state import NO_CLASS_PRIORITY, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
+from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
     HOLDING_STATUSES,
@@ -99,9 +98,9 @@ from hyperguard.models.jobs import (
     ProgressTrouble,
     held_nodes,
 )
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy, PoolKind, WhenCanPreempt, is_burst
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.store.jobs import JobRecord
 
 TROUBLE_FIRST_RETRY_S = 60
 TROUBLE_MAX_RETRY_S = 1_800

@@ -94,7 +94,7 @@ from hyperguard.governance.planner import (
     plan_reconcile,
     wants_burst,
 )
-from hyperguard.governance.snapshot import SnapshotReader
+from hyperguard.governance.reader import SnapshotReader
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import utcnow
 from hyperguard.observability import logger

@@ -15,7 +15,7 @@ from datetime import datetime
 from hyperguard.models import Incident, IncidentStatus, Job, ProtectedJob, Repair, Severity
 from hyperguard.models.incidents import JOB_STALLED
 from hyperguard.models.jobs import AppliedStrategy, RecoveryStrategy
-from hyperguard.store.jobs import JobRecord
+from hyperguard.models.records import JobRecord
 
 REQUEUED = "requeued"
 """The resolution of a stall whose job was requeued."""

@@ -3,12 +3,14 @@ incident's node: the repair, and not before when."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
 from hyperguard.models import Incident, Node, Repair
 from hyperguard.models.nodes import PLANNED_REPAIR
+from hyperguard.policies.reliability import PLANNED_KINDS, lemon_reason
 from hyperguard.policies.repair import NodeRepairConfig, RepairAction
 
 ACCELERATOR_CONDITIONS = frozenset({"AcceleratedHardwareReady"})
@@ -115,3 +117,23 @@ def _ladder(
             }
         )
     return decision
+
+
+def replace_lemon(
+    policy: NodeRepairConfig,
+    incident: Incident,
+    decision: RepairDecision,
+    opened: Sequence[datetime],
+    now: datetime,
+) -> RepairDecision:
+    """A reboot of a lemon becomes its replacement: a reboot buys a node that keeps failing
+    only a short reprieve, at the price of another disruption of the jobs placed on it. An
+    operator's own request (a planned kind) is carried out as asked."""
+    if decision.action is not Repair.REBOOT or incident.kind in PLANNED_KINDS:
+        return decision
+    reason = lemon_reason(policy, opened, now)
+    if reason is None:
+        return decision
+    return decision.model_copy(
+        update={"action": Repair.REPLACE, "reason": f"{decision.reason}; {reason}, so replace"}
+    )

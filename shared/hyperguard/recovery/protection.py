@@ -19,9 +19,9 @@ from datetime import datetime
 from hyperguard.governance.placement import allows_burst
 from hyperguard.models import Checkpoint, Incident, Job, Node, ProtectedJob, Repair
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.repair import ComponentTimes
 from hyperguard.recovery.strategy import Choice, Situation, choose
-from hyperguard.store.jobs import JobRecord
 
 # -- ProtectJobs --------------------------------------------------------------------------
 

@@ -47,10 +47,12 @@ from hyperguard.models import (
 from hyperguard.models.incidents import RepairedBy
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy, held_nodes
 from hyperguard.models.nodes import BURST_LABEL
+from hyperguard.models.records import JobRecord
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
+from hyperguard.policies.reliability import PLANNED_KINDS, faults_by_slot, lemon_slots, slot_of
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.policies.repairers import Repairers
-from hyperguard.recovery.policy import RepairDecision, decide
+from hyperguard.recovery.policy import RepairDecision, decide, replace_lemon
 from hyperguard.recovery.protection import (
     JobToProtect,
     LeaveToAutoResume,
@@ -63,20 +65,12 @@ from hyperguard.recovery.protection import (
     plan_protection,
     protectable,
 )
-from hyperguard.recovery.reliability import (
-    PLANNED_KINDS,
-    faults_by_slot,
-    lemon_slots,
-    read_history,
-    replace_lemon,
-    slot_of,
-)
 from hyperguard.recovery.repairers import holds_karpenter_off, repairer
 from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
 from hyperguard.recovery.strategy import measured
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
-from hyperguard.store.jobs import JobRecord
+from hyperguard.store.history import read_history
 from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 
 MAX_REPAIR_EVENTS = 20

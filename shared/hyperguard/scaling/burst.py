@@ -25,12 +25,12 @@ from typing import Self
 from pydantic import Field, model_validator
 
 from hyperguard.catalogue import ml_name
-from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.cluster.hyperpod import ADD_LIMIT
-from hyperguard.cluster.karpenter import HYPERPOD_CAPACITY, BurstClaim
+from hyperguard.cluster.karpenter import HYPERPOD_CAPACITY
 from hyperguard.governance.bursting import BurstJob, BurstRequest
 from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.models.camel import CamelModel
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
 from hyperguard.models.nodes import CapacityType
 from hyperguard.policies.burst import BurstPolicy
 

@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import Any
 
 from hyperguard.cluster import ClusterError, ClusterGateway
-from hyperguard.cluster.gateway import InstanceGroupSize
-from hyperguard.cluster.karpenter import BurstClaim, nodeclaim_manifest
+from hyperguard.cluster.karpenter import nodeclaim_manifest
 from hyperguard.governance.bursting import BurstRequest, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.messaging import EventPublisher, SchedulerWakeup
 from hyperguard.models import utcnow
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
 from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.scaling.burst import (

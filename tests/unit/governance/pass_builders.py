@@ -9,7 +9,6 @@ from typing import Any
 
 from tests.unit.governance.governance_builders import CATALOGUE, CLASSES, P5, quota, scheduler
 
-from hyperguard.cluster.workloads import RunKind, RunPhase, RunStatus
 from hyperguard.governance.intents import AdmissionPlan, CapacityPlan, ReconcilePlan
 from hyperguard.governance.planner import (
     Ledger,
@@ -19,11 +18,12 @@ from hyperguard.governance.planner import (
 )
 from hyperguard.governance.snapshot import PassSnapshot
 from hyperguard.models import Job, JobStatus, Node
+from hyperguard.models.cluster import RunKind, RunPhase, RunStatus
 from hyperguard.models.governance import ComputeQuota
 from hyperguard.models.jobs import ElasticPolicy
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.store.jobs import JobRecord
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 SUBMITTED = "pending: waiting for the next scheduling pass"

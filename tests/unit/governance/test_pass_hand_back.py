@@ -21,8 +21,8 @@ from tests.unit.governance.test_pass_planner import claim
 
 from hyperguard.governance.intents import HandBack, Preemption
 from hyperguard.models import Checkpoint, JobStatus
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy, WhenCanPreempt
-from hyperguard.store.jobs import JobRecord
 
 
 def policy(when: str | None = None) -> BurstPolicy:

@@ -24,9 +24,6 @@ from tests.unit.governance.pass_builders import (
     snapshot,
 )
 
-from hyperguard.cluster.gateway import InstanceGroupSize
-from hyperguard.cluster.karpenter import BurstClaim
-from hyperguard.cluster.workloads import RunPhase
 from hyperguard.governance.intents import (
     Admission,
     AdmissionPlan,
@@ -43,10 +40,11 @@ from hyperguard.governance.occupancy import usable
 from hyperguard.governance.snapshot import InstanceGroups, PassSnapshot
 from hyperguard.governance.state import TeamPolicy
 from hyperguard.models import JobStatus, Node
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunPhase
 from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES, OperatorRestarts
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.store.jobs import JobRecord
 
 # -- reconciliation ---------------------------------------------------------------------------
 

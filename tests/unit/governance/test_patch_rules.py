@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperguard.cluster.gateway import InstanceGroupSize
 from hyperguard.governance.patching import DEADLINE_SHARE, PatchFence, fences, pauses
 from hyperguard.models import Job, JobStatus
+from hyperguard.models.cluster import InstanceGroupSize
 from hyperguard.models.jobs import Checkpoint
-from hyperguard.store.jobs import JobRecord
+from hyperguard.models.records import JobRecord
 
 PATCH_AT = datetime(2026, 11, 24, 4, 0, tzinfo=UTC)
 LEAD = timedelta(minutes=60)

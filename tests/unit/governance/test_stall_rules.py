@@ -31,8 +31,8 @@ from hyperguard.governance.stalls import (
 )
 from hyperguard.models import Checkpoint, IncidentStatus, Repair
 from hyperguard.models.jobs import AppliedStrategy, JobRecovery, ProgressTrouble, RecoveryStrategy
+from hyperguard.models.records import JobRecord
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.store.jobs import JobRecord
 
 LIMIT = NodeRepairConfig.model_validate({"stalledJobMins": 30})
 

@@ -39,8 +39,8 @@ from hyperguard.governance.jobs import JobRejectedError, SubmissionRules, check_
 from hyperguard.governance.placement import allows_burst, allows_hyperpod
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import TEAM_NAME_PATTERN
+from hyperguard.models.records import JobRecord
 from hyperguard.store.checkpoints import split_s3_uri
-from hyperguard.store.jobs import JobRecord
 
 
 def _instance_type(submission: JobSubmission, catalogue: InstanceCatalogue) -> tuple[str, int]:

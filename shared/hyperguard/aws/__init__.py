@@ -1,5 +1,8 @@
-"""boto3 clients, created lazily and once per sandbox (nothing connects at import), and the
-init check that the Lambda runtime's botocore knows every operation a function calls.
+"""boto3 clients, created lazily and once per sandbox (nothing connects at import), the
+init check that the Lambda runtime's botocore knows every operation a function calls, and
+what a call fails with (`AWS_ERRORS`). The SDK is imported here, in the adapters
+(`hyperguard.store`, `hyperguard.cluster`) and in the forwarder only: the rest of the
+service catches AWS's refusals by these names (an import contract keeps it so).
 
 boto3 honours AWS_ENDPOINT_URL, which is how the local twin points every client at the
 emulator without the code knowing.
@@ -13,6 +16,8 @@ from functools import cache
 from typing import Any
 
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError
+from botocore.exceptions import ClientError as ClientError  # re-exported: caught by that name
 
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, single_metric
 
@@ -22,6 +27,17 @@ _CONFIG = Config(
 _ONE_TRY = _CONFIG.merge(Config(retries={"mode": "standard", "max_attempts": 1}))
 """For a call on every request's path that has its own answer to a failure (the API's rate
 limits): a retry with backoff would hold the request, and a throttle there is the answer."""
+
+
+AWS_ERRORS: tuple[type[Exception], ...] = (ClientError, BotoCoreError)
+"""What a call through the SDK fails with: AWS's answer (ClientError, its code in
+`error_code`) or the SDK's own failure before one (BotoCoreError: no connection, a timeout,
+retries spent)."""
+
+
+def error_code(error: ClientError) -> str:
+    """AWS's error code of a refusal (`ConditionalCheckFailedException`, ...)."""
+    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 class MissingOperationError(RuntimeError):
@@ -44,12 +60,12 @@ def new_session() -> Any:
     AWS_DATA_PATH: each service model, the endpoints and the retry rules are parsed once per
     process instead of once per client (parsing SageMaker's model alone takes a fraction of a
     second). Credentials and configuration stay each session's own. Responses are parsed
-    by hyperguard.responses (DynamoDB's attribute values read directly: the same result as
+    by hyperguard.aws.responses (DynamoDB's attribute values read directly: the same result as
     botocore's shape walk at a fifth of its CPU)."""
     import boto3
     import botocore.session
 
-    from hyperguard.responses import ResponseParsers
+    from hyperguard.aws.responses import ResponseParsers
 
     with _SESSIONS:
         core = botocore.session.Session()

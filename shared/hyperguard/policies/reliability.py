@@ -8,26 +8,21 @@ failing is still recognised after its instance changed; a node without one (an E
 is its own slot. Planned disruptions (PLANNED_KINDS) are not the node's faults and are not
 counted, nor are incidents about a job (a stall, D117): they name no node.
 
-The functions here are pure over the incidents and nodes they are given; `read_history`
-is the one read, through hyperguard.store, that the recovery and the API share.
+The functions here are pure over the incidents and nodes they are given; the one read
+the recovery, the scheduler and the API share is `hyperguard.store.history.read_history`.
+A reboot of a lemon becomes a replacement in `hyperguard.recovery.policy.replace_lemon`.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from hyperguard.models import Incident, Node, NodeStatus, Repair
+from hyperguard.models import Incident, Node, NodeStatus
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.recovery.policy import RepairDecision
-
-if TYPE_CHECKING:
-    from hyperguard.store import IncidentStore, NodeStore
 
 # Kinds whose incident is about a node that is fine now but will not be for long, or that
 # an operator asked to repair: the node being healthy is no reason to close them, and none
@@ -94,26 +89,6 @@ def lemon_reason(policy: NodeRepairConfig, opened: Sequence[datetime], now: date
     if count < threshold:
         return None
     return f"lemon: {count} incidents in {policy.lemon_window_days} days"
-
-
-def replace_lemon(
-    policy: NodeRepairConfig,
-    incident: Incident,
-    decision: RepairDecision,
-    opened: Sequence[datetime],
-    now: datetime,
-) -> RepairDecision:
-    """A reboot of a lemon becomes its replacement: a reboot buys a node that keeps failing
-    only a short reprieve, at the price of another disruption of the jobs placed on it. An
-    operator's own request (a planned kind) is carried out as asked."""
-    if decision.action is not Repair.REBOOT or incident.kind in PLANNED_KINDS:
-        return decision
-    reason = lemon_reason(policy, opened, now)
-    if reason is None:
-        return decision
-    return decision.model_copy(
-        update={"action": Repair.REPLACE, "reason": f"{decision.reason}; {reason}, so replace"}
-    )
 
 
 def lemon_slots(
@@ -201,33 +176,3 @@ def reliability(
     return sorted(
         rows, key=lambda r: (-r.incidents, -r.last_incident_at.timestamp(), r.instance_id)
     )
-
-
-@dataclass(frozen=True)
-class History:
-    """The lemon window's incidents, and the slot of every instance they name."""
-
-    incidents: list[Incident]
-    logical_ids: dict[str, str | None]
-    truncated: bool = False
-
-
-def read_history(
-    incidents: IncidentStore,
-    nodes: NodeStore,
-    policy: NodeRepairConfig,
-    now: datetime,
-    known: Iterable[Node],
-) -> History:
-    """The window's node incidents (none read when lemons are off; those about a job left
-    out, they name no instance) and the logical ids of their instances: from `known` nodes,
-    the rest (replaced instances) in one batch read."""
-    if not policy.lemon_incident_threshold:
-        return History([], {})
-    read, truncated = incidents.opened_since(window_start(policy, now), WINDOW_INCIDENTS)
-    found = [i for i in read if not i.about_job]
-    logical_ids = {n.instance_id: n.logical_id for n in known}
-    missing = [i.instance_id for i in found if i.instance_id not in logical_ids]
-    if missing:
-        logical_ids |= {n.instance_id: n.logical_id for n in nodes.many(missing)}
-    return History(found, logical_ids, truncated)

@@ -1,0 +1,236 @@
+"""What one scheduling pass reads, before it decides anything: the pass's snapshot
+(`hyperguard.governance.snapshot.PassSnapshot`).
+
+`SnapshotReader.read` makes every read the planner's decisions need, in one go, after the
+pass took its lease: the repair and burst policies, the active jobs (and those the wake-ups
+named), the cluster's nodes and runs, the newer checkpoints of running jobs, the records of
+ended jobs whose runs still live, HyperPod's instance groups, the node inventory's stand-ins
+for replaced nodes, the lemon slots, the quotas and the scheduler config, and the burst
+claims. Nothing here decides; `hyperguard.governance.planner` does, from the snapshot alone.
+
+Three reads stay outside the one snapshot, each for the safety it gives (docs/architecture.md,
+"A scheduling pass"):
+- `refresh`: the jobs the pass's reconciliation just moved, read again before admission is
+  planned (the pass plans in two phases: reconcile, apply, re-read what moved, admission);
+- `bursts_in_flight`: the running BurstCapacity executions, read only when the admission plan
+  leaves a job short of capacity (most passes want no burst, and the read costs a call per
+  running burst);
+- the applier's guarded re-checks: the active jobs once more before it releases an idle
+  burst node (a recovery may have restarted a job there since), and a burst's output before
+  it deletes a HyperPod node that burst says it added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from hyperguard.aws import AWS_ERRORS
+from hyperguard.cluster.gateway import ClusterError, ClusterGateway
+from hyperguard.governance.snapshot import (
+    InstanceGroups,
+    PassSnapshot,
+    backed_off,
+    reads_progress,
+    unread_run_jobs,
+)
+from hyperguard.messaging import Workflows
+from hyperguard.models import Checkpoint, JobStatus, Node
+from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
+from hyperguard.models.jobs import HOLDING_STATUSES
+from hyperguard.models.records import JobRecord
+from hyperguard.observability import logger
+from hyperguard.policies.reliability import lemon_slots, slot_of
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
+from hyperguard.store.history import read_history
+from hyperguard.store.incidents import IncidentStore
+from hyperguard.store.jobs import JobStore
+from hyperguard.store.nodes import NodeStore
+from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
+from hyperguard.store.teams import TeamStore
+
+MAX_BURSTS_IN_FLIGHT = 50
+"""Running bursts a pass reads (their inputs name the jobs they serve)."""
+
+
+@dataclass
+class SnapshotReader:
+    """The reads of a pass, through the stores, the cluster gateway and the workflows."""
+
+    jobs: JobStore
+    teams: TeamStore
+    gateway: ClusterGateway
+    policies: RepairPolicyStore
+    burst_policies: BurstPolicyStore
+    checkpoints: CheckpointStore
+    inventory: NodeStore | None = None
+    """The node inventory: what a node HyperPod replaced under a job was (None: no replaced
+    node is held as its replacement)."""
+    incidents: IncidentStore | None = None
+    """The incident history that names lemon nodes (None, or no inventory: none)."""
+
+    def read(
+        self,
+        now: datetime,
+        named: Collection[str] = (),
+        *,
+        bursting: bool = False,
+        teams_ensured: Collection[str] = (),
+    ) -> PassSnapshot:
+        repair = self.policies.get()
+        burst = self.burst_policies.get()
+        jobs = tuple(self.jobs.active(also=named))
+        nodes = tuple(self.gateway.list_nodes())
+        runs = tuple(self.gateway.job_runs())
+        checkpoints, unreadable = self.new_checkpoints(jobs, runs, now)
+        return PassSnapshot(
+            now=now,
+            repair=repair,
+            burst=burst,
+            jobs=jobs,
+            nodes=nodes,
+            runs=runs,
+            checkpoints=checkpoints,
+            unreadable=unreadable,
+            placed=self.placements(jobs, runs),
+            ended={r.job.job_id: r for r in self.jobs.records_of(unread_run_jobs(jobs, runs))},
+            groups=self.instance_groups(),
+            stand_ins=self.stand_ins(jobs, nodes),
+            lemons=self.lemons(repair, nodes, now),
+            quotas=tuple(self.teams.quotas()),
+            config=self.teams.scheduler_config()[0],
+            claims=self.burst_claims() if bursting else None,
+            bursting=bursting,
+            teams_ensured=frozenset(teams_ensured),
+        )
+
+    def refresh(self, snapshot: PassSnapshot, moved: Collection[str]) -> PassSnapshot:
+        """The jobs this pass just moved, read again. Only those: another writer's change
+        since the snapshot is refused by the conditional writes (as it is a moment after any
+        read), and a job submitted since has a wake-up of its own."""
+        return snapshot.refreshed(self.jobs.records_of(moved)) if moved else snapshot
+
+    def new_checkpoints(
+        self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus], now: datetime
+    ) -> tuple[dict[str, Checkpoint], dict[str, str]]:
+        """Per running job that writes checkpoints, a complete one newer than its last known
+        (one delimiter listing of the step folders after it, a HEAD of the marker); and the
+        jobs whose location could not be read, with S3's answer: each is skipped, never the
+        pass (D138). A job S3 refused before is read again only from its retry time (D139)."""
+        current = {(r.job_id, r.run): r for r in runs}
+        found: dict[str, Checkpoint] = {}
+        unreadable: dict[str, str] = {}
+        for record in jobs:
+            job, location = record.job, record.job.checkpoint_location
+            if not location or not reads_progress(record, current.get((job.job_id, job.run))):
+                continue
+            if backed_off(record, now):
+                continue
+            last = job.last_checkpoint.step if job.last_checkpoint else None
+            try:
+                newer = self.checkpoints.latest_complete(location, after=last)
+            except CheckpointLocationError as error:
+                unreadable[job.job_id] = str(error)
+                logger.warning(
+                    "checkpoint location unreadable",
+                    extra={"job_id": job.job_id, "error": str(error)},
+                )
+                continue
+            if newer is not None:
+                found[job.job_id] = newer
+        return found, unreadable
+
+    def placements(
+        self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus]
+    ) -> dict[str, tuple[str, ...]]:
+        """Where the pods of running auto-resume jobs' current runs are (one pod list per
+        team that has one); nothing when the cluster cannot say (the pass goes on: the
+        record is corrected by a later one)."""
+        running = {(r.job_id, r.run) for r in runs if r.phase is RunPhase.RUNNING}
+        asked = [
+            r.job
+            for r in jobs
+            if r.job.status is JobStatus.RUNNING
+            and r.job.auto_resume
+            and not r.stop_pending
+            and not r.protected_by
+            and (r.job.job_id, r.job.run) in running
+        ]
+        if not asked:
+            return {}
+        try:
+            found = self.gateway.placements(asked)
+        except ClusterError as error:
+            logger.warning("run placements unreadable", extra={"error": str(error)})
+            return {}
+        return {job_id: tuple(nodes) for job_id, nodes in found.items()}
+
+    def instance_groups(self) -> InstanceGroups | None:
+        """One DescribeCluster; None when the cluster cannot say (the pass goes on: a patch
+        it misses costs what it did before, and no group grows this pass)."""
+        try:
+            continuous, groups = self.gateway.hyperpod_groups()
+        except ClusterError as error:
+            logger.warning("instance groups unreadable", extra={"error": str(error)})
+            return None
+        return InstanceGroups(continuous, tuple(groups))
+
+    def stand_ins(self, jobs: Iterable[JobRecord], nodes: Iterable[Node]) -> dict[str, str]:
+        """Nodes holding jobs name that HyperPod has replaced, each with its replacement (the
+        node that kept its NodeLogicalId). One read of the inventory, and only when a held
+        node is gone from the cluster."""
+        listed = {n.instance_id: n for n in nodes}
+        held = {i for r in jobs if r.job.status in HOLDING_STATUSES for i in r.job.nodes}
+        gone = sorted(held - listed.keys())
+        if not gone or self.inventory is None:
+            return {}
+        by_logical_id = {n.logical_id: i for i, n in listed.items() if n.logical_id}
+        return {
+            old.instance_id: by_logical_id[old.logical_id]
+            for old in self.inventory.many(gone)
+            if old.logical_id in by_logical_id
+        }
+
+    def lemons(
+        self, policy: NodeRepairConfig, nodes: Iterable[Node], now: datetime
+    ) -> frozenset[str]:
+        """The cluster's nodes in lemon slots, read only when hot spares are kept and lemons
+        are on: one query of the window's incidents (and a batch read of the slots of
+        instances no longer listed)."""
+        if not policy.hot_spares or self.incidents is None or self.inventory is None:
+            return frozenset()
+        known = list(nodes)
+        history = read_history(self.incidents, self.inventory, policy, now, known)
+        bad = lemon_slots(policy, history.incidents, history.logical_ids, now)
+        return frozenset(
+            n.instance_id for n in known if slot_of(n.instance_id, history.logical_ids) in bad
+        )
+
+    def burst_claims(self) -> tuple[BurstClaim, ...] | None:
+        """HyperGuard's burst nodes (NodeClaims, HyperPod nodes bursts added); None when the
+        cluster cannot say (the pass then neither bursts nor scales in)."""
+        try:
+            return tuple(self.gateway.burst_claims())
+        except ClusterError as error:
+            logger.warning("burst claims unreadable", extra={"error": str(error)})
+            return None
+
+    @staticmethod
+    def bursts_in_flight(workflows: Workflows) -> dict[str, str]:
+        """The jobs a running BurstCapacity execution serves, and its burst id: a job is in
+        one burst at a time (its nodes may still be asked for, so no NodeClaim shows them)."""
+        try:
+            inputs = workflows.running_inputs(MAX_BURSTS_IN_FLIGHT)
+        except AWS_ERRORS as error:  # the next pass looks again
+            logger.warning("running bursts unreadable", extra={"error": str(error)})
+            return {}
+        serving: dict[str, str] = {}
+        for name, payload in inputs.items():
+            request = payload.get("request") if isinstance(payload, dict) else None
+            listed = request.get("jobs") if isinstance(request, dict) else None
+            for job in listed if isinstance(listed, list) else []:
+                if isinstance(job, dict) and isinstance(job.get("jobId"), str):
+                    serving[job["jobId"]] = name
+        return serving
