@@ -22,11 +22,13 @@ help:
 
 # One lock of versions (requirements/dev.lock) for the tests, the twin and the layer: the
 # layer's shared/requirements.txt is the runtime part of it (`make lock` writes both).
-$(VENV)/.installed: pyproject.toml requirements/dev.lock
+# The product (shared/) and the twin (twin/, a distribution of its own) are both installed
+# editable: the twin's `hyperguard twin` commands reach the CLI through its entry point.
+$(VENV)/.installed: pyproject.toml twin/pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements/dev.lock
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip install --quiet --no-deps -e . -e twin
 	touch $@
 
 install: $(VENV)/.installed
@@ -60,14 +62,14 @@ browser:
 # $HYPERGUARD_COMPONENTS_CACHE), rebuilt only when a pin or the Go toolchain changes. The first
 # build takes minutes (progress on stderr); later ones find the cache in seconds.
 components: install
-	$(PY) -m hyperguard.twin.plane.components $(CURDIR)
+	$(PY) -m hyperguard_twin.plane.components $(CURDIR)
 
 demo: install components
 	$(VENV)/bin/hyperguard twin demo
 
 lint: install
-	$(VENV)/bin/ruff check shared functions tests bench
-	$(VENV)/bin/ruff format --check shared functions tests bench
+	$(VENV)/bin/ruff check shared twin functions tests bench
+	$(VENV)/bin/ruff format --check shared twin functions tests bench
 	$(PY) -m hyperguard.tools.complexity
 
 typecheck: install

@@ -67,8 +67,8 @@ def in_process(nodes: int) -> dict[str, Any]:
 
     from hyperguard.models import Node
     from hyperguard.store import NodeStore
-    from hyperguard.twin.deploy import create_tables, load_template
-    from hyperguard.twin.inject import retarget
+    from hyperguard_twin.deploy import create_tables, load_template
+    from hyperguard_twin.inject import retarget
 
     with mock_aws():
         tables = create_tables(
@@ -154,8 +154,8 @@ def in_process(nodes: int) -> dict[str, Any]:
 
 def on_twin(samples: int) -> dict[str, Any]:
     from hyperguard.store import IncidentStore
-    from hyperguard.twin.inject import put_entry, retarget
-    from hyperguard.twin.runtime import Twin, TwinConfig
+    from hyperguard_twin.inject import put_entry, retarget
+    from hyperguard_twin.runtime import Twin, TwinConfig
 
     t0 = time.perf_counter()
     twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0))

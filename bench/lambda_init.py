@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    from hyperguard.twin.runtime import Twin, TwinConfig
+    from hyperguard_twin.runtime import Twin, TwinConfig
 
     twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0, seed_jobs=False))
     twin.up()

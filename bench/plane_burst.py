@@ -82,16 +82,16 @@ def cloud() -> Iterator[Any]:
     from moto import mock_aws
     from moto.server import ThreadedMotoServer
 
-    from hyperguard.twin import aws as twin_aws
-    from hyperguard.twin.clock import ScaledClock
-    from hyperguard.twin.cloud.account import install_karpenter_account
-    from hyperguard.twin.cloud.core import AZ
-    from hyperguard.twin.cloud.ec2 import karpenter_instance_types
-    from hyperguard.twin.cluster import SimulatedCluster
-    from hyperguard.twin.plane.authn import Identity
-    from hyperguard.twin.plane.components import ensure_built
-    from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
-    from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings, free_port
+    from hyperguard_twin import aws as twin_aws
+    from hyperguard_twin.clock import ScaledClock
+    from hyperguard_twin.cloud.account import install_karpenter_account
+    from hyperguard_twin.cloud.core import AZ
+    from hyperguard_twin.cloud.ec2 import karpenter_instance_types
+    from hyperguard_twin.cluster import SimulatedCluster
+    from hyperguard_twin.plane.authn import Identity
+    from hyperguard_twin.plane.components import ensure_built
+    from hyperguard_twin.plane.eks_token import EksTokenAuthenticator
+    from hyperguard_twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings, free_port
 
     env = {
         "AWS_ACCESS_KEY_ID": "bench",
@@ -190,7 +190,7 @@ class Watcher:
         self.pods: dict[str, dict[str, Any]] = {}
 
     def poll(self) -> None:
-        from hyperguard.twin.plane.kube import NODECLAIMS, PODS
+        from hyperguard_twin.plane.kube import NODECLAIMS, PODS
 
         self.claims = {c["metadata"]["name"]: c for c in self.kube.list_objects(NODECLAIMS)}
         from hyperguard.cluster.workloads import team_namespace

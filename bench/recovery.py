@@ -163,9 +163,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from hyperguard.store import IncidentStore
-    from hyperguard.twin.cluster import SimTimings
-    from hyperguard.twin.deploy import load_template
-    from hyperguard.twin.runtime import Twin, TwinConfig
+    from hyperguard_twin.cluster import SimTimings
+    from hyperguard_twin.deploy import load_template
+    from hyperguard_twin.runtime import Twin, TwinConfig
 
     groups = kubernetes_groups(load_template(ROOT / "template.yaml"))
 

@@ -99,10 +99,10 @@ if TYPE_CHECKING:
     from hyperguard.models import Job
     from hyperguard.models.records import JobRecord
     from hyperguard.store import JobStore
-    from hyperguard.twin.cloud.jobstatus import JobStatusForwarder
-    from hyperguard.twin.cluster import SimulatedCluster
-    from hyperguard.twin.plane.kube import KubeClient
-    from hyperguard.twin.plane.plane import ControlPlane
+    from hyperguard_twin.cloud.jobstatus import JobStatusForwarder
+    from hyperguard_twin.cluster import SimulatedCluster
+    from hyperguard_twin.plane.kube import KubeClient
+    from hyperguard_twin.plane.plane import ControlPlane
 
 # Runnable as `python bench/scheduler.py` from a checkout without installing the package.
 ROOT = Path(__file__).resolve().parents[1]
@@ -381,10 +381,10 @@ def install_aws_meter(patches: Patches, meter: Meter) -> None:
 
 
 def install_emulated_dynamodb(patches: Patches, checks: Counter[str], lag: IndexLag) -> None:
-    """The emulator's DynamoDB (hyperguard.twin.dynamodb: answers dumped in wire form,
+    """The emulator's DynamoDB (hyperguard_twin.dynamodb: answers dumped in wire form,
     keys-only index pages, item-level transaction rollback), with `lag` deciding when an
     entry appears in the index; a keys-only answer that differs from moto's stops the run."""
-    from hyperguard.twin.dynamodb import replacements
+    from hyperguard_twin.dynamodb import replacements
 
     for owner, name, value in replacements(checks, indexed=lag.indexed, strict=True):
         patches.set(owner, name, value)
@@ -457,7 +457,7 @@ class RunModel:
     starts when its object is created and ends exactly its run time later. The bench then
     writes what the HyperPod training operator would (the run's status: Running, then
     Completed) through the API server as the cluster's own identity, and the twin's in-cluster
-    forwarder (`hyperguard.twin.cloud.jobstatus`) puts the run's end on the bus. A run deleted
+    forwarder (`hyperguard_twin.cloud.jobstatus`) puts the run's end on the bus. A run deleted
     before its end (a preemption) never ends."""
 
     def __init__(
@@ -511,7 +511,7 @@ class RunModel:
             self.forwarder.on_run("MODIFIED", run)
 
     def _status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
-        from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, KubeApiError
+        from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, KubeApiError
 
         try:
             return self.kube.patch(
@@ -665,12 +665,12 @@ def _configure(tables: dict[str, str], teams: list[str], cluster_arn: str, fair_
 
 @contextmanager
 def _api_server() -> Iterator[ControlPlane]:
-    """Upstream etcd and kube-apiserver only (`hyperguard.twin.plane`, `api_only`), serving
+    """Upstream etcd and kube-apiserver only (`hyperguard_twin.plane`, `api_only`), serving
     the CRDs of an EKS cluster with HyperPod task governance and Karpenter, with HyperGuard's
     RBAC applied as the install guide says (deploy/kubernetes/hyperguard-rbac.yaml)."""
 
-    from hyperguard.twin.plane.components import ensure_built
-    from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings
+    from hyperguard_twin.plane.components import ensure_built
+    from hyperguard_twin.plane.plane import ControlPlane, PlaneSettings
 
     built = ensure_built(ROOT, only=("kube", "etcd", "kueue", "karpenter"))
     plane = ControlPlane(built, PlaneSettings(cluster_name=EKS, api_only=True))
@@ -716,9 +716,9 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
     from hyperguard.cluster.kubernetes import KubernetesAdapter
     from hyperguard.governance.service import SchedulerService
     from hyperguard.store import JobStore
-    from hyperguard.twin import aws as twin_aws
-    from hyperguard.twin.cluster import Effect, SimulatedCluster
-    from hyperguard.twin.deploy import create_tables, load_template
+    from hyperguard_twin import aws as twin_aws
+    from hyperguard_twin.cluster import Effect, SimulatedCluster
+    from hyperguard_twin.deploy import create_tables, load_template
 
     meter = Meter(latencies)
     lag = IndexLag(meter)

@@ -73,7 +73,7 @@ def template() -> dict[str, Any]:
 
 @functools.cache
 def _parsed_template() -> dict[str, Any]:
-    from hyperguard.twin.deploy import load_template
+    from hyperguard_twin.deploy import load_template
 
     return load_template(ROOT / "template.yaml")
 
@@ -127,8 +127,8 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     from hyperguard import aws
-    from hyperguard.twin import dynamodb
-    from hyperguard.twin.emulator import install_jsonpath_cache
+    from hyperguard_twin import dynamodb
+    from hyperguard_twin.emulator import install_jsonpath_cache
 
     dynamodb.install()  # the twin's emulator answers DynamoDB the same way
     install_jsonpath_cache()
@@ -181,7 +181,7 @@ def stack(aws_env: None) -> Iterator[Stack]:
     state's one writer, conditionally (tests/one_writer.py)."""
     import boto3
 
-    from hyperguard.twin.deploy import create_tables
+    from hyperguard_twin.deploy import create_tables
 
     tables = create_tables(template(), boto3.client("dynamodb", region_name=REGION), "test-")
     events = boto3.client("events", region_name=REGION)

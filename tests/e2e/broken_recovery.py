@@ -11,8 +11,8 @@ from hyperguard.messaging import RecoveryWorkflows
 from hyperguard.models import Incident, IncidentStatus
 from hyperguard.recovery.operator import RecoveryOperator
 from hyperguard.store import IncidentStore, NodeStore
-from hyperguard.twin.plane.kube import wait_for
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.plane.kube import wait_for
+from hyperguard_twin.runtime import Twin
 
 WAIT_S = 150.0
 """A deadline for a loaded 2-core machine, not a measure of speed."""

@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from hyperguard.twin.ids import hyperpod_cluster_arn
+from hyperguard_twin.ids import hyperpod_cluster_arn
 
 ADMIN = "arn:aws:iam::123456789012:role/hyperguard-admin"
 CLUSTER_ARN = hyperpod_cluster_arn("hyperguard-twin", "us-east-1", "123456789012")

@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.conftest import template
 
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.runtime import Twin
 
 SAM_POLICY_TEMPLATES = {
     "StepFunctionsExecutionPolicy": ["states:StartExecution"],

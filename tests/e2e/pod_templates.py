@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 
 from hyperguard.cluster import kueue
 from hyperguard.cluster.workloads import team_namespace
-from hyperguard.twin.plane.kube import NAMESPACES, KubeClient, resource
+from hyperguard_twin.plane.kube import NAMESPACES, KubeClient, resource
 
 SERVICE_ACCOUNTS = resource("v1", "serviceaccounts")
 PERSISTENT_VOLUMES = resource("v1", "persistentvolumes", namespaced=False)

@@ -19,8 +19,8 @@ from schemathesis.checks import (
 from tests.conftest import ROOT
 from tests.e2e.conftest import running_twin
 
-from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL
-from hyperguard.twin.runtime import Twin, team_role
+from hyperguard_twin.api_gateway import DEFAULT_PRINCIPAL
+from hyperguard_twin.runtime import Twin, team_role
 
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.json")
 CHECKS = [

@@ -19,9 +19,9 @@ from tests.e2e.test_faults import BURST, AimedFaults
 
 from hyperguard.cluster.workloads import JOB_ID_LABEL, JOB_NAME_LABEL, job_name, team_namespace
 from hyperguard.models.nodes import BURST_LABEL
-from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource
-from hyperguard.twin.runtime import Twin, fast_burst_policy
+from hyperguard_twin.inject import put_entry, retarget
+from hyperguard_twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource
+from hyperguard_twin.runtime import Twin, fast_burst_policy
 
 TEAM = "alpha"
 SERVICES = resource("v1", "services")

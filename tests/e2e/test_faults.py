@@ -42,11 +42,11 @@ from tests.e2e.test_recovery import Service
 from hyperguard.models import Incident, IncidentStatus
 from hyperguard.models.jobs import HOLDING_STATUSES
 from hyperguard.store import IdempotencyStore
-from hyperguard.twin.cluster import FaultKind, SimTimings
-from hyperguard.twin.emulator import FaultMatch
-from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.lambda_runtime import LambdaRuntime
-from hyperguard.twin.runtime import Twin, TwinConfig, fast_policy
+from hyperguard_twin.cluster import FaultKind, SimTimings
+from hyperguard_twin.emulator import FaultMatch
+from hyperguard_twin.inject import put_entry, retarget
+from hyperguard_twin.lambda_runtime import LambdaRuntime
+from hyperguard_twin.runtime import Twin, TwinConfig, fast_policy
 
 pytestmark = pytest.mark.e2e
 

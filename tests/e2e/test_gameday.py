@@ -10,7 +10,7 @@ import pytest
 from tests.e2e.scenario_cli import run_cli
 
 from hyperguard import planner
-from hyperguard.twin.browser import chromium, rendered_charts
+from hyperguard_twin.browser import chromium, rendered_charts
 
 
 @pytest.mark.xfail(

@@ -18,8 +18,8 @@ from tests.e2e.http import Http, member
 from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
 
 from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, team_namespace
-from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS, PODS
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, PODS
+from hyperguard_twin.runtime import Twin
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """IAM on the twin is enforced as AWS enforces it: every AWS call a function makes is
 authorized against its execution role's policies as the emulator's IAM holds them
-(hyperguard.twin.iam), so a call the role does not allow fails at run time. This module
+(hyperguard_twin.iam), so a call the role does not allow fails at run time. This module
 breaks a role on purpose; every other e2e module checks that IAM refused nothing
 (tests/e2e/iam.py)."""
 
@@ -15,7 +15,7 @@ import pytest
 from tests.e2e.broken_recovery import BrokenRecovery
 from tests.e2e.conftest import running_twin
 
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.runtime import Twin
 
 REBOOT = "sagemaker:BatchRebootClusterNodes"
 

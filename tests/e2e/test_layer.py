@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from tests.conftest import REGION, ROOT
 
-from hyperguard.twin.deploy import load_template
-from hyperguard.twin.lambda_runtime import FunctionSpec, LambdaRuntime, LayerPaths, stage_layer
+from hyperguard_twin.deploy import load_template
+from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime, LayerPaths, stage_layer
 
 ACCOUNT = "123456789012"
 TEMPLATE = load_template(ROOT / "template.yaml")
@@ -207,7 +207,7 @@ def test_only_the_layer_and_the_runtime_are_importable(
         "pydantic_settings": True,
         "lightkube": True,
         "hyperguard.settings": True,
-        "hyperguard.twin": False,  # operator side: not in the layer
+        "hyperguard_twin": False,  # operator side: not in the layer
         "hyperguard.cli": False,
         "aws_xray_sdk": True,  # the Tracer (Tracing: Active) needs it
         "moto": False,

@@ -12,7 +12,7 @@ from tests.e2e.conftest import running_twin
 from tests.e2e.test_recovery import Service
 
 from hyperguard.models import IncidentStatus
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.runtime import Twin
 
 REPAIR_CALLS = {"sagemaker:BatchRebootClusterNodes", "sagemaker:BatchReplaceClusterNodes"}
 

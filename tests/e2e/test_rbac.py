@@ -24,7 +24,7 @@ from tests.e2e.conftest import running_twin
 from hyperguard.cluster import kueue
 from hyperguard.cluster.workloads import batch_job_manifest, hyperpod_job_manifest, team_namespace
 from hyperguard.models import Job
-from hyperguard.twin.plane.kube import (
+from hyperguard_twin.plane.kube import (
     HYPERPOD_PYTORCH_JOBS,
     JOBS,
     NAMESPACES,
@@ -33,7 +33,7 @@ from hyperguard.twin.plane.kube import (
     KubeClient,
     resource,
 )
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.runtime import Twin
 
 RBAC = ROOT / "deploy" / "kubernetes" / "hyperguard-rbac.yaml"
 DRY_RUN = {"dryRun": "All"}

@@ -22,9 +22,9 @@ from hyperguard.messaging import RecoveryWorkflows
 from hyperguard.models import IncidentStatus, JobStatus, NodeStatus
 from hyperguard.recovery.operator import RecoveryOperator
 from hyperguard.store import IncidentStore, JobStore, NodeStore
-from hyperguard.twin.inject import put_entry, retarget
-from hyperguard.twin.plane.kube import NODES
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.inject import put_entry, retarget
+from hyperguard_twin.plane.kube import NODES
+from hyperguard_twin.runtime import Twin
 
 WALL_LIMIT_S = 120  # the bound for a full recovery, replacement included
 WAIT_S = 90.0

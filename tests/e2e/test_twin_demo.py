@@ -11,10 +11,10 @@ import pytest
 from tests.conftest import EVENTS
 
 from hyperguard.store import IncidentStore, NodeStore
-from hyperguard.twin.browser import chromium, rendered_charts
-from hyperguard.twin.demo import REDELIVERIES, REPORTS, report_data, run_scenario
-from hyperguard.twin.report import write_report
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.browser import chromium, rendered_charts
+from hyperguard_twin.demo import REDELIVERIES, REPORTS, report_data, run_scenario
+from hyperguard_twin.report import write_report
+from hyperguard_twin.runtime import Twin
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from tests.e2e.conftest import running_twin
 from tests.e2e.test_recovery import Service
 
 from hyperguard.models import IncidentStatus
-from hyperguard.twin.plane.pki import ClusterPki
-from hyperguard.twin.runtime import Twin
+from hyperguard_twin.plane.pki import ClusterPki
+from hyperguard_twin.runtime import Twin
 
 pytestmark = pytest.mark.e2e
 

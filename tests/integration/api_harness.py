@@ -16,7 +16,7 @@ from hyperguard.api.rate_limits import RateLimits
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.rate_limits import RateCounterStore
-from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
+from hyperguard_twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy
 
 ADMIN = DEFAULT_PRINCIPAL
 # The deployment's checkpoint bucket and the roles that read it (template.yaml's ApiFunction).

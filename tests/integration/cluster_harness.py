@@ -41,18 +41,18 @@ from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import PriorityClass
 from hyperguard.store import JobStore, TeamStore
-from hyperguard.twin import aws as twin_aws
-from hyperguard.twin.clock import ManualClock
-from hyperguard.twin.cloud.account import install_karpenter_account
-from hyperguard.twin.cloud.core import AZ
-from hyperguard.twin.cloud.ec2 import karpenter_instance_types
-from hyperguard.twin.cloud.hyperpod import NodeRecovery
-from hyperguard.twin.cluster import SimulatedCluster
-from hyperguard.twin.effects import EffectRunner
-from hyperguard.twin.plane.authn import Identity
-from hyperguard.twin.plane.components import ensure_built
-from hyperguard.twin.plane.eks_token import EksTokenAuthenticator
-from hyperguard.twin.plane.kube import (
+from hyperguard_twin import aws as twin_aws
+from hyperguard_twin.clock import ManualClock
+from hyperguard_twin.cloud.account import install_karpenter_account
+from hyperguard_twin.cloud.core import AZ
+from hyperguard_twin.cloud.ec2 import karpenter_instance_types
+from hyperguard_twin.cloud.hyperpod import NodeRecovery
+from hyperguard_twin.cluster import SimulatedCluster
+from hyperguard_twin.effects import EffectRunner
+from hyperguard_twin.plane.authn import Identity
+from hyperguard_twin.plane.components import ensure_built
+from hyperguard_twin.plane.eks_token import EksTokenAuthenticator
+from hyperguard_twin.plane.kube import (
     EC2NODECLASSES,
     HYPERPOD_PYTORCH_JOBS,
     JOBS,
@@ -69,7 +69,7 @@ from hyperguard.twin.plane.kube import (
     resource,
     wait_for,
 )
-from hyperguard.twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings
+from hyperguard_twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings
 
 HYPERPOD = "hyperguard-twin"
 EKS = "hyperguard-eks"
@@ -142,7 +142,7 @@ def shared_plane() -> SharedPlane:
             return _shared
         from moto.server import ThreadedMotoServer
 
-        from hyperguard.twin.plane.plane import free_port
+        from hyperguard_twin.plane.plane import free_port
 
         port = free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -8,7 +8,7 @@ from tests.integration.cluster_harness import ClusterApis
 from hyperguard.cluster import ClusterGateway
 from hyperguard.governance.service import SchedulerService
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-from hyperguard.twin.plane.kube import wait_for
+from hyperguard_twin.plane.kube import wait_for
 
 
 def scheduler(

@@ -27,7 +27,7 @@ from hyperguard.models import (
     SignalSource,
 )
 from hyperguard.models.incidents import ProtectedJob
-from hyperguard.twin.clock import ManualClock
+from hyperguard_twin.clock import ManualClock
 
 D = datetime(2025, 3, 3, tzinfo=UTC)
 """The day; the view is read at 12:00."""

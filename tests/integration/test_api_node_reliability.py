@@ -17,7 +17,7 @@ from tests.integration.incident_harness import closed_fault
 from hyperguard.cli import main as cli
 from hyperguard.cli.api import ServiceApi
 from hyperguard.models import Node
-from hyperguard.twin.clock import ManualClock
+from hyperguard_twin.clock import ManualClock
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from hyperguard.cli import views as views_cli
 from hyperguard.governance.jobs import Actor, JobLifecycle
 from hyperguard.models import JobStatus, Node
 from hyperguard.store.jobs import ended_partition
-from hyperguard.twin.clock import ManualClock
+from hyperguard_twin.clock import ManualClock
 
 D = datetime(2025, 1, 6, tzinfo=UTC)
 """Today (UTC); the views are read at 10:00."""

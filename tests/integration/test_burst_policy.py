@@ -38,7 +38,7 @@ from hyperguard.models.records import JobEvent
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.store.jobs import JobStore
-from hyperguard.twin.plane.kube import NODES, PODS, wait_for
+from hyperguard_twin.plane.kube import NODES, PODS, wait_for
 
 OD_P5 = DEFAULT_HOURLY_PRICES[(PoolKind.EKS_ON_DEMAND, "p5.48xlarge")]
 

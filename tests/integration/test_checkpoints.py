@@ -13,7 +13,7 @@ from hyperguard.store.checkpoints import (
     checkpoint_folder,
     split_s3_uri,
 )
-from hyperguard.twin.effects import write_checkpoint
+from hyperguard_twin.effects import write_checkpoint
 
 LOCATION = "s3://ckpts/team-a/llama/"
 

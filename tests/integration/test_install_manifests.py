@@ -12,7 +12,7 @@ import yaml
 from tests.conftest import ROOT
 from tests.integration.cluster_harness import shared_plane
 
-from hyperguard.twin.plane.kube import APPLY, NAMESPACES, KubeApiError
+from hyperguard_twin.plane.kube import APPLY, NAMESPACES, KubeApiError
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 

@@ -31,7 +31,7 @@ from hyperguard.cluster.kueue import (
 from hyperguard.cluster.workloads import local_queue, team_namespace
 from hyperguard.models import Job
 from hyperguard.models.governance import PriorityClass
-from hyperguard.twin.plane.kube import (
+from hyperguard_twin.plane.kube import (
     HYPERPOD_PYTORCH_JOBS,
     NAMESPACES,
     PRIORITY_CLASSES,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hyperguard.twin.lambda_runtime import (
+from hyperguard_twin.lambda_runtime import (
     FunctionSpec,
     LambdaRuntime,
     LambdaServiceError,
@@ -503,7 +503,7 @@ def test_workers_exit_when_their_parent_dies(layer: LayerPaths, code: Path) -> N
         """
         import json, os, sys
         from pathlib import Path
-        from hyperguard.twin.lambda_runtime import FunctionSpec, LambdaRuntime, LayerPaths
+        from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime, LayerPaths
         *layer, code = map(Path, sys.argv[1:])
         runtime = LambdaRuntime(LayerPaths(*layer), region="us-east-1", account="123456789012")
         runtime.register(FunctionSpec("toy-fn", "Toy", code, "app.handler", {}, 5, 128))

@@ -35,7 +35,7 @@ from hyperguard.models.governance import (
 from hyperguard.models.jobs import HOLDING_STATUSES, ElasticPolicy
 from hyperguard.models.records import JobRecord
 from hyperguard.store import JobStore, TeamStore
-from hyperguard.twin.deploy import create_tables
+from hyperguard_twin.deploy import create_tables
 
 P5 = "ml.p5.48xlarge"
 GPUS = 8

@@ -26,7 +26,7 @@ from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
-from hyperguard.twin.plane.kube import HYPERPOD_PYTORCH_JOBS
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS
 
 GRACE_S = 60
 

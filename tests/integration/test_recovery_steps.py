@@ -50,9 +50,9 @@ from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import SignalOutcome
 from hyperguard.store.policy import RepairersStore, RepairPolicyStore
-from hyperguard.twin.cluster import SimulatedCluster
-from hyperguard.twin.plane.kube import EVENTS as KUBE_EVENTS
-from hyperguard.twin.plane.kube import NODES, PODS, wait_for
+from hyperguard_twin.cluster import SimulatedCluster
+from hyperguard_twin.plane.kube import EVENTS as KUBE_EVENTS
+from hyperguard_twin.plane.kube import NODES, PODS, wait_for
 
 # The steps the state machine runs from an incident's diagnosis to its repair request.
 UP_TO_REPAIR = ("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair")

@@ -33,7 +33,7 @@ from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointStore, split_s3_uri
 from hyperguard.store.policy import RepairPolicyStore
-from hyperguard.twin.plane.kube import wait_for
+from hyperguard_twin.plane.kube import wait_for
 
 ELASTIC = {
     "minReplicas": 2,

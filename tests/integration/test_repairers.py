@@ -28,8 +28,8 @@ from hyperguard.models import HealthSignal, IncidentStatus, Repair, Severity
 from hyperguard.models.signals import Action, SignalSource
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.policy import RepairersStore, RepairPolicyStore
-from hyperguard.twin.plane.bootstrap import FIELD_MANAGER, karpenter_deployment
-from hyperguard.twin.plane.kube import NODECLAIMS, NODES, PODS, resource, wait_for
+from hyperguard_twin.plane.bootstrap import FIELD_MANAGER, karpenter_deployment
+from hyperguard_twin.plane.kube import NODECLAIMS, NODES, PODS, resource, wait_for
 
 DEPLOYMENTS = resource("apps/v1", "deployments")
 DAEMONSETS = resource("apps/v1", "daemonsets")

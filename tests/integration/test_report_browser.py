@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tests.unit.test_report import ALL_CHARTS, sample_data
 
-from hyperguard.twin.browser import chromium, rendered_charts
-from hyperguard.twin.report import write_report
+from hyperguard_twin.browser import chromium, rendered_charts
+from hyperguard_twin.report import write_report
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
-from hyperguard.twin.plane.kube import (
+from hyperguard_twin.plane.kube import (
     HYPERPOD_PYTORCH_JOBS,
     NODES,
     PODS,

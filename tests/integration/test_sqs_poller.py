@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 from tests.conftest import REGION
 
-from hyperguard.twin.poller import SqsMapping, SqsPoller
+from hyperguard_twin.poller import SqsMapping, SqsPoller
 
 
 class RecordingInvoker:

@@ -1,4 +1,4 @@
-"""The emulator's extensions the twin adds (hyperguard.twin.aws): HyperPod's node API in
+"""The emulator's extensions the twin adds (hyperguard_twin.aws): HyperPod's node API in
 SageMaker as its botocore model says, and EventBridge schedules."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from tests.integration.cluster_harness import (
     unchecked,
 )
 
-from hyperguard.twin.aws import ScheduleRunner, attach, schedule_period_s
-from hyperguard.twin.ids import hyperpod_cluster_id
+from hyperguard_twin.aws import ScheduleRunner, attach, schedule_period_s
+from hyperguard_twin.ids import hyperpod_cluster_id
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""HyperPod instance groups grown and shrunk through the emulator (hyperguard.twin.aws and the
+"""HyperPod instance groups grown and shrunk through the emulator (hyperguard_twin.aws and the
 simulated cluster): BatchAddClusterNodes, DescribeClusterNode by NodeLogicalId and
 BatchDeleteClusterNodes, as the botocore model shapes them, on the manual clock; and the
 scheduler's scale-in of a node a burst added."""
@@ -40,8 +40,8 @@ from hyperguard.models import Job, JobStatus
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy
 from hyperguard.scaling.burst import plan_burst
-from hyperguard.twin.cluster import SimTimings
-from hyperguard.twin.plane.kube import NODES, PODS, wait_for
+from hyperguard_twin.cluster import SimTimings
+from hyperguard_twin.plane.kube import NODES, PODS, wait_for
 
 GROUP = "workers"
 TIMINGS = SimTimings()  # the harness's cluster runs on the defaults

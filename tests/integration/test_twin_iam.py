@@ -1,4 +1,4 @@
-"""IAM on the twin's emulator (hyperguard.twin.iam): a call signed with a stack role's
+"""IAM on the twin's emulator (hyperguard_twin.iam): a call signed with a stack role's
 credentials is authorized against the role's policies as the emulator's IAM holds them, and
 refused as the service refuses it; anyone else's is let be. moto in-process, its server app
 behind the emulator's front door (no network: tests/wsgi_client.py)."""
@@ -16,8 +16,8 @@ from botocore.exceptions import ClientError
 from tests.conftest import REGION
 from tests.wsgi_client import wsgi_sender
 
-from hyperguard.twin.emulator import Emulator
-from hyperguard.twin.ids import hyperpod_cluster_arn
+from hyperguard_twin.emulator import Emulator
+from hyperguard_twin.ids import hyperpod_cluster_arn
 
 ACCOUNT = "123456789012"
 TABLE = "incidents"

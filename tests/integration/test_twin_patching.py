@@ -17,7 +17,7 @@ from tests.integration.cluster_harness import ClusterApis
 from tests.integration.conftest import MakeCluster
 
 from hyperguard.models import NodeStatus
-from hyperguard.twin.plane.kube import NODES, PODS, wait_for
+from hyperguard_twin.plane.kube import NODES, PODS, wait_for
 
 PATCH_S = 900
 BUSY = {"hyperguard.io/test": "busy"}  # the harness cleans the teams' namespaces only

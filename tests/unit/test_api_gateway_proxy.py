@@ -7,7 +7,7 @@ from typing import Any
 
 from werkzeug.test import Client
 
-from hyperguard.twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy, proxy_response
+from hyperguard_twin.api_gateway import DEFAULT_PRINCIPAL, ApiGatewayProxy, proxy_response
 
 RESOURCES = ["/jobs", "/jobs/{jobId}", "/jobs/{jobId}/checkpoints", "/views/teams"]
 

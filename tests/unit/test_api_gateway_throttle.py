@@ -10,7 +10,7 @@ from typing import Any
 from tests.conftest import template
 from werkzeug.test import Client
 
-from hyperguard.twin.api_gateway import ApiGatewayProxy, StageThrottle, stage_throttle
+from hyperguard_twin.api_gateway import ApiGatewayProxy, StageThrottle, stage_throttle
 
 
 class Clock:

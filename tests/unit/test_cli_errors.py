@@ -16,7 +16,7 @@ from tests.conftest import EVENTS, ROOT
 
 from hyperguard.cli import main as cli
 from hyperguard.recovery.operator import OperatorActionError
-from hyperguard.twin import commands as twin_commands
+from hyperguard_twin import commands as twin_commands
 
 CLI = [sys.executable, "-m", "hyperguard.cli.main"]
 
@@ -81,6 +81,47 @@ def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
             for sub in dict.fromkeys(action.choices.values()):
                 found += _parsers(sub)
     return found
+
+
+class Entry:
+    """An entry point of the `hyperguard.cli` group, as importlib.metadata gives one."""
+
+    def __init__(self, name: str, value: str, loaded: Any) -> None:
+        self.name, self.value, self._loaded = name, value, loaded
+
+    def load(self) -> Any:
+        if isinstance(self._loaded, Exception):
+            raise self._loaded
+        return self._loaded
+
+
+def test_the_twin_group_comes_from_its_entry_point_and_only_from_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The product CLI names no twin module: without the twin's entry point there is no
+    `twin` group (the rest still works); a plugin that cannot load is one line on stderr."""
+    import importlib.metadata
+
+    groups = {"events", "jobs", "incidents", "plan"}
+
+    def commands(entries: list[Entry]) -> set[str]:
+        monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: entries)
+        parser = cli.build_parser()
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return set(sub.choices)
+
+    installed = commands(
+        [Entry("twin", "hyperguard_twin.commands:add_parsers", twin_commands.add_parsers)]
+    )
+    assert "twin" in installed and groups <= installed
+    alone = commands([])
+    assert "twin" not in alone and groups <= alone
+    broken = commands([Entry("twin", "hyperguard_twin.commands:add_parsers", ImportError("gone"))])
+    assert "twin" not in broken and groups <= broken
+    assert capsys.readouterr().err == (
+        "hyperguard: the 'twin' commands (hyperguard_twin.commands:add_parsers) "
+        "did not load: gone\n"
+    )
 
 
 def test_every_option_argument_and_command_has_help_text() -> None:
@@ -382,7 +423,7 @@ def test_help_and_usage_errors_never_load_the_twin(argv: list[str]) -> None:
     check = (
         "import sys\nfrom hyperguard.cli.main import main\n"
         f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('moto', 'hyperguard.twin.runtime') if m in sys.modules))"
+        "print(sorted(m for m in ('moto', 'hyperguard_twin.runtime') if m in sys.modules))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", check],

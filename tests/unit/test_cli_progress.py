@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from hyperguard.cli import main as cli
-from hyperguard.twin import commands as twin_commands
-from hyperguard.twin import gameday
+from hyperguard_twin import commands as twin_commands
+from hyperguard_twin import gameday
 
 
 class Twin:
@@ -52,7 +52,7 @@ def test_gameday_progress_goes_to_stderr_and_stdout_stays_json(
 def test_scenario_progress_goes_to_stderr(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hyperguard.twin import scenarios
+    from hyperguard_twin import scenarios
 
     monkeypatch.setattr(twin_commands, "_start_twin", lambda *_args, **_config: Twin())
     monkeypatch.setattr(scenarios, "elastic_fault", lambda _twin: {"strategies": {}})
@@ -68,7 +68,7 @@ def test_the_days_table_shows_the_waits_beside_hyperguards_own_time(
     """Without --json each side's average wait (simulated) is printed beside HyperGuard's
     own admission time on the wall clock, which the scaled clock does not stretch; and each
     side's cost over on-demand sized for the peak, per price basis."""
-    from hyperguard.twin.day import SIDES
+    from hyperguard_twin.day import SIDES
 
     def side(_args: Any, name: str) -> dict[str, Any]:
         result = {

@@ -13,7 +13,7 @@ from hyperguard.cli import main as cli
 from hyperguard.models import Incident, Job, JobStatus
 from hyperguard.models.records import JobRecord
 from hyperguard.models.signals import Repair
-from hyperguard.twin import commands as twin_commands
+from hyperguard_twin import commands as twin_commands
 
 T0 = datetime(2025, 1, 6, tzinfo=UTC)
 
@@ -185,7 +185,7 @@ class StubTwin:
 def test_twin_demo_json_keeps_the_story_off_stdout(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from hyperguard.twin import demo
+    from hyperguard_twin import demo
 
     result = {"settled": True, "dlq_depth": 0, "function_errors": {}}
 
@@ -213,7 +213,7 @@ def test_twin_demo_json_keeps_the_story_off_stdout(
 def test_a_report_that_cannot_be_written_is_a_runtime_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from hyperguard.twin import demo
+    from hyperguard_twin import demo
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
@@ -231,7 +231,7 @@ def test_what_to_try_next_names_the_cli_as_it_can_be_typed_here(
 ) -> None:
     """`make demo` runs .venv/bin/hyperguard, which is not on PATH: its next steps must
     say .venv/bin/hyperguard; an installed one on PATH is just `hyperguard`."""
-    from hyperguard.twin.demo import next_steps
+    from hyperguard_twin.demo import next_steps
 
     venv_bin = tmp_path / ".venv" / "bin"
     venv_bin.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The day-in-the-life's three sides (hyperguard.twin.day): on-demand sized for the peak is
+"""The day-in-the-life's three sides (hyperguard_twin.day): on-demand sized for the peak is
 sized from the demand itself, and each side's quotas can hold its cluster; the sides are
 priced like for like; waits are measured exactly."""
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from hyperguard.twin.cluster import Progress
-from hyperguard.twin.day import (
+from hyperguard_twin.cluster import Progress
+from hyperguard_twin.day import (
     DEMAND,
     NODES,
     PEAK_NODES,

@@ -21,7 +21,7 @@ from tests.wsgi_client import wsgi_sender
 from werkzeug.test import EnvironBuilder
 
 from hyperguard import aws
-from hyperguard.twin.emulator import Emulator
+from hyperguard_twin.emulator import Emulator
 
 TABLE = "incidents"
 

@@ -11,9 +11,9 @@ import pytest
 from tests.unit.test_cli_views import incident as gpu_incident
 
 from hyperguard import planner
-from hyperguard.twin.cluster import Progress
-from hyperguard.twin.gameday import _idle, failures, nodes_for, spares_for
-from hyperguard.twin.story import PHASE_OF_STATE, Phase, phases
+from hyperguard_twin.cluster import Progress
+from hyperguard_twin.gameday import _idle, failures, nodes_for, spares_for
+from hyperguard_twin.story import PHASE_OF_STATE, Phase, phases
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
@@ -99,8 +99,8 @@ def test_measured_and_formula_goodput_charge_the_same_failures() -> None:
     """Two failures drawn where 3.07 are expected: both goodputs charge the two drawn, so a
     measured downtime per failure worse than the formula's gives a worse measured goodput
     (it came out better while the formula charged the expected count)."""
-    from hyperguard.twin.gameday import Ledger, _formula, _summary
-    from hyperguard.twin.scenarios import Subject
+    from hyperguard_twin.gameday import Ledger, _formula, _summary
+    from hyperguard_twin.scenarios import Subject
 
     instances, rate, days = 256, 0.0005, 1.0
     formula = _formula("wait_for_repair")

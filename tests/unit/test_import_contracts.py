@@ -24,6 +24,7 @@ def test_the_contracts_are_the_layers_architecture_draws() -> None:
         "store",
         "operator-side",
         "acyclic",
+        "twin-outside",
         "sdk",
         "pure",
     }

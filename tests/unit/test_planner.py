@@ -207,7 +207,7 @@ class NoGrants:
 
 def _post_plan(body: str, principal: str = ADMIN) -> tuple[int, dict[str, object]]:
     from hyperguard.api.app import create_app, offline_dependencies
-    from hyperguard.twin.api_gateway import ApiGatewayProxy
+    from hyperguard_twin.api_gateway import ApiGatewayProxy
 
     app = create_app(offline_dependencies(teams=NoGrants(), admin_principals=frozenset({ADMIN})))
     event = ApiGatewayProxy(lambda e: e, ["/plan"]).event(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hyperguard.twin.report import CHARTS_META, render_report, write_report
+from hyperguard_twin.report import CHARTS_META, render_report, write_report
 
 ALL_CHARTS = {
     "chart-recoveries",

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 
 from hyperguard.cluster.workloads import replica_index
-from hyperguard.twin.cloud.logs import cri_line
+from hyperguard_twin.cloud.logs import cri_line
 
 
 def test_a_replica_is_an_indexed_jobs_completion_index_or_the_operators_name_suffix() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import tomllib
@@ -157,7 +158,32 @@ def test_the_layer_is_built_by_the_shared_makefile_without_the_operator_side() -
     assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
     makefile = (ROOT / "shared" / "Makefile").read_text()
     assert "build-HyperGuardLayer:" in makefile
-    assert "OPERATOR_SIDE := hyperguard/cli hyperguard/twin hyperguard/tools" in makefile
+    assert "OPERATOR_SIDE := hyperguard/cli hyperguard/tools" in makefile
+    # the twin is not in the library the layer is built from at all (twin/, D158)
+    assert not (ROOT / "shared" / "hyperguard" / "twin").exists()
+
+
+def _packages(project: Path) -> list[str]:
+    """The packages a project's wheel holds, found as setuptools' `packages.find` finds
+    them: folders with an __init__.py under `where`, kept when a name matches `include`."""
+    find = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["setuptools"]
+    where = project / find["packages"]["find"]["where"][0]
+    names = [".".join(i.parent.relative_to(where).parts) for i in where.rglob("__init__.py")]
+    include = find["packages"]["find"]["include"]
+    return sorted(n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in include))
+
+
+def test_the_product_wheel_holds_no_twin_module_and_the_twin_is_its_own() -> None:
+    product = _packages(ROOT)
+    assert {"hyperguard", "hyperguard.cli", "hyperguard.governance"} <= set(product)
+    assert [p for p in product if "twin" in p] == []
+    twin = _packages(ROOT / "twin")
+    assert {"hyperguard_twin", "hyperguard_twin.cloud", "hyperguard_twin.plane"} <= set(twin)
+    assert all(p.startswith("hyperguard_twin") for p in twin)
+    project = tomllib.loads((ROOT / "twin" / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["hyperguard.cli"] == {
+        "twin": "hyperguard_twin.commands:add_parsers"
+    }
 
 
 def test_schedules_reach_their_functions_through_queues_with_retries_and_a_dlq() -> None:

@@ -9,10 +9,10 @@ import re
 from datetime import datetime, timedelta
 from typing import cast
 
-from hyperguard.twin.clock import ManualClock
-from hyperguard.twin.cloud.core import World
-from hyperguard.twin.ids import hyperpod_cluster_arn, hyperpod_cluster_id
-from hyperguard.twin.plane.kube import KubeClient
+from hyperguard_twin.clock import ManualClock
+from hyperguard_twin.cloud.core import World
+from hyperguard_twin.ids import hyperpod_cluster_arn, hyperpod_cluster_id
+from hyperguard_twin.plane.kube import KubeClient
 
 
 def test_the_cluster_has_a_hyperpod_id_of_twelve() -> None:

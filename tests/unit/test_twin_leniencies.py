@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from hyperguard.cli import main as cli
-from hyperguard.twin.leniencies import LENIENCIES
+from hyperguard_twin.leniencies import LENIENCIES
 
 
 class TwinStatus:

@@ -12,10 +12,10 @@ import pytest
 from tests.conftest import EVENTS, load_event
 
 from hyperguard.events import classify
-from hyperguard.twin.emulator import substitute
-from hyperguard.twin.inject import InjectError, put_entry, retarget
-from hyperguard.twin.plane import plane
-from hyperguard.twin.telemetry import emf_metrics
+from hyperguard_twin.emulator import substitute
+from hyperguard_twin.inject import InjectError, put_entry, retarget
+from hyperguard_twin.plane import plane
+from hyperguard_twin.telemetry import emf_metrics
 
 TARGET = "i-0fedcba9876543210"
 FIXTURES = sorted(p.stem for p in EVENTS.glob("*.json"))

@@ -34,6 +34,7 @@ from hyperguard.cli.output import (
     EXIT_USAGE,
     CliError,
     print_json,
+    say,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -165,7 +166,13 @@ def _command_plugins() -> list[Callable[..., None]]:
     an `add_parsers(groups, service_options, service)`. The twin's `twin` group is one."""
     from importlib.metadata import entry_points
 
-    return [entry.load() for entry in entry_points(group="hyperguard.cli")]
+    plugins = []
+    for entry in entry_points(group="hyperguard.cli"):
+        try:
+            plugins.append(entry.load())
+        except (ImportError, AttributeError) as exc:  # a broken install: the rest still work
+            say(f"hyperguard: the {entry.name!r} commands ({entry.value}) did not load: {exc}")
+    return plugins
 
 
 def build_parser() -> argparse.ArgumentParser:

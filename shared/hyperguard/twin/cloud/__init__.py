@@ -1,2 +1,0 @@
-"""The simulated cloud's controllers: one per system that has no open-source original
-(`hyperguard.twin.cluster` is their façade)."""
