@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests.e2e.scenario_cli import run_cli
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard_twin.browser import chromium, rendered_charts
 
 
@@ -51,7 +51,7 @@ def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -
     # this one-failure smoke is within that (37.4 against 33.3 minutes in one run on CI's
     # 2-core machine). BENCHMARKS.md has the full game day.
     assert max(downtime["elastic_shrink"], downtime["hot_spare"]) < downtime["wait_for_repair"]
-    assert result["modelled"]["job_restart_s"] == planner.RESUME_S
+    assert result["modelled"]["job_restart_s"] == planning.RESUME_S
     if chromium() is not None or os.environ.get("CI"):
         rendered = rendered_charts(report)
         assert rendered["chart-gameday"] == 2 and rendered["chart-tradeoff"] == 4

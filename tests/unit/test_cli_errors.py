@@ -401,7 +401,7 @@ sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("module", ["pydantic", "boto3", "hyperguard.planner"])
+@pytest.mark.parametrize("module", ["pydantic", "boto3", "hyperguard.planning"])
 def test_ctrl_c_while_the_cli_loads_is_one_line_and_exit_130(module: str) -> None:
     """The heavy imports (most of the first second) happen after the handler is in place."""
     command = ["plan", "mtbf", "--sizes", "8", "--rates", "0.001", "--json"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.unit.test_cli_views import incident as gpu_incident
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard_twin.cluster import Progress
 from hyperguard_twin.gameday import _idle, failures, nodes_for, spares_for
 from hyperguard_twin.story import PHASE_OF_STATE, Phase, phases
@@ -69,7 +69,7 @@ def test_failures_are_a_seeded_poisson_process_at_the_planners_rate() -> None:
     assert drawn == failures(256, 0.0005, 30, seed=7)
     assert all(0 <= f.hour < 30 * 24 and 0 <= f.cycle < 1 for f in drawn)
     assert [f.hour for f in drawn] == sorted(f.hour for f in drawn)
-    expected = planner.failures_per_hour(256, 0.0005) * 30 * 24  # 92.16
+    expected = planning.failures_per_hour(256, 0.0005) * 30 * 24  # 92.16
     counts = [len(failures(256, 0.0005, 30, seed=s)) for s in range(200)]
     # Poisson: mean and variance both λ; 200 draws put the mean within ±2 of it
     assert statistics.fmean(counts) == pytest.approx(expected, abs=2)
@@ -113,7 +113,7 @@ def test_measured_and_formula_goodput_charge_the_same_failures() -> None:
     assert summary["goodput_pct"] < summary["formula_goodput_pct"]
     wall_min = days * 24 * 60
     assert summary["formula_goodput_pct"] == round(100 * (1 - 2 * formula / wall_min), 3)
-    expected = planner.failures_per_hour(instances, rate) * days * 24
+    expected = planning.failures_per_hour(instances, rate) * days * 24
     assert round(expected, 2) == 3.07
     assert summary["formula_goodput_at_expected_failures_pct"] == round(
         100 * (1 - expected * formula / wall_min), 3

@@ -18,7 +18,7 @@ from hyperguard.api.models import IncidentBadput, JobGoodput
 from hyperguard.cli import main as cli
 from hyperguard.cli import views as views_cli
 from hyperguard.models import Checkpoint, Incident, Job, JobStatus
-from hyperguard.models.incidents import ProtectedJob
+from hyperguard.models.incidents import PHASES, ProtectedJob, incident_phases
 from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
 
 D = datetime(2025, 3, 3, tzinfo=UTC)
@@ -280,29 +280,29 @@ def test_a_fault_still_being_recovered_loses_until_now() -> None:
 
 
 def test_incident_phases_missing_and_drain_without_repair() -> None:
-    assert views.incident_phases(FULL_TIMINGS) == {
+    assert incident_phases(FULL_TIMINGS) == {
         "detect": 60.0,
         "cordon_drain": 240.0,
         "repair": 600.0,
         "resume": 60.0,
     }
     drain = {"signal_to_detected_s": 30.0, "signal_to_resumed_s": 600.0}
-    assert views.incident_phases(drain) == {
+    assert incident_phases(drain) == {
         "detect": 30.0,
         "cordon_drain": 570.0,
         "repair": None,
         "resume": None,
     }
     repairing = {"signal_to_detected_s": 30.0, "signal_to_repair_requested_s": 100.0}
-    assert views.incident_phases(repairing) == {
+    assert incident_phases(repairing) == {
         "detect": 30.0,
         "cordon_drain": 70.0,
         "repair": None,
         "resume": None,
     }
-    assert views.incident_phases({}) == dict.fromkeys(views.PHASES)
+    assert incident_phases({}) == dict.fromkeys(PHASES)
     backwards = {"signal_to_repair_requested_s": 100.0, "signal_to_healthy_s": 50.0}
-    assert views.incident_phases(backwards)["repair"] == 0.0
+    assert incident_phases(backwards)["repair"] == 0.0
 
 
 def _job(job_id: str, team: str, gpus: int, wall: float, holding: float, productive: float) -> Any:

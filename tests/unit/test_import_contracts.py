@@ -46,13 +46,11 @@ def test_every_import_keeps_the_contracts(
     assert status == EXIT_STATUS_SUCCESS, capsys.readouterr().out
 
 
-def test_the_planner_loads_no_store_adapter_or_sdk() -> None:
+def test_the_pass_decisions_load_no_store_adapter_or_sdk() -> None:
     """What the contracts say, as the interpreter does it: importing the scheduling pass's
-    planner, with the library alone on the path as in the Lambda layer, loads no boto3,
+    decisions, with the library alone on the path as in the Lambda layer, loads no boto3,
     botocore, store, cluster adapter or messaging module."""
-    probe = (
-        "import json, sys, hyperguard.governance.planner\nprint(json.dumps(sorted(sys.modules)))"
-    )
+    probe = "import json, sys, hyperguard.governance.decide\nprint(json.dumps(sorted(sys.modules)))"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     answer = subprocess.run(
         [sys.executable, "-c", probe],
@@ -64,4 +62,4 @@ def test_the_planner_loads_no_store_adapter_or_sdk() -> None:
     loaded = json.loads(answer.stdout)
     heavy = ("boto3", "botocore", "hyperguard.store", "hyperguard.cluster", "hyperguard.messaging")
     assert [m for m in loaded if m.startswith(heavy)] == []
-    assert "hyperguard.governance.planner" in loaded
+    assert "hyperguard.governance.decide" in loaded

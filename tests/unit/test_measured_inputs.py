@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard.models import Incident, Node
 from hyperguard.models.incidents import JOB_STALLED
 from hyperguard.models.signals import Repair
@@ -99,14 +99,14 @@ def test_too_few_incidents_fall_back_to_the_published_figures_labelled() -> None
     incidents = [incident(n, "i-00", 1200) for n in range(MIN_INCIDENTS - 1)]
     inputs = deployment_inputs(incidents, FLEET, START, END)
     assert inputs.failure_rate.source == "published"
-    assert inputs.failure_rate.value == planner.PUBLISHED_RATE
+    assert inputs.failure_rate.value == planning.PUBLISHED_RATE
     assert inputs.failure_rate.incidents == MIN_INCIDENTS - 1
     assert inputs.downtime_min.source == "published"
     assert inputs.downtime_min.value == PUBLISHED_DOWNTIME_MIN
     as_json = to_json(inputs)
     assert as_json["min_incidents"] == MIN_INCIDENTS
     assert as_json["failure_rate"] == {
-        "value": planner.PUBLISHED_RATE,
+        "value": planning.PUBLISHED_RATE,
         "source": "published",
         "incidents": MIN_INCIDENTS - 1,
     }

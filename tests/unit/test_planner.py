@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from hyperguard import planner
-from hyperguard.planner import PlanInputError, PlanInputs
+from hyperguard import planning
+from hyperguard.planning import PlanInputError, PlanInputs
 
 PUBLISHED = PlanInputs(
     instances=256,  # ml.p5.48xlarge
@@ -37,7 +37,7 @@ def test_the_published_example() -> None:
     improvement = 1 - 220.8116 / 324.9783 = 32.0534 %; days saved = 104.1667 = 2,500 h.
     cost saved = 2,500 h * 2,048 GPUs * $5 = $25,600,000.
     """
-    result = planner.plan(PUBLISHED)
+    result = planning.plan(PUBLISHED)
     assert result["mtbf_hours"] == 7.8125
     assert result["expected_failures"] == 625
     assert result["compute_days"] == pytest.approx(203.4505, abs=1e-4)
@@ -55,7 +55,7 @@ def test_each_strategys_downtime_is_the_published_components_plus_the_measured_o
     wait_for_repair 92.4 + 900 + 1,410 = 2,402.4 s = 40.04 min (the published 40 min),
     hot_spare 92.4 + 1,410 = 25.04 min, move 92.4 + 300 + 1,410 = 30.04 min,
     elastic_shrink 92.4 + 2 * 300 + 900 / 256 = 696.9156 s = 11.599 min."""
-    strategies = planner.plan(PUBLISHED)["strategies"]
+    strategies = planning.plan(PUBLISHED)["strategies"]
     assert {name: s["downtime_min"] for name, s in strategies.items()} == {
         "wait_for_repair": 40.04,
         "hot_spare": 25.04,
@@ -65,11 +65,11 @@ def test_each_strategys_downtime_is_the_published_components_plus_the_measured_o
     # 625 failures * 25.04 min = 15,650 min = 10.8681 days; 1 - 214.3186 / 324.9783
     assert strategies["hot_spare"]["days_lost"] == pytest.approx(10.8681, abs=1e-4)
     assert strategies["hot_spare"]["improvement_pct"] == pytest.approx(34.0514, abs=1e-3)
-    assert "elastic_shrink" not in planner.strategy_downtimes(1)  # nothing keeps training
+    assert "elastic_shrink" not in planning.strategy_downtimes(1)  # nothing keeps training
 
 
 def test_the_tradeoff_is_the_share_of_time_lost_per_size() -> None:
-    curves = planner.tradeoff([16, 256], 0.0005)["strategies"]
+    curves = planning.tradeoff([16, 256], 0.0005)["strategies"]
     assert isinstance(curves, dict)
     # 16 * 0.0005 failures/h * 40.04/60 h = 0.005339 of compute time lost; / (1 + it)
     assert curves["wait_for_repair"]["pct_time_lost"][0] == pytest.approx(0.5310, abs=1e-3)
@@ -83,22 +83,22 @@ def test_the_tradeoff_is_the_share_of_time_lost_per_size() -> None:
 
 
 def test_each_formula() -> None:
-    assert planner.failures_per_hour(256, 0.0005) == pytest.approx(0.128)
-    assert planner.mtbf_hours(16, 0.001) == pytest.approx(62.5)
-    assert planner.compute_days(48_000, 10, 8) == pytest.approx(25)
-    assert planner.days_lost(25, 0.5, 30) == pytest.approx(6.25)  # 25 * 0.5 * 0.5 h
-    assert planner.improvement(75, 100) == pytest.approx(0.25)
-    assert planner.cost_saved(2, 80, 3) == pytest.approx(2 * 24 * 80 * 3)
+    assert planning.failures_per_hour(256, 0.0005) == pytest.approx(0.128)
+    assert planning.mtbf_hours(16, 0.001) == pytest.approx(62.5)
+    assert planning.compute_days(48_000, 10, 8) == pytest.approx(25)
+    assert planning.days_lost(25, 0.5, 30) == pytest.approx(6.25)  # 25 * 0.5 * 0.5 h
+    assert planning.improvement(75, 100) == pytest.approx(0.25)
+    assert planning.cost_saved(2, 80, 3) == pytest.approx(2 * 24 * 80 * 3)
 
 
 def test_a_downtime_above_the_baseline_is_a_negative_improvement() -> None:
     slower = PlanInputs(16, 8, 0.001, 10_000, 60, 30, 2)
-    result = planner.plan(slower)
+    result = planning.plan(slower)
     assert result["improvement_pct"] < 0 and result["days_saved"] < 0
 
 
 def test_mtbf_grid_rounds_up_without_float_noise() -> None:
-    grid = planner.mtbf_grid([4, 8, 256, 2048], [0.0001, 0.0005, 0.00001])
+    grid = planning.mtbf_grid([4, 8, 256, 2048], [0.0001, 0.0005, 0.00001])
     assert grid["sizes"] == [4, 8, 256, 2048]
     # 1 / (4 * 0.0001) is 2499.9999999999995 in floating point: still 2500, not 2501
     assert grid["grid"] == {
@@ -109,40 +109,40 @@ def test_mtbf_grid_rounds_up_without_float_noise() -> None:
 
 
 def test_reduction_grid_is_the_improvement_whatever_the_gpu_hours() -> None:
-    grid = planner.reduction_grid([16, 256], [0.0005], 40, 280)
+    grid = planning.reduction_grid([16, 256], [0.0005], 40, 280)
     assert grid == {"sizes": [16, 256], "grid": {"0.0005": [3.08, 32.05]}}
     rows = grid["grid"]
     assert isinstance(rows, dict)
-    assert rows["0.0005"][1] == round(planner.plan(PUBLISHED)["improvement_pct"], 2)
+    assert rows["0.0005"][1] == round(planning.plan(PUBLISHED)["improvement_pct"], 2)
 
 
 def test_hot_spares_keep_the_shortfall_below_the_target() -> None:
     # the example: λ = 256 * 0.0005 * 15 / 60 = 0.032; P(N > 0) = 3.1 % > 1 %,
     # P(N > 1) = 1 - e^-λ (1 + λ) = 0.050 % < 1 %
-    assert planner.hot_spares(256, 0.0005, 15, 0.01) == 1
-    assert planner.shortfall_probability(0, 0.032) == pytest.approx(1 - math.exp(-0.032))
-    assert planner.shortfall_probability(1, 0.032) == pytest.approx(0.000501, abs=1e-6)
-    result = planner.plan(PUBLISHED)
+    assert planning.hot_spares(256, 0.0005, 15, 0.01) == 1
+    assert planning.shortfall_probability(0, 0.032) == pytest.approx(1 - math.exp(-0.032))
+    assert planning.shortfall_probability(1, 0.032) == pytest.approx(0.000501, abs=1e-6)
+    result = planning.plan(PUBLISHED)
     assert result["hot_spares"] == 1
     assert result["hot_spares_shortfall_probability"] == pytest.approx(0.000501)
-    assert planner.hot_spares(256, 0.0005, 15, 0.0001) == 2
-    assert planner.hot_spares(1, 0.0001, 1, 0.5) == 0
+    assert planning.hot_spares(256, 0.0005, 15, 0.0001) == 2
+    assert planning.hot_spares(1, 0.0001, 1, 0.5) == 0
 
 
 def test_hot_spares_for_a_huge_expected_count_neither_underflow_nor_exceed_the_cluster() -> None:
     # λ = 2,000 (e^-λ underflows to 0): about λ + 2.33 √λ spares for 1 %
-    spares = planner.hot_spares(20_000, 0.1, 60, 0.01)
+    spares = planning.hot_spares(20_000, 0.1, 60, 0.01)
     assert 2_000 + 2.2 * math.sqrt(2_000) < spares < 2_000 + 2.5 * math.sqrt(2_000)
-    assert planner.hot_spares(4, 1.0, 600, 0.01) == 4
+    assert planning.hot_spares(4, 1.0, 600, 0.01) == 4
 
 
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
         ({"instances": 0}, "instances"),
-        ({"instances": planner.MAX_INSTANCES + 1}, "instances"),
+        ({"instances": planning.MAX_INSTANCES + 1}, "instances"),
         ({"gpus_per_instance": 0}, "gpus_per_instance"),
-        ({"gpus_per_instance": planner.MAX_GPUS + 1}, "gpus_per_instance"),
+        ({"gpus_per_instance": planning.MAX_GPUS + 1}, "gpus_per_instance"),
         ({"failure_rate": 0}, "failure_rate"),
         ({"failure_rate": 1.01}, "failure_rate"),
         ({"failure_rate": math.nan}, "failure_rate"),
@@ -167,7 +167,7 @@ def test_inputs_out_of_range_name_their_field(fields: dict[str, float], field: s
     ("sizes", "rates", "field"),
     [
         ([], [0.001], "sizes"),
-        (list(range(1, planner.MAX_GRID + 2)), [0.001], "sizes"),
+        (list(range(1, planning.MAX_GRID + 2)), [0.001], "sizes"),
         ([4, 4], [0.001], "sizes"),
         ([0], [0.001], "sizes"),
         ([4], [0.001, 0.001], "rates"),
@@ -176,8 +176,8 @@ def test_inputs_out_of_range_name_their_field(fields: dict[str, float], field: s
 )
 def test_grids_refuse_bad_lists(sizes: list[int], rates: list[float], field: str) -> None:
     grids: tuple[Callable[[], object], ...] = (
-        lambda: planner.mtbf_grid(sizes, rates),
-        lambda: planner.reduction_grid(sizes, rates, 40, 280),
+        lambda: planning.mtbf_grid(sizes, rates),
+        lambda: planning.reduction_grid(sizes, rates, 40, 280),
     )
     for grid in grids:
         with pytest.raises(PlanInputError) as caught:
@@ -189,7 +189,7 @@ def test_the_planner_imports_nothing_heavy() -> None:
     import subprocess
     import sys
 
-    code = "import sys, hyperguard.planner; print(sorted(m for m in sys.modules if 'boto' in m))"
+    code = "import sys, hyperguard.planning; print(sorted(m for m in sys.modules if 'boto' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -224,7 +224,7 @@ def _post_plan(body: str, principal: str = ADMIN) -> tuple[int, dict[str, object
 def test_post_plan_answers_what_the_cli_prints() -> None:
     status, body = _post_plan(json.dumps(PUBLISHED.__dict__))
     assert status == 200
-    assert body == planner.plan(PUBLISHED)
+    assert body == planning.plan(PUBLISHED)
 
 
 @pytest.mark.parametrize(

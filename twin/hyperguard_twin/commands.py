@@ -531,7 +531,7 @@ def add_parsers(
 ) -> None:
     """The `twin` command group (the `hyperguard.cli` entry point): `service` reaches the
     stack --endpoint/--stack name, as for every other command."""
-    from hyperguard.planner import MAX_INSTANCES, MIN_RATE
+    from hyperguard.planning import MAX_INSTANCES, MIN_RATE
 
     twin = add_group(groups, "twin", "the local twin")
     for name, func, text in (

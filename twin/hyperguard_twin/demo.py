@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard.cli.executions import execution_states, history
 from hyperguard.events import ClassifyConfig, classify
 from hyperguard.store import IncidentStore
@@ -416,7 +416,7 @@ def report_data(result: dict[str, Any]) -> dict[str, Any]:
         "jobs": result["job_outcomes"],
         "gpu_use": result["gpu_use"],
         "executions": result["recovery_executions"],
-        "tradeoff": tradeoff(planner.PUBLISHED_RATE),
+        "tradeoff": tradeoff(planning.PUBLISHED_RATE),
         "next_steps": result.get("next_steps", NEXT_STEPS),
     }
 
@@ -426,15 +426,15 @@ TRADEOFF_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 
 def tradeoff(rate: float) -> dict[str, Any]:
     """The planner's trade-off curves for the report, with what they rest on."""
-    return planner.tradeoff(TRADEOFF_SIZES, rate) | {
+    return planning.tradeoff(TRADEOFF_SIZES, rate) | {
         "inputs": {
             "failure rate per instance-hour": rate,
             "component times (s)": (
-                f"detect {planner.DETECT_S:g}, replace {planner.REPLACE_S:g}, resume "
-                f"{planner.RESUME_S:g}, rescale {planner.RESCALE_S:g}, provision "
-                f"{planner.PROVISION_S:g}"
+                f"detect {planning.DETECT_S:g}, replace {planning.REPLACE_S:g}, resume "
+                f"{planning.RESUME_S:g}, rescale {planning.RESCALE_S:g}, provision "
+                f"{planning.PROVISION_S:g}"
             ),
-            "HyperGuard overhead (s, measured)": planner.HYPERGUARD_OVERHEAD_S,
+            "HyperGuard overhead (s, measured)": planning.HYPERGUARD_OVERHEAD_S,
         }
     }
 

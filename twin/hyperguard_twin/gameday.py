@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard.cli.executions import execution_states, history
 from hyperguard.models.incidents import Incident
 from hyperguard.store import IncidentStore
@@ -59,8 +59,8 @@ from hyperguard_twin.story import phases
 STRATEGIES = ("auto", "wait_for_repair", "hot_spare", "elastic_shrink")
 GAMEDAY_TIMINGS = SimTimings(
     replace_s=940.0,  # HyperPod's published P90 (903-981 s), as the twin's default
-    job_restart_s=planner.RESUME_S,
-    rescale_s=planner.RESCALE_S,
+    job_restart_s=planning.RESUME_S,
+    rescale_s=planning.RESCALE_S,
 )
 MAX_DAYS = 365
 MAX_MEASURED = 50
@@ -80,7 +80,7 @@ class Failure:
 def failures(instances: int, rate: float, days: float, seed: int) -> list[Failure]:
     """Poisson arrivals over the period (exponential gaps, mean MTBF hours)."""
     rng = random.Random(seed)
-    per_hour = planner.failures_per_hour(instances, rate)
+    per_hour = planning.failures_per_hour(instances, rate)
     arrivals, hour = [], rng.expovariate(per_hour)
     while hour < days * 24:
         arrivals.append(Failure(hour, rng.random()))
@@ -109,8 +109,8 @@ def run(
 ) -> dict[str, Any]:
     """The gameday on a twin started with `nodes_for(strategies)` HyperPod nodes, no seeded
     jobs and GAMEDAY_TIMINGS. `step(what)` is told as each stage begins (a progress bar)."""
-    planner.check_size("instances", instances)
-    planner.check_rate("failure_rate", failure_rate)
+    planning.check_size("instances", instances)
+    planning.check_rate("failure_rate", failure_rate)
     arrivals = failures(instances, failure_rate, days, seed)
     spares = spares_for(strategies)
     configure(twin, strategies, hot_spares=spares)
@@ -138,7 +138,7 @@ def run(
         },
         "failures": len(arrivals),
         "expected_failures": round(
-            planner.failures_per_hour(instances, failure_rate) * days * 24, 2
+            planning.failures_per_hour(instances, failure_rate) * days * 24, 2
         ),
         "measured_failures": min(measure, len(arrivals)),
         "strategies": results,
@@ -326,7 +326,7 @@ def _summary(
     scheduling = max(0.0, 1 - count * short / wall_min)
     goodput = max(0.0, 1 - count * downtime / wall_min)
     formula = _formula(ledger.subject.strategy)
-    expected = planner.failures_per_hour(instances, rate) * wall_min / 60
+    expected = planning.failures_per_hour(instances, rate) * wall_min / 60
     return {
         "team": ledger.subject.team,
         "job_id": ledger.subject.job_id,
@@ -354,7 +354,7 @@ def _formula(strategy: str) -> float:
     """The planner's downtime per failure for the strategy, at the twin job's size (like
     for like: an elastic job of FULL nodes loses 1/FULL of itself, not 1/instances); auto:
     the least of the strategies the twin's job can take."""
-    downtimes = planner.strategy_downtimes(FULL)
+    downtimes = planning.strategy_downtimes(FULL)
     if strategy == "auto":
         return min(downtimes[s] for s in ("wait_for_repair", "hot_spare", "elastic_shrink"))
     if strategy not in downtimes:

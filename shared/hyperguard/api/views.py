@@ -68,6 +68,7 @@ from hyperguard.models.governance import (
     accelerator_share,
     instance_amount,
 )
+from hyperguard.models.incidents import PHASES, incident_phases
 from hyperguard.models.jobs import TERMINAL_STATUSES
 from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.policies.burst import BurstPolicy, added_by_burst, is_burst, price_key
@@ -448,7 +449,6 @@ RUNS_AGAIN = frozenset(
     {JobEvent.RESTARTED, JobEvent.RELOCATED, JobEvent.RELEASED, JobEvent.SHRUNK, JobEvent.GROWN}
 )
 """After a fault, the job runs again (or recovery is done with it) at the first of these."""
-PHASES = ("detect", "cordon_drain", "repair", "resume")
 
 Interval = tuple[datetime, datetime]
 
@@ -558,32 +558,6 @@ def lost_intervals(
             )
         lost.append((since, until))
     return _union(lost)
-
-
-def incident_phases(timings: Mapping[str, float]) -> dict[str, float | None]:
-    """Seconds of each recovery phase from an incident's `timings` (seconds from the first
-    signal); None where a milestone is missing. Out-of-order milestones count 0."""
-    detected, requested, healthy, resumed = (
-        timings.get(f"signal_to_{m}_s")
-        for m in ("detected", "repair_requested", "healthy", "resumed")
-    )
-
-    def span(begin: float | None, end: float | None) -> float | None:
-        return None if begin is None or end is None else max(float(end) - float(begin), 0.0)
-
-    if requested is None:  # a drain, or a node that came back on its own: no repair
-        return {
-            "detect": span(0.0, detected),
-            "cordon_drain": span(detected, resumed),
-            "repair": None,
-            "resume": None,
-        }
-    return {
-        "detect": span(0.0, detected),
-        "cordon_drain": span(detected, requested),
-        "repair": span(requested, healthy),
-        "resume": span(healthy, resumed),
-    }
 
 
 def _gpu_min(seconds: float | None, gpus: int) -> float | None:

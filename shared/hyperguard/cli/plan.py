@@ -1,4 +1,4 @@
-"""`hyperguard plan`: what failures cost a training run (hyperguard.planner), offline.
+"""`hyperguard plan`: what failures cost a training run (hyperguard.planning), offline.
 
 `plan` with its options computes one run (with `--from-deployment`, at the failure rate and
 downtime the deployment's own incidents measured); `plan mtbf` and `plan reduction` print grids
@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard.cli import options
 from hyperguard.cli.output import print_json, print_renderable, print_table, table
 from hyperguard.planning import MIN_INCIDENTS
@@ -46,7 +46,7 @@ def _checked[N: (int, float)](
     def argument(text: str) -> N:
         try:
             return check("", parse(text))
-        except planner.PlanInputError as exc:  # in the words the user typed: "1e7", not 1e+07
+        except planning.PlanInputError as exc:  # in the words the user typed: "1e7", not 1e+07
             raise argparse.ArgumentTypeError(f"{text} {exc.reason}") from None
 
     return argument
@@ -64,8 +64,8 @@ def _listed[N: (int, float)](
             raise argparse.ArgumentTypeError(f"{text!r} has an empty value")
         values = [one(item) for item in items]
         try:
-            planner.check_list("", values, check)
-        except planner.PlanInputError as exc:
+            planning.check_list("", values, check)
+        except planning.PlanInputError as exc:
             raise argparse.ArgumentTypeError(exc.message) from None
         return values
 
@@ -73,12 +73,12 @@ def _listed[N: (int, float)](
 
 
 def _bounded(low: float, high: float, *, low_open: bool) -> Callable[[str, float], float]:
-    return lambda field, value: planner.check_range(field, value, low, high, low_open=low_open)
+    return lambda field, value: planning.check_range(field, value, low, high, low_open=low_open)
 
 
-SIZE = _checked(options.whole, planner.check_size)
-RATE = _checked(_number, planner.check_rate)
-DOWNTIME = _checked(_number, planner.check_downtime)
+SIZE = _checked(options.whole, planning.check_size)
+RATE = _checked(_number, planning.check_rate)
+DOWNTIME = _checked(_number, planning.check_downtime)
 
 
 # ---- commands -----------------------------------------------------------------------------
@@ -99,12 +99,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if missing:
         parser.error(f"missing {', '.join(missing)}")
     try:
-        inputs = planner.PlanInputs(
+        inputs = planning.PlanInputs(
             **given, replacement_min=args.replacement_min, target=args.target
         )
-    except planner.PlanInputError as exc:
+    except planning.PlanInputError as exc:
         parser.error(str(exc))
-    result = planner.plan(inputs)
+    result = planning.plan(inputs)
     if measured is not None:
         result["inputs"] = measured
     if args.json:
@@ -132,7 +132,7 @@ def _deployment_inputs(args: argparse.Namespace) -> dict[str, Any]:
     return measured.to_json(inputs) | {"window_days": args.window_days}
 
 
-def _render_plan(inputs: planner.PlanInputs, result: dict[str, Any]) -> Any:
+def _render_plan(inputs: planning.PlanInputs, result: dict[str, Any]) -> Any:
     gpus = inputs.instances * inputs.gpus_per_instance
     rows = [
         {
@@ -227,7 +227,7 @@ def _grid_command(
         _refuse_plan_options(args)
         try:
             result = compute(args)
-        except planner.PlanInputError as exc:
+        except planning.PlanInputError as exc:
             parser.error(str(exc))
         if args.json:
             print_json(result)
@@ -249,11 +249,11 @@ def _print_grid(result: dict[str, Any], title: str) -> None:
 
 
 cmd_plan_mtbf = _grid_command(
-    lambda a: planner.mtbf_grid(a.sizes, a.rates),
+    lambda a: planning.mtbf_grid(a.sizes, a.rates),
     "cluster MTBF, hours (rounded up)",
 )
 cmd_plan_reduction = _grid_command(
-    lambda a: planner.reduction_grid(
+    lambda a: planning.reduction_grid(
         a.sizes, a.rates, a.reduction_downtime_min, a.reduction_baseline_downtime_min
     ),
     "% of training time saved",
@@ -500,14 +500,14 @@ def _grid_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sizes",
         required=True,
-        type=_listed(options.whole, planner.check_size),
+        type=_listed(options.whole, planning.check_size),
         metavar="N,N,…",
-        help=f"cluster sizes in instances, comma-separated (1 to {planner.MAX_GRID} of them)",
+        help=f"cluster sizes in instances, comma-separated (1 to {planning.MAX_GRID} of them)",
     )
     p.add_argument(
         "--rates",
         required=True,
-        type=_listed(_number, planner.check_rate),
+        type=_listed(_number, planning.check_rate),
         metavar="R,R,…",
         help="failure rates per instance-hour, comma-separated fractions (0.0005 or 0.05%%)",
     )
@@ -529,7 +529,7 @@ def add_plan_parser(
     plan.add_argument("--instances", type=SIZE, metavar="N", help="instances in the cluster")
     plan.add_argument(
         "--gpus-per-instance",
-        type=_checked(options.whole, planner.check_gpus_per_instance),
+        type=_checked(options.whole, planning.check_gpus_per_instance),
         metavar="G",
         help="GPUs per instance (ml.p5.48xlarge: 8)",
     )
@@ -542,7 +542,7 @@ def add_plan_parser(
     plan.add_argument(
         "--gpu-hours",
         type=_checked(
-            _number, _bounded(planner.MIN_GPU_HOURS, planner.MAX_GPU_HOURS, low_open=False)
+            _number, _bounded(planning.MIN_GPU_HOURS, planning.MAX_GPU_HOURS, low_open=False)
         ),
         metavar="H",
         help="GPU-hours the training needs",
@@ -550,25 +550,25 @@ def add_plan_parser(
     _downtime_options(plan)
     plan.add_argument(
         "--gpu-hour-cost",
-        type=_checked(_number, _bounded(0, planner.MAX_GPU_HOUR_COST, low_open=False)),
+        type=_checked(_number, _bounded(0, planning.MAX_GPU_HOUR_COST, low_open=False)),
         metavar="C",
         help="price of one GPU-hour, USD",
     )
     plan.add_argument(
         "--replacement-min",
-        type=_checked(_number, _bounded(0, planner.MAX_DOWNTIME_MIN, low_open=True)),
-        default=planner.PUBLISHED_REPLACEMENT_MIN,
+        type=_checked(_number, _bounded(0, planning.MAX_DOWNTIME_MIN, low_open=True)),
+        default=planning.PUBLISHED_REPLACEMENT_MIN,
         metavar="M",
         help="minutes to replace a failed node, for the hot spares (default "
-        f"{planner.PUBLISHED_REPLACEMENT_MIN:g}: HyperPod's published time)",
+        f"{planning.PUBLISHED_REPLACEMENT_MIN:g}: HyperPod's published time)",
     )
     plan.add_argument(
         "--target",
-        type=_checked(_number, _bounded(planner.MIN_TARGET, 0.5, low_open=False)),
-        default=planner.DEFAULT_SPARE_TARGET,
+        type=_checked(_number, _bounded(planning.MIN_TARGET, 0.5, low_open=False)),
+        default=planning.DEFAULT_SPARE_TARGET,
         metavar="P",
         help="acceptable chance of running out of hot spares during one replacement "
-        f"(default {planner.DEFAULT_SPARE_TARGET:g})",
+        f"(default {planning.DEFAULT_SPARE_TARGET:g})",
     )
     _deployment_options(plan)
     _json_option(plan)
@@ -655,12 +655,12 @@ def _commitment_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gpus-per-instance",
         dest="commitment_gpus_per_instance",
-        type=options.bounded_int(1, planner.MAX_GPUS),
+        type=options.bounded_int(1, planning.MAX_GPUS),
         default=8,
         metavar="G",
         help="GPUs per instance (default 8: ml.p5.48xlarge)",
     )
-    price = _checked(_number, _bounded(0, planner.MAX_GPU_HOUR_COST, low_open=False))
+    price = _checked(_number, _bounded(0, planning.MAX_GPU_HOUR_COST, low_open=False))
     for name, kind, option in PRICE_OPTIONS:
         p.add_argument(
             option,

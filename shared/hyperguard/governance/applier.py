@@ -1,9 +1,10 @@
-"""The scheduling pass's effects: the planner's intents carried out, in the order the
-service's docstring gives ("Order of effects, and why"), through the job lifecycle (every
-job write a conditional write of `hyperguard.governance.jobs`), the cluster gateway and the
-workflows. The applier decides nothing: it counts what was applied and what was refused
-(`PassResult`), and makes the two guarded re-checks the plan leaves to it (the jobs before
-an idle burst node is released, a burst's output before a HyperPod node it added is).
+"""The scheduling pass's effects: the intents `governance.decide` returns, carried out, in
+the order the service's docstring gives ("Order of effects, and why"), through the job
+lifecycle (every job write a conditional write of `hyperguard.governance.jobs`), the cluster
+gateway and the workflows. The applier decides nothing: it counts what was applied and what
+was refused (`PassResult`), and makes the two guarded re-checks the plan leaves to it (the
+jobs before an idle burst node is released, a burst's output before a HyperPod node it added
+is).
 """
 
 from __future__ import annotations

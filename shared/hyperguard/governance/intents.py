@@ -1,4 +1,4 @@
-"""What a scheduling pass decided: the typed intents `hyperguard.governance.planner` returns
+"""What a scheduling pass decided: the typed intents `hyperguard.governance.decide` returns
 and `hyperguard.governance.applier` carries out. Plain frozen data; each names the job (or
 claim) it is about and everything its write or cluster call needs, so that the applier
 decides nothing.

@@ -1,8 +1,9 @@
-"""The planner's running accounts, as values: which node has how many accelerators free
-(`Occupancy`), and what each team's jobs cost and hold on burst capacity (`BurstSpend`).
+"""The pass's running accounts, as values (`governance.decide` threads them): which node has
+how many accelerators free (`Occupancy`), and what each team's jobs cost and hold on burst
+capacity (`BurstSpend`).
 
 Each decision that takes or gives back capacity returns a new value, so that a trial (an
-admission with its victims) is a value the planner keeps or drops, and nothing is mutated
+admission with its victims) is a value the decision keeps or drops, and nothing is mutated
 behind another decision's back.
 """
 

@@ -1,12 +1,13 @@
 """What one scheduling pass reads, before it decides anything: the pass's snapshot
 (`hyperguard.governance.snapshot.PassSnapshot`).
 
-`SnapshotReader.read` makes every read the planner's decisions need, in one go, after the
-pass took its lease: the repair and burst policies, the active jobs (and those the wake-ups
-named), the cluster's nodes and runs, the newer checkpoints of running jobs, the records of
-ended jobs whose runs still live, HyperPod's instance groups, the node inventory's stand-ins
-for replaced nodes, the lemon slots, the quotas and the scheduler config, and the burst
-claims. Nothing here decides; `hyperguard.governance.planner` does, from the snapshot alone.
+`SnapshotReader.read` makes every read the pass's decisions (`governance.decide`) need, in
+one go, after the pass took its lease: the repair and burst policies, the active jobs (and
+those the wake-ups named), the cluster's nodes and runs, the newer checkpoints of running
+jobs, the records of ended jobs whose runs still live, HyperPod's instance groups, the node
+inventory's stand-ins for replaced nodes, the lemon slots, the quotas and the scheduler
+config, and the burst claims. Nothing here decides; `hyperguard.governance.decide` does,
+from the snapshot alone.
 
 Three reads stay outside the one snapshot, each for the safety it gives (docs/architecture.md,
 "A scheduling pass"):

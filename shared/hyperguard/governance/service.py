@@ -1,9 +1,9 @@
 """The scheduling pass: take the lease, read a snapshot, plan, apply.
 
     lease ─▶ snapshot (governance.snapshot) ─▶ plan_reconcile ─▶ apply ─▶ re-read what moved
-          ─▶ plan_admission + plan_capacity (governance.planner, pure) ─▶ apply (governance.applier)
+          ─▶ plan_admission + plan_capacity (governance.decide, pure) ─▶ apply (governance.applier)
 
-Every decision is the planner's, from the snapshot alone; every effect is the applier's,
+Every decision is `governance.decide`'s, from the snapshot alone; every effect is the applier's,
 through the job lifecycle (hyperguard.governance.jobs: each job write a conditional write),
 the ClusterGateway and the workflows. The pass plans in two phases because admission must
 see what reconciliation did: the jobs it ended or requeued are read again before admission
@@ -87,13 +87,13 @@ from datetime import datetime
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.cluster.gateway import ClusterGateway
 from hyperguard.governance.applier import CLUSTER_OBJECTS, PassApplier, PassResult
-from hyperguard.governance.jobs import FencedOutError, JobLifecycle
-from hyperguard.governance.planner import (
+from hyperguard.governance.decide import (
     plan_admission,
     plan_capacity,
     plan_reconcile,
     wants_burst,
 )
+from hyperguard.governance.jobs import FencedOutError, JobLifecycle
 from hyperguard.governance.reader import SnapshotReader
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import utcnow

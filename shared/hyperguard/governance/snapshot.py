@@ -1,8 +1,8 @@
 """What one scheduling pass decides from: the pass's snapshot, as values.
 
 `hyperguard.governance.reader.SnapshotReader` reads it at the start of a pass;
-`hyperguard.governance.planner` decides from it alone. This module does no I/O and imports
-no store, adapter or SDK module, so the planner and its tests load none.
+`hyperguard.governance.decide` decides from it alone. This module does no I/O and imports
+no store, adapter or SDK module, so `governance.decide` and its tests load none.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What the cluster reports, as values: a run's phase, a burst's NodeClaim, an instance
 group's size. The cluster adapters (`hyperguard.cluster`) read them from Kubernetes and the
-SageMaker API; the scheduler's pure planner decides from them without loading an adapter."""
+SageMaker API; the scheduling pass's pure decisions (`governance.decide`) are made from them
+without loading an adapter."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -106,3 +107,33 @@ class Incident(BaseModel):
     def about_job(self) -> bool:
         """About a job (JOB_KINDS), not a node: never a node's fault, never its lock."""
         return self.kind in JOB_KINDS
+
+
+PHASES = ("detect", "cordon_drain", "repair", "resume")
+"""The phases of a recovery, as `incident_phases` splits an incident's timings."""
+
+
+def incident_phases(timings: Mapping[str, float]) -> dict[str, float | None]:
+    """Seconds of each recovery phase from an incident's `timings` (seconds from the first
+    signal); None where a milestone is missing. Out-of-order milestones count 0."""
+    detected, requested, healthy, resumed = (
+        timings.get(f"signal_to_{m}_s")
+        for m in ("detected", "repair_requested", "healthy", "resumed")
+    )
+
+    def span(begin: float | None, end: float | None) -> float | None:
+        return None if begin is None or end is None else max(float(end) - float(begin), 0.0)
+
+    if requested is None:  # a drain, or a node that came back on its own: no repair
+        return {
+            "detect": span(0.0, detected),
+            "cordon_drain": span(detected, resumed),
+            "repair": None,
+            "resume": None,
+        }
+    return {
+        "detect": span(0.0, detected),
+        "cordon_drain": span(detected, requested),
+        "repair": span(requested, healthy),
+        "resume": span(healthy, resumed),
+    }

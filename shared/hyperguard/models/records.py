@@ -1,6 +1,6 @@
 """A job as the governance API shows it (`JobRecord`): the job, why it is in its status, its
 history, and what the scheduler recorded about its runs. JobsTable's one writer,
-`hyperguard.store.jobs`, stores it; the scheduler's pure planner decides from it."""
+`hyperguard.store.jobs`, stores it; the scheduling pass decides from it (`governance.decide`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
   signal falls in the window, on instances of that type, / the
   instance-hours of that type in the window (each node from its launch, or the window's start,
   to its retirement, or the window's end); MTBF per instance = 1 / rate;
-- recovery time per phase (hyperguard.api.views.incident_phases: detect, cordon/drain,
+- recovery time per phase (hyperguard.models.incidents.incident_phases: detect, cordon/drain,
   repair, resume) and in total (first signal to resumed, else to healthy), P50 and P90 over
   those incidents, and the mean total: the planner's downtime per failure, because its days
   lost are failures x downtime, an expectation.
@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from hyperguard import planner
-from hyperguard.api.views import incident_phases
+from hyperguard import planning
 from hyperguard.catalogue import ml_name
 from hyperguard.models import Incident, Node
+from hyperguard.models.incidents import incident_phases
 from hyperguard.planning import MIN_INCIDENTS
 
 PUBLISHED_DOWNTIME_MIN = 40.0
@@ -166,9 +166,9 @@ def _busiest(hours: Mapping[str, float]) -> str:
 def _rate(figures: TypeFigures | None) -> PlanFigure:
     count = figures.incidents if figures else 0
     if figures and figures.failure_rate and count >= MIN_INCIDENTS:
-        rate = max(planner.MIN_RATE, min(figures.failure_rate, 1.0))
+        rate = max(planning.MIN_RATE, min(figures.failure_rate, 1.0))
         return PlanFigure(rate, "measured", count)
-    return PlanFigure(planner.PUBLISHED_RATE, "published", count)
+    return PlanFigure(planning.PUBLISHED_RATE, "published", count)
 
 
 def _downtime(figures: TypeFigures | None) -> PlanFigure:

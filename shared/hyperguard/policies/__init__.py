@@ -3,5 +3,5 @@
 
 Below both the data layer and the logic: `hyperguard.store` keeps them and the logic reads
 them, so they import only `hyperguard.models`, `hyperguard.catalogue` and
-`hyperguard.planner`'s published figures (D110).
+`hyperguard.planning`'s published figures (D110).
 """

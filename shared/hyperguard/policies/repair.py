@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard.models.camel import CamelModel
 
 DAY_S = 86_400
@@ -32,23 +32,23 @@ class ComponentTimes(CamelModel):
     figures (replace ≈ 15 min, resume ≈ 23.5 min, root cause ≈ 1.5 min; p5.48xlarge) where
     AWS published one; the rest are stated assumptions."""
 
-    detect_s: float = Field(default=planner.DETECT_S, ge=0, le=DAY_S)
+    detect_s: float = Field(default=planning.DETECT_S, ge=0, le=DAY_S)
     reboot_s: float = Field(
-        default=planner.REBOOT_S,
+        default=planning.REBOOT_S,
         ge=0,
         le=DAY_S,
         description="assumed: a warm reboot of a GPU instance",
     )
-    replace_s: float = Field(default=planner.REPLACE_S, ge=0, le=DAY_S)
-    resume_s: float = Field(default=planner.RESUME_S, ge=0, le=DAY_S)
+    replace_s: float = Field(default=planning.REPLACE_S, ge=0, le=DAY_S)
+    resume_s: float = Field(default=planning.RESUME_S, ge=0, le=DAY_S)
     rescale_s: float = Field(
-        default=planner.RESCALE_S,
+        default=planning.RESCALE_S,
         ge=0,
         le=DAY_S,
         description="assumed: an elastic job's checkpoint-and-restart at a new size, its pods kept",
     )
     provision_s: float = Field(
-        default=planner.PROVISION_S,
+        default=planning.PROVISION_S,
         ge=0,
         le=DAY_S,
         description="assumed: Karpenter launching a GPU node",

@@ -1,5 +1,6 @@
-"""Builders of scheduling-pass snapshots for the planner's tests: nodes, job records, runs,
-and the snapshot itself, all in memory (the planner reads nothing)."""
+"""Builders of scheduling-pass snapshots for the tests of the pass's decisions
+(governance.decide): nodes, job records, runs, and the snapshot itself, all in memory
+(decide reads nothing)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any
 
 from tests.unit.governance.governance_builders import CATALOGUE, CLASSES, P5, quota, scheduler
 
-from hyperguard.governance.intents import AdmissionPlan, CapacityPlan, ReconcilePlan
-from hyperguard.governance.planner import (
+from hyperguard.governance.decide import (
     Ledger,
     plan_admission,
     plan_capacity,
     plan_reconcile,
 )
+from hyperguard.governance.intents import AdmissionPlan, CapacityPlan, ReconcilePlan
 from hyperguard.governance.snapshot import PassSnapshot
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.models.cluster import RunKind, RunPhase, RunStatus

@@ -739,7 +739,7 @@ def test_an_elastic_job_shrunk_then_preempted_for_one_admission_is_one_preemptio
     """Shrinking the elastic job to its minimum frees too little, so it is preempted whole:
     the decisions hold the preemption alone. Both a shrink to 0 and a preemption made the
     planner give the job's nodes back twice, and place 9 GPUs on an 8-GPU node (found by
-    tests/unit/governance/test_pass_planner.py's node property)."""
+    tests/unit/governance/test_pass_decide.py's node property)."""
     elastic = running(job("elastic", "a", 8, replicas=2, min_replicas=1))
     state = cluster([quota("a", 16)], 2, [elastic, job("high", "a", 8, replicas=2, cls="high")])
     decisions = schedule(state)

@@ -17,7 +17,7 @@ from tests.unit.governance.pass_builders import (
     running,
     snapshot,
 )
-from tests.unit.governance.test_pass_planner import claim
+from tests.unit.governance.test_pass_decide import claim
 
 from hyperguard.governance.intents import HandBack, Preemption
 from hyperguard.models import Checkpoint, JobStatus

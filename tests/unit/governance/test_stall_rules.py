@@ -1,6 +1,6 @@
-"""A stalled job's incident (D117), decided by the pass's planner: about the job (no node),
-its id fixed by the job, the run and its last progress, its strategy a requeue whatever the
-job asked for, and nothing for a job that is not stalled."""
+"""A stalled job's incident (D117), decided by the pass (governance.decide): about the job
+(no node), its id fixed by the job, the run and its last progress, its strategy a requeue
+whatever the job asked for, and nothing for a job that is not stalled."""
 
 from __future__ import annotations
 

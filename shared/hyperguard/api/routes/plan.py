@@ -1,4 +1,4 @@
-"""/plan: what failures cost a training run (hyperguard.planner), as `hyperguard plan` prints
+"""/plan: what failures cost a training run (hyperguard.planning), as `hyperguard plan` prints
 it. Computed from the body alone: nothing is read or written."""
 
 from __future__ import annotations
@@ -10,49 +10,51 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from hyperguard import planner
+from hyperguard import planning
 from hyperguard.api.deps import ApiDependencies
 from hyperguard.api.errors import InvalidRequestError
 from hyperguard.api.routes.common import CallerOf, new_router, ok, responses
 
 
 class PlanRequest(BaseModel):
-    """One training run on one cluster; the ranges are hyperguard.planner's."""
+    """One training run on one cluster; the ranges are hyperguard.planning's."""
 
     model_config = ConfigDict(extra="forbid")
 
     instances: StrictInt = Field(
-        ge=1, le=planner.MAX_INSTANCES, description="instances in the cluster"
+        ge=1, le=planning.MAX_INSTANCES, description="instances in the cluster"
     )
-    gpus_per_instance: StrictInt = Field(ge=1, le=planner.MAX_GPUS, description="ml.p5.48xlarge: 8")
+    gpus_per_instance: StrictInt = Field(
+        ge=1, le=planning.MAX_GPUS, description="ml.p5.48xlarge: 8"
+    )
     failure_rate: StrictFloat = Field(
-        ge=planner.MIN_RATE,
+        ge=planning.MIN_RATE,
         le=1,
         description="failures per instance-hour, a fraction: 0.0005 is 0.05 %",
     )
     gpu_hours: StrictFloat = Field(
-        ge=planner.MIN_GPU_HOURS, le=planner.MAX_GPU_HOURS, description="GPU-hours to train"
+        ge=planning.MIN_GPU_HOURS, le=planning.MAX_GPU_HOURS, description="GPU-hours to train"
     )
     downtime_min: StrictFloat = Field(
-        ge=0, le=planner.MAX_DOWNTIME_MIN, description="minutes lost per failure (HyperPod: 40)"
+        ge=0, le=planning.MAX_DOWNTIME_MIN, description="minutes lost per failure (HyperPod: 40)"
     )
     baseline_downtime_min: StrictFloat = Field(
         ge=0,
-        le=planner.MAX_DOWNTIME_MIN,
+        le=planning.MAX_DOWNTIME_MIN,
         description="minutes lost per failure without fast recovery (published: 280)",
     )
     gpu_hour_cost: StrictFloat = Field(
-        ge=0, le=planner.MAX_GPU_HOUR_COST, description="price of one GPU-hour, USD"
+        ge=0, le=planning.MAX_GPU_HOUR_COST, description="price of one GPU-hour, USD"
     )
     replacement_min: StrictFloat = Field(
-        default=planner.PUBLISHED_REPLACEMENT_MIN,
+        default=planning.PUBLISHED_REPLACEMENT_MIN,
         gt=0,
-        le=planner.MAX_DOWNTIME_MIN,
+        le=planning.MAX_DOWNTIME_MIN,
         description="minutes to replace a failed node (HyperPod's published time)",
     )
     target: StrictFloat = Field(
-        default=planner.DEFAULT_SPARE_TARGET,
-        ge=planner.MIN_TARGET,
+        default=planning.DEFAULT_SPARE_TARGET,
+        ge=planning.MIN_TARGET,
         le=0.5,
         description="acceptable chance of running out of hot spares during one replacement",
     )
@@ -61,7 +63,7 @@ class PlanRequest(BaseModel):
 class StrategyPlan(BaseModel):
     downtime_min: float = Field(
         description="whole-job downtime per failure: published component times plus "
-        "HyperGuard's measured overhead (hyperguard.planner.strategy_downtimes)"
+        "HyperGuard's measured overhead (hyperguard.planning.strategy_downtimes)"
     )
     days_lost: float
     improvement_pct: float = Field(description="% less training time than the baseline")
@@ -102,9 +104,9 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     def plan(request: Annotated[PlanRequest, Body()]) -> Response[PlanResult]:
         caller()
         try:
-            inputs = planner.PlanInputs(**request.model_dump())
-        except planner.PlanInputError as exc:  # the model's ranges are the planner's: a guard
+            inputs = planning.PlanInputs(**request.model_dump())
+        except planning.PlanInputError as exc:  # the model's ranges are the planner's: a guard
             raise InvalidRequestError(exc.message, exc.field) from exc
-        return ok(PlanResult.model_validate(planner.plan(inputs)))
+        return ok(PlanResult.model_validate(planning.plan(inputs)))
 
     return router

@@ -1,5 +1,5 @@
-"""The scheduling pass's planner, pure: snapshots in memory, intents out, in milliseconds.
-Then its invariants over random snapshots (hypothesis)."""
+"""The scheduling pass's decisions (governance.decide), pure: snapshots in memory, intents
+out, in milliseconds. Then its invariants over random snapshots (hypothesis)."""
 
 from __future__ import annotations
 
