@@ -68,6 +68,7 @@ from hyperguard.recovery.protection import (
 from hyperguard.recovery.repairers import holds_karpenter_off, repairer
 from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
 from hyperguard.recovery.strategy import measured
+from hyperguard.steps import count_step, step_of
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.history import read_history
@@ -88,10 +89,6 @@ REPAIRING_STATUSES = frozenset(
         NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS,
     }
 )
-
-
-class UnknownStepError(ValueError):
-    pass
 
 
 class IncidentMissingError(LookupError):
@@ -158,11 +155,9 @@ class RecoverySteps:
 
     def run(self, step: str, recovery: Mapping[str, Any]) -> dict[str, Any]:
         """Run `step` on the state as the state machine passes it; the new state, as JSON."""
-        action = getattr(self, step, None) if step in STEPS else None
-        if action is None:
-            raise UnknownStepError(f"unknown recovery step {step!r}")
+        action = step_of(self, "Recovery", step, STEPS)
         result: Recovery = action(Recovery.model_validate(recovery))
-        metrics.add_metric(name=f"RecoveryStep_{step}", unit="Count", value=1)
+        count_step("Recovery", step)
         return result.dump()
 
     # -- helpers --------------------------------------------------------------------------

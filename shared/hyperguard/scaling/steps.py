@@ -23,7 +23,7 @@ from hyperguard.messaging import EventPublisher, SchedulerWakeup
 from hyperguard.models import utcnow
 from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
 from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
-from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
+from hyperguard.observability import NAMESPACE, MetricUnit, logger, single_metric
 from hyperguard.scaling.burst import (
     TEMPLATE_CAPACITY,
     BurstPlan,
@@ -31,6 +31,7 @@ from hyperguard.scaling.burst import (
     assess,
     plan_burst,
 )
+from hyperguard.steps import count_step, step_of
 from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore
 
@@ -38,10 +39,6 @@ Burst = dict[str, Any]
 
 STEPS = frozenset({"plan", "request", "check", "next_capacity", "admit", "rollback"})
 MAX_FAILURES_KEPT = 10
-
-
-class UnknownStepError(ValueError):
-    """The state machine asked for a step this function does not have."""
 
 
 class BurstSteps:
@@ -64,11 +61,8 @@ class BurstSteps:
         self.clock = clock
 
     def run(self, step: str, burst: Burst) -> Burst:
-        action = getattr(self, step, None) if step in STEPS else None
-        if action is None:
-            raise UnknownStepError(f"unknown burst step {step!r}")
-        result: Burst = action(dict(burst))
-        metrics.add_metric(name=f"BurstStep_{step}", unit="Count", value=1)
+        result: Burst = step_of(self, "Burst", step, STEPS)(dict(burst))
+        count_step("Burst", step)
         return result
 
     # -- steps ----------------------------------------------------------------------------
