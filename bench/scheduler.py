@@ -8,19 +8,20 @@ Prints one JSON object (progress goes to stderr).
 
 What runs, unchanged: `SchedulerService.run_pass` with the real JobStore, TeamStore and
 RepairPolicyStore on moto (in-process; tables from template.yaml), the real HyperPod adapter
-against the emulator's SageMaker (ListClusterNodes answered by the twin's HyperPod emulation,
-twin/aws.py and twin/cloud/hyperpod.py, on this bench's virtual clock) and the real Kubernetes
-adapter (lightkube, over TLS) against a real upstream kube-apiserver and etcd (the twin's
-`ControlPlane` with `api_only`: no controller, scheduler, kubelet, Kueue or Karpenter runs),
-which serve the CRDs of an EKS cluster with HyperPod task governance and Karpenter and judge
-the scheduler by HyperGuard's own RBAC (deploy/kubernetes/hyperguard-rbac.yaml; the scheduler
-is a client certificate in its EKS access entry's group, hyperguard-scheduler). Kueue's
-webhooks do not run: the Kueue objects the scheduler keeps are stored as it writes them. One
-scheduler, as deployed: every team in one cluster and one table, one pass at a time, each
-started by a batch of up to 10 wake-ups from the FIFO queue (SchedulerQueueMapping BatchSize
-10, reserved concurrency 1), which hands the pass the jobs their bodies name as the handler
-does. Wake-ups come from the API (one per submission, naming the job), from the in-cluster
-forwarder through EventBridge (one per run that ends) and from the 1-minute tick.
+against the emulator's SageMaker (ListClusterNodes answered by the twin's HyperPod
+emulation, hyperguard_twin.aws and hyperguard_twin.cloud.hyperpod, on this bench's virtual
+clock) and the real Kubernetes adapter (lightkube, over TLS) against a real upstream
+kube-apiserver and etcd (the twin's `ControlPlane` with `api_only`: no controller,
+scheduler, kubelet, Kueue or Karpenter runs), which serve the CRDs of an EKS cluster with
+HyperPod task governance and Karpenter and judge the scheduler by HyperGuard's own RBAC
+(deploy/kubernetes/hyperguard-rbac.yaml; the scheduler is a client certificate in its EKS
+access entry's group, hyperguard-scheduler). Kueue's webhooks do not run: the Kueue objects
+the scheduler keeps are stored as it writes them. One scheduler, as deployed: every team in
+one cluster and one table, one pass at a time, each started by a batch of up to 10 wake-ups
+from the FIFO queue (SchedulerQueueMapping BatchSize 10, reserved concurrency 1), which
+hands the pass the jobs their bodies name as the handler does. Wake-ups come from the API
+(one per submission, naming the job), from the in-cluster forwarder through EventBridge (one
+per run that ends) and from the 1-minute tick.
 
 The cluster's side is this bench's model, not the twin's controllers (they run on wall time,
 and this bench runs on a virtual clock): the HyperPod nodes are registered as Node objects

@@ -1,10 +1,11 @@
 """Did IAM allow what HyperGuard's identities did on the twin? The emulator authorizes every
-call a function or the forwarder makes against its role's policies as deployed (twin/iam.py),
-so a call a role does not allow fails at run time; at a twin's end, no call may have been
-refused unless a test refused it on purpose. What the emulator let through undecided (an
-operation whose resources the twin does not derive, a condition it does not evaluate:
-`IamEnforcement.unjudged`) is checked here instead, by its action against the role's
-policies in template.yaml; its resources are checked by review (docs/security.md)."""
+call a function or the forwarder makes against its role's policies as deployed
+(hyperguard_twin.iam), so a call a role does not allow fails at run time; at a twin's end,
+no call may have been refused unless a test refused it on purpose. What the emulator let
+through undecided (an operation whose resources the twin does not derive, a condition it
+does not evaluate: `IamEnforcement.unjudged`) is checked here instead, by its action against
+the role's policies in template.yaml; its resources are checked by review
+(docs/security.md)."""
 
 from __future__ import annotations
 

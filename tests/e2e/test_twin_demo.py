@@ -253,7 +253,7 @@ def test_status_names_every_emulator_gap_it_covers(twin: Twin, result: dict[str,
         "AWS::ApiGateway::RestApi",
         "AWS::EKS::AccessEntry",
         "AWS::EKS::PodIdentityAssociation",
-        "AWS::IAM::Role",  # IAM enforced for the stack's roles (twin/iam.py)
+        "AWS::IAM::Role",  # IAM enforced for the stack's roles (hyperguard_twin.iam)
         "AWS::Events::Rule",
         "SageMaker HyperPod API",
         "EKS and Kubernetes API",

@@ -2,7 +2,7 @@
 a Kubernetes cluster on top that runs the upstream control plane (`hyperguard_twin.plane`).
 
 The service never calls this module. It calls SageMaker (the emulator routes HyperPod's
-operations here, `twin/aws.py`), EC2 (Karpenter's launches, HyperGuard's reboots of burst
+operations here, `hyperguard_twin.aws`), EC2 (Karpenter's launches, HyperGuard's reboots of burst
 instances) and the real kube-apiserver. What has no open-source original is played by the
 controllers of `hyperguard_twin.cloud`, one per system, over one shared core:
 

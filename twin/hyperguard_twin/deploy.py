@@ -44,9 +44,9 @@ EMULATOR_GAPS: dict[str, str] = {
     "clock, first at start, and matches schedule rules to nothing else",
     "AWS::IAM::Role": "moto enforces no IAM; the twin authorizes every call signed with a "
     "function's or the forwarder's role credentials against the role's policies as the "
-    "emulator's IAM holds them (twin/iam.py: resource ARNs, transactions' per-item actions, "
-    "condition keys), and refuses it as the service does; moto's CloudFormation kept inline "
-    "policies as objects, which GetRolePolicy answered as Python's repr: stored as JSON",
+    "emulator's IAM holds them (hyperguard_twin.iam: resource ARNs, transactions' per-item "
+    "actions, condition keys), and refuses it as the service does; moto's CloudFormation kept "
+    "inline policies as objects, which GetRolePolicy answered as Python's repr: stored as JSON",
     "AWS::CloudWatch::Alarm": "not created by the emulator's CloudFormation; `twin status` "
     "shows the queue depths the alarms watch",
     "AWS::Events::Connection": "moto's CloudFormation does not know it; the twin creates it "
@@ -66,7 +66,7 @@ EMULATOR_GAPS: dict[str, str] = {
     "Pod Identity agent would",
     "AWS::EKS::AccessEntry": "moto's EKS has no access entries and its CloudFormation does "
     "not know them: the twin adds the four AccessEntry operations to the emulator's EKS API "
-    "(twin/eks_access.py) and creates each through it once the stack is up, with its "
+    "(hyperguard_twin.eks_access) and creates each through it once the stack is up, with its "
     "principal's ARN resolved from the stack's role; kube-apiserver's token authenticator "
     "maps a function's EKS token to the entry's user and groups, and RBAC decides",
     "AWS::ApiGateway::RestApi": "moto cannot build SAM's REST API from its OpenAPI body; left "

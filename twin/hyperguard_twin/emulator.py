@@ -13,7 +13,7 @@ These emulator gaps are closed here, in-process, and reported by `hyperguard twi
   puts them on the default bus, in AWS's shape, when a Standard execution ends;
 - moto enforces no IAM: a call signed with a stack role's credentials (a function's, the
   forwarder's) is authorized against the role's policies before moto serves it
-  (twin/iam.py).
+  (hyperguard_twin.iam).
 """
 
 from __future__ import annotations
@@ -429,7 +429,7 @@ class Emulator:
         self.calls: Counter[tuple[str, str]] = Counter()
         """AWS API calls served: (caller's access key id, "service:Operation")."""
         self.iam = IamEnforcement()
-        """IAM for the stack's roles' credentials (twin/iam.py); everyone else is let be."""
+        """IAM for the stack's roles' credentials (hyperguard_twin.iam); everyone else is let be."""
         self.faults: Counter[tuple[str, str]] = Counter()
         """Calls answered with an injected error: ("service:Operation", error code)."""
         self._pending: list[_PendingFault] = []

@@ -3,7 +3,7 @@ bearer token it does not know (--authentication-token-webhook-config-file), as E
 authenticator runs beside its API servers.
 
 The mapping of a token to a Kubernetes identity is the caller's (`authenticate`); the twin
-maps EKS tokens as EKS does, through its access entries (`twin/aws.py`). This module only
+maps EKS tokens as EKS does, through its access entries (`hyperguard_twin.aws`). This module only
 speaks the authentication.k8s.io/v1 TokenReview protocol over TLS.
 """
 
