@@ -1,15 +1,14 @@
-"""How a Step Functions task function runs one step of its workflow: the state machine names
-the step in the task's input, the function finds it among the steps it has, runs it on the
-state and counts it (`<Workflow>Step_<step>`, one metric per step run). The recovery
-(`hyperguard.recovery.steps`) and the burst (`hyperguard.scaling.steps`) functions are both
-run so."""
+"""How a Step Functions task function finds the step its state machine names in the task's
+input: among the steps it has, never any other method. The recovery
+(`hyperguard.recovery.steps`) and the burst (`hyperguard.scaling.steps`) functions both find
+theirs so; each counts the step it ran under its own metric name (`RecoveryStep_<step>`,
+`BurstStep_<step>`), written out where it is emitted so that the names can be read from the
+code (tests/unit/test_template.py checks every alarm's and the dashboard's against them)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from typing import Any
-
-from hyperguard.observability import metrics
 
 
 class UnknownStepError(ValueError):
@@ -23,7 +22,3 @@ def step_of(owner: object, workflow: str, step: str, steps: Collection[str]) -> 
     if action is None:
         raise UnknownStepError(f"unknown {workflow.lower()} step {step!r}")
     return action  # type: ignore[no-any-return]
-
-
-def count_step(workflow: str, step: str) -> None:
-    metrics.add_metric(name=f"{workflow}Step_{step}", unit="Count", value=1)

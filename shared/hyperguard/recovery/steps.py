@@ -68,7 +68,7 @@ from hyperguard.recovery.protection import (
 from hyperguard.recovery.repairers import holds_karpenter_off, repairer
 from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
 from hyperguard.recovery.strategy import measured
-from hyperguard.steps import count_step, step_of
+from hyperguard.steps import step_of
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
 from hyperguard.store.history import read_history
@@ -157,7 +157,7 @@ class RecoverySteps:
         """Run `step` on the state as the state machine passes it; the new state, as JSON."""
         action = step_of(self, "Recovery", step, STEPS)
         result: Recovery = action(Recovery.model_validate(recovery))
-        count_step("Recovery", step)
+        metrics.add_metric(name=f"RecoveryStep_{step}", unit="Count", value=1)
         return result.dump()
 
     # -- helpers --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from hyperguard.messaging import EventPublisher, SchedulerWakeup
 from hyperguard.models import utcnow
 from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
 from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
-from hyperguard.observability import NAMESPACE, MetricUnit, logger, single_metric
+from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.scaling.burst import (
     TEMPLATE_CAPACITY,
     BurstPlan,
@@ -31,7 +31,7 @@ from hyperguard.scaling.burst import (
     assess,
     plan_burst,
 )
-from hyperguard.steps import count_step, step_of
+from hyperguard.steps import step_of
 from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore
 
@@ -62,7 +62,7 @@ class BurstSteps:
 
     def run(self, step: str, burst: Burst) -> Burst:
         result: Burst = step_of(self, "Burst", step, STEPS)(dict(burst))
-        count_step("Burst", step)
+        metrics.add_metric(name=f"BurstStep_{step}", unit="Count", value=1)
         return result
 
     # -- steps ----------------------------------------------------------------------------
