@@ -17,6 +17,7 @@ from tests.conftest import EVENTS, ROOT
 from hyperguard.cli import main as cli
 from hyperguard.recovery.operator import OperatorActionError
 from hyperguard_twin import commands as twin_commands
+from hyperguard_twin import launch
 
 CLI = [sys.executable, "-m", "hyperguard.cli.main"]
 
@@ -487,7 +488,7 @@ def test_twin_up_stops_on_sigterm_that_lands_on_another_thread(
     import threading
 
     twin = UpTwin()
-    monkeypatch.setattr(twin_commands, "_start_twin", lambda *_args, **_config: twin)
+    monkeypatch.setattr(launch, "start_twin", lambda *_args, **_config: twin)
     main_thread = threading.get_ident()
     rescued = threading.Event()
 

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from hyperguard.cli import main as cli
-from hyperguard_twin import commands as twin_commands
-from hyperguard_twin import gameday
+from hyperguard_twin import gameday, launch, scenario_commands
 
 
 class Twin:
@@ -31,7 +30,7 @@ def fake_gameday(
 def test_gameday_progress_goes_to_stderr_and_stdout_stays_json(
     terminal: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(twin_commands, "_start_twin", lambda *_args, **_config: Twin())
+    monkeypatch.setattr(launch, "start_twin", lambda *_args, **_config: Twin())
     monkeypatch.setattr(gameday, "run", fake_gameday)
     monkeypatch.setattr("sys.stderr.isatty", lambda: terminal)  # a terminal: a rich bar
     argv = ["twin", "gameday", "--days", "30", "--measure", "2", "--json"]
@@ -54,7 +53,7 @@ def test_scenario_progress_goes_to_stderr(
 ) -> None:
     from hyperguard_twin import scenarios
 
-    monkeypatch.setattr(twin_commands, "_start_twin", lambda *_args, **_config: Twin())
+    monkeypatch.setattr(launch, "start_twin", lambda *_args, **_config: Twin())
     monkeypatch.setattr(scenarios, "elastic_fault", lambda _twin: {"strategies": {}})
     assert cli.main(["twin", "scenario", "elastic-fault", "--json"]) == 0
     captured = capsys.readouterr()
@@ -95,7 +94,7 @@ def test_the_days_table_shows_the_waits_beside_hyperguards_own_time(
             "demand": [],
         }
 
-    monkeypatch.setattr(twin_commands, "_one_side", side)
+    monkeypatch.setattr(scenario_commands, "_one_side", side)
     assert cli.main(["twin", "scenario", "day-in-the-life", "--hours", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert (

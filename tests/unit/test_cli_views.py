@@ -14,6 +14,7 @@ from hyperguard.models import Incident, Job, JobStatus
 from hyperguard.models.records import JobRecord
 from hyperguard.models.signals import Repair
 from hyperguard_twin import commands as twin_commands
+from hyperguard_twin import launch
 
 T0 = datetime(2025, 1, 6, tzinfo=UTC)
 
@@ -193,7 +194,7 @@ def test_twin_demo_json_keeps_the_story_off_stdout(
         say("injecting 9 real sample events into the twin:")
         return result
 
-    monkeypatch.setattr(twin_commands, "_start_twin", lambda _args: StubTwin())
+    monkeypatch.setattr(launch, "start_twin", lambda _args: StubTwin())
     monkeypatch.setattr(demo, "run_scenario", scenario)
     monkeypatch.setattr(demo, "render", lambda _result: "the story so far")
     monkeypatch.setattr(
@@ -217,7 +218,7 @@ def test_a_report_that_cannot_be_written_is_a_runtime_error(
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    monkeypatch.setattr(twin_commands, "_start_twin", lambda _args: StubTwin())
+    monkeypatch.setattr(launch, "start_twin", lambda _args: StubTwin())
     monkeypatch.setattr(demo, "run_scenario", lambda *_a, **_k: {"settled": True})
     monkeypatch.setattr(demo, "render", lambda _result: "")
     monkeypatch.setattr(demo, "report_data", lambda _r: {"title": "t", "generated_at": "now"})
