@@ -20,12 +20,9 @@ from pathlib import Path
 from typing import Any
 
 # Only the standard library and these two light modules load before main() installs its
-# Ctrl-C handling: everything heavier (pydantic, boto3, the twin) loads inside it, so an
+# Ctrl-C handling: everything heavier (pydantic, boto3, the twin's commands) loads inside it, so an
 # interruption while it loads is the one line `hyperguard: interrupted`, not a traceback.
-from hyperguard.cli.options import (
-    add_group,
-    json_option,
-)
+from hyperguard.cli.options import add_group, json_option
 from hyperguard.cli.output import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -36,8 +33,6 @@ from hyperguard.cli.output import (
     print_json,
     say,
 )
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 # ---- events -------------------------------------------------------------------------------
