@@ -40,7 +40,14 @@ def test_hyperpods_automatic_recovery_replaces_the_node_and_hyperguard_resumes_t
     assert closed.repaired_by == "hyperpod"
     if closed.resolution == "replaced":
         # Diagnosed while HyperPod replaced it: protected, drained, resumed on the replacement.
-        assert closed.replacement_instance_id in twin.cluster.job_instances(llama)
+        # The recovery ends once the resumed run is dispatched; its pods start after (one run
+        # found 1 of its 4 pods placed at that moment), so the run is waited for.
+        replacement = closed.replacement_instance_id
+        service.until(
+            lambda: replacement in (nodes := twin.cluster.job_instances(llama)) and len(nodes) == 4,
+            timeout_s=240,
+            what="llama runs on the replacement",
+        )
         (plan,) = closed.jobs
         assert plan.job_id == llama and plan.resumed
     else:
