@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from pydantic import Field, ValidationError
 
-from hyperguard.aws import ClientError, client, error_code
+from hyperguard.aws import ClientError, client
 from hyperguard.models import Incident
 from hyperguard.models.camel import CamelModel
 from hyperguard.settings import Settings
@@ -151,7 +151,7 @@ class Workflows:
                 )["executionArn"]
             )
         except ClientError as exc:
-            if error_code(exc) == "ExecutionAlreadyExists":
+            if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":
                 return self.execution_arn(name)
             raise
 
@@ -180,7 +180,7 @@ class Workflows:
         try:
             described = sfn.describe_execution(executionArn=self.execution_arn(name))
         except ClientError as exc:
-            if error_code(exc) == "ExecutionDoesNotExist":
+            if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
                 return None
             raise
         if described["status"] != "SUCCEEDED":
@@ -208,7 +208,7 @@ class RecoveryWorkflows(Workflows):
         try:
             sfn.send_task_success(taskToken=task_token, output=json.dumps(output, default=str))
         except ClientError as exc:
-            if error_code(exc) in (
+            if exc.response["Error"]["Code"] in (
                 "TaskTimedOut",
                 "TaskDoesNotExist",
                 "InvalidToken",

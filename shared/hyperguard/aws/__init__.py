@@ -31,13 +31,8 @@ limits): a retry with backoff would hold the request, and a throttle there is th
 
 AWS_ERRORS: tuple[type[Exception], ...] = (ClientError, BotoCoreError)
 """What a call through the SDK fails with: AWS's answer (ClientError, its code in
-`error_code`) or the SDK's own failure before one (BotoCoreError: no connection, a timeout,
-retries spent)."""
-
-
-def error_code(error: ClientError) -> str:
-    """AWS's error code of a refusal (`ConditionalCheckFailedException`, ...)."""
-    return str(error.response.get("Error", {}).get("Code", ""))
+`response["Error"]["Code"]`) or the SDK's own failure before one (BotoCoreError: no
+connection, a timeout, retries spent)."""
 
 
 class MissingOperationError(RuntimeError):
