@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 from tests.conftest import Stack
+from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
+from tests.integration.scheduler_harness import MakeSolo, Solo
 
 from hyperguard_twin.cloud.hyperpod import NodeRecovery
 
@@ -33,3 +36,25 @@ def make_cluster(stack: Stack) -> Iterator[MakeCluster]:
             )
 
         yield make
+
+
+@pytest.fixture
+def solo(stack: Stack, make_cluster: MakeCluster) -> MakeSolo:
+    """The scheduler tests' one set-up (scheduler_harness.MakeSolo)."""
+
+    def make(
+        gpus: int | None,
+        *,
+        hyperpod_nodes: int = 4,
+        burst_nodes: int = 0,
+        api_on_cluster_clock: bool = False,
+        **sharing: Any,
+    ) -> Solo:
+        apis = make_cluster(hyperpod_nodes=hyperpod_nodes, burst_nodes=burst_nodes)
+        api = Api(stack, clock=apis.clock.now if api_on_cluster_clock else None)
+        if gpus is not None:
+            reply = api.quota("solo", gpus, **sharing)
+            assert reply.status == 201, reply.body
+        return Solo(stack, apis, api)
+
+    return make

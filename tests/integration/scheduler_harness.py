@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
 from tests.conftest import Stack
+from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import ClusterApis
 
 from hyperguard.cluster import ClusterGateway
+from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.service import SchedulerService
+from hyperguard.models import Job
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 from hyperguard_twin.plane.kube import wait_for
 
@@ -43,3 +50,51 @@ def until_running(apis: ClusterApis, *job_ids: str) -> None:
     nvidia.com/gpu) until the old pods are gone; kube-scheduler binds it at its next retry,
     in wall time, after a back-off the cluster is quiet through."""
     wait_for(lambda: running_jobs(apis) == set(job_ids), 60, f"exactly {sorted(job_ids)} to run")
+
+
+Gateway = TypeVar("Gateway", bound=HyperPodEksGateway)
+
+
+@dataclass
+class Solo:
+    """Team `solo`, its quota set, on an idle cluster of its own: the API on moto tables,
+    the cluster behind real APIs, and scheduling passes over both."""
+
+    stack: Stack
+    apis: ClusterApis
+    api: Api
+
+    def scheduler(
+        self,
+        gateway: ClusterGateway | None = None,
+        *,
+        nodes: NodeStore | None = None,
+        incidents: IncidentStore | None = None,
+    ) -> SchedulerService:
+        return scheduler(self.stack, self.apis, gateway, nodes=nodes, incidents=incidents)
+
+    def gateway(self, kind: type[Gateway]) -> Gateway:
+        """The cluster's gateway as `kind`, a subclass that changes what one call does."""
+        return kind(self.apis.gateway.hyperpod, self.apis.gateway.kubernetes)
+
+    def submit(self, gpus: int, **fields: Any) -> str:
+        """A job of team `solo` submitted as the admin (201, or the test fails): its id."""
+        reply = self.api.submit("solo", gpus, **fields)
+        assert reply.status == 201, reply.body
+        return str(reply.body["job_id"])
+
+    def job(self, job_id: str) -> Job:
+        """The job as stored now (the test fails if it is not stored)."""
+        record = self.api.jobs.record(job_id)
+        assert record is not None, job_id
+        return record.job
+
+    def running(self) -> set[str]:
+        return running_jobs(self.apis)
+
+
+MakeSolo = Callable[..., Solo]
+"""`solo(gpus, hyperpod_nodes=4, burst_nodes=0, **sharing)`: team `solo` with a quota of
+`gpus` (None: no quota) shared as `Api.quota` takes it. The API stamps submissions with
+the wall clock (each a moment apart, so first come is first served) unless
+`api_on_cluster_clock=True` puts it on the cluster's manual clock."""

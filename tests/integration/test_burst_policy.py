@@ -13,8 +13,7 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import ClusterApis
-from tests.integration.conftest import MakeCluster
-from tests.integration.scheduler_harness import running_jobs, scheduler
+from tests.integration.scheduler_harness import MakeSolo, Solo
 
 from hyperguard.cluster import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
@@ -145,17 +144,14 @@ def _admission(api: Api, job_id: str) -> dict[str, Any]:
     return entry.details
 
 
-def test_a_spend_cap_keeps_a_development_job_pending_while_hyperpod_is_full(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)  # 2 on-demand, 2 spot p5 nodes
-    api = Api(stack)
-    api.quota("solo", 64, borrow=0)
+def test_a_spend_cap_keeps_a_development_job_pending_while_hyperpod_is_full(solo: MakeSolo) -> None:
+    team = solo(64, hyperpod_nodes=1, burst_nodes=4, borrow=0)  # 2 on-demand, 2 spot p5 nodes
+    api = team.api
     caps: dict[str, Any] = {"spendCaps": {"teams": {"solo": 1000}}}
     assert api.call("PUT", "/policies/burst", caps).status == 200
-    production = api.submit("solo", 8).body["job_id"]
-    development = api.submit("solo", 8, template="development").body["job_id"]
-    service = scheduler(stack, apis)
+    production = team.submit(8)
+    development = team.submit(8, template="development")
+    service = team.scheduler()
     result = service.run_pass()
     assert result.dispatched == [production]
     assert result.unplaced == [development]
@@ -166,7 +162,7 @@ def test_a_spend_cap_keeps_a_development_job_pending_while_hyperpod_is_full(
         f"$1000.00/day would be exceeded: $0.00/h running + ${OD_P5:.2f}/h for this job = "
         f"${OD_P5 * 24:.2f}/day"
     )
-    assert development not in running_jobs(apis)
+    assert development not in team.running()
 
     # A higher cap: the job bursts onto EKS on-demand, at the price the policy says.
     caps["spendCaps"]["teams"]["solo"] = 2000
@@ -185,24 +181,21 @@ def test_a_spend_cap_keeps_a_development_job_pending_while_hyperpod_is_full(
     assert teams["solo"]["burst_gpus"] == 8
 
     # What runs on burst counts against the cap: a second development job is refused.
-    third = api.submit("solo", 8, template="development").body["job_id"]
+    third = team.submit(8, template="development")
     service.run_pass()
     reason = api.call("GET", f"/jobs/{third}").body["reason"]
     assert f"${OD_P5:.2f}/h running + ${OD_P5:.2f}/h for this job" in reason
 
 
-def test_a_gpu_hour_cap_holds_burst_gpus_whatever_they_cost(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)
-    api = Api(stack)
-    api.quota("solo", 64, borrow=0)
+def test_a_gpu_hour_cap_holds_burst_gpus_whatever_they_cost(solo: MakeSolo) -> None:
+    team = solo(64, hyperpod_nodes=1, burst_nodes=4, borrow=0)
+    api = team.api
     caps = {"spendCaps": {"teamGpuHoursPerDay": {"solo": 8 * 24}}}
     assert api.call("PUT", "/policies/burst", caps).status == 200
     api.submit("solo", 8)  # production takes the HyperPod node
-    first = api.submit("solo", 8, template="development").body["job_id"]
-    second = api.submit("solo", 8, template="development").body["job_id"]
-    result = scheduler(stack, apis).run_pass()
+    first = team.submit(8, template="development")
+    second = team.submit(8, template="development")
+    result = team.scheduler().run_pass()
     assert first in result.dispatched and second in result.unplaced
     assert api.call("GET", f"/jobs/{first}").body["pool"] == "gpu-burst-on-demand"
     assert api.call("GET", f"/jobs/{second}").body["reason"] == (
@@ -212,21 +205,20 @@ def test_a_gpu_hour_cap_holds_burst_gpus_whatever_they_cost(
 
 
 def test_a_hyperpod_node_a_burst_added_counts_against_the_caps_until_it_is_given_back(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """Jobs on a node BatchAddClusterNodes added run on HyperPod, but the node is burst
     capacity until scale-in deletes it: its GPUs count against the GPU-hour caps, and the
     team view reports them."""
-    apis = make_cluster(hyperpod_nodes=2, burst_nodes=4)
+    team = solo(64, hyperpod_nodes=2, burst_nodes=4, borrow=0)
+    api, apis = team.api, team.apis
     added = apis.hyperpod[1]
     assert apis.gateway.kubernetes.mark_node(added, labels={BURST_LABEL: "burst-1"})
-    api = Api(stack)
-    api.quota("solo", 64, borrow=0)
     caps = {"spendCaps": {"teamGpuHoursPerDay": {"solo": 8 * 24}}}
     assert api.call("PUT", "/policies/burst", caps).status == 200
-    production = [api.submit("solo", 8).body["job_id"] for _ in range(2)]
-    development = api.submit("solo", 8, template="development").body["job_id"]
-    result = scheduler(stack, apis).run_pass()
+    production = [team.submit(8) for _ in range(2)]
+    development = team.submit(8, template="development")
+    result = team.scheduler().run_pass()
     assert sorted(result.dispatched) == sorted(production)
     assert result.unplaced == [development]
     assert api.call("GET", f"/jobs/{development}").body["reason"] == (
@@ -243,15 +235,14 @@ def test_a_hyperpod_node_a_burst_added_counts_against_the_caps_until_it_is_given
 
 @pytest.mark.parametrize("pool", ["gpu-burst-on-demand"])
 def test_a_committed_pool_is_used_first_at_no_cost_and_under_any_cap(
-    stack: Stack, make_cluster: MakeCluster, pool: str
+    solo: MakeSolo, pool: str
 ) -> None:
-    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)
-    api = Api(stack)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, burst_nodes=4, borrow=0)
+    api = team.api
     policy = {"committedPools": [pool], "spendCaps": {"teams": {"solo": 0}}}
     assert api.call("PUT", "/policies/burst", policy).status == 200
-    development = api.submit("solo", 8, template="development").body["job_id"]
-    assert scheduler(stack, apis).run_pass().dispatched == [development]
+    development = team.submit(8, template="development")
+    assert team.scheduler().run_pass().dispatched == [development]
     placed = api.call("GET", f"/jobs/{development}").body
     assert placed["pool"] == pool  # before the free HyperPod node: already paid for
     assert placed["history"][-2]["reason"].endswith(f"committed capacity first: {pool} at $0.00/h")
@@ -265,29 +256,28 @@ def test_a_committed_pool_is_used_first_at_no_cost_and_under_any_cap(
 BURSTS = "arn:aws:states:us-east-1:123456789012:stateMachine:hyperguard-BurstCapacity"
 
 
-def hyperpod_full_then_development(api: Api, service: SchedulerService) -> tuple[str, str]:
+def hyperpod_full_then_development(team: Solo, service: SchedulerService) -> tuple[str, str]:
     """A production job fills the one HyperPod node, then a development job runs on a burst
     node: their ids."""
-    production = api.submit("solo", 8).body["job_id"]
+    production = team.submit(8)
     assert service.run_pass().dispatched == [production]
-    development = api.submit("solo", 8, template="development").body["job_id"]
+    development = team.submit(8, template="development")
     assert service.run_pass().dispatched == [development]
     return production, development
 
 
 def test_move_back_takes_a_development_job_home_at_a_checkpoint_it_just_reported(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """A checkpoint reported through the API (no newer marker for the pass to find) moves a
     development job back from burst capacity while it is fresh, never an old one."""
-    apis = make_cluster(hyperpod_nodes=1, burst_nodes=2)
-    api = Api(stack, clock=apis.clock.now)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, burst_nodes=2, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
     assert api.call("PUT", "/policies/burst", {"capacity": {"moveBack": True}}).status == 200
-    service = scheduler(stack, apis)
+    service = team.scheduler()
     # Scale-in and move-back run where BurstCapacity is deployed; nothing here starts one.
     service.bursts = Workflows(BURSTS)
-    production, development = hyperpod_full_then_development(api, service)
+    production, development = hyperpod_full_then_development(team, service)
     assert api.call("GET", f"/jobs/{development}").body["pool"] == "gpu-burst-on-demand"
     assert api.call("DELETE", f"/jobs/{production}").status == 200
     service.run_pass()  # stops the production run: the HyperPod node is free
@@ -314,13 +304,12 @@ def test_move_back_takes_a_development_job_home_at_a_checkpoint_it_just_reported
 
 
 def test_a_burst_that_rolled_back_is_asked_for_again_only_when_its_window_turns(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """Within the window of a burst that raised nothing, the job's reason says when the next
     burst may start, not that this one was asked for; the next window starts a new one."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack, clock=apis.clock.now)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     machine = sfn.create_state_machine(
         name="hyperguard-BurstCapacity",
@@ -328,11 +317,11 @@ def test_a_burst_that_rolled_back_is_asked_for_again_only_when_its_window_turns(
         roleArn="arn:aws:iam::123456789012:role/hyperguard-burst",
     )["stateMachineArn"]
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
-    service = scheduler(stack, apis)
+    service = team.scheduler()
     service.bursts = Workflows(machine)
-    production = api.submit("solo", 8).body["job_id"]
+    production = team.submit(8)
     assert service.run_pass().dispatched == [production]  # HyperPod is full
-    development = api.submit("solo", 8, template="development").body["job_id"]
+    development = team.submit(8, template="development")
     [burst] = service.run_pass().bursts
     assert (
         api.call("GET", f"/jobs/{development}")
@@ -419,19 +408,18 @@ class RestartsOnTheIdleNode(HyperPodEksGateway):
 
 
 def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """An idle burst node past the cooldown that recovery restarts a job on (a hot spare)
     while the pass runs stays: the pass reads the jobs again before it releases (D62)."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack, clock=apis.clock.now)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
     claims = ready_burst_nodes(apis, "hg-burst-a", "hg-burst-b")
     assert len(claims) == 2 and all(c.ready and c.instance_id for c in claims), claims
-    service = scheduler(stack, apis)
+    service = team.scheduler()
     service.bursts = Workflows(BURSTS)
-    _, development = hyperpod_full_then_development(api, service)
+    _, development = hyperpod_full_then_development(team, service)
     [failed] = api.call("GET", f"/jobs/{development}").body["nodes"]
     [idle] = [c for c in claims if c.instance_id != failed]
     an_hour_ago = idle_mark(apis.clock.now() - timedelta(hours=1))
@@ -439,10 +427,10 @@ def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(
         idle.name, {IDLE_SINCE_ANNOTATION: an_hour_ago}
     )
 
-    gateway = RestartsOnTheIdleNode(apis.gateway.hyperpod, apis.gateway.kubernetes)
+    gateway = team.gateway(RestartsOnTheIdleNode)
     gateway.jobs, gateway.job_id, gateway.failed = api.jobs, development, failed
     gateway.spare = str(idle.instance_id)
-    racing = scheduler(stack, apis, gateway)
+    racing = team.scheduler(gateway)
     racing.bursts = Workflows(BURSTS)
     assert racing.run_pass().released == []
     assert api.call("GET", f"/jobs/{development}").body["nodes"] == [idle.instance_id]
@@ -452,20 +440,17 @@ def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(
     }
 
 
-def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
+def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(solo: MakeSolo) -> None:
     """A node counts as leaving from the moment its NodeClaim is deleted (scale-in, or
     Karpenter's own consolidation), not once its Node object goes: the pass places nothing
     there, and on the twin a run put there anyway ends with the node."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack, clock=apis.clock.now)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
     [claim] = ready_burst_nodes(apis, "hg-burst-a")
     assert claim.ready and claim.instance_id and claim.node_name
-    service = scheduler(stack, apis)
+    service = team.scheduler()
     service.bursts = Workflows(BURSTS)
-    production = api.submit("solo", 8).body["job_id"]
+    production = team.submit(8)
     assert service.run_pass().dispatched == [production]
 
     assert apis.gateway.release_burst_node(claim)  # scale-in gives it back
@@ -484,7 +469,7 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
     leaving = next(n for n in apis.gateway.list_nodes() if n.instance_id == claim.instance_id)
     assert leaving.status is NodeStatus.SHUTTING_DOWN and not usable(leaving)
 
-    development = api.submit("solo", 8, template="development").body["job_id"]
+    development = team.submit(8, template="development")
     assert development not in service.run_pass().dispatched
     assert api.call("GET", f"/jobs/{development}").body["status"] == "Pending"
 
@@ -496,21 +481,21 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(
     assert apis.gateway.dispatch(record.job, [claim.instance_id])
     apis.advance(3600)
     wait_for(lambda: apis.kube.get(NODES, str(claim.node_name)) is None, 60, "the node to go")
-    assert development not in running_jobs(apis)
+    assert development not in team.running()
     (pod,) = apis.kube.list_objects(PODS, label_selector=f"{JOB_ID_LABEL}={job_name(development)}")
     assert not pod["spec"].get("nodeName")
 
 
-def burst_steps_for(stack: Stack, apis: ClusterApis, api: Api) -> BurstSteps:
-    publisher = EventPublisher(stack.bus_name)
+def burst_steps_for(team: Solo) -> BurstSteps:
+    publisher = EventPublisher(team.stack.bus_name)
     publisher.publish = lambda *args, **kwargs: None  # type: ignore[method-assign]
     return BurstSteps(
-        gateway=apis.gateway,
-        jobs=api.jobs,
-        policies=api.burst_policies,
-        wakeup=api.wakeup,
+        gateway=team.apis.gateway,
+        jobs=team.api.jobs,
+        policies=team.api.burst_policies,
+        wakeup=team.api.wakeup,
         publisher=publisher,
-        clock=apis.clock.now,
+        clock=team.apis.clock.now,
     )
 
 
@@ -532,24 +517,21 @@ def planned_burst(steps: BurstSteps, job_id: str) -> dict[str, Any]:
     return burst
 
 
-def test_a_burst_rechecks_the_job_and_the_caps_before_buying(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
+def test_a_burst_rechecks_the_job_and_the_caps_before_buying(solo: MakeSolo) -> None:
     """Between the plan and each purchase the job may be cancelled or a cap lowered: the
     burst then buys nothing ("withdrawn", which the workflow rolls back); unchanged, it buys."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack, clock=apis.clock.now)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
-    steps = burst_steps_for(stack, apis, api)
+    steps = burst_steps_for(team)
 
-    cancelled = api.submit("solo", 8, template="development").body["job_id"]
+    cancelled = team.submit(8, template="development")
     burst = planned_burst(steps, cancelled)
     assert api.call("DELETE", f"/jobs/{cancelled}").status == 200
     burst = steps.run("request", burst)
     assert burst["capacity"] == "withdrawn" and "no job waits" in burst["failures"][-1]
 
-    capped = api.submit("solo", 8, template="development").body["job_id"]
+    capped = team.submit(8, template="development")
     burst = planned_burst(steps, capped)
     lowered = {"capacity": {"maxNodes": 2}, "spendCaps": {"teams": {"solo": 1}}}
     assert api.call("PUT", "/policies/burst", lowered).status == 200
@@ -564,16 +546,15 @@ def test_a_burst_rechecks_the_job_and_the_caps_before_buying(
 
 
 def test_a_nodeclaim_the_api_server_will_not_delete_holds_back_no_other_of_a_rollback(
-    stack: Stack, make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch
+    solo: MakeSolo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rollback gives back every other node before it fails for the refused one (for
     the state machine to retry); its retry completes the rollback."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack, clock=apis.clock.now)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
-    steps = burst_steps_for(stack, apis, api)
-    jobs = [api.submit("solo", 8, template="development").body["job_id"] for _ in range(2)]
+    steps = burst_steps_for(team)
+    jobs = [team.submit(8, template="development") for _ in range(2)]
     request = development_burst("burst-00000000000000bb", *jobs)
     burst = steps.run("plan", {"request": request.model_dump(mode="json", by_alias=True)})
     burst = steps.run("request", burst)
@@ -602,21 +583,18 @@ def test_a_nodeclaim_the_api_server_will_not_delete_holds_back_no_other_of_a_rol
     )
 
 
-def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
+def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(solo: MakeSolo) -> None:
     """A burst that fails after its nodes are Ready (a worker killed while its claims launch)
     rolls back; the scheduler has already placed a job on one of them. That node stays (scale
     -in gives it back once idle), the job keeps running, the other node goes, and the
     rollback says what it kept."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack, clock=apis.clock.now)
-    api.quota("solo", 64, borrow=0)
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
     claims = ready_burst_nodes(apis, "hg-burst-a", "hg-burst-b")
-    service = scheduler(stack, apis)
+    service = team.scheduler()
     service.bursts = Workflows(BURSTS)
-    _, development = hyperpod_full_then_development(api, service)
+    _, development = hyperpod_full_then_development(team, service)
     [used] = api.call("GET", f"/jobs/{development}").body["nodes"]
     [held] = [c for c in claims if c.instance_id == used]
     request = development_burst("burst-0123456789abcdef", development)
@@ -624,7 +602,7 @@ def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(
         "request": request.model_dump(mode="json", by_alias=True),
         "error": {"Error": "Runtime.ExitError", "Cause": "signal: killed"},
     }
-    rolled = burst_steps_for(stack, apis, api).run("rollback", burst)
+    rolled = burst_steps_for(team).run("rollback", burst)
     assert rolled["outcome"] == "rolled-back"
     assert f"kept 1 node(s) jobs already run on ({used})" in rolled["reason"]
     left = {c.name for c in apis.gateway.burst_claims() if not c.deleting}

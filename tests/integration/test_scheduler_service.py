@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 from botocore.client import BaseClient
-from tests.conftest import Stack
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
-from tests.integration.conftest import MakeCluster
-from tests.integration.scheduler_harness import running_jobs, scheduler, until_running
+from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
 
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
@@ -33,13 +31,6 @@ from hyperguard_twin.plane.kube import (
     PRIORITY_CLASSES,
     wait_for,
 )
-
-
-def stored_job(api: Api, job_id: str) -> Job:
-    """The job as stored now (the test fails if it is not stored)."""
-    record = api.jobs.record(job_id)
-    assert record is not None, job_id
-    return record.job
 
 
 def _holding_gpus(jobs: JobStore, team: str) -> int:
@@ -66,14 +57,10 @@ def atomic_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("atomic_calls")
-def test_fifty_concurrent_submissions_never_exceed_the_quota(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=4)  # 32 GPUs installed
-    api = Api(stack)
-    api.call("PUT", "/principals", {"principal_arn": member("solo"), "team": "solo"})
-    api.quota("solo", 16, strategy="DontLend", borrow=None)
-    services = [scheduler(stack, apis) for _ in range(4)]
+def test_fifty_concurrent_submissions_never_exceed_the_quota(solo: MakeSolo) -> None:
+    team = solo(16, hyperpod_nodes=4, strategy="DontLend", borrow=None)  # 32 GPUs installed
+    team.api.call("PUT", "/principals", {"principal_arn": member("solo"), "team": "solo"})
+    services = [team.scheduler() for _ in range(4)]
     done = threading.Event()
     passes: list[Any] = []
     over: list[int] = []
@@ -81,12 +68,12 @@ def test_fifty_concurrent_submissions_never_exceed_the_quota(
     def keep_scheduling(index: int) -> None:
         while not done.is_set():
             passes.append(services[index].run_pass())
-            used = _holding_gpus(api.jobs, "solo")
+            used = _holding_gpus(team.api.jobs, "solo")
             if used > 16:
                 over.append(used)
 
     def submit(_: int) -> int:
-        return api.submit("solo", 1, principal=member("solo")).status
+        return team.api.submit("solo", 1, principal=member("solo")).status
 
     with ThreadPoolExecutor(max_workers=54) as pool:
         schedulers = [pool.submit(keep_scheduling, i) for i in range(4)]
@@ -99,40 +86,32 @@ def test_fifty_concurrent_submissions_never_exceed_the_quota(
     assert statuses == [201] * 50
     assert last.pending_by_team == {"solo": 34}  # the TeamPendingJobs metric's values
     assert over == []
-    assert _holding_gpus(api.jobs, "solo") == 16
-    records = api.jobs.records()
+    assert _holding_gpus(team.api.jobs, "solo") == 16
+    records = team.api.jobs.records()
     assert sum(r.job.status is JobStatus.RUNNING for r in records) == 16
     assert sum(r.job.status is JobStatus.PENDING for r in records) == 34
     assert any(not p.acquired for p in passes), "passes never contended for the lease"
     # kube-scheduler binds a pod it first refused at its retry, in wall time.
-    wait_for(lambda: len(running_jobs(apis)) == 16, 60, "the 16 admitted jobs to run")
+    wait_for(lambda: len(team.running()) == 16, 60, "the 16 admitted jobs to run")
 
 
-def test_a_pass_does_nothing_while_another_holds_the_lease(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster()
-    api = Api(stack)
-    api.quota("solo", 16)
-    job_id = api.submit("solo", 8).body["job_id"]
-    assert api.teams.acquire_lease("hyperguard-twin", "someone-else", 60) is not None
-    result = scheduler(stack, apis).run_pass()
+def test_a_pass_does_nothing_while_another_holds_the_lease(solo: MakeSolo) -> None:
+    team = solo(16)
+    job_id = team.submit(8)
+    assert team.api.teams.acquire_lease("hyperguard-twin", "someone-else", 60) is not None
+    result = team.scheduler().run_pass()
     assert not result.acquired
-    assert stored_job(api, job_id).status is JobStatus.PENDING
-    assert job_id not in running_jobs(apis)
+    assert team.job(job_id).status is JobStatus.PENDING
+    assert job_id not in team.running()
 
 
-def test_a_wake_up_naming_a_job_that_ended_or_never_existed_changes_nothing(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster()
-    api = Api(stack)
-    api.quota("solo", 16)
-    cancelled = api.submit("solo", 8).body["job_id"]
-    assert api.call("DELETE", f"/jobs/{cancelled}").status == 200
-    result = scheduler(stack, apis).run_pass(job_ids=[cancelled, "no-such-job"])
+def test_a_wake_up_naming_a_job_that_ended_or_never_existed_changes_nothing(solo: MakeSolo) -> None:
+    team = solo(16)
+    cancelled = team.submit(8)
+    assert team.api.call("DELETE", f"/jobs/{cancelled}").status == 200
+    result = team.scheduler().run_pass(job_ids=[cancelled, "no-such-job"])
     assert result.admitted == [] and result.pending == 0
-    assert stored_job(api, cancelled).status is JobStatus.CANCELLED
+    assert team.job(cancelled).status is JobStatus.CANCELLED
 
 
 class CancelsDuringThePass(HyperPodEksGateway):
@@ -147,20 +126,16 @@ class CancelsDuringThePass(HyperPodEksGateway):
         return super().list_nodes()
 
 
-def test_a_job_cancelled_after_the_snapshot_is_not_admitted(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster()
-    api = Api(stack)
-    api.quota("solo", 16)
-    victim = api.submit("solo", 8).body["job_id"]
-    gateway = CancelsDuringThePass(apis.gateway.hyperpod, apis.gateway.kubernetes)
-    gateway.api, gateway.victim = api, victim
-    result = scheduler(stack, apis, gateway).run_pass()
+def test_a_job_cancelled_after_the_snapshot_is_not_admitted(solo: MakeSolo) -> None:
+    team = solo(16)
+    victim = team.submit(8)
+    gateway = team.gateway(CancelsDuringThePass)
+    gateway.api, gateway.victim = team.api, victim
+    result = team.scheduler(gateway).run_pass()
     assert result.admitted == [] and result.conflicts == 1
-    record = api.jobs.record(victim)
+    record = team.api.jobs.record(victim)
     assert record is not None and record.job.status is JobStatus.CANCELLED
-    assert record.job.nodes == [] and victim not in running_jobs(apis)
+    assert record.job.nodes == [] and victim not in team.running()
 
 
 class RollsBackDuringThePass(HyperPodEksGateway):
@@ -177,22 +152,18 @@ class RollsBackDuringThePass(HyperPodEksGateway):
 
 
 @pytest.mark.usefixtures("atomic_calls")
-def test_a_pass_never_overwrites_a_reason_written_after_its_snapshot(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    api.quota("solo", 16, borrow=0)
-    running = api.submit("solo", 8).body["job_id"]
-    scheduler(stack, apis).run_pass()
-    waiting = api.submit("solo", 8).body["job_id"]
-    gateway = RollsBackDuringThePass(apis.gateway.hyperpod, apis.gateway.kubernetes)
-    gateway.api, gateway.victim = api, waiting
-    result = scheduler(stack, apis, gateway).run_pass()
-    assert result.conflicts == 1 and running_jobs(apis) == {running}
-    assert api.call("GET", f"/jobs/{waiting}").body["reason"] == gateway.note
-    scheduler(stack, apis).run_pass()  # the next pass reads the note and computes anew
-    reason = api.call("GET", f"/jobs/{waiting}").body["reason"]
+def test_a_pass_never_overwrites_a_reason_written_after_its_snapshot(solo: MakeSolo) -> None:
+    team = solo(16, hyperpod_nodes=1, borrow=0)
+    running = team.submit(8)
+    team.scheduler().run_pass()
+    waiting = team.submit(8)
+    gateway = team.gateway(RollsBackDuringThePass)
+    gateway.api, gateway.victim = team.api, waiting
+    result = team.scheduler(gateway).run_pass()
+    assert result.conflicts == 1 and team.running() == {running}
+    assert team.api.call("GET", f"/jobs/{waiting}").body["reason"] == gateway.note
+    team.scheduler().run_pass()  # the next pass reads the note and computes anew
+    reason = team.api.call("GET", f"/jobs/{waiting}").body["reason"]
     assert reason.startswith(
         "pending: installed capacity of ml.p5.48xlarge exhausted: its 8 GPUs cannot take 8 more"
     )
@@ -219,36 +190,28 @@ def quota_changed_after_the_snapshot(
         del service.teams.quotas
 
 
-def test_a_stale_quota_version_stops_the_pass_before_it_admits(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster()
-    api = Api(stack)
-    api.quota("solo", 16)
-    job_id = api.submit("solo", 8).body["job_id"]
-    service = scheduler(stack, apis)
-    with quota_changed_after_the_snapshot(service, lambda: api.quota("solo", 8, version=1)):
+def test_a_stale_quota_version_stops_the_pass_before_it_admits(solo: MakeSolo) -> None:
+    team = solo(16)
+    job_id = team.submit(8)
+    service = team.scheduler()
+    with quota_changed_after_the_snapshot(service, lambda: team.api.quota("solo", 8, version=1)):
         result = service.run_pass()
     assert result.admitted == [] and result.conflicts == 1
-    assert stored_job(api, job_id).status is JobStatus.PENDING
+    assert team.job(job_id).status is JobStatus.PENDING
 
 
-def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1, burst_nodes=4)  # 2 of 4 are spot
-    api = Api(stack)
-    api.quota("solo", 64, borrow=0)
-    research = api.submit("solo", 8, template="research", replicas=2).body["job_id"]
-    first = api.submit("solo", 8).body["job_id"]
-    second = api.submit("solo", 8).body["job_id"]
-    result = scheduler(stack, apis).run_pass()
+def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(solo: MakeSolo) -> None:
+    team = solo(64, hyperpod_nodes=1, burst_nodes=4, borrow=0)  # 2 of 4 are spot
+    research = team.submit(8, template="research", replicas=2)
+    first = team.submit(8)
+    second = team.submit(8)
+    result = team.scheduler().run_pass()
     assert sorted(result.dispatched) == sorted([research, first])
-    assert running_jobs(apis) == {research, first}
-    placed = api.call("GET", f"/jobs/{research}").body
+    assert team.running() == {research, first}
+    placed = team.api.call("GET", f"/jobs/{research}").body
     assert placed["pool"] == "gpu-burst-spot" and len(set(placed["nodes"])) == 2
-    assert api.call("GET", f"/jobs/{first}").body["pool"] == "workers"
-    waiting = api.call("GET", f"/jobs/{second}").body
+    assert team.api.call("GET", f"/jobs/{first}").body["pool"] == "workers"
+    waiting = team.api.call("GET", f"/jobs/{second}").body
     assert waiting["status"] == "Pending"
     # The idle EKS on-demand nodes are not admissible for it (D21 closed, D89): the engine
     # holds it back for HyperPod's capacity, instead of admitting what placement cannot place.
@@ -258,13 +221,11 @@ def test_research_goes_to_eks_spot_and_production_waits_for_hyperpod(
     assert result.unplaced == []
 
 
-def test_fractional_jobs_share_a_node_best_fit(stack: Stack, make_cluster: MakeCluster) -> None:
-    apis = make_cluster(hyperpod_nodes=2)
-    api = Api(stack)
-    api.quota("solo", 16, borrow=0)
-    ids = [api.submit("solo", gpus).body["job_id"] for gpus in (4, 2, 2, 8)]
-    scheduler(stack, apis).run_pass()
-    nodes = [stored_job(api, i).nodes for i in ids]
+def test_fractional_jobs_share_a_node_best_fit(solo: MakeSolo) -> None:
+    team = solo(16, hyperpod_nodes=2, borrow=0)
+    ids = [team.submit(gpus) for gpus in (4, 2, 2, 8)]
+    team.scheduler().run_pass()
+    nodes = [team.job(i).nodes for i in ids]
     assert nodes[0] == nodes[1] == nodes[2] and nodes[3] != nodes[0]
 
 
@@ -273,17 +234,13 @@ class RefusesDispatch(HyperPodEksGateway):
         raise ClusterError("admission webhook denied the job")
 
 
-def test_a_refused_dispatch_puts_the_job_back_to_pending(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=2)
-    api = Api(stack)
-    api.quota("solo", 16)
-    job_id = api.submit("solo", 8).body["job_id"]
-    gateway = RefusesDispatch(apis.gateway.hyperpod, apis.gateway.kubernetes)
-    result = scheduler(stack, apis, gateway).run_pass()
+def test_a_refused_dispatch_puts_the_job_back_to_pending(solo: MakeSolo) -> None:
+    team = solo(16, hyperpod_nodes=2)
+    job_id = team.submit(8)
+    gateway = team.gateway(RefusesDispatch)
+    result = team.scheduler(gateway).run_pass()
     assert result.admitted == [job_id] and result.dispatched == []
-    view = api.call("GET", f"/jobs/{job_id}").body
+    view = team.api.call("GET", f"/jobs/{job_id}").body
     assert view["status"] == "Pending" and view["nodes"] == []
     assert view["history"][-1]["reason"] == "dispatch failed: admission webhook denied the job"
 
@@ -299,15 +256,13 @@ def test_a_refused_dispatch_puts_the_job_back_to_pending(
     ],
 )
 def test_a_run_the_api_server_refuses_as_invalid_fails_the_job_instead_of_going_round(
-    stack: Stack, make_cluster: MakeCluster, where: str, refused: str
+    solo: MakeSolo, where: str, refused: str
 ) -> None:
     """A template that passes the schema but not kube-apiserver's validation (a mount of a
     volume the pod does not have): kube-apiserver answers 422, and the job fails with its
     words instead of being admitted and refused on every pass."""
     on_hyperpod = where == "hyperpod"
-    apis = make_cluster(hyperpod_nodes=2 if on_hyperpod else 0, burst_nodes=0 if on_hyperpod else 2)
-    api = Api(stack)
-    api.quota("solo", 16)
+    team = solo(16, hyperpod_nodes=2 if on_hyperpod else 0, burst_nodes=0 if on_hyperpod else 2)
     template = {
         "spec": {
             "containers": [
@@ -320,67 +275,58 @@ def test_a_run_the_api_server_refuses_as_invalid_fails_the_job_instead_of_going_
         }
     }
     placement = "production" if on_hyperpod else "research"
-    reply = api.submit("solo", 8, image=None, template=placement, pod_template=template)
+    reply = team.api.submit("solo", 8, image=None, template=placement, pod_template=template)
     assert reply.status == 201, reply.body
     job_id = reply.body["job_id"]
-    result = scheduler(stack, apis).run_pass()
+    result = team.scheduler().run_pass()
     assert result.admitted == [job_id] and result.dispatched == []
-    view = api.call("GET", f"/jobs/{job_id}").body
+    view = team.api.call("GET", f"/jobs/{job_id}").body
     assert view["status"] == "Failed" and view["nodes"] == []
     reason = view["history"][-1]["reason"]
     assert reason.startswith(f"the cluster refused its run as invalid: {refused}"), reason
     assert "volumeMounts[0].name" in reason and "Not found" in reason, reason
-    assert scheduler(stack, apis).run_pass().admitted == []
+    assert team.scheduler().run_pass().admitted == []
 
 
-def test_cancelling_a_running_job_stops_its_pods_on_the_next_pass(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster()
-    api = Api(stack)
-    api.quota("solo", 16)
-    job_id = api.submit("solo", 8).body["job_id"]
-    service = scheduler(stack, apis)
+def test_cancelling_a_running_job_stops_its_pods_on_the_next_pass(solo: MakeSolo) -> None:
+    team = solo(16)
+    job_id = team.submit(8)
+    service = team.scheduler()
     service.run_pass()
-    assert running_jobs(apis) == {job_id}
-    assert api.call("DELETE", f"/jobs/{job_id}").body["status"] == "Cancelled"
-    assert api.wakeup.reasons[-1] == "job cancelled"
+    assert team.running() == {job_id}
+    assert team.api.call("DELETE", f"/jobs/{job_id}").body["status"] == "Cancelled"
+    assert team.api.wakeup.reasons[-1] == "job cancelled"
     result = service.run_pass()
     assert result.stopped == [job_id]
-    assert running_jobs(apis) == set()
-    assert apis.cluster.runs()[job_id].state == "stopped"
-    record = api.jobs.record(job_id)
+    assert team.running() == set()
+    assert team.apis.cluster.runs()[job_id].state == "stopped"
+    record = team.api.jobs.record(job_id)
     assert record is not None and not record.stop_pending and record.job.nodes == []
     assert [h.event.value for h in record.history][-2:] == ["cancelled", "stopped"]
 
 
-def _low_priority_job(api: Api) -> str:
-    """Priority classes low and high, team `solo` with one node's quota, a low job in it."""
-    api.call(
-        "PUT",
-        "/scheduler-config",
-        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
-    )
-    api.quota("solo", 8, borrow=0)
-    return str(api.submit("solo", 8, priority_class="low").body["job_id"])
+LOW_AND_HIGH = {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]}
 
 
-def test_a_preempted_job_restarts_from_its_checkpoint(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    low = _low_priority_job(api)
-    service = scheduler(stack, apis)
+def _low_priority_job(solo: MakeSolo) -> tuple[Solo, str]:
+    """Priority classes low and high, team `solo` with its one node's quota, a low job in it."""
+    team = solo(8, hyperpod_nodes=1, borrow=0)
+    assert team.api.call("PUT", "/scheduler-config", LOW_AND_HIGH).status == 200
+    return team, team.submit(8, priority_class="low")
+
+
+def test_a_preempted_job_restarts_from_its_checkpoint(solo: MakeSolo) -> None:
+    team, low = _low_priority_job(solo)
+    service = team.scheduler()
     service.run_pass()
     checkpoint = {"step": 500, "uri": "s3://ckpt-bucket/low/step-00000500/"}
-    assert api.call("POST", f"/jobs/{low}/checkpoints", checkpoint).status == 201
-    high = api.submit("solo", 8, priority_class="high").body["job_id"]
+    assert team.api.call("POST", f"/jobs/{low}/checkpoints", checkpoint).status == 201
+    high = team.submit(8, priority_class="high")
     assert service.run_pass().preempted == [low]
-    assert api.call("DELETE", f"/jobs/{high}").status == 200
+    assert team.api.call("DELETE", f"/jobs/{high}").status == 200
     result = service.run_pass()
     assert result.admitted == [low] and result.stopped == [high]
-    view = api.call("GET", f"/jobs/{low}").body
+    view = team.api.call("GET", f"/jobs/{low}").body
     assert view["status"] == "Running" and view["restart_count"] == 1
     assert [h["event"] for h in view["history"]] == [
         "submitted",
@@ -392,8 +338,8 @@ def test_a_preempted_job_restarts_from_its_checkpoint(
         "dispatched",
     ]
     # The restarted run is told where to resume from, and does.
-    until_running(apis, low)
-    run = apis.cluster.runs()[low]
+    until_running(team.apis, low)
+    run = team.apis.cluster.runs()[low]
     assert run.state == "running" and run.name.endswith("-run-1")
     assert run.anchor_step == 500
 
@@ -411,24 +357,22 @@ class StopFailsOnce(HyperPodEksGateway):
 
 
 def test_a_cancel_whose_stop_fails_keeps_stop_pending_and_is_stopped_on_the_next_pass(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
-    apis = make_cluster()
-    api = Api(stack)
-    api.quota("solo", 16)
-    job_id = api.submit("solo", 8).body["job_id"]
-    gateway = StopFailsOnce(apis.gateway.hyperpod, apis.gateway.kubernetes)
-    service = scheduler(stack, apis, gateway)
+    team = solo(16)
+    job_id = team.submit(8)
+    gateway = team.gateway(StopFailsOnce)
+    service = team.scheduler(gateway)
     service.run_pass()
-    assert api.call("DELETE", f"/jobs/{job_id}").status == 200
+    assert team.api.call("DELETE", f"/jobs/{job_id}").status == 200
     assert service.run_pass().stopped == []
-    record = api.jobs.record(job_id)
+    record = team.api.jobs.record(job_id)
     assert record is not None and record.stop_pending and record.job.nodes  # still owed
-    assert running_jobs(apis) == {job_id}
+    assert team.running() == {job_id}
     assert service.run_pass().stopped == [job_id]
-    record = api.jobs.record(job_id)
+    record = team.api.jobs.record(job_id)
     assert record is not None and not record.stop_pending and record.job.nodes == []
-    assert running_jobs(apis) == set()
+    assert team.running() == set()
 
 
 def _unscheduled(apis: ClusterApis, job_id: str) -> list[str]:
@@ -445,149 +389,132 @@ def _unscheduled(apis: ClusterApis, job_id: str) -> list[str]:
     ]
 
 
-def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
+def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(solo: MakeSolo) -> None:
     """The urgent job is admitted onto the node of the job it preempts. While that job's
     stop has failed, its pods keep the node's GPUs and the urgent job's pod waits for them
     (kube-scheduler: Insufficient nvidia.com/gpu); the next pass stops the old run, and the
     urgent job then runs there."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    low = _low_priority_job(api)
-    gateway = StopFailsOnce(apis.gateway.hyperpod, apis.gateway.kubernetes)
-    service = scheduler(stack, apis, gateway)
+    team, low = _low_priority_job(solo)
+    gateway = team.gateway(StopFailsOnce)
+    service = team.scheduler(gateway)
     service.run_pass()
-    assert running_jobs(apis) == {low}
-    held = apis.cluster.job_instances(low)
-    high = api.submit("solo", 8, priority_class="high").body["job_id"]
+    assert team.running() == {low}
+    held = team.apis.cluster.job_instances(low)
+    high = team.submit(8, priority_class="high")
     result = service.run_pass()
     assert result.preempted == [low] and result.stopped == []  # the stop failed
-    assert result.dispatched == [high] and stored_job(api, high).nodes == held
-    assert running_jobs(apis) == {low}  # the preempted job's pods still run
-    (waits,) = _unscheduled(apis, high)
+    assert result.dispatched == [high] and team.job(high).nodes == held
+    assert team.running() == {low}  # the preempted job's pods still run
+    (waits,) = _unscheduled(team.apis, high)
     assert "Insufficient nvidia.com/gpu" in waits
     result = service.run_pass()
     assert result.stopped == [low] and result.admitted == []
-    until_running(apis, high)
-    assert apis.cluster.job_instances(high) == held
-    assert stored_job(api, low).status is JobStatus.PREEMPTED
+    until_running(team.apis, high)
+    assert team.apis.cluster.job_instances(high) == held
+    assert team.job(low).status is JobStatus.PREEMPTED
 
 
-def test_elastic_growth_is_fenced_on_the_teams_quota_version(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=4)
-    api = Api(stack)
-    api.quota("solo", 16, strategy="DontLend", borrow=None)
+def test_elastic_growth_is_fenced_on_the_teams_quota_version(solo: MakeSolo) -> None:
+    team = solo(16, hyperpod_nodes=4, strategy="DontLend", borrow=None)
     elastic = {"minReplicas": 2, "maxReplicas": 4, "scalingTimeoutInSeconds": 0}
-    job_id = api.submit("solo", 8, replicas=2, elastic_policy=elastic).body["job_id"]
-    service = scheduler(stack, apis)
+    job_id = team.submit(8, replicas=2, elastic_policy=elastic)
+    service = team.scheduler()
     assert service.run_pass().admitted == [job_id]
-    assert api.quota("solo", 32, strategy="DontLend", borrow=None, version=1).status == 200
+    assert team.api.quota("solo", 32, strategy="DontLend", borrow=None, version=1).status == 200
     # the snapshot has 32 GPUs: the engine grows the job to 4 replicas
-    cut = partial(api.quota, "solo", 16, strategy="DontLend", borrow=None, version=2)
+    cut = partial(team.api.quota, "solo", 16, strategy="DontLend", borrow=None, version=2)
     with quota_changed_after_the_snapshot(service, cut):
         result = service.run_pass()
     assert result.resized == [] and result.conflicts == 1
-    record = api.jobs.record(job_id)
+    record = team.api.jobs.record(job_id)
     assert record is not None and len(record.job.nodes) == 2 and record.admitted_replicas == 2
 
 
 def test_a_node_replaced_under_a_job_is_held_for_it_until_its_recovery_moves_it(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """A job waiting for its node's repair restarts on the replacement, the node that kept
     the NodeLogicalId. Until its recovery moves it there, the job holds that node: an
     elastic job does not grow into it, even where it is the only node with room, and grows
     into an idle node once there is one (taking the held node would leave the waiting job's
     pod Pending, Insufficient nvidia.com/gpu) (D84)."""
-    apis = make_cluster(hyperpod_nodes=4)
-    api = Api(stack)
-    api.quota("solo", 24, borrow=0)
-    waiting = api.submit("solo", 8, replicas=2).body["job_id"]
+    team = solo(24, hyperpod_nodes=4, borrow=0)
+    waiting = team.submit(8, replicas=2)
     elastic = {"minReplicas": 1, "maxReplicas": 3, "scalingTimeoutInSeconds": 0}
-    grower = api.submit("solo", 8, replicas=1, elastic_policy=elastic).body["job_id"]
-    inventory = NodeStore(stack.tables["NodesTable"])
-    service = scheduler(stack, apis, nodes=inventory)
+    grower = team.submit(8, replicas=1, elastic_policy=elastic)
+    inventory = NodeStore(team.stack.tables["NodesTable"])
+    service = team.scheduler(nodes=inventory)
     service.run_pass()
-    assert running_jobs(apis) == {waiting, grower}
-    failed = stored_job(api, waiting).nodes[0]
-    inventory.upsert_inventory(apis.gateway.list_nodes())
-    lifecycle = JobLifecycle(api.jobs)
+    assert team.running() == {waiting, grower}
+    failed = team.job(waiting).nodes[0]
+    inventory.upsert_inventory(team.apis.gateway.list_nodes())
+    lifecycle = JobLifecycle(team.api.jobs)
     assert lifecycle.protect(waiting, incident_id="incident-1", node=failed, strategy="wait")
     replaced = sagemaker().batch_replace_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[failed])
     assert replaced["Successful"] == [failed]
-    apis.advance(apis.cluster.timings.replace_s + 60)
-    (new,) = [n for n in apis.gateway.list_nodes() if n.instance_id not in apis.hyperpod]
+    team.apis.advance(team.apis.cluster.timings.replace_s + 60)
+    (new,) = [n for n in team.apis.gateway.list_nodes() if n.instance_id not in team.apis.hyperpod]
     assert new.healthy and new.schedulable
-    assert failed not in {i.instance_id for i in apis.cluster.instances()}
-    grown_from = stored_job(api, grower).nodes
-    held = {*stored_job(api, waiting).nodes, *grown_from}
-    (idle,) = {n.instance_id for n in apis.gateway.list_nodes()} - held - {new.instance_id}
-    assert api.quota("solo", 40, borrow=0, version=1).status == 200  # room to grow
+    assert failed not in {i.instance_id for i in team.apis.cluster.instances()}
+    grown_from = team.job(grower).nodes
+    held = {*team.job(waiting).nodes, *grown_from}
+    (idle,) = {n.instance_id for n in team.apis.gateway.list_nodes()} - held - {new.instance_id}
+    assert team.api.quota("solo", 40, borrow=0, version=1).status == 200  # room to grow
     # An operator cordons the idle node: the replacement is the only node with room, which
     # the grower would take, whatever the nodes' ids, if it were not held.
-    idle_node = apis.cluster.instance(idle)
+    idle_node = team.apis.cluster.instance(idle)
     assert idle_node is not None
-    apis.kube.patch(NODES, idle_node.node_name, {"spec": {"unschedulable": True}})
+    team.apis.kube.patch(NODES, idle_node.node_name, {"spec": {"unschedulable": True}})
     service.run_pass()
-    assert stored_job(api, grower).nodes == grown_from
-    apis.kube.patch(NODES, idle_node.node_name, {"spec": {"unschedulable": False}})
+    assert team.job(grower).nodes == grown_from
+    team.apis.kube.patch(NODES, idle_node.node_name, {"spec": {"unschedulable": False}})
     service.run_pass()
-    assert stored_job(api, grower).nodes[1:] == [idle]
-    assert stored_job(api, waiting).nodes.count(failed) == 1
+    assert team.job(grower).nodes[1:] == [idle]
+    assert team.job(waiting).nodes.count(failed) == 1
 
 
-def test_the_minimum_run_time_set_through_the_api_holds_preemption_back(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    low = _low_priority_job(api)
-    config = api.call("GET", "/scheduler-config").body["SchedulerConfig"]
-    reply = api.call("PUT", "/scheduler-config", config | {"MinRuntimeSeconds": 600})
+def test_the_minimum_run_time_set_through_the_api_holds_preemption_back(solo: MakeSolo) -> None:
+    team, low = _low_priority_job(solo)
+    config = team.api.call("GET", "/scheduler-config").body["SchedulerConfig"]
+    reply = team.api.call("PUT", "/scheduler-config", config | {"MinRuntimeSeconds": 600})
     assert reply.status == 200 and reply.body["Version"] == 2
-    assert api.call("GET", "/scheduler-config").body["SchedulerConfig"]["MinRuntimeSeconds"] == 600
-    service = scheduler(stack, apis)
+    assert (
+        team.api.call("GET", "/scheduler-config").body["SchedulerConfig"]["MinRuntimeSeconds"]
+        == 600
+    )
+    service = team.scheduler()
     assert service.run_pass().admitted == [low]
-    high = api.submit("solo", 8, priority_class="high").body["job_id"]
-    apis.advance(599)
+    high = team.submit(8, priority_class="high")
+    team.apis.advance(599)
     assert service.run_pass().preempted == []
-    assert running_jobs(apis) == {low}
-    waiting = api.call("GET", f"/jobs/{high}").body
+    assert team.running() == {low}
+    waiting = team.api.call("GET", f"/jobs/{high}").body
     assert waiting["status"] == "Pending"
     assert "candidate jobs have run less than the minimum run time 600s" in waiting["reason"]
-    apis.advance(1)
+    team.apis.advance(1)
     result = service.run_pass()
     assert result.preempted == [low] and result.admitted == [high]
-    until_running(apis, high)
+    until_running(team.apis, high)
 
 
-def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    low = _low_priority_job(api)
+def test_a_job_whose_class_left_the_config_still_starts_on_the_cluster(solo: MakeSolo) -> None:
+    team, low = _low_priority_job(solo)
     classes = {"PriorityClasses": [{"Name": "high", "Weight": 9}]}
-    assert api.call("PUT", "/scheduler-config", classes).status == 200
-    scheduler(stack, apis).run_pass()
+    assert team.api.call("PUT", "/scheduler-config", classes).status == 200
+    team.scheduler().run_pass()
     # Kueue needs the class the run names; the pass gives it one below every class.
-    assert running_jobs(apis) == {low}
-    below = apis.kube.get(PRIORITY_CLASSES, "low-priority")
+    assert team.running() == {low}
+    below = team.apis.kube.get(PRIORITY_CLASSES, "low-priority")
     assert below is not None and below["value"] == -1
 
 
 def test_log_monitoring_rules_are_submitted_shown_and_run_on_the_strict_twin(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """A job's logMonitoringConfiguration goes, as submitted, into its HyperPodPyTorchJob,
     which the twin's API server checks against the rule's fields; a rule the operator
     could not apply is refused at submission with the field named."""
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    api.quota("solo", 8, borrow=0)
+    team = solo(8, hyperpod_nodes=1, borrow=0)
     rules = [
         {
             "name": "JobHangingDetection",
@@ -596,19 +523,19 @@ def test_log_monitoring_rules_are_submitted_shown_and_run_on_the_strict_twin(
             "expectedStartCutOffInSeconds": 600,
         }
     ]
-    reply = api.submit("solo", 8, log_monitoring_configuration=rules)
+    reply = team.api.submit("solo", 8, log_monitoring_configuration=rules)
     assert reply.status == 201, reply.body
     job_id = reply.body["job_id"]
-    shown = api.call("GET", f"/jobs/{job_id}").body["log_monitoring_configuration"]
+    shown = team.api.call("GET", f"/jobs/{job_id}").body["log_monitoring_configuration"]
     assert [{k: v for k, v in r.items() if v is not None} for r in shown] == rules
-    scheduler(stack, apis).run_pass()
-    assert running_jobs(apis) == {job_id}
-    run = apis.cluster.runs()[job_id]
-    stored = apis.kube.get(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)
+    team.scheduler().run_pass()
+    assert team.running() == {job_id}
+    run = team.apis.cluster.runs()[job_id]
+    stored = team.apis.kube.get(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)
     assert stored is not None and stored["spec"]["runPolicy"]["logMonitoringConfiguration"] == rules
 
     bad = [{"name": "JobStart", "logPattern": "(", "expectedStartCutOffInSeconds": 60}]
-    refused = api.submit("solo", 8, log_monitoring_configuration=bad)
+    refused = team.api.submit("solo", 8, log_monitoring_configuration=bad)
     assert refused.status == 422
     assert "log_monitoring_configuration" in str(refused.body)
     assert "logPattern" in str(refused.body)
@@ -627,59 +554,52 @@ class CountsResizes(HyperPodEksGateway):
 
 
 def elastic_job_on_four_nodes(
-    stack: Stack, make_cluster: MakeCluster
-) -> tuple[ClusterApis, Api, str, CountsResizes, SchedulerService]:
+    solo: MakeSolo,
+) -> tuple[Solo, str, CountsResizes, SchedulerService]:
     """A low-priority elastic job (1-4 nodes) running on all four nodes of a team's own
     cluster, with a scheduler whose cluster records every resize; priority class `high` is
     defined."""
-    apis = make_cluster(hyperpod_nodes=4)
-    api = Api(stack)
-    api.call(
-        "PUT",
-        "/scheduler-config",
-        {"PriorityClasses": [{"Name": "low", "Weight": 1}, {"Name": "high", "Weight": 9}]},
-    )
-    api.quota("solo", 32, strategy="DontLend", borrow=None)
+    team = solo(32, hyperpod_nodes=4, strategy="DontLend", borrow=None)
+    assert team.api.call("PUT", "/scheduler-config", LOW_AND_HIGH).status == 200
     elastic = {"minReplicas": 1, "maxReplicas": 4, "scalingTimeoutInSeconds": 0}
-    body = api.submit("solo", 8, replicas=4, priority_class="low", elastic_policy=elastic).body
-    training = body["job_id"]
-    gateway = CountsResizes(apis.gateway.hyperpod, apis.gateway.kubernetes)
-    service = scheduler(stack, apis, gateway)
+    training = team.submit(8, replicas=4, priority_class="low", elastic_policy=elastic)
+    gateway = team.gateway(CountsResizes)
+    service = team.scheduler(gateway)
     assert service.run_pass().admitted == [training]
-    return apis, api, training, gateway, service
+    return team, training, gateway, service
 
 
 def test_an_elastic_job_two_admissions_shrink_restarts_once_at_its_final_size(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """Two urgent jobs admitted in one pass both take a node of the team's elastic job: its
     record is written smaller for each admission (each write fenced with it), but the
     cluster resizes it once, to two nodes, since each resize is a checkpoint and a restart
     of the whole job."""
-    apis, api, training, gateway, service = elastic_job_on_four_nodes(stack, make_cluster)
-    urgent = {api.submit("solo", 8, priority_class="high").body["job_id"] for _ in range(2)}
+    team, training, gateway, service = elastic_job_on_four_nodes(solo)
+    urgent = {team.submit(8, priority_class="high") for _ in range(2)}
     result = service.run_pass()
     assert set(result.admitted) == urgent
     assert result.resized == [training, training]  # written once for each admission
     assert gateway.resizes == [(training, 2)]
-    assert len(stored_job(api, training).nodes) == 2
-    assert running_jobs(apis) == {training, *urgent}
-    assert len(apis.cluster.runs()[training].nodes) == 2
+    assert len(team.job(training).nodes) == 2
+    assert team.running() == {training, *urgent}
+    assert len(team.apis.cluster.runs()[training].nodes) == 2
 
 
 def test_an_elastic_job_shrunk_for_a_refused_admission_is_resized_on_the_cluster_too(
-    stack: Stack, make_cluster: MakeCluster
+    solo: MakeSolo,
 ) -> None:
     """The shrink is written (fenced on the lease), the admission it served is refused (the
     team's quota changed after the snapshot): the cluster follows the record, so the job
     keeps running at its new size instead of its run being swept as out of date."""
-    apis, api, training, gateway, service = elastic_job_on_four_nodes(stack, make_cluster)
-    urgent = api.submit("solo", 8, priority_class="high").body["job_id"]
-    change = partial(api.quota, "solo", 32, strategy="DontLend", borrow=None, version=1)
+    team, training, gateway, service = elastic_job_on_four_nodes(solo)
+    urgent = team.submit(8, priority_class="high")
+    change = partial(team.api.quota, "solo", 32, strategy="DontLend", borrow=None, version=1)
     with quota_changed_after_the_snapshot(service, change):
         result = service.run_pass()
     assert result.admitted == [] and result.conflicts == 1
     assert result.resized == [training] and gateway.resizes == [(training, 3)]
     assert service.run_pass().admitted == [urgent]
-    assert running_jobs(apis) == {training, urgent}
-    assert len(apis.cluster.runs()[training].nodes) == 3
+    assert team.running() == {training, urgent}
+    assert len(team.apis.cluster.runs()[training].nodes) == 3

@@ -9,25 +9,19 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tests.conftest import Stack
-from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET
-from tests.integration.conftest import MakeCluster
-from tests.integration.scheduler_harness import scheduler
+from tests.integration.scheduler_harness import MakeSolo
 
 STEADY = {"i-0aaaaaaaaaaaaaaa1": 1.0, "i-0bbbbbbbbbbbbbbb2": 1.02}
 THROTTLED = {"i-0aaaaaaaaaaaaaaa1": 1.0, "i-0bbbbbbbbbbbbbbb2": 2.6}
 
 
-def test_a_job_far_below_its_own_pace_is_flagged_with_its_lagging_node(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    api.quota("solo", 8, strategy="DontLend", borrow=None)
+def test_a_job_far_below_its_own_pace_is_flagged_with_its_lagging_node(solo: MakeSolo) -> None:
+    team = solo(8, hyperpod_nodes=1, strategy="DontLend", borrow=None)
+    api, apis = team.api, team.apis
     location = f"s3://{BUCKET}/paced/"
-    job_id = api.submit("solo", 8, checkpoint_location=location).body["job_id"]
-    service = scheduler(stack, apis)
+    job_id = team.submit(8, checkpoint_location=location)
+    service = team.scheduler()
     service.run_pass()
     start = apis.clock.now()
 
@@ -68,14 +62,11 @@ def test_a_job_far_below_its_own_pace_is_flagged_with_its_lagging_node(
     assert record["last_checkpoint"]["node_step_seconds"] == STEADY
 
 
-def test_per_node_timings_are_bounded_and_refused_with_the_field_named(
-    stack: Stack, make_cluster: MakeCluster
-) -> None:
-    apis = make_cluster(hyperpod_nodes=1)
-    api = Api(stack)
-    api.quota("solo", 8, strategy="DontLend", borrow=None)
-    job_id = api.submit("solo", 8, checkpoint_location=f"s3://{BUCKET}/bad/").body["job_id"]
-    scheduler(stack, apis).run_pass()
+def test_per_node_timings_are_bounded_and_refused_with_the_field_named(solo: MakeSolo) -> None:
+    team = solo(8, hyperpod_nodes=1, strategy="DontLend", borrow=None)
+    api = team.api
+    job_id = team.submit(8, checkpoint_location=f"s3://{BUCKET}/bad/")
+    team.scheduler().run_pass()
     base = {"step": 10, "uri": f"s3://{BUCKET}/bad/10/"}
     for timings in (
         {"node-1": 1.0},  # not an instance id
