@@ -15,6 +15,7 @@ from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import ClusterApis
 from tests.integration.scheduler_harness import MakeSolo, Solo
 
+from hyperguard.bursting.requests import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.cluster import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.karpenter import (
@@ -24,7 +25,6 @@ from hyperguard.cluster.karpenter import (
     nodeclaim_manifest,
 )
 from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name
-from hyperguard.governance.bursting import BurstJob, BurstRequest, next_window, rollback_note
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.occupancy import usable
 from hyperguard.governance.service import SchedulerService

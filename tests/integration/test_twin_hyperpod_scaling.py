@@ -28,18 +28,18 @@ from tests.integration.cluster_harness import (
 )
 from tests.integration.scheduler_harness import scheduler
 
+from hyperguard.bursting.plan import plan_burst
+from hyperguard.bursting.requests import BurstJob, BurstRequest
 from hyperguard.cluster.conventions import HEALTH_LABEL, INSTANCE_GROUP_LABEL
 from hyperguard.cluster.karpenter import (
     IDLE_SINCE_ANNOTATION,
     LOGICAL_ID_ANNOTATION,
     idle_mark,
 )
-from hyperguard.governance.bursting import BurstJob, BurstRequest
 from hyperguard.messaging import Workflows
 from hyperguard.models import Job, JobStatus
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy
-from hyperguard.scaling.burst import plan_burst
 from hyperguard_twin.cluster import SimTimings
 from hyperguard_twin.plane.kube import NODES, PODS, wait_for
 

@@ -9,9 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from hyperguard.catalogue import InstanceSpec
-from hyperguard.cluster.karpenter import nodeclaim_manifest, nodes_within_limits, read_claim
-from hyperguard.governance.bursting import (
+from hyperguard.bursting.plan import assess, plan_burst
+from hyperguard.bursting.requests import (
     BurstJob,
     BurstRequest,
     burst_id,
@@ -21,10 +20,11 @@ from hyperguard.governance.bursting import (
     rollback_note,
     scale_in,
 )
+from hyperguard.catalogue import InstanceSpec
+from hyperguard.cluster.karpenter import nodeclaim_manifest, nodes_within_limits, read_claim
 from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
 from hyperguard.models.nodes import CapacityType
 from hyperguard.policies.burst import BurstCapacity, BurstPolicy, PoolKind, SpendCaps
-from hyperguard.scaling.burst import assess, plan_burst
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 OD_P5 = 55.04

@@ -38,7 +38,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus, RepairFailure, RepairOutcome
-from hyperguard.models.cluster import InstanceGroupSize
+from hyperguard.models.cluster import ADD_LIMIT, InstanceGroupSize
 from hyperguard.observability import logger
 
 PLATFORM = "hyperpod"
@@ -52,8 +52,6 @@ RETRYABLE_NODE_ERRORS = frozenset(
 NOT_FOUND_ERRORS = frozenset({"ResourceNotFound", "ValidationException"})
 
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation")
-ADD_LIMIT = 50
-"""BatchAddClusterNodes' IncrementTargetCountBy maximum."""
 DELETE_LIMIT = 99
 """BatchDeleteClusterNodes' NodeLogicalIds maximum."""
 CONTINUOUS = "Continuous"

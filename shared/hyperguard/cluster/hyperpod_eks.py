@@ -38,7 +38,6 @@ from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
     DISRUPTED_TAINT,
-    HYPERPOD_CAPACITY,
     IDLE_SINCE_ANNOTATION,
     LOGICAL_ID_ANNOTATION,
     from_nodepool_template,
@@ -76,7 +75,14 @@ from hyperguard.cluster.workloads import (
     toleration_of,
 )
 from hyperguard.models import Job, Node, NodeStatus, RepairFailure, RepairOutcome
-from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunKind, RunPhase, RunStatus
+from hyperguard.models.cluster import (
+    HYPERPOD_CAPACITY,
+    BurstClaim,
+    InstanceGroupSize,
+    RunKind,
+    RunPhase,
+    RunStatus,
+)
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard.policies.repairers import (
     DO_NOT_REPAIR,

@@ -54,8 +54,6 @@ LOGICAL_ID_ANNOTATION = "hyperguard.io/node-logical-id"
 DISRUPTED_TAINT = "karpenter.sh/disrupted"
 """The NoSchedule taint Karpenter puts on a node it disrupts (its NodeClaim deleted, by
 consolidation or by anyone), before draining it (Karpenter's docs, concepts/disruption)."""
-HYPERPOD_CAPACITY = "hyperpod"
-"""The capacity type of a node a burst added to a HyperPod instance group."""
 
 
 def nodeclaim_manifest(

@@ -26,8 +26,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
-from hyperguard.governance.bursting import (
+from hyperguard.bursting.requests import (
     MAX_BURST_JOBS,
     BurstJob,
     BurstRequest,
@@ -38,6 +37,7 @@ from hyperguard.governance.bursting import (
     rolled_back,
     scale_in,
 )
+from hyperguard.catalogue import InstanceCatalogue, ec2_name, ml_name
 from hyperguard.governance.decisions import Decision, DecisionKind, Decisions
 from hyperguard.governance.engine import schedule
 from hyperguard.governance.intents import (
@@ -72,13 +72,7 @@ from hyperguard.governance.occupancy import (
     per_replica,
 )
 from hyperguard.governance.patching import PatchFence, fences, pauses
-from hyperguard.governance.placement import (
-    Placement,
-    allows_burst,
-    allows_hyperpod,
-    burst_kinds,
-    place,
-)
+from hyperguard.governance.placement import Placement, place
 from hyperguard.governance.snapshot import (
     LIVE_PHASES,
     ORPHAN_STOPS_PER_PASS,
@@ -99,7 +93,15 @@ from hyperguard.models.jobs import (
     held_nodes,
 )
 from hyperguard.models.records import JobRecord
-from hyperguard.policies.burst import BurstPolicy, PoolKind, WhenCanPreempt, is_burst
+from hyperguard.policies.burst import (
+    BurstPolicy,
+    PoolKind,
+    WhenCanPreempt,
+    allows_burst,
+    allows_hyperpod,
+    burst_kinds,
+    is_burst,
+)
 from hyperguard.policies.repair import NodeRepairConfig
 
 TROUBLE_FIRST_RETRY_S = 60

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from hyperguard.governance.bursting import BurstRequest
+from hyperguard.bursting.requests import BurstRequest
 from hyperguard.governance.patching import PatchFence
 from hyperguard.models import Checkpoint, Incident, Job
 from hyperguard.models.cluster import BurstClaim

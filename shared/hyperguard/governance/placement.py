@@ -29,7 +29,14 @@ from dataclasses import dataclass
 
 from hyperguard.catalogue import ec2_name
 from hyperguard.models import Node
-from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstBudget, PoolKind, price_key
+from hyperguard.policies.burst import (
+    DEFAULT_HOURLY_PRICES,
+    TEMPLATE_POOL_KINDS,
+    BurstBudget,
+    PoolKind,
+    allows_burst,
+    price_key,
+)
 
 
 def pool_of(node: Node) -> tuple[str, PoolKind]:
@@ -73,28 +80,6 @@ class Placement:
     """No allowed pool has room (rather than a spend cap refusing): more capacity would do."""
 
 
-_ALLOWED: Mapping[str, tuple[PoolKind, ...]] = {
-    "production": (PoolKind.HYPERPOD,),
-    "development": (PoolKind.HYPERPOD, PoolKind.EKS_ON_DEMAND),
-    "research": (PoolKind.EKS_SPOT,),
-}
-
-
-def allows_burst(template: str) -> bool:
-    """Whether the template lets a job run on EKS burst capacity."""
-    return any(kind is not PoolKind.HYPERPOD for kind in _ALLOWED.get(template, ()))
-
-
-def burst_kinds(template: str) -> tuple[PoolKind, ...]:
-    """The EKS pool kinds the template lets a job run on."""
-    return tuple(kind for kind in _ALLOWED.get(template, ()) if kind is not PoolKind.HYPERPOD)
-
-
-def allows_hyperpod(template: str) -> bool:
-    """Whether the template lets a job run on HyperPod."""
-    return PoolKind.HYPERPOD in _ALLOWED.get(template, ())
-
-
 def instance_price(pool: Pool, prices: Mapping[tuple[PoolKind, str], float]) -> float:
     """USD per instance-hour of the pool: 0 when committed; inf when no price is known."""
     if pool.committed:
@@ -125,7 +110,7 @@ def place(
 ) -> Placement:
     """Choose a pool for an admitted job needing `accelerators` of `instance_type`; EKS
     pools only within `budget`'s spend caps."""
-    allowed = _ALLOWED.get(template)
+    allowed = TEMPLATE_POOL_KINDS.get(template)
     if allowed is None:
         return Placement(None, f"unknown template {template!r}")
     wanted = ec2_name(instance_type)

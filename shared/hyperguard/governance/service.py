@@ -37,7 +37,7 @@ spend rate within its caps — counted from the jobs holding EKS capacity at the
 pass plus those the pass places there (releases count from the next pass). Every admission
 records the pool kind, the price per instance-hour and the job's hourly cost it assumed.
 
-Burst capacity (hyperguard.governance.bursting), when BurstCapacity is deployed: jobs that
+Burst capacity (hyperguard.bursting.requests), when BurstCapacity is deployed: jobs that
 only installed capacity holds back (the engine's `short_of_capacity`) and jobs admitted that
 no allowed pool has room for, whose template may run on EKS, less the nodes HyperGuard's
 NodeClaims are already launching, start one BurstCapacity execution per template and

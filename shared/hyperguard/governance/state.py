@@ -15,7 +15,6 @@ from datetime import datetime
 
 from hyperguard.catalogue import InstanceCatalogue
 from hyperguard.governance.decisions import Decision, DecisionKind, Decisions
-from hyperguard.governance.placement import allows_burst
 from hyperguard.models.governance import (
     ZERO,
     ComputeQuota,
@@ -29,7 +28,7 @@ from hyperguard.models.governance import (
     resolve_quota_resources,
 )
 from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES, Job
-from hyperguard.policies.burst import PoolKind
+from hyperguard.policies.burst import PoolKind, allows_burst
 
 DEFAULT_BORROW_LIMIT_PERCENT = 50
 """SageMaker's default when ResourceSharingConfig omits BorrowLimit."""

@@ -45,6 +45,12 @@ class RunStatus(BaseModel):
     HyperPod auto-resume after a node fault, log monitoring after a hang); 0 for a batch Job."""
 
 
+HYPERPOD_CAPACITY = "hyperpod"
+"""The capacity type of a node a burst added to a HyperPod instance group."""
+ADD_LIMIT = 50
+"""BatchAddClusterNodes' IncrementTargetCountBy maximum."""
+
+
 class BurstClaim(BaseModel):
     """One of HyperGuard's NodeClaims as Karpenter last reported it; or a node a burst added
     to a HyperPod instance group (`platform` hyperpod: `name` is its NodeLogicalId,

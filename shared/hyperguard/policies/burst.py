@@ -57,6 +57,30 @@ _POOL_OPTIONS = {
 """The purchase option each pool kind's price is (hyperguard.policies.prices)."""
 
 
+TEMPLATE_POOL_KINDS: Mapping[str, tuple[PoolKind, ...]] = {
+    "production": (PoolKind.HYPERPOD,),
+    "development": (PoolKind.HYPERPOD, PoolKind.EKS_ON_DEMAND),
+    "research": (PoolKind.EKS_SPOT,),
+}
+"""The pools a job of each template may run on."""
+
+
+def allows_burst(template: str) -> bool:
+    """Whether the template lets a job run on EKS burst capacity."""
+    return any(kind is not PoolKind.HYPERPOD for kind in TEMPLATE_POOL_KINDS.get(template, ()))
+
+
+def burst_kinds(template: str) -> tuple[PoolKind, ...]:
+    """The EKS pool kinds the template lets a job run on."""
+    kinds = TEMPLATE_POOL_KINDS.get(template, ())
+    return tuple(kind for kind in kinds if kind is not PoolKind.HYPERPOD)
+
+
+def allows_hyperpod(template: str) -> bool:
+    """Whether the template lets a job run on HyperPod."""
+    return PoolKind.HYPERPOD in TEMPLATE_POOL_KINDS.get(template, ())
+
+
 def default_hourly_prices(region: str = DEFAULT_REGION) -> dict[tuple[PoolKind, str], float]:
     """USD per instance-hour by (pool kind, instance type) in `region`, as
     hyperguard.policies.prices has them (with their sources)."""

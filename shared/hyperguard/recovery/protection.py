@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from hyperguard.governance.placement import allows_burst
 from hyperguard.models import Checkpoint, Incident, Job, Node, ProtectedJob, Repair
 from hyperguard.models.jobs import HOLDING_STATUSES, AppliedStrategy
 from hyperguard.models.records import JobRecord
+from hyperguard.policies.burst import allows_burst
 from hyperguard.policies.repair import ComponentTimes
 from hyperguard.recovery.strategy import Choice, Situation, choose
 

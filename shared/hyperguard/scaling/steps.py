@@ -14,23 +14,23 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from hyperguard.cluster import ClusterError, ClusterGateway
-from hyperguard.cluster.karpenter import nodeclaim_manifest
-from hyperguard.governance.bursting import BurstRequest, rollback_note
-from hyperguard.governance.jobs import JobLifecycle
-from hyperguard.governance.placement import allows_hyperpod
-from hyperguard.messaging import EventPublisher, SchedulerWakeup
-from hyperguard.models import utcnow
-from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
-from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
-from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
-from hyperguard.scaling.burst import (
+from hyperguard.bursting.plan import (
     TEMPLATE_CAPACITY,
     BurstPlan,
     CapacityOption,
     assess,
     plan_burst,
 )
+from hyperguard.bursting.requests import BurstRequest, rollback_note
+from hyperguard.cluster import ClusterError, ClusterGateway
+from hyperguard.cluster.karpenter import nodeclaim_manifest
+from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.messaging import EventPublisher, SchedulerWakeup
+from hyperguard.models import utcnow
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
+from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
+from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
+from hyperguard.policies.burst import allows_hyperpod
 from hyperguard.steps import step_of
 from hyperguard.store import JobStore
 from hyperguard.store.policy import BurstPolicyStore

@@ -36,10 +36,10 @@ from hyperguard.api.routes.common import (
 )
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
 from hyperguard.governance.jobs import JobRejectedError, SubmissionRules, check_submission
-from hyperguard.governance.placement import allows_burst, allows_hyperpod
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 from hyperguard.models.records import JobRecord
+from hyperguard.policies.burst import allows_burst, allows_hyperpod
 from hyperguard.store.checkpoints import split_s3_uri
 
 

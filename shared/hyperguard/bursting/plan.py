@@ -1,5 +1,5 @@
-"""Burst decisions, pure: which of a burst's jobs it buys nodes for, which capacity to try
-in which order, and whether the nodes came.
+"""The burst's side of burst capacity, pure: which of a burst's jobs it buys nodes for,
+which capacity to try in which order, and whether the nodes came.
 
 A burst is one BurstCapacity execution for one job template and one instance type: the jobs
 that only installed capacity holds back (their team's quota would take them). It tries,
@@ -13,7 +13,7 @@ attempt's nodes are given back and the next option is tried; when none is left t
 rolls back and the jobs stay pending with the reasons.
 
 The request, the burst id, the rollback note and scale-in are the scheduler's, in
-`hyperguard.governance.bursting`.
+`hyperguard.bursting.requests`.
 """
 
 from __future__ import annotations
@@ -24,15 +24,12 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
+from hyperguard.bursting.requests import BurstJob, BurstRequest
 from hyperguard.catalogue import ml_name
-from hyperguard.cluster.hyperpod import ADD_LIMIT
-from hyperguard.cluster.karpenter import HYPERPOD_CAPACITY
-from hyperguard.governance.bursting import BurstJob, BurstRequest
-from hyperguard.governance.placement import allows_hyperpod
 from hyperguard.models.camel import CamelModel
-from hyperguard.models.cluster import BurstClaim, InstanceGroupSize
+from hyperguard.models.cluster import ADD_LIMIT, HYPERPOD_CAPACITY, BurstClaim, InstanceGroupSize
 from hyperguard.models.nodes import CapacityType
-from hyperguard.policies.burst import BurstPolicy
+from hyperguard.policies.burst import BurstPolicy, allows_hyperpod
 
 TEMPLATE_CAPACITY: Mapping[str, tuple[CapacityType, ...]] = {
     "development": (CapacityType.RESERVED, CapacityType.ON_DEMAND),

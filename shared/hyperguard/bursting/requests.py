@@ -4,8 +4,7 @@ BurstCapacity execution, the note a rolled-back burst leaves on its jobs (and ho
 reads it back), and which idle burst nodes scale-in gives back.
 
 How a burst then buys capacity (which options, in which order, whether the nodes came) is
-`hyperguard.scaling.burst`'s, which builds on these: scaling depends on governance, never
-the other way round.
+`hyperguard.bursting.plan`'s, which builds on these.
 
 The burst id is deterministic — the cluster, the template, the instance type, the jobs and
 the `retryAfterS` window — so that the scheduler's passes, each of which sees the same
