@@ -23,12 +23,9 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
 from tests.conftest import REGION
 
-from hyperguard_twin.dynamodb import (
-    CHECKED_RESPONSES,
-    keys_only_index_query,
-    plain_answers,
-    top_level_projection,
-)
+from hyperguard_twin.dynamodb.answers import CHECKED_RESPONSES, plain_answers
+from hyperguard_twin.dynamodb.projection import top_level_projection
+from hyperguard_twin.dynamodb.queries import keys_only_index_query
 
 TABLE = "emulated"
 
@@ -386,7 +383,7 @@ def test_the_emulators_updates_change_an_item_as_moto_does(
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from hyperguard_twin.dynamodb import simple_updates, update_without_copies
+    from hyperguard_twin.dynamodb.updates import simple_updates, update_without_copies
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
@@ -417,7 +414,7 @@ def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from hyperguard_twin.dynamodb import simple_updates
+    from hyperguard_twin.dynamodb.updates import simple_updates
 
     put(ddb, "k", v="x", status="Pending")
     asked: list[str] = []
@@ -480,7 +477,7 @@ def test_a_kept_condition_judges_every_item_as_a_fresh_parse(
     from moto.dynamodb.comparisons import create_condition_expression_parser as installed
     from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
-    from hyperguard_twin.dynamodb import parsed_conditions
+    from hyperguard_twin.dynamodb.conditions import parsed_conditions
 
     fresh = inspect.unwrap(installed)
     kept = parsed_conditions(fresh)

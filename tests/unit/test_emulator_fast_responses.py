@@ -1,6 +1,7 @@
-"""The emulator's fast DynamoDB answers (hyperguard_twin.dynamodb.fast_dynamodb_responses)
-must be moto's own answers, byte for byte in meaning: the twin, the tests and the scheduler
-bench all read DynamoDB through them."""
+"""The emulator's fast DynamoDB answers
+(hyperguard_twin.dynamodb.answers.fast_dynamodb_responses) must be moto's own answers, byte
+for byte in meaning: the twin, the tests and the scheduler bench all read DynamoDB through
+them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import botocore.session
 import pytest
 from moto.core.responses import ActionResult
 
-from hyperguard_twin.dynamodb import CHECKED_RESPONSES, fast_dynamodb_responses
+from hyperguard_twin.dynamodb.answers import CHECKED_RESPONSES, fast_dynamodb_responses
 
 
 def context(service: str, operation: str) -> Any:

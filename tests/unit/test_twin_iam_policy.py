@@ -1,4 +1,4 @@
-"""IAM's policy evaluation as the twin's emulator applies it (hyperguard_twin.iam.decide):
+"""IAM's policy evaluation as the twin's emulator applies it (hyperguard_twin.iam.policy.decide):
 an applying Deny wins, else an applying Allow allows, else the call is implicitly denied;
 what the twin cannot evaluate it says so instead of guessing."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hyperguard_twin.iam import Authorization, CannotJudge, decide
+from hyperguard_twin.iam.policy import Authorization, CannotJudge, decide
 
 TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/incidents"
 INSTANCE = "arn:aws:ec2:us-east-1:123456789012:instance/i-0abc"

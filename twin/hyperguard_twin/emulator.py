@@ -35,7 +35,8 @@ from urllib.parse import parse_qs
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from hyperguard_twin import dynamodb
-from hyperguard_twin.iam import IamEnforcement, peek_body
+from hyperguard_twin.iam.authorizations import peek_body
+from hyperguard_twin.iam.enforcement import IamEnforcement
 
 logger = logging.getLogger(__name__)
 
