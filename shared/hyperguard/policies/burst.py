@@ -176,9 +176,7 @@ class PoolPrice(CamelModel):
     hourly_usd: StrictFloat = Field(ge=0, le=MAX_HOURLY_USD, description="USD per instance-hour")
 
 
-TeamCaps = dict[
-    Annotated[str, StringConstraints(pattern=TEAM_NAME_PATTERN, max_length=63)], StrictFloat
-]
+TeamName = Annotated[str, StringConstraints(pattern=TEAM_NAME_PATTERN, max_length=63)]
 
 
 class SpendCaps(CamelModel):
@@ -188,7 +186,7 @@ class SpendCaps(CamelModel):
         le=MAX_USD_PER_DAY,
         description="cap on all teams' burst spend rate together; null: none",
     )
-    teams: TeamCaps = Field(
+    teams: dict[TeamName, Annotated[StrictFloat, Field(ge=0, le=MAX_USD_PER_DAY)]] = Field(
         default_factory=dict,
         max_length=500,
         description="team → cap on its burst spend rate, USD per day; a team not named has none",
@@ -200,29 +198,13 @@ class SpendCaps(CamelModel):
         description="cap on all teams' burst GPUs together, as GPU-hours per day (GPUs on "
         "burst capacity x 24); null: none",
     )
-    team_gpu_hours_per_day: TeamCaps = Field(
+    team_gpu_hours_per_day: dict[
+        TeamName, Annotated[StrictFloat, Field(ge=0, le=MAX_GPU_HOURS_PER_DAY)]
+    ] = Field(
         default_factory=dict,
         max_length=500,
         description="team → cap on its burst GPUs, GPU-hours per day; a team not named has none",
     )
-
-    @field_validator("teams")
-    @classmethod
-    def _caps_in_range(cls, value: dict[str, float]) -> dict[str, float]:
-        for team, cap in value.items():
-            if not 0 <= cap <= MAX_USD_PER_DAY:
-                raise ValueError(f"teams[{team}] must be 0..{MAX_USD_PER_DAY:.0f} USD per day")
-        return value
-
-    @field_validator("team_gpu_hours_per_day")
-    @classmethod
-    def _gpu_caps_in_range(cls, value: dict[str, float]) -> dict[str, float]:
-        for team, cap in value.items():
-            if not 0 <= cap <= MAX_GPU_HOURS_PER_DAY:
-                raise ValueError(
-                    f"teamGpuHoursPerDay[{team}] must be 0..{MAX_GPU_HOURS_PER_DAY:.0f}"
-                )
-        return value
 
 
 class GroupGrowth(CamelModel):

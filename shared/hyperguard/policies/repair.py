@@ -105,7 +105,10 @@ class NodeRepairConfig(CamelModel):
         max_length=3,
         description="run after a reboot, before the node returns to service; empty: none",
     )
-    hot_spares: dict[Annotated[str, StringConstraints(pattern=POOL_NAME)], StrictInt] = Field(
+    hot_spares: dict[
+        Annotated[str, StringConstraints(pattern=POOL_NAME)],
+        Annotated[StrictInt, Field(ge=0, le=MAX_SPARES)],
+    ] = Field(
         default_factory=dict,
         max_length=100,
         description="idle healthy nodes the scheduler keeps free per pool (instance group or "
@@ -193,14 +196,6 @@ class NodeRepairConfig(CamelModel):
         "why) on its incident and close it, doing nothing to the node or its jobs: for a "
         "first deployment beside another repair system (D92)",
     )
-
-    @field_validator("hot_spares")
-    @classmethod
-    def _spare_counts(cls, value: dict[str, int]) -> dict[str, int]:
-        for pool, count in value.items():
-            if not 0 <= count <= MAX_SPARES:
-                raise ValueError(f"hotSpares[{pool}] must be 0..{MAX_SPARES}")
-        return value
 
     @field_validator("lemon_incident_threshold")
     @classmethod

@@ -390,7 +390,18 @@ def test_preemption_rules(case: PreemptCase) -> None:
         assert victims_first.index(DecisionKind.PREEMPT) < victims_first.index(DecisionKind.ADMIT)
 
 
-def test_fair_share_gives_idle_capacity_to_the_lower_weighted_share() -> None:
+@pytest.mark.parametrize(
+    ("fair_share", "admitted_by_team"),
+    [
+        # Idle capacity goes to the lower weighted share: b's weight 3 earns it 3 of 4 loans.
+        ("Enabled", {"a": 2, "b": 4}),
+        # Without fair share, first come (all of a's jobs) is first served.
+        ("Disabled", {"a": 4, "b": 2}),
+    ],
+)
+def test_fair_share_decides_who_borrows_idle_capacity(
+    fair_share: str, admitted_by_team: dict[str, int]
+) -> None:
     quotas = [
         quota("a", 8, borrow=1000, weight=1),
         quota("b", 8, borrow=1000, weight=3),
@@ -398,22 +409,9 @@ def test_fair_share_gives_idle_capacity_to_the_lower_weighted_share() -> None:
     ]
     jobs = [job(f"a{i}", "a", 8, at=i) for i in range(4)]
     jobs += [job(f"b{i}", "b", 8, at=10 + i) for i in range(4)]
-    decisions = schedule(cluster(quotas, 6, jobs))
+    decisions = schedule(cluster(quotas, 6, jobs, fair_share=fair_share))
     counts = {t: sum(1 for d in decisions.admitted if d.team == t) for t in ("a", "b")}
-    assert counts == {"a": 2, "b": 4}
-
-
-def test_fair_share_disabled_is_first_come_first_serve() -> None:
-    quotas = [
-        quota("a", 8, borrow=1000, weight=1),
-        quota("b", 8, borrow=1000, weight=3),
-        quota("idle", 32, strategy="Lend"),
-    ]
-    jobs = [job(f"a{i}", "a", 8, at=i) for i in range(4)]
-    jobs += [job(f"b{i}", "b", 8, at=10 + i) for i in range(4)]
-    decisions = schedule(cluster(quotas, 6, jobs, fair_share="Disabled"))
-    counts = {t: sum(1 for d in decisions.admitted if d.team == t) for t in ("a", "b")}
-    assert counts == {"a": 4, "b": 2}
+    assert counts == admitted_by_team
 
 
 def test_weight_zero_is_not_an_infinite_share() -> None:
