@@ -16,9 +16,10 @@ controllers of `hyperguard_twin.cloud`, one per system, over one shared core:
 - `jobstatus`: the in-cluster forwarder's event for a run that ended.
 
 This class is their façade: the knobs of the world (add nodes, inject faults, set capacity)
-and what tests and scenarios read back (instances, runs, timelines), each kept in a part of
-its own (`cloud.nodepools`, `cloud.faults`, `cloud.inspection`); `api` is the cloud's side of
-the SageMaker and EC2 operations (`cloud.api`).
+and what tests and scenarios read back (instances, runs, timelines). It composes the parts
+that have modules of their own: `cloud.nodepools` (Karpenter's NodePools), `cloud.faults` (a
+node's hardware breaking), `cloud.inspection` (the reads) and `cloud.api`, the cloud's side
+of the SageMaker and EC2 operations (`SimulatedCluster.api`).
 """
 
 from __future__ import annotations
