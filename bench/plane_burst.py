@@ -91,7 +91,9 @@ def cloud() -> Iterator[Any]:
     from hyperguard_twin.plane.authn import Identity
     from hyperguard_twin.plane.components import ensure_built
     from hyperguard_twin.plane.eks_token import EksTokenAuthenticator
-    from hyperguard_twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings, free_port
+    from hyperguard_twin.plane.plane import ControlPlane
+    from hyperguard_twin.plane.processes import free_port
+    from hyperguard_twin.plane.settings import PlaneSettings, PlaneTimings
 
     env = {
         "AWS_ACCESS_KEY_ID": "bench",

@@ -671,7 +671,8 @@ def _api_server() -> Iterator[ControlPlane]:
     RBAC applied as the install guide says (deploy/kubernetes/hyperguard-rbac.yaml)."""
 
     from hyperguard_twin.plane.components import ensure_built
-    from hyperguard_twin.plane.plane import ControlPlane, PlaneSettings
+    from hyperguard_twin.plane.plane import ControlPlane
+    from hyperguard_twin.plane.settings import PlaneSettings
 
     built = ensure_built(ROOT, only=("kube", "etcd", "kueue", "karpenter"))
     plane = ControlPlane(built, PlaneSettings(cluster_name=EKS, api_only=True))

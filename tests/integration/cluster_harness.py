@@ -69,7 +69,8 @@ from hyperguard_twin.plane.kube import (
     resource,
     wait_for,
 )
-from hyperguard_twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings
+from hyperguard_twin.plane.plane import ControlPlane
+from hyperguard_twin.plane.settings import PlaneSettings, PlaneTimings
 
 HYPERPOD = "hyperguard-twin"
 EKS = "hyperguard-eks"
@@ -142,7 +143,7 @@ def shared_plane() -> SharedPlane:
             return _shared
         from moto.server import ThreadedMotoServer
 
-        from hyperguard_twin.plane.plane import free_port
+        from hyperguard_twin.plane.processes import free_port
 
         port = free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -21,7 +21,7 @@ from tests.integration.cluster_harness import clean_cluster, shared_plane
 from hyperguard.events.kubernetes import classify_node_condition
 from hyperguard.forwarder import BATCH_SIZE, EventSender, NodeForwarder, serve_metrics
 from hyperguard_twin.plane.kube import NODES, KubeClient
-from hyperguard_twin.plane.plane import free_port
+from hyperguard_twin.plane.processes import free_port
 
 PROVIDER_ID = "aws:///us-west-2b/sagemaker/cluster/hyperpod-abc123xyz0-i-0123456789abcdef0"
 

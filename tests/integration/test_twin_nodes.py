@@ -98,8 +98,8 @@ def test_held_repairs_finish_only_once_released(make_cluster: MakeCluster) -> No
     cluster = apis.cluster
     rebooted, replaced = apis.hyperpod
     with cluster.repairs_held():
-        assert cluster.batch_repair("reboot", [rebooted])["Successful"] == [rebooted]
-        assert cluster.batch_repair("replace", [replaced])["Successful"] == [replaced]
+        assert cluster.api.batch_repair("reboot", [rebooted])["Successful"] == [rebooted]
+        assert cluster.api.batch_repair("replace", [replaced])["Successful"] == [replaced]
         apis.advance(10 * cluster.timings.replace_s)
         assert status_of(apis, rebooted) == "Pending"
         assert status_of(apis, replaced) == "ShuttingDown"

@@ -60,13 +60,13 @@ def pods_on(apis: ClusterApis, node_name: str) -> list[dict[str, Any]]:
 
 
 def group(apis: ClusterApis) -> dict[str, Any]:
-    (described,) = apis.cluster.describe_cluster()["InstanceGroups"]
+    (described,) = apis.cluster.api.describe_cluster()["InstanceGroups"]
     return dict(described)
 
 
 def state(apis: ClusterApis, instance_id: str) -> tuple[str, bool, bool]:
     """(InstanceStatus, cordoned, patched) as DescribeClusterNode and the Node show them."""
-    details = apis.cluster.describe_node(instance_id)
+    details = apis.cluster.api.describe_node(instance_id)
     instance = apis.cluster.instance(instance_id)
     assert details is not None and instance is not None
     node = apis.kube.get(NODES, instance.node_name)

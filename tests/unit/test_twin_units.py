@@ -14,7 +14,7 @@ from tests.conftest import EVENTS, load_event
 from hyperguard.events import classify
 from hyperguard_twin.emulator import substitute
 from hyperguard_twin.inject import InjectError, put_entry, retarget
-from hyperguard_twin.plane import plane
+from hyperguard_twin.plane import processes
 from hyperguard_twin.telemetry import emf_metrics
 
 TARGET = "i-0fedcba9876543210"
@@ -106,11 +106,11 @@ def test_a_killed_planes_folder_is_removed_by_the_next_plane_and_a_live_ones_sta
     dead.wait()
     folders = {}
     for name, owner in (("killed", str(dead.pid)), ("live", str(os.getpid())), ("new", None)):
-        folder = tmp_path / f"{plane.WORKDIR_PREFIX}{name}"
+        folder = tmp_path / f"{processes.WORKDIR_PREFIX}{name}"
         (folder / "etcd").mkdir(parents=True)
         if owner is not None:
-            (folder / plane.OWNER_FILE).write_text(owner)
+            (folder / processes.OWNER_FILE).write_text(owner)
         folders[name] = folder
-    assert plane.remove_abandoned_workdirs() == [folders["killed"]]
+    assert processes.remove_abandoned_workdirs() == [folders["killed"]]
     assert not folders["killed"].exists()
     assert folders["live"].exists() and folders["new"].exists()

@@ -109,14 +109,14 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
 
     @wraps("describe_cluster")
     def describe_cluster(self: Any, cluster: SimulatedCluster) -> Any:
-        return ActionResult(cluster.describe_cluster())
+        return ActionResult(cluster.api.describe_cluster())
 
     @wraps("list_cluster_nodes")
     def list_cluster_nodes(self: Any, cluster: SimulatedCluster) -> Any:
         max_results = self._get_param("MaxResults") or PAGE_LIMIT
         if not 1 <= int(max_results) <= PAGE_LIMIT:
             raise ValidationError(f"MaxResults must be between 1 and {PAGE_LIMIT}.")
-        nodes = cluster.cluster_nodes(
+        nodes = cluster.api.cluster_nodes(
             include_logical_ids=bool(self._get_param("IncludeNodeLogicalIds"))
         )
         group = self._get_param("InstanceGroupNameContains")
@@ -140,7 +140,7 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
         node_id = self._get_param("NodeId") or self._get_param("NodeLogicalId")
         if not node_id:
             raise ValidationError("Either NodeId or NodeLogicalId must be provided.")
-        details = cluster.describe_node(node_id)
+        details = cluster.api.describe_node(node_id)
         if details is None:
             raise ResourceNotFound(
                 f"Node {node_id} not found in cluster {cluster.hyperpod_cluster}."
@@ -156,7 +156,7 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
             bad = [n for n in node_ids if not NODE_ID.match(str(n))]
             if bad:
                 raise ValidationError(f"Invalid NodeIds {bad}: must match {NODE_ID.pattern}")
-            return ActionResult(cluster.batch_repair(action, list(node_ids)))  # type: ignore[arg-type]
+            return ActionResult(cluster.api.batch_repair(action, list(node_ids)))  # type: ignore[arg-type]
 
         method.__name__ = f"batch_{action}_cluster_nodes"
         return method
@@ -170,7 +170,7 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
         if not 1 <= len(configs) <= 99:
             raise ValidationError("DeepHealthCheckConfigurations must hold 1 to 99 entries.")
         groups: dict[str, list[str]] = {}
-        for node in cluster.cluster_nodes(include_logical_ids=False):
+        for node in cluster.api.cluster_nodes(include_logical_ids=False):
             groups.setdefault(node["InstanceGroupName"], []).append(node["InstanceId"])
         chosen: list[str] = []
         for config in configs:
@@ -184,14 +184,14 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
                 raise ResourceNotFound(f"Instance group {group} not found.")
             wanted = config.get("InstanceIds") or groups[group]
             chosen.extend(i for i in wanted if i in groups[group])
-        cluster.start_health_check(chosen)
+        cluster.api.start_health_check(chosen)
         return ActionResult({"ClusterArn": cluster.cluster_arn})
 
     SageMakerResponse.start_cluster_health_check = start_cluster_health_check  # type: ignore[attr-defined]
 
     def batch_add_cluster_nodes(self: Any) -> Any:
         cluster = cluster_or_raise(self)
-        if not cluster.continuous_provisioning:
+        if not cluster.api.continuous_provisioning:
             # HyperPod adds nodes on request only in Continuous node provisioning mode.
             raise ValidationError(
                 f"Cluster {cluster.hyperpod_cluster} does not use Continuous node provisioning."
@@ -213,7 +213,7 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
         token = self._get_param("ClientToken")
         if token is not None and not CLIENT_TOKEN.match(str(token)):
             raise ValidationError(f"Invalid ClientToken: must match {CLIENT_TOKEN.pattern}")
-        return ActionResult(cluster.add_cluster_nodes(list(entries), token))
+        return ActionResult(cluster.api.add_cluster_nodes(list(entries), token))
 
     def batch_delete_cluster_nodes(self: Any) -> Any:
         cluster = cluster_or_raise(self)
@@ -223,7 +223,7 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
             raise ValidationError("Either NodeIds or NodeLogicalIds must be provided.")
         _check_ids("NodeIds", node_ids, DELETE_IDS_LIMIT, NODE_ID, 256)
         _check_ids("NodeLogicalIds", logical_ids, DELETE_LOGICAL_IDS_LIMIT, NODE_LOGICAL_ID, 128)
-        return ActionResult(cluster.delete_cluster_nodes(node_ids or [], logical_ids or []))
+        return ActionResult(cluster.api.delete_cluster_nodes(node_ids or [], logical_ids or []))
 
     def _check_ids(
         name: str, ids: list[Any] | None, limit: int, pattern: re.Pattern[str], longest: int
@@ -240,7 +240,7 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
 
     def list_cluster_events(self: Any) -> Any:
         cluster = cluster_or_raise(self)
-        if not cluster.continuous_provisioning:
+        if not cluster.api.continuous_provisioning:
             # "only supported when the NodeProvisioningMode is set to Continuous"
             raise ValidationError(
                 f"Cluster {cluster.hyperpod_cluster} does not use Continuous node provisioning."
@@ -267,7 +267,7 @@ def _patch_sagemaker() -> None:  # noqa: C901 (one closure per operation; each s
         group = self._get_param("InstanceGroupName")
         events = [
             e
-            for e in cluster.cluster_events()
+            for e in cluster.api.cluster_events()
             if (node_id is None or e.get("InstanceId") == node_id)
             and (group is None or e.get("InstanceGroupName") == group)
             and (kind is None or e["ResourceType"] == kind)
@@ -342,12 +342,12 @@ def _patch_ec2() -> None:
         spot = bool(kwargs.get("instance_market_options"))
         instance_type = kwargs.get("instance_type") or "m1.small"
         try:
-            cluster.ec2_launch_check(instance_type, "spot" if spot else "on-demand", count)
+            cluster.api.ec2_launch_check(instance_type, "spot" if spot else "on-demand", count)
         except InsufficientCapacityError as error:
             raise EC2ClientError("InsufficientInstanceCapacity", str(error)) from error
         reservation = run_original(self, image_id, count, user_data, security_group_names, **kwargs)
         for instance in reservation.instances:
-            cluster.ec2_launched(
+            cluster.api.ec2_launched(
                 instance.id,
                 instance_type=instance_type,
                 capacity_type="spot" if spot else "on-demand",
@@ -359,15 +359,15 @@ def _patch_ec2() -> None:
     def terminate_instances(self: Any, instance_ids: list[str]) -> Any:
         terminated = terminate_original(self, instance_ids)
         if _cluster is not None:
-            _cluster.ec2_terminated([instance.id for instance, _ in terminated])
+            _cluster.api.ec2_terminated([instance.id for instance, _ in terminated])
         return terminated
 
     def reboot_instances(self: Any, instance_ids: list[str]) -> list[Any]:
         cluster = _cluster
         if cluster is None:
             return reboot_original(self, instance_ids)
-        theirs = cluster.reboot_instances([i for i in instance_ids if cluster.owns(i)])
-        rest = [i for i in instance_ids if not cluster.owns(i)] + theirs
+        theirs = cluster.api.reboot_instances([i for i in instance_ids if cluster.api.owns(i)])
+        rest = [i for i in instance_ids if not cluster.api.owns(i)] + theirs
         return reboot_original(self, rest) if rest else []
 
     InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]

@@ -58,7 +58,9 @@ from hyperguard_twin.plane.authn import Identity
 from hyperguard_twin.plane.components import ensure_built
 from hyperguard_twin.plane.eks_token import EksTokenAuthenticator
 from hyperguard_twin.plane.kube import KubeClient
-from hyperguard_twin.plane.plane import ControlPlane, PlaneSettings, PlaneTimings, free_port
+from hyperguard_twin.plane.plane import ControlPlane
+from hyperguard_twin.plane.processes import free_port
+from hyperguard_twin.plane.settings import PlaneSettings, PlaneTimings
 from hyperguard_twin.poller import SqsMapping, SqsPoller
 from hyperguard_twin.telemetry import CloudWatchSink
 

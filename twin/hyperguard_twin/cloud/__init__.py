@@ -1,2 +1,3 @@
 """The simulated cloud's controllers: one per system that has no open-source original
-(`hyperguard_twin.cluster` is their façade)."""
+(`hyperguard_twin.cluster` is their façade), and the parts of that façade: `nodepools`,
+`faults`, `inspection` and `api`."""

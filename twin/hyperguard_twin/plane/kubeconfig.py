@@ -1,0 +1,60 @@
+"""Kubeconfig files: one per identity that reaches the plane's API server, and the one
+kube-apiserver reaches the token authenticator with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hyperguard_twin.plane.pki import ClusterPki, KeyPair
+
+
+class Kubeconfigs:
+    """The kubeconfigs of the plane's identities, written in `folder`."""
+
+    def __init__(self, folder: Path, server: str, pki: ClusterPki) -> None:
+        self.folder = folder
+        self.server = server
+        self.pki = pki
+
+    def write(
+        self, name: str, *, identity: KeyPair | None = None, token: str | None = None
+    ) -> Path:
+        """A kubeconfig file for one identity (a client certificate or a bearer token)."""
+        user: dict[str, str] = {}
+        if identity is not None:
+            user = {"client-certificate": str(identity.cert), "client-key": str(identity.key)}
+        elif token is not None:
+            user = {"token": token}
+        path = self.folder / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(_config("twin", self.server, self.pki.ca, name, user, name)))
+        path.chmod(0o600)
+        return path
+
+    def signed(self, name: str, user: str, *groups: str) -> Path:
+        """A kubeconfig with a new client certificate for `user` in `groups`."""
+        return self.write(name, identity=self.pki.client(name, user, *groups))
+
+
+def write_webhook_config(path: Path, server: str, ca: Path) -> Path:
+    """kube-apiserver's kubeconfig for the token authenticator at `server`."""
+    config = _config("eks-token-authenticator", server, ca, "kube-apiserver", {}, "webhook")
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _config(
+    cluster: str, server: str, ca: Path, user: str, credentials: dict[str, str], context: str
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": cluster, "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": user, "user": credentials}],
+        "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
+        "current-context": context,
+    }

@@ -1,0 +1,188 @@
+"""The plane's components as processes: each spawned into the plane's folder with a log of its
+own, killed with the twin however the twin dies, and stopped together; the ports and checks
+they are started with; and the folders of planes whose process was killed."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+HOST = "127.0.0.1"
+STOP_GRACE_S = 1.0
+"""How long the components have to exit on SIGTERM when the plane stops."""
+WORKDIR_PREFIX = "hyperguard-plane-"
+OWNER_FILE = "owner.pid"
+"""The process that started the plane; its folder outlives it only if it was killed."""
+
+
+class PlaneError(RuntimeError):
+    pass
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def rss_bytes(self) -> int | None:
+        try:
+            for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+
+class Processes:
+    """The components running in `workdir`, by name, in the order they started."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.by_name: dict[str, Process] = {}
+
+    def spawn(
+        self, name: str, binary: Path, args: list[str], env: Mapping[str, str] | None = None
+    ) -> None:
+        log = self.workdir / "logs" / f"{name}.log"
+        log.parent.mkdir(exist_ok=True)
+        with log.open("ab") as out:
+            popen = subprocess.Popen(
+                [str(binary), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**_base_env(), **(env or {})},
+                cwd=self.workdir,
+                preexec_fn=_die_with_parent,
+            )
+        self.by_name[name] = Process(name, popen, log)
+
+    def check_alive(self) -> None:
+        for process in self.by_name.values():
+            if not process.alive():
+                raise PlaneError(
+                    f"{process.name} exited with {process.popen.returncode}:\n{process.tail()}"
+                )
+
+    def stop(self) -> None:
+        # A throwaway cluster: each component gets STOP_GRACE_S to exit on SIGTERM (and
+        # flush its log), then is killed. Their graceful shutdowns (kube-apiserver draining
+        # its watches, the controllers releasing their work queues) took 12 s a twin, for
+        # state that is deleted right after.
+        for process in reversed(list(self.by_name.values())):
+            if process.alive():
+                process.popen.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in reversed(list(self.by_name.values())):
+            try:
+                process.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.popen.kill()
+                process.popen.wait(timeout=5)
+
+
+def free_port() -> int:
+    """A port free now, below Linux's ephemeral range (32768-60999) so no outgoing
+    connection takes it before the component binds it."""
+    for _ in range(200):
+        candidate = random.randint(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind((HOST, candidate))
+            except OSError:
+                continue
+            return candidate
+    raise PlaneError("no free port below the ephemeral range")
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def new_workdir() -> Path:
+    """A folder for a new plane, owned by this process; the abandoned ones go first."""
+    remove_abandoned_workdirs()
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+    (workdir / OWNER_FILE).write_text(str(os.getpid()))
+    return workdir
+
+
+def remove_workdir(workdir: Path) -> None:
+    if os.environ.get("HYPERGUARD_TWIN_KEEP_PLANE"):
+        (workdir / OWNER_FILE).unlink(missing_ok=True)  # kept: no later plane takes it
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def remove_abandoned_workdirs() -> list[Path]:
+    """Delete the folders of planes whose process was killed before it could stop them (etcd's
+    data and the logs: about 100 MB each); those of live processes, and any without an owner
+    file yet (a plane starting this moment), stay."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            owner = int((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if owner == os.getpid() or _alive(owner):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the twin's process dies, however it dies, so no
+    component outlives it (Linux prctl PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _base_env() -> dict[str, str]:
+    """What the components inherit: the path and locale, not the twin's AWS settings (each
+    component is given what it needs)."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+    return {k: v for k, v in os.environ.items() if k in keep}
