@@ -50,10 +50,11 @@ from hyperguard_twin.cloud.hyperpod import NodeRecovery
 from hyperguard_twin.cluster import FaultKind, SimTimings, SimulatedCluster
 from hyperguard_twin.deploy import EMULATOR_GAPS, Deployment, deploy, load_template
 from hyperguard_twin.effects import EffectRunner
-from hyperguard_twin.emulator import Emulator, QuietRequestHandler, detach_inline_sqs_triggers
+from hyperguard_twin.emulator import Emulator, QuietRequestHandler
 from hyperguard_twin.ids import hyperpod_cluster_arn
 from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime, stage_layer
 from hyperguard_twin.leniencies import LENIENCIES
+from hyperguard_twin.moto_gaps.awslambda import detach_inline_sqs_triggers
 from hyperguard_twin.plane.authn import Identity
 from hyperguard_twin.plane.components import ensure_built
 from hyperguard_twin.plane.eks_token import EksTokenAuthenticator
