@@ -22,7 +22,7 @@ DEFAULT_TIME_SCALE = 60.0
 def start_twin(args: argparse.Namespace, **config: Any) -> Any:
     """A twin on the options' ports and clock (and `config`'s overrides), up and ready."""
     from hyperguard_twin.deploy import DeployError
-    from hyperguard_twin.lambda_runtime import LayerBuildError
+    from hyperguard_twin.lambda_layer import LayerBuildError
     from hyperguard_twin.runtime import Twin, TwinConfig, TwinError
 
     config.setdefault("hyperpod_nodes", getattr(args, "nodes", 16))

@@ -52,7 +52,8 @@ from hyperguard_twin.deploy import EMULATOR_GAPS, Deployment, deploy, load_templ
 from hyperguard_twin.effects import EffectRunner
 from hyperguard_twin.emulator import Emulator, QuietRequestHandler
 from hyperguard_twin.ids import hyperpod_cluster_arn
-from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime, stage_layer
+from hyperguard_twin.lambda_layer import stage_layer
+from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime
 from hyperguard_twin.leniencies import LENIENCIES
 from hyperguard_twin.moto_gaps.awslambda import detach_inline_sqs_triggers
 from hyperguard_twin.plane.authn import Identity
