@@ -43,10 +43,12 @@ from hyperguard.models import Incident, IncidentStatus
 from hyperguard.models.jobs import HOLDING_STATUSES
 from hyperguard.store import IdempotencyStore
 from hyperguard_twin.cluster import FaultKind, SimTimings
+from hyperguard_twin.config import TwinConfig
 from hyperguard_twin.dynamodb_faults import FaultMatch
 from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.lambda_runtime import LambdaRuntime
-from hyperguard_twin.runtime import Twin, TwinConfig, fast_policy
+from hyperguard_twin.runtime import Twin
+from hyperguard_twin.service_users import fast_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -749,7 +751,8 @@ def baseline(lab: Lab) -> dict[str, int]:
 def made_by(lab: Lab, function: str, match: FaultMatch) -> FaultMatch:
     """`match`, for the calls of one function's workers only (each worker signs with the
     credentials its role gave it)."""
-    owners = lab.twin.credential_owners
+    assert lab.twin.functions is not None
+    owners = lab.twin.functions.credential_owners
     return lambda key, request: owners.get(key) == function and match(key, request)
 
 

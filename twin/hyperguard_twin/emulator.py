@@ -12,9 +12,11 @@ Tests aim DynamoDB's errors at chosen calls here (hyperguard_twin.dynamodb_fault
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +54,16 @@ def api_call(environ: dict[str, Any]) -> tuple[str, str]:
         body = peek_body(environ)
         operation = parse_qs(body.decode(errors="replace")).get("Action", [""])[0]
     return key, f"{service}:{operation or environ.get('REQUEST_METHOD', '?')}"
+
+
+def quiet_moto() -> None:
+    """moto's warnings and logs, down to its errors."""
+    warnings.filterwarnings("ignore", message="Tried to parse", category=UserWarning)
+    logging.getLogger("moto").setLevel(logging.ERROR)
+    # The Step Functions interpreter logs every failed state with a dump of its own
+    # objects; the execution's history (`executions show`, `incidents show`) says it
+    # readably, as on AWS.
+    logging.getLogger("moto.stepfunctions.parser").setLevel(logging.CRITICAL)
 
 
 class QuietRequestHandler(WSGIRequestHandler):
