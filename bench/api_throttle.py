@@ -161,8 +161,10 @@ def main() -> None:
     parser.add_argument("--before", action="store_true")
     args = parser.parse_args()
 
+    from hyperguard_twin.config import TwinConfig
     from hyperguard_twin.deploy import load_template
-    from hyperguard_twin.runtime import Twin, TwinConfig, team_role
+    from hyperguard_twin.runtime import Twin
+    from hyperguard_twin.service_users import team_role
 
     overrides = BEFORE if args.before else {}
     twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0, stack_parameters=dict(overrides)))

@@ -154,8 +154,9 @@ def in_process(nodes: int) -> dict[str, Any]:
 
 def on_twin(samples: int) -> dict[str, Any]:
     from hyperguard.store import IncidentStore
+    from hyperguard_twin.config import TwinConfig
     from hyperguard_twin.inject import put_entry, retarget
-    from hyperguard_twin.runtime import Twin, TwinConfig
+    from hyperguard_twin.runtime import Twin
 
     t0 = time.perf_counter()
     twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0))

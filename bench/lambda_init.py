@@ -41,7 +41,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    from hyperguard_twin.runtime import Twin, TwinConfig
+    from hyperguard_twin.config import TwinConfig
+    from hyperguard_twin.runtime import Twin
 
     twin = Twin(TwinConfig(root=ROOT, port=0, api_port=0, seed_jobs=False))
     twin.up()

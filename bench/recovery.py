@@ -164,8 +164,9 @@ def main() -> None:
 
     from hyperguard.store import IncidentStore
     from hyperguard_twin.cluster import SimTimings
+    from hyperguard_twin.config import TwinConfig
     from hyperguard_twin.deploy import load_template
-    from hyperguard_twin.runtime import Twin, TwinConfig
+    from hyperguard_twin.runtime import Twin
 
     groups = kubernetes_groups(load_template(ROOT / "template.yaml"))
 

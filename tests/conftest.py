@@ -128,7 +128,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     from hyperguard import aws
     from hyperguard_twin import dynamodb
-    from hyperguard_twin.emulator import install_jsonpath_cache
+    from hyperguard_twin.moto_gaps.performance import install_jsonpath_cache
 
     dynamodb.install()  # the twin's emulator answers DynamoDB the same way
     install_jsonpath_cache()

@@ -15,7 +15,8 @@ from tests.e2e.iam import (
     assert_roles_allow_what_functions_did,
 )
 
-from hyperguard_twin.runtime import Twin, TwinConfig
+from hyperguard_twin.config import TwinConfig
+from hyperguard_twin.runtime import Twin
 
 _PORTS_PER_WORKER = 400
 _next_port: Iterator[int] | None = None

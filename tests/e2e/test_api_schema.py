@@ -20,7 +20,8 @@ from tests.conftest import ROOT
 from tests.e2e.conftest import running_twin
 
 from hyperguard_twin.api_gateway import DEFAULT_PRINCIPAL
-from hyperguard_twin.runtime import Twin, team_role
+from hyperguard_twin.runtime import Twin
+from hyperguard_twin.service_users import team_role
 
 schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.json")
 CHECKS = [

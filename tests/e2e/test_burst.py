@@ -21,7 +21,8 @@ from hyperguard.cluster.workloads import JOB_ID_LABEL, JOB_NAME_LABEL, job_name,
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource
-from hyperguard_twin.runtime import Twin, fast_burst_policy
+from hyperguard_twin.runtime import Twin
+from hyperguard_twin.service_users import fast_burst_policy
 
 TEAM = "alpha"
 SERVICES = resource("v1", "services")

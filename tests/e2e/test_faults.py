@@ -43,10 +43,12 @@ from hyperguard.models import Incident, IncidentStatus
 from hyperguard.models.jobs import HOLDING_STATUSES
 from hyperguard.store import IdempotencyStore
 from hyperguard_twin.cluster import FaultKind, SimTimings
-from hyperguard_twin.emulator import FaultMatch
+from hyperguard_twin.config import TwinConfig
+from hyperguard_twin.dynamodb_faults import FaultMatch
 from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.lambda_runtime import LambdaRuntime
-from hyperguard_twin.runtime import Twin, TwinConfig, fast_policy
+from hyperguard_twin.runtime import Twin
+from hyperguard_twin.service_users import fast_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -749,7 +751,8 @@ def baseline(lab: Lab) -> dict[str, int]:
 def made_by(lab: Lab, function: str, match: FaultMatch) -> FaultMatch:
     """`match`, for the calls of one function's workers only (each worker signs with the
     credentials its role gave it)."""
-    owners = lab.twin.credential_owners
+    assert lab.twin.functions is not None
+    owners = lab.twin.functions.credential_owners
     return lambda key, request: owners.get(key) == function and match(key, request)
 
 
@@ -795,7 +798,7 @@ def closing_incident_of(instance_id: str) -> FaultMatch:
 def kill_when(lab: Lab, function: str, match: FaultMatch) -> None:
     """The worker of `function` that makes an UpdateItem `match` accepts is killed as it
     makes it; the write is answered (to nobody) and not applied."""
-    lab.twin.emulator.inject(
+    lab.twin.emulator.faults.inject(
         "dynamodb:UpdateItem",
         "InternalServerError",
         1,
@@ -933,30 +936,30 @@ def test_dynamodb_throttling_and_lost_conditional_checks(
         ("dynamodb:GetItem", "ThrottlingException", 2, RECOVERY, node),
     ]
     for call, code, count, function, instance in within:
-        emulator.inject(call, code, count, made_by(lab, function, on_incident_of(instance)))
-    emulator.inject(
+        emulator.faults.inject(call, code, count, made_by(lab, function, on_incident_of(instance)))
+    emulator.faults.inject(
         "dynamodb:TransactWriteItems",
         "ConditionalCheckFailedException",
         1,
         made_by(lab, RECOVERY, closing_incident_of(node)),
     )
-    emulator.inject(
+    emulator.faults.inject(
         "dynamodb:TransactWriteItems",
         "ConditionalCheckFailedException",
         1,
         made_by(lab, INGEST, opening_incident_of(node)),
     )
-    emulator.inject(
+    emulator.faults.inject(
         "dynamodb:TransactWriteItems",
         "ProvisionedThroughputExceededException",
         6,
         made_by(lab, INGEST, opening_incident_of(starved)),
     )
-    before = Counter(emulator.faults)
+    before = Counter(emulator.faults.answered)
     lab.fault(node, "gpu")
     lab.fault(starved, "gpu")
     survived, opened_late = lab.settle(lab.new_incidents([node, starved]))
-    injected = Counter(emulator.faults) - before
+    injected = Counter(emulator.faults.answered) - before
     ledger.record(
         "dynamodb-within",
         "DynamoDB throttling within the SDK's retries; conditional checks lost",
@@ -975,7 +978,7 @@ def test_dynamodb_throttling_and_lost_conditional_checks(
         6,
         [lab.outcome(opened_late)],
     )
-    assert sum(injected.values()) == 12 and emulator.pending_faults == 0
+    assert sum(injected.values()) == 12 and emulator.faults.pending == 0
     assert survived.status is IncidentStatus.RESOLVED
     assert lab.errors_in(survived) == []  # nothing reached the state machine
     assert lab.path(survived).count("CloseIncident") == 2
@@ -1176,7 +1179,7 @@ def test_an_ingest_worker_killed_mid_invocation_is_retried_and_nothing_is_half_w
         1,
         [lab.outcome(incident)],
     )
-    assert lab.twin.emulator.pending_faults == 0
+    assert lab.twin.emulator.faults.pending == 0
     assert incident.status is IncidentStatus.RESOLVED and len(lab.incidents_of(node)) == 1
     assert {e for e in lab.executions() if e.startswith(node)} == {incident.incident_id}
     # The killed delivery's retry adds no second HyperPod signal (the node's conditions,
@@ -1206,7 +1209,7 @@ def test_a_recovery_worker_killed_mid_step_is_retried_and_nothing_is_half_writte
         [lab.outcome(incident)],
     )
     assert lab.errors_in(incident) == [("ProtectJobs", "Runtime.ExitError")]
-    assert lab.twin.emulator.pending_faults == 0
+    assert lab.twin.emulator.faults.pending == 0
     assert incident.status is IncidentStatus.RESOLVED, incident.notes[-1:]
     assert len(incident.jobs) == 1  # the retried step planned the job once
     assert_invariants(lab, baseline)

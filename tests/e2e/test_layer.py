@@ -20,7 +20,8 @@ import pytest
 from tests.conftest import REGION, ROOT
 
 from hyperguard_twin.deploy import load_template
-from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime, LayerPaths, stage_layer
+from hyperguard_twin.lambda_layer import LayerPaths, stage_layer
+from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime
 
 ACCOUNT = "123456789012"
 TEMPLATE = load_template(ROOT / "template.yaml")

@@ -20,7 +20,8 @@ import pytest
 from tests.conftest import REGION, ROOT
 from tests.e2e.test_layer import ACCOUNT, NoAws, function_spec
 
-from hyperguard_twin.lambda_runtime import LambdaRuntime, stage_layer
+from hyperguard_twin.lambda_layer import stage_layer
+from hyperguard_twin.lambda_runtime import LambdaRuntime
 
 MISSING = "BatchAddClusterNodes"
 

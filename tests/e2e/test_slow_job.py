@@ -11,7 +11,7 @@ from typing import Any
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 
-from hyperguard_twin.runtime import team_role
+from hyperguard_twin.service_users import team_role
 
 SPEED = 0.4
 """The throttled node's share of its full speed: the job's steps take 2.5 times as long."""

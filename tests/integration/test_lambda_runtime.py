@@ -17,14 +17,8 @@ from typing import Any
 
 import pytest
 
-from hyperguard_twin.lambda_runtime import (
-    FunctionSpec,
-    LambdaRuntime,
-    LambdaServiceError,
-    LayerBuildError,
-    LayerPaths,
-    stage_layer,
-)
+from hyperguard_twin.lambda_layer import LayerBuildError, LayerPaths, stage_layer
+from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime, LambdaServiceError
 
 REGION, ACCOUNT = "eu-west-1", "123456789012"
 CREDENTIALS = {
@@ -503,7 +497,8 @@ def test_workers_exit_when_their_parent_dies(layer: LayerPaths, code: Path) -> N
         """
         import json, os, sys
         from pathlib import Path
-        from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime, LayerPaths
+        from hyperguard_twin.lambda_layer import LayerPaths
+        from hyperguard_twin.lambda_runtime import FunctionSpec, LambdaRuntime
         *layer, code = map(Path, sys.argv[1:])
         runtime = LambdaRuntime(LayerPaths(*layer), region="us-east-1", account="123456789012")
         runtime.register(FunctionSpec("toy-fn", "Toy", code, "app.handler", {}, 5, 128))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT, template
 
-from hyperguard_twin.runtime import TwinConfig
+from hyperguard_twin.config import TwinConfig
 
 
 def readme_parameters() -> set[str]:

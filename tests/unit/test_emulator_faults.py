@@ -90,7 +90,7 @@ def test_a_throttle_is_answered_as_dynamodb_does_and_the_sdk_tries_six_times(
 ) -> None:
     """Standard retry mode with `max_attempts: 5` (botocore counts retries there): one
     attempt and five retries, so six throttles in a row reach the caller."""
-    emulator.inject("dynamodb:UpdateItem", "ProvisionedThroughputExceededException", 6)
+    emulator.faults.inject("dynamodb:UpdateItem", "ProvisionedThroughputExceededException", 6)
     with pytest.raises(ClientError) as raised:
         update(ddb)
     error = raised.value.response
@@ -98,24 +98,25 @@ def test_a_throttle_is_answered_as_dynamodb_does_and_the_sdk_tries_six_times(
     assert error["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert error["ResponseMetadata"]["MaxAttemptsReached"] is True
     assert len(sleeps) == 5 and moto.calls == 0
-    assert emulator.faults == {("dynamodb:UpdateItem", "ProvisionedThroughputExceededException"): 6}
-    assert emulator.pending_faults == 0
+    throttled = ("dynamodb:UpdateItem", "ProvisionedThroughputExceededException")
+    assert emulator.faults.answered == {throttled: 6}
+    assert emulator.faults.pending == 0
     assert emulator.calls[("AKIDRECOVERY", "dynamodb:UpdateItem")] == 6
 
 
 def test_five_throttles_are_absorbed_by_the_sdk(
     ddb: Any, emulator: Emulator, moto: FakeMoto, sleeps: list[float]
 ) -> None:
-    emulator.inject("dynamodb:UpdateItem", "ThrottlingException", 5)
+    emulator.faults.inject("dynamodb:UpdateItem", "ThrottlingException", 5)
     update(ddb)
     assert (len(sleeps), moto.calls) == (5, 1)
-    assert emulator.pending_faults == 0
+    assert emulator.faults.pending == 0
 
 
 def test_a_conditional_check_failure_is_not_retried(
     ddb: Any, emulator: Emulator, moto: FakeMoto, sleeps: list[float]
 ) -> None:
-    emulator.inject("dynamodb:UpdateItem", "ConditionalCheckFailedException")
+    emulator.faults.inject("dynamodb:UpdateItem", "ConditionalCheckFailedException")
     with pytest.raises(ClientError) as raised:
         update(ddb)
     assert raised.value.response["Error"] == {
@@ -130,7 +131,7 @@ def test_a_conditional_check_failure_is_not_retried(
 def test_a_transaction_is_cancelled_by_its_first_conditional_item(
     ddb: Any, emulator: Emulator
 ) -> None:
-    emulator.inject("dynamodb:TransactWriteItems", "ConditionalCheckFailedException")
+    emulator.faults.inject("dynamodb:TransactWriteItems", "ConditionalCheckFailedException")
     with pytest.raises(ClientError) as raised:
         ddb.transact_write_items(
             TransactItems=[
@@ -163,22 +164,22 @@ def test_a_fault_applies_only_to_the_requests_it_matches(
         seen.append((key, request["TableName"]))
         return bool(request["TableName"] == TABLE)
 
-    emulator.inject("dynamodb:UpdateItem", "InternalServerError", 1, match=on_incidents)
+    emulator.faults.inject("dynamodb:UpdateItem", "InternalServerError", 1, match=on_incidents)
     update(ddb, table="nodes")
-    assert moto.calls == 1 and emulator.pending_faults == 1
-    emulator.inject("dynamodb:GetItem", "InternalServerError")  # another call: untouched
+    assert moto.calls == 1 and emulator.faults.pending == 1
+    emulator.faults.inject("dynamodb:GetItem", "InternalServerError")  # another call: untouched
     update(ddb)  # 500, retried by the SDK: the second attempt reaches moto
-    assert moto.calls == 2 and emulator.pending_faults == 1
+    assert moto.calls == 2 and emulator.faults.pending == 1
     assert seen == [("AKIDRECOVERY", "nodes"), ("AKIDRECOVERY", TABLE)]
 
 
 def test_only_dynamodb_errors_are_injected(emulator: Emulator) -> None:
     with pytest.raises(ValueError, match="DynamoDB errors only"):
-        emulator.inject("sqs:SendMessage", "ThrottlingException")
+        emulator.faults.inject("sqs:SendMessage", "ThrottlingException")
     with pytest.raises(ValueError, match="DynamoDB errors only"):
-        emulator.inject("dynamodb:PutItem", "ResourceNotFoundException")
+        emulator.faults.inject("dynamodb:PutItem", "ResourceNotFoundException")
     with pytest.raises(ValueError, match="at least 1"):
-        emulator.inject("dynamodb:PutItem", "ThrottlingException", 0)
+        emulator.faults.inject("dynamodb:PutItem", "ThrottlingException", 0)
 
 
 def test_the_body_moto_reads_is_intact_after_a_match(emulator: Emulator) -> None:
@@ -195,7 +196,7 @@ def test_the_body_moto_reads_is_intact_after_a_match(emulator: Emulator) -> None
         looked.append(request)
         return False
 
-    emulator.inject("dynamodb:PutItem", "ThrottlingException", match=look)
+    emulator.faults.inject("dynamodb:PutItem", "ThrottlingException", match=look)
     body = json.dumps({"TableName": TABLE, "Item": {}}).encode()
     headers = [
         ("X-Amz-Target", "DynamoDB_20120810.PutItem"),

@@ -12,8 +12,8 @@ import pytest
 from tests.conftest import EVENTS, load_event
 
 from hyperguard.events import classify
-from hyperguard_twin.emulator import substitute
 from hyperguard_twin.inject import InjectError, put_entry, retarget
+from hyperguard_twin.moto_gaps.cloudformation import substitute
 from hyperguard_twin.plane import processes
 from hyperguard_twin.telemetry import emf_metrics
 

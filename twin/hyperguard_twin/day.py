@@ -55,8 +55,10 @@ from hyperguard.cluster.conventions import EC2_CAPACITY_TYPES
 from hyperguard.models.nodes import CapacityType
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.prices import Price, PurchaseOption, price_of
-from hyperguard_twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_burst_policy, team_role
+from hyperguard_twin.config import INSTANCE_TYPE, TwinError
+from hyperguard_twin.runtime import Twin
 from hyperguard_twin.scenarios import add_team, ok
+from hyperguard_twin.service_users import fast_burst_policy, team_role
 
 HOURS = 24
 NODES = 16

@@ -19,7 +19,8 @@ from hyperguard.events import ClassifyConfig, classify
 from hyperguard.store import IncidentStore
 from hyperguard_twin.cloud.training import interruptions
 from hyperguard_twin.inject import put_entry, retarget
-from hyperguard_twin.runtime import SEED_JOBS, Twin
+from hyperguard_twin.runtime import Twin
+from hyperguard_twin.service_users import SEED_JOBS
 from hyperguard_twin.story import Follower, phases
 
 REDELIVERIES = 3  # at-least-once: each delivered event arrives this many more times

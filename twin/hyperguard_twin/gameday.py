@@ -44,7 +44,8 @@ from hyperguard.cli.executions import execution_states, history
 from hyperguard.models.incidents import Incident
 from hyperguard.store import IncidentStore
 from hyperguard_twin.cluster import Progress, SimTimings
-from hyperguard_twin.runtime import Twin, TwinError
+from hyperguard_twin.config import TwinError
+from hyperguard_twin.runtime import Twin
 from hyperguard_twin.scenarios import (
     FULL,
     GPUS_PER_REPLICA,

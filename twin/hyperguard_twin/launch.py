@@ -21,9 +21,10 @@ DEFAULT_TIME_SCALE = 60.0
 
 def start_twin(args: argparse.Namespace, **config: Any) -> Any:
     """A twin on the options' ports and clock (and `config`'s overrides), up and ready."""
+    from hyperguard_twin.config import TwinConfig, TwinError
     from hyperguard_twin.deploy import DeployError
-    from hyperguard_twin.lambda_runtime import LayerBuildError
-    from hyperguard_twin.runtime import Twin, TwinConfig, TwinError
+    from hyperguard_twin.lambda_layer import LayerBuildError
+    from hyperguard_twin.runtime import Twin
 
     config.setdefault("hyperpod_nodes", getattr(args, "nodes", 16))
     config.setdefault("node_recovery", args.node_recovery)
@@ -70,7 +71,7 @@ def starts_a_twin(
 
     @wraps(command)
     def run(args: argparse.Namespace) -> int:
-        from hyperguard_twin.runtime import TwinError
+        from hyperguard_twin.config import TwinError
 
         try:
             return command(args)

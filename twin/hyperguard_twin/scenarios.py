@@ -27,7 +27,9 @@ from typing import Any
 
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard_twin.cluster import Progress
-from hyperguard_twin.runtime import INSTANCE_TYPE, Twin, TwinError, fast_policy, team_role
+from hyperguard_twin.config import INSTANCE_TYPE, TwinError
+from hyperguard_twin.runtime import Twin
+from hyperguard_twin.service_users import fast_policy, team_role
 
 GPUS_PER_REPLICA = 8
 FULL = 4

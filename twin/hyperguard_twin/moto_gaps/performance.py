@@ -1,0 +1,43 @@
+"""Two of moto's costs paid once per process instead of on every use: listing its own
+backends, and parsing a JSONPath."""
+
+from __future__ import annotations
+
+import functools
+
+
+def cache_backend_lookup() -> None:
+    """moto's server finds a request's backend by listing its own package folder and testing
+    each entry with isdir, on every request (twice): about 150 stat calls, some 15 ms of CPU
+    a call, most of what the twin's AWS calls cost. The folder does not change while the
+    process runs, so it is listed once."""
+    from moto import backends
+
+    if not hasattr(backends.list_of_moto_modules, "cache_info"):
+        listed = tuple(backends.list_of_moto_modules())
+        backends.list_of_moto_modules = functools.cache(lambda: listed)
+
+
+_jsonpath_cached = False
+
+
+def install_jsonpath_cache() -> None:
+    """moto parses every JSONPath again on each use (an EventBridge input transformer, a
+    state's InputPath, ResultPath, OutputPath), and jsonpath-ng builds a new yacc parser for
+    each parse: a fifth of an idle twin's CPU. Parsed paths are immutable values; the same
+    path text is parsed once, in this process."""
+    global _jsonpath_cached
+    if _jsonpath_cached:  # every test's stack asks; the first one installs
+        return
+    _jsonpath_cached = True
+    import jsonpath_ng.ext
+    from jsonpath_ng import parser as plain
+    from jsonpath_ng.ext import parser as extended
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    parse_ext = functools.lru_cache(maxsize=4096)(extended.parse)
+    parse_plain = functools.lru_cache(maxsize=4096)(plain.parse)
+    jsonpath_ng.ext.parse = parse_ext  # type: ignore[attr-defined]  # moto.events imports it per call
+    json_path.parse = parse_ext  # type: ignore[attr-defined]
+    result_path.parse = parse_plain  # type: ignore[attr-defined]
