@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 
-from hyperguard_twin.cloud.hyperpod import NodeRecovery
+from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 
 MakeCluster = Callable[..., ClusterApis]
 """`make_cluster(hyperpod_nodes=4, burst_nodes=0, node_recovery="None")`."""

@@ -46,7 +46,8 @@ from hyperguard_twin.cloud.core import (
     order,
 )
 from hyperguard_twin.cloud.ec2 import Ec2
-from hyperguard_twin.cloud.hyperpod import HyperPod, NodeRecovery
+from hyperguard_twin.cloud.hyperpod import HyperPod
+from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 from hyperguard_twin.cloud.jobstatus import JobStatusForwarder
 from hyperguard_twin.cloud.kubelets import Kubelets
 from hyperguard_twin.cloud.logs import ContainerLogs
