@@ -53,7 +53,8 @@ from hyperguard_twin.cloud.kubelets import Kubelets
 from hyperguard_twin.cloud.logs import ContainerLogs
 from hyperguard_twin.cloud.operator import TrainingOperator
 from hyperguard_twin.cloud.patching import Patching
-from hyperguard_twin.cloud.training import Progress, Run, Training, checkpoint_uri
+from hyperguard_twin.cloud.training import Training
+from hyperguard_twin.cloud.training_run import Progress, Run, checkpoint_uri
 from hyperguard_twin.ids import hyperpod_cluster_arn
 from hyperguard_twin.plane.kube import NODECLAIMS, NODEPOOLS, NODES, KubeClient, wait_for
 
