@@ -46,7 +46,7 @@ from hyperguard_twin.clock import ManualClock
 from hyperguard_twin.cloud.account import install_karpenter_account
 from hyperguard_twin.cloud.core import AZ
 from hyperguard_twin.cloud.ec2 import karpenter_instance_types
-from hyperguard_twin.cloud.hyperpod import NodeRecovery
+from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 from hyperguard_twin.cluster import SimulatedCluster
 from hyperguard_twin.effects import EffectRunner
 from hyperguard_twin.plane.authn import Identity

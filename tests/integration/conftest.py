@@ -13,7 +13,7 @@ from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import ClusterApis, cluster_apis
 from tests.integration.scheduler_harness import MakeSolo, Solo
 
-from hyperguard_twin.cloud.hyperpod import NodeRecovery
+from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 
 MakeCluster = Callable[..., ClusterApis]
 """`make_cluster(hyperpod_nodes=4, burst_nodes=0, node_recovery="None")`."""

@@ -47,7 +47,8 @@ from hyperguard_twin.cloud.core import (
 )
 from hyperguard_twin.cloud.ec2 import Ec2
 from hyperguard_twin.cloud.faults import NodeFaults
-from hyperguard_twin.cloud.hyperpod import HyperPod, NodeRecovery
+from hyperguard_twin.cloud.hyperpod import HyperPod
+from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 from hyperguard_twin.cloud.inspection import Inspection
 from hyperguard_twin.cloud.jobstatus import JobStatusForwarder
 from hyperguard_twin.cloud.kubelets import Kubelets
@@ -55,7 +56,8 @@ from hyperguard_twin.cloud.logs import ContainerLogs
 from hyperguard_twin.cloud.nodepools import NodePools
 from hyperguard_twin.cloud.operator import TrainingOperator
 from hyperguard_twin.cloud.patching import Patching
-from hyperguard_twin.cloud.training import Progress, Run, Training, checkpoint_uri
+from hyperguard_twin.cloud.training import Training
+from hyperguard_twin.cloud.training_run import Progress, Run, checkpoint_uri
 from hyperguard_twin.ids import hyperpod_cluster_arn
 from hyperguard_twin.plane.kube import KubeClient
 

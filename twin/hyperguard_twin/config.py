@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hyperguard_twin.api_gateway import DEFAULT_PRINCIPAL
-from hyperguard_twin.cloud.hyperpod import NodeRecovery
+from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 from hyperguard_twin.cluster import SimTimings
 from hyperguard_twin.ids import hyperpod_cluster_arn
 

@@ -17,7 +17,7 @@ from hyperguard import planning
 from hyperguard.cli.executions import execution_states, history
 from hyperguard.events import ClassifyConfig, classify
 from hyperguard.store import IncidentStore
-from hyperguard_twin.cloud.training import interruptions
+from hyperguard_twin.cloud.training_run import interruptions
 from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.runtime import Twin
 from hyperguard_twin.service_users import SEED_JOBS

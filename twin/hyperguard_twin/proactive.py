@@ -32,7 +32,7 @@ from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
-from hyperguard_twin.cloud.training import interruptions
+from hyperguard_twin.cloud.training_run import interruptions
 from hyperguard_twin.config import TwinError
 from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.runtime import Twin

@@ -22,7 +22,7 @@ from hyperguard.cluster.conventions import EC2_CAPACITY_TYPES
 from hyperguard.models import NodeStatus
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, PoolKind
 from hyperguard_twin.cloud.core import CapacityType, Instance, World
-from hyperguard_twin.cloud.hyperpod import NodeLoss
+from hyperguard_twin.cloud.hyperpod_nodes import NodeLoss
 from hyperguard_twin.cloud.kubelets import (
     EVICTION_MEMORY_MI,
     Kubelets,

@@ -9,7 +9,8 @@ from typing import Any
 from hyperguard.models import NodeStatus
 from hyperguard_twin.cloud.core import Instance, World, order
 from hyperguard_twin.cloud.hyperpod import HyperPod
-from hyperguard_twin.cloud.training import Progress, Run, Training
+from hyperguard_twin.cloud.training import Training
+from hyperguard_twin.cloud.training_run import Progress, Run
 from hyperguard_twin.plane.kube import NODES
 
 

@@ -47,14 +47,14 @@ class Patching:
         world.handle(PATCH_START, self._start)
         world.handle(PATCH_CHECK, self._round)
         world.handle(PATCH_DONE, self._patched)
-        hyperpod.group_extras.append(self.details)
+        hyperpod.views.group_extras.append(self.details)
 
     def schedule(
         self, group: str, at: datetime, strategy: str, idle_wait_s: float, batch: int, now: datetime
     ) -> None:
         if strategy not in PATCHING_STRATEGIES:
             raise ValueError(f"PatchingStrategy must be one of {', '.join(PATCHING_STRATEGIES)}")
-        if group not in self.hyperpod.groups:
+        if group not in self.hyperpod.nodes.groups:
             raise ValueError(f"no instance group {group}")
         if at <= now:
             raise ValueError("NextPatchDate must be in the future")
@@ -112,7 +112,7 @@ class Patching:
             patch.waiting.discard(instance_id)
             patch.updating.add(instance_id)
             instance.status = NodeStatus.SYSTEM_UPDATING
-            self.hyperpod.kubelets.publish(instance, now)
+            self.hyperpod.nodes.kubelets.publish(instance, now)
             self.world.schedule(now, self.world.timings.patch_s, PATCH_DONE, instance_id)
         if patch.strategy != "DrainFirst" and now >= patch.at + timedelta(
             seconds=patch.idle_wait_s
