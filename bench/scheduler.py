@@ -41,6 +41,9 @@ charged as modelled latency instead, and the bench's own counting of Kubernetes 
 `aws_emulator_cpu_s_per_pass` the rest: together, the process time around the pass. The API
 server's own CPU is in its process and in neither; `kubernetes_wall_s_per_pass` is the wall
 time the pass's Kubernetes requests took on this machine, reported, not charged.
+`pass_profile`: where the passes' virtual time went, by step of the pass (PASS_STEPS: the
+wake-up, the lease, the snapshot read, the reconcile, the pure decisions, the apply), each
+step's modelled latency and service CPU and its calls by kind.
 
 Modelled (virtual time): each call costs the latency in LATENCIES (the source beside each;
 where AWS publishes no figure the number is an assumption and says so), Kubernetes requests
@@ -257,6 +260,12 @@ class Meter:
         self.service_cpu = 0.0
         self._mark = 0.0
         self._emulator_at_mark = 0.0
+        self.step = "other"
+        """Which step of a pass runs (PASS_STEPS): the virtual time it costs, modelled
+        latency and service CPU, is charged to it."""
+        self.step_latency_s: dict[str, float] = defaultdict(float)
+        self.step_cpu_s: dict[str, float] = defaultdict(float)
+        self.step_calls: dict[str, Counter[str]] = defaultdict(Counter)
 
     def now(self) -> datetime:
         return EPOCH + timedelta(seconds=self.t)
@@ -289,6 +298,7 @@ class Meter:
         now = time.process_time()
         cpu = (now - self._mark) - (self.emulator_cpu - self._emulator_at_mark)
         self.service_cpu += cpu
+        self.step_cpu_s[self.step] += cpu
         self.t += cpu
         self._mark, self._emulator_at_mark = now, self.emulator_cpu
 
@@ -298,7 +308,21 @@ class Meter:
             self.kube_objects[self.phase] += objects
         if self.measuring:
             self._charge_cpu()
-            self.t += self.latencies.s(kind.split(" ")[0], objects)
+            latency = self.latencies.s(kind.split(" ")[0], objects)
+            self.t += latency
+            self.step_latency_s[self.step] += latency
+            self.step_calls[self.step][kind] += 1
+
+    @contextmanager
+    def stepping(self, step: str) -> Iterator[None]:
+        """Charge what runs inside to `step` (the CPU before it to the step before)."""
+        self.sync()
+        before, self.step = self.step, step
+        try:
+            yield
+        finally:
+            self.sync()
+            self.step = before
 
     @contextmanager
     def emulating(self) -> Iterator[None]:
@@ -352,6 +376,7 @@ def emulation(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
     try:
         install_aws_meter(patches, meter)
         install_emulated_dynamodb(patches, checks, lag)
+        install_pass_steps(patches, meter)
         yield checks
     finally:
         patches.undo()
@@ -379,6 +404,67 @@ def install_aws_meter(patches: Patches, meter: Meter) -> None:
 
     patches.set(BaseClient, "_make_api_call", counted)
     patches.set(BotocoreStubber, "__call__", emulated)
+
+
+PASS_STEPS = ("wake-up", "lease", "read", "reconcile", "plan", "apply", "other")
+"""A pass's steps, in the order it takes them: the wake-up (the event source mapping's
+delivery of the batch, and the handler reading the jobs its bodies name), then as
+`SchedulerService._pass` takes them: the lease (acquired and released), the snapshot read
+(and the burst executions in flight), the reconcile (its writes and the snapshot's
+refresh), the pure decisions, the admissions and capacity they apply; "other" is what runs
+between them."""
+
+
+def install_pass_steps(patches: Patches, meter: Meter) -> None:
+    """Charge each step of a pass to its name: the service's own methods, wrapped."""
+    from hyperguard.governance import service
+    from hyperguard.governance.applier import PassApplier
+    from hyperguard.governance.reader import SnapshotReader
+    from hyperguard.store.teams import TeamStore
+
+    def charged(step: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def stepped(*args: Any, **kwargs: Any) -> Any:
+            with meter.stepping(step):
+                return function(*args, **kwargs)
+
+        return stepped
+
+    steps: list[tuple[Any, str, str]] = [
+        (TeamStore, "acquire_lease", "lease"),
+        (TeamStore, "release_lease", "lease"),
+        (SnapshotReader, "read", "read"),
+        (SnapshotReader, "bursts_in_flight", "read"),
+        (PassApplier, "reconcile", "reconcile"),
+        (SnapshotReader, "refresh", "reconcile"),
+        (service, "plan_reconcile", "plan"),
+        (service, "plan_admission", "plan"),
+        (service, "wants_burst", "plan"),
+        (service, "plan_capacity", "plan"),
+        (PassApplier, "admit", "apply"),
+        (PassApplier, "scale", "apply"),
+    ]
+    for owner, name, step in steps:
+        patches.set(owner, name, charged(step, getattr(owner, name)))
+
+
+def pass_profile(meter: Meter, passes: int) -> dict[str, Any]:
+    """Where the passes' virtual time went, by step: modelled latency of its calls (and the
+    calls, by kind) and the service's CPU."""
+    total = sum(meter.step_latency_s.values()) + sum(meter.step_cpu_s.values())
+    profile = {}
+    for step in PASS_STEPS:
+        latency, cpu = meter.step_latency_s[step], meter.step_cpu_s[step]
+        calls = meter.step_calls[step]
+        profile[step] = {
+            "virtual_s_per_pass": round((latency + cpu) / max(passes, 1), 4),
+            "share": round((latency + cpu) / total, 4) if total else 0.0,
+            "latency_s": round(latency, 3),
+            "cpu_s": round(cpu, 4),
+            "calls_per_pass": {
+                kind: round(n / max(passes, 1), 2) for kind, n in calls.most_common()
+            },
+        }
+    return profile
 
 
 def install_emulated_dynamodb(patches: Patches, checks: Counter[str], lag: IndexLag) -> None:
@@ -868,7 +954,9 @@ def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
     start = meter.t
     meter.phase = "pass"
     meter.start()
-    result = built.service.run_pass(woken_jobs(bodies))
+    with meter.stepping("wake-up"):
+        named = woken_jobs(bodies)
+    result = built.service.run_pass(named)
     meter.stop()
     meter.phase = "sim"
     built.runs.start_created()
@@ -960,6 +1048,7 @@ def simulate(
                 bodies.append(body)
                 sources.append(source)
             meter.t += latencies.s("lambda:sqs-to-handler")
+            meter.step_latency_s["wake-up"] += latencies.s("lambda:sqs-to-handler")
             built.cluster.advance()
             sample = replace(run_one_pass(built, bodies), woken_by=tuple(sorted(set(sources))))
             timeline.passes.append(sample)
@@ -1081,6 +1170,7 @@ def run_shape(shape: str, scale: float, fair_share: str) -> dict[str, Any]:
             "latency_scale": scale,
             **outcome(built, work, timeline),
             **_per_pass(timeline.passes),
+            "pass_profile": pass_profile(built.meter, len(timeline.passes)),
             "emulator_answers_checked": dict(built.emulator_checks),
             "wall_s": round(time.perf_counter() - wall, 1),
         }

@@ -33,6 +33,17 @@ def test_a_tiny_workload_goes_through_the_real_pass_and_is_counted() -> None:
     assert result["wakeups_received"]["job submitted"] == 20
     checked = result["emulator_answers_checked"]
     assert all(checked[op] > 0 for op in ("BatchGetItem", "TransactWriteItems", "UpdateItem"))
+    # Every step of a pass is charged where it runs: the lease's own writes, the snapshot's
+    # reads, the admissions' transactions and dispatches, the pure decisions' CPU alone.
+    profile = result["pass_profile"]
+    assert set(profile) == set(scheduler.PASS_STEPS)
+    assert profile["lease"]["calls_per_pass"] == {"dynamodb:UpdateItem": 2.0}
+    assert profile["read"]["calls_per_pass"]["sagemaker:ListClusterNodes"] == 1.0
+    assert profile["apply"]["calls_per_pass"]["dynamodb:TransactWriteItems"] > 0
+    assert profile["apply"]["calls_per_pass"]["kubernetes:create hyperpodpytorchjobs"] > 0
+    assert profile["plan"]["calls_per_pass"] == {} and profile["plan"]["cpu_s"] > 0
+    assert profile["wake-up"]["virtual_s_per_pass"] >= 0.02  # the event source mapping's
+    assert round(sum(step["share"] for step in profile.values()), 2) == 1.0
 
 
 def test_a_lone_submission_is_admitted_by_the_pass_its_own_wake_up_starts() -> None:
