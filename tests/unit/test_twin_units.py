@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 from tests.conftest import EVENTS, load_event
 
 from hyperguard.events import classify
+from hyperguard_twin import workdirs
 from hyperguard_twin.inject import InjectError, put_entry, retarget
+from hyperguard_twin.lambda_layer import LAYER_PACKAGE_PREFIX
 from hyperguard_twin.moto_gaps.cloudformation import substitute
 from hyperguard_twin.plane import processes
 from hyperguard_twin.telemetry import emf_metrics
@@ -98,19 +99,23 @@ def test_substitute_replaces_every_placeholder() -> None:
     assert json.loads(out) == {"A": "arn:x", "B": "arn:x", "C": "3"}
 
 
-def test_a_killed_planes_folder_is_removed_by_the_next_plane_and_a_live_ones_stays(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("prefix", [processes.WORKDIR_PREFIX, LAYER_PACKAGE_PREFIX])
+def test_a_killed_twins_folder_is_removed_by_the_next_twin_and_a_live_ones_stays(
+    tmp_path: Path, prefix: str
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    """A plane's folder (etcd's data, the logs) and a layer's copy, in the twin's cache."""
     dead = subprocess.Popen(["true"])  # a process that has exited, as a killed one has
     dead.wait()
     folders = {}
     for name, owner in (("killed", str(dead.pid)), ("live", str(os.getpid())), ("new", None)):
-        folder = tmp_path / f"{processes.WORKDIR_PREFIX}{name}"
+        folder = tmp_path / f"{prefix}{name}"
         (folder / "etcd").mkdir(parents=True)
         if owner is not None:
-            (folder / processes.OWNER_FILE).write_text(owner)
+            (folder / workdirs.OWNER_FILE).write_text(owner)
         folders[name] = folder
-    assert processes.remove_abandoned_workdirs() == [folders["killed"]]
+    other = tmp_path / "layer-deps-0123"  # a cache entry, owned by no one
+    other.mkdir()
+    made = workdirs.owned_workdir(prefix, tmp_path)
+    assert made.name.startswith(prefix) and (made / workdirs.OWNER_FILE).exists()
     assert not folders["killed"].exists()
-    assert folders["live"].exists() and folders["new"].exists()
+    assert folders["live"].exists() and folders["new"].exists() and other.exists()

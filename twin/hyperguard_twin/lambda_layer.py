@@ -16,6 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperguard_twin.workdirs import owned_workdir
+
+LAYER_PACKAGE_PREFIX = "layer-package-"
+
 
 class LayerBuildError(RuntimeError):
     """The layer could not be built; the message holds the command and its stderr's tail."""
@@ -85,7 +89,8 @@ def stage_layer(root: Path, cache_dir: Path, *, python: str = sys.executable) ->
         cache_dir / f"runtime-{'-'.join(pins).replace('==', '-')}-{version}",
         lambda d: _run([*pip, "--target", str(d), *pins]),
     )
-    package = Path(tempfile.mkdtemp(prefix="layer-package-", dir=cache_dir))
+    # Copied afresh for each twin; a killed twin's copy is removed by the next one.
+    package = owned_workdir(LAYER_PACKAGE_PREFIX, cache_dir)
     atexit.register(shutil.rmtree, package, True)
     _run([*make, "layer-package", f"ARTIFACTS_DIR={package}", f"PYTHON={python}"])
     return LayerPaths(package=package / "python", deps=deps / "python", runtime=runtime)

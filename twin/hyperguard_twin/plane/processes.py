@@ -12,19 +12,18 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hyperguard_twin.workdirs import OWNER_FILE, owned_workdir
+
 HOST = "127.0.0.1"
 STOP_GRACE_S = 1.0
 """How long the components have to exit on SIGTERM when the plane stops."""
 WORKDIR_PREFIX = "hyperguard-plane-"
-OWNER_FILE = "owner.pid"
-"""The process that started the plane; its folder outlives it only if it was killed."""
 
 
 class PlaneError(RuntimeError):
@@ -133,11 +132,9 @@ def http_ok(url: str) -> bool:
 
 
 def new_workdir() -> Path:
-    """A folder for a new plane, owned by this process; the abandoned ones go first."""
-    remove_abandoned_workdirs()
-    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
-    (workdir / OWNER_FILE).write_text(str(os.getpid()))
-    return workdir
+    """A folder for a new plane, owned by this process; those of killed planes (etcd's data
+    and the logs: about 100 MB each) go first."""
+    return owned_workdir(WORKDIR_PREFIX)
 
 
 def remove_workdir(workdir: Path) -> None:
@@ -145,33 +142,6 @@ def remove_workdir(workdir: Path) -> None:
         (workdir / OWNER_FILE).unlink(missing_ok=True)  # kept: no later plane takes it
     else:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def remove_abandoned_workdirs() -> list[Path]:
-    """Delete the folders of planes whose process was killed before it could stop them (etcd's
-    data and the logs: about 100 MB each); those of live processes, and any without an owner
-    file yet (a plane starting this moment), stay."""
-    removed = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
-        try:
-            owner = int((folder / OWNER_FILE).read_text())
-        except (OSError, ValueError):
-            continue
-        if owner == os.getpid() or _alive(owner):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(folder)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def _die_with_parent() -> None:
