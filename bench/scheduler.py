@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import inspect
 import json
 import logging
 import os
@@ -336,19 +337,25 @@ class Meter:
 
 
 class Patches:
-    """Attributes of botocore and moto replaced while a run lasts, and put back after it."""
+    """Attributes of botocore, moto and the service replaced while a run lasts, and put back
+    after it exactly as they were: the descriptor itself (a staticmethod stays one), and an
+    attribute the owner inherited is removed again rather than copied onto it."""
 
     def __init__(self) -> None:
-        self._undo: list[tuple[Any, str, Any]] = []
+        self._undo: list[tuple[Any, str, Any, bool]] = []
 
     def set(self, owner: Any, name: str, value: Any) -> None:
-        self._undo.append((owner, name, getattr(owner, name)))
+        own = vars(owner)
+        self._undo.append((owner, name, own.get(name), name in own))
         setattr(owner, name, value)
 
     def undo(self) -> None:
         while self._undo:
-            owner, name, value = self._undo.pop()
-            setattr(owner, name, value)
+            owner, name, value, owned = self._undo.pop()
+            if owned:
+                setattr(owner, name, value)
+            else:
+                delattr(owner, name)
 
 
 class IndexLag:
@@ -444,7 +451,10 @@ def install_pass_steps(patches: Patches, meter: Meter) -> None:
         (PassApplier, "scale", "apply"),
     ]
     for owner, name, step in steps:
-        patches.set(owner, name, charged(step, getattr(owner, name)))
+        wrapped = charged(step, getattr(owner, name))
+        if isinstance(inspect.getattr_static(owner, name), staticmethod):
+            wrapped = staticmethod(wrapped)
+        patches.set(owner, name, wrapped)
 
 
 def pass_profile(meter: Meter, passes: int) -> dict[str, Any]:

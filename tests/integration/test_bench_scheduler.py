@@ -6,6 +6,7 @@ the active jobs, and the emulator speed-ups it installs keep moto's answers."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import boto3
@@ -44,6 +45,34 @@ def test_a_tiny_workload_goes_through_the_real_pass_and_is_counted() -> None:
     assert profile["plan"]["calls_per_pass"] == {} and profile["plan"]["cpu_s"] > 0
     assert profile["wake-up"]["virtual_s_per_pass"] >= 0.02  # the event source mapping's
     assert round(sum(step["share"] for step in profile.values()), 2) == 1.0
+
+
+def test_a_run_puts_back_every_attribute_it_replaced_as_it_was() -> None:
+    """The pass's steps are timed by wrapping the service's own methods, a staticmethod among
+    them: after the run each is the service's again, the staticmethod still one (a later
+    test's pass in the same process calls it)."""
+    from hyperguard.governance.applier import PassApplier
+    from hyperguard.governance.reader import SnapshotReader
+
+    before = {
+        (owner, name): inspect.getattr_static(owner, name)
+        for owner, name in [(SnapshotReader, "bursts_in_flight"), (PassApplier, "admit")]
+    }
+    scheduler.run_shape("tiny", 1.0, "Disabled")
+    for (owner, name), attribute in before.items():
+        assert inspect.getattr_static(owner, name) is attribute
+    patches = scheduler.Patches()
+
+    class Base:
+        inherited = 1
+
+    class Derived(Base):
+        pass
+
+    patches.set(Derived, "inherited", 2)
+    assert Derived.inherited == 2
+    patches.undo()
+    assert "inherited" not in vars(Derived) and Derived.inherited == 1
 
 
 def test_a_lone_submission_is_admitted_by_the_pass_its_own_wake_up_starts() -> None:
