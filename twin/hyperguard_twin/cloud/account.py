@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hyperguard_twin.plane.bootstrap import FIELD_MANAGER
 from hyperguard_twin.plane.kube import EC2NODECLASSES, KubeClient, wait_for
 
 NODE_CLASS = "default"
@@ -17,7 +18,6 @@ DISCOVERY_TAG = "karpenter.sh/discovery"
 AMI_NAME = "amazon-eks-node-al2023-x86_64-nvidia-1.37-v20261101"
 """An EKS optimized accelerated AL2023 AMI's name, as AWS names them (what the EC2NodeClass's
 `al2023@latest` alias stands for)."""
-FIELD_MANAGER = "hyperguard-twin"
 
 
 def node_class(cluster: str) -> dict[str, Any]:

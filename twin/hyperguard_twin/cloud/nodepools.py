@@ -9,8 +9,9 @@ from typing import Any
 
 from hyperguard.cluster.conventions import CAPACITY_TYPE_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL
 from hyperguard.cluster.workloads import accelerator_resource
-from hyperguard_twin.cloud.account import FIELD_MANAGER, NODE_CLASS
+from hyperguard_twin.cloud.account import NODE_CLASS
 from hyperguard_twin.cloud.core import World
+from hyperguard_twin.plane.bootstrap import FIELD_MANAGER
 from hyperguard_twin.plane.kube import NODECLAIMS, NODEPOOLS, wait_for
 
 NODEPOOL_ACCELERATOR_LIMIT = "512"
