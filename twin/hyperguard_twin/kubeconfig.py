@@ -10,6 +10,7 @@ import yaml
 
 from hyperguard_twin.config import REGION
 from hyperguard_twin.deploy import Deployment
+from hyperguard_twin.plane.kubeconfig import kubeconfig_document
 from hyperguard_twin.plane.plane import ControlPlane
 
 
@@ -46,20 +47,6 @@ def function_kubeconfig(
         aws_session_token=credentials["SessionToken"],
     )
     token = generate_eks_token(cluster, sts)
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": cluster,
-                "cluster": {
-                    "server": plane.endpoint,
-                    "certificate-authority-data": plane.ca_data,
-                },
-            }
-        ],
-        "users": [{"name": logical_id, "user": {"token": token}}],
-        "contexts": [{"name": logical_id, "context": {"cluster": cluster, "user": logical_id}}],
-        "current-context": logical_id,
-    }
+    server = {"server": plane.endpoint, "certificate-authority-data": plane.ca_data}
+    config = kubeconfig_document(cluster, server, logical_id, {"token": token}, logical_id)
     return str(yaml.safe_dump(config, sort_keys=False))

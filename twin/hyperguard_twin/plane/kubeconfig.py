@@ -29,7 +29,8 @@ class Kubeconfigs:
         elif token is not None:
             user = {"token": token}
         path = self.folder / f"{name}.kubeconfig"
-        path.write_text(yaml.safe_dump(_config("twin", self.server, self.pki.ca, name, user, name)))
+        cluster = {"server": self.server, "certificate-authority": str(self.pki.ca)}
+        path.write_text(yaml.safe_dump(kubeconfig_document("twin", cluster, name, user, name)))
         path.chmod(0o600)
         return path
 
@@ -40,20 +41,27 @@ class Kubeconfigs:
 
 def write_webhook_config(path: Path, server: str, ca: Path) -> Path:
     """kube-apiserver's kubeconfig for the token authenticator at `server`."""
-    config = _config("eks-token-authenticator", server, ca, "kube-apiserver", {}, "webhook")
+    cluster = {"server": server, "certificate-authority": str(ca)}
+    config = kubeconfig_document(
+        "eks-token-authenticator", cluster, "kube-apiserver", {}, "webhook"
+    )
     path.write_text(yaml.safe_dump(config))
     return path
 
 
-def _config(
-    cluster: str, server: str, ca: Path, user: str, credentials: dict[str, str], context: str
+def kubeconfig_document(
+    cluster: str,
+    server: dict[str, str],
+    user: str,
+    credentials: dict[str, str],
+    context: str,
 ) -> dict[str, Any]:
+    """A kubeconfig with one cluster (`server`: its server and CA entries), one user and the
+    context joining them."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": cluster, "cluster": {"server": server, "certificate-authority": str(ca)}}
-        ],
+        "clusters": [{"name": cluster, "cluster": server}],
         "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
         "current-context": context,
