@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
 from hyperguard.aws import dynamodb_table
@@ -71,6 +72,11 @@ class TableStore:
         if self._table is None:
             self._table = dynamodb_table(self.table_name)
         return self._table
+
+
+def condition_failed(exc: ClientError) -> bool:
+    """A write refused because its ConditionExpression did not hold: nothing was written."""
+    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
 def _every_page(read: Callable[..., Any], request: dict[str, Any]) -> list[dict[str, Any]]:

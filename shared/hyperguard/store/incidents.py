@@ -12,6 +12,7 @@ node: opening writes incident, first signal and lock in one transaction.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -21,7 +22,14 @@ from pydantic import BaseModel
 
 from hyperguard.aws import client, dynamodb_table
 from hyperguard.models import HealthSignal, Incident, IncidentStatus, Node
-from hyperguard.store.codec import batch_get, from_wire, plain, to_item, to_wire
+from hyperguard.store.codec import (
+    batch_get,
+    condition_failed,
+    from_wire,
+    plain,
+    to_item,
+    to_wire,
+)
 
 META = "META"
 SIGNAL_PREFIX = "SIGNAL#"
@@ -141,17 +149,12 @@ class IncidentStore:
         no node is at fault, and its nodes may have incidents of their own."""
         if not incident.about_job:
             raise ValueError(f"{incident.incident_id} is about a node: open_or_append opens it")
-        try:
-            self.ddb.put_item(
-                TableName=self.table_name,
-                Item=to_wire(to_item(incident, sk=META, entity="incident")),
-                ConditionExpression="attribute_not_exists(incident_id)",
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return _written_if(
+            self.ddb.put_item,
+            TableName=self.table_name,
+            Item=to_wire(to_item(incident, sk=META, entity="incident")),
+            ConditionExpression="attribute_not_exists(incident_id)",
+        )
 
     def append_signal(self, incident_id: str, signal: HealthSignal) -> SignalOutcome:
         try:
@@ -237,29 +240,24 @@ class IncidentStore:
         """NEEDS_OPERATOR, if `execution_arn` is still the incident's recovery and nothing
         closed or escalated the incident first (False otherwise). The node keeps its lock,
         so it stays cordoned and no second recovery starts."""
-        try:
-            self.ddb.update_item(
-                TableName=self.table_name,
-                Key=to_wire({"incident_id": incident_id, "sk": META}),
-                UpdateExpression="SET #status = :needs, "
-                "notes = list_append(if_not_exists(notes, :empty), :note)",
-                ConditionExpression="execution_arn = :arn AND NOT (#status IN (:needs, :done))",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=to_wire(
-                    {
-                        ":needs": IncidentStatus.NEEDS_OPERATOR.value,
-                        ":done": IncidentStatus.RESOLVED.value,
-                        ":arn": execution_arn,
-                        ":note": [note[:1000]],
-                        ":empty": [],
-                    }
-                ),
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return _written_if(
+            self.ddb.update_item,
+            TableName=self.table_name,
+            Key=to_wire({"incident_id": incident_id, "sk": META}),
+            UpdateExpression="SET #status = :needs, "
+            "notes = list_append(if_not_exists(notes, :empty), :note)",
+            ConditionExpression="execution_arn = :arn AND NOT (#status IN (:needs, :done))",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=to_wire(
+                {
+                    ":needs": IncidentStatus.NEEDS_OPERATOR.value,
+                    ":done": IncidentStatus.RESOLVED.value,
+                    ":arn": execution_arn,
+                    ":note": [note[:1000]],
+                    ":empty": [],
+                }
+            ),
+        )
 
     def update(self, incident_id: str, **fields: Any) -> None:
         """SET the given incident fields (models are stored as their JSON form)."""
@@ -333,20 +331,15 @@ class IncidentStore:
     def park(self, incident_id: str, token: str, *, urgency: int) -> bool:
         """Keep the waiting repair's task token, unless the incident became more urgent
         than `urgency` meanwhile (False: the caller re-diagnoses instead of waiting)."""
-        try:
-            self.ddb.update_item(
-                TableName=self.table_name,
-                Key=to_wire({"incident_id": incident_id, "sk": META}),
-                UpdateExpression="SET wait_token = :t",
-                ConditionExpression="attribute_exists(incident_id) AND "
-                "(urgency = :u OR (attribute_not_exists(urgency) AND :u = :zero))",
-                ExpressionAttributeValues=to_wire({":t": token, ":u": urgency, ":zero": 0}),
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return _written_if(
+            self.ddb.update_item,
+            TableName=self.table_name,
+            Key=to_wire({"incident_id": incident_id, "sk": META}),
+            UpdateExpression="SET wait_token = :t",
+            ConditionExpression="attribute_exists(incident_id) AND "
+            "(urgency = :u OR (attribute_not_exists(urgency) AND :u = :zero))",
+            ExpressionAttributeValues=to_wire({":t": token, ":u": urgency, ":zero": 0}),
+        )
 
     def escalate_urgency(
         self, incident: Incident, signal: HealthSignal, *, note: str | None = None
@@ -398,7 +391,7 @@ class IncidentStore:
                 ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if condition_failed(exc):
                 return None
             raise
         return _incident(from_wire(result["Attributes"]))
@@ -479,3 +472,16 @@ def _incident(item: dict[str, Any]) -> Incident:
     data = plain(item)
     data["sources"] = sorted(data.get("sources", []))
     return Incident.model_validate(data)
+
+
+def _written_if(write: Callable[..., Any], **request: Any) -> bool:
+    """Send one conditional PutItem or UpdateItem (`write`, the client's method); False when
+    its ConditionExpression did not hold. Here, not in the codec: the incident store sends
+    every write to its table itself (tests/one_writer.py)."""
+    try:
+        write(**request)
+    except ClientError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True

@@ -51,6 +51,7 @@ from hyperguard.store.codec import (
     BATCH_GET_MAX,
     TableStore,
     batch_get,
+    condition_failed,
     decimals,
     plain,
     query_all,
@@ -404,10 +405,9 @@ class JobStore(TableStore):
             else:
                 self.table.update_item(**update)
         except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code == "ConditionalCheckFailedException":
+            if condition_failed(exc):
                 return TransitionOutcome.STALE
-            if code != "TransactionCanceledException":
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if any(r == "ConditionalCheckFailed" for r in reasons[: len(checks or [])]):
@@ -515,7 +515,7 @@ class JobStore(TableStore):
         try:
             self.table.update_item(**request)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if condition_failed(exc):
                 return False
             raise
         return True
@@ -727,7 +727,7 @@ class JobStore(TableStore):
                 },
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            if not condition_failed(exc):
                 raise
 
     def page(

@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hyperguard.aws import dynamodb_table
-from hyperguard.store.codec import TableStore
+from hyperguard.store.codec import TableStore, condition_failed
 
 THROTTLED = frozenset(
     {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
@@ -50,10 +50,9 @@ class RateCounterStore(TableStore):
                 ExpressionAttributeValues={":one": 1, ":limit": limit, ":expires": expires_at},
             )
         except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code == "ConditionalCheckFailedException":
+            if condition_failed(exc):
                 return False
-            if code in THROTTLED:
+            if exc.response["Error"]["Code"] in THROTTLED:
                 raise CounterThrottledError(key) from exc
             raise
         return True

@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hyperguard.models.governance import ComputeQuota, ComputeQuotaStatus, SchedulerConfig
-from hyperguard.store.codec import TableStore, plain, to_item
+from hyperguard.store.codec import TableStore, condition_failed, plain, to_item
 
 QUOTA_PK = "QUOTA"
 SCHEDULER_PK = "SCHEDULER_CONFIG"
@@ -57,10 +57,6 @@ class Lease:
     holder: str
     token: int
     expires_at: float
-
-
-def _conditional_failed(exc: ClientError) -> bool:
-    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
 class TeamStore(TableStore):
@@ -131,7 +127,7 @@ class TeamStore(TableStore):
                 **({"ExpressionAttributeValues": values} if values else {}),
             )
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not condition_failed(exc):
                 raise
             current = self.get_quota(team)
             raise VersionConflictError(
@@ -151,7 +147,7 @@ class TeamStore(TableStore):
                 Key={"pk": QUOTA_PK, "sk": team}, ReturnValues="ALL_OLD", **kwargs
             )
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not condition_failed(exc):
                 raise
             current = self.get_quota(team)
             if current is None:
@@ -193,7 +189,7 @@ class TeamStore(TableStore):
                 **condition,
             )
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not condition_failed(exc):
                 raise
             raise VersionConflictError(self.scheduler_config()[1], target_version) from exc
         return version
@@ -234,7 +230,7 @@ class TeamStore(TableStore):
                 ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
-            if _conditional_failed(exc):
+            if condition_failed(exc):
                 return None
             raise
         data = plain(result["Attributes"])
@@ -250,7 +246,7 @@ class TeamStore(TableStore):
                 ExpressionAttributeValues={":zero": 0, ":me": lease.holder, ":token": lease.token},
             )
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not condition_failed(exc):
                 raise
 
     def lease_check(self, lease: Lease) -> dict[str, Any]:
