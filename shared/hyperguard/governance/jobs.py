@@ -342,17 +342,13 @@ class JobLifecycle:
     ) -> Outcome:
         """Back to the queue for another job; `prefer_burst`: placed next on EKS burst
         capacity first (a hand-back, D121)."""
-        sets: dict[str, Any] = {"nodes": []}
-        if prefer_burst:
-            sets["prefer_burst"] = True
-            details["prefer_burst"] = True
         return self._move(
             Move.PREEMPT,
             job_id,
             Actor.SCHEDULER,
             JobEvent.PREEMPTED,
             reason,
-            sets=sets,
+            sets=_back_in_queue(prefer_burst, details),
             remove=("admitted_replicas",),
             fence=fence,
             details=details,
@@ -531,10 +527,6 @@ class JobLifecycle:
         `stalled` (running, but no new checkpoint for too long: D94), or `paused` (before its
         instance group's scheduled patch: D101)."""
         condition, values, names = _guarded(protected_by, run)
-        sets: dict[str, Any] = {"nodes": []}
-        if prefer_burst:
-            sets["prefer_burst"] = True
-            details["prefer_burst"] = True
         return self._move(
             Move.REQUEUE,
             job_id,
@@ -543,7 +535,7 @@ class JobLifecycle:
             if by is Actor.RECONCILER
             else JobEvent.REQUEUED,
             reason,
-            sets=sets,
+            sets=_back_in_queue(prefer_burst, details),
             remove=("admitted_replicas",),
             condition=condition,
             values=values,
@@ -838,6 +830,17 @@ class JobLifecycle:
             f"{', '.join(record.job.nodes) or 'none'}, run {record.job.run}, protected by "
             f"{record.protected_by or 'nobody'})"
         )
+
+
+def _back_in_queue(prefer_burst: bool, details: dict[str, Any]) -> dict[str, Any]:
+    """The SETs of a move back to the queue (a preemption, a requeue): its nodes released
+    and, with `prefer_burst`, placed next on EKS burst capacity first, which its history
+    entry's `details` then say too."""
+    sets: dict[str, Any] = {"nodes": []}
+    if prefer_burst:
+        sets["prefer_burst"] = True
+        details["prefer_burst"] = True
+    return sets
 
 
 def _running_on(nodes: Sequence[str], pool: str | None) -> str:
