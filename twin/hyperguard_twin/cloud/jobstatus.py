@@ -14,7 +14,7 @@ from typing import Any
 
 from hyperguard.cluster.workloads import JOB_ID_ANNOTATION, JOB_ID_LABEL
 from hyperguard_twin.cloud.core import Effect, World
-from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, KubeClient
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, KubeClient, start_watches
 
 FORWARDER_SOURCE = "hyperguard.node-forwarder"
 _TERMINAL = {"Complete": "succeeded", "Completed": "succeeded", "Failed": "failed"}
@@ -36,18 +36,12 @@ class JobStatusForwarder:
         self._lock = threading.Lock()
 
     def watch(self, kube: KubeClient, stop: threading.Event) -> list[threading.Thread]:
-        threads = []
-        for rt in (JOBS, HYPERPOD_PYTORCH_JOBS):
-            thread = threading.Thread(
-                target=kube.watch,
-                args=(rt, self.on_run, stop),
-                kwargs={"label_selector": JOB_ID_LABEL},
-                name=f"forwarder-{rt.plural}",
-                daemon=True,
-            )
-            thread.start()
-            threads.append(thread)
-        return threads
+        return start_watches(
+            kube,
+            "forwarder",
+            [(rt, self.on_run, JOB_ID_LABEL) for rt in (JOBS, HYPERPOD_PYTORCH_JOBS)],
+            stop,
+        )
 
     def on_run(self, event: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

@@ -29,6 +29,7 @@ from hyperguard_twin.plane.kube import (
     PRIORITY_CLASSES,
     WORKLOADS,
     KubeClient,
+    start_watches,
 )
 
 
@@ -45,23 +46,17 @@ class TrainingOperator:
         return self.world.kube
 
     def watch(self, kube: KubeClient, stop: threading.Event) -> list[threading.Thread]:
-        threads = []
-        for rt, handler, selector in (
-            (HYPERPOD_PYTORCH_JOBS, self.on_job, None),
-            (WORKLOADS, self.on_workload, None),
-            (PODS, self.on_pod, HPJOB_POD_LABEL),
-            (PRIORITY_CLASSES, self.on_priority_class, None),
-        ):
-            thread = threading.Thread(
-                target=kube.watch,
-                args=(rt, handler, stop),
-                kwargs={"label_selector": selector} if selector else {},
-                name=f"operator-{rt.plural}",
-                daemon=True,
-            )
-            thread.start()
-            threads.append(thread)
-        return threads
+        return start_watches(
+            kube,
+            "operator",
+            [
+                (HYPERPOD_PYTORCH_JOBS, self.on_job, None),
+                (WORKLOADS, self.on_workload, None),
+                (PODS, self.on_pod, HPJOB_POD_LABEL),
+                (PRIORITY_CLASSES, self.on_priority_class, None),
+            ],
+            stop,
+        )
 
     def node_replaced(self, old: Instance, new: Instance) -> None:
         self.restarts.node_replaced(old, new)

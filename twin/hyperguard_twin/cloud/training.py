@@ -27,7 +27,13 @@ from hyperguard_twin.cloud.core import Effect, Instance, World
 from hyperguard_twin.cloud.logs import ContainerLogs
 from hyperguard_twin.cloud.training_processes import CRASHED, Processes
 from hyperguard_twin.cloud.training_run import PodState, Progress, Run, hpj_replicas, run_of
-from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, KubeClient
+from hyperguard_twin.plane.kube import (
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
+    PODS,
+    KubeClient,
+    start_watches,
+)
 
 
 def _owner_uid(pod: Mapping[str, Any]) -> str | None:
@@ -58,22 +64,16 @@ class Training:
     # ------------------------------------------------------------------ watches
 
     def watch(self, kube: KubeClient, stop: threading.Event) -> list[threading.Thread]:
-        threads = []
-        for rt, handler in (
-            (JOBS, self.on_owner),
-            (HYPERPOD_PYTORCH_JOBS, self.on_owner),
-            (PODS, self.on_pod),
-        ):
-            thread = threading.Thread(
-                target=kube.watch,
-                args=(rt, handler, stop),
-                kwargs={"label_selector": JOB_ID_LABEL} if rt is not PODS else {},
-                name=f"training-{rt.plural}",
-                daemon=True,
-            )
-            thread.start()
-            threads.append(thread)
-        return threads
+        return start_watches(
+            kube,
+            "training",
+            [
+                (JOBS, self.on_owner, JOB_ID_LABEL),
+                (HYPERPOD_PYTORCH_JOBS, self.on_owner, JOB_ID_LABEL),
+                (PODS, self.on_pod, None),
+            ],
+            stop,
+        )
 
     def on_owner(self, event: str, obj: dict[str, Any]) -> None:
         """A Job or HyperPodPyTorchJob of HyperGuard's: a run to follow, or one deleted."""

@@ -14,7 +14,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -354,6 +354,28 @@ class KubeClient:
                 if kind != "BOOKMARK":
                     on_event(str(kind), obj)
         return version
+
+
+def start_watches(
+    kube: KubeClient,
+    name: str,
+    watches: Iterable[tuple[Resource, Callable[[str, Obj], None], str | None]],
+    stop: threading.Event,
+) -> list[threading.Thread]:
+    """One daemon thread per (resource, handler, label selector or None), named
+    `name`-plural, each watching with `kube` until `stop`: a controller's watches."""
+    threads = []
+    for rt, on_event, label_selector in watches:
+        thread = threading.Thread(
+            target=kube.watch,
+            args=(rt, on_event, stop),
+            kwargs={"label_selector": label_selector},
+            name=f"{name}-{rt.plural}",
+            daemon=True,
+        )
+        thread.start()
+        threads.append(thread)
+    return threads
 
 
 def wait_for(
