@@ -1,4 +1,5 @@
-"""Past incidents written as the service writes them, for tests that need a node's history."""
+"""A node's faults as HyperPod reports them, and past incidents written as the service writes
+them, for tests that need a node's history."""
 
 from __future__ import annotations
 

@@ -13,19 +13,12 @@ from typing import Any
 import pytest
 from tests.conftest import Stack, catalogue
 from tests.integration.api_harness import Api, member
+from tests.integration.incident_harness import fault_signal
 
 from hyperguard.cli import main as cli
 from hyperguard.cli import views as views_cli
 from hyperguard.governance.jobs import JobLifecycle
-from hyperguard.models import (
-    Action,
-    HealthSignal,
-    JobStatus,
-    Node,
-    Repair,
-    Severity,
-    SignalSource,
-)
+from hyperguard.models import JobStatus, Node, Repair
 from hyperguard.models.incidents import ProtectedJob
 from hyperguard_twin.clock import ManualClock
 
@@ -77,18 +70,7 @@ def _incident(day: Day, job_id: str) -> str:
         accelerators=8,
     )
     day.api.nodes.upsert_inventory([node])
-    signal = HealthSignal(
-        source=SignalSource.HYPERPOD,
-        kind="hyperpod_node_health",
-        instance_id=NODE,
-        cluster="hyperguard-twin",
-        severity=Severity.FATAL,
-        action=Action.OPEN_INCIDENT,
-        repair=Repair.REPLACE,
-        reason="NvidiaErrorTerminate",
-        observed_at=at(5, 29),
-        dedupe_key="fault-1",
-    )
+    signal = fault_signal(node, at(5, 29), repair=Repair.REPLACE)
     incident, _ = day.api.incidents.open_or_append(node, signal, at(5, 29))
     for milestone, seconds in (
         ("detected", 60),

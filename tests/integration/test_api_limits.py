@@ -11,11 +11,11 @@ from typing import Any
 
 from tests.conftest import Stack
 from tests.integration.api_harness import ADMIN, CHECKPOINT_BUCKET, Api, member
+from tests.integration.incident_harness import fault_signal
 
 from hyperguard.governance.jobs import Actor, JobLifecycle
-from hyperguard.models import Checkpoint, HealthSignal, Node, ProtectedJob, Repair, Severity
+from hyperguard.models import Checkpoint, Node, ProtectedJob, Repair
 from hyperguard.models.records import MAX_LISTED
-from hyperguard.models.signals import Action, SignalSource
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.jobs import MAX_HISTORY
 
@@ -131,18 +131,9 @@ def test_members_see_only_their_teams_jobs_in_incidents(stack: Stack) -> None:
     )
     NodeStore(stack.tables["NodesTable"]).upsert_inventory([node])
     now = datetime.now(UTC)
-    signal = HealthSignal(
-        source=SignalSource.HYPERPOD,
-        kind="hyperpod_node_health",
-        instance_id=node.instance_id,
-        severity=Severity.FATAL,
-        action=Action.OPEN_INCIDENT,
-        repair=Repair.REPLACE,
-        reason="xid",
-        observed_at=now,
-        dedupe_key="e1",
+    incident, _ = incidents.open_or_append(
+        node, fault_signal(node, now, repair=Repair.REPLACE), now
     )
-    incident, _ = incidents.open_or_append(node, signal, now)
     plan = [
         ProtectedJob(
             job_id="nlp-job", team="nlp", strategy="hot_spare", checkpoint_uri="s3://nlp/ckpt/"

@@ -627,21 +627,10 @@ def test_a_storm_over_a_fifth_of_the_pool_trips_the_brake(stack: Stack) -> None:
             clock=apis.clock.now,
         )
         verdicts: list[str] = []
-        for n, instance_id in enumerate(apis.hyperpod[:64]):
+        for instance_id in apis.hyperpod[:64]:
             node = world_nodes.get(instance_id)
             assert node is not None
-            signal = HealthSignal(
-                source=SignalSource.HYPERPOD,
-                kind="hyperpod_node_health",
-                instance_id=instance_id,
-                cluster=node.cluster,
-                severity=Severity.FATAL,
-                action=Action.OPEN_INCIDENT,
-                repair=Repair.REPLACE,
-                reason="storm",
-                observed_at=apis.clock.now(),
-                dedupe_key=f"s{n}",
-            )
+            signal = fault_signal(node, apis.clock.now(), repair=Repair.REPLACE)
             incident, _ = incidents.open_or_append(node, signal, apis.clock.now())
             verdicts.append(steps.run("guard", {"incident_id": incident.incident_id})["verdict"])
         # 51 of 256 (20 %) may be unhealthy; from the 52nd open incident on, repairs hold.

@@ -12,22 +12,14 @@ from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
+from tests.integration.incident_harness import fault_signal
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Escalator, EventPublisher
-from hyperguard.models import (
-    Action,
-    HealthSignal,
-    IncidentStatus,
-    Job,
-    JobStatus,
-    Repair,
-    Severity,
-    SignalSource,
-)
+from hyperguard.models import IncidentStatus, Job, JobStatus, Repair
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import RecoverySteps
 from hyperguard.store import IncidentStore, JobStore, NodeStore
@@ -69,18 +61,8 @@ class Recovery:
         self.sync.sync()
         node = self.nodes.get(instance_id)
         assert node is not None
-        signal = HealthSignal(
-            source=SignalSource.HYPERPOD,
-            kind="hyperpod_node_health",
-            instance_id=instance_id,
-            cluster=node.cluster,
-            severity=Severity.FATAL,
-            action=Action.OPEN_INCIDENT,
-            repair=Repair.REBOOT if kind == "gpu" else Repair.REPLACE,
-            reason="NvidiaXidError",
-            observed_at=self.apis.clock.now(),
-            dedupe_key=f"{instance_id}-{self.apis.clock.now().timestamp()}",
-        )
+        repair = Repair.REBOOT if kind == "gpu" else Repair.REPLACE
+        signal = fault_signal(node, self.apis.clock.now(), repair=repair)
         incident, _ = self.incidents.open_or_append(node, signal, self.apis.clock.now())
         return {"incident_id": incident.incident_id, "instance_id": instance_id}
 
