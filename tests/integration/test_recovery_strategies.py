@@ -72,6 +72,13 @@ class Recovery:
             r = self.steps.run(step, r)
         return r
 
+    def drained(self, instance_id: str, kind: str = "gpu") -> dict[str, Any]:
+        """A fault on the node, and recovery's steps on it up to the drain, where the jobs'
+        strategies have been carried out."""
+        return self.run(
+            "diagnose", "guard", "cordon", "protect_jobs", "drain", r=self.fault(instance_id, kind)
+        )
+
     def until_healthy(self, r: dict[str, Any]) -> dict[str, Any]:
         for _ in range(200):
             self.apis.advance(30)
@@ -131,9 +138,7 @@ def test_an_elastic_job_shrinks_in_place_and_grows_back_when_the_node_returns(
         recovery={"strategy": "elastic_shrink"},
     )
     faulty = apis.cluster.job_instances(job_id)[-1]
-    r = recovery.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
-    )
+    r = recovery.drained(faulty)
     plan = recovery.plan(r)
     assert (plan.strategy, plan.why) == ("elastic_shrink", "asked for elastic_shrink")
     assert plan.outcome == "shrunk to 3 replica(s) in place"
@@ -173,9 +178,7 @@ def test_an_asked_wait_for_repair_is_honoured_with_a_spare_at_hand(
         stack, apis, team_gpus=32, replicas=2, recovery={"strategy": "wait_for_repair"}
     )
     faulty = apis.cluster.job_instances(job_id)[0]
-    r = recovery.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
-    )
+    r = recovery.drained(faulty)
     plan = recovery.plan(r)
     assert (plan.strategy, plan.why, plan.spare) == (
         "wait_for_repair",
@@ -203,14 +206,7 @@ def _move_off_a_failed_node(stack: Stack, apis: Any) -> tuple[Any, Any, Any, str
         recovery={"strategy": "move"},
     )
     faulty = apis.cluster.job_instances(job_id)[0]
-    r = recovery.run(
-        "diagnose",
-        "guard",
-        "cordon",
-        "protect_jobs",
-        "drain",
-        r=recovery.fault(faulty, "persistent"),
-    )
+    r = recovery.drained(faulty, "persistent")
     return api, service, recovery, job_id, r
 
 
@@ -257,9 +253,7 @@ def test_a_cancel_between_recoverys_restart_and_its_dispatch_leaves_no_orphan_ru
     gateway.before = cancel_and_pass
     recovery.steps.gateway = gateway
     faulty = apis.cluster.job_instances(job_id)[0]
-    r = recovery.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
-    )
+    r = recovery.drained(faulty)
     assert recovery.plan(r).strategy == "hot_spare"
     record = api.jobs.record(job_id)
     assert record is not None and record.job.status is JobStatus.CANCELLED
@@ -278,9 +272,7 @@ def test_the_repaired_node_becomes_the_hot_spare(stack: Stack, make_cluster: Mak
     )
     assert service.run_pass().spares == 1  # the idle third node
     faulty = apis.cluster.job_instances(job_id)[0]
-    r = recovery.run(
-        "diagnose", "guard", "cordon", "protect_jobs", "drain", r=recovery.fault(faulty)
-    )
+    r = recovery.drained(faulty)
     spare = recovery.plan(r).spare
     assert recovery.plan(r).outcome == f"restarted on {spare}"
     r = recovery.run("repair", r=r)
@@ -327,15 +319,7 @@ def test_a_job_whose_checkpoints_s3_refuses_still_has_its_node_repaired(
         stack, apis, team_gpus=16, location="s3://hyperguard-mistyped/job/"
     )
     faulty = apis.cluster.job_instances(job_id)[0]
-    r = recovery.run(
-        "diagnose",
-        "guard",
-        "cordon",
-        "protect_jobs",
-        "drain",
-        "repair",
-        r=recovery.fault(faulty, "persistent"),
-    )
+    r = recovery.run("repair", r=recovery.drained(faulty, "persistent"))
     assert recovery.plan(r).checkpoint_step is None  # none it could read or had reported
     r = recovery.until_healthy(r)
     assert r["health"] == "healthy"
