@@ -23,6 +23,7 @@ from tests.integration.scheduler_harness import running_jobs, scheduler
 from hyperguard.cluster.gateway import NodeNotFoundError
 from hyperguard.governance.applier import QUEUES_RECHECK
 from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.service import SchedulerService
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
@@ -39,6 +40,19 @@ def setup(stack: Stack, apis: ClusterApis, bucket: str = BUCKET, **policy: Any) 
     api = Api(stack, checkpoint_bucket=bucket)
     api.quota("solo", 16, strategy="DontLend", borrow=None)
     return api
+
+
+def dispatched(
+    stack: Stack, make_cluster: MakeCluster, **submit: Any
+) -> tuple[ClusterApis, Api, SchedulerService, str]:
+    """Team solo's job of one 8-GPU replica on a two-node cluster, dispatched by a first pass:
+    the cluster, the API, the scheduler and the job's id."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api = setup(stack, apis)
+    job_id = api.submit("solo", 8, **submit).body["job_id"]
+    service = scheduler(stack, apis)
+    service.run_pass()
+    return apis, api, service, job_id
 
 
 def test_a_finished_job_succeeds_frees_its_quota_and_the_next_job_starts(
@@ -101,11 +115,7 @@ def test_a_pass_that_frees_quota_lists_the_active_jobs_once(
 def test_a_run_that_fails_by_itself_ends_the_job_after_the_grace(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
-    apis = make_cluster(hyperpod_nodes=2)
-    api = setup(stack, apis)
-    job_id = api.submit("solo", 8).body["job_id"]
-    service = scheduler(stack, apis)
-    service.run_pass()
+    apis, api, service, job_id = dispatched(stack, make_cluster)
     apis.advance(120)
     apis.cluster.fail_job(job_id, exit_code=3)
     assert service.run_pass().failed == []  # within the grace: a node report may follow
@@ -121,12 +131,9 @@ def test_a_run_that_fails_by_itself_ends_the_job_after_the_grace(
 def test_a_run_the_cluster_lost_resumes_from_its_checkpoint(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
-    apis = make_cluster(hyperpod_nodes=2)
-    api = setup(stack, apis)
-    location = f"s3://{BUCKET}/lost/"
-    job_id = api.submit("solo", 8, checkpoint_location=location).body["job_id"]
-    service = scheduler(stack, apis)
-    service.run_pass()
+    apis, api, service, job_id = dispatched(
+        stack, make_cluster, checkpoint_location=f"s3://{BUCKET}/lost/"
+    )
     apis.advance(60 + 30 * 15)  # checkpoint 10
     run = apis.cluster.runs()[job_id]
     assert apis.kube.delete(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)  # by someone
@@ -147,11 +154,7 @@ def test_a_run_the_cluster_lost_resumes_from_its_checkpoint(
 def test_a_run_killed_by_a_node_fault_is_left_to_node_recovery(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:
-    apis = make_cluster(hyperpod_nodes=2)
-    api = setup(stack, apis)
-    job_id = api.submit("solo", 8).body["job_id"]
-    service = scheduler(stack, apis)
-    service.run_pass()
+    apis, api, service, job_id = dispatched(stack, make_cluster)
     apis.settle()  # Kueue admits the run, the operator starts its pods
     node = apis.cluster.job_instances(job_id)[0]
     apis.cluster.inject_fault(node, "persistent")
