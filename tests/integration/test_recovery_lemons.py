@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 from tests.conftest import Stack
 from tests.integration.cluster_harness import cluster_apis
-from tests.integration.test_recovery_steps import UP_TO_REPAIR, World, busy_node
+from tests.integration.recovery_harness import UP_TO_REPAIR
+from tests.integration.test_recovery_steps import World, busy_node
 
 from hyperguard.models import Repair
 

@@ -19,6 +19,7 @@ from tests.integration.cluster_harness import (
     seed_jobs,
 )
 from tests.integration.incident_harness import fault_signal
+from tests.integration.recovery_harness import UP_TO_REPAIR, StepRunner
 from tests.integration.scheduler_harness import scheduler
 
 from hyperguard.cluster import ClusterError
@@ -54,11 +55,8 @@ from hyperguard_twin.cluster import SimulatedCluster
 from hyperguard_twin.plane.kube import EVENTS as KUBE_EVENTS
 from hyperguard_twin.plane.kube import NODES, PODS, wait_for
 
-# The steps the state machine runs from an incident's diagnosis to its repair request.
-UP_TO_REPAIR = ("diagnose", "cordon", "guard", "protect_jobs", "drain", "repair")
 
-
-class World:
+class World(StepRunner):
     def __init__(self, stack: Stack, apis: ClusterApis) -> None:
         self.apis = apis
         self.clock = apis.clock
@@ -90,36 +88,6 @@ class World:
             clock=self.clock.now,
             repairers=RepairersStore(stack.tables["TeamsTable"]),
         )
-
-    def open(
-        self,
-        instance_id: str,
-        repair: Repair = Repair.REPLACE,
-        kind: str = "hyperpod_node_health",
-        severity: Severity = Severity.FATAL,
-    ) -> dict[str, Any]:
-        node = self.nodes.get(instance_id)
-        assert node is not None
-        now = self.clock.now()
-        signal = fault_signal(node, now, kind=kind, severity=severity, repair=repair)
-        incident, _ = self.incidents.open_or_append(node, signal, now)
-        return {"incident_id": incident.incident_id, "instance_id": instance_id}
-
-    def run(self, *names: str, r: dict[str, Any]) -> dict[str, Any]:
-        for name in names:
-            self.apis.settle()
-            r = self.steps.run(name, r)
-        return r
-
-    def until_healthy(
-        self, r: dict[str, Any], step_s: float = 30, limit: int = 200
-    ) -> dict[str, Any]:
-        for _ in range(limit):
-            self.apis.advance(step_s)
-            r = self.steps.run("check_health", r)
-            if r["health"] != "pending":
-                return r
-        raise AssertionError("never healthy")
 
     def gateway_runs(self, *, running: bool = False) -> set[str]:
         """Jobs the cluster has a run of (pending or running ones only, if asked), read

@@ -12,7 +12,7 @@ from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
-from tests.integration.incident_harness import fault_signal
+from tests.integration.recovery_harness import UP_TO_DRAIN, StepRunner
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
@@ -36,7 +36,7 @@ ELASTIC = {
 }
 
 
-class Recovery:
+class Recovery(StepRunner):
     def __init__(self, stack: Stack, apis: ClusterApis) -> None:
         self.apis = apis
         self.nodes = NodeStore(stack.tables["NodesTable"])
@@ -57,35 +57,15 @@ class Recovery:
         )
 
     def fault(self, instance_id: str, kind: str = "gpu") -> dict[str, Any]:
+        """The node fails (a GPU fault is to be rebooted, any other replaced), the inventory
+        sees it and the report opens its incident."""
         self.apis.cluster.inject_fault(instance_id, kind)  # type: ignore[arg-type]
         self.sync.sync()
-        node = self.nodes.get(instance_id)
-        assert node is not None
-        repair = Repair.REBOOT if kind == "gpu" else Repair.REPLACE
-        signal = fault_signal(node, self.apis.clock.now(), repair=repair)
-        incident, _ = self.incidents.open_or_append(node, signal, self.apis.clock.now())
-        return {"incident_id": incident.incident_id, "instance_id": instance_id}
-
-    def run(self, *steps: str, r: dict[str, Any]) -> dict[str, Any]:
-        for step in steps:
-            self.apis.settle()
-            r = self.steps.run(step, r)
-        return r
+        return self.open(instance_id, Repair.REBOOT if kind == "gpu" else Repair.REPLACE)
 
     def drained(self, instance_id: str, kind: str = "gpu") -> dict[str, Any]:
-        """A fault on the node, and recovery's steps on it up to the drain, where the jobs'
-        strategies have been carried out."""
-        return self.run(
-            "diagnose", "guard", "cordon", "protect_jobs", "drain", r=self.fault(instance_id, kind)
-        )
-
-    def until_healthy(self, r: dict[str, Any]) -> dict[str, Any]:
-        for _ in range(200):
-            self.apis.advance(30)
-            r = self.steps.run("check_health", r)
-            if r["health"] != "pending":
-                return r
-        raise AssertionError("never healthy")
+        """A fault on the node, and recovery's steps on it up to the drain."""
+        return self.run(*UP_TO_DRAIN, r=self.fault(instance_id, kind))
 
     def plan(self, r: dict[str, Any]) -> Any:
         incident = self.incidents.get(r["incident_id"])

@@ -20,8 +20,9 @@ import boto3
 import pytest
 from tests.conftest import Stack
 from tests.integration.cluster_harness import EKS, REGION, cluster_apis
+from tests.integration.recovery_harness import UP_TO_REPAIR
 from tests.integration.test_recovery_deferral import never_ordered
-from tests.integration.test_recovery_steps import UP_TO_REPAIR, World
+from tests.integration.test_recovery_steps import World
 
 from hyperguard.inventory import InventorySync
 from hyperguard.models import HealthSignal, IncidentStatus, Repair, Severity
