@@ -5,18 +5,48 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.conftest import Stack
 from tests.integration.cluster_harness import ClusterApis
 from tests.integration.incident_harness import fault_signal
 
+from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.models import Repair, Severity
 from hyperguard.recovery.steps import RecoverySteps
-from hyperguard.store import IncidentStore, NodeStore
+from hyperguard.store import IncidentStore, JobStore, NodeStore
+from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 
 UP_TO_DRAIN = ("diagnose", "cordon", "guard", "protect_jobs", "drain")
 """The steps the state machine runs from an incident's diagnosis to the node's drain, by which
 its jobs' recovery strategies have been carried out."""
 UP_TO_REPAIR = (*UP_TO_DRAIN, "repair")
 """The steps the state machine runs from an incident's diagnosis to its repair request."""
+
+
+def recovery_steps(
+    stack: Stack,
+    apis: ClusterApis,
+    nodes: NodeStore,
+    incidents: IncidentStore,
+    publisher: EventPublisher,
+    *,
+    jobs: JobStore | None = None,
+    repairers: RepairersStore | None = None,
+) -> RecoverySteps:
+    """Recovery's steps on the stack's tables and the cluster's APIs, on its clock; `jobs`: the
+    test's own JobStore where it reads jobs through it too."""
+    return RecoverySteps(
+        incidents=incidents,
+        nodes=nodes,
+        jobs=jobs if jobs is not None else JobStore(stack.tables["JobsTable"]),
+        policies=RepairPolicyStore(stack.tables["TeamsTable"]),
+        checkpoints=CheckpointStore(),
+        gateway=apis.gateway,
+        publisher=publisher,
+        escalator=Escalator(stack.topic_arn),
+        clock=apis.clock.now,
+        repairers=repairers,
+    )
 
 
 class StepRunner:

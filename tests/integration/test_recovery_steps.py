@@ -19,7 +19,7 @@ from tests.integration.cluster_harness import (
     seed_jobs,
 )
 from tests.integration.incident_harness import fault_signal
-from tests.integration.recovery_harness import UP_TO_REPAIR, StepRunner
+from tests.integration.recovery_harness import UP_TO_REPAIR, StepRunner, recovery_steps
 from tests.integration.scheduler_harness import scheduler
 
 from hyperguard.cluster import ClusterError
@@ -27,7 +27,7 @@ from hyperguard.cluster.kubernetes import EVENT_NAMESPACE, FIELD_MANAGER
 from hyperguard.events import classify_health_event
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.inventory import InventorySync
-from hyperguard.messaging import Escalator, EventPublisher
+from hyperguard.messaging import EventPublisher
 from hyperguard.models import (
     Action,
     HealthSignal,
@@ -42,13 +42,11 @@ from hyperguard.models import (
 from hyperguard.models.cluster import RunPhase
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import (
-    RecoverySteps,
     RecoveryTimeoutError,
     RepairRejectedError,
     RepairRetryableError,
 )
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import SignalOutcome
 from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 from hyperguard_twin.cluster import SimulatedCluster
@@ -76,16 +74,13 @@ class World(StepRunner):
             self.published.append((detail_type, detail))
 
         publisher.publish = record  # type: ignore[method-assign]
-        self.steps = RecoverySteps(
-            incidents=self.incidents,
-            nodes=self.nodes,
+        self.steps = recovery_steps(
+            stack,
+            apis,
+            self.nodes,
+            self.incidents,
+            publisher,
             jobs=self.jobs,
-            policies=RepairPolicyStore(stack.tables["TeamsTable"]),
-            checkpoints=CheckpointStore(),
-            gateway=apis.gateway,
-            publisher=publisher,
-            escalator=Escalator(stack.topic_arn),
-            clock=self.clock.now,
             repairers=RepairersStore(stack.tables["TeamsTable"]),
         )
 
@@ -583,17 +578,7 @@ def test_a_storm_over_a_fifth_of_the_pool_trips_the_brake(stack: Stack) -> None:
         world_nodes = NodeStore(stack.tables["NodesTable"])
         InventorySync(world_nodes, apis.gateway, frozenset({"hyperguard-twin"})).sync()
         incidents = IncidentStore(stack.tables["IncidentsTable"], stack.tables["NodesTable"])
-        steps = RecoverySteps(
-            incidents=incidents,
-            nodes=world_nodes,
-            jobs=JobStore(stack.tables["JobsTable"]),
-            policies=RepairPolicyStore(stack.tables["TeamsTable"]),
-            checkpoints=CheckpointStore(),
-            gateway=apis.gateway,
-            publisher=EventPublisher(stack.bus_name),
-            escalator=Escalator(stack.topic_arn),
-            clock=apis.clock.now,
-        )
+        steps = recovery_steps(stack, apis, world_nodes, incidents, EventPublisher(stack.bus_name))
         verdicts: list[str] = []
         for instance_id in apis.hyperpod[:64]:
             node = world_nodes.get(instance_id)

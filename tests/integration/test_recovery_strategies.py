@@ -12,18 +12,17 @@ from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
-from tests.integration.recovery_harness import UP_TO_DRAIN, StepRunner
+from tests.integration.recovery_harness import UP_TO_DRAIN, StepRunner, recovery_steps
 from tests.integration.scheduler_harness import running_jobs, scheduler
 
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
-from hyperguard.messaging import Escalator, EventPublisher
+from hyperguard.messaging import EventPublisher
 from hyperguard.models import IncidentStatus, Job, JobStatus, Repair
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.recovery.steps import RecoverySteps
-from hyperguard.store import IncidentStore, JobStore, NodeStore
-from hyperguard.store.checkpoints import CheckpointStore, split_s3_uri
+from hyperguard.store import IncidentStore, NodeStore
+from hyperguard.store.checkpoints import split_s3_uri
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard_twin.plane.kube import wait_for
 
@@ -44,17 +43,7 @@ class Recovery(StepRunner):
         self.sync = InventorySync(self.nodes, apis.gateway, frozenset({"hyperguard-twin"}))
         publisher = EventPublisher(stack.bus_name)
         publisher.publish = lambda *a, **k: None  # type: ignore[method-assign]
-        self.steps = RecoverySteps(
-            incidents=self.incidents,
-            nodes=self.nodes,
-            jobs=JobStore(stack.tables["JobsTable"]),
-            policies=RepairPolicyStore(stack.tables["TeamsTable"]),
-            checkpoints=CheckpointStore(),
-            gateway=apis.gateway,
-            publisher=publisher,
-            escalator=Escalator(stack.topic_arn),
-            clock=apis.clock.now,
-        )
+        self.steps = recovery_steps(stack, apis, self.nodes, self.incidents, publisher)
 
     def fault(self, instance_id: str, kind: str = "gpu") -> dict[str, Any]:
         """The node fails (a GPU fault is to be rebooted, any other replaced), the inventory
