@@ -57,7 +57,18 @@ class Service:
         return self.twin.seeded_jobs[name]
 
     def nodes_of(self, name: str) -> list[str]:
-        return self.twin.cluster.job_instances(self.job_id(name))
+        """The nodes of the job's latest run, once every replica of it is placed: after an
+        earlier test's recovery the job's new run may still be starting (a full run once
+        found two of three placed)."""
+        job_id = self.job_id(name)
+
+        def placed() -> list[str]:
+            run = self.twin.cluster.inspection.runs().get(job_id)
+            nodes = self.twin.cluster.job_instances(job_id) if run else []
+            return nodes if run and len(nodes) == run.replicas else []
+
+        nodes: list[str] = self.until(placed, what=f"every replica of {name} placed")
+        return nodes
 
     def unbroken_node_of(self, name: str, *, slot_too: bool = False) -> str:
         """A node of the job that no earlier test of the module broke: its incident is the
