@@ -87,12 +87,19 @@ def test_teams_only_see_their_own_jobs_and_bad_bodies_write_nothing(http: Http) 
     )
 
 
+def make_room(http: Http) -> None:
+    """Cancel every job an earlier test of the module left queued or running: the cluster's
+    32 GPUs are less than the teams' quotas, and a test that needs nodes must not depend on
+    which earlier test ran last or how far its jobs got."""
+    for job in http("GET", "/jobs")[1]["jobs"]:
+        if job["status"] not in ("Succeeded", "Failed", "Cancelled"):
+            assert http("DELETE", f"/jobs/{job['job_id']}")[0] == 200
+
+
 def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
     twin: Twin, http: Http
 ) -> None:
-    for job in http("GET", "/jobs")[1]["jobs"]:  # make room: the earlier tests filled it
-        if job["status"] not in ("Succeeded", "Failed", "Cancelled"):
-            assert http("DELETE", f"/jobs/{job['job_id']}")[0] == 200
+    make_room(http)
     assert http("PUT", "/principals", {"principal_arn": member("delta"), "team": "delta"})[0] == 200
     assert http.quota("delta", 16, strategy="DontLend", borrow=None) == 201
 
@@ -131,6 +138,7 @@ def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(
     """A team's pod template (FSx claim, /dev/shm in memory, a service account, its env, EFA)
     reaches the HyperPodPyTorchJob on kube-apiserver and the pods the training operator makes
     of it, which kube-scheduler binds (the claim bound, EFA on the nodes) and run."""
+    make_room(http)
     assert http("PUT", "/principals", {"principal_arn": member("epsilon"), "team": "epsilon"})[
         0
     ] in (200, 201)

@@ -18,9 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from hyperguard_twin.plane.kube import KubeClient, resource
+from hyperguard_twin.plane.kube import KubeClient, manifest_documents, resource
 from hyperguard_twin.plane.plane import ControlPlane
 
 MANIFEST = Path("deploy") / "kubernetes" / "hyperguard-forwarder.yaml"
@@ -31,8 +29,8 @@ TOKEN_SECONDS = 86_400
 def install(admin: KubeClient, root: Path) -> tuple[str, str]:
     """The manifest applied without its Deployment; (namespace, service account)."""
     account: tuple[str, str] | None = None
-    for document in yaml.safe_load_all((root / MANIFEST).read_text()):
-        if not document or document.get("kind") == "Deployment":
+    for document in manifest_documents(root / MANIFEST):
+        if document.get("kind") == "Deployment":
             continue
         if document["kind"] == "ServiceAccount":
             # IRSA's annotation stays out: the role comes through Pod Identity here.

@@ -21,10 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hyperguard_twin.plane.components import Built
-from hyperguard_twin.plane.kube import KubeApiError, KubeClient, resource, wait_for
+from hyperguard_twin.plane.kube import (
+    KubeApiError,
+    KubeClient,
+    manifest_documents,
+    resource,
+    wait_for,
+)
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_ACCOUNTS = resource("v1", "serviceaccounts")
@@ -38,14 +42,10 @@ KUEUE_WEBHOOK_RESOURCES = frozenset(
 _UNSERVED_KUEUE_VERSION = "v1beta1"
 
 
-def _documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
 def kueue_crds(built: Built) -> list[dict[str, Any]]:
     crds = []
     for path in sorted((built.manifests / "crds").glob("*.yaml")):
-        for crd in _documents(path):
+        for crd in manifest_documents(path):
             crd = copy.deepcopy(crd)
             for version in crd["spec"]["versions"]:
                 if version["name"] == _UNSERVED_KUEUE_VERSION:
@@ -57,7 +57,9 @@ def kueue_crds(built: Built) -> list[dict[str, Any]]:
 
 def karpenter_crds(built: Built) -> list[dict[str, Any]]:
     return [
-        d for path in sorted((built.manifests / "crds").glob("*.yaml")) for d in _documents(path)
+        d
+        for path in sorted((built.manifests / "crds").glob("*.yaml"))
+        for d in manifest_documents(path)
     ]
 
 
@@ -296,7 +298,7 @@ def install_crds(client: KubeClient, built: Mapping[str, Built], timeout_s: floa
         hyperpod_pytorch_job_crd(pod_template_schema(kueue)),
     ]
     if "kwok" in built:  # KWOK's Logs: each simulated container's log file (twin.cloud.logs)
-        crds += _documents(built["kwok"].manifests / "logs-crd.yaml")
+        crds += manifest_documents(built["kwok"].manifests / "logs-crd.yaml")
     for crd in crds:
         client.apply(crd, FIELD_MANAGER)
 
@@ -372,7 +374,7 @@ def kueue_webhooks(built: Built, port: int, ca_pem: bytes) -> list[dict[str, Any
         ]
     }
     out = []
-    for document in _documents(built.manifests / "webhooks.yaml"):
+    for document in manifest_documents(built.manifests / "webhooks.yaml"):
         kept = []
         for webhook in document.get("webhooks") or []:
             resources = {
