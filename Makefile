@@ -92,10 +92,13 @@ check-asl: install
 # The 20 slowest tests are listed at the end of every run.
 PYTEST := $(PY) -m pytest -q --dist loadgroup --durations=20
 # A twin test runs the upstream control plane beside the functions (kube-apiserver, etcd,
-# the controllers, Kueue, Karpenter, KWOK: about a third of a core even idle): one worker a
-# core. Four twins on CI's 2 cores starved their controllers, and scenarios that wait on
-# them in wall time ran out of their simulated time limits.
-TWIN_WORKERS ?= $(shell nproc)
+# the controllers, Kueue, Karpenter, KWOK: about a fifth of a core idle, with its
+# functions). One worker more than the cores: with one a core the second run used 58-69 % of
+# the two cores (it mostly waits for the simulated clock) and took 22-24 minutes; with
+# three workers 18 min 42 s at 77 % (BENCHMARKS.md, "CI wall time", 2026-11-27). Four
+# twins on CI's 2 cores starved their controllers, and scenarios that wait on them in wall
+# time ran out of their simulated time limits.
+TWIN_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 test-unit: install
 	$(PYTEST) -n auto tests/unit
