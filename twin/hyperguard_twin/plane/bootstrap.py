@@ -45,8 +45,7 @@ _UNSERVED_KUEUE_VERSION = "v1beta1"
 def kueue_crds(built: Built) -> list[dict[str, Any]]:
     crds = []
     for path in sorted((built.manifests / "crds").glob("*.yaml")):
-        for crd in manifest_documents(path):
-            crd = copy.deepcopy(crd)
+        for crd in manifest_documents(path):  # freshly parsed: changed in place
             for version in crd["spec"]["versions"]:
                 if version["name"] == _UNSERVED_KUEUE_VERSION:
                     version["served"] = False
