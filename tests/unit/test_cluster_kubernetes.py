@@ -1017,6 +1017,11 @@ def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(
     for condition in api.nodes[OTHER_NODE]["status"]["conditions"]:
         condition["status"] = "True"
     api.add_node(node_json("hyperpod-i-0bbbbbbbbbbbbbbbb", "i-0bbbbbbbbbbbbbbbb"))
+    # A fourth is back from a reboot: its GPUs fine, its kubelet not yet Ready.
+    booting = node_json("hyperpod-i-0cccccccccccccccc", "i-0cccccccccccccccc")
+    for condition in booting["status"]["conditions"]:
+        condition["status"] = "False" if condition["type"] == "Ready" else "True"
+    api.add_node(booting)
     stubber.add_response(
         "list_cluster_nodes",
         {
@@ -1025,6 +1030,7 @@ def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(
                 summary(OTHER_INSTANCE),
                 summary("i-0aaaaaaaaaaaaaaaa", "Pending"),
                 summary("i-0bbbbbbbbbbbbbbbb"),
+                summary("i-0cccccccccccccccc"),
             ]
         },
     )
@@ -1038,6 +1044,10 @@ def test_gateway_lists_hyperpod_nodes_completed_by_the_api_server(
     # Running and Schedulable, but a node condition reports a fault: not healthy.
     assert nodes["i-0bbbbbbbbbbbbbbbb"].status is NodeStatus.RUNNING
     assert not nodes["i-0bbbbbbbbbbbbbbbb"].healthy
+    # Only the kubelet's Ready missing is a node starting, not a fault (nor is a reboot
+    # HyperPod's label announces, nor a fault a condition reports).
+    assert not nodes["i-0cccccccccccccccc"].healthy and nodes["i-0cccccccccccccccc"].booting
+    assert not any(nodes[i].booting for i in (INSTANCE, OTHER_INSTANCE, "i-0bbbbbbbbbbbbbbbb"))
     pending = nodes["i-0aaaaaaaaaaaaaaaa"]
     assert pending.node_name is None and pending.status is NodeStatus.PENDING
 

@@ -20,12 +20,15 @@ INSTANCE = "i-0123456789abcdef0"
 class ScriptedCluster:
     """node_status answers the scripted states in turn; the last one repeats."""
 
-    def __init__(self, *states: tuple[NodeStatus, bool, str | None]) -> None:
+    def __init__(self, *states: tuple[NodeStatus, bool, str | None] | Node) -> None:
         self.states = list(states)
         self.checks: list[list[str]] = []
 
     def node_status(self, instance_id: str) -> Node:
-        status, healthy, check = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        if isinstance(state, Node):
+            return state
+        status, healthy, check = state
         labels = {DEEP_HEALTH_CHECK_LABEL: check} if check else {}
         return Node(
             instance_id=instance_id,
@@ -96,6 +99,20 @@ def test_without_deep_checks_a_node_back_and_healthy_returns_to_service() -> Non
 def test_a_node_back_from_a_reboot_still_faulty_is_replaced() -> None:
     cluster = ScriptedCluster(REBOOTING, (NodeStatus.FAILURE, False, None))
     assert polls(cluster, NodeRepairConfig(), 2) == [None, "escalate_replace"]
+
+
+def test_a_node_back_from_a_reboot_whose_kubelet_is_not_yet_ready_is_waited_for() -> None:
+    booting = Node(
+        instance_id=INSTANCE,
+        cluster="c",
+        pool="workers",
+        platform="hyperpod",
+        instance_type="ml.p5.48xlarge",
+        healthy=False,
+        booting=True,
+    )
+    cluster = ScriptedCluster(REBOOTING, booting, booting, RUNNING)
+    assert polls(cluster, NodeRepairConfig(), 4) == [None, None, None, "healthy"]
 
 
 def test_with_deep_checks_only_a_pass_after_the_start_returns_the_node() -> None:

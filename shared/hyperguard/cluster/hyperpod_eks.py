@@ -731,6 +731,13 @@ def _problems(kube: KubeNode) -> list[NodeCondition]:
     return [c for c in kube.conditions if _is_problem(c)]
 
 
+def _booting(kube: KubeNode) -> bool:
+    """Whether the kubelet's Ready is the node's only problem: after a boot the instance
+    runs before its kubelet reports Ready, and that is no fault."""
+    problems = _problems(kube)
+    return bool(problems) and all(c.type == "Ready" for c in problems)
+
+
 def _merge(node: Node, kube: KubeNode | None) -> Node:
     """HyperPod's view of a node, completed with what the API server knows about it."""
     if kube is None:
@@ -749,6 +756,9 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
             "healthy": node.healthy
             and health_label not in UNHEALTHY_LABEL_VALUES
             and not _problems(kube),
+            "booting": node.status is NodeStatus.RUNNING
+            and health_label not in UNHEALTHY_LABEL_VALUES
+            and _booting(kube),
         }
     )
 

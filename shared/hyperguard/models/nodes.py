@@ -55,6 +55,10 @@ class Node(BaseModel):
     launch_time: datetime | None = None
     open_incident_id: str | None = None
     healthy: bool = True
+    booting: bool = Field(
+        default=False,
+        description="running with no fault known, its kubelet not yet Ready: a node starting",
+    )
     veto: str | None = Field(default=None, description="operator veto: repairs wait for approval")
     repairs: list[dict[str, str]] = Field(
         default_factory=list, description="HyperGuard's repairs of this node: {at, action[, cause]}"

@@ -736,7 +736,9 @@ class RecoverySteps:
     def _rebooted_health(self, incident: Incident, r: Recovery) -> Health | None:
         """After a reboot: "healthy", "escalate_replace", or None to keep waiting. Where the
         policy asks for deep health checks, a node that comes back healthy is checked first
-        and returns to service only once HyperPod's label says the checks passed."""
+        and returns to service only once HyperPod's label says the checks passed. A node
+        running again whose only problem is a kubelet not yet Ready is still booting: it is
+        waited for (the health budget bounds the wait), not taken for an uncured fault."""
         node = self.gateway.node_status(incident.instance_id)
         if r.deep_health_check:
             check = node.labels.get(DEEP_HEALTH_CHECK_LABEL)
@@ -759,7 +761,7 @@ class RecoverySteps:
                 r.deep_health_check = "started"
                 return None
             return "healthy"
-        elif r.saw_repairing:  # back from the reboot, still faulty
+        elif r.saw_repairing and not node.booting:  # back from the reboot, still faulty
             r.action = Repair.REPLACE
             r.reason = "the reboot did not cure the fault: replace"
             return "escalate_replace"
