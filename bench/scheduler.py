@@ -49,8 +49,12 @@ Modelled (virtual time): each call costs the latency in LATENCIES (the source be
 where AWS publishes no figure the number is an assumption and says so), Kubernetes requests
 included; a pass also costs the event source mapping's time from message to handler; a job
 submitted is in the table at once (a read by key finds it) but in a keys-only index's answers
-only `gsi-propagation` later. The sensitivity table reruns the workload with every modelled
-latency at 0.5x, 1x and 2x.
+only `gsi-propagation` later. Calls the service issues together (`hyperguard.concurrency`,
+D162) really run on its threads; the clock then moves by the longest worker's modelled
+latency, not their sum, and by all the CPU spent meanwhile (Python runs one thread at a time:
+an upper bound on the time, since one thread's CPU could overlap another's wait).
+`calls_issued_together_per_pass` counts those forks. The sensitivity table reruns the
+workload with every modelled latency at 0.5x, 1x and 2x.
 
 Emulator speed-ups (they change no answer the service gets, and are checked against moto's own
 on the first answers): DynamoDB item-operation responses dumped as JSON instead of moto's
@@ -87,6 +91,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -267,9 +272,40 @@ class Meter:
         self.step_latency_s: dict[str, float] = defaultdict(float)
         self.step_cpu_s: dict[str, float] = defaultdict(float)
         self.step_calls: dict[str, Counter[str]] = defaultdict(Counter)
+        self.lock = threading.RLock()
+        self._lanes: dict[int, float] | None = None
+        """While the service issues calls together (`hyperguard.concurrency`): each worker
+        thread's modelled latency since the fork (None: no calls in flight together)."""
+        self.forks = 0
+        """How many times the service issued calls together while measured."""
 
     def now(self) -> datetime:
-        return EPOCH + timedelta(seconds=self.t)
+        return EPOCH + timedelta(seconds=self.lane_t())
+
+    def lane_t(self) -> float:
+        """The virtual time of the calling thread: within calls issued together, the fork's
+        time plus the CPU since and the latency of this worker's own calls."""
+        lanes = self._lanes
+        return self.t + (lanes.get(threading.get_ident(), 0.0) if lanes is not None else 0.0)
+
+    def fork(self) -> None:
+        """The service issues calls together: from here each worker's latency is its own."""
+        with self.lock:
+            self.sync()
+            self._lanes = {}
+            if self.measuring:
+                self.forks += 1
+
+    def join(self) -> None:
+        """All the calls issued together are done: the clock moves by the longest worker's
+        latency (their CPU was charged as it ran: Python runs one thread at a time)."""
+        with self.lock:
+            self.sync()
+            lanes, self._lanes = self._lanes or {}, None
+            longest = max(lanes.values(), default=0.0)
+            if self.measuring:
+                self.t += longest
+                self.step_latency_s[self.step] += longest
 
     def wall(self, at: datetime) -> datetime:
         return at
@@ -292,8 +328,9 @@ class Meter:
     def sync(self) -> None:
         """Bring the clock up to now: before a call, so that what the call does on the other
         side happens at the right virtual time."""
-        if self.measuring:
-            self._charge_cpu()
+        with self.lock:
+            if self.measuring:
+                self._charge_cpu()
 
     def _charge_cpu(self) -> None:
         now = time.process_time()
@@ -304,15 +341,20 @@ class Meter:
         self._mark, self._emulator_at_mark = now, self.emulator_cpu
 
     def call(self, kind: str, objects: int = 0) -> None:
-        self.calls[self.phase][kind] += 1
-        if kind.startswith("kubernetes:"):
-            self.kube_objects[self.phase] += objects
-        if self.measuring:
-            self._charge_cpu()
-            latency = self.latencies.s(kind.split(" ")[0], objects)
-            self.t += latency
-            self.step_latency_s[self.step] += latency
-            self.step_calls[self.step][kind] += 1
+        with self.lock:
+            self.calls[self.phase][kind] += 1
+            if kind.startswith("kubernetes:"):
+                self.kube_objects[self.phase] += objects
+            if self.measuring:
+                self._charge_cpu()
+                latency = self.latencies.s(kind.split(" ")[0], objects)
+                if self._lanes is not None:  # a worker's: the join charges the longest lane
+                    lane = threading.get_ident()
+                    self._lanes[lane] = self._lanes.get(lane, 0.0) + latency
+                else:
+                    self.t += latency
+                    self.step_latency_s[self.step] += latency
+                self.step_calls[self.step][kind] += 1
 
     @contextmanager
     def stepping(self, step: str) -> Iterator[None]:
@@ -328,12 +370,15 @@ class Meter:
     @contextmanager
     def emulating(self) -> Iterator[None]:
         """CPU that is not the service's: inside moto or the twin's SageMaker (AWS's side of a
-        call), or the bench's own counting of Kubernetes answers."""
-        started = time.process_time()
+        call), or the bench's own counting of Kubernetes answers. The calling thread's own
+        CPU (`thread_time`): other threads may run meanwhile."""
+        started = time.thread_time()
         try:
             yield
         finally:
-            self.emulator_cpu += time.process_time() - started
+            spent = time.thread_time() - started
+            with self.lock:
+                self.emulator_cpu += spent
 
 
 class Patches:
@@ -372,7 +417,7 @@ class IndexLag:
         self.appears_at[key] = at + self.meter.latencies.s("dynamodb:gsi-propagation")
 
     def indexed(self, key: str) -> bool:
-        return self.appears_at.get(key, 0.0) <= self.meter.t
+        return self.appears_at.get(key, 0.0) <= self.meter.lane_t()
 
 
 @contextmanager
@@ -384,6 +429,7 @@ def emulation(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
         install_aws_meter(patches, meter)
         install_emulated_dynamodb(patches, checks, lag)
         install_pass_steps(patches, meter)
+        install_fork_join(patches, meter)
         yield checks
     finally:
         patches.undo()
@@ -404,13 +450,36 @@ def install_aws_meter(patches: Patches, meter: Meter) -> None:
             meter.call(f"{client.meta.service_model.service_name}:{operation}")
 
     stub = BotocoreStubber.__call__
+    one_at_a_time = threading.RLock()  # AWS applies each request atomically; moto does not
 
     def emulated(self: BotocoreStubber, *args: Any, **kwargs: Any) -> Any:
-        with meter.emulating():
+        with one_at_a_time, meter.emulating():
             return stub(self, *args, **kwargs)
 
     patches.set(BaseClient, "_make_api_call", counted)
     patches.set(BotocoreStubber, "__call__", emulated)
+
+
+def install_fork_join(patches: Patches, meter: Meter) -> None:
+    """The calls the service issues together (`hyperguard.concurrency.bounded_map`'s pool):
+    the meter forks as the pool starts and joins once every call is done, so that a pass
+    waits for the longest worker's modelled latency, not for their sum (D162)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hyperguard import concurrency
+
+    class MeteredPool(ThreadPoolExecutor):
+        def __enter__(self) -> MeteredPool:
+            meter.fork()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            try:
+                self.shutdown(wait=True)
+            finally:
+                meter.join()
+
+    patches.set(concurrency, "ThreadPoolExecutor", MeteredPool)
 
 
 PASS_STEPS = ("wake-up", "lease", "read", "reconcile", "plan", "apply", "other")
@@ -531,8 +600,9 @@ class MeteredTransport(httpx2.BaseTransport):
         started = time.perf_counter()
         response = self.inner.handle_request(request)
         response.read()
-        self.meter.kube_wall_s[self.meter.phase] += time.perf_counter() - started
-        with self.meter.emulating():
+        with self.meter.lock:
+            self.meter.kube_wall_s[self.meter.phase] += time.perf_counter() - started
+        with self.meter.lock, self.meter.emulating():
             watch = request.url.params.get("watch") in ("true", "1")
             verb, resource = kube_request(request.method, request.url.path, watch)
             ok = response.status_code < 300
@@ -580,7 +650,7 @@ class RunModel:
             raise NotImplementedError(f"the bench models HyperPod runs only, not {run.get('kind')}")
         job_id = (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION)
         if job_id in self.runtime_of:
-            at, key = self.meter.t, (meta["namespace"], meta["name"])
+            at, key = self.meter.lane_t(), (meta["namespace"], meta["name"])
             self._started.append((at, *key))
             heapq.heappush(self.ends, (at + self.runtime_of[job_id] + 1e-5, *key))
 
@@ -1181,6 +1251,9 @@ def run_shape(shape: str, scale: float, fair_share: str) -> dict[str, Any]:
             **outcome(built, work, timeline),
             **_per_pass(timeline.passes),
             "pass_profile": pass_profile(built.meter, len(timeline.passes)),
+            "calls_issued_together_per_pass": round(
+                built.meter.forks / max(len(timeline.passes), 1), 2
+            ),
             "emulator_answers_checked": dict(built.emulator_checks),
             "wall_s": round(time.perf_counter() - wall, 1),
         }

@@ -159,12 +159,16 @@ class Preemption:
 @dataclass(frozen=True, slots=True)
 class Shrink:
     """An elastic job that gives way by shrinking: `job` as it is after (fewer nodes, a new
-    run); written (fenced), and resized on the cluster once the admission it serves is (the
-    last one that shrinks it, when several do)."""
+    run); written (fenced), and resized on the cluster once, before the admissions are
+    dispatched (to the size last written, when several shrink it)."""
 
     job: Job
     reason: str
     for_job: str | None = None
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
 
 
 @dataclass(frozen=True, slots=True)
