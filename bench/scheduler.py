@@ -3,6 +3,7 @@
     python bench/scheduler.py [--shape small|cohort|baseline] [--fair-share Disabled|Enabled]
                               [--[no-]sensitivity]
     python bench/scheduler.py --growth 1000,10000,50000 [--growth-passes 5]
+    python bench/scheduler.py --preemption
 
 Prints one JSON object (progress goes to stderr).
 
@@ -75,6 +76,12 @@ quota alone decides, as in Kueue's test, which has no nodes. Shapes: `baseline` 
 Lone submissions (with every workload): one 1-GPU job at a time on an idle 6-team cluster,
 at moments spread over the tick's minute; time to admission of each.
 
+Mass preemption (`--preemption`, issue 38): 50 teams, 1,000 GPUs; at 0 s each team fills
+its 20 GPUs with 20 one-GPU jobs of the lowest class (120 s each), at 60 s each asks for one
+20-GPU job of the highest (1 s): every small job is a victim. Reported: the pass with the
+most victims (its service CPU, virtual time, calls), victims by pass, and the invariants:
+no job preempted twice, no team above its quota at any moment (from the jobs' histories).
+
 Growth (`--growth N,...`): N finished jobs (Succeeded / Cancelled items cloned from jobs the
 real lifecycle finished, written with BatchWriteItem) in a table that also holds a fixed active
 set (24 jobs: 15 running, 9 waiting); then quiet passes: mean AWS calls and CPU per pass.
@@ -94,7 +101,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -1010,6 +1017,7 @@ class PassSample:
     admitted: int
     succeeded: int
     conflicts: int
+    preempted: int = 0
     woken_by: tuple[str, ...] = ()
     """The sources of the wake-ups that started the pass ("tick", "job submitted", ...)."""
 
@@ -1051,6 +1059,7 @@ def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
         admitted=len(result.admitted),
         succeeded=len(result.succeeded),
         conflicts=result.conflicts,
+        preempted=len(result.preempted),
     )
 
 
@@ -1255,6 +1264,103 @@ def run_shape(shape: str, scale: float, fair_share: str) -> dict[str, Any]:
                 built.meter.forks / max(len(timeline.passes), 1), 2
             ),
             "emulator_answers_checked": dict(built.emulator_checks),
+            "wall_s": round(time.perf_counter() - wall, 1),
+        }
+
+
+# -- mass preemption ---------------------------------------------------------------------------
+
+PREEMPTION_TEAMS = 50
+PREEMPTION_CLASSES = (
+    JobClass("small", 1, 25, 0.0, 120.0, NOMINAL_GPUS),
+    JobClass("large", NOMINAL_GPUS, 100, 0.0, 1.0, 1),
+)
+"""Each team fills its quota with 1-GPU low-priority jobs at once, then asks for one
+high-priority job of its whole quota: every small job of the team is its victim."""
+LARGE_AT_S = 60.0
+
+
+def preemption_arrivals(teams: Sequence[str]) -> list[Arrival]:
+    small, large = PREEMPTION_CLASSES
+    fill = [
+        Arrival(0.0, f"{team}-small-{index:03d}", team, small)
+        for team in teams
+        for index in range(small.per_team)
+    ]
+    urgent = [Arrival(LARGE_AT_S, f"{team}-large", team, large) for team in teams]
+    return sorted(fill + urgent, key=lambda a: (a.at, a.job_id))
+
+
+def peak_held(records: Sequence[JobRecord], gpus: Mapping[str, int]) -> dict[str, int]:
+    """The most GPUs each team held at once, from the jobs' admissions and their ends."""
+    from hyperguard.models.records import JobEvent
+
+    changes: list[tuple[datetime, int, str]] = []
+    for record in records:
+        holding = False
+        for entry in record.history:
+            if entry.event in (JobEvent.ADMITTED, JobEvent.RESTARTED) and not holding:
+                changes.append((entry.at, gpus[record.job.job_id], record.job.team))
+                holding = True
+            elif entry.event in (JobEvent.PREEMPTED, JobEvent.FINISHED) and holding:
+                changes.append((entry.at, -gpus[record.job.job_id], record.job.team))
+                holding = False
+    held: Counter[str] = Counter()
+    peak: dict[str, int] = {}
+    for _, delta, team in sorted(changes, key=lambda c: (c[0], c[1])):  # ends first
+        held[team] += delta
+        peak[team] = max(peak.get(team, 0), held[team])
+    return peak
+
+
+def preemption(teams: int = PREEMPTION_TEAMS) -> dict[str, Any]:
+    """Issue 38's mass preemption: the pass with the most victims, its CPU, virtual time and
+    calls; and the invariants: no job preempted twice, no team above its quota."""
+    from hyperguard.models.records import JobEvent
+
+    with world(teams, Latencies(), "Disabled") as built:
+        work = preemption_arrivals(built.teams)
+        wall = time.perf_counter()
+
+        def progress(line: str) -> None:
+            print(f"[preemption {time.perf_counter() - wall:5.0f} s wall] {line}", file=sys.stderr)
+
+        timeline = simulate(built, work, limit_s=RUN_LIMIT_S, progress=progress)
+        built.meter.phase = "report"
+        records = built.jobs.records()
+        heaviest = max(timeline.passes, key=lambda sample: sample.preempted)
+        preempted = Counter(
+            r.job.job_id for r in records for e in r.history if e.event is JobEvent.PREEMPTED
+        )
+        gpus = {a.job_id: a.job_class.gpus for a in work}
+        peak = peak_held(records, gpus)
+        aws = sum(n for k, n in heaviest.calls.items() if not k.startswith("kubernetes:"))
+        return {
+            "teams": teams,
+            "gpus": teams * NOMINAL_GPUS,
+            "jobs": len(work),
+            "all_jobs_finished": timeline.finished_at is not None,
+            "total_virtual_s": round(timeline.finished_at or built.meter.t, 2),
+            "victims": sum(preempted.values()),
+            "victims_by_pass": [s.preempted for s in timeline.passes if s.preempted],
+            "heaviest_pass": {
+                "victims": heaviest.preempted,
+                "admitted": heaviest.admitted,
+                "virtual_s": round(heaviest.end - heaviest.start, 3),
+                "service_cpu_s": round(heaviest.cpu_s, 3),
+                "aws_emulator_cpu_s": round(heaviest.emulator_cpu_s, 3),
+                "kubernetes_wall_s": round(heaviest.kube_wall_s, 3),
+                "aws_calls": aws,
+                "kubernetes_calls": sum(heaviest.calls.values()) - aws,
+                "calls": dict(sorted(heaviest.calls.items())),
+            },
+            "preempted_more_than_once": sorted(j for j, n in preempted.items() if n > 1),
+            "teams_above_quota": sorted(t for t, held in peak.items() if held > NOMINAL_GPUS),
+            "peak_gpus_held": max(peak.values(), default=0),
+            **{k: v for k, v in _per_pass(timeline.passes).items() if k != "calls_per_pass"},
+            "calls_issued_together_per_pass": round(
+                built.meter.forks / max(len(timeline.passes), 1), 2
+            ),
             "wall_s": round(time.perf_counter() - wall, 1),
         }
 
@@ -1511,6 +1617,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="finished jobs in the table for each measurement (instead of a workload)",
     )
     parser.add_argument("--growth-passes", type=int, default=5)
+    parser.add_argument(
+        "--preemption",
+        action="store_true",
+        help="mass preemption instead of a workload shape: each of 50 teams fills its quota "
+        "with small low-priority jobs, then asks for one high-priority job of all of it",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     about = {
@@ -1521,6 +1633,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.growth:
         sizes = [int(n) for n in args.growth.split(",")]
         report = {**growth(sizes, args.growth_passes), **about, "modelled": _modelled()}
+    elif args.preemption:
+        report = {**about, "preemption": preemption(), "modelled": _modelled()}
     else:
         sensitivity = args.sensitivity
         if sensitivity is None:

@@ -170,3 +170,14 @@ def test_calls_issued_together_cost_the_longest_worker_not_their_sum() -> None:
     assert meter.step_latency_s["other"] - together == pytest.approx(0.020)
     assert meter.calls["setup"]["dynamodb:GetItem"] == 8 and meter.forks == 1
     assert meter.t >= 0.025
+
+
+def test_mass_preemption_takes_every_small_job_once_and_no_team_above_its_quota() -> None:
+    report = scheduler.preemption(teams=2)
+
+    assert report["all_jobs_finished"] and report["jobs"] == 42
+    assert report["victims"] == 40  # every small job gave way to its team's large one
+    assert report["heaviest_pass"]["victims"] == max(report["victims_by_pass"]) >= 20
+    assert report["heaviest_pass"]["service_cpu_s"] > 0
+    assert report["preempted_more_than_once"] == [] and report["teams_above_quota"] == []
+    assert report["peak_gpus_held"] == scheduler.NOMINAL_GPUS

@@ -631,3 +631,50 @@ def test_one_throttled_admission_leaves_the_others_standing_and_is_admitted_next
         assert [h["event"] for h in history].count("admitted") == 1, job_id
     assert {i for i in ids if team.job(i).status is JobStatus.RUNNING} == set(ids)
     until_running(team.apis, *ids)
+
+
+class Killed(BaseException):
+    """The Lambda runtime ending a pass mid-way (a timeout): nothing of the pass runs after."""
+
+
+class KilledDispatching(HyperPodEksGateway):
+    """The pass is killed as it dispatches `doomed`: that job's run is never created."""
+
+    doomed = ""
+
+    def dispatch(self, job: Job, nodes: list[str]) -> bool:
+        if job.job_id == self.doomed:
+            raise Killed
+        return super().dispatch(job, nodes)
+
+
+def test_jobs_a_killed_pass_left_admitted_run_or_are_placed_again_by_the_next_pass(
+    solo: MakeSolo,
+) -> None:
+    """A pass killed between its admissions' writes and their Running marks leaves them
+    Admitted; the next pass marks the one whose run the cluster has Running and puts the
+    other back in the queue, then admits it again: each job ends up running once."""
+    team = solo(16, hyperpod_nodes=2, strategy="DontLend", borrow=None)
+    created, lost = team.submit(8), team.submit(8)
+    killer = team.gateway(KilledDispatching)
+    killer.doomed = lost
+    service = team.scheduler(killer)
+
+    def killed(*_: Any) -> None:
+        raise Killed
+
+    service.lifecycle.start_all = killed  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        service.run_pass()
+    assert team.job(created).status is team.job(lost).status is JobStatus.ADMITTED
+    assert set(team.apis.cluster.runs()) == {created}
+
+    result = team.scheduler().run_pass()
+    assert result.dispatched == [created, lost] and result.admitted == [lost]
+    view = team.api.call("GET", f"/jobs/{lost}").body
+    events = [h["event"] for h in view["history"]]
+    assert events[-3:] == ["requeued", "restarted", "dispatched"]  # as a refused dispatch
+    assert "the pass that admitted it ended before it created the run" in str(view["history"])
+    until_running(team.apis, created, lost)
+    assert (team.job(created).run, team.job(lost).run) == (0, 1)
+    assert set(team.apis.cluster.runs()) == {created, lost}

@@ -25,6 +25,7 @@ from hyperguard.governance.intents import (
     CapacityPlan,
     EnsureTeam,
     Growth,
+    Leftover,
     Preemption,
     ReasonWrite,
     Reconcile,
@@ -202,7 +203,19 @@ class PassApplier:
             if self.count(self.lifecycle.found_running_on(where.record, list(where.nodes))):
                 self.result.relocated.append(where.record.job.job_id)
         paused = [v.job_id for v in plan.pauses if self.conclude(v)]
-        return moved + self.result.relocated + paused
+        left = [left.record.job.job_id for left in plan.leftovers if self.pick_up(left)]
+        return moved + self.result.relocated + paused + left
+
+    def pick_up(self, left: Leftover) -> bool:
+        """A job an earlier pass left Admitted: Running where its run is, else Pending."""
+        job = left.record.job
+        if not left.dispatched:
+            why = "the pass that admitted it ended before it created the run"
+            return self.count(self.lifecycle.undispatch(job.job_id, why))
+        if not self.count(self.lifecycle.start(job.job_id, nodes=list(job.nodes), pool=job.pool)):
+            return False
+        self.result.dispatched.append(job.job_id)
+        return True
 
     def conclude(self, verdict: Reconcile, written: Outcome | None = None) -> bool:
         """The verdict written, unless `written` says how its write went already (its runs

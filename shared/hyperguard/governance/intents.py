@@ -116,6 +116,17 @@ class Relocate:
 
 
 @dataclass(frozen=True, slots=True)
+class Leftover:
+    """A job an earlier pass admitted and left Admitted: it ended between the job's dispatch
+    and its Running mark (killed, timed out). With its current run on the cluster
+    (`dispatched`) it is marked Running; without, it goes back to Pending to be placed
+    again."""
+
+    record: JobRecord
+    dispatched: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcilePlan:
     cancelled: tuple[StopCancelled, ...] = ()
     checkpoints: tuple[RecordCheckpoint, ...] = ()
@@ -127,6 +138,7 @@ class ReconcilePlan:
     relocations: tuple[Relocate, ...] = ()
     pauses: tuple[Reconcile, ...] = ()
     """Jobs paused before their group's patch (no job with another verdict among them)."""
+    leftovers: tuple[Leftover, ...] = ()
     fences: Mapping[str, PatchFence] = field(default_factory=dict)
     """Instance groups a patch is due on."""
     fenced_nodes: frozenset[str] = frozenset()

@@ -65,10 +65,11 @@ Order of effects, and why:
   cluster refuses puts the job back to Pending with the cluster's error. Independent moves
   are issued together, at most `IO_CONCURRENCY` at a time (D162): the victims of different
   jobs, the resizes, the admissions with their dispatches, the growths; one refused or
-  throttled leaves the rest standing, and the pass then fails with it once all are done. Before a pass's first dispatch for a team it ensures the
-  team's Kueue objects (namespace, ClusterQueue, LocalQueue; with the first team also the
-  ResourceFlavor and the priority classes' WorkloadPriorityClasses: hyperguard.cluster.kueue),
-  whose failure is a refused dispatch too;
+  throttled leaves the rest standing, and the pass then fails with it once all are done.
+  Before a pass's first dispatch for a team it ensures the team's Kueue objects
+  (namespace, ClusterQueue, LocalQueue; with the first team also the ResourceFlavor and the
+  priority classes' WorkloadPriorityClasses: hyperguard.cluster.kueue), whose failure is a
+  refused dispatch too;
 * a job the engine admits but no allowed pool can place stays pending with the placement
   reason, and the preemptions made for it are not carried out;
 * scale-in, moving back, hand-backs (D121) and bursts come after every admission (a node
