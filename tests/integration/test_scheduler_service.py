@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
@@ -20,7 +20,7 @@ from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.workloads import HPJOB_POD_LABEL
-from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.jobs import JobLifecycle, Outcome
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
@@ -660,7 +660,7 @@ def test_jobs_a_killed_pass_left_admitted_run_or_are_placed_again_by_the_next_pa
     killer.doomed = lost
     service = team.scheduler(killer)
 
-    def killed(*_: Any) -> None:
+    def killed(dispatched: Sequence[Job]) -> dict[str, Outcome]:
         raise Killed
 
     service.lifecycle.start_all = killed  # type: ignore[method-assign]
