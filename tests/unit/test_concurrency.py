@@ -50,7 +50,7 @@ def test_every_item_runs_and_the_first_failure_is_raised_after_all() -> None:
 
 def test_inside_a_worker_it_runs_in_line() -> None:
     def threads_of(item: int) -> set[str]:
-        return {name for name in bounded_map(lambda _: threading.current_thread().name, [1, 2])}
+        return set(bounded_map(lambda _: threading.current_thread().name, [1, 2]))
 
     outer = bounded_map(threads_of, [1, 2], limit=2)
     # each inner map ran on its outer worker's own thread, no pool of its own

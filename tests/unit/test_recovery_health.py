@@ -17,6 +17,21 @@ from hyperguard.recovery.steps import RecoverySteps
 INSTANCE = "i-0123456789abcdef0"
 
 
+def scripted(status: NodeStatus, healthy: bool, check: str | None = None, **extra: Any) -> Node:
+    """The node as node_status answers it: `check`, its deep health check label."""
+    return Node(
+        instance_id=INSTANCE,
+        cluster="c",
+        pool="workers",
+        platform="hyperpod",
+        instance_type="ml.p5.48xlarge",
+        status=status,
+        healthy=healthy,
+        labels={DEEP_HEALTH_CHECK_LABEL: check} if check else {},
+        **extra,
+    )
+
+
 class ScriptedCluster:
     """node_status answers the scripted states in turn; the last one repeats."""
 
@@ -26,20 +41,7 @@ class ScriptedCluster:
 
     def node_status(self, instance_id: str) -> Node:
         state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
-        if isinstance(state, Node):
-            return state
-        status, healthy, check = state
-        labels = {DEEP_HEALTH_CHECK_LABEL: check} if check else {}
-        return Node(
-            instance_id=instance_id,
-            cluster="c",
-            pool="workers",
-            platform="hyperpod",
-            instance_type="ml.p5.48xlarge",
-            status=status,
-            healthy=healthy,
-            labels=labels,
-        )
+        return state if isinstance(state, Node) else scripted(*state)
 
     def start_deep_health_check(self, instance_ids: list[str], checks: list[str]) -> bool:
         self.checks.append(checks)
@@ -102,15 +104,7 @@ def test_a_node_back_from_a_reboot_still_faulty_is_replaced() -> None:
 
 
 def test_a_node_back_from_a_reboot_whose_kubelet_is_not_yet_ready_is_waited_for() -> None:
-    booting = Node(
-        instance_id=INSTANCE,
-        cluster="c",
-        pool="workers",
-        platform="hyperpod",
-        instance_type="ml.p5.48xlarge",
-        healthy=False,
-        booting=True,
-    )
+    booting = scripted(NodeStatus.RUNNING, False, booting=True)
     cluster = ScriptedCluster(REBOOTING, booting, booting, RUNNING)
     assert polls(cluster, NodeRepairConfig(), 4) == [None, None, None, "healthy"]
 
