@@ -19,6 +19,7 @@ from tests.e2e.test_faults import BURST, AimedFaults
 
 from hyperguard.cluster.workloads import JOB_ID_LABEL, JOB_NAME_LABEL, job_name, team_namespace
 from hyperguard.models.nodes import BURST_LABEL
+from hyperguard_twin.cloud.training_run import Progress
 from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource
 from hyperguard_twin.runtime import Twin
@@ -346,8 +347,17 @@ def test_a_burst_job_moves_back_to_hyperpod_at_a_checkpoint_once_a_node_frees_up
     assert moved["event"] == "preempted"
     step = int(moved["reason"].rsplit(" ", 1)[1])
     assert record["last_checkpoint"]["step"] >= step
-    # The run on HyperPod resumed from that checkpoint (the simulated trainer's truth).
-    resumed = [p for p in twin.cluster.timeline(job) if p.replicas > 0][-1]
+
+    # The run on HyperPod resumed from that checkpoint (the simulated trainer's truth). The job
+    # is Running once its run is created; its pods start stepping a moment later, after the
+    # burst run's last entry (its stop, 0 replicas).
+    def resumed_run() -> Progress | None:
+        points = twin.cluster.timeline(job)
+        stops = [i for i, p in enumerate(points) if p.replicas == 0]
+        started = [p for p in points[stops[-1] + 1 :] if p.replicas > 0] if stops else []
+        return started[0] if started else None
+
+    resumed = until(resumed_run, "the run on HyperPod to start stepping", timeout_s=60)
     assert resumed.step == step
     until(lambda: on_burst not in burst_instances(twin), "the burst node to be released")
     assert http("DELETE", f"/jobs/{job}")[0] == 200
