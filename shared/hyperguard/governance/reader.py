@@ -23,14 +23,12 @@ Three reads stay outside the one snapshot, each for the safety it gives (docs/ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from hyperguard.aws import AWS_ERRORS
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
-from hyperguard.concurrency import bounded_map
 from hyperguard.governance.snapshot import (
     InstanceGroups,
     PassSnapshot,
@@ -53,15 +51,6 @@ from hyperguard.store.jobs import JobStore
 from hyperguard.store.nodes import NodeStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.teams import TeamStore
-
-
-def _call(read: Callable[[], Any]) -> Any:
-    return read()
-
-
-def _nothing() -> None:
-    return None
-
 
 MAX_BURSTS_IN_FLIGHT = 50
 """Running bursts a pass reads (their inputs name the jobs they serve)."""
@@ -91,22 +80,11 @@ class SnapshotReader:
         bursting: bool = False,
         teams_ensured: Collection[str] = (),
     ) -> PassSnapshot:
-        # The jobs first, the runs after them (what `decide._orphans` is safe against); the
-        # reads that need no other are issued together (D162).
+        repair = self.policies.get()
+        burst = self.burst_policies.get()
         jobs = tuple(self.jobs.active(also=named))
-        repair, burst, nodes, runs, groups, quotas, config, claims = bounded_map(
-            _call,
-            [
-                self.policies.get,
-                self.burst_policies.get,
-                lambda: tuple(self.gateway.list_nodes()),
-                lambda: tuple(self.gateway.job_runs()),
-                self.instance_groups,
-                lambda: tuple(self.teams.quotas()),
-                lambda: self.teams.scheduler_config()[0],
-                self.burst_claims if bursting else _nothing,
-            ],
-        )
+        nodes = tuple(self.gateway.list_nodes())
+        runs = tuple(self.gateway.job_runs())
         checkpoints, unreadable = self.new_checkpoints(jobs, runs, now)
         return PassSnapshot(
             now=now,
@@ -119,12 +97,12 @@ class SnapshotReader:
             unreadable=unreadable,
             placed=self.placements(jobs, runs),
             ended={r.job.job_id: r for r in self.jobs.records_of(unread_run_jobs(jobs, runs))},
-            groups=groups,
+            groups=self.instance_groups(),
             stand_ins=self.stand_ins(jobs, nodes),
             lemons=self.lemons(repair, nodes, now),
-            quotas=quotas,
-            config=config,
-            claims=claims,
+            quotas=tuple(self.teams.quotas()),
+            config=self.teams.scheduler_config()[0],
+            claims=self.burst_claims() if bursting else None,
             bursting=bursting,
             teams_ensured=frozenset(teams_ensured),
         )
@@ -143,33 +121,26 @@ class SnapshotReader:
         jobs whose location could not be read, with S3's answer: each is skipped, never the
         pass (D138). A job S3 refused before is read again only from its retry time (D139)."""
         current = {(r.job_id, r.run): r for r in runs}
-        due = [
-            record
-            for record in jobs
-            if record.job.checkpoint_location
-            and reads_progress(record, current.get((record.job.job_id, record.job.run)))
-            and not backed_off(record, now)
-        ]
-
-        def latest(record: JobRecord) -> Checkpoint | CheckpointLocationError | None:
-            job = record.job
+        found: dict[str, Checkpoint] = {}
+        unreadable: dict[str, str] = {}
+        for record in jobs:
+            job, location = record.job, record.job.checkpoint_location
+            if not location or not reads_progress(record, current.get((job.job_id, job.run))):
+                continue
+            if backed_off(record, now):
+                continue
             last = job.last_checkpoint.step if job.last_checkpoint else None
             try:
-                return self.checkpoints.latest_complete(str(job.checkpoint_location), after=last)
+                newer = self.checkpoints.latest_complete(location, after=last)
             except CheckpointLocationError as error:
+                unreadable[job.job_id] = str(error)
                 logger.warning(
                     "checkpoint location unreadable",
                     extra={"job_id": job.job_id, "error": str(error)},
                 )
-                return error
-
-        found: dict[str, Checkpoint] = {}
-        unreadable: dict[str, str] = {}
-        for record, newer in zip(due, bounded_map(latest, due), strict=True):  # together
-            if isinstance(newer, CheckpointLocationError):
-                unreadable[record.job.job_id] = str(newer)
-            elif newer is not None:
-                found[record.job.job_id] = newer
+                continue
+            if newer is not None:
+                found[job.job_id] = newer
         return found, unreadable
 
     def placements(
