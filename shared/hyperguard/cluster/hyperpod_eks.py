@@ -731,10 +731,9 @@ def _problems(kube: KubeNode) -> list[NodeCondition]:
     return [c for c in kube.conditions if _is_problem(c)]
 
 
-def _booting(kube: KubeNode) -> bool:
+def _booting(problems: list[NodeCondition]) -> bool:
     """Whether the kubelet's Ready is the node's only problem: after a boot the instance
     runs before its kubelet reports Ready, and that is no fault."""
-    problems = _problems(kube)
     return bool(problems) and all(c.type == "Ready" for c in problems)
 
 
@@ -742,7 +741,8 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
     """HyperPod's view of a node, completed with what the API server knows about it."""
     if kube is None:
         return node
-    health_label = kube.labels.get(HEALTH_LABEL)
+    labelled_healthy = kube.labels.get(HEALTH_LABEL) not in UNHEALTHY_LABEL_VALUES
+    problems = _problems(kube)
     return node.model_copy(
         update={
             "node_name": kube.name,
@@ -753,12 +753,10 @@ def _merge(node: Node, kube: KubeNode | None) -> Node:
             "taints": kube.taints,
             # SageMaker can say Running while the kubelet or the EKS node monitoring agent
             # reports a problem (KernelReady=False): the node is not healthy then.
-            "healthy": node.healthy
-            and health_label not in UNHEALTHY_LABEL_VALUES
-            and not _problems(kube),
+            "healthy": node.healthy and labelled_healthy and not problems,
             "booting": node.status is NodeStatus.RUNNING
-            and health_label not in UNHEALTHY_LABEL_VALUES
-            and _booting(kube),
+            and labelled_healthy
+            and _booting(problems),
         }
     )
 
