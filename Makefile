@@ -24,11 +24,11 @@ help:
 # layer's shared/requirements.txt is the runtime part of it (`make lock` writes both).
 # The product (shared/) and the twin (twin/, a distribution of its own) are both installed
 # editable: the twin's `hyperguard twin` commands reach the CLI through its entry point.
-$(VENV)/.installed: pyproject.toml twin/pyproject.toml requirements/dev.lock
+$(VENV)/.installed: pyproject.toml twin/pyproject.toml trainer/pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements/dev.lock
-	$(PY) -m pip install --quiet --no-deps -e . -e twin
+	$(PY) -m pip install --quiet --no-deps -e . -e twin -e trainer
 	touch $@
 
 install: $(VENV)/.installed
@@ -68,8 +68,8 @@ demo: install components
 	$(VENV)/bin/hyperguard twin demo
 
 lint: install
-	$(VENV)/bin/ruff check shared twin functions tests bench
-	$(VENV)/bin/ruff format --check shared twin functions tests bench
+	$(VENV)/bin/ruff check shared twin trainer functions tests bench
+	$(VENV)/bin/ruff format --check shared twin trainer functions tests bench
 	$(PY) -m hyperguard.tools.complexity
 
 typecheck: install

@@ -1,0 +1,311 @@
+"""Save and resume by checkpoint contract v2 (hyperguard_trainer.marker).
+
+`save(step, state)` snapshots this rank's state into bytes (the only part the training
+loop waits for in background mode), writes it as the shard `rank-<5 digits>.pt`, and rank 0
+writes the marker last, listing every rank's shard with its size and checksum and naming
+the job, run and attempt. Before a folder is written into, rank 0 empties it (marker first),
+so a folder cut short before, or one an earlier run completed at the same step, never mixes
+with the new shards. Before the marker, rank 0 checks the fence: a marker of a later run or
+attempt in the location means this writer was replaced, and it writes nothing more.
+
+`resume(state)` loads the checkpoint HyperGuard named (`HYPERGUARD_RESUME_FROM`), or else the
+newest one in the location this run may resume from, after checking its shards' sizes and
+this rank's checksum; it returns the step, or 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hyperguard_trainer import state as states
+from hyperguard_trainer.context import Context
+from hyperguard_trainer.marker import MARKER, Marker, MarkerError, Shard, folder
+from hyperguard_trainer.storage import Target, target_for
+
+logger = logging.getLogger("hyperguard_trainer")
+_STEP = re.compile(r"step-(\d{8})/")
+SHARD_WAIT_S = 600.0
+"""How long rank 0 waits for the other ranks' shards before it gives the checkpoint up."""
+
+
+class Fenced(RuntimeError):
+    """A later run or attempt of the job writes to this location: this writer is stale."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be resumed from, or a save that did not complete."""
+
+
+@dataclass
+class SaveTimes:
+    """What the last save cost: seconds the loop waited (snapshot, and back-pressure from
+    the save before it), and seconds its write took (in the background, if so)."""
+
+    step: int = -1
+    snapshot_s: float = 0.0
+    blocked_s: float = 0.0
+    write_s: float = 0.0
+
+
+@dataclass
+class _Pending:
+    step: int
+    data: bytes
+    shards: list[Shard]
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+class Checkpointer:
+    """One per process. `collective` gathers a small object from every rank (defaults to
+    torch.distributed's all_gather_object when a process group is up, else to this rank
+    alone); `on_complete(step, uri)` runs on rank 0 after each marker is written."""
+
+    def __init__(
+        self,
+        location: str | Target,
+        *,
+        context: Context | None = None,
+        background: bool = False,
+        collective: Callable[[Any], list[Any]] | None = None,
+        on_complete: Callable[[int, str], None] | None = None,
+        shard_wait_s: float = SHARD_WAIT_S,
+    ) -> None:
+        self.context = context or Context.from_env()
+        self.target = target_for(location) if isinstance(location, str) else location
+        self.background = background
+        self.collective = collective or _default_collective
+        self.on_complete = on_complete
+        self.shard_wait_s = shard_wait_s
+        self.times = SaveTimes()
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=1)
+        self._last: _Pending | None = None
+        self._worker: threading.Thread | None = None
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> Checkpointer:
+        context = kwargs.pop("context", None) or Context.from_env()
+        if not context.location:
+            raise CheckpointError("HYPERGUARD_CHECKPOINT_URI is not set: the job has no location")
+        return cls(context.location, context=context, **kwargs)
+
+    @property
+    def shard_name(self) -> str:
+        return f"rank-{self.context.rank:05d}.pt"
+
+    # -- save ------------------------------------------------------------------------------
+
+    def save(self, step: int, state: MutableMapping[str, Any]) -> None:
+        """Checkpoint `state` at `step` on every rank (a collective: every rank calls it)."""
+        start = time.perf_counter()
+        self._raise_failed()
+        data = states.dumps(states.capture(state, step))
+        mine = Shard(self.shard_name, len(data), hashlib.sha256(data).hexdigest())
+        snapshot_s = time.perf_counter() - start
+        if self.context.rank == 0:
+            self.fence()  # a stale writer must not empty a later run's folder either
+            self._empty(step)
+        shards = sorted(self.collective(mine), key=lambda s: s.name)  # after rank 0 emptied
+        pending = _Pending(step, data, shards)
+        waited = time.perf_counter()
+        if self.background:
+            self._start_worker()
+            self._queue.put(pending)  # blocks while the previous save is still writing
+        else:
+            self._write(pending)
+            self._raise(pending)
+        self._last = pending
+        self.times = SaveTimes(step, snapshot_s, time.perf_counter() - waited, self.times.write_s)
+
+    def wait(self) -> None:
+        """Until the last save is written (or raise what failed it)."""
+        if self._last is not None:
+            self._last.done.wait()
+            self._raise(self._last)
+
+    def close(self) -> None:
+        self.wait()
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
+
+    def _start_worker(self) -> None:
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="checkpoint", daemon=True)
+            self._worker.start()
+
+    def _run(self) -> None:
+        while (pending := self._queue.get()) is not None:
+            self._write(pending)
+
+    def _write(self, pending: _Pending) -> None:
+        start = time.perf_counter()
+        try:
+            key = folder(pending.step) + self.shard_name
+            self.target.put(key, pending.data)
+            if self.context.rank == 0:
+                self._complete(pending)
+        except BaseException as error:  # kept for the loop's next save or wait
+            pending.error = error
+        finally:
+            pending.data = b""
+            self.times.write_s = time.perf_counter() - start
+            pending.done.set()
+
+    def _complete(self, pending: _Pending) -> None:
+        where = folder(pending.step)
+        deadline = time.monotonic() + self.shard_wait_s
+        delay = 0.05
+        while missing := _marker(self, pending).missing(self.target.listing(where)):
+            if time.monotonic() > deadline:
+                raise CheckpointError(f"step {pending.step}: shards not written: {missing}")
+            time.sleep(delay)  # the other ranks are still writing theirs
+            delay = min(delay * 2, 2.0)
+        self.fence()
+        self.target.put(where + MARKER, _marker(self, pending).dumps())
+        if self.on_complete is not None:
+            self.on_complete(pending.step, f"{self.target.uri.rstrip('/')}/{where}")
+
+    def _empty(self, step: int) -> None:
+        where = folder(step)
+        found = self.target.listing(where)
+        if not found:
+            return
+        logger.info("emptying %s before writing it (%d objects)", where, len(found))
+        if MARKER in found:  # the marker goes first: no reader may see a mixed folder
+            self.target.delete([where + MARKER])
+        self.target.delete([where + name for name in found if name != MARKER])
+
+    def fence(self) -> None:
+        """Raise Fenced if a later run or attempt of this job completed a checkpoint here."""
+        me = (self.context.run, self.context.attempt)
+        for marker in self._markers(newest_first=True, limit=3):
+            if marker.job_id == self.context.job_id and (marker.run, marker.attempt) > me:
+                raise Fenced(
+                    f"run {marker.run} attempt {marker.attempt} of job {marker.job_id} wrote "
+                    f"step {marker.step}: this writer (run {me[0]} attempt {me[1]}) is stale"
+                )
+
+    # -- resume ----------------------------------------------------------------------------
+
+    def resume(self, state: MutableMapping[str, Any], *, map_location: Any = None) -> int:
+        """Restore `state` from the checkpoint to resume from; its step, or 0 when there is
+        none. HyperGuard's pick (`HYPERGUARD_RESUME_FROM`) wins; without one (a first run, or
+        a run started outside HyperGuard) the newest complete checkpoint of this job and of
+        no later run is used."""
+        step = self._resume_step()
+        if step is None:
+            return 0
+        where = folder(step)
+        data = self.target.get(where + MARKER)
+        try:
+            marker = Marker.loads(data)
+        except MarkerError:
+            marker = None  # contract v1: the shard is this rank's by name, unchecked
+        if marker is None:
+            blob = self.target.get(where + self.shard_name)
+        else:
+            self._check(marker)
+            shard = next((s for s in marker.shards if s.name == self.shard_name), None)
+            if shard is None:
+                raise CheckpointError(
+                    f"step {step} was written by {marker.world_size} ranks and lists no "
+                    f"{self.shard_name}: resharding to {self.context.world_size} ranks needs "
+                    "torch.distributed.checkpoint"
+                )
+            blob = self.target.get(where + shard.name)
+            if hashlib.sha256(blob).hexdigest() != shard.sha256:
+                raise CheckpointError(f"step {step}: {shard.name} does not match its checksum")
+        return states.restore(state, states.loads(blob, map_location=map_location))
+
+    def _resume_step(self) -> int | None:
+        context = self.context
+        if context.resume_step is not None:
+            return context.resume_step
+        if context.resume_from:
+            match = _STEP.search(context.resume_from.rstrip("/") + "/")
+            if match is None:
+                raise CheckpointError(
+                    f"HYPERGUARD_RESUME_FROM={context.resume_from!r} names no step"
+                )
+            return int(match.group(1))
+        for marker in self._markers(newest_first=True):
+            try:
+                self._check(marker)
+            except CheckpointError as refused:
+                logger.warning("not resuming from step %d: %s", marker.step, refused)
+                continue
+            return marker.step
+        return None
+
+    def _check(self, marker: Marker) -> None:
+        context = self.context
+        if marker.job_id != context.job_id:
+            raise CheckpointError(f"written by job {marker.job_id}, not {context.job_id}")
+        if marker.run > context.run:
+            raise CheckpointError(f"written by run {marker.run}, later than this run {context.run}")
+        missing = marker.missing(self.target.listing(folder(marker.step)))
+        if missing:
+            raise CheckpointError(f"shards missing or cut: {', '.join(missing[:5])}")
+
+    def _markers(self, *, newest_first: bool, limit: int | None = None) -> list[Marker]:
+        steps = sorted(
+            (int(m.group(1)) for f in self.target.folders() if (m := _STEP.fullmatch(f))),
+            reverse=newest_first,
+        )
+        found: list[Marker] = []
+        for step in steps:
+            if MARKER not in self.target.listing(folder(step)):
+                continue
+            try:
+                found.append(Marker.loads(self.target.get(folder(step) + MARKER)))
+            except MarkerError:
+                continue
+            if limit is not None and len(found) >= limit:
+                break
+        return found
+
+    def _raise_failed(self) -> None:
+        if self._last is not None and self._last.done.is_set():
+            self._raise(self._last)
+
+    def _raise(self, pending: _Pending) -> None:
+        if pending.error is not None:
+            error, pending.error = pending.error, None
+            raise error
+
+
+def _marker(checkpointer: Checkpointer, pending: _Pending) -> Marker:
+    context = checkpointer.context
+    return Marker(
+        job_id=context.job_id,
+        run=context.run,
+        attempt=context.attempt,
+        step=pending.step,
+        world_size=len(pending.shards),
+        shards=tuple(pending.shards),
+    )
+
+
+def _default_collective(item: Any) -> list[Any]:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if (
+        torch is not None
+        and torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+    ):
+        gathered: list[Any] = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, item)
+        return gathered
+    return [item]
