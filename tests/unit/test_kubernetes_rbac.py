@@ -404,7 +404,8 @@ def test_access_says_what_the_adapter_methods_ask_for() -> None:
         path.relative_to(LIBRARY).as_posix()
         for path in (LIBRARY / "hyperguard").rglob("*.py")
         if "twin" not in path.parts
-        and re.search(r"\.(" + "|".join(OBJECT_METHODS) + r")\(", path.read_text())
+        # S3's GetObject (`self.s3.get_object`) shares a name, not the adapter
+        and re.search(r"(?<!s3)\.(" + "|".join(OBJECT_METHODS) + r")\(", path.read_text())
     }
     assert callers == {"hyperguard/cluster/kueue.py"}, callers
     for name, grants in ACCESS.items():

@@ -171,6 +171,9 @@ class PassApplier:
         for noted in plan.troubles:
             if self.lifecycle.note_progress_trouble(noted.record, noted.trouble):
                 self.result.writes += 1
+        for refusal in plan.refusals:
+            if self.lifecycle.note_checkpoint_refused(refusal.job_id, refusal.refused):
+                self.result.writes += 1
         for restarted in plan.restarts:
             if self.lifecycle.note_operator_restarts(
                 restarted.record, restarted.run, restarted.count

@@ -52,6 +52,7 @@ from hyperguard.governance.intents import (
     MoveBack,
     NoteOperatorRestarts,
     NoteProgressTrouble,
+    NoteRefusedCheckpoint,
     Preemption,
     ReasonWrite,
     Reconcile,
@@ -121,6 +122,7 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
     """End, requeue or record the progress of running jobs from what the cluster says; stop
     what no job should run; fence the groups a patch is due on and pause their jobs."""
     checkpoints, troubles, verdicts = _running(snapshot)
+    refusals = refused_checkpoints(snapshot)
     decided = {v.job_id for v in verdicts}
     restarts = [n for n in operator_restarts(snapshot) if n.record.job.job_id not in decided]
     found_steps = {c.record.job.job_id: c.checkpoint.step for c in checkpoints}
@@ -136,6 +138,7 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
         checkpoints=tuple(checkpoints),
         troubles=tuple(troubles),
         restarts=tuple(restarts),
+        refusals=tuple(refusals),
         verdicts=tuple(verdicts),
         orphans=tuple(_orphans(snapshot)),
         relocations=tuple(_relocations(snapshot, decided)),
@@ -182,6 +185,16 @@ def _running(
         if verdict is not None:
             verdicts.append(verdict)
     return checkpoints, troubles, verdicts
+
+
+def refused_checkpoints(snapshot: PassSnapshot) -> list[NoteRefusedCheckpoint]:
+    """Running jobs whose newest checkpoint contract v2 refused, newer than the last refusal
+    recorded (the reader keeps only those: D164), each noted once."""
+    return [
+        NoteRefusedCheckpoint(record.job.job_id, refused)
+        for record in snapshot.jobs
+        if (refused := snapshot.refused.get(record.job.job_id)) is not None
+    ]
 
 
 def operator_restarts(snapshot: PassSnapshot) -> list[NoteOperatorRestarts]:

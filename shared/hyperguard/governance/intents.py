@@ -19,7 +19,7 @@ from hyperguard.bursting.requests import BurstRequest
 from hyperguard.governance.patching import PatchFence
 from hyperguard.models import Checkpoint, Incident, Job
 from hyperguard.models.cluster import BurstClaim
-from hyperguard.models.jobs import ProgressTrouble
+from hyperguard.models.jobs import ProgressTrouble, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 
 # -- reconciliation -----------------------------------------------------------------------
@@ -66,6 +66,14 @@ class NoteProgressTrouble:
 
     record: JobRecord
     trouble: ProgressTrouble | None
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRefusedCheckpoint:
+    """A running job's newest checkpoint was refused by contract v2 (D164)."""
+
+    job_id: str
+    refused: RefusedCheckpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +129,7 @@ class ReconcilePlan:
     checkpoints: tuple[RecordCheckpoint, ...] = ()
     troubles: tuple[NoteProgressTrouble, ...] = ()
     restarts: tuple[NoteOperatorRestarts, ...] = ()
+    refusals: tuple[NoteRefusedCheckpoint, ...] = ()
     verdicts: tuple[Reconcile, ...] = ()
     """Succeeded, failed, lost and stalled runs, in job order."""
     orphans: tuple[StopRuns, ...] = ()

@@ -53,6 +53,7 @@ from hyperguard.models.jobs import (
     WAITING_STATUSES,
     OperatorRestarts,
     ProgressTrouble,
+    RefusedCheckpoint,
     SlowFlag,
 )
 from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
@@ -744,6 +745,17 @@ class JobLifecycle:
         return self.store.set_operator_restarts(
             record.job.job_id, OperatorRestarts(run=run, count=count), was=was, entry=entry
         )
+
+    def note_checkpoint_refused(self, job_id: str, refused: RefusedCheckpoint) -> bool:
+        """A checkpoint newer than any refused before that contract v2 says not to resume
+        from (D164): recorded once, with a history entry that says why."""
+        entry = self._entry(
+            JobEvent.CHECKPOINT_REFUSED,
+            None,
+            f"checkpoint at step {refused.step} not resumed from: {refused.reason}",
+            {"step": refused.step},
+        )
+        return self.store.set_checkpoint_refused(job_id, refused, entry=entry)
 
     def _note_pace(
         self, job_id: str, step: int, was: SlowFlag | None, slow: SlowFlag | None

@@ -39,12 +39,12 @@ from hyperguard.governance.snapshot import (
 from hyperguard.messaging import Workflows
 from hyperguard.models import Checkpoint, JobStatus, Node
 from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
-from hyperguard.models.jobs import HOLDING_STATUSES
+from hyperguard.models.jobs import HOLDING_STATUSES, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 from hyperguard.observability import logger
 from hyperguard.policies.reliability import lemon_slots, slot_of
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
+from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore, fence_of
 from hyperguard.store.history import read_history
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
@@ -85,7 +85,7 @@ class SnapshotReader:
         jobs = tuple(self.jobs.active(also=named))
         nodes = tuple(self.gateway.list_nodes())
         runs = tuple(self.gateway.job_runs())
-        checkpoints, unreadable = self.new_checkpoints(jobs, runs, now)
+        checkpoints, refused, unreadable = self.new_checkpoints(jobs, runs, now)
         return PassSnapshot(
             now=now,
             repair=repair,
@@ -94,6 +94,7 @@ class SnapshotReader:
             nodes=nodes,
             runs=runs,
             checkpoints=checkpoints,
+            refused=refused,
             unreadable=unreadable,
             placed=self.placements(jobs, runs),
             ended={r.job.job_id: r for r in self.jobs.records_of(unread_run_jobs(jobs, runs))},
@@ -115,13 +116,16 @@ class SnapshotReader:
 
     def new_checkpoints(
         self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus], now: datetime
-    ) -> tuple[dict[str, Checkpoint], dict[str, str]]:
+    ) -> tuple[dict[str, Checkpoint], dict[str, RefusedCheckpoint], dict[str, str]]:
         """Per running job that writes checkpoints, a complete one newer than its last known
-        (one delimiter listing of the step folders after it, a HEAD of the marker); and the
-        jobs whose location could not be read, with S3's answer: each is skipped, never the
-        pass (D138). A job S3 refused before is read again only from its retry time (D139)."""
+        (one delimiter listing of the step folders after it, a GET of the marker, and a
+        listing of the folder of a contract v2 marker); the newest refused by contract v2
+        (D164); and the jobs whose location could not be read, with S3's answer: each is
+        skipped, never the pass (D138). A job S3 refused before is read again only from its
+        retry time (D139)."""
         current = {(r.job_id, r.run): r for r in runs}
         found: dict[str, Checkpoint] = {}
+        refused: dict[str, RefusedCheckpoint] = {}
         unreadable: dict[str, str] = {}
         for record in jobs:
             job, location = record.job, record.job.checkpoint_location
@@ -131,7 +135,7 @@ class SnapshotReader:
                 continue
             last = job.last_checkpoint.step if job.last_checkpoint else None
             try:
-                newer = self.checkpoints.latest_complete(location, after=last)
+                lookup = self.checkpoints.lookup(location, after=last, fence=fence_of(record))
             except CheckpointLocationError as error:
                 unreadable[job.job_id] = str(error)
                 logger.warning(
@@ -139,9 +143,12 @@ class SnapshotReader:
                     extra={"job_id": job.job_id, "error": str(error)},
                 )
                 continue
-            if newer is not None:
-                found[job.job_id] = newer
-        return found, unreadable
+            if lookup.checkpoint is not None:
+                found[job.job_id] = lookup.checkpoint
+            news = lookup.news(record.checkpoint_refused)
+            if news is not None:
+                refused[job.job_id] = news
+        return found, refused, unreadable
 
     def placements(
         self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus]

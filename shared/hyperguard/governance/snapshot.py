@@ -14,6 +14,7 @@ from datetime import datetime
 from hyperguard.models import Checkpoint, JobStatus, Node
 from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunPhase, RunStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
+from hyperguard.models.jobs import RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
@@ -50,6 +51,8 @@ class PassSnapshot:
     """None: DescribeCluster failed (no group is fenced, none may grow this pass)."""
     checkpoints: Mapping[str, Checkpoint] = field(default_factory=dict)
     """Running jobs' complete checkpoints newer than their last known one, found in S3."""
+    refused: Mapping[str, RefusedCheckpoint] = field(default_factory=dict)
+    """Running jobs' newest checkpoints that contract v2 refused (D164)."""
     unreadable: Mapping[str, str] = field(default_factory=dict)
     """Running jobs whose checkpoint location S3 would not list, with its answer: no
     progress is known, and none is held against them as a stall (D138)."""

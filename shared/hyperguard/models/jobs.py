@@ -232,6 +232,15 @@ class OperatorRestarts(BaseModel):
     count: int = Field(ge=0)
 
 
+class RefusedCheckpoint(BaseModel):
+    """The newest checkpoint of the job that HyperGuard would not resume from: its contract
+    v2 marker names another job, a run HyperGuard fenced off, or shards that are not there
+    (hyperguard.store.checkpoints)."""
+
+    step: int = Field(ge=0)
+    reason: str = Field(max_length=1024)
+
+
 class SlowFlag(BaseModel):
     """A job running far below its own recent step rate (D100)."""
 

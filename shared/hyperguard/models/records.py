@@ -17,6 +17,7 @@ from hyperguard.models.jobs import (
     OperatorRestarts,
     PacePoint,
     ProgressTrouble,
+    RefusedCheckpoint,
     SlowFlag,
 )
 
@@ -48,6 +49,7 @@ class JobEvent(StrEnum):
     CHECKPOINTS_UNREADABLE = "checkpoints_unreadable"
     CHECKPOINTS_READABLE = "checkpoints_readable"
     OPERATOR_RESTARTED = "operator_restarted"
+    CHECKPOINT_REFUSED = "checkpoint_refused"
 
 
 def short(text: str, limit: int = MAX_REASON) -> str:
@@ -120,6 +122,8 @@ class JobRecord(BaseModel):
     operator_restarts: OperatorRestarts | None = None
     """The training operator's restartCount of the job's run, as the scheduler last recorded
     it (D155)."""
+    checkpoint_refused: RefusedCheckpoint | None = None
+    """The newest checkpoint refused by contract v2, as last noted (D164)."""
 
     def waiting_since(self) -> datetime | None:
         """When the job last began waiting for admission (submitted, preempted, requeued);

@@ -70,7 +70,7 @@ from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
 from hyperguard.recovery.strategy import measured
 from hyperguard.steps import step_of
 from hyperguard.store import IncidentStore, JobStore, NodeStore
-from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore
+from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore, fence_of
 from hyperguard.store.history import read_history
 from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 
@@ -508,6 +508,7 @@ class RecoverySteps:
         me = self.nodes.get(incident.instance_id)
         nodes = self.nodes.in_pool(me.pool) if me else []
         active = self.jobs.active()
+        records = {record.job.job_id: record for record in active}
         spares = self._spares(policy, me, nodes, held_nodes(record.job for record in active))
         times, source = measured(policy.strategy_times, self.incidents.recent(INCIDENT_HISTORY))
         return ProtectionSnapshot(
@@ -516,7 +517,7 @@ class RecoverySteps:
             repair=Repair(r.action or incident.action or incident.repair),
             node=me,
             jobs=tuple(
-                JobToProtect(job, self._latest_checkpoint(job))
+                JobToProtect(job, self._latest_checkpoint(records[job.job_id]))
                 for job in protectable(incident, active)
             ),
             spares=tuple(spares),
@@ -525,21 +526,29 @@ class RecoverySteps:
             now=self.clock(),
         )
 
-    def _latest_checkpoint(self, job: Job) -> Checkpoint | None:
-        """The newer of the reported checkpoint and the newest complete marker in S3."""
+    def _latest_checkpoint(self, record: JobRecord) -> Checkpoint | None:
+        """The newer of the reported checkpoint and the newest complete marker in S3 that
+        contract v2 allows (D164: a refusal is noted in the job's history)."""
+        job = record.job
         reported = job.last_checkpoint
         found = None
         if job.checkpoint_location:
             try:
-                found = self.checkpoints.latest_complete(
-                    job.checkpoint_location, after=reported.step if reported else None
+                lookup = self.checkpoints.lookup(
+                    job.checkpoint_location,
+                    after=reported.step if reported else None,
+                    fence=fence_of(record),
                 )
             except CheckpointLocationError as error:  # the job's, not the node's: go on (D138)
                 logger.warning(
                     "checkpoint location unreadable",
                     extra={"job_id": job.job_id, "error": str(error)},
                 )
-                found = None
+            else:
+                found = lookup.checkpoint
+                news = lookup.news(record.checkpoint_refused)
+                if news is not None:
+                    self.lifecycle.note_checkpoint_refused(job.job_id, news)
         if found is not None:
             self.lifecycle.record_checkpoint(job.job_id, found, history=True)
             return found

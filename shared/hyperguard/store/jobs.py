@@ -44,6 +44,7 @@ from hyperguard.models.jobs import (
     OperatorRestarts,
     PacePoint,
     ProgressTrouble,
+    RefusedCheckpoint,
     SlowFlag,
 )
 from hyperguard.models.records import JobHistoryEntry, JobRecord, short
@@ -700,6 +701,21 @@ class JobStore(TableStore):
             ConditionExpression=condition,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
+        )
+
+    def set_checkpoint_refused(
+        self, job_id: str, refused: RefusedCheckpoint, *, entry: JobHistoryEntry
+    ) -> bool:
+        """The newest refused checkpoint recorded, unless one as new or newer already is,
+        and `entry` appended; False when one was."""
+        return self._update_noting(
+            entry,
+            Key={"job_id": job_id},
+            UpdateExpression=f"SET checkpoint_refused = :c {BUMP}",
+            ConditionExpression="attribute_exists(job_id) AND "
+            "(attribute_not_exists(checkpoint_refused) OR checkpoint_refused.#step < :step)",
+            ExpressionAttributeNames={"#rev": REV, "#step": "step"},
+            ExpressionAttributeValues={":one": 1, ":c": to_item(refused), ":step": refused.step},
         )
 
     def _update_noting(self, entry: JobHistoryEntry | None, **request: Any) -> bool:
