@@ -215,6 +215,20 @@ def _set_gpu_limit(template: dict[str, Any], value: Any) -> dict[str, Any]:
     return template
 
 
+def test_the_trainer_kits_own_settings_are_the_teams_to_give() -> None:
+    template = training_template()
+    template["spec"]["containers"][0]["env"].extend(
+        [
+            {
+                "name": "HYPERGUARD_API_URL",
+                "value": "https://abc.execute-api.us-east-1.amazonaws.com/v1",
+            },
+            {"name": "HYPERGUARD_INSTANCE_ID", "value": "i-0123456789abcdef0"},
+        ]
+    )
+    check(template)
+
+
 def test_a_resource_kueues_queues_do_not_cover_is_refused() -> None:
     """Kueue leaves a Workload asking for a resource its ClusterQueue does not cover
     inadmissible: the run would wait forever."""
@@ -306,6 +320,10 @@ def test_every_field_of_the_template_reaches_the_run_and_hyperguard_adds_only_it
     names = [variable["name"] for variable in trainer["env"]]
     assert names[:2] == ["NCCL_DEBUG", "FI_PROVIDER"]
     assert {"HYPERGUARD_JOB_ID", "HYPERGUARD_RESUME_FROM", "HYPERGUARD_RESUME_STEP"} <= set(names)
+    told = {v["name"]: v.get("value", v.get("valueFrom")) for v in trainer["env"]}
+    assert told["HYPERGUARD_RUN"] == str(job.run)  # what the trainer kit's markers name
+    assert told["HYPERGUARD_NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert told["HYPERGUARD_GRACE_S"] == str(given["spec"].get("terminationGracePeriodSeconds", 30))
     assert ("MASTER_ADDR" in names) == (path == "burst")
     # The team's own requests stand as given (its EFA, memory, hugepages); the accelerators
     # are the job's.

@@ -39,11 +39,13 @@ OWNED_LABEL_PREFIXES = (
 """Label and annotation keys that HyperGuard, Kueue, Karpenter or the Job controller set on a
 run's pods."""
 OWNED_ENV = re.compile(
-    r"^(HYPERGUARD_.*|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|NODE_RANK|LOCAL_RANK|PET_.*)$"
+    r"^((?!HYPERGUARD_API_URL$|HYPERGUARD_INSTANCE_ID$)HYPERGUARD_.*"
+    r"|MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|NODE_RANK|LOCAL_RANK|PET_.*)$"
 )
-"""Variables of the training container that HyperGuard (its job, checkpoint and resume
+"""Variables of the training container that HyperGuard (its job, run, checkpoint and resume
 variables) or the rendezvous (HyperGuard's on EKS burst, the training operator's on HyperPod)
-sets."""
+sets. `HYPERGUARD_API_URL` (where the trainer kit reports checkpoints) and
+`HYPERGUARD_INSTANCE_ID` are the team's to set (docs/trainer.md)."""
 OWNED_SPEC_FIELDS = {
     "nodeName": "HyperGuard places the job's pods",
     "hostname": "the rendezvous names the pods",

@@ -64,6 +64,15 @@ FINISHED_TTL_S = 86_400
 # the latest complete checkpoint to resume from (by the `_COMPLETE` marker convention,
 # hyperguard.store.checkpoints).
 JOB_ID_ENV = "HYPERGUARD_JOB_ID"
+RUN_ENV = "HYPERGUARD_RUN"
+"""The job's run (`job.run`): the trainer kit names it in its markers, which fences a stale
+writer of an earlier run off (D164)."""
+NODE_NAME_ENV = "HYPERGUARD_NODE_NAME"
+"""The pod's node, from the downward API: the kit reads the instance id off it."""
+GRACE_ENV = "HYPERGUARD_GRACE_S"
+"""The pod's termination grace period: the kit's graceful stop saves within it."""
+DEFAULT_GRACE_S = 30
+"""Kubernetes' default terminationGracePeriodSeconds."""
 CHECKPOINT_ENV = "HYPERGUARD_CHECKPOINT_URI"
 RESUME_FROM_ENV = "HYPERGUARD_RESUME_FROM"
 RESUME_STEP_ENV = "HYPERGUARD_RESUME_STEP"
@@ -182,7 +191,8 @@ def _pod_template(
     spec["restartPolicy"] = "Never"
     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), INSTANCE_TYPE_LABEL: instance_type}
     container = spec["containers"][0]
-    container["env"] = [*(container.get("env") or []), *_hyperguard_env(job)]
+    grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    container["env"] = [*(container.get("env") or []), *_hyperguard_env(job, grace)]
     container["resources"] = _resources(job, container.get("resources") or {}, instance)
     if node_names:
         spec["affinity"] = _pinned(spec.get("affinity") or {}, node_names, group)
@@ -197,8 +207,13 @@ def _pod_template(
     }
 
 
-def _hyperguard_env(job: Job) -> list[dict[str, Any]]:
-    env = [{"name": JOB_ID_ENV, "value": job.job_id}]
+def _hyperguard_env(job: Job, grace_s: int) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": JOB_ID_ENV, "value": job.job_id},
+        {"name": RUN_ENV, "value": str(job.run)},
+        {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": GRACE_ENV, "value": str(grace_s)},
+    ]
     if job.checkpoint_location:
         env.append({"name": CHECKPOINT_ENV, "value": job.checkpoint_location})
     if job.last_checkpoint is not None:
