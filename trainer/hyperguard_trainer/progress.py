@@ -86,6 +86,7 @@ class Reporter:
     def __init__(self, context: Context, *, sign: bool = True, timeout_s: float = 10.0) -> None:
         if not context.api_url:
             raise ValueError("HYPERGUARD_API_URL is not set")
+        self.url = f"{context.api_url.rstrip('/')}/jobs/{context.job_id}/checkpoints"
         if sign:
             import botocore  # noqa: F401  (fail at start, not at the first checkpoint)
         self.context = context
@@ -102,7 +103,7 @@ class Reporter:
         }
         if node_step_seconds:
             body["node_step_seconds"] = node_step_seconds
-        url = f"{self.context.api_url}/jobs/{self.context.job_id}/checkpoints"
+        url = self.url
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         try:
