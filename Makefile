@@ -68,8 +68,8 @@ demo: install components
 	$(VENV)/bin/hyperguard twin demo
 
 lint: install
-	$(VENV)/bin/ruff check shared twin trainer functions tests bench
-	$(VENV)/bin/ruff format --check shared twin trainer functions tests bench
+	$(VENV)/bin/ruff check shared twin trainer examples functions tests bench
+	$(VENV)/bin/ruff format --check shared twin trainer examples functions tests bench
 	$(PY) -m hyperguard.tools.complexity
 
 typecheck: install
