@@ -125,6 +125,9 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument(
+        "--heartbeat-every", type=int, default=10, help="steps between heartbeats to HyperGuard"
+    )
+    parser.add_argument(
         "--die-in-checkpoint",
         type=int,
         default=-1,
@@ -147,6 +150,40 @@ class Dying:
         self.target.put(key, data)
         if key.startswith(self.folder) and not key.endswith(kit.MARKER):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def train_step(
+    model: GPT,
+    optimizer: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LRScheduler,
+    batch: torch.Tensor,
+    args: argparse.Namespace,
+    progress: kit.Progress,
+) -> float:
+    """One step: forward and backward timed as this rank's compute, then the gradient
+    all-reduce (outside the compute time), the optimizer and the schedule; the mean loss."""
+    context, cuda = progress.context, batch.is_cuda
+    with progress.compute():  # kit: forward and backward only, device synchronised
+        with torch.autocast(batch.device.type, dtype=torch.bfloat16, enabled=cuda):
+            if context.rank == args.slow_rank:
+                with torch.no_grad():
+                    for _ in range(args.slowdown - 1):
+                        model(batch[:, :-1])
+            logits = model(batch[:, :-1])
+            loss = F.cross_entropy(logits.float().reshape(-1, args.vocab), batch[:, 1:].reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+    if context.world_size > 1:
+        for parameter in model.parameters():
+            if parameter.grad is not None:
+                dist.all_reduce(parameter.grad)
+                parameter.grad /= context.world_size
+        dist.all_reduce(mean := loss.detach().clone())
+        loss = mean / context.world_size
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    return float(loss.item())
 
 
 def main() -> int:
@@ -196,55 +233,28 @@ def main() -> int:
     losses = args.losses if context.rank == 0 else None
     model.train()
     while step < args.steps:
-        batch = stream.next().to(device)
-        with progress.compute():  # kit: forward and backward only, device synchronised
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
-                if context.rank == args.slow_rank:
-                    with torch.no_grad():
-                        for _ in range(args.slowdown - 1):
-                            model(batch[:, :-1])
-                logits = model(batch[:, :-1])
-                loss = F.cross_entropy(
-                    logits.float().reshape(-1, args.vocab), batch[:, 1:].reshape(-1)
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-        if context.world_size > 1:  # the gradient all-reduce, outside the compute time
-            for parameter in model.parameters():
-                if parameter.grad is not None:
-                    dist.all_reduce(parameter.grad)
-                    parameter.grad /= context.world_size
-            dist.all_reduce(mean := loss.detach().clone())
-            loss = mean / context.world_size
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
+        loss = train_step(model, optimizer, schedule, stream.next().to(device), args, progress)
         step += 1
         if losses is not None:
             with open(losses, "a") as out:
-                out.write(
-                    json.dumps({"step": step, "loss": loss.item(), "run": context.run}) + "\n"
-                )
+                out.write(json.dumps({"step": step, "loss": loss, "run": context.run}) + "\n")
         stopping = stop.requested
         if context.world_size > 1:  # every rank stops at the same step, whichever was told
             flag = torch.tensor([int(stopping)], device=device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             stopping = bool(flag.item())
-        if step % args.checkpoint_every == 0 or stopping or step == args.steps:
+        beat = step % args.heartbeat_every == 0
+        save = step % args.checkpoint_every == 0 or stopping or step == args.steps
+        if beat or save:
             timings[step] = progress.node_step_seconds()  # kit: a collective
+        if beat and reporter is not None and context.rank == 0:
+            reporter.heartbeat(step, timings[step])  # kit: pace and stalls in minutes
+        if save:
             checkpointer.save(step, state)  # kit: a collective
             if context.rank == 0:
                 times = checkpointer.times
-                print(
-                    json.dumps(
-                        {
-                            "step": step,
-                            "snapshot_s": round(times.snapshot_s, 4),
-                            "blocked_s": round(times.blocked_s, 4),
-                        }
-                    ),
-                    flush=True,
-                )
+                snapshot = {"snapshot_s": round(times.snapshot_s, 4)}
+                print(json.dumps({"step": step, **snapshot}), flush=True)
         if stopping:
             break
     checkpointer.close()  # kit: the last save is written before the process exits

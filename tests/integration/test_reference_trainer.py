@@ -25,7 +25,7 @@ import boto3
 import pytest
 from tests.conftest import ROOT
 
-from hyperguard.api.models import CheckpointReport
+from hyperguard.api.models import CheckpointReport, ProgressReport
 from hyperguard.governance.pace import lagging_node
 from hyperguard.store.checkpoints import CheckpointStore, Fence
 from hyperguard_twin.plane.processes import free_port
@@ -143,10 +143,11 @@ def test_a_run_killed_mid_checkpoint_resumes_from_hyperguards_pick_and_trains_id
 
 
 class _Api(BaseHTTPRequestHandler):
-    reports: list[dict[str, Any]] = []
+    reports: list[tuple[str, dict[str, Any]]] = []
 
     def do_POST(self) -> None:
-        self.reports.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.reports.append((self.path.rsplit("/", 1)[1], body))
         self.send_response(201)
         self.end_headers()
 
@@ -174,6 +175,8 @@ def test_a_slowed_rank_is_named_as_the_lagging_node(s3_endpoint: str) -> None:
             "1",
             "--slowdown",
             "4",
+            "--heartbeat-every",
+            "3",
         )
         for rank in range(2)
     ]
@@ -183,8 +186,12 @@ def test_a_slowed_rank_is_named_as_the_lagging_node(s3_endpoint: str) -> None:
             assert code == 0, out
     finally:
         api.shutdown()
-    assert [r["step"] for r in _Api.reports] == [4, 8, 12]
-    for body in _Api.reports:
-        report = CheckpointReport.model_validate(body)  # as the API takes it
+    checkpoints = [
+        CheckpointReport.model_validate(b) for r, b in _Api.reports if r == "checkpoints"
+    ]
+    beats = [ProgressReport.model_validate(b) for r, b in _Api.reports if r == "progress"]
+    assert [c.step for c in checkpoints] == [4, 8, 12]
+    assert [(b.run, b.step) for b in beats] == [(0, 3), (0, 6), (0, 9), (0, 12)]
+    for report in [*checkpoints, *beats]:  # as the API takes them
         lag = lagging_node(report.node_step_seconds)
         assert lag is not None and lag[0] == nodes[1], report.node_step_seconds

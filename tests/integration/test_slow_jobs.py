@@ -80,3 +80,43 @@ def test_per_node_timings_are_bounded_and_refused_with_the_field_named(solo: Mak
         assert reply.status == 422, timings
         assert "node_step_seconds" in str(reply.body)
     assert api.call("GET", f"/jobs/{job_id}").body["last_checkpoint"] is None  # nothing written
+
+
+def test_heartbeats_keep_the_pace_in_minutes_and_name_the_lagging_node(solo: MakeSolo) -> None:
+    """A job that sends heartbeats (D165) is judged by them: a slowdown shows one minute
+    after it starts, not a checkpoint interval later; a stale run's heartbeat, one out of
+    order or a malformed one is refused, and a checkpoint no longer moves its pace."""
+    team = solo(8, hyperpod_nodes=1, strategy="DontLend", borrow=None)
+    api, apis = team.api, team.apis
+    location = f"s3://{BUCKET}/beating/"
+    job_id = team.submit(8, checkpoint_location=location)
+    team.scheduler().run_pass()
+    start = apis.clock.now()
+    assert api.call("GET", f"/jobs/{job_id}").body["pace_by"] == "checkpoints"
+
+    def beat(step: int, minutes: float, timings: dict[str, float], run: int = 0) -> Any:
+        at = (start + timedelta(minutes=minutes)).isoformat()
+        body = {"run": run, "step": step, "at": at, "node_step_seconds": timings}
+        return api.call("POST", f"/jobs/{job_id}/progress", body)
+
+    for i in range(5):  # 60 steps a minute
+        reply = beat(60 * (i + 1), i, STEADY)
+        assert reply.status == 201, reply.body
+        assert reply.body["slow"] is None
+    view = beat(360, 5, STEADY).body
+    assert (view["pace_by"], view["heartbeat"]["step"]) == ("heartbeats", 360)
+    slow = beat(384, 6, THROTTLED).body["slow"]  # 24 steps in the sixth minute
+    assert slow["lagging_node"] == "i-0bbbbbbbbbbbbbbb2"
+    assert slow["reason"].startswith("slow: 1,440 steps/h against its usual 3,600 (40%)")
+
+    stale = beat(400, 7, STEADY, run=1)
+    assert stale.status == 409 and "run 1 is not the job's current run 0" in stale.body["error"]
+    late = beat(390, 5.5, STEADY)
+    assert late.status == 409 and "not after the last heartbeat" in late.body["error"]
+    for bad in ({"run": 0, "step": -1}, {"run": 0, "step": 1, "rank": 0}):
+        assert api.call("POST", f"/jobs/{job_id}/progress", bad).status == 422
+    # A checkpoint completed now is kept, and the pace stays the heartbeats'.
+    checkpoint = {"step": 384, "uri": f"{location}step-00000384/"}
+    reply = api.call("POST", f"/jobs/{job_id}/checkpoints", checkpoint)
+    assert reply.status == 201 and reply.body["slow"]["since"] == slow["since"]
+    assert reply.body["pace_by"] == "heartbeats"

@@ -78,15 +78,17 @@ class Progress:
 
 
 class Reporter:
-    """Reports completed checkpoints to `POST {api}/jobs/{jobId}/checkpoints`, signed with
-    SigV4 for API Gateway's IAM authorization by the pod's own credentials (Pod Identity or
-    IRSA: the role needs `execute-api:Invoke` on that route). A report that fails is logged
-    and dropped: HyperGuard also finds the marker in S3 on its own."""
+    """Reports completed checkpoints to `POST {api}/jobs/{jobId}/checkpoints` and heartbeats
+    to `POST {api}/jobs/{jobId}/progress`, signed with SigV4 for API Gateway's IAM
+    authorization by the pod's own credentials (Pod Identity or IRSA: the role needs
+    `execute-api:Invoke` on those routes). A report that fails is logged, counted and
+    dropped: HyperGuard also finds the markers in S3 on its own, and the next heartbeat says
+    all the last one would have."""
 
     def __init__(self, context: Context, *, sign: bool = True, timeout_s: float = 10.0) -> None:
         if not context.api_url:
             raise ValueError("HYPERGUARD_API_URL is not set")
-        self.url = f"{context.api_url.rstrip('/')}/jobs/{context.job_id}/checkpoints"
+        self.url = f"{context.api_url.rstrip('/')}/jobs/{context.job_id}"
         if sign:
             import botocore  # noqa: F401  (fail at start, not at the first checkpoint)
         self.context = context
@@ -103,7 +105,22 @@ class Reporter:
         }
         if node_step_seconds:
             body["node_step_seconds"] = node_step_seconds
-        url = self.url
+        self._post("checkpoints", body)
+
+    def heartbeat(self, step: int, node_step_seconds: dict[str, float] | None) -> None:
+        """The training's step now, with each node's compute seconds per step since the last
+        heartbeat: HyperGuard judges the run's pace and stalls by these (D165)."""
+        body: dict[str, Any] = {
+            "run": self.context.run,
+            "step": step,
+            "at": datetime.now(UTC).isoformat(),
+        }
+        if node_step_seconds:
+            body["node_step_seconds"] = node_step_seconds
+        self._post("progress", body)
+
+    def _post(self, route: str, body: dict[str, Any]) -> None:
+        url = f"{self.url}/{route}"
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         try:
@@ -115,7 +132,7 @@ class Reporter:
             self.sent += 1
         except (OSError, ValueError) as error:
             self.failed += 1
-            logger.warning("checkpoint report for step %d not sent: %s", step, error)
+            logger.warning("%s report for step %d not sent: %s", route, body["step"], error)
 
 
 def _signed(url: str, data: bytes, headers: dict[str, str]) -> dict[str, str]:

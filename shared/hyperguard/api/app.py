@@ -24,7 +24,7 @@ from hyperguard.api.auth import Caller, resolve_caller
 from hyperguard.api.deps import ApiDependencies
 from hyperguard.api.errors import InvalidRequestError, register_error_handlers
 from hyperguard.api.rate_limits import CallerRateLimiter
-from hyperguard.api.routes import incidents, jobs, plan, policy, teams, views
+from hyperguard.api.routes import incidents, jobs, plan, policy, progress, teams, views
 
 TITLE = "HyperGuard API"
 VERSION = "1.0.0"
@@ -214,7 +214,7 @@ def create_app(deps: ApiDependencies) -> APIGatewayRestResolver:
         identity = app.current_event.request_context.identity
         return resolve_caller(identity.user_arn, deps.teams, deps.admin_principals)
 
-    for module in (jobs, teams, policy, views, incidents, plan):
+    for module in (jobs, progress, teams, policy, views, incidents, plan):
         app.include_router(module.routes(deps, caller))
     return app
 

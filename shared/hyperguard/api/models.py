@@ -43,6 +43,7 @@ from hyperguard.models.jobs import (
     MAX_LOG_RULES,
     MAX_REPLICAS,
     ElasticPolicy,
+    Heartbeat,
     JobRecovery,
     LogMonitoringRule,
     SlowFlag,
@@ -193,6 +194,15 @@ class JobSubmission(BaseModel):
         return self
 
 
+NodeStepSeconds = dict[
+    Annotated[str, StringConstraints(pattern=INSTANCE_ID)],
+    Annotated[
+        float, Field(ge=MIN_STEP_SECONDS, le=MAX_STEP_SECONDS, strict=True, allow_inf_nan=False)
+    ],
+]
+"""Each node's (instance id's) mean compute seconds per step, as a job reports them."""
+
+
 class CheckpointReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -201,16 +211,7 @@ class CheckpointReport(BaseModel):
     completed_at: AwareDatetime | None = Field(
         default=None, description="defaults to now; between 2000 and a day from now"
     )
-    node_step_seconds: (
-        dict[
-            Annotated[str, StringConstraints(pattern=INSTANCE_ID)],
-            Annotated[
-                float,
-                Field(ge=MIN_STEP_SECONDS, le=MAX_STEP_SECONDS, strict=True, allow_inf_nan=False),
-            ],
-        ]
-        | None
-    ) = Field(
+    node_step_seconds: NodeStepSeconds | None = Field(
         default=None,
         max_length=MAX_REPLICAS,
         description="each node's (instance id's) mean compute seconds per step since the "
@@ -220,11 +221,38 @@ class CheckpointReport(BaseModel):
     @field_validator("completed_at")
     @classmethod
     def _plausible(cls, value: datetime | None) -> datetime | None:
-        if value is not None and not (
-            datetime(2000, 1, 1, tzinfo=UTC) <= value <= datetime.now(UTC) + timedelta(days=1)
-        ):
-            raise ValueError("completed_at must be between 2000 and a day from now")
-        return value
+        return _plausible(value, "completed_at")
+
+
+class ProgressReport(BaseModel):
+    """A heartbeat of the training (D165): `POST /jobs/{jobId}/progress`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: StrictInt = Field(ge=0, le=MAX_STEP, description="HYPERGUARD_RUN of the sender")
+    step: StrictInt = Field(ge=0, le=MAX_STEP)
+    at: AwareDatetime | None = Field(
+        default=None, description="defaults to now; between 2000 and a day from now"
+    )
+    node_step_seconds: NodeStepSeconds | None = Field(
+        default=None,
+        max_length=MAX_REPLICAS,
+        description="each node's (instance id's) mean compute seconds per step since the "
+        "previous heartbeat, before collectives wait: names the node a slow job waits for",
+    )
+
+    @field_validator("at")
+    @classmethod
+    def _plausible(cls, value: datetime | None) -> datetime | None:
+        return _plausible(value, "at")
+
+
+def _plausible(value: datetime | None, name: str) -> datetime | None:
+    if value is not None and not (
+        datetime(2000, 1, 1, tzinfo=UTC) <= value <= datetime.now(UTC) + timedelta(days=1)
+    ):
+        raise ValueError(f"{name} must be between 2000 and a day from now")
+    return value
 
 
 class JobView(BaseModel):
@@ -265,6 +293,14 @@ class JobView(BaseModel):
         default=None,
         description="set while it runs far below its own recent step rate (slowJobRatio, D100)",
     )
+    pace_by: Literal["heartbeats", "checkpoints"] | None = Field(
+        default=None,
+        description="what its pace is judged from while it runs: the training's heartbeats "
+        "(POST /jobs/{jobId}/progress, D165) or its checkpoints' completion times",
+    )
+    heartbeat: Heartbeat | None = Field(
+        default=None, description="the current run's last heartbeat, if it sends them"
+    )
     history: list[JobHistoryEntry] | None = Field(
         default=None, description="admissions, placements, preemptions, restarts, checkpoints"
     )
@@ -283,8 +319,16 @@ class JobView(BaseModel):
             ended_at=record.ended_at,
             run_time_s=record.run_time_s,
             slow=record.slow if job.status is JobStatus.RUNNING else None,
+            pace_by=_pace_by(record),
+            heartbeat=record.heartbeats(),
             history=list(record.history) if with_history else None,
         )
+
+
+def _pace_by(record: JobRecord) -> Literal["heartbeats", "checkpoints"] | None:
+    if record.job.status is not JobStatus.RUNNING:
+        return None
+    return "heartbeats" if record.heartbeats() is not None else "checkpoints"
 
 
 class JobPage(BaseModel):

@@ -295,21 +295,34 @@ def _stalled(
 ) -> Stall | None:
     """The job's stall (None when it is not stalled): it writes checkpoints, found none new
     in this pass, and has completed none for `stalledJobMins` since its run started (or its
-    run reached Running) or its last new checkpoint (D94)."""
+    run reached Running) or its last new checkpoint (D94). A run that sends heartbeats is
+    held to `heartbeatStallMins` instead, counted from the later of its last step up and its
+    last new checkpoint: a heartbeat that stops while checkpoints go on is no stall (D165)."""
     job = record.job
-    if not policy.stalled_job_mins or not job.checkpoint_location or checkpointed:
+    beat = record.heartbeats()
+    limit = policy.heartbeat_stall_mins if beat is not None else policy.stalled_job_mins
+    if not limit or not job.checkpoint_location or checkpointed:
         return None
     # A run the training operator restarted (HyperPod auto-resume, log monitoring) is the same
     # run to the stall rule: its restarts are no progress (D155).
     reached = run.since if not run.restarts else None
-    since = max((t for t in (record.started_at, reached, record.progress_at) if t), default=None)
+    stepped = beat.advanced_at if beat is not None else None
+    since = max(
+        (t for t in (record.started_at, reached, record.progress_at, stepped) if t), default=None
+    )
     if since is None:
         return None
     idle_min = (now - since).total_seconds() / 60
-    if idle_min < policy.stalled_job_mins:
+    if idle_min < limit:
         return None
     last = job.last_checkpoint
-    return Stall(since, idle_min, policy.stalled_job_mins, last.step if last else None)
+    return Stall(
+        since,
+        idle_min,
+        limit,
+        last.step if last else None,
+        by="heartbeats" if beat is not None else "checkpoints",
+    )
 
 
 def _fences(snapshot: PassSnapshot) -> tuple[dict[str, PatchFence], frozenset[str]]:

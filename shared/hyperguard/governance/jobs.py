@@ -45,13 +45,15 @@ from typing import Any
 
 from hyperguard.cluster.pod_template import PodTemplateError, check_pod_template
 from hyperguard.cluster.workloads import accelerator_resource
-from hyperguard.governance.pace import next_pace, verdict
+from hyperguard.governance.pace import next_pace, verdict, with_point
 from hyperguard.models import Checkpoint, Job, JobStatus, utcnow
 from hyperguard.models.jobs import (
     HOLDING_STATUSES,
     TERMINAL_STATUSES,
     WAITING_STATUSES,
+    Heartbeat,
     OperatorRestarts,
+    PacePoint,
     ProgressTrouble,
     RefusedCheckpoint,
     SlowFlag,
@@ -667,7 +669,8 @@ class JobLifecycle:
         """The newest complete checkpoint; False when it is not newer than the last one.
         Any actor may report one: it changes no status. With the `record` the caller read,
         the job's pace gains the checkpoint and the slow flag follows it (D100): set, kept
-        or cleared, its changes in the history."""
+        or cleared, its changes in the history; unless the run sends heartbeats, which
+        then keep its pace (D165)."""
         entry = (
             self._entry(
                 JobEvent.CHECKPOINT,
@@ -678,7 +681,7 @@ class JobLifecycle:
             if history
             else None
         )
-        if record is None:
+        if record is None or record.heartbeats() is not None:
             return self.store.record_checkpoint(job_id, checkpoint, entry, seen_at=self.clock())
         pace = next_pace(record.pace, record.job.run, checkpoint)
         was = record.slow if record.pace and record.pace[-1].run == record.job.run else None
@@ -689,6 +692,47 @@ class JobLifecycle:
             return False
         self._note_pace(job_id, checkpoint.step, was, slow)
         return True
+
+    def record_heartbeat(
+        self,
+        record: JobRecord,
+        *,
+        run: int,
+        step: int,
+        at: datetime,
+        node_step_seconds: dict[str, float] | None,
+        slow_ratio: float,
+    ) -> Outcome:
+        """The training's heartbeat (D165): its step at `at`, which gives the job's pace from
+        the run's first heartbeat on (in place of its checkpoints'), and the slow flag with
+        it. Refused for a job that is not running, another run than the current one (a stale
+        writer), or one not after the last heartbeat."""
+        job = record.job
+        if job.status is not JobStatus.RUNNING:
+            return Outcome(False, f"job {job.job_id} is {job.status.value}, not Running")
+        if run != job.run:
+            return Outcome(False, f"run {run} is not the job's current run {job.run}")
+        was = record.heartbeats()
+        if was is not None and (at <= was.at or step < was.step):
+            return Outcome(
+                False, f"not after the last heartbeat (step {was.step} at {was.at.isoformat()})"
+            )
+        advanced = at if was is None or step > was.step else was.advanced_at
+        beat = Heartbeat(
+            run=run, step=step, at=at, advanced_at=advanced, node_step_seconds=node_step_seconds
+        )
+        # The run's first heartbeat starts its pace afresh: intervals between checkpoints
+        # include their writes, and the two must not be mixed.
+        pace = with_point(
+            record.pace if was is not None else [], PacePoint(run=run, step=step, at=at)
+        )
+        slow_was = record.slow if record.pace and record.pace[-1].run == run else None
+        # (the first has no interval to judge: a flag raised by checkpoints stands until then)
+        slow = verdict(pace, slow_ratio, node_step_seconds, slow_was) if was else slow_was
+        if not self.store.record_heartbeat(job.job_id, beat, pace, slow):
+            return Outcome(False, f"job {job.job_id} changed meanwhile: report again")
+        self._note_pace(job.job_id, step, slow_was, slow)
+        return APPLIED
 
     def record_timings(
         self, record: JobRecord, checkpoint: Checkpoint, *, slow_ratio: float

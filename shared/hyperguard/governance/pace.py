@@ -31,10 +31,14 @@ LAG_RATIO = 1.25
 def next_pace(pace: Sequence[PacePoint], run: int, checkpoint: Checkpoint) -> list[PacePoint]:
     """The pace with `checkpoint` of `run` added: the current run's points only, newest last,
     at most PACE_POINTS; one not after the newest point (an older report) changes nothing."""
-    kept = [p for p in pace if p.run == run]
-    if kept and (checkpoint.step <= kept[-1].step or checkpoint.completed_at <= kept[-1].at):
+    return with_point(pace, PacePoint(run=run, step=checkpoint.step, at=checkpoint.completed_at))
+
+
+def with_point(pace: Sequence[PacePoint], point: PacePoint) -> list[PacePoint]:
+    """`next_pace` for any point of progress: a checkpoint's, or a heartbeat's (D165)."""
+    kept = [p for p in pace if p.run == point.run]
+    if kept and (point.step <= kept[-1].step or point.at <= kept[-1].at):
         return kept[-PACE_POINTS:]
-    point = PacePoint(run=run, step=checkpoint.step, at=checkpoint.completed_at)
     return [*kept, point][-PACE_POINTS:]
 
 

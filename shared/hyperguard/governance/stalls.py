@@ -64,10 +64,17 @@ class Stall:
     limit_min: float
     step: int | None
     """The latest complete checkpoint's step: where the job resumes (None: from the start)."""
+    by: str = "checkpoints"
+    """What showed no progress: checkpoints, or the training's heartbeats (D165)."""
 
     @property
     def reason(self) -> str:
         where = f"step {self.step}" if self.step is not None else "none yet"
+        if self.by == "heartbeats":
+            return (
+                f"stalled: its heartbeats show no new step for {self.idle_min:.0f} min (limit "
+                f"{self.limit_min:g}; latest checkpoint {where})"
+            )
         return (
             f"stalled: no new checkpoint for {self.idle_min:.0f} min (limit "
             f"{self.limit_min:g}; latest {where})"

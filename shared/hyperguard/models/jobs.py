@@ -232,6 +232,17 @@ class OperatorRestarts(BaseModel):
     count: int = Field(ge=0)
 
 
+class Heartbeat(BaseModel):
+    """The training's own progress report between checkpoints (POST /jobs/{jobId}/progress:
+    D165): its run, its step at `at`, and when the step last went up."""
+
+    run: int = Field(ge=0)
+    step: int = Field(ge=0)
+    at: datetime
+    advanced_at: datetime
+    node_step_seconds: dict[str, float] | None = None
+
+
 class RefusedCheckpoint(BaseModel):
     """The newest checkpoint of the job that HyperGuard would not resume from: its contract
     v2 marker names another job, a run HyperGuard fenced off, or shards that are not there

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from hyperguard.models.jobs import (
     WAITING_STATUSES,
+    Heartbeat,
     Job,
     JobStatus,
     OperatorRestarts,
@@ -124,6 +125,14 @@ class JobRecord(BaseModel):
     it (D155)."""
     checkpoint_refused: RefusedCheckpoint | None = None
     """The newest checkpoint refused by contract v2, as last noted (D164)."""
+    heartbeat: Heartbeat | None = None
+    """The training's last progress report (D165): while it is of the current run, the job's
+    pace and the stall rule go by it, not by its checkpoints."""
+
+    def heartbeats(self) -> Heartbeat | None:
+        """The last heartbeat, if it is of the job's current run."""
+        beat = self.heartbeat
+        return beat if beat is not None and beat.run == self.job.run else None
 
     def waiting_since(self) -> datetime | None:
         """When the job last began waiting for admission (submitted, preempted, requeued);

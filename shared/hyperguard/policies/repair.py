@@ -181,6 +181,15 @@ class NodeRepairConfig(CamelModel):
         "is stalled: requeued to resume from its latest complete checkpoint; 0: never. "
         "Set it above the longest checkpoint interval of any job (D94)",
     )
+    heartbeat_stall_mins: StrictFloat = Field(
+        default=10,
+        ge=0,
+        le=WEEK_MINS,
+        description="a running job that writes checkpoints and sends progress heartbeats "
+        "(POST /jobs/{jobId}/progress) whose step has not gone up for this long, counted from "
+        "its run's start or its last step up, is stalled (in place of stalledJobMins, for the "
+        "runs that send heartbeats: D165); 0: never",
+    )
     slow_job_ratio: StrictFloat = Field(
         default=0.5,
         ge=0,

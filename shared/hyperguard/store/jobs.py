@@ -41,6 +41,7 @@ from hyperguard.aws import dynamodb_table
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
+    Heartbeat,
     OperatorRestarts,
     PacePoint,
     ProgressTrouble,
@@ -625,6 +626,34 @@ class JobStore(TableStore):
             ConditionExpression="attribute_exists(job_id) AND "
             "(attribute_not_exists(last_checkpoint) OR last_checkpoint.step < :s)",
             ExpressionAttributeNames={"#rev": REV},
+            ExpressionAttributeValues=values,
+        )
+
+    def record_heartbeat(
+        self, job_id: str, beat: Heartbeat, pace: list[PacePoint], slow: SlowFlag | None
+    ) -> bool:
+        """The training's heartbeat, with the pace and slow flag it gives, while the job runs
+        the heartbeat's run and has no later heartbeat of it (D165); False otherwise."""
+        values: dict[str, Any] = {
+            ":h": to_item(beat),
+            ":p": [to_item(p) for p in pace],
+            ":running": JobStatus.RUNNING.value,
+            ":run": beat.run,
+            ":at": beat.at.isoformat(),
+            ":one": 1,
+        }
+        expression = "SET heartbeat = :h, pace = :p"
+        if slow is not None:
+            expression += ", slow = :f"
+            values[":f"] = to_item(slow)
+        else:
+            expression += " REMOVE slow"
+        return self._update_if(
+            Key={"job_id": job_id},
+            UpdateExpression=f"{expression} {BUMP}",
+            ConditionExpression="#status = :running AND #run = :run AND "
+            "(attribute_not_exists(heartbeat) OR heartbeat.#run < :run OR heartbeat.#at < :at)",
+            ExpressionAttributeNames={"#rev": REV, "#status": "status", "#run": "run", "#at": "at"},
             ExpressionAttributeValues=values,
         )
 

@@ -30,7 +30,13 @@ from hyperguard.governance.stalls import (
     stall_incident_id,
 )
 from hyperguard.models import Checkpoint, IncidentStatus, Repair
-from hyperguard.models.jobs import AppliedStrategy, JobRecovery, ProgressTrouble, RecoveryStrategy
+from hyperguard.models.jobs import (
+    AppliedStrategy,
+    Heartbeat,
+    JobRecovery,
+    ProgressTrouble,
+    RecoveryStrategy,
+)
 from hyperguard.models.records import JobRecord
 from hyperguard.policies.repair import NodeRepairConfig
 
@@ -191,3 +197,49 @@ def test_a_run_the_operator_keeps_restarting_without_progress_is_a_stall() -> No
     assert verdict.verdict is Verdict.STALLED and verdict.incident is not None
     assert verdict.incident.kind == "job_stalled"
     assert reconciled.restarts == ()  # the stall decides: the job leaves this run
+
+
+def beating(record: JobRecord, *, stepped_min: float) -> JobRecord:
+    """`record` sending heartbeats of its current run, its step last up `stepped_min` ago."""
+    beat = Heartbeat(
+        run=record.job.run,
+        step=41,
+        at=NOW - timedelta(minutes=1),
+        advanced_at=NOW - timedelta(minutes=stepped_min),
+    )
+    return record.model_copy(update={"heartbeat": beat})
+
+
+HEARTBEATS = NodeRepairConfig.model_validate({"stalledJobMins": 90, "heartbeatStallMins": 10})
+
+
+def test_a_run_that_sends_heartbeats_is_stalled_by_them_in_minutes() -> None:
+    """Its step stopped 11 minutes ago and its last checkpoint is 31 minutes old: stalled by
+    the heartbeat limit (10), long before the checkpoint limit (90)."""
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    record = beating(hung(idle_min=31), stepped_min=11)
+    reconciled, *_ = plan(snapshot([record], nodes, [quota("nlp", 16)], repair=HEARTBEATS))
+    (verdict,) = reconciled.verdicts
+    assert verdict.verdict is Verdict.STALLED
+    assert verdict.reason == (
+        "requeued to resume from its checkpoint: stalled: its heartbeats show no new step for "
+        "11 min (limit 10; latest checkpoint step 40)"
+    )
+    assert verdict.incident is not None and verdict.incident.facts["limit_min"] == 10
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        beating(hung(idle_min=31), stepped_min=9),  # its step went up 9 minutes ago
+        beating(hung(idle_min=5), stepped_min=60),  # heartbeats stuck, checkpoints still come
+        hung(idle_min=31).model_copy(  # an earlier run's heartbeat: the checkpoint rule (90)
+            update={"heartbeat": beating(hung(), stepped_min=60).heartbeat, "job": hung(run=1).job}
+        ),
+    ],
+    ids=["stepping", "checkpointing", "another-runs-heartbeat"],
+)
+def test_heartbeats_that_show_progress_are_no_stall(record: JobRecord) -> None:
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    reconciled, *_ = plan(snapshot([record], nodes, [quota("nlp", 16)], repair=HEARTBEATS))
+    assert reconciled.verdicts == ()

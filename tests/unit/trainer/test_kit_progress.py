@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hyperguard.api.models import CheckpointReport
+from hyperguard.api.models import CheckpointReport, ProgressReport
 from hyperguard_trainer import Context, ContextError, GracefulStop, Progress, Reporter
 from hyperguard_trainer.context import instance_id
 
@@ -104,6 +104,11 @@ def test_a_report_is_what_the_api_accepts_and_is_signed(
     assert "/eu-west-1/execute-api/aws4_request" in headers["Authorization"]
     report = CheckpointReport.model_validate(body)  # the API's own model takes it
     assert (report.step, report.node_step_seconds) == (300, {"i-0aaaaaaaaaaaaaaa1": 1.25})
+    Reporter(Context(job_id="llama-7", run=2, api_url=url)).heartbeat(310, None)
+    path, _, body = received[1]
+    assert path == "/jobs/llama-7/progress"
+    beat = ProgressReport.model_validate(body)
+    assert (beat.run, beat.step, beat.node_step_seconds) == (2, 310, None)
     assert reporter.sent == 1
 
 

@@ -12,7 +12,10 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel, Field
 
 from hyperguard.api.auth import Caller
+from hyperguard.api.deps import ApiDependencies
+from hyperguard.api.errors import NotFoundError
 from hyperguard.models.governance import TEAM_NAME_PATTERN
+from hyperguard.models.records import JobRecord
 
 JSON = content_types.APPLICATION_JSON
 CallerOf = Callable[[], Caller]
@@ -22,6 +25,14 @@ TeamName = Annotated[str, Path(pattern=TEAM_NAME_PATTERN, min_length=1, max_leng
 JobId = Annotated[str, Path(min_length=1, max_length=128)]
 Limit = Annotated[int, Query(ge=1, le=100)]
 NextToken = Annotated[str | None, Query(max_length=2048)]
+
+
+def visible_job(deps: ApiDependencies, job_id: str, who: Caller) -> JobRecord:
+    """The job, if the caller may see it; otherwise the same 404 as a missing job."""
+    record = deps.jobs.record(job_id)
+    if record is None or not who.may_see_team(record.job.team):
+        raise NotFoundError(f"no job {job_id}", "jobId")
+    return record
 
 
 def ok(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response[Any]:

@@ -17,7 +17,6 @@ from hyperguard.api.errors import ConflictError, InvalidRequestError, NotFoundEr
 from hyperguard.api.models import (
     ACCELERATOR_INSTANCE,
     IDEMPOTENCY_KEY,
-    CheckpointReport,
     DryRunObjectView,
     JobDryRun,
     JobLog,
@@ -33,10 +32,11 @@ from hyperguard.api.routes.common import (
     new_router,
     ok,
     responses,
+    visible_job,
 )
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError, ml_name
 from hyperguard.governance.jobs import JobRejectedError, SubmissionRules, check_submission
-from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.models import Job, JobStatus
 from hyperguard.models.governance import TEAM_NAME_PATTERN
 from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import allows_burst, allows_hyperpod
@@ -148,11 +148,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
     def visible(job_id: str, who: Caller) -> JobRecord:
-        """The job, if the caller may see it; otherwise the same 404 as a missing job."""
-        record = deps.jobs.record(job_id)
-        if record is None or not who.may_see_team(record.job.team):
-            raise NotFoundError(f"no job {job_id}", "jobId")
-        return record
+        return visible_job(deps, job_id, who)
 
     @router.post(
         "/jobs",
@@ -302,42 +298,5 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
                 "replica",
             )
         return ok(JobLog(job_id=jobId, **found.model_dump()))
-
-    @router.post(
-        "/jobs/<jobId>/checkpoints",
-        summary="Report a checkpoint",
-        tags=["jobs"],
-        responses=responses(201, JobView, 400, 404, 409, 413),
-    )
-    def report_checkpoint(
-        jobId: JobId,
-        report: Annotated[CheckpointReport, Body()],
-    ) -> Response[JobView]:
-        who = caller()
-        record = visible(jobId, who)
-        now = deps.clock()
-        checkpoint = Checkpoint(
-            step=report.step,
-            uri=report.uri,
-            completed_at=report.completed_at or now,
-            node_step_seconds=report.node_step_seconds,
-        )
-        ratio = deps.policies.get().slow_job_ratio
-        last = record.job.last_checkpoint
-        if last is not None and last.step == report.step and last.uri == report.uri:
-            # The scheduler found its marker in S3 first: the report is a repeat, and its
-            # per-node timings are news.
-            deps.lifecycle.record_timings(record, checkpoint, slow_ratio=ratio)
-            return ok(JobView.of(visible(jobId, who), with_history=True), 201)
-        if not deps.lifecycle.record_checkpoint(
-            jobId, checkpoint, history=True, record=record, slow_ratio=ratio
-        ):
-            last = record.job.last_checkpoint
-            raise ConflictError(
-                f"step {report.step} is not newer than the last checkpoint "
-                f"(step {last.step if last else '?'})",
-                "step",
-            )
-        return ok(JobView.of(visible(jobId, who), with_history=True), 201)
 
     return router
