@@ -192,6 +192,7 @@ def test_a_slowed_rank_is_named_as_the_lagging_node(s3_endpoint: str) -> None:
     beats = [ProgressReport.model_validate(b) for r, b in _Api.reports if r == "progress"]
     assert [c.step for c in checkpoints] == [4, 8, 12]
     assert [(b.run, b.step) for b in beats] == [(0, 3), (0, 6), (0, 9), (0, 12)]
-    for report in [*checkpoints, *beats]:  # as the API takes them
-        lag = lagging_node(report.node_step_seconds)
-        assert lag is not None and lag[0] == nodes[1], report.node_step_seconds
+    timings = [c.node_step_seconds for c in checkpoints] + [b.node_step_seconds for b in beats]
+    for reported in timings:  # as the API takes them
+        lag = lagging_node(reported)
+        assert lag is not None and lag[0] == nodes[1], reported
