@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib.util import find_spec
@@ -196,3 +198,28 @@ def test_a_slowed_rank_is_named_as_the_lagging_node(s3_endpoint: str) -> None:
     for reported in timings:  # as the API takes them
         lag = lagging_node(reported)
         assert lag is not None and lag[0] == nodes[1], reported
+
+
+def test_sigterm_finishes_the_step_saves_and_exits_within_the_grace_period(
+    s3_endpoint: str, tmp_path: Path
+) -> None:
+    """A drain or a preemption: SIGTERM mid-run. The trainer finishes its step, checkpoints
+    it, and exits 0 well inside the grace period HyperGuard tells it; the run after it
+    resumes from exactly that step."""
+    location = f"s3://{BUCKET}/drained/"
+    env = _env(s3_endpoint, HYPERGUARD_CHECKPOINT_URI=location, HYPERGUARD_GRACE_S="30")
+    process = _train(env, "--steps", "100000", "--checkpoint-every", "1000000")
+    assert process.stdout is not None
+    assert json.loads(process.stdout.readline())["resumed_at"] == 0  # it trains from here on
+    process.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    code, out = _finish(process)
+    assert code == 0, out
+    assert time.monotonic() - started < 30
+    (saved,) = [json.loads(line)["step"] for line in out.splitlines() if '"snapshot_s"' in line]
+    lookup = CheckpointStore(_s3(s3_endpoint)).lookup(location, fence=Fence("gpt-1", 0, None))
+    assert lookup.checkpoint is not None and lookup.checkpoint.step == saved
+    resumed = env | {"HYPERGUARD_RUN": "1", "HYPERGUARD_RESUME_STEP": str(saved)}
+    code, out = _finish(_train(resumed, "--steps", str(saved + 1)))
+    assert code == 0, out
+    assert json.loads(out.splitlines()[0])["resumed_at"] == saved

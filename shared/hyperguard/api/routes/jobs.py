@@ -147,9 +147,6 @@ def checked(
 def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     router = new_router()
 
-    def visible(job_id: str, who: Caller) -> JobRecord:
-        return visible_job(deps, job_id, who)
-
     @router.post(
         "/jobs",
         summary="Submit a job",
@@ -256,7 +253,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         responses=responses(200, JobView, 404),
     )
     def get_job(jobId: JobId) -> Response[JobView]:
-        return ok(JobView.of(visible(jobId, caller()), with_history=True))
+        return ok(JobView.of(visible_job(deps, jobId, caller()), with_history=True))
 
     @router.delete(
         "/jobs/<jobId>",
@@ -266,7 +263,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
     )
     def cancel_job(jobId: JobId) -> Response[JobView]:
         who = caller()
-        visible(jobId, who)
+        visible_job(deps, jobId, who)
         outcome, record = deps.lifecycle.cancel(jobId, principal=who.principal)
         if not outcome or record is None:
             raise ConflictError(outcome.why, "jobId")
@@ -287,7 +284,7 @@ def routes(deps: ApiDependencies, caller: CallerOf) -> Router:
         replica: Annotated[int, Query(ge=0, le=MAX_REPLICA_INDEX)] = 0,
         tail: Annotated[int, Query(ge=1, le=MAX_TAIL_LINES)] = 100,
     ) -> Response[JobLog]:
-        record = visible(jobId, caller())
+        record = visible_job(deps, jobId, caller())
         found = deps.cluster.replica_log(
             record.job, replica, tail_lines=tail, limit_bytes=LOG_LIMIT_BYTES
         )
