@@ -24,6 +24,8 @@ from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard.store.checkpoints import split_s3_uri
 from hyperguard.store.policy import RepairPolicyStore
+from hyperguard_trainer import Checkpointer, Context
+from hyperguard_trainer.storage import S3Target
 from hyperguard_twin.plane.kube import wait_for
 
 ELASTIC = {
@@ -296,3 +298,24 @@ def test_a_job_whose_checkpoints_s3_refuses_still_has_its_node_repaired(
     closed = recovery.incidents.get(r["incident_id"])
     assert closed is not None and closed.status is IncidentStatus.RESOLVED
     assert api.jobs.record(job_id).job.status is JobStatus.RUNNING  # type: ignore[union-attr]
+
+
+def test_recovery_does_not_resume_from_a_checkpoint_contract_v2_refuses(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A writer that claims a run HyperGuard never started completes a checkpoint far ahead
+    of the job's: recovery passes it over for the job's own newest, and says why in the
+    job's history, once (D164)."""
+    apis = make_cluster(hyperpod_nodes=2)
+    location = f"s3://{BUCKET}/fenced-recovery/"
+    api, _, recovery, job_id = start(stack, apis, team_gpus=16, location=location)
+    foreign = Context(job_id=job_id, run=7)
+    Checkpointer(S3Target(location), context=foreign).save(9_000, {"w": [1]})
+    faulty = apis.cluster.job_instances(job_id)[0]
+    r = recovery.drained(faulty, "persistent")
+    step = recovery.plan(r).checkpoint_step
+    assert step is not None and 0 < step < 9_000  # the job's own newest, written by its run
+    history = api.call("GET", f"/jobs/{job_id}").body["history"]
+    (refusal,) = [h for h in history if h["event"] == "checkpoint_refused"]
+    assert refusal["details"] == {"step": 9_000}
+    assert "written by run 7, which HyperGuard has not started" in refusal["reason"]
