@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import REGION
 from tests.integration.cluster_harness import BUCKET
 from tests.integration.scheduler_harness import MakeSolo
+from tests.unit.trainer.ranks import ranks_save
 
 from hyperguard.models import JobStatus
 from hyperguard.store.checkpoints import (
@@ -19,6 +20,8 @@ from hyperguard.store.checkpoints import (
     checkpoint_folder,
     split_s3_uri,
 )
+from hyperguard_trainer import Context
+from hyperguard_trainer.storage import S3Target
 from hyperguard_twin.effects import write_checkpoint
 
 LOCATION = "s3://ckpts/team-a/llama/"
@@ -88,32 +91,12 @@ def _kit_saves(
     location: str = LOCATION,
 ) -> None:
     """`world_size` ranks of the kit save `step` under `location` (one thread a rank)."""
-    import threading
-
-    from hyperguard_trainer import Checkpointer, Context
-    from hyperguard_trainer.storage import S3Target
-
-    barrier = threading.Barrier(world_size)
-    gathered: list[object] = [None] * world_size
-
-    def rank(r: int) -> None:
-        def collective(item: object) -> list[object]:
-            gathered[r] = item
-            barrier.wait(10)
-            result = list(gathered)
-            barrier.wait(10)
-            return result
-
-        context = Context(job_id=job_id, run=run, rank=r, world_size=world_size)
-        s3 = boto3.client("s3", region_name=REGION)
-        target = S3Target(location, s3)
-        Checkpointer(target, context=context, collective=collective).save(step, {"w": [step]})
-
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world_size)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(20)
+    ranks_save(
+        lambda: S3Target(location, boto3.client("s3", region_name=REGION)),
+        Context(job_id=job_id, run=run, world_size=world_size),
+        step,
+        lambda: {"w": [step]},
+    )
 
 
 def _fence(run: int) -> Fence:

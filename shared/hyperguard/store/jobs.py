@@ -610,15 +610,7 @@ class JobStore(TableStore):
         if seen_at is not None:
             sets += ", progress_at = :t"
             values[":t"] = seen_at.isoformat()
-        expression = sets
-        if pace is not None:
-            expression += ", pace = :p"
-            values[":p"] = [to_item(p) for p in pace]
-            if slow is not None:
-                expression += ", slow = :f"
-                values[":f"] = to_item(slow)
-            else:
-                expression += " REMOVE slow"
+        expression = sets if pace is None else sets + _paced(pace, slow, values)
         return self._update_noting(
             entry,
             Key={"job_id": job_id},
@@ -636,18 +628,12 @@ class JobStore(TableStore):
         the heartbeat's run and has no later heartbeat of it (D165); False otherwise."""
         values: dict[str, Any] = {
             ":h": to_item(beat),
-            ":p": [to_item(p) for p in pace],
             ":running": JobStatus.RUNNING.value,
             ":run": beat.run,
             ":at": beat.at.isoformat(),
             ":one": 1,
         }
-        expression = "SET heartbeat = :h, pace = :p"
-        if slow is not None:
-            expression += ", slow = :f"
-            values[":f"] = to_item(slow)
-        else:
-            expression += " REMOVE slow"
+        expression = "SET heartbeat = :h" + _paced(pace, slow, values)
         return self._update_if(
             Key={"job_id": job_id},
             UpdateExpression=f"{expression} {BUMP}",
@@ -834,3 +820,13 @@ class JobStore(TableStore):
         else:
             token = None
         return [record_from_item(i) for i in items], token
+
+
+def _paced(pace: list[PacePoint], slow: SlowFlag | None, values: dict[str, Any]) -> str:
+    """The part of a SET expression that writes the job's pace and its slow flag (removed
+    when None), its values added to `values`."""
+    values[":p"] = [to_item(p) for p in pace]
+    if slow is None:
+        return ", pace = :p REMOVE slow"
+    values[":f"] = to_item(slow)
+    return ", pace = :p, slow = :f"

@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from tests.unit.trainer.ranks import ranks_save
 
 from hyperguard_trainer import Checkpointer, CheckpointError, Context, Fenced, Marker
 from hyperguard_trainer.marker import MARKER
@@ -184,31 +185,7 @@ def test_a_failed_background_write_is_raised_by_the_next_save(tmp_path: Path) ->
 
 def test_ranks_write_their_own_shards_and_rank_0_lists_them_all(tmp_path: Path) -> None:
     world = 3
-    barrier = threading.Barrier(world)
-    gathered: list[Any] = [None] * world
-
-    def collective_for(rank: int) -> Any:
-        def gather(item: Any) -> list[Any]:
-            gathered[rank] = item
-            barrier.wait(10)
-            result = list(gathered)
-            barrier.wait(10)
-            return result
-
-        return gather
-
-    def rank_saves(rank: int) -> None:
-        Checkpointer(
-            str(tmp_path),
-            context=context(rank=rank, world_size=world),
-            collective=collective_for(rank),
-        ).save(100, {"model": Counter()})
-
-    threads = [threading.Thread(target=rank_saves, args=(r,)) for r in range(world)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(20)
+    ranks_save(lambda: str(tmp_path), context(world_size=world), 100, lambda: {"model": Counter()})
     body = marker_of(tmp_path, 100)
     assert [s["name"] for s in body["shards"]] == [f"rank-{r:05d}.pt" for r in range(world)]
     assert body["world_size"] == world
