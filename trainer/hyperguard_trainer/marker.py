@@ -67,8 +67,8 @@ class Marker:
             raise MarkerError(f"the marker is over {MAX_MARKER_BYTES} bytes")
         try:
             body = json.loads(data)
-        except ValueError as error:
-            raise MarkerError(f"the marker is not JSON: {error}") from None
+        except (ValueError, RecursionError) as error:  # nesting deeper than the stack
+            raise MarkerError(f"the marker is not JSON: {error}"[:300]) from None
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise MarkerError(f"the marker's format is not {FORMAT}")
         try:

@@ -203,7 +203,7 @@ def _v2(body: bytes) -> dict[str, Any] | str | None:
         return f"its marker is over {MAX_MARKER_BYTES} bytes"
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
         return "its marker names contract v2 but is not JSON"
     if not isinstance(parsed, dict) or parsed.get("format") != FORMAT_V2:
         return None
