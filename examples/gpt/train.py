@@ -125,6 +125,12 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--slow-rank", type=int, default=-1)
     parser.add_argument(
+        "--sharded",
+        action="store_true",
+        help="save the model and optimizer through torch.distributed.checkpoint (resumable "
+        "by another number of ranks)",
+    )
+    parser.add_argument(
         "--heartbeat-every", type=int, default=10, help="steps between heartbeats to HyperGuard"
     )
     parser.add_argument(
@@ -186,6 +192,11 @@ def train_step(
     return float(loss.item())
 
 
+def weights(model: nn.Module) -> float:
+    """A fingerprint of the weights: their sum, in double precision."""
+    return float(sum(p.detach().double().sum() for p in model.parameters()))
+
+
 def main() -> int:
     args = parse()
     context = kit.Context.from_env()  # kit: job, run, attempt, rank, resume point
@@ -220,14 +231,24 @@ def main() -> int:
     if args.die_in_checkpoint >= 0:
         target = Dying(target, args.die_in_checkpoint)
     checkpointer = kit.Checkpointer(  # kit: contract v2 checkpoints
-        target, context=context, background=args.background, on_complete=completed
+        target,
+        context=context,
+        background=args.background,
+        on_complete=completed,
+        sharded=args.sharded,
     )
     stop = kit.GracefulStop(context)  # kit: SIGTERM finishes the step, saves, exits
     started = time.perf_counter()
     step = checkpointer.resume(state, map_location=device)  # kit: 0 on a first run
     if context.rank == 0:
         print(
-            json.dumps({"resumed_at": step, "resume_s": round(time.perf_counter() - started, 3)}),
+            json.dumps(
+                {
+                    "resumed_at": step,
+                    "resume_s": round(time.perf_counter() - started, 3),
+                    "weights": weights(model),
+                }
+            ),
             flush=True,
         )
     losses = args.losses if context.rank == 0 else None
@@ -258,6 +279,8 @@ def main() -> int:
         if stopping:
             break
     checkpointer.close()  # kit: the last save is written before the process exits
+    if context.rank == 0:
+        print(json.dumps({"final_step": step, "weights": weights(model)}), flush=True)
     if context.world_size > 1:
         dist.destroy_process_group()
     return 0

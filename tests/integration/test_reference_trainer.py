@@ -102,6 +102,14 @@ def _finish(process: subprocess.Popen[str]) -> tuple[int, str]:
     return process.returncode, out
 
 
+def _said(out: str, key: str) -> dict[str, Any]:
+    """The trainer's JSON line with `key` (its output has warnings beside them)."""
+    found = [line for line in out.splitlines() if line.startswith("{") and f'"{key}"' in line]
+    assert found, out
+    said: dict[str, Any] = json.loads(found[-1])
+    return said
+
+
 def _losses(path: Path, run: int) -> dict[int, float]:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return {row["step"]: row["loss"] for row in rows if row["run"] == run}
@@ -134,7 +142,7 @@ def test_a_run_killed_mid_checkpoint_resumes_from_hyperguards_pick_and_trains_id
     }
     code, out = _finish(_train(resumed_env, "--losses", str(tmp_path / "b")))
     assert code == 0, out
-    assert json.loads(out.splitlines()[0])["resumed_at"] == 4
+    assert _said(out, "resumed_at")["resumed_at"] == 4
     resumed = _losses(tmp_path / "b", 1)
     assert sorted(resumed) == list(range(5, 13))
     assert resumed == {step: expected[step] for step in range(5, 13)}  # bit for bit on a CPU
@@ -222,4 +230,52 @@ def test_sigterm_finishes_the_step_saves_and_exits_within_the_grace_period(
     resumed = env | {"HYPERGUARD_RUN": "1", "HYPERGUARD_RESUME_STEP": str(saved)}
     code, out = _finish(_train(resumed, "--steps", str(saved + 1)))
     assert code == 0, out
-    assert json.loads(out.splitlines()[0])["resumed_at"] == saved
+    assert _said(out, "resumed_at")["resumed_at"] == saved
+
+
+@pytest.mark.parametrize("where", ["s3", "fsx"])
+def test_a_sharded_checkpoint_of_two_ranks_is_resumed_by_one(
+    s3_endpoint: str, tmp_path: Path, where: str
+) -> None:
+    """torch.distributed.checkpoint through the kit (`sharded=True`): two ranks save their
+    parts, the marker lists every part and shard, and a run of one rank (an elastic shrink)
+    resumes the same weights from them; in S3 (parts staged locally and uploaded) and on a
+    shared file system such as FSx for Lustre (written in place)."""
+    location = f"s3://{BUCKET}/sharded/" if where == "s3" else str(tmp_path / "fsx")
+    rendezvous = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+    ranks = [
+        _train(
+            _env(s3_endpoint, HYPERGUARD_CHECKPOINT_URI=location, RANK=str(r), **rendezvous),
+            "--steps",
+            "8",
+            "--sharded",
+        )
+        for r in range(2)
+    ]
+    outs = [_finish(process) for process in ranks]
+    assert [code for code, _ in outs] == [0, 0], outs
+    final = _said(outs[0][1], "final_step")
+    assert final["final_step"] == 8
+    if where == "s3":
+        key = "sharded/step-00000008/_COMPLETE"
+        body = _s3(s3_endpoint).get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    else:
+        body = (tmp_path / "fsx" / "step-00000008" / "_COMPLETE").read_bytes()
+    marker = json.loads(body)
+    assert [s["name"] for s in marker["shards"]] == [
+        "dcp/.metadata",
+        "dcp/__0_0.distcp",
+        "dcp/__1_0.distcp",
+        "rank-00000.pt",
+        "rank-00001.pt",
+    ]
+    one = _env(
+        s3_endpoint,
+        HYPERGUARD_CHECKPOINT_URI=location,
+        HYPERGUARD_RUN="1",
+        HYPERGUARD_RESUME_STEP="8",
+    )
+    code, out = _finish(_train(one, "--steps", "8", "--sharded"))
+    assert code == 0, out
+    resumed = _said(out, "resumed_at")
+    assert resumed["resumed_at"] == 8 and resumed["weights"] == final["weights"]

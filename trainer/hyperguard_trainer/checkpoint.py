@@ -19,16 +19,20 @@ import hashlib
 import logging
 import queue
 import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from hyperguard_trainer import sharded
 from hyperguard_trainer import state as states
 from hyperguard_trainer.context import Context
 from hyperguard_trainer.marker import MARKER, Marker, MarkerError, Shard, folder
-from hyperguard_trainer.storage import Target, target_for
+from hyperguard_trainer.storage import LocalTarget, Target, target_for
 
 logger = logging.getLogger("hyperguard_trainer")
 _STEP = re.compile(r"step-(\d{8})/")
@@ -58,7 +62,8 @@ class SaveTimes:
 @dataclass
 class _Pending:
     step: int
-    data: bytes
+    uploads: list[tuple[str, bytes | Path]]
+    """This rank's objects to write: (name in the folder, the bytes or a local file)."""
     shards: list[Shard]
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -78,13 +83,19 @@ class Checkpointer:
         collective: Callable[[Any], list[Any]] | None = None,
         on_complete: Callable[[int, str], None] | None = None,
         shard_wait_s: float = SHARD_WAIT_S,
+        sharded: bool = False,
     ) -> None:
+        """`sharded`: the objects with a state dict (a model, an optimizer) are saved and
+        loaded through torch.distributed.checkpoint, each rank writing its part, so that a
+        sharded (FSDP) model is saved without gathering it and resumed by another number of
+        ranks; the rest (random generators, plain values) stays in each rank's shard."""
         self.context = context or Context.from_env()
         self.target = target_for(location) if isinstance(location, str) else location
         self.background = background
         self.collective = collective or _default_collective
         self.on_complete = on_complete
         self.shard_wait_s = shard_wait_s
+        self.sharded = sharded
         self.times = SaveTimes()
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=1)
         self._last: _Pending | None = None
@@ -107,14 +118,23 @@ class Checkpointer:
         """Checkpoint `state` at `step` on every rank (a collective: every rank calls it)."""
         start = time.perf_counter()
         self._raise_failed()
-        data = states.dumps(states.capture(state, step))
-        mine = Shard(self.shard_name, len(data), hashlib.sha256(data).hexdigest())
-        snapshot_s = time.perf_counter() - start
+        objects = {n: o for n, o in state.items() if self.sharded and hasattr(o, "state_dict")}
+        plain = {n: o for n, o in state.items() if n not in objects}
+        data = states.dumps(states.capture(plain, step))
+        uploads: list[tuple[str, bytes | Path]] = [(self.shard_name, data)]
+        mine = [Shard(self.shard_name, len(data), hashlib.sha256(data).hexdigest())]
         if self.context.rank == 0:
             self.fence()  # a stale writer must not empty a later run's folder either
             self._empty(step)
-        shards = sorted(self.collective(mine), key=lambda s: s.name)  # after rank 0 emptied
-        pending = _Pending(step, data, shards)
+        if objects:
+            self.collective(None)  # no rank writes before rank 0 emptied the folder
+            files = sharded.save(objects, self._staging(step), self.context.rank)
+            uploads += [(name, path) for name, path, _ in files]
+            mine += [shard for _, _, shard in files]
+        snapshot_s = time.perf_counter() - start
+        gathered = self.collective(mine)  # after rank 0 emptied
+        shards = sorted((s for part in gathered for s in part), key=lambda s: s.name)
+        pending = _Pending(step, uploads, shards)
         waited = time.perf_counter()
         if self.background:
             self._start_worker()
@@ -150,14 +170,23 @@ class Checkpointer:
     def _write(self, pending: _Pending) -> None:
         start = time.perf_counter()
         try:
-            key = folder(pending.step) + self.shard_name
-            self.target.put(key, pending.data)
+            for name, data in pending.uploads:
+                key = folder(pending.step) + name
+                if isinstance(data, Path):
+                    if not isinstance(self.target, LocalTarget):  # written in place otherwise
+                        self.target.put(key, data.read_bytes())
+                else:
+                    self.target.put(key, data)
+            if not isinstance(self.target, LocalTarget):
+                scratch = {d.parent.parent for _, d in pending.uploads if isinstance(d, Path)}
+                for staged in scratch:  # uploaded: the scratch copy goes
+                    shutil.rmtree(staged, ignore_errors=True)
             if self.context.rank == 0:
                 self._complete(pending)
         except BaseException as error:  # kept for the loop's next save or wait
             pending.error = error
         finally:
-            pending.data = b""
+            pending.uploads = []
             self.times.write_s = time.perf_counter() - start
             pending.done.set()
 
@@ -174,6 +203,15 @@ class Checkpointer:
         self.target.put(where + MARKER, _marker(self, pending).dumps())
         if self.on_complete is not None:
             self.on_complete(pending.step, f"{self.target.uri.rstrip('/')}/{where}")
+
+    def _staging(self, step: int) -> Path:
+        """Where torch.distributed.checkpoint writes: the folder itself on a file system,
+        a local scratch folder to upload from otherwise."""
+        if isinstance(self.target, LocalTarget):
+            return self.target.root / folder(step) / sharded.FOLDER
+        rank = self.context.rank  # ranks on one node must not share the files they fetch
+        scratch = Path(tempfile.gettempdir()) / f"hyperguard-{self.context.job_id}-{step}-{rank}"
+        return scratch / sharded.FOLDER
 
     def _empty(self, step: int) -> None:
         where = folder(step)
@@ -213,19 +251,41 @@ class Checkpointer:
             marker = None  # contract v1: the shard is this rank's by name, unchecked
         if marker is None:
             blob = self.target.get(where + self.shard_name)
-        else:
-            self._check(marker)
-            shard = next((s for s in marker.shards if s.name == self.shard_name), None)
-            if shard is None:
-                raise CheckpointError(
-                    f"step {step} was written by {marker.world_size} ranks and lists no "
-                    f"{self.shard_name}: resharding to {self.context.world_size} ranks needs "
-                    "torch.distributed.checkpoint"
-                )
-            blob = self.target.get(where + shard.name)
-            if hashlib.sha256(blob).hexdigest() != shard.sha256:
-                raise CheckpointError(f"step {step}: {shard.name} does not match its checksum")
-        return states.restore(state, states.loads(blob, map_location=map_location))
+            return states.restore(state, states.loads(blob, map_location=map_location))
+        self._check(marker)
+        listed = {s.name: s for s in marker.shards}
+        parts = [s for s in marker.shards if s.name.startswith(sharded.FOLDER + "/")]
+        objects = {n: o for n, o in state.items() if parts and hasattr(o, "state_dict")}
+        # A rank the writing run did not have (the job grew) takes rank 0's plain state.
+        shard = listed.get(self.shard_name) or (listed.get("rank-00000.pt") if parts else None)
+        if shard is None:
+            raise CheckpointError(
+                f"step {step} was written by {marker.world_size} ranks and lists no "
+                f"{self.shard_name}: to resume with more ranks, save with sharded=True"
+            )
+        saved = states.loads(self._verified(where, shard), map_location=map_location)
+        if objects:
+            scratch = self._staging(step)
+            if not isinstance(self.target, LocalTarget):
+                for part in parts:
+                    path = scratch.parent / part.name
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(self._verified(where, part))
+            try:
+                sharded.load(objects, scratch)
+            finally:
+                if not isinstance(self.target, LocalTarget):
+                    shutil.rmtree(scratch.parent, ignore_errors=True)
+        plain = {n: o for n, o in state.items() if n not in objects}
+        step_saved = states.restore(plain, saved)
+        state.update(plain)
+        return step_saved
+
+    def _verified(self, where: str, shard: Shard) -> bytes:
+        blob = self.target.get(where + shard.name)
+        if hashlib.sha256(blob).hexdigest() != shard.sha256:
+            raise CheckpointError(f"{where}{shard.name} does not match its checksum")
+        return blob
 
     def _resume_step(self) -> int | None:
         context = self.context
