@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from hyperguard.api.models import CheckpointReport, ProgressReport
+from hyperguard.governance.pace import lagging_node
 from hyperguard_trainer import Context, ContextError, GracefulStop, Progress, Reporter
 from hyperguard_trainer.context import instance_id
 
@@ -163,3 +164,41 @@ def test_the_environment_is_read_as_hyperguard_and_torchrun_set_it() -> None:
 def test_a_value_hyperguard_or_torchrun_would_never_set_is_an_error(env: dict[str, str]) -> None:
     with pytest.raises(ContextError):
         Context.from_env(env)
+
+
+def test_a_slowed_rank_of_two_is_named_as_the_lagging_node() -> None:
+    """Two ranks on two nodes, as threads: rank 1's compute takes three times as long, while
+    the step (compute, then the all-reduce's wait for the slowest) takes the same on both.
+    The timings the kit gathers name rank 1's node, by HyperGuard's own rule (D100)."""
+    nodes = ["i-0aaaaaaaaaaaaaaa1", "i-0bbbbbbbbbbbbbbb2"]
+    barrier = threading.Barrier(2)
+    gathered: list[Any] = [None, None]
+    reported: list[Any] = [None, None]
+
+    def rank(r: int) -> None:
+        def gather(item: Any) -> list[Any]:
+            gathered[r] = item
+            barrier.wait(10)
+            result = list(gathered)
+            barrier.wait(10)
+            return result
+
+        progress = Progress(
+            Context(rank=r, world_size=2, instance_id=nodes[r]),
+            synchronize=lambda: None,
+            collective=gather,
+        )
+        for _ in range(3):
+            with progress.compute():
+                time.sleep(0.02 * (3 if r == 1 else 1))  # the work being timed
+            barrier.wait(10)  # the all-reduce: both wait for the slower
+        reported[r] = progress.node_step_seconds()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert reported[1] is None  # rank 0 reports
+    lag = lagging_node(reported[0])
+    assert lag is not None and lag[0] == nodes[1], reported[0]
