@@ -91,12 +91,13 @@ def _kit_saves(
     location: str = LOCATION,
 ) -> None:
     """`world_size` ranks of the kit save `step` under `location` (one thread a rank)."""
-    ranks_save(
+    saved = ranks_save(
         lambda: S3Target(location, boto3.client("s3", region_name=REGION)),
         Context(job_id=job_id, run=run, world_size=world_size),
         step,
         lambda: {"w": [step]},
     )
+    assert saved == [None] * world_size
 
 
 def _fence(run: int) -> Fence:

@@ -117,22 +117,18 @@ class Checkpointer:
     def save(self, step: int, state: MutableMapping[str, Any]) -> None:
         """Checkpoint `state` at `step` on every rank (a collective: every rank calls it)."""
         start = time.perf_counter()
-        self._raise_failed()
+        self._agree(step)
         objects = {n: o for n, o in state.items() if self.sharded and hasattr(o, "state_dict")}
         plain = {n: o for n, o in state.items() if n not in objects}
         data = states.dumps(states.capture(plain, step))
         uploads: list[tuple[str, bytes | Path]] = [(self.shard_name, data)]
         mine = [Shard(self.shard_name, len(data), hashlib.sha256(data).hexdigest())]
-        if self.context.rank == 0:
-            self.fence()  # a stale writer must not empty a later run's folder either
-            self._empty(step)
         if objects:
-            self.collective(None)  # no rank writes before rank 0 emptied the folder
             files = sharded.save(objects, self._staging(step), self.context.rank)
             uploads += [(name, path) for name, path, _ in files]
             mine += [shard for _, _, shard in files]
         snapshot_s = time.perf_counter() - start
-        gathered = self.collective(mine)  # after rank 0 emptied
+        gathered = self.collective(mine)
         shards = sorted((s for part in gathered for s in part), key=lambda s: s.name)
         pending = _Pending(step, uploads, shards)
         waited = time.perf_counter()
@@ -144,6 +140,29 @@ class Checkpointer:
             self._raise(pending)
         self._last = pending
         self.times = SaveTimes(step, snapshot_s, time.perf_counter() - waited, self.times.write_s)
+
+    def _agree(self, step: int) -> None:
+        """The first collective of a save: rank 0 checks the fence and empties the folder,
+        and every rank says whether its last write failed. If any rank has a problem, every
+        rank raises (the one that had it, its own error), so that none is left waiting in a
+        collective the others never reach."""
+        problem: BaseException | None = None
+        if self._last is not None and self._last.done.is_set() and self._last.error:
+            problem, self._last.error = self._last.error, None
+        if self.context.rank == 0 and problem is None:
+            try:
+                self.fence()  # a stale writer must not empty a later run's folder either
+                self._empty(step)
+            except Fenced as error:
+                problem = error
+        said = self.collective(None if problem is None else f"{type(problem).__name__}: {problem}")
+        if problem is not None:
+            raise problem
+        others = [f"rank {rank}: {text}" for rank, text in enumerate(said) if text is not None]
+        if others:
+            raise (Fenced if "Fenced" in others[0] else CheckpointError)(
+                f"step {step} not saved: {'; '.join(others)}"
+            )
 
     def wait(self) -> None:
         """Until the last save is written (or raise what failed it)."""
@@ -333,10 +352,6 @@ class Checkpointer:
             if limit is not None and len(found) >= limit:
                 break
         return found
-
-    def _raise_failed(self) -> None:
-        if self._last is not None and self._last.done.is_set():
-            self._raise(self._last)
 
     def _raise(self, pending: _Pending) -> None:
         if pending.error is not None:

@@ -14,12 +14,14 @@ from hyperguard_trainer.storage import Target
 
 def ranks_save(
     target: Callable[[], str | Target], context: Context, step: int, state: Callable[[], Any]
-) -> None:
+) -> list[BaseException | None]:
     """`context.world_size` ranks of `context` (each its own rank) save `step` of `state()`
-    to `target()`, one thread a rank."""
+    to `target()`, one thread a rank; what each rank raised (None: saved). A rank still
+    waiting after 20 s fails the test: a collective some rank never reached."""
     world = context.world_size
     barrier = threading.Barrier(world)
     gathered: list[Any] = [None] * world
+    raised: list[BaseException | None] = [None] * world
 
     def rank(r: int) -> None:
         def gather(item: Any) -> list[Any]:
@@ -30,10 +32,15 @@ def ranks_save(
             return result
 
         mine = dataclasses.replace(context, rank=r)
-        Checkpointer(target(), context=mine, collective=gather).save(step, state())
+        try:
+            Checkpointer(target(), context=mine, collective=gather).save(step, state())
+        except Exception as error:  # returned to the test
+            raised[r] = error
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(20)
+        assert not thread.is_alive(), "a rank is still waiting in a collective"
+    return raised

@@ -185,7 +185,10 @@ def test_a_failed_background_write_is_raised_by_the_next_save(tmp_path: Path) ->
 
 def test_ranks_write_their_own_shards_and_rank_0_lists_them_all(tmp_path: Path) -> None:
     world = 3
-    ranks_save(lambda: str(tmp_path), context(world_size=world), 100, lambda: {"model": Counter()})
+    saved = ranks_save(
+        lambda: str(tmp_path), context(world_size=world), 100, lambda: {"model": Counter()}
+    )
+    assert saved == [None] * world
     body = marker_of(tmp_path, 100)
     assert [s["name"] for s in body["shards"]] == [f"rank-{r:05d}.pt" for r in range(world)]
     assert body["world_size"] == world
@@ -214,3 +217,15 @@ def test_an_s3_location_round_trips() -> None:
         target = S3Target("s3://ckpt/job-1", s3)
         assert Checkpointer(target, context=context()).resume(resumed) == 100
         assert resumed["model"].value == 3
+
+
+def test_when_rank_0_is_fenced_every_rank_stops_instead_of_waiting(tmp_path: Path) -> None:
+    """A stale run of two ranks: rank 0 finds a later run's marker, and rank 1, which cannot
+    see it, stops too rather than wait in a collective rank 0 never reaches."""
+    Checkpointer(str(tmp_path), context=context(run=1)).save(150, {"model": Counter()})
+    raised = ranks_save(
+        lambda: str(tmp_path), context(run=0, world_size=2), 200, lambda: {"model": Counter()}
+    )
+    assert [type(error) for error in raised] == [Fenced, Fenced]
+    assert "rank 0: Fenced: run 1 attempt 0" in str(raised[1])
+    assert not (tmp_path / "step-00000200").exists()
