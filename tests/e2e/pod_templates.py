@@ -103,6 +103,12 @@ def assert_carries_the_template(pod_spec: dict[str, Any], job_id: str) -> None:
         "efa",
         job_id,
     )
+    # what the trainer kit reads: the team's API URL as given, HyperGuard's run, node, grace
+    given_env = {e["name"]: e.get("value") for e in mine["env"]}
+    assert env["HYPERGUARD_API_URL"] == given_env["HYPERGUARD_API_URL"]
+    assert env["HYPERGUARD_RUN"].isdigit() and env["HYPERGUARD_GRACE_S"] == "30"
+    (node,) = [e for e in container["env"] if e["name"] == "HYPERGUARD_NODE_NAME"]
+    assert node["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     # (kube-apiserver writes a pod's quantities as strings; a custom resource keeps them.)
     resources = {
         part: {name: str(value) for name, value in asked.items()}
