@@ -36,6 +36,15 @@ from hyperguard_trainer.storage import LocalTarget, Target, target_for
 
 logger = logging.getLogger("hyperguard_trainer")
 _STEP = re.compile(r"step-(\d{8})/")
+WRITERS = "_writers/"
+"""Where each run's rank 0 enters itself (`run-<run>-attempt-<attempt>`): the fence."""
+_WRITER = re.compile(r"run-(\d+)-attempt-(\d+)")
+
+
+def _writer(run: int, attempt: int) -> str:
+    return f"run-{run}-attempt-{attempt}"
+
+
 SHARD_WAIT_S = 600.0
 """How long rank 0 waits for the other ranks' shards before it gives the checkpoint up."""
 
@@ -96,6 +105,7 @@ class Checkpointer:
         self.on_complete = on_complete
         self.shard_wait_s = shard_wait_s
         self.sharded = sharded
+        self._entered = False
         self.times = SaveTimes()
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=1)
         self._last: _Pending | None = None
@@ -243,14 +253,29 @@ class Checkpointer:
         self.target.delete([where + name for name in found if name != MARKER])
 
     def fence(self) -> None:
-        """Raise Fenced if a later run or attempt of this job completed a checkpoint here."""
+        """Raise Fenced if a later run or attempt of this job has saved here. Each run's
+        rank 0 enters itself in `_writers/` at its first save (one small object), so the check
+        is one listing however many checkpoints there are, and however far ahead in steps a
+        stale writer has got."""
         me = (self.context.run, self.context.attempt)
-        for marker in self._markers(newest_first=True, limit=3):
-            if marker.job_id == self.context.job_id and (marker.run, marker.attempt) > me:
-                raise Fenced(
-                    f"run {marker.run} attempt {marker.attempt} of job {marker.job_id} wrote "
-                    f"step {marker.step}: this writer (run {me[0]} attempt {me[1]}) is stale"
-                )
+        later = [w for w in self._writers() if w > me]
+        if later:
+            run, attempt = max(later)
+            raise Fenced(
+                f"run {run} attempt {attempt} of job {self.context.job_id} saves here: this "
+                f"writer (run {me[0]} attempt {me[1]}) is stale"
+            )
+        if not self._entered:
+            self.target.put(f"{WRITERS}{_writer(*me)}", b"")
+            self._entered = True
+
+    def _writers(self) -> list[tuple[int, int]]:
+        found = []
+        for name in self.target.listing(WRITERS):
+            match = _WRITER.fullmatch(name)
+            if match:
+                found.append((int(match.group(1)), int(match.group(2))))
+        return found
 
     # -- resume ----------------------------------------------------------------------------
 
