@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
+from tests.unit.trainer.ranks import all_gather
 
 from hyperguard.api.models import CheckpointReport, ProgressReport
 from hyperguard.governance.pace import lagging_node
@@ -172,21 +173,14 @@ def test_a_slowed_rank_of_two_is_named_as_the_lagging_node() -> None:
     The timings the kit gathers name rank 1's node, by HyperGuard's own rule (D100)."""
     nodes = ["i-0aaaaaaaaaaaaaaa1", "i-0bbbbbbbbbbbbbbb2"]
     barrier = threading.Barrier(2)
-    gathered: list[Any] = [None, None]
+    gather_of = all_gather(2)
     reported: list[Any] = [None, None]
 
     def rank(r: int) -> None:
-        def gather(item: Any) -> list[Any]:
-            gathered[r] = item
-            barrier.wait(10)
-            result = list(gathered)
-            barrier.wait(10)
-            return result
-
         progress = Progress(
             Context(rank=r, world_size=2, instance_id=nodes[r]),
             synchronize=lambda: None,
-            collective=gather,
+            collective=gather_of(r),
         )
         for _ in range(3):
             with progress.compute():
