@@ -215,6 +215,17 @@ def _set_gpu_limit(template: dict[str, Any], value: Any) -> dict[str, Any]:
     return template
 
 
+@pytest.mark.parametrize(("given", "told"), [(None, "30"), (0, "0"), (120, "120")])
+def test_the_grace_period_the_container_is_told_is_the_pods(given: int | None, told: str) -> None:
+    """`terminationGracePeriodSeconds` as the template gives it; null is unset, Kubernetes'
+    default of 30 s (the trainer kit refuses a grace that is not a whole number)."""
+    template = training_template()
+    template["spec"]["terminationGracePeriodSeconds"] = given
+    pod = _pod(batch_job_manifest(_job(pod_template=template), ["ip-10-0-0-1"], [], instance=P5))
+    (grace,) = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "HYPERGUARD_GRACE_S"]
+    assert grace["value"] == told
+
+
 def test_the_trainer_kits_own_settings_are_the_teams_to_give() -> None:
     template = training_template()
     template["spec"]["containers"][0]["env"].extend(

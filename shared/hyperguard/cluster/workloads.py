@@ -191,7 +191,8 @@ def _pod_template(
     spec["restartPolicy"] = "Never"
     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), INSTANCE_TYPE_LABEL: instance_type}
     container = spec["containers"][0]
-    grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    grace = spec.get("terminationGracePeriodSeconds")  # (a template's null is unset)
+    grace = DEFAULT_GRACE_S if grace is None else grace
     container["env"] = [*(container.get("env") or []), *_hyperguard_env(job, grace)]
     container["resources"] = _resources(job, container.get("resources") or {}, instance)
     if node_names:
