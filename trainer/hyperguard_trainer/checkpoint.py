@@ -20,6 +20,7 @@ import logging
 import queue
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -223,13 +224,14 @@ class Checkpointer:
         where = folder(pending.step)
         deadline = time.monotonic() + self.shard_wait_s
         delay = 0.05
-        while missing := _marker(self, pending).missing(self.target.listing(where)):
+        marker = _marker(self, pending)
+        while missing := marker.missing(self.target.listing(where)):
             if time.monotonic() > deadline:
                 raise CheckpointError(f"step {pending.step}: shards not written: {missing}")
             time.sleep(delay)  # the other ranks are still writing theirs
             delay = min(delay * 2, 2.0)
         self.fence()
-        self.target.put(where + MARKER, _marker(self, pending).dumps())
+        self.target.put(where + MARKER, marker.dumps())
         if self.on_complete is not None:
             self.on_complete(pending.step, f"{self.target.uri.rstrip('/')}/{where}")
 
@@ -342,41 +344,38 @@ class Checkpointer:
                     f"HYPERGUARD_RESUME_FROM={context.resume_from!r} names no step"
                 )
             return int(match.group(1))
-        for marker in self._markers(newest_first=True):
-            try:
-                self._check(marker)
-            except CheckpointError as refused:
-                logger.warning("not resuming from step %d: %s", marker.step, refused)
+        return self._newest_resumable()
+
+    def _newest_resumable(self) -> int | None:
+        """The newest step whose marker this run may resume from: read newest first, each
+        folder listed once, stopping at the first."""
+        steps = (int(m.group(1)) for f in self.target.folders() if (m := _STEP.fullmatch(f)))
+        for step in sorted(steps, reverse=True):
+            listing = self.target.listing(folder(step))
+            if MARKER not in listing:
                 continue
-            return marker.step
+            try:
+                marker = Marker.loads(self.target.get(folder(step) + MARKER))
+                self._check(marker, listing)
+            except (MarkerError, CheckpointError) as refused:
+                logger.warning("not resuming from step %d: %s", step, refused)
+                continue
+            return step
         return None
 
-    def _check(self, marker: Marker) -> None:
+    def _check(self, marker: Marker, listing: dict[str, int] | None = None) -> None:
+        """Raise CheckpointError unless this run may resume from `marker`: its job, no later
+        run, and every shard there at its size (`listing`: the folder's, if read already)."""
         context = self.context
         if marker.job_id != context.job_id:
             raise CheckpointError(f"written by job {marker.job_id}, not {context.job_id}")
         if marker.run > context.run:
             raise CheckpointError(f"written by run {marker.run}, later than this run {context.run}")
-        missing = marker.missing(self.target.listing(folder(marker.step)))
+        if listing is None:
+            listing = self.target.listing(folder(marker.step))
+        missing = marker.missing(listing)
         if missing:
             raise CheckpointError(f"shards missing or cut: {', '.join(missing[:5])}")
-
-    def _markers(self, *, newest_first: bool, limit: int | None = None) -> list[Marker]:
-        steps = sorted(
-            (int(m.group(1)) for f in self.target.folders() if (m := _STEP.fullmatch(f))),
-            reverse=newest_first,
-        )
-        found: list[Marker] = []
-        for step in steps:
-            if MARKER not in self.target.listing(folder(step)):
-                continue
-            try:
-                found.append(Marker.loads(self.target.get(folder(step) + MARKER)))
-            except MarkerError:
-                continue
-            if limit is not None and len(found) >= limit:
-                break
-        return found
 
     def _raise(self, pending: _Pending) -> None:
         if pending.error is not None:
@@ -397,8 +396,6 @@ def _marker(checkpointer: Checkpointer, pending: _Pending) -> Marker:
 
 
 def _default_collective(item: Any) -> list[Any]:
-    import sys
-
     torch = sys.modules.get("torch")
     if (
         torch is not None

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from hyperguard_trainer.checkpoint import _default_collective
 from hyperguard_trainer.context import Context
 
 logger = logging.getLogger("hyperguard_trainer")
@@ -40,8 +41,6 @@ class Progress:
         synchronize: Callable[[], None] | None = None,
         collective: Callable[[Any], list[Any]] | None = None,
     ) -> None:
-        from hyperguard_trainer.checkpoint import _default_collective
-
         self.context = context or Context.from_env()
         self.synchronize = synchronize or _device_synchronize
         self.collective = collective or _default_collective
