@@ -33,7 +33,7 @@ def test_hyperpods_automatic_recovery_replaces_the_node_and_hyperguard_resumes_t
     twin.fault(faulty, "persistent")  # HyperPod's agent reports it: RepairAction Replace
     incident = service.incident_for(faulty)
     execution = service.finish(incident.execution_arn)
-    assert execution["status"] == "SUCCEEDED", execution
+    assert execution["status"] == "SUCCEEDED", (execution.get("cause"), execution["name"])
     closed = service.incidents.get(incident.incident_id)
     assert closed is not None and closed.status is IncidentStatus.RESOLVED
     assert twin.cluster.instance(faulty) is None  # HyperPod replaced it

@@ -164,6 +164,28 @@ def test_a_run_killed_by_a_node_fault_is_left_to_node_recovery(
     assert api.call("GET", f"/jobs/{job_id}").body["status"] == "Running"
 
 
+def test_a_run_that_failed_when_hyperpods_recovery_took_its_node_is_requeued(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """HyperPod's automatic recovery replaced the node before any incident held the job (at
+    x60 a loaded twin's diagnosis came after it: CI's run of 2026-11-27): the run failed for
+    want of its node, and the job resumes from its checkpoint instead of failing (D167)."""
+    apis = make_cluster(hyperpod_nodes=2, node_recovery="Automatic")
+    api = setup(stack, apis)
+    job_id = api.submit("solo", 8).body["job_id"]
+    service = scheduler(stack, apis)
+    service.run_pass()
+    apis.settle()  # Kueue admits the run, the operator starts its pods
+    node = apis.cluster.job_instances(job_id)[0]
+    apis.cluster.inject_fault(node, "persistent")
+    apis.advance(300 + GRACE_S * 2)  # HyperPod replaces the node; the old one goes at 240 s
+    assert apis.cluster.instance(node) is None
+    result = service.run_pass()
+    assert (result.lost, result.failed) == ([job_id], [])
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["status"] != "Failed" and view["restart_count"] == 1
+
+
 def test_hot_spares_are_held_back_from_admission(stack: Stack, make_cluster: MakeCluster) -> None:
     apis = make_cluster(hyperpod_nodes=2)
     api = setup(stack, apis, hotSpares={"workers": 1})

@@ -119,3 +119,29 @@ def test_a_node_hyperpod_replaced_before_the_diagnosis_is_closed_as_its_repair(
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and incident.repaired_by == "hyperpod"
     assert ordered == []
+
+
+def test_a_node_hyperpod_replaces_between_the_steps_is_followed_not_escalated(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HyperPod's recovery can take the node between Diagnose and Cordon (CI's run of
+    2026-11-27 escalated on a NodeNotFoundError there): a node gone from the cluster takes no
+    pods and has none left to drain, and the recovery follows HyperPod to its replacement."""
+    ordered = never_ordered(world, monkeypatch)
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty, "persistent")
+    r = world.run("diagnose", r=world.open(faulty))
+    assert (r["repaired_by"], r["action"]) == ("hyperpod", "replace")
+    world.apis.advance(300)  # HyperPod's repair starts at 120 s; the old instance goes at 240 s
+    assert world.cluster.instance(faulty) is None
+    r = world.run("cordon", "guard", "protect_jobs", "drain", "repair", r=r)
+    assert r["drain"] == {"evicted": 0, "forced": 0}
+    r = world.until_healthy(r)
+    assert r["health"] == "healthy" and r["replacement"] not in (None, faulty)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.RESOLVED
+    assert (incident.repaired_by, incident.resolution) == ("hyperpod", "replaced")
+    (job,) = incident.jobs
+    assert job.resumed
+    assert ordered == []

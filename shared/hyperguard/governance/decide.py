@@ -159,6 +159,7 @@ def _running(
         n.instance_id for n in snapshot.nodes if not (n.status is NodeStatus.RUNNING and n.healthy)
     }
     cluster_of = {n.instance_id: n.cluster for n in snapshot.nodes}
+    listed = cluster_of.keys()
     checkpoints: list[RecordCheckpoint] = []
     troubles: list[NoteProgressTrouble] = []
     verdicts: list[Reconcile] = []
@@ -181,7 +182,10 @@ def _running(
         # (read and refused this pass, or waiting for its retry).
         unknown = error is not None or backed_off(record, snapshot.now)
         progressed = found is not None or unknown
-        verdict = _verdict(record, run, sick, snapshot.repair, snapshot.now, progressed, cluster)
+        gone = [n for n in job.nodes if n not in listed]
+        verdict = _verdict(
+            record, run, sick, gone, snapshot.repair, snapshot.now, progressed, cluster
+        )
         if verdict is not None:
             verdicts.append(verdict)
     return checkpoints, troubles, verdicts
@@ -246,13 +250,15 @@ def _verdict(
     record: JobRecord,
     run: RunStatus | None,
     sick: set[str],
+    gone: list[str],
     policy: NodeRepairConfig,
     now: datetime,
     checkpointed: bool,
     cluster: str,
 ) -> Reconcile | None:
     """What becomes of a running job whose current run is `run` (None: gone); a stall with
-    the incident its requeue records (D117), in `cluster`, its nodes' cluster."""
+    the incident its requeue records (D117), in `cluster`, its nodes' cluster. `gone`: the
+    job's nodes no longer in the cluster."""
     job = record.job
     if run is not None and run.phase is RunPhase.SUCCEEDED:
         why = f"completed: {run.kind.value} {run.name} {run.reason or 'finished'}"
@@ -279,11 +285,15 @@ def _verdict(
     since = (run.since if run is not None else None) or record.started_at
     if since is not None and (now - since).total_seconds() < policy.failed_run_grace_s:
         return None
-    if run is not None and run.phase is RunPhase.FAILED:
-        why = f"failed: {run.reason or 'Failed'}: {run.message}".rstrip(": ")
-        return Reconcile(Verdict.FAILED, record, why)
+    said = f"{run.reason or 'Failed'}: {run.message}".rstrip(": ") if run is not None else ""
+    if run is not None and run.phase is RunPhase.FAILED and not gone:
+        return Reconcile(Verdict.FAILED, record, f"failed: {said}")
+    # A run that failed with a node gone from under it (HyperPod's automatic recovery
+    # replaced it before any incident held the job: D167) lost its node, not its code.
     lost = (
-        f"{run.kind.value} {run.name} lost ({run.reason}: {run.message})"
+        f"{run.kind.value} {run.name} failed after {', '.join(gone)} left the cluster ({said})"
+        if run is not None and run.phase is RunPhase.FAILED
+        else f"{run.kind.value} {run.name} lost ({run.reason}: {run.message})"
         if run is not None
         else f"run {job.run} is no longer on the cluster"
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
+from hyperguard.cluster import ClusterError, ClusterGateway, DrainResult, NodeNotFoundError
 from hyperguard.cluster.conventions import (
     DEEP_HEALTH_CHECK_LABEL,
     INSTANCE_ID_NOT_FOUND,
@@ -468,9 +468,15 @@ class RecoverySteps:
         return r
 
     def _cordon(self, incident: Incident) -> None:
-        cordoned = self.gateway.cordon(
-            incident.instance_id, incident_id=incident.incident_id, reason=incident.kind
-        )
+        try:
+            cordoned = self.gateway.cordon(
+                incident.instance_id, incident_id=incident.incident_id, reason=incident.kind
+            )
+        except NodeNotFoundError:
+            # Gone since Diagnose read it (HyperPod's automatic recovery took it: D167): a
+            # node that is not in the cluster takes no pods, so it is as good as cordoned.
+            logger.info("node gone before its cordon", extra={"node": incident.instance_id})
+            return
         if cordoned or "signal_to_cordoned_s" not in incident.timings:
             self._mark(incident, "cordoned")  # when it was first cordoned (D96)
 
@@ -583,7 +589,13 @@ class RecoverySteps:
         # Where the Node Termination Handler drains it (D148), HyperGuard evicts nothing
         # itself: it waits for the handler's drain and deletes what is left at the deadline.
         evict = r.repaired_by != "nth"
-        result = self.gateway.drain(incident.instance_id, deadline_s=0, force=final, evict=evict)
+        try:
+            result = self.gateway.drain(
+                incident.instance_id, deadline_s=0, force=final, evict=evict
+            )
+        except NodeNotFoundError:
+            # Gone from the cluster (D167): its pods went with it, nothing is left to evict.
+            result = DrainResult()
         done = r.drain or Drained(evicted=0, forced=0)
         r.drain = Drained(
             evicted=done.evicted + len(result.evicted), forced=done.forced + len(result.forced)

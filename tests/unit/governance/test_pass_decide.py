@@ -89,6 +89,29 @@ def test_a_lost_run_is_requeued_unless_its_node_is_unhealthy_or_recovery_has_it(
     )
 
 
+def test_a_run_that_failed_with_a_node_gone_from_under_it_is_requeued_not_failed() -> None:
+    """HyperPod's automatic recovery can replace a node before any incident holds its job:
+    the run fails with it, for want of a node, not for its code (D167)."""
+    long_ago = NOW - timedelta(seconds=181)
+    orphaned = running(pending("orphaned", "a"), ["i-hp00", "i-hp09"])  # i-hp09 was replaced
+    broken = running(pending("broken", "a"), ["i-hp01"])
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    runs = [
+        live_run(orphaned, RunPhase.FAILED, reason="PodFailed", since=long_ago),
+        live_run(broken, RunPhase.FAILED, reason="BackoffLimitExceeded", since=long_ago),
+    ]
+    reconciled, *_ = plan(snapshot([orphaned, broken], nodes, [quota("a", 32)], runs=runs))
+    verdicts = {v.job_id: v for v in reconciled.verdicts}
+    assert {j: v.verdict for j, v in verdicts.items()} == {
+        "orphaned": Verdict.LOST,
+        "broken": Verdict.FAILED,
+    }
+    assert verdicts["orphaned"].reason == (
+        "requeued to resume from its checkpoint: HyperPodPyTorchJob orphaned-run-0 failed "
+        "after i-hp09 left the cluster (PodFailed)"
+    )
+
+
 def test_an_auto_resume_job_is_recorded_where_hyperpod_restarted_its_pods() -> None:
     """HyperPod's auto-resume restarts a run on whichever free node of its group kube-scheduler
     binds its pods to: the pass records the job there (D136), and the admissions that follow
