@@ -149,17 +149,36 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """The cluster's nodes as the pass read them: the unhealthy ones, and each one's
+    cluster."""
+
+    sick: frozenset[str]
+    clusters: Mapping[str, str]
+
+    @classmethod
+    def of(cls, nodes: Iterable[Node]) -> _Listed:
+        listed = list(nodes)
+        return cls(
+            sick=frozenset(
+                n.instance_id for n in listed if not (n.status is NodeStatus.RUNNING and n.healthy)
+            ),
+            clusters={n.instance_id: n.cluster for n in listed},
+        )
+
+    def cluster(self, job: Job) -> str:
+        """The cluster of the job's first listed node ("" when none is listed)."""
+        return next((self.clusters[n] for n in job.nodes if n in self.clusters), "")
+
+
 def _running(
     snapshot: PassSnapshot,
 ) -> tuple[list[RecordCheckpoint], list[NoteProgressTrouble], list[Reconcile]]:
     """The running jobs' new checkpoints, their checkpoint locations' troubles, and the
     verdicts on their current runs."""
     runs = {(r.job_id, r.run): r for r in snapshot.runs}
-    sick = {
-        n.instance_id for n in snapshot.nodes if not (n.status is NodeStatus.RUNNING and n.healthy)
-    }
-    cluster_of = {n.instance_id: n.cluster for n in snapshot.nodes}
-    listed = cluster_of.keys()
+    nodes = _Listed.of(snapshot.nodes)
     checkpoints: list[RecordCheckpoint] = []
     troubles: list[NoteProgressTrouble] = []
     verdicts: list[Reconcile] = []
@@ -177,15 +196,11 @@ def _running(
             troubles.append(NoteProgressTrouble(record, next_trouble(record, error, snapshot.now)))
         elif read and record.progress_trouble is not None:
             troubles.append(NoteProgressTrouble(record, None))
-        cluster = next((cluster_of[n] for n in job.nodes if n in cluster_of), "")
         # An unreadable checkpoint location is not a stall: the job's progress is unknown
         # (read and refused this pass, or waiting for its retry).
         unknown = error is not None or backed_off(record, snapshot.now)
         progressed = found is not None or unknown
-        gone = [n for n in job.nodes if n not in listed]
-        verdict = _verdict(
-            record, run, sick, gone, snapshot.repair, snapshot.now, progressed, cluster
-        )
+        verdict = _verdict(record, run, nodes, snapshot.repair, snapshot.now, progressed)
         if verdict is not None:
             verdicts.append(verdict)
     return checkpoints, troubles, verdicts
@@ -249,17 +264,13 @@ def _relocations(snapshot: PassSnapshot, decided: Collection[str]) -> list[Reloc
 def _verdict(
     record: JobRecord,
     run: RunStatus | None,
-    sick: set[str],
-    gone: list[str],
+    nodes: _Listed,
     policy: NodeRepairConfig,
     now: datetime,
     checkpointed: bool,
-    cluster: str,
 ) -> Reconcile | None:
     """What becomes of a running job whose current run is `run` (None: gone); a stall with
-    the incident its requeue records (D117), in `cluster`, its nodes' cluster. `gone`: the
-    job's nodes no longer in the cluster."""
-    job = record.job
+    the incident its requeue records (D117), in its nodes' cluster."""
     if run is not None and run.phase is RunPhase.SUCCEEDED:
         why = f"completed: {run.kind.value} {run.name} {run.reason or 'finished'}"
         return Reconcile(Verdict.SUCCEEDED, record, why)
@@ -275,28 +286,42 @@ def _verdict(
             Verdict.STALLED,
             record,
             f"requeued to resume from its checkpoint: {stall.reason}",
-            incident=stall_incident(record, stall, now, cluster),
+            incident=stall_incident(record, stall, now, nodes.cluster(record.job)),
         )
+    return _ended(record, run, nodes, policy, now)
+
+
+def _ended(
+    record: JobRecord,
+    run: RunStatus | None,
+    nodes: _Listed,
+    policy: NodeRepairConfig,
+    now: datetime,
+) -> Reconcile | None:
+    """A running job whose current run failed, was lost or is gone (None)."""
+    job = record.job
     # Failed, lost or gone. A node fault kills runs too: leave those to recovery while the
     # node is listed unhealthy. A node no longer listed at all was replaced or terminated and
     # its recovery, if any, has let the job go (it clears `protected_by`): the run is lost.
-    if record.protected_by or any(node in sick for node in job.nodes):
+    if record.protected_by or any(node in nodes.sick for node in job.nodes):
         return None
     since = (run.since if run is not None else None) or record.started_at
     if since is not None and (now - since).total_seconds() < policy.failed_run_grace_s:
         return None
-    said = f"{run.reason or 'Failed'}: {run.message}".rstrip(": ") if run is not None else ""
-    if run is not None and run.phase is RunPhase.FAILED and not gone:
-        return Reconcile(Verdict.FAILED, record, f"failed: {said}")
-    # A run that failed with a node gone from under it (HyperPod's automatic recovery
-    # replaced it before any incident held the job: D167) lost its node, not its code.
-    lost = (
-        f"{run.kind.value} {run.name} failed after {', '.join(gone)} left the cluster ({said})"
-        if run is not None and run.phase is RunPhase.FAILED
-        else f"{run.kind.value} {run.name} lost ({run.reason}: {run.message})"
-        if run is not None
-        else f"run {job.run} is no longer on the cluster"
-    )
+    if run is None:
+        lost = f"run {job.run} is no longer on the cluster"
+    elif run.phase is not RunPhase.FAILED:
+        lost = f"{run.kind.value} {run.name} lost ({run.reason}: {run.message})"
+    else:
+        said = f"{run.reason or 'Failed'}: {run.message}".rstrip(": ")
+        gone = [n for n in job.nodes if n not in nodes.clusters]
+        if not gone:
+            return Reconcile(Verdict.FAILED, record, f"failed: {said}")
+        # It failed with a node gone from under it (HyperPod's automatic recovery replaced
+        # it before any incident held the job: D167): it lost its node, not its code.
+        lost = (
+            f"{run.kind.value} {run.name} failed after {', '.join(gone)} left the cluster ({said})"
+        )
     return Reconcile(Verdict.LOST, record, f"requeued to resume from its checkpoint: {lost}")
 
 
