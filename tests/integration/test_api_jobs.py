@@ -93,6 +93,9 @@ def test_invalid_submissions_name_the_field_and_write_nothing(stack: Stack) -> N
         ),
         (base | {"recovery": {"strategy": "pray"}}, 422, "recovery.strategy"),
         (base | {"max_steps": 0}, 422, "max_steps"),
+        (base | {"max_retries": -1}, 422, "max_retries"),
+        (base | {"max_retries": 101}, 422, "max_retries"),
+        (base | {"max_retries": "3"}, 422, "max_retries"),
         ({k: v for k, v in base.items() if k != "image"}, 422, "image"),
     ]
     for body, status, field in cases:

@@ -128,6 +128,35 @@ def test_a_run_that_fails_by_itself_ends_the_job_after_the_grace(
     )
 
 
+def test_a_run_with_retries_is_restarted_by_the_operator_until_they_run_out(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """`max_retries` is the HyperPodPyTorchJob's jobMaxRetryCount (D168): the training
+    operator restarts a run that failed by itself in place while retries are left, and the
+    restart is in the job's history; the failure after that ends the job."""
+    apis, api, service, job_id = dispatched(stack, make_cluster, max_retries=1)
+    apis.settle()
+    run = apis.cluster.runs()[job_id]
+    manifest = apis.kube.get(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)
+    assert manifest is not None and manifest["spec"]["runPolicy"]["jobMaxRetryCount"] == 1
+    assert api.call("GET", f"/jobs/{job_id}").body["operator_retries"] == 1
+    apis.advance(120)
+    apis.cluster.fail_job(job_id, exit_code=3)
+    apis.advance(GRACE_S * 2)
+    apis.settle()
+    result = service.run_pass()
+    assert (result.failed, result.operator_restarts) == ([], [job_id])
+    assert apis.cluster.runs()[job_id].restarts == 1
+    record = JobStore(stack.tables["JobsTable"]).record(job_id)
+    assert record is not None and record.job.status.value == "Running"
+    assert [e.event for e in record.history][-1] == "operator_restarted"
+
+    apis.advance(120)
+    apis.cluster.fail_job(job_id, exit_code=3)  # no retry left
+    apis.advance(GRACE_S * 2)
+    assert service.run_pass().failed == [job_id]
+
+
 def test_a_run_the_cluster_lost_resumes_from_its_checkpoint(
     stack: Stack, make_cluster: MakeCluster
 ) -> None:

@@ -51,7 +51,7 @@ from hyperguard.store.incidents import SignalOutcome
 from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 from hyperguard_twin.cluster import SimulatedCluster
 from hyperguard_twin.plane.kube import EVENTS as KUBE_EVENTS
-from hyperguard_twin.plane.kube import NODES, PODS, wait_for
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, NODES, PODS, wait_for
 
 
 class World(StepRunner):
@@ -157,6 +157,37 @@ def test_replace_with_no_spare_resumes_the_job_on_the_replacement_from_its_check
     }
     assert world.nodes.get(faulty).open_incident_id is None  # type: ignore[union-attr]
     assert [t for t, _ in world.published] == ["IncidentOpened", "IncidentResolved"]
+
+
+def test_a_run_with_operator_retries_is_resumed_by_recovery_not_restarted_beside_it(
+    world: World,
+) -> None:
+    """A job with `jobMaxRetryCount` above 0 (its own `max_retries`, or log monitoring's
+    default: D168) and no auto-resume: after a node fault the operator's pods wait for the
+    node, recovery stops that run and resumes the job its own way, and only the new run runs."""
+    occupy_spares(world)
+    run = world.cluster.runs()["llama3-70b-pretrain"]
+    world.apis.kube.patch(
+        HYPERPOD_PYTORCH_JOBS,
+        run.name,
+        {"spec": {"runPolicy": {"jobMaxRetryCount": 3}}},
+        run.namespace,
+    )
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run(*UP_TO_REPAIR, r=world.open(faulty))
+    r = world.until_healthy(r)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    assert r["resumed"] == ["llama3-70b-pretrain"]
+    world.apis.advance(60 + 30 * 3)
+    world.apis.settle()
+    current = world.cluster.runs()["llama3-70b-pretrain"]
+    assert current.name == "llama3-70b-pretrain-run-1" and current.state == "running"
+    assert current.restarts == 0  # HyperGuard's run, not the operator's restart of the old
+    old = world.apis.kube.get(HYPERPOD_PYTORCH_JOBS, run.name, run.namespace)
+    assert old is None or old.get("metadata", {}).get("deletionTimestamp")
+    placed = world.cluster.job_instances("llama3-70b-pretrain")
+    assert r["replacement"] in placed and faulty not in placed
 
 
 def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> None:

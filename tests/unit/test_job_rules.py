@@ -240,6 +240,25 @@ def test_log_monitoring_rules_reach_the_hyperpod_run_as_the_operator_spells_them
 
 
 @pytest.mark.parametrize(
+    ("update", "retries"),
+    [
+        ({}, 0),  # HyperGuard's recovery decides what a node fault costs
+        ({"auto_resume": True}, 10),  # HyperPod restarts it after a node fault
+        ({"log_monitoring_configuration": LOG_RULES}, 3),  # a hang is restarted
+        ({"log_monitoring_configuration": LOG_RULES, "max_retries": 0}, 0),  # as asked
+        ({"auto_resume": True, "max_retries": 50}, 50),
+    ],
+)
+def test_the_operators_retry_count_is_the_jobs_or_its_default(
+    update: dict[str, Any], retries: int
+) -> None:
+    """runPolicy.jobMaxRetryCount (D168)."""
+    job = Job.model_validate({**_job().model_dump(), **update})
+    manifest = hyperpod_job_manifest(job, ["hyperpod-i-0a"])
+    assert manifest["spec"]["runPolicy"]["jobMaxRetryCount"] == retries
+
+
+@pytest.mark.parametrize(
     ("rule", "why"),
     [
         ({"name": "r", "logPattern": "(", "expectedStartCutOffInSeconds": 1}, "regular"),

@@ -40,8 +40,11 @@ from hyperguard.models.governance import (
     Toggle,
 )
 from hyperguard.models.jobs import (
+    AUTO_RESUME_RETRIES,
+    LOG_MONITORING_RETRIES,
     MAX_LOG_RULES,
     MAX_REPLICAS,
+    MAX_RETRIES,
     ElasticPolicy,
     Heartbeat,
     JobRecovery,
@@ -178,6 +181,16 @@ class JobSubmission(BaseModel):
     )
     checkpoint_location: str | None = Field(default=None, max_length=1024, pattern=S3_URI)
     auto_resume: StrictBool = False
+    max_retries: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_RETRIES,
+        description="HyperPodPyTorchJob's runPolicy.jobMaxRetryCount: how many times the "
+        "HyperPod training operator restarts a failed or hung run by itself before it fails. "
+        f"Default: {AUTO_RESUME_RETRIES} with auto_resume, {LOG_MONITORING_RETRIES} with "
+        "log_monitoring_configuration, else 0 (HyperGuard's recovery decides after a node "
+        "fault); HyperPod runs only",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSubmission:
@@ -275,6 +288,10 @@ class JobView(BaseModel):
     )
     checkpoint_location: str | None
     auto_resume: bool
+    max_retries: int | None = Field(description="as submitted; null: the default")
+    operator_retries: int = Field(
+        description="the jobMaxRetryCount its HyperPod runs get: max_retries or the default"
+    )
     status: JobStatus
     reason: str = Field(description="why the job is in its current status")
     nodes: list[str] = Field(description="one instance id per replica")
@@ -311,6 +328,7 @@ class JobView(BaseModel):
         return cls(
             **job.model_dump(exclude={"nodes"}),
             nodes=list(job.nodes),
+            operator_retries=job.operator_retries(),
             reason=record.reason,
             protected_by=record.protected_by,
             first_admitted_at=record.first_admitted_at,

@@ -20,8 +20,9 @@ HyperPod, the EC2 name on Karpenter's), tolerate the burst NodePool's taints and
   e.g. BackoffLimitExceeded);
 - HyperPodPyTorchJob: condition `Completed` → succeeded; `Failed` → lost when the operator
   names faulty instances (`status.latestFaultyPodInstanceList.faultyInstanceIdList`),
-  otherwise failed. HyperGuard sets `jobMaxRetryCount: 0` unless the job opted into HyperPod
-  auto-resume, so that a node fault ends the run and HyperGuard's recovery strategy decides.
+  otherwise failed. `jobMaxRetryCount` is `Job.operator_retries()` (D168): 0 unless the job
+  asks, opted into HyperPod auto-resume or has log monitoring rules, so that a node fault
+  ends the run and HyperGuard's recovery strategy decides.
 """
 
 from __future__ import annotations
@@ -55,8 +56,6 @@ REPLICA_SPEC = "pods"
 CONTAINER = "main"
 """The training container of a run's pods."""
 HYPERPOD_JOB_API = ("sagemaker.amazonaws.com", "v1", "HyperPodPyTorchJob", "hyperpodpytorchjobs")
-AUTO_RESUME_RETRIES = 10
-"""`runPolicy.jobMaxRetryCount` of a job that opted into HyperPod auto-resume."""
 FINISHED_TTL_S = 86_400
 """Finished runs are kept a day for their logs, then Kubernetes deletes them."""
 # What a training container is told: which job it is, where it checkpoints (to report new
@@ -437,7 +436,7 @@ def hyperpod_job_manifest(
         "nprocPerNode": str(job.accelerators_per_replica),
         "runPolicy": {
             "cleanPodPolicy": "All",
-            "jobMaxRetryCount": AUTO_RESUME_RETRIES if job.auto_resume else 0,
+            "jobMaxRetryCount": job.operator_retries(),
             "ttlSecondsAfterFinished": FINISHED_TTL_S,
             "suspend": True,
         },

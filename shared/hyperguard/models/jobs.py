@@ -126,6 +126,12 @@ class ElasticPolicy(CamelModel):
 
 
 MAX_LOG_RULES = 20
+MAX_RETRIES = 100
+"""The most restarts a job may ask of the HyperPod training operator (jobMaxRetryCount)."""
+AUTO_RESUME_RETRIES = 10
+"""jobMaxRetryCount of a job that opted into HyperPod auto-resume and named none."""
+LOG_MONITORING_RETRIES = 3
+"""jobMaxRetryCount of a job with log monitoring rules that named none (D168)."""
 MAX_LOG_PATTERN = 1024
 
 
@@ -293,7 +299,21 @@ class Job(BaseModel):
     auto_resume: bool = Field(
         default=False, description="HyperPod auto-resume annotation: HyperPod restarts it"
     )
+    max_retries: int | None = Field(
+        default=None, description="jobMaxRetryCount as submitted (None: the default, D168)"
+    )
     last_checkpoint: Checkpoint | None = None
     restart_count: int = Field(default=0, description="restarts after faults or preemptions")
     run: int = Field(default=0, description="how many times it was dispatched, less one")
     submitted_at: datetime | None = None
+
+    def operator_retries(self) -> int:
+        """runPolicy.jobMaxRetryCount of its HyperPod runs: what it asked for, else 10 with
+        auto-resume (HyperPod restarts it after a node fault), 3 with log monitoring rules
+        (the operator acts on a hang it finds only by restarting the run), else 0: a failed
+        run ends, and HyperGuard's recovery decides what a node fault costs (D168)."""
+        if self.max_retries is not None:
+            return self.max_retries
+        if self.auto_resume:
+            return AUTO_RESUME_RETRIES
+        return LOG_MONITORING_RETRIES if self.log_monitoring_configuration else 0

@@ -5,7 +5,8 @@ above 0) waits for its nodes (a replaced node counts as its replacement) and res
 checkpoint, `restartCount` + 1; an elastic job waits for them for its
 `faultyScaleDownTimeoutInSeconds`, then restarts at the largest size its elasticPolicy allows
 on the healthy ones; any other job fails with the faulty instances named. A pod that fails on
-a healthy node fails the job.
+a healthy node restarts the job in place while `jobMaxRetryCount` is above its restarts, and
+then fails it.
 """
 
 from __future__ import annotations
@@ -72,8 +73,7 @@ class RestartPolicy:
             return
         names = [str(p["metadata"]["name"]) for p in failed]
         if not node_fault:
-            message = f"pod {tracked.namespace}/{names[0]} failed"
-            self.finish(tracked, now, succeeded=False, reason="PodFailed", message=message)
+            self._failed_by_itself(tracked, job, retries, names[0], now)
             return
         self.finish(
             tracked,
@@ -88,6 +88,17 @@ class RestartPolicy:
                 "faultyRankList": [],
             },
         )
+
+    def _failed_by_itself(
+        self, tracked: Tracked, job: Mapping[str, Any], retries: int, pod: str, now: datetime
+    ) -> None:
+        """The training failed on a healthy node (a crash, or a hang log monitoring found):
+        every pod restarts in place while retries are left, then the job fails."""
+        if retries > tracked.restarts:
+            self.restart(tracked, job, now)
+            return
+        message = f"pod {tracked.namespace}/{pod} failed"
+        self.finish(tracked, now, succeeded=False, reason="PodFailed", message=message)
 
     def _wait_for_nodes(
         self, tracked: Tracked, nodes: list[str], now: datetime, elastic: Mapping[str, Any] | None

@@ -130,6 +130,7 @@ def checked(
         pod_template=submission.pod_template,
         checkpoint_location=submission.checkpoint_location,
         auto_resume=submission.auto_resume,
+        max_retries=submission.max_retries,
         submitted_at=now,
     )
     rules = SubmissionRules(
