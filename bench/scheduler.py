@@ -892,13 +892,16 @@ def _eventbridge(entry: dict[str, Any]) -> dict[str, Any]:
 
 def submit(
     built: World, lifecycle: JobLifecycle, job: Job, rules: SubmissionRules, at: float
-) -> str:
+) -> str | None:
     """What the API function does for a new job at virtual time `at`: write it (its `Live`
-    entry appears later), then wake the scheduler naming it. The wake-up's message body."""
+    entry appears later), then note the wake-up on the lease item naming it (D169). The
+    wake-up's message body when none was pending, else None (no message is sent)."""
     from hyperguard.messaging import WakeupMessage
 
     lifecycle.submit(job, principal="bench", rules=rules)
     built.index_lag.written(job.job_id, at)
+    if not built.service.teams.note_wakeup(HYPERPOD, job.job_id, at):
+        return None
     return WakeupMessage(reason="job submitted", job_id=job.job_id).model_dump_json(
         exclude_none=True
     )
@@ -1015,8 +1018,12 @@ def simulate(
     api_clock = [meter.now()]
     api = JobLifecycle(built.jobs, clock=lambda: api_clock[0])
     rules = SubmissionRules(True, frozenset(c.name for c in CLASSES), GPUS_PER_NODE)
-    # The API function writes the job, then sends its wake-up.
-    wake_after = latencies.s("dynamodb:PutItem") + latencies.s("sqs:SendMessage")
+    # The API function writes the job, notes the wake-up, then sends it if none was pending.
+    wake_after = (
+        latencies.s("dynamodb:PutItem")
+        + latencies.s("dynamodb:UpdateItem")
+        + latencies.s("sqs:SendMessage")
+    )
     writes = sorted(work, key=lambda a: (a.at, a.job_id))
     for arrival in work:
         built.runtime_of[arrival.job_id] = arrival.job_class.runtime_s
@@ -1043,7 +1050,10 @@ def simulate(
             api_clock[0] = meter.at(arrival.at)
             meter.phase = "api"
             body = submit(built, api, _job(arrival, api_clock[0]), rules, arrival.at)
-            heapq.heappush(wakes, (arrival.at + wake_after, "job submitted", body))
+            if body is not None:
+                heapq.heappush(wakes, (arrival.at + wake_after, "job submitted", body))
+            else:
+                built.wake_sources["job submitted (coalesced)"] += 1
             meter.phase = "sim"
         elif at == due[1]:
             meter.t = max(meter.t, at)

@@ -4,6 +4,7 @@ the scheduler's wake-up queue."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -280,7 +281,33 @@ class SqsWakeup:
         )
 
 
-def wakeup_for(settings: Settings) -> SchedulerWakeup:
-    if settings.scheduler_queue_url:
-        return SqsWakeup(settings.scheduler_queue_url)
-    return NoWakeup()
+class WakeupLedger(Protocol):
+    """Where pending wake-ups are noted (the lease item: `store.teams.TeamStore`)."""
+
+    def note_wakeup(self, cluster: str, job_id: str | None, now: float) -> bool: ...
+
+
+class CoalescedWakeup:
+    """At most one wake-up pending at a time (D169): each change is noted on the lease item
+    (naming its job), and a message is sent only when none was pending, so a burst of
+    submissions queues one wake-up, not one each, and a run's end is never queued behind
+    thousands of them. The pass takes the note with the lease and reads the jobs it names."""
+
+    def __init__(self, queue: SchedulerWakeup, ledger: WakeupLedger, cluster: str) -> None:
+        self.queue = queue
+        self.ledger = ledger
+        self.cluster = cluster
+
+    def wake(self, reason: str, job_id: str | None = None) -> None:
+        if self.ledger.note_wakeup(self.cluster, job_id, time.time()):
+            self.queue.wake(reason, job_id)
+
+
+def wakeup_for(settings: Settings, ledger: WakeupLedger | None = None) -> SchedulerWakeup:
+    """The scheduler's queue, coalesced through `ledger` where one is given (the API's)."""
+    if not settings.scheduler_queue_url:
+        return NoWakeup()
+    queue = SqsWakeup(settings.scheduler_queue_url)
+    if ledger is None:
+        return queue
+    return CoalescedWakeup(queue, ledger, settings.hyperpod_cluster_name)

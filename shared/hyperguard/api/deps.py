@@ -57,18 +57,19 @@ class ApiDependencies:
         cluster: ClusterReads | None = None,
     ) -> ApiDependencies:
         """The deployed wiring: stores on the stack's tables, the scheduler's queue."""
+        teams = TeamStore(settings.teams_table)
         return cls(
             jobs=JobStore(
                 settings.jobs_table,
                 idempotency_table_name=settings.idempotency_table,
                 idempotency_ttl_s=settings.idempotency_ttl_s,
             ),
-            teams=TeamStore(settings.teams_table),
+            teams=teams,
             incidents=IncidentStore(settings.incidents_table, settings.nodes_table),
             nodes=NodeStore(settings.nodes_table),
             node_actions=node_actions,
             cluster=cluster or UnavailableCluster(),
-            wakeup=wakeup_for(settings),
+            wakeup=wakeup_for(settings, teams),
             catalogue=catalogue,
             policies=RepairPolicyStore(settings.teams_table),
             burst_policies=BurstPolicyStore(settings.teams_table),

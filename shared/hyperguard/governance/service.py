@@ -163,14 +163,15 @@ class SchedulerService:
     def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
         """One pass, or nothing (`acquired` False) while another pass holds the lease.
         `job_ids`: jobs the wake-ups named, read by key besides the `Live` index (which a
-        job just submitted may not be in yet)."""
+        job just submitted may not be in yet), with those the coalesced wake-up taken with
+        the lease names (D169)."""
         started = time.perf_counter()
         lease = self.teams.acquire_lease(self.cluster, uuid.uuid4().hex, self.lease_ttl_s)
         if lease is None:
             return PassResult(acquired=False)
         result = PassResult()
         try:
-            self._pass(lease, job_ids, result)
+            self._pass(lease, {*job_ids, *lease.woken}, result)
         except FencedOutError:
             result.conflicts += 1
             logger.warning("scheduler lease lost mid-pass", extra={"cluster": self.cluster})

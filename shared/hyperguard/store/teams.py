@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -28,6 +29,12 @@ SCHEDULER_PK = "SCHEDULER_CONFIG"
 SCHEDULER_SK = "CLUSTER"
 PRINCIPAL_PK = "PRINCIPAL"
 LEASE_PK = "LEASE"
+MAX_WOKEN = 500
+"""The most jobs a coalesced wake-up names (a few kB of the lease item); past that, the pass
+finds them through the `Live` index."""
+WAKEUP_STALE_S = 60.0
+"""A wake-up pending this long may have been lost (its sender failed after noting it): the
+next change sends another."""
 
 
 class VersionConflictError(Exception):
@@ -57,6 +64,8 @@ class Lease:
     holder: str
     token: int
     expires_at: float
+    woken: tuple[str, ...] = ()
+    """Jobs the wake-ups coalesced since the last pass named (`note_wakeup`)."""
 
 
 class TeamStore(TableStore):
@@ -215,26 +224,75 @@ class TeamStore(TableStore):
         """Take the cluster's scheduling lease if it is free or expired; None if another
         holder has it. Each acquisition increments the fencing token."""
         now = time.time()
+        expires_at = int(now + ttl_s) + 1
         try:
+            # The coalesced wake-up is taken with the lease: from here on, a change wakes
+            # the scheduler again (D169).
             result = self.table.update_item(
                 Key={"pk": LEASE_PK, "sk": cluster},
-                UpdateExpression="SET holder = :me, expires_at = :exp ADD #token :one",
-                ConditionExpression="attribute_not_exists(pk) OR expires_at < :now OR holder = :me",
+                UpdateExpression="SET holder = :me, expires_at = :exp ADD #token :one "
+                "REMOVE woken_at, woken_jobs",
+                # No expires_at: no pass has held it (the item may hold a noted wake-up only).
+                ConditionExpression="attribute_not_exists(expires_at) OR expires_at < :now "
+                "OR holder = :me",
                 ExpressionAttributeNames={"#token": "token"},
                 ExpressionAttributeValues={
                     ":me": holder,
-                    ":exp": int(now + ttl_s) + 1,
+                    ":exp": expires_at,
                     ":now": int(now),
                     ":one": 1,
                 },
-                ReturnValues="ALL_NEW",
+                ReturnValues="ALL_OLD",
             )
         except ClientError as exc:
             if condition_failed(exc):
                 return None
             raise
-        data = plain(result["Attributes"])
-        return Lease(cluster, holder, int(data["token"]), float(data["expires_at"]))
+        old = plain(result.get("Attributes") or {})
+        woken = tuple(sorted(old.get("woken_jobs") or ()))
+        return Lease(cluster, holder, int(old.get("token") or 0) + 1, float(expires_at), woken)
+
+    def note_wakeup(self, cluster: str, job_id: str | None, now: float) -> bool:
+        """Note a change the next pass must see, naming `job_id` (up to MAX_WOKEN jobs).
+        True when no wake-up was pending, or the pending one is older than WAKEUP_STALE_S
+        (its message may be lost): then the caller sends one. Otherwise the pass the pending
+        wake-up starts will see this change too, and no message is sent (D169)."""
+        values: dict[str, Any] = {":now": Decimal(str(round(now, 3)))}
+        update = "SET woken_at = if_not_exists(woken_at, :now)"
+        condition = None
+        if job_id is not None:
+            update += " ADD woken_jobs :job"
+            values[":job"] = {job_id}
+            values[":cap"] = MAX_WOKEN
+            condition = "attribute_not_exists(woken_jobs) OR size(woken_jobs) < :cap"
+        kwargs: dict[str, Any] = {
+            "Key": {"pk": LEASE_PK, "sk": cluster},
+            "UpdateExpression": update,
+            "ExpressionAttributeValues": values,
+            # The whole old item: UPDATED_OLD need not list woken_at when if_not_exists kept
+            # its value.
+            "ReturnValues": "ALL_OLD",
+        }
+        if condition is not None:
+            kwargs["ConditionExpression"] = condition
+        try:
+            result = self.table.update_item(**kwargs)
+        except ClientError as exc:
+            if not condition_failed(exc):
+                raise
+            # Too many named already: the job is found through the Live index instead.
+            return self.note_wakeup(cluster, None, now)
+        pending = (result.get("Attributes") or {}).get("woken_at")
+        if pending is None:
+            return True
+        if now - float(pending) <= WAKEUP_STALE_S:
+            return False
+        self.table.update_item(  # sent again: stale from now on only after another minute
+            Key={"pk": LEASE_PK, "sk": cluster},
+            UpdateExpression="SET woken_at = :now",
+            ExpressionAttributeValues={":now": values[":now"]},
+        )
+        return True
 
     def release_lease(self, lease: Lease) -> None:
         try:
