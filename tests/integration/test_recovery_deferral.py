@@ -15,7 +15,7 @@ from tests.integration.cluster_harness import cluster_apis
 from tests.integration.recovery_harness import UP_TO_REPAIR
 from tests.integration.test_recovery_steps import World, busy_node
 
-from hyperguard.models import IncidentStatus, Repair
+from hyperguard.models import Incident, IncidentStatus, Repair
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.policy import RepairPolicyStore
 
@@ -42,6 +42,19 @@ def never_ordered(world: World, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return ordered
 
 
+def followed_to_the_replacement(world: World, faulty: str, r: dict[str, Any]) -> Incident:
+    """From Repair on: the recovery waits for HyperPod's replacement, resumes the jobs and
+    closes the incident as HyperPod's replacement. The closed incident."""
+    r = world.until_healthy(r)
+    assert r["health"] == "healthy" and r["replacement"] not in (None, faulty)
+    r = world.run("return_to_service", "resume_jobs", "close", r=r)
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.RESOLVED
+    assert (incident.repaired_by, incident.resolution) == ("hyperpod", "replaced")
+    assert incident.replacement_instance_id == r["replacement"]
+    return incident
+
+
 def test_a_fault_hyperpods_recovery_replaces_is_left_to_it_and_the_job_resumes(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -50,13 +63,7 @@ def test_a_fault_hyperpods_recovery_replaces_is_left_to_it_and_the_job_resumes(
     world.cluster.inject_fault(faulty, "persistent")  # HyperPod's agent: replace
     r = world.run(*UP_TO_REPAIR, r=world.open(faulty))
     assert (r["repaired_by"], r["action"]) == ("hyperpod", "replace")
-    r = world.until_healthy(r)
-    assert r["health"] == "healthy" and r["replacement"] not in (None, faulty)
-    r = world.run("return_to_service", "resume_jobs", "close", r=r)
-    incident = world.incidents.get(r["incident_id"])
-    assert incident is not None and incident.status is IncidentStatus.RESOLVED
-    assert (incident.repaired_by, incident.resolution) == ("hyperpod", "replaced")
-    assert incident.replacement_instance_id == r["replacement"]
+    incident = followed_to_the_replacement(world, faulty, r)
     # HyperPod's own account of it, from its cluster events (ListClusterEvents).
     assert any("Automatic node recovery started a replace" in e for e in incident.repair_events)
     assert any("Node replaced" in e for e in incident.repair_events)
@@ -136,12 +143,7 @@ def test_a_node_hyperpod_replaces_between_the_steps_is_followed_not_escalated(
     assert world.cluster.instance(faulty) is None
     r = world.run("cordon", "guard", "protect_jobs", "drain", "repair", r=r)
     assert r["drain"] == {"evicted": 0, "forced": 0}
-    r = world.until_healthy(r)
-    assert r["health"] == "healthy" and r["replacement"] not in (None, faulty)
-    r = world.run("return_to_service", "resume_jobs", "close", r=r)
-    incident = world.incidents.get(r["incident_id"])
-    assert incident is not None and incident.status is IncidentStatus.RESOLVED
-    assert (incident.repaired_by, incident.resolution) == ("hyperpod", "replaced")
+    incident = followed_to_the_replacement(world, faulty, r)
     (job,) = incident.jobs
     assert job.resumed
     assert ordered == []
