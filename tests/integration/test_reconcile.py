@@ -27,6 +27,7 @@ from hyperguard.governance.service import SchedulerService
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
+from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS
 
 GRACE_S = 60
@@ -43,11 +44,12 @@ def setup(stack: Stack, apis: ClusterApis, bucket: str = BUCKET, **policy: Any) 
 
 
 def dispatched(
-    stack: Stack, make_cluster: MakeCluster, **submit: Any
+    stack: Stack, make_cluster: MakeCluster, *, node_recovery: NodeRecovery = "None", **submit: Any
 ) -> tuple[ClusterApis, Api, SchedulerService, str]:
-    """Team solo's job of one 8-GPU replica on a two-node cluster, dispatched by a first pass:
-    the cluster, the API, the scheduler and the job's id."""
-    apis = make_cluster(hyperpod_nodes=2)
+    """Team solo's job of one 8-GPU replica on a two-node cluster (HyperPod's NodeRecovery
+    as given), dispatched by a first pass: the cluster, the API, the scheduler and the job's
+    id."""
+    apis = make_cluster(hyperpod_nodes=2, node_recovery=node_recovery)
     api = setup(stack, apis)
     job_id = api.submit("solo", 8, **submit).body["job_id"]
     service = scheduler(stack, apis)
@@ -199,11 +201,7 @@ def test_a_run_that_failed_when_hyperpods_recovery_took_its_node_is_requeued(
     """HyperPod's automatic recovery replaced the node before any incident held the job (at
     x60 a loaded twin's diagnosis came after it: CI's run of 2026-11-27): the run failed for
     want of its node, and the job resumes from its checkpoint instead of failing (D167)."""
-    apis = make_cluster(hyperpod_nodes=2, node_recovery="Automatic")
-    api = setup(stack, apis)
-    job_id = api.submit("solo", 8).body["job_id"]
-    service = scheduler(stack, apis)
-    service.run_pass()
+    apis, api, service, job_id = dispatched(stack, make_cluster, node_recovery="Automatic")
     apis.settle()  # Kueue admits the run, the operator starts its pods
     node = apis.cluster.job_instances(job_id)[0]
     apis.cluster.inject_fault(node, "persistent")
