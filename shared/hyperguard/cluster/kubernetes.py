@@ -12,6 +12,7 @@ EKS burst nodes belong to Karpenter: deleting a node's NodeClaim is how one is r
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
@@ -163,12 +164,17 @@ class KubernetesAdapter:
         self._clock = clock
         self._eviction_retry_s = eviction_retry_s
         self._built: tuple[str, Client] | None = None
+        self._building = threading.Lock()  # calls issued together (D162) share one client
         self._node_names: dict[str, str] = {}
 
     @property
     def client(self) -> Client:
         if self._injected_client is not None:
             return self._injected_client
+        with self._building:
+            return self._client()
+
+    def _client(self) -> Client:
         token = self._tokens.token()
         if self._built is None or self._built[0] != token:
             if self._built is not None:
