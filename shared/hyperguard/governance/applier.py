@@ -174,6 +174,24 @@ class PassApplier:
             # until then the job stays on the `Live` index and every pass tries again.
             if self.stop(cancelled.job_id):
                 self.count(self.lifecycle.stopped(cancelled.job_id, list(cancelled.nodes)))
+        self.note_progress(plan)
+        ends = [v for v in plan.verdicts if v.verdict in ENDS]
+        ended = self.lifecycle.finish_all(
+            [(v.record, ENDS[v.verdict], v.reason) for v in ends]
+        )  # together, in transactions of up to 100 (D116)
+        moved = [v.job_id for v in plan.verdicts if self.conclude(v, ended.get(v.job_id))]
+        for orphan in plan.orphans:
+            self.stop(orphan.job_id, before_run=orphan.before_run)
+        for where in plan.relocations:
+            if self.count(self.lifecycle.found_running_on(where.record, list(where.nodes))):
+                self.result.relocated.append(where.record.job.job_id)
+        paused = [v.job_id for v in plan.pauses if self.conclude(v)]
+        left = [left.record.job.job_id for left in plan.leftovers if self.pick_up(left)]
+        return moved + self.result.relocated + paused + left
+
+    def note_progress(self, plan: ReconcilePlan) -> None:
+        """New checkpoints recorded; progress troubles, refused checkpoints and operator
+        restarts noted."""
         for found in plan.checkpoints:
             self.lifecycle.record_checkpoint(
                 found.record.job.job_id,
@@ -195,19 +213,6 @@ class PassApplier:
             ):
                 self.result.writes += 1
                 self.result.operator_restarts.append(restarted.record.job.job_id)
-        ends = [v for v in plan.verdicts if v.verdict in ENDS]
-        ended = self.lifecycle.finish_all(
-            [(v.record, ENDS[v.verdict], v.reason) for v in ends]
-        )  # together, in transactions of up to 100 (D116)
-        moved = [v.job_id for v in plan.verdicts if self.conclude(v, ended.get(v.job_id))]
-        for orphan in plan.orphans:
-            self.stop(orphan.job_id, before_run=orphan.before_run)
-        for where in plan.relocations:
-            if self.count(self.lifecycle.found_running_on(where.record, list(where.nodes))):
-                self.result.relocated.append(where.record.job.job_id)
-        paused = [v.job_id for v in plan.pauses if self.conclude(v)]
-        left = [left.record.job.job_id for left in plan.leftovers if self.pick_up(left)]
-        return moved + self.result.relocated + paused + left
 
     def pick_up(self, left: Leftover) -> bool:
         """A job an earlier pass left Admitted: Running where its run is, else Pending."""
