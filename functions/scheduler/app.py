@@ -6,6 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
+from hyperguard.events.kubernetes import woken_held
 from hyperguard.governance.service import SchedulerBusyError, SchedulerService
 from hyperguard.messaging import EventPublisher, Workflows, woken_jobs
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
@@ -35,7 +36,8 @@ service = SchedulerService(
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = event.get("Records", [])
-    result = service.run_pass(job_ids=woken_jobs(r["body"] for r in records))
+    bodies = [r["body"] for r in records]
+    result = service.run_pass(job_ids=woken_jobs(bodies), held=woken_held(bodies))
     if not result.acquired and records:
         # Another pass holds the lease: fail the batch so SQS delivers the wake-up again.
         raise SchedulerBusyError(settings.hyperpod_cluster_name)

@@ -1,8 +1,11 @@
 """The in-cluster node forwarder: watches the cluster's Nodes and puts a "Kubernetes Node
 Condition Changed" event on HyperGuard's bus (the contract in docs/events.md,
-hyperguard.events.kubernetes) whenever a node condition's status changes. Plain EKS sends no
-node-health events to EventBridge: without it the EKS node monitoring agent's and
-node-problem-detector's conditions never reach HyperGuard.
+hyperguard.events.kubernetes) whenever a node condition's status changes. It also watches
+Kueue's Workloads and puts a "Kubernetes Workload Held" event on the bus when one in a team's
+namespace waits on HyperGuard's admission check: a job the team applied itself, which the
+next pass records and admits (D170); Workloads outside every team's namespace are counted.
+Plain EKS sends no node-health events to EventBridge: without it the EKS node monitoring
+agent's and node-problem-detector's conditions never reach HyperGuard.
 
 Deduplicated: a condition is forwarded when its status differs from the one last forwarded
 for that node; a condition seen for the first time (a node at start or after a re-list, a
@@ -34,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperguard.events.kubernetes import FORWARDER_SOURCE, NODE_CONDITION_CHANGED
+from hyperguard.events.kubernetes import FORWARDER_SOURCE, NODE_CONDITION_CHANGED, WORKLOAD_HELD
 
 BATCH_SIZE = 10
 """PutEvents' limit on entries per call."""
@@ -106,12 +109,14 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def entries(details: Iterable[Obj], *, cluster: str, bus: str) -> list[Obj]:
-    """PutEvents entries of the forwarder contract."""
+def entries(
+    details: Iterable[Obj], *, cluster: str, bus: str, kind: str = NODE_CONDITION_CHANGED
+) -> list[Obj]:
+    """PutEvents entries of the forwarder contract (detail-type `kind`)."""
     return [
         {
             "Source": FORWARDER_SOURCE,
-            "DetailType": NODE_CONDITION_CHANGED,
+            "DetailType": kind,
             "Detail": json.dumps({"clusterName": cluster, **detail}),
             "EventBusName": bus,
         }
@@ -153,10 +158,55 @@ class EventSender:
 
 
 @dataclass(slots=True)
-class NodeForwarder:
-    """Watch Nodes through `kube` (a lightkube Client) and forward their condition changes
-    through `sender`. `run` returns when `stop` is set (checked between watch events and at
-    least every `watch_timeout_s`)."""
+class HeldTracker:
+    """The Workloads held on HyperGuard's admission check that were forwarded while their
+    check is Pending (by uid), and those seen outside any team's namespace (counted, left
+    alone): decides which Workload watch events are news (D170)."""
+
+    sent: set[str] = field(default_factory=set)
+    outside: set[str] = field(default_factory=set)
+
+    def observe(self, event: str, workload: Mapping[str, Any]) -> list[Obj]:
+        """The `detail`s to forward for this watch event of `workload`: one the first time
+        its check is seen Pending (again after an admission or an eviction)."""
+        from hyperguard.cluster.held import check_state, owner_of, team_of
+        from hyperguard.cluster.kueue import ADMISSION_CHECK
+
+        meta = workload.get("metadata") or {}
+        uid, namespace = str(meta.get("uid") or ""), str(meta.get("namespace") or "")
+        if not uid:
+            return []
+        if event == "DELETED":
+            self.sent.discard(uid)
+            self.outside.discard(uid)
+            return []
+        if team_of(namespace) is None:
+            self.outside.add(uid)
+            return []
+        if check_state(workload, ADMISSION_CHECK) != "Pending":
+            self.sent.discard(uid)
+            return []
+        if uid in self.sent:
+            return []
+        self.sent.add(uid)
+        owner = owner_of(workload) or {}
+        return [
+            {
+                "namespace": namespace,
+                "name": str(meta.get("name") or ""),
+                "uid": uid,
+                "ownerKind": str(owner.get("kind") or ""),
+                "ownerName": str(owner.get("name") or ""),
+                "observedTime": _now(),
+            }
+        ]
+
+
+@dataclass(slots=True)
+class Watcher:
+    """Watch one kind through `kube` (a lightkube Client) and forward what its tracker finds
+    new through `sender`. `run` returns when `stop` is set (checked between watch events and
+    at least every `watch_timeout_s`)."""
 
     kube: Any
     sender: EventSender
@@ -164,7 +214,6 @@ class NodeForwarder:
     bus: str
     watch_timeout_s: int = WATCH_TIMEOUT_S
     sleep: Callable[[float], None] = time.sleep
-    tracker: ConditionTracker = field(default_factory=ConditionTracker)
     resource_version: str | None = None
     watch_restarts: int = 0
 
@@ -172,9 +221,9 @@ class NodeForwarder:
         failures = 0
         while not stop.is_set():
             try:
-                for event, node in self._watch():
+                for event, obj in self._watch():
                     failures = 0
-                    self.forward(event, node)
+                    self.forward(event, obj)
                     if stop.is_set():
                         return
             except Exception as error:
@@ -182,25 +231,81 @@ class NodeForwarder:
                 self.watch_restarts += 1
                 if getattr(getattr(error, "status", None), "code", None) == 410:
                     self.resource_version = None  # too old: list again (the tracker dedupes)
-                _log.warning("node watch broke (%d in a row): %s", failures, error)
+                _log.warning("%s watch broke (%d in a row): %s", self.kind, failures, error)
                 stop.wait(min(BACKOFF_S * 2 ** (failures - 1), MAX_BACKOFF_S))
 
-    def forward(self, event: str, node: Obj) -> None:
-        version = (node.get("metadata") or {}).get("resourceVersion")
+    def forward(self, event: str, obj: Obj) -> None:
+        version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:
             self.resource_version = version
-        details = self.tracker.observe(event, node)
+        details = self.news(event, obj)
         if details:
-            self.sender.put(entries(details, cluster=self.cluster, bus=self.bus))
+            self.sender.put(entries(details, cluster=self.cluster, bus=self.bus, kind=self.kind))
+
+    @property
+    def kind(self) -> str:
+        """The detail-type of the events it forwards."""
+        raise NotImplementedError
+
+    def news(self, event: str, obj: Obj) -> list[Obj]:
+        raise NotImplementedError
+
+    def resource(self) -> Any:
+        raise NotImplementedError
 
     def _watch(self) -> Iterator[tuple[str, Obj]]:
-        from lightkube.resources.core_v1 import Node  # the forwarder's only Kubernetes type
-
+        resource = self.resource()
+        where = {} if resource is _node() else {"namespace": "*"}  # Nodes have none
         stream = self.kube.watch(
-            Node, resource_version=self.resource_version, server_timeout=self.watch_timeout_s
+            resource,
+            resource_version=self.resource_version,
+            server_timeout=self.watch_timeout_s,
+            **where,
         )
-        for event, node in stream:
-            yield event, node.to_dict()
+        for event, obj in stream:
+            yield event, obj.to_dict()
+
+
+def _node() -> Any:
+    from lightkube.resources.core_v1 import Node  # imported when a watch starts
+
+    return Node
+
+
+@dataclass(slots=True)
+class NodeForwarder(Watcher):
+    """Nodes' condition changes (ConditionTracker)."""
+
+    tracker: ConditionTracker = field(default_factory=ConditionTracker)
+
+    @property
+    def kind(self) -> str:
+        return NODE_CONDITION_CHANGED
+
+    def news(self, event: str, obj: Obj) -> list[Obj]:
+        return self.tracker.observe(event, obj)
+
+    def resource(self) -> Any:
+        return _node()
+
+
+@dataclass(slots=True)
+class WorkloadForwarder(Watcher):
+    """Kueue Workloads held on HyperGuard's admission check (HeldTracker, D170)."""
+
+    tracker: HeldTracker = field(default_factory=HeldTracker)
+
+    @property
+    def kind(self) -> str:
+        return WORKLOAD_HELD
+
+    def news(self, event: str, obj: Obj) -> list[Obj]:
+        return self.tracker.observe(event, obj)
+
+    def resource(self) -> Any:
+        from hyperguard.cluster.kubernetes import Workload
+
+        return Workload
 
 
 def problems(tracker: ConditionTracker) -> list[tuple[str, str]]:
@@ -214,19 +319,22 @@ def problems(tracker: ConditionTracker) -> list[tuple[str, str]]:
 
 
 class ForwarderCollector:
-    """The forwarder's Prometheus metrics, read from its state at each scrape."""
+    """The forwarder's Prometheus metrics, read from its state at each scrape. `held`: its
+    Workload watch, when it runs one."""
 
-    def __init__(self, forwarder: NodeForwarder) -> None:
+    def __init__(self, forwarder: NodeForwarder, held: WorkloadForwarder | None = None) -> None:
         self.forwarder = forwarder
+        self.held = held
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         sender = self.forwarder.sender
+        restarts = self.forwarder.watch_restarts + (self.held.watch_restarts if self.held else 0)
         for name, text, value in (
             (
                 "hyperguard_forwarder_events_sent",
-                "node condition events PutEvents took",
+                "events PutEvents took (node conditions and held Workloads)",
                 sender.sent,
             ),
             (
@@ -241,8 +349,8 @@ class ForwarderCollector:
             ),
             (
                 "hyperguard_forwarder_watch_restarts",
-                "node watches that broke and resumed",
-                self.forwarder.watch_restarts,
+                "watches that broke and resumed",
+                restarts,
             ),
         ):
             yield CounterMetricFamily(name, text, value=value)
@@ -255,17 +363,27 @@ class ForwarderCollector:
         for node, kind in problems(self.forwarder.tracker):
             gauge.add_metric([node, kind], 1)
         yield gauge
+        if self.held is not None:
+            yield GaugeMetricFamily(
+                "hyperguard_ungoverned_workloads",
+                "Kueue Workloads outside every team's namespace (hyperpod-ns-<team>), which "
+                "HyperGuard leaves alone",
+                value=len(self.held.tracker.outside),
+            )
 
 
 def serve_metrics(
-    forwarder: NodeForwarder, port: int, address: str = "0.0.0.0"
+    forwarder: NodeForwarder,
+    port: int,
+    address: str = "0.0.0.0",
+    held: WorkloadForwarder | None = None,
 ) -> tuple[Any, threading.Thread]:
     """/metrics on `port` (prometheus-client's server, in a daemon thread): the server (its
     `shutdown()` stops it) and its thread."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ForwarderCollector(forwarder))
+    registry.register(ForwarderCollector(forwarder, held))
     return start_http_server(port, addr=address, registry=registry)
 
 
@@ -274,16 +392,17 @@ def main() -> None:  # pragma: no cover - the container's entry point
     from lightkube import Client
 
     logging.basicConfig(level=logging.INFO)
-    forwarder = NodeForwarder(
-        kube=Client(),
-        sender=EventSender(boto3.client("events")),
-        cluster=os.environ["HYPERGUARD_CLUSTER_NAME"],
-        bus=os.environ["HYPERGUARD_EVENT_BUS_NAME"],
-    )
+    kube, sender = Client(), EventSender(boto3.client("events"))
+    cluster, bus = os.environ["HYPERGUARD_CLUSTER_NAME"], os.environ["HYPERGUARD_EVENT_BUS_NAME"]
+    forwarder = NodeForwarder(kube=kube, sender=sender, cluster=cluster, bus=bus)
+    held = WorkloadForwarder(kube=kube, sender=sender, cluster=cluster, bus=bus)
     port = int(os.environ.get("HYPERGUARD_METRICS_PORT", METRICS_PORT))
     if port:
-        serve_metrics(forwarder, port, os.environ.get("HYPERGUARD_METRICS_ADDRESS", "0.0.0.0"))
-    forwarder.run(threading.Event())
+        address = os.environ.get("HYPERGUARD_METRICS_ADDRESS", "0.0.0.0")
+        serve_metrics(forwarder, port, address, held)
+    stop = threading.Event()
+    threading.Thread(target=held.run, args=(stop,), name="workloads", daemon=True).start()
+    forwarder.run(stop)
 
 
 if __name__ == "__main__":  # pragma: no cover

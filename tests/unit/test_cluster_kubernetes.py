@@ -1112,7 +1112,7 @@ def test_dispatch_on_hyperpod_nodes_creates_a_hyperpod_pytorch_job(
     assert job["metadata"]["name"] == "llama-70b-pretrain"
     assert job["metadata"]["namespace"] == "hyperpod-ns-team-a"
     assert job["metadata"]["labels"] == {
-        "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
+        "kueue.x-k8s.io/queue-name": "hyperguard-runs",
         "kueue.x-k8s.io/priority-class": "training-priority",
         "hyperguard.io/job-id": "llama-70b-pretrain",
         "hyperguard.io/run": "0",
@@ -1204,9 +1204,7 @@ def test_dispatch_on_burst_nodes_creates_a_kueue_batch_job(
             }
         ]
     }
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == (
-        "hyperpod-ns-team-a-localqueue"
-    )
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "hyperguard-runs"
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "training-priority"
     assert "priorityClassName" not in spec["template"]["spec"]  # no PriorityClass exists
 

@@ -11,6 +11,8 @@ import pytest
 from lightkube.utils.quantity import parse_quantity
 
 from hyperguard.cluster.kueue import (
+    ADMISSION_CHECK,
+    ADMISSION_CONTROLLER,
     FLAVOR,
     MANAGED_BY_LABEL,
     NAMESPACE_NAME_LABEL,
@@ -18,14 +20,17 @@ from hyperguard.cluster.kueue import (
     change_for,
     cluster_queue,
     owned_by_hyperguard,
+    runs_cluster_queue,
     shared_objects,
     team_objects,
 )
 from hyperguard.cluster.workloads import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
+    RUNS_QUEUE,
     batch_job_manifest,
     hyperpod_job_manifest,
+    local_queue,
 )
 from hyperguard.models import Job
 from hyperguard.models.governance import MAX_INSTANCES, PriorityClass
@@ -33,6 +38,10 @@ from hyperguard.models.governance import MAX_INSTANCES, PriorityClass
 
 def by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {o["kind"]: o for o in objects}
+
+
+def by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects}
 
 
 def job(instance_type: str = "ml.p5.48xlarge", priority_class: str | None = "training") -> Job:
@@ -48,15 +57,19 @@ def job(instance_type: str = "ml.p5.48xlarge", priority_class: str | None = "tra
     )
 
 
-def test_a_team_gets_its_namespace_bindings_cluster_queue_and_local_queue_in_that_order() -> None:
-    """The RoleBindings come before the LocalQueue: only they let the scheduler write in the
-    team's namespace (deploy/kubernetes/hyperguard-rbac.yaml)."""
+def test_a_team_gets_its_namespace_bindings_and_two_queues_in_that_order() -> None:
+    """The RoleBindings come before the LocalQueues: only they let the scheduler write in the
+    team's namespace (deploy/kubernetes/hyperguard-rbac.yaml). The team's own queue (HyperPod
+    task governance's names, what kubectl users label jobs with) is held on HyperGuard's
+    admission check; HyperGuard's runs, admitted already, go through a queue without (D170)."""
     objects = team_objects("ml")
     assert [o["kind"] for o in objects] == [
         "Namespace",
         "RoleBinding",
         "RoleBinding",
         "RoleBinding",
+        "ClusterQueue",
+        "LocalQueue",
         "ClusterQueue",
         "LocalQueue",
     ]
@@ -66,22 +79,35 @@ def test_a_team_gets_its_namespace_bindings_cluster_queue_and_local_queue_in_tha
         ("hyperpod-ns-ml", "hyperguard-recovery-in-team"),
         ("hyperpod-ns-ml", "hyperguard-api-in-team"),
     ]
-    kinds = by_kind(objects)
-    assert kinds["Namespace"]["metadata"]["name"] == "hyperpod-ns-ml"
-    queue = kinds["LocalQueue"]
-    assert queue["metadata"]["namespace"] == "hyperpod-ns-ml"
-    assert queue["spec"] == {"clusterQueue": cluster_queue("ml")}
-    spec = kinds["ClusterQueue"]["spec"]
-    # Only the team's namespace, by the label kube-apiserver sets on every namespace.
-    assert spec["namespaceSelector"] == {"matchLabels": {NAMESPACE_NAME_LABEL: "hyperpod-ns-ml"}}
-    assert spec["preemption"] == {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"}
-    assert "cohort" not in spec
+    named = by_name(objects)
+    assert named["hyperpod-ns-ml"]["kind"] == "Namespace"
+    teams, runs = named[local_queue("ml")], named[RUNS_QUEUE]
+    assert teams["metadata"]["name"] == "hyperpod-ns-ml-localqueue"
+    assert teams["metadata"]["namespace"] == runs["metadata"]["namespace"] == "hyperpod-ns-ml"
+    assert teams["spec"] == {"clusterQueue": cluster_queue("ml")}
+    assert runs["spec"] == {"clusterQueue": runs_cluster_queue("ml")}
+    held, free = named[cluster_queue("ml")]["spec"], named[runs_cluster_queue("ml")]["spec"]
+    assert held["admissionChecksStrategy"] == {"admissionChecks": [{"name": ADMISSION_CHECK}]}
+    assert "admissionChecksStrategy" not in free
+    for spec in (held, free):
+        # Only the team's namespace, by the label kube-apiserver sets on every namespace.
+        assert spec["namespaceSelector"] == {
+            "matchLabels": {NAMESPACE_NAME_LABEL: "hyperpod-ns-ml"}
+        }
+        assert spec["preemption"] == {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"}
+        assert "cohort" not in spec
     assert all(owned_by_hyperguard(o) for o in objects)
+
+
+def test_hyperguards_admission_check_is_shared_by_every_team() -> None:
+    check = by_kind(shared_objects([]))["AdmissionCheck"]
+    assert check["metadata"]["name"] == ADMISSION_CHECK
+    assert check["spec"] == {"controllerName": ADMISSION_CONTROLLER}
 
 
 @pytest.mark.parametrize("instance_type", ["ml.p5.48xlarge", "ml.trn1.32xlarge"])
 def test_the_cluster_queue_covers_what_every_run_requests(instance_type: str) -> None:
-    [group] = by_kind(team_objects("ml"))["ClusterQueue"]["spec"]["resourceGroups"]
+    [group] = by_name(team_objects("ml"))[runs_cluster_queue("ml")]["spec"]["resourceGroups"]
     [flavor] = group["flavors"]
     assert flavor["name"] == FLAVOR
     assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
@@ -118,7 +144,8 @@ def test_the_quota_is_above_any_teams_and_within_what_kueue_counts() -> None:
 def test_runs_name_the_queue_and_the_priority_class_the_objects_provide() -> None:
     manifest = hyperpod_job_manifest(job(), ["n1", "n2"])
     labels = manifest["metadata"]["labels"]
-    assert labels[QUEUE_LABEL] == by_kind(team_objects("ml"))["LocalQueue"]["metadata"]["name"]
+    assert labels[QUEUE_LABEL] == RUNS_QUEUE
+    assert by_name(team_objects("ml"))[RUNS_QUEUE]["kind"] == "LocalQueue"
     classes = [PriorityClass(name="training", weight=50), PriorityClass(name="low", weight=0)]
     shared = shared_objects(classes)
     names = {o["metadata"]["name"]: o for o in shared if o["kind"] == "WorkloadPriorityClass"}

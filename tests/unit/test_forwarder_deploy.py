@@ -72,8 +72,18 @@ def test_the_manifest_matches_the_stacks_pod_identity_and_the_forwarders_needs()
     assert spec["serviceAccountName"] == account["name"]
     (subject,) = docs["ClusterRoleBinding"]["subjects"]
     assert (subject["namespace"], subject["name"]) == (account["namespace"], account["name"])
-    (rule,) = docs["ClusterRole"]["rules"]
-    assert (rule["resources"], sorted(rule["verbs"])) == (["nodes"], ["get", "list", "watch"])
+    nodes, workloads = docs["ClusterRole"]["rules"]
+    assert (nodes["apiGroups"], nodes["resources"], sorted(nodes["verbs"])) == (
+        [""],
+        ["nodes"],
+        ["get", "list", "watch"],
+    )
+    # The held jobs' Workloads (D170): watched, never written.
+    assert (workloads["apiGroups"], workloads["resources"], sorted(workloads["verbs"])) == (
+        ["kueue.x-k8s.io"],
+        ["workloads"],
+        ["list", "watch"],
+    )
     source = Path(ROOT / "shared" / "hyperguard" / "forwarder.py").read_text()
     read = set(re.findall(r'os\.environ\["(\w+)"\]', source))
     (container,) = spec["containers"]

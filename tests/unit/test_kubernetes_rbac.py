@@ -73,7 +73,9 @@ ACCESS: dict[str, set[Grant]] = {
     "list_runs": _on_runs("list", where="cluster"),
     "run_pods": _on("", "pods", "list", where="team"),
     "patch_run": _on_runs("patch", where="team"),
-    "delete_runs": _on_runs("list", where="cluster") | _on_runs("delete", where="team"),
+    "delete_run": _on_runs("delete", where="team"),
+    "get_workload": _on("kueue.x-k8s.io", "workloads", "get", where="team"),
+    "patch_workload_status": _on("kueue.x-k8s.io", "workloads/status", "patch", where="team"),
     "delete_nodeclaim": _on("karpenter.sh", "nodeclaims", "list", "delete"),
     "list_nodeclaims": _on("karpenter.sh", "nodeclaims", "list"),
     "get_nodepool": _on("karpenter.sh", "nodepools", "get"),
@@ -106,6 +108,8 @@ ACCESS |= {
 # the creator may `bind` that role (kube-apiserver's escalation check): creating the team's
 # RoleBindings needs it, for exactly the roles they bind (checked below).
 ACCESS["create_object"] |= _on(RBAC_GROUP, "clusterroles", "bind")
+# HyperGuard marks its AdmissionCheck Active, as the check's controller (D170).
+ACCESS["patch_object"] |= _on("kueue.x-k8s.io", "admissionchecks/status", "patch")
 AUTHORIZING_VERBS = {"bind"}
 LIGHTKUBE_VERBS = {"log": "get"}
 """lightkube calls whose RBAC verb has another name (`log` reads the pods/log subresource)."""
@@ -134,6 +138,8 @@ NAMESPACED = {
     "jobs",
     "hyperpodpytorchjobs",
     "localqueues",
+    "workloads",
+    "workloads/status",
     "events",
     "rolebindings",
     "deployments",

@@ -97,7 +97,7 @@ def test_job_status_changes_wake_the_scheduler_on_its_fifo_group() -> None:
     rule = _resources("AWS::Events::Rule")["JobStatusRule"]["Properties"]
     assert rule["EventPattern"] == {
         "source": ["hyperguard.node-forwarder"],
-        "detail-type": ["Kubernetes Job Status Changed"],
+        "detail-type": ["Kubernetes Job Status Changed", "Kubernetes Workload Held"],
     }
     (target,) = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["SchedulerQueue", "Arn"]}

@@ -83,11 +83,21 @@ class ClusterGateway(Protocol):
         ...
 
     def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
-        """Delete the job's runs (only those numbered below `before_run`, if given)."""
+        """Delete the job's runs (only those numbered below `before_run`, if given); a held
+        object a team applied is evicted back to its queue instead (D170)."""
         ...
 
     def resize(self, job: Job, nodes: list[str]) -> bool:
         """Run the job on `nodes` instead (in place where the run allows: True)."""
+        ...
+
+    def held_workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Kueue Workload `name` in `namespace` (hyperguard.cluster.held); None if gone."""
+        ...
+
+    def refuse_held(self, namespace: str, workload: str, reason: str) -> bool:
+        """Reject HyperGuard's admission check on a held Workload (Kueue deactivates it and
+        says why); False when it is gone."""
         ...
 
     def job_runs(self) -> list[RunStatus]: ...

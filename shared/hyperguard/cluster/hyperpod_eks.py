@@ -2,8 +2,9 @@
 
 SageMaker is the authority on the node inventory and repairs nodes; the EKS API server is
 where pods are kept off a node and where jobs run. Jobs follow HyperPod task governance's
-conventions: namespace `hyperpod-ns-<team>`, Kueue local queue
-`hyperpod-ns-<team>-localqueue`, priority class label `<class>-priority`.
+conventions: namespace `hyperpod-ns-<team>`, priority class label `<class>-priority`; the
+team's `hyperpod-ns-<team>-localqueue` holds what teams apply with kubectl until HyperGuard
+admits it (hyperguard.cluster.held, D170).
 
 The API server also holds EKS burst nodes, which Karpenter provisions and SageMaker does not
 know. SageMaker's inventory decides who owns a node: HyperPod nodes are repaired by
@@ -34,6 +35,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.gateway import ClusterError, DrainResult, InvalidRunError, NodeNotFoundError
+from hyperguard.cluster.held import WORKLOAD_ANNOTATION, check_state
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
@@ -53,7 +55,7 @@ from hyperguard.cluster.kubernetes import (
     NodeCondition,
     RunPod,
 )
-from hyperguard.cluster.kueue import KueueObjects
+from hyperguard.cluster.kueue import ADMISSION_CHECK, KueueObjects, utc_timestamp
 from hyperguard.cluster.prerequisites import (
     KUEUE_CRD,
     OPERATOR_CRD,
@@ -61,7 +63,9 @@ from hyperguard.cluster.prerequisites import (
     summarize,
 )
 from hyperguard.cluster.workloads import (
+    JOB_ID_ANNOTATION,
     JOB_ID_LABEL,
+    RUN_LABEL,
     DryRunObject,
     ReplicaLog,
     batch_job_manifest,
@@ -228,8 +232,81 @@ class HyperPodEksGateway:
     def dispatch(self, job: Job, nodes: list[str]) -> bool:
         """Submit run `job.run` of `job` pinned to `nodes` (instance ids, one per replica):
         a HyperPodPyTorchJob on HyperPod nodes, a batch Job on EKS burst nodes. False when
-        this run was already submitted."""
+        this run was already submitted. A job a team applied itself is admitted instead:
+        Kueue starts its own object (D170)."""
+        if job.cluster_object is not None:
+            return self._admit_held(job)
         return self._create_run(job, self._manifest(job, self._placement(nodes)))
+
+    # jobs a team applied itself, held by Kueue on HyperGuard's admission check (D170)
+
+    def held_workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.kubernetes.get_workload(namespace, name)
+
+    def refuse_held(self, namespace: str, workload: str, reason: str) -> bool:
+        return self._set_check(namespace, workload, "Rejected", reason)
+
+    def _set_check(
+        self, namespace: str, workload: str, state: str, message: str, **more: Any
+    ) -> bool:
+        """HyperGuard's check on the Workload set to `state`. A merge patch replaces the
+        Workload's list of checks: its ClusterQueue names only HyperGuard's."""
+        check = {
+            "name": ADMISSION_CHECK,
+            "state": state,
+            "message": message[:1024],
+            "lastTransitionTime": utc_timestamp(),
+            **more,
+        }
+        patch = {"status": {"admissionChecks": [check]}}
+        return self.kubernetes.patch_workload_status(namespace, workload, patch)
+
+    def _admit_held(self, job: Job) -> bool:
+        """Label the held object as run `job.run` of the job, then set the check Ready with
+        the same labels for its pods (so that placements and logs find them): False when it
+        was Ready already. Raises InvalidRunError when the object or its Workload is gone (the
+        team deleted it), ClusterError while Kueue has yet to evict it after a stop (the
+        check still Retry: a Ready now could be reset by that eviction)."""
+        held = job.cluster_object
+        assert held is not None
+        what = f"{held.kind} {held.namespace}/{held.name}"
+        workload = self.held_workload(held.namespace, held.workload)
+        if workload is None:
+            raise InvalidRunError(f"the Kueue Workload of {what} was deleted")
+        state = check_state(workload, ADMISSION_CHECK)
+        if state == "Retry":
+            raise ClusterError(f"{what} is still being evicted by Kueue; admitted on a later try")
+        labels = {JOB_ID_LABEL: job_name(job.job_id), RUN_LABEL: str(job.run)}
+        annotations = {JOB_ID_ANNOTATION: job.job_id, WORKLOAD_ANNOTATION: held.workload}
+        patch = {"metadata": {"labels": labels, "annotations": annotations}}
+        if not self.kubernetes.patch_run(RunKind(held.kind), held.namespace, held.name, patch):
+            raise InvalidRunError(f"{what} was deleted from the cluster")
+        if state == "Ready":
+            return False
+        updates = [{"name": held.pod_set, "labels": labels}]
+        message = f"admitted by HyperGuard as run {job.run} of job {job.job_id}"
+        if not self._set_check(
+            held.namespace, held.workload, "Ready", message, podSetUpdates=updates
+        ):
+            raise InvalidRunError(f"the Kueue Workload of {what} was deleted")
+        return True
+
+    def _stop_held(self, obj: dict[str, Any]) -> bool:
+        """Evict a held object HyperGuard admitted back to its queue (check Retry: Kueue
+        suspends it, deletes its pods and puts the check back to Pending), then take its run
+        label off: it is no run until HyperGuard admits it again. Evicted first, so that a
+        failure between the two leaves a run the next pass stops again, never one that runs
+        unseen; a check that is not Ready has nothing to evict."""
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        workload_name = str((meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION) or "")
+        workload = self.held_workload(namespace, workload_name)
+        evicted = False
+        if workload is not None and check_state(workload, ADMISSION_CHECK) == "Ready":
+            message = "stopped by HyperGuard: suspended until it is admitted again"
+            evicted = self._set_check(namespace, workload_name, "Retry", message)
+        unlabel = {"metadata": {"labels": {RUN_LABEL: None}}}
+        return self.kubernetes.patch_run(RunKind(obj["kind"]), namespace, name, unlabel) or evicted
 
     def _create_run(self, job: Job, manifest: dict[str, Any]) -> bool:
         """Ensure the run object, and a batch run's headless Service (owned by its Job, so
@@ -320,11 +397,17 @@ class HyperPodEksGateway:
         """Delete the job's runs (those numbered below `before_run`, if given) with their
         pods. False when none was left to stop."""
 
-        def keep(obj: dict[str, Any]) -> bool:
+        stopped = False
+        for obj in self.kubernetes.list_runs({JOB_ID_LABEL: job_name(job_id)}):
             status = run_status(obj)
-            return before_run is not None and (status is None or status.run >= before_run)
-
-        return self.kubernetes.delete_runs({JOB_ID_LABEL: job_name(job_id)}, keep)
+            if status is None or (before_run is not None and status.run >= before_run):
+                continue
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            if WORKLOAD_ANNOTATION in annotations:
+                stopped = self._stop_held(obj) or stopped
+            else:
+                stopped = self.kubernetes.delete_run(obj) or stopped
+        return stopped
 
     def resize(self, job: Job, nodes: list[str]) -> bool:
         """Run `job` (its new run number) on `nodes` instead: a running HyperPodPyTorchJob

@@ -81,6 +81,8 @@ NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaim
 NodePool = create_global_resource("karpenter.sh", "v1", "NodePool", "nodepools")
 EC2NodeClass = create_global_resource("karpenter.k8s.aws", "v1", "EC2NodeClass", "ec2nodeclasses")
 HyperPodJob = create_namespaced_resource(*HYPERPOD_JOB_API)
+Workload = create_namespaced_resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads")
+"""Kueue's Workload: a job a team applied waits in one on HyperGuard's admission check."""
 _RUN_RESOURCES: dict[RunKind, Any] = {RunKind.BATCH: Job, RunKind.HYPERPOD: HyperPodJob}
 
 # ApiError is an httpx2.HTTPError; a body lightkube cannot decode is a msgspec.DecodeError.
@@ -561,32 +563,26 @@ class KubernetesAdapter:
         )
         return gone is None
 
-    def delete_runs(
-        self, labels: dict[str, Any], keep: Callable[[dict[str, Any]], bool] = lambda _: False
-    ) -> bool:
-        """Delete, with their pods, the runs in any namespace carrying `labels` (but those
-        `keep` keeps). Returns False when none was left to delete (absent, kept, or already
-        being deleted)."""
-        deleted = False
-        for obj in self.list_runs(labels):
-            meta = obj.get("metadata") or {}
-            if not meta.get("name") or meta.get("deletionTimestamp") or keep(obj):
-                continue
-            kind = RunKind(obj["kind"])
-            name, namespace = meta["name"], meta.get("namespace")
-            gone = self._request(
-                f"delete {kind.value} {namespace}/{name}",
-                partial(
-                    self.client.delete,
-                    _RUN_RESOURCES[kind],
-                    name,
-                    namespace=namespace,
-                    cascade=CascadeType.BACKGROUND,
-                ),
-                expected=(404,),
-            )
-            deleted = deleted or gone is None
-        return deleted
+    def delete_run(self, obj: dict[str, Any]) -> bool:
+        """Delete a run object (as JSON) with its pods; False when it was gone or already
+        being deleted."""
+        meta = obj.get("metadata") or {}
+        if not meta.get("name") or meta.get("deletionTimestamp"):
+            return False
+        kind = RunKind(obj["kind"])
+        name, namespace = meta["name"], meta.get("namespace")
+        gone = self._request(
+            f"delete {kind.value} {namespace}/{name}",
+            partial(
+                self.client.delete,
+                _RUN_RESOURCES[kind],
+                name,
+                namespace=namespace,
+                cascade=CascadeType.BACKGROUND,
+            ),
+            expected=(404,),
+        )
+        return gone is None
 
     def node_name(self, instance_id: str) -> str:
         return self._get_node_name(instance_id)
@@ -702,6 +698,25 @@ class KubernetesAdapter:
             patch_type=PatchType.MERGE,
         )
         return self._request(f"patch {resource.__name__} {name}", call, expected=(404,)) is None
+
+    def get_workload(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Kueue Workload `name` in `namespace`; None when there is none (404)."""
+        what = f"get Workload {namespace}/{name}"
+        found = self._get(what, partial(self.client.get, Workload, name, namespace=namespace))
+        return None if found is None else dict(found.to_dict())
+
+    def patch_workload_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """JSON merge patch of a Kueue Workload's status; False when it is gone (404)."""
+        call = partial(
+            self.client.patch,
+            Workload.Status,
+            name,
+            patch,
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+        what = f"patch Workload {namespace}/{name} status"
+        return self._request(what, call, expected=(404,)) is None
 
     def workloads(self, namespace: str, name: str) -> list[tuple[str, str, list[dict[str, Any]]]]:
         """The Deployments and DaemonSets in `namespace` labelled `app.kubernetes.io/name:

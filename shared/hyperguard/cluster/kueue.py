@@ -38,6 +38,7 @@ operator) and is left alone: the outcome says so, and docs/operations.md says wh
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -46,7 +47,7 @@ from lightkube.resources.core_v1 import Namespace
 from lightkube.resources.rbac_authorization_v1 import RoleBinding
 
 from hyperguard.cluster.kubernetes import KubernetesAdapter
-from hyperguard.cluster.workloads import local_queue, team_namespace
+from hyperguard.cluster.workloads import RUNS_QUEUE, local_queue, team_namespace
 from hyperguard.models.governance import PriorityClass
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -83,12 +84,20 @@ LocalQueue = create_namespaced_resource(KUEUE_GROUP, KUEUE_VERSION, "LocalQueue"
 WorkloadPriorityClass = create_global_resource(
     KUEUE_GROUP, KUEUE_VERSION, "WorkloadPriorityClass", "workloadpriorityclasses"
 )
+AdmissionCheck = create_global_resource(
+    KUEUE_GROUP, KUEUE_VERSION, "AdmissionCheck", "admissionchecks"
+)
+ADMISSION_CHECK = "hyperguard"
+"""The AdmissionCheck on each team's ClusterQueue that holds the jobs teams apply themselves
+until HyperGuard admits them (D170)."""
+ADMISSION_CONTROLLER = "hyperguard.io/admission"
 _RESOURCES: dict[str, Any] = {
     "Namespace": Namespace,
     "ResourceFlavor": ResourceFlavor,
     "ClusterQueue": ClusterQueue,
     "LocalQueue": LocalQueue,
     "WorkloadPriorityClass": WorkloadPriorityClass,
+    "AdmissionCheck": AdmissionCheck,
     "RoleBinding": RoleBinding,
 }
 _KEPT_FIELDS = ("spec", "value", "description", "subjects")
@@ -110,7 +119,14 @@ class EnsureOutcome(StrEnum):
 
 
 def cluster_queue(team: str) -> str:
+    """The ClusterQueue of the team's LocalQueue (HyperPod task governance's name): it holds
+    what the team applies itself on HyperGuard's admission check."""
     return f"{team_namespace(team)}-clusterqueue"
+
+
+def runs_cluster_queue(team: str) -> str:
+    """The ClusterQueue of HyperGuard's own runs of the team (LocalQueue `hyperguard-runs`)."""
+    return f"{team_namespace(team)}-{RUNS_QUEUE}"
 
 
 def priority_class_name(priority_class: str) -> str:
@@ -154,13 +170,19 @@ def priority_class_object(name: str, value: int, description: str) -> dict[str, 
 
 
 def shared_objects(priority_classes: Iterable[PriorityClass]) -> list[dict[str, Any]]:
-    """The cluster-wide objects every team's runs need: the ResourceFlavor and a
-    WorkloadPriorityClass per priority class."""
+    """The cluster-wide objects every team's runs need: the ResourceFlavor, HyperGuard's
+    AdmissionCheck and a WorkloadPriorityClass per priority class."""
     flavor = {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": _meta(FLAVOR),
         "spec": {},
+    }
+    check = {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": _meta(ADMISSION_CHECK),
+        "spec": {"controllerName": ADMISSION_CONTROLLER},
     }
     classes = [
         priority_class_object(
@@ -168,41 +190,55 @@ def shared_objects(priority_classes: Iterable[PriorityClass]) -> list[dict[str, 
         )
         for pc in priority_classes
     ]
-    return [flavor, *classes]
+    return [flavor, check, *classes]
 
 
-def team_objects(team: str) -> list[dict[str, Any]]:
-    """The team's Namespace, RoleBindings, ClusterQueue and LocalQueue, in the order they
-    must exist."""
-    namespace = team_namespace(team)
+def _cluster_queue(name: str, namespace: str, *, held: bool) -> dict[str, Any]:
     resources = [
         {"name": resource, "nominalQuota": quota} for resource, quota in UNBOUNDED_QUOTA.items()
     ]
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+        "resourceGroups": [
+            {
+                "coveredResources": list(UNBOUNDED_QUOTA),
+                "flavors": [{"name": FLAVOR, "resources": resources}],
+            }
+        ],
+    }
+    if held:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": ADMISSION_CHECK}]}
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": _meta(name),
+        "spec": spec,
+    }
+
+
+def _local_queue(name: str, namespace: str, cluster_queue_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": _meta(name, namespace),
+        "spec": {"clusterQueue": cluster_queue_name},
+    }
+
+
+def team_objects(team: str) -> list[dict[str, Any]]:
+    """The team's Namespace, RoleBindings, ClusterQueues and LocalQueues, in the order they
+    must exist: the team's own queue, held on HyperGuard's admission check, and the queue of
+    HyperGuard's runs (D170)."""
+    namespace = team_namespace(team)
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
         *(team_role_binding(function, namespace) for function in IN_TEAM_FUNCTIONS),
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "ClusterQueue",
-            "metadata": _meta(cluster_queue(team)),
-            "spec": {
-                "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
-                "queueingStrategy": "BestEffortFIFO",
-                "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
-                "resourceGroups": [
-                    {
-                        "coveredResources": list(UNBOUNDED_QUOTA),
-                        "flavors": [{"name": FLAVOR, "resources": resources}],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": KUEUE_API_VERSION,
-            "kind": "LocalQueue",
-            "metadata": _meta(local_queue(team), namespace),
-            "spec": {"clusterQueue": cluster_queue(team)},
-        },
+        _cluster_queue(cluster_queue(team), namespace, held=True),
+        _local_queue(local_queue(team), namespace, cluster_queue(team)),
+        _cluster_queue(runs_cluster_queue(team), namespace, held=False),
+        _local_queue(RUNS_QUEUE, namespace, runs_cluster_queue(team)),
     ]
 
 
@@ -260,13 +296,42 @@ class KueueObjects:
         actual = self.kubernetes.get_object(resource, name, namespace)
         if actual is None:
             if self.kubernetes.create_object(resource, wanted):
+                self._activate(wanted, None)
                 return EnsureOutcome.CREATED
             # Created since the read (a concurrent pass): the next pass compares it.
             return EnsureOutcome.UNCHANGED
         if not owned_by_hyperguard(actual):
             return EnsureOutcome.FOREIGN
         patch = change_for(wanted, actual)
+        activated = self._activate(wanted, actual)
         if patch is None:
-            return EnsureOutcome.UNCHANGED
+            return EnsureOutcome.UPDATED if activated else EnsureOutcome.UNCHANGED
         self.kubernetes.patch_object(resource, name, patch, namespace)
         return EnsureOutcome.UPDATED
+
+    def _activate(self, wanted: dict[str, Any], actual: dict[str, Any] | None) -> bool:
+        """HyperGuard's AdmissionCheck marked Active, as its controller: Kueue keeps every
+        ClusterQueue that uses an inactive check inactive (nothing admitted there). True
+        when it was marked now."""
+        if wanted["kind"] != "AdmissionCheck" or _active(actual):
+            return False
+        condition = {
+            "type": "Active",
+            "status": "True",
+            "reason": "Active",
+            "message": "HyperGuard's scheduler admits the jobs this check holds",
+            "lastTransitionTime": utc_timestamp(),
+        }
+        status = AdmissionCheck.Status
+        patch = {"status": {"conditions": [condition]}}
+        return self.kubernetes.patch_object(status, wanted["metadata"]["name"], patch)
+
+
+def _active(check: dict[str, Any] | None) -> bool:
+    conditions = ((check or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions)
+
+
+def utc_timestamp() -> str:
+    """Now, as Kubernetes writes a condition's time (RFC 3339, seconds)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -6,8 +6,10 @@ A job is dispatched as one *run* at a time, numbered by `Job.run`:
   `elasticPolicy`; an elastic run is resized in place by patching it;
 - on EKS burst nodes (Karpenter), a batch/v1 Job, which cannot change size: a resize is a
   new run.
-Both follow HyperPod task governance's conventions: namespace `hyperpod-ns-<team>`, Kueue
-local queue `hyperpod-ns-<team>-localqueue`, priority class label `<class>-priority`. Pods
+Both follow HyperPod task governance's conventions: namespace `hyperpod-ns-<team>`, priority
+class label `<class>-priority`; their Kueue local queue is `hyperguard-runs` (the team's
+`hyperpod-ns-<team>-localqueue` holds the jobs applied with kubectl until HyperGuard admits
+them: D170). Pods
 are pinned to the nodes HyperGuard placed the job on (required node affinity on
 `metadata.name`), select the instance type by the name those nodes carry (`ml.*` on
 HyperPod, the EC2 name on Karpenter's), tolerate the burst NodePool's taints and carry
@@ -135,7 +137,14 @@ def team_namespace(team: str) -> str:
 
 
 def local_queue(team: str) -> str:
+    """The team's LocalQueue as HyperPod task governance names it: what kubectl users and
+    the HyperPod CLI label their jobs with, held on HyperGuard's admission check (D170)."""
     return f"{team_namespace(team)}-localqueue"
+
+
+RUNS_QUEUE = "hyperguard-runs"
+"""The LocalQueue of HyperGuard's own runs in every team namespace: already admitted by
+HyperGuard, so its ClusterQueue has no admission check (D170)."""
 
 
 def job_name(job_id: str) -> str:
@@ -150,7 +159,10 @@ def job_name(job_id: str) -> str:
 
 def run_name(job: Job) -> str:
     """The object name of this run of `job`: every run is a new object, so that dispatching
-    a restart is not mistaken for a repeat of an earlier dispatch."""
+    a restart is not mistaken for a repeat of an earlier dispatch. A job a team applied has
+    one object, whatever the run (D170)."""
+    if job.cluster_object is not None:
+        return job.cluster_object.name
     if job.run == 0:
         return job_name(job.job_id)
     return job_name(f"{job.job_id}-run-{job.run}")
@@ -298,7 +310,7 @@ def toleration_of(taint: dict[str, Any]) -> dict[str, Any]:
 
 def _metadata(job: Job) -> dict[str, Any]:
     labels = {
-        QUEUE_LABEL: local_queue(job.team),
+        QUEUE_LABEL: RUNS_QUEUE,
         JOB_ID_LABEL: job_name(job.job_id),
         RUN_LABEL: str(job.run),
     }

@@ -6,11 +6,12 @@ Plain EKS sends no node-health events to EventBridge, so this contract is HyperG
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from hyperguard.events.base import (
     DetailModel,
@@ -20,11 +21,15 @@ from hyperguard.events.base import (
     new_signal,
     parse_event,
 )
+from hyperguard.models.camel import CamelModel
+from hyperguard.models.cluster import HeldWorkload
 from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
 from hyperguard.provider_ids import parse_provider_id
 
 FORWARDER_SOURCE = "hyperguard.node-forwarder"
 NODE_CONDITION_CHANGED = "Kubernetes Node Condition Changed"
+WORKLOAD_HELD = "Kubernetes Workload Held"
+"""The forwarder's event for a Kueue Workload held on HyperGuard's admission check (D170)."""
 
 
 # Repair per "*Ready" condition: hardware and storage faults need a new instance, software
@@ -142,3 +147,33 @@ def classify_node_condition(event: Mapping[str, Any]) -> list[HealthSignal]:
             },
         )
     ]
+
+
+class HeldWorkloadDetail(CamelModel):
+    """What a "Kubernetes Workload Held" event says of the Workload (docs/events.md)."""
+
+    namespace: str = Field(min_length=1, max_length=63)
+    name: str = Field(min_length=1, max_length=253)
+
+
+def woken_held(bodies: Iterable[str]) -> list[HeldWorkload]:
+    """The held Workloads the forwarder's events among these message bodies name (D170); a
+    body that is not such an event, or names none well, names nothing."""
+    named = []
+    for body in bodies:
+        try:
+            event = json.loads(body)
+        except ValueError:
+            continue
+        if (
+            not isinstance(event, dict)
+            or event.get("source") != FORWARDER_SOURCE
+            or event.get("detail-type") != WORKLOAD_HELD
+        ):
+            continue
+        try:
+            detail = HeldWorkloadDetail.model_validate(event.get("detail"))
+        except ValidationError:
+            continue
+        named.append(HeldWorkload(detail.namespace, detail.name))
+    return named

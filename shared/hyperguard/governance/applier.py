@@ -73,6 +73,10 @@ class PassResult:
     """Running jobs whose checkpoint location S3 would not list this pass (D138)."""
     operator_restarts: list[str] = field(default_factory=list)
     """Running jobs the HyperPod training operator restarted since the last pass (D155)."""
+    adopted: list[str] = field(default_factory=list)
+    """Jobs a team applied to its namespace, recorded this pass (D170)."""
+    refused_held: list[str] = field(default_factory=list)
+    """Held Workloads (namespace/name) whose check this pass rejected (D170)."""
     slow: int = 0
     """Running jobs flagged slow (D100), as the pass read them."""
     bursts: list[str] = field(default_factory=list)
@@ -111,6 +115,8 @@ class PassResult:
             "relocated": len(self.relocated),
             "unreadable": len(self.unreadable),
             "operator_restarts": len(self.operator_restarts),
+            "adopted": len(self.adopted),
+            "refused_held": len(self.refused_held),
             "slow": self.slow,
             "bursts": len(self.bursts),
             "released": len(self.released),

@@ -324,6 +324,8 @@ def _ended(
     since = (run.since if run is not None else None) or record.started_at
     if since is not None and (now - since).total_seconds() < policy.failed_run_grace_s:
         return None
+    if job.cluster_object is not None:
+        return _held_ended(record, run)
     if run is None:
         lost = f"run {job.run} is no longer on the cluster"
     elif run.phase is not RunPhase.FAILED:
@@ -339,6 +341,21 @@ def _ended(
             f"{run.kind.value} {run.name} failed after {', '.join(gone)} left the cluster ({said})"
         )
     return Reconcile(Verdict.LOST, record, f"requeued to resume from its checkpoint: {lost}")
+
+
+def _held_ended(record: JobRecord, run: RunStatus | None) -> Reconcile:
+    """A job a team applied whose object failed, or is gone: it ends Failed. HyperGuard
+    admits the team's object and makes no other, so a run that ended (its own controller's
+    retries spent) or was deleted cannot be resumed by requeueing it (D170)."""
+    held = record.job.cluster_object
+    assert held is not None
+    what = f"{held.kind} {held.namespace}/{held.name}"
+    if run is None:
+        return Reconcile(Verdict.FAILED, record, f"failed: {what} is no longer on the cluster")
+    said = f"{run.reason or run.phase.value}: {run.message}".rstrip(": ")
+    return Reconcile(
+        Verdict.FAILED, record, f"failed: {what} ended ({said}); apply it again to rerun it"
+    )
 
 
 def _stalled(

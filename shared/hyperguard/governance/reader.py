@@ -191,15 +191,16 @@ class SnapshotReader:
     def placements(
         self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus]
     ) -> dict[str, tuple[str, ...]]:
-        """Where the pods of running auto-resume jobs' current runs are (one pod list per
-        team that has one); nothing when the cluster cannot say (the pass goes on: the
+        """Where the pods of running auto-resume jobs' current runs are, and those of jobs a
+        team applied (kube-scheduler places them: D170), one pod list per team that has one;
+        nothing when the cluster cannot say (the pass goes on: the
         record is corrected by a later one)."""
         running = {(r.job_id, r.run) for r in runs if r.phase is RunPhase.RUNNING}
         asked = [
             r.job
             for r in jobs
             if r.job.status is JobStatus.RUNNING
-            and r.job.auto_resume
+            and (r.job.auto_resume or r.job.cluster_object is not None)
             and not r.stop_pending
             and not r.protected_by
             and (r.job.job_id, r.job.run) in running

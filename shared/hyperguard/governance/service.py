@@ -89,8 +89,16 @@ import uuid
 from collections.abc import Callable, Collection
 from datetime import datetime
 
-from hyperguard.catalogue import InstanceCatalogue
+from hyperguard.aws import ClientError
+from hyperguard.catalogue import InstanceCatalogue, ml_name
 from hyperguard.cluster.gateway import ClusterGateway
+from hyperguard.concurrency import bounded_map
+from hyperguard.governance.adoption import (
+    MAX_ADOPTED_PER_PASS,
+    Adopt,
+    adopted_ids,
+    plan_adoption,
+)
 from hyperguard.governance.applier import CLUSTER_OBJECTS, PassApplier, PassResult
 from hyperguard.governance.decide import (
     plan_admission,
@@ -98,10 +106,11 @@ from hyperguard.governance.decide import (
     plan_reconcile,
     wants_burst,
 )
-from hyperguard.governance.jobs import FencedOutError, JobLifecycle
+from hyperguard.governance.jobs import FencedOutError, JobLifecycle, SubmissionRules
 from hyperguard.governance.reader import SnapshotReader
 from hyperguard.messaging import EventPublisher, Workflows
-from hyperguard.models import utcnow
+from hyperguard.models import Job, utcnow
+from hyperguard.models.cluster import HeldWorkload
 from hyperguard.observability import logger
 from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import IncidentStore
@@ -165,18 +174,22 @@ class SchedulerService:
         deployment grants Recovery in the namespaces of teams that dispatch nothing new
         (D98)."""
 
-    def run_pass(self, job_ids: Collection[str] = ()) -> PassResult:
+    def run_pass(
+        self, job_ids: Collection[str] = (), held: Collection[HeldWorkload] = ()
+    ) -> PassResult:
         """One pass, or nothing (`acquired` False) while another pass holds the lease.
         `job_ids`: jobs the wake-ups named, read by key besides the `Live` index (which a
         job just submitted may not be in yet), with those the coalesced wake-up taken with
-        the lease names (D169)."""
+        the lease names (D169). `held`: Workloads the forwarder found held on HyperGuard's
+        admission check, recorded first as jobs of their teams (D170)."""
         started = time.perf_counter()
         lease = self.teams.acquire_lease(self.cluster, uuid.uuid4().hex, self.lease_ttl_s)
         if lease is None:
             return PassResult(acquired=False)
         result = PassResult()
         try:
-            self._pass(lease, {*job_ids, *lease.woken}, result)
+            adopted = self._adopt(held, result) if held else []
+            self._pass(lease, {*job_ids, *lease.woken, *adopted}, result)
         except FencedOutError:
             result.conflicts += 1
             logger.warning("scheduler lease lost mid-pass", extra={"cluster": self.cluster})
@@ -184,6 +197,60 @@ class SchedulerService:
             self.teams.release_lease(lease)
             result.duration_s = time.perf_counter() - started
         return result
+
+    def _adopt(self, held: Collection[HeldWorkload], result: PassResult) -> list[str]:
+        """Record the jobs of these held Workloads (hyperguard.governance.adoption): the ids
+        of those recorded, which the pass then reads by key. A Workload gone is skipped; a
+        Kubernetes or DynamoDB error fails the pass, and SQS delivers the wake-ups again."""
+        wanted = sorted(set(held), key=lambda h: (h.namespace, h.name))[:MAX_ADOPTED_PER_PASS]
+        found = bounded_map(lambda h: self.gateway.held_workload(h.namespace, h.name), wanted)
+        workloads = [w for w in found if w is not None]
+        records = self.jobs.records_of(adopted_ids(workloads, instance_type=self._instance_type))
+        quotas = {q.compute_quota_target.team_name for q in self.teams.quotas()}
+        classes = frozenset(pc.name for pc in self.teams.scheduler_config()[0].priority_classes)
+
+        def rules_for(job: Job) -> SubmissionRules:
+            return SubmissionRules(
+                team_has_quota=job.team in quotas,
+                priority_classes=classes,
+                accelerators_per_instance=self._instance_type(job.instance_type)[1],
+            )
+
+        intents = plan_adoption(
+            workloads,
+            {r.job.job_id: r for r in records},
+            instance_type=self._instance_type,
+            rules_for=rules_for,
+        )
+        for intent in intents:
+            if isinstance(intent, Adopt):
+                if self._record_held(intent.job, rules_for(intent.job)):
+                    result.adopted.append(intent.job.job_id)
+            elif self.gateway.refuse_held(intent.namespace, intent.workload, intent.reason):
+                result.refused_held.append(f"{intent.namespace}/{intent.workload}")
+                logger.warning(
+                    "held workload refused",
+                    extra={"workload": result.refused_held[-1], "reason": intent.reason},
+                )
+        return list(result.adopted)
+
+    def _record_held(self, job: Job, rules: SubmissionRules) -> bool:
+        """A held job recorded Pending; False when another pass recorded it first."""
+        held = job.cluster_object
+        assert held is not None
+        try:
+            _, created = self.lifecycle.submit(
+                job, principal=f"cluster:{held.kind}/{held.namespace}/{held.name}", rules=rules
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return False
+        return created
+
+    def _instance_type(self, name: str) -> tuple[str, int]:
+        """HyperPod's name of an instance type and its accelerators (KeyError: unknown)."""
+        return ml_name(name), self.catalogue.spec(name).accelerators
 
     def _pass(self, lease: Lease, named: Collection[str], result: PassResult) -> None:
         reader = SnapshotReader(

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 from hyperguard.models.incidents import Incident, IncidentStatus, ProtectedJob
-from hyperguard.models.jobs import Checkpoint, Job, JobStatus
+from hyperguard.models.jobs import Checkpoint, ClusterObject, Job, JobSource, JobStatus
 from hyperguard.models.nodes import Node, NodeStatus, RepairFailure, RepairOutcome
 from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
 
@@ -26,10 +26,12 @@ def wait_timestamp(when: datetime) -> str:
 __all__ = [
     "Action",
     "Checkpoint",
+    "ClusterObject",
     "HealthSignal",
     "Incident",
     "IncidentStatus",
     "Job",
+    "JobSource",
     "JobStatus",
     "Node",
     "NodeStatus",

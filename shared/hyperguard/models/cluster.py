@@ -5,6 +5,7 @@ without loading an adapter."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal
@@ -92,3 +93,12 @@ class InstanceGroupSize(BaseModel):
     software_update_status: str | None = None
     """SoftwareUpdateStatus: Pending | InProgress | Succeeded | Failed | RollbackInProgress |
     RollbackComplete, while or after HyperPod updates the group's software."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldWorkload:
+    """Where a Kueue Workload held on HyperGuard's admission check is (D170): what the
+    forwarder's event names and a pass reads."""
+
+    namespace: str
+    name: str

@@ -268,6 +268,27 @@ class SlowFlag(BaseModel):
     reason: str
 
 
+class JobSource(StrEnum):
+    """Where a job came from."""
+
+    API = "api"
+    """Submitted through HyperGuard's API (or its CLI): HyperGuard creates its runs."""
+    CLUSTER = "cluster"
+    """Applied to a team's namespace with kubectl or the HyperPod CLI and held by Kueue on
+    HyperGuard's admission check: the object is its only run (D170)."""
+
+
+class ClusterObject(BaseModel):
+    """The object a cluster job was applied as, and the Kueue Workload that holds it."""
+
+    kind: str = Field(description="Job (batch/v1) or HyperPodPyTorchJob")
+    namespace: str
+    name: str
+    uid: str
+    workload: str = Field(description="the Kueue Workload's name in the same namespace")
+    pod_set: str = Field(description="the Workload's pod set")
+
+
 class Job(BaseModel):
     job_id: str
     name: str | None = Field(default=None, description="the submitter's name for the job")
@@ -306,6 +327,10 @@ class Job(BaseModel):
     restart_count: int = Field(default=0, description="restarts after faults or preemptions")
     run: int = Field(default=0, description="how many times it was dispatched, less one")
     submitted_at: datetime | None = None
+    source: JobSource = JobSource.API
+    cluster_object: ClusterObject | None = Field(
+        default=None, description="with source cluster: the object applied, and its Workload"
+    )
 
     def operator_retries(self) -> int:
         """runPolicy.jobMaxRetryCount of its HyperPod runs: what it asked for, else 10 with
