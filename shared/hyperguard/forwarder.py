@@ -169,7 +169,7 @@ class HeldTracker:
     def observe(self, event: str, workload: Mapping[str, Any]) -> list[Obj]:
         """The `detail`s to forward for this watch event of `workload`: one the first time
         its check is seen Pending (again after an admission or an eviction)."""
-        from hyperguard.cluster.held import check_state, owner_of, team_of
+        from hyperguard.cluster.held import owner_of, team_of, waiting
         from hyperguard.cluster.kueue import ADMISSION_CHECK
 
         meta = workload.get("metadata") or {}
@@ -183,7 +183,7 @@ class HeldTracker:
         if team_of(namespace) is None:
             self.outside.add(uid)
             return []
-        if check_state(workload, ADMISSION_CHECK) != "Pending":
+        if not waiting(workload, ADMISSION_CHECK):
             self.sent.discard(uid)
             return []
         if uid in self.sent:

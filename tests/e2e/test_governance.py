@@ -17,9 +17,11 @@ from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
 
-from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, team_namespace
-from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, PODS
+from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, local_queue, team_namespace
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, resource
 from hyperguard_twin.runtime import Twin
+
+LOCAL_QUEUES = resource("kueue.x-k8s.io/v1beta2", "localqueues")
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +173,113 @@ def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(
         assert pod["metadata"]["labels"]["app"] == TEMPLATE["metadata"]["labels"]["app"]
         assert_carries_the_template(pod["spec"], job_id)
     assert http("DELETE", f"/jobs/{job_id}")[0] == 200
+
+
+def test_a_job_applied_with_kubectl_is_governed_and_recovered_like_an_api_job(
+    twin: Twin, http: Http
+) -> None:
+    """A team member applies a batch Job to the team's namespace and queue, as kubectl does:
+    the forwarder finds it (a watch, D170), the scheduler lists it within seconds, Kueue holds
+    it suspended while the team's quota is in use, HyperGuard admits it once the quota is
+    free, and a fault on its node is recovered as for an API job: the team's Job runs again,
+    on another node."""
+    make_room(http)
+    assert http("PUT", "/principals", {"principal_arn": member("zeta"), "team": "zeta"})[0] in (
+        200,
+        201,
+    )
+    assert http.quota("zeta", 8, strategy="DontLend", borrow=None) == 201
+    first = http.submit("zeta", 8)
+    http.wait({first: "Running"}, timeout_s=60)
+    namespace = team_namespace("zeta")
+    until(lambda: twin.kube.get(LOCAL_QUEUES, local_queue("zeta"), namespace), "the team's queue")
+    twin.kube.create(JOBS, applied_job("sweep", namespace, local_queue("zeta")), namespace)
+
+    def listed() -> dict[str, Any] | None:
+        jobs = http("GET", "/jobs", principal=member("zeta"))[1]["jobs"]
+        return next((j for j in jobs if j["source"] == "cluster"), None)
+
+    held = until(listed, "the applied Job in the job list", timeout_s=30)
+    assert held["cluster_object"]["name"] == "sweep" and held["status"] == "Pending"
+    job = twin.kube.get(JOBS, "sweep", namespace)
+    assert job is not None and job["spec"]["suspend"] is True  # Kueue holds it for HyperGuard
+
+    assert http("DELETE", f"/jobs/{first}")[0] == 200
+    http.wait({held["job_id"]: "Running"}, timeout_s=60)
+    pod = until(lambda: sweep_pod(twin, namespace), "the applied Job's pod to run")
+    # Where kube-scheduler put it, as the pass recorded it: what recovery finds it by.
+    node = until(
+        lambda: (
+            (n := http("GET", f"/jobs/{held['job_id']}")[1]["nodes"])
+            == twin.cluster.job_instances(held["job_id"])
+            and n
+        ),
+        "the job recorded on its pod's node",
+    )
+
+    twin.fault(node[0], "persistent")
+    moved = until(
+        lambda: (
+            (p := sweep_pod(twin, namespace))
+            and p["spec"]["nodeName"] != pod["spec"]["nodeName"]
+            and p
+        ),
+        "the applied Job to run again on another node",
+        timeout_s=180,
+    )
+    assert moved["metadata"]["labels"][JOB_ID_LABEL] == job_name(held["job_id"])
+    after = http("GET", f"/jobs/{held['job_id']}")[1]
+    assert after["status"] == "Running" and after["restart_count"] >= 1
+    assert http("DELETE", f"/jobs/{held['job_id']}")[0] == 200
+
+
+def applied_job(name: str, namespace: str, queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": queue},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"},
+                    "containers": [
+                        {
+                            "name": "sweep",
+                            "image": "team/sweep:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def sweep_pod(twin: Twin, namespace: str) -> dict[str, Any] | None:
+    pods = twin.kube.list_objects(PODS, namespace, label_selector="job-name=sweep")
+    return next(
+        (
+            p
+            for p in pods
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        ),
+        None,
+    )
+
+
+def until(condition: Any, what: str, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        time.sleep(0.3)
+    return value
 
 
 def test_a_burst_of_callers_is_answered_or_throttled_never_failed(http: Http) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from hyperguard.cli.jobs import COLUMNS, job_rows, render_job
 from hyperguard.cli.output import print_renderable, print_table
-from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.models import Checkpoint, ClusterObject, Job, JobSource, JobStatus
 from hyperguard.models.jobs import ElasticPolicy
 from hyperguard.models.records import JobRecord
 
@@ -36,6 +36,7 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first(
         "job_id": "a",
         "name": "llama",
         "team": "nlp",
+        "source": "api",
         "nodes": ["i-1", "i-2"],
         "status": "Running",
         "checkpoint_step": 700,
@@ -50,6 +51,7 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first(
         "JOB_ID",
         "NAME",
         "TEAM",
+        "SOURCE",
         "REPLICAS",
         "NODES",
         "STATUS",
@@ -59,7 +61,37 @@ def test_rows_show_nodes_status_checkpoint_and_restarts_newest_first(
     ]
     assert table[2].split()[:2] == ["b", "-"]  # no name given (row 1 is the rule)
     assert table[2].split()[-2:] == ["pending:", "x"]  # why it waits
-    assert table[3].split() == ["a", "llama", "nlp", "3", "i-1,i-2", "Running", "700", "2", "-"]
+    assert table[3].split() == [
+        "a",
+        "llama",
+        "nlp",
+        "api",
+        "3",
+        "i-1,i-2",
+        "Running",
+        "700",
+        "2",
+        "-",
+    ]
+
+
+def test_a_job_a_team_applied_says_so_with_its_object() -> None:
+    held = Job(
+        job_id="nlp-20261127093000-4f1c2a",
+        name="pretrain-7b",
+        team="nlp",
+        source=JobSource.CLUSTER,
+        cluster_object=ClusterObject(
+            kind="Job",
+            namespace="hyperpod-ns-nlp",
+            name="pretrain-7b",
+            uid="u",
+            workload="job-pretrain-7b-3c9d1",
+            pod_set="main",
+        ),
+    )
+    (row,) = job_rows([JobRecord(job=held)])
+    assert row["source"] == "cluster:Job/pretrain-7b"
 
 
 def test_a_finite_elastic_job_shows_its_size_range_and_progress_of_its_length() -> None:

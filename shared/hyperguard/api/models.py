@@ -45,9 +45,11 @@ from hyperguard.models.jobs import (
     MAX_LOG_RULES,
     MAX_REPLICAS,
     MAX_RETRIES,
+    ClusterObject,
     ElasticPolicy,
     Heartbeat,
     JobRecovery,
+    JobSource,
     LogMonitoringRule,
     SlowFlag,
 )
@@ -320,6 +322,13 @@ class JobView(BaseModel):
     )
     history: list[JobHistoryEntry] | None = Field(
         default=None, description="admissions, placements, preemptions, restarts, checkpoints"
+    )
+    source: JobSource = Field(
+        description="api: submitted through this API; cluster: applied to the team's "
+        "namespace with kubectl or the HyperPod CLI and held by Kueue for HyperGuard (D170)"
+    )
+    cluster_object: ClusterObject | None = Field(
+        default=None, description="with source cluster: the object applied, and its Workload"
     )
 
     @classmethod

@@ -16,6 +16,7 @@ COLUMNS = [
     ("job_id", "JOB_ID"),
     ("name", "NAME"),
     ("team", "TEAM"),
+    ("source", "SOURCE"),
     ("replicas", "REPLICAS"),
     ("nodes", "NODES"),
     ("status", "STATUS"),
@@ -44,6 +45,7 @@ def job_row(record: JobRecord) -> dict[str, Any]:
         "job_id": job.job_id,
         "name": job.name or "-",
         "team": job.team,
+        "source": _source(job),
         "nodes": list(dict.fromkeys(job.nodes)),
         "status": job.status.value,
         "checkpoint_step": job.last_checkpoint.step if job.last_checkpoint else "-",
@@ -52,6 +54,12 @@ def job_row(record: JobRecord) -> dict[str, Any]:
         "restarts": job.restart_count,
         "reason": record.reason,
     }
+
+
+def _source(job: Job) -> str:
+    """Where the job came from: `api`, or the object a team applied (`cluster:Job/name`)."""
+    held = job.cluster_object
+    return job.source.value if held is None else f"{job.source.value}:{held.kind}/{held.name}"
 
 
 def _progress(record: JobRecord) -> str:
@@ -121,6 +129,7 @@ def render_job(record: JobRecord) -> Any:
     row = job_row(record)
     lines = [
         f"job {row['job_id']} ({row['name']}), team {row['team']}: {row['status']}",
+        f"source {row['source']}",
         f"replicas {row['replicas']} on {', '.join(row['nodes']) or '-'}",
         f"progress {row['progress']}, restarts {row['restarts']}",
         f"runs {runs(record.job)}",

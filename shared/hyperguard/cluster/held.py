@@ -22,17 +22,19 @@ job's only run:
   check is set `Rejected` with the reason; Kueue deactivates the Workload and says why in its
   status.
 
-This module is pure: what a Workload says, and the Job it becomes.
+This module is pure: what a Workload says, and the Job it becomes. The job records the
+object's shape (instance type, replicas, accelerators, priority class, image and command),
+not its pod template: the object on the cluster is the template, and HyperGuard renders
+nothing from it.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from hyperguard.cluster.pod_template import INSTANCE_TYPE_SELECTOR, MAX_POD_TEMPLATE_BYTES
+from hyperguard.cluster.pod_template import INSTANCE_TYPE_SELECTOR
 from hyperguard.models.jobs import ClusterObject, Job, JobSource
 
 TEAM_NAMESPACE_PREFIX = "hyperpod-ns-"
@@ -64,6 +66,15 @@ def check_state(workload: Mapping[str, Any], check: str) -> str | None:
         if isinstance(state, dict) and state.get("name") == check:
             return str(state.get("state") or "")
     return None
+
+
+def waiting(workload: Mapping[str, Any], check: str) -> bool:
+    """Whether the Workload waits on admission check `check`: its state Pending, and the
+    Workload active (Kueue puts a Rejected check back to Pending when it deactivates the
+    Workload: that one waits for nobody)."""
+    if (workload.get("spec") or {}).get("active") is False:
+        return False
+    return check_state(workload, check) == "Pending"
 
 
 def owner_of(workload: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -106,8 +117,6 @@ def held_job(
         raise HeldRefusal(f"HyperGuard runs jobs of one pod set; this one has {len(pod_sets)}")
     pod_set = pod_sets[0]
     template = pod_set.get("template") or {}
-    if len(json.dumps(template, separators=(",", ":"))) > MAX_POD_TEMPLATE_BYTES:
-        raise HeldRefusal(f"its pod template is over {MAX_POD_TEMPLATE_BYTES} bytes")
     spec = template.get("spec") or {}
     asked = str((spec.get("nodeSelector") or {}).get(INSTANCE_TYPE_SELECTOR) or "")
     if not asked:
@@ -136,7 +145,6 @@ def held_job(
         replicas=replicas,
         image=str(containers[0].get("image") or ""),
         command=[str(c) for c in containers[0].get("command") or []],
-        pod_template=dict(template),
         submitted_at=created,
         source=JobSource.CLUSTER,
         cluster_object=ClusterObject(

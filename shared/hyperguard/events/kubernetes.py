@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hyperguard.events.base import (
     DetailModel,
@@ -21,7 +21,6 @@ from hyperguard.events.base import (
     new_signal,
     parse_event,
 )
-from hyperguard.models.camel import CamelModel
 from hyperguard.models.cluster import HeldWorkload
 from hyperguard.models.signals import Action, HealthSignal, Repair, Severity, SignalSource
 from hyperguard.provider_ids import parse_provider_id
@@ -149,8 +148,11 @@ def classify_node_condition(event: Mapping[str, Any]) -> list[HealthSignal]:
     ]
 
 
-class HeldWorkloadDetail(CamelModel):
-    """What a "Kubernetes Workload Held" event says of the Workload (docs/events.md)."""
+class HeldWorkloadDetail(BaseModel):
+    """What a "Kubernetes Workload Held" event says of the Workload that a pass reads
+    (docs/events.md); its other fields are for people."""
+
+    model_config = ConfigDict(extra="ignore")
 
     namespace: str = Field(min_length=1, max_length=63)
     name: str = Field(min_length=1, max_length=253)

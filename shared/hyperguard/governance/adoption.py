@@ -8,8 +8,8 @@ Workload, the job records of the ids it would get and the submission rules of it
 - `Refuse`: the check rejected with the reason (a namespace that is no team's, a shape
   HyperGuard cannot run, a team without quota, or a job that already ended: its object is
   held again after a cancel or a failure, and is not run twice);
-- nothing: a Workload whose check is not Pending (admitted, refused, or another queue's), or
-  whose job is already recorded and waiting.
+- nothing: a Workload that does not wait on the check (admitted, deactivated, or another
+  queue's), or whose job is already recorded and waiting.
 
 The applier records an adopted job through the one writer (a conditional put: two passes
 that read the same Workload record it once) and wakes nothing: the same pass reads it.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyperguard.cluster.held import HeldRefusal, check_state, held_job
+from hyperguard.cluster.held import HeldRefusal, held_job, waiting
 from hyperguard.cluster.kueue import ADMISSION_CHECK
 from hyperguard.governance.jobs import JobRejectedError, SubmissionRules, check_submission
 from hyperguard.models import Job
@@ -56,7 +56,7 @@ def plan_adoption(
     recorded jobs among the ids these Workloads' jobs would have."""
     intents: list[Adopt | Refuse] = []
     for workload in workloads:
-        if check_state(workload, ADMISSION_CHECK) != "Pending":
+        if not waiting(workload, ADMISSION_CHECK):
             continue
         meta = workload.get("metadata") or {}
         where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))

@@ -464,7 +464,7 @@ class PassApplier:
         before its next dispatch (a missing namespace or RoleBinding is a refusal). A run the
         API server refuses as invalid fails the job: it would be refused every time."""
         try:
-            self.ensure_queues(job)
+            self.ensure_queues(job.team, job.priority_class)
             self.gateway.dispatch(job, list(job.nodes))
         except InvalidRunError as exc:
             self.count(self.lifecycle.refuse(job.job_id, str(exc)))
@@ -479,10 +479,10 @@ class PassApplier:
         """A cluster error leaves the rest to the next pass."""
         for team in teams:
             try:
-                self.ensure_queues(team.job)
+                self.ensure_queues(team.team, team.priority_class)
             except ClusterError as error:
                 logger.warning(
-                    "team objects not ensured", extra={"team": team.job.team, "error": str(error)}
+                    "team objects not ensured", extra={"team": team.team, "error": str(error)}
                 )
                 return
 
@@ -490,8 +490,9 @@ class PassApplier:
         at = self.queues_ensured.get(key)
         return at is not None and self.now - at < QUEUES_RECHECK
 
-    def ensure_queues(self, job: Job) -> None:
-        """The Kueue objects a run of `job` needs before it is dispatched: a team's (and the
+    def ensure_queues(self, team: str, priority_class: str | None) -> None:
+        """The Kueue objects a run of `team` (of `priority_class`) needs before it is
+        dispatched: a team's (and the
         cluster-wide ones) unless this process ensured them less than QUEUES_RECHECK ago, so
         that a missing or changed one is put right by a dispatch within that time (D71). A
         class the job names that the config no longer has gets a WorkloadPriorityClass
@@ -499,31 +500,31 @@ class PassApplier:
         the run suspended for good. One dispatch at a time ensures (dispatches run together):
         the others then find them fresh. Raises ClusterError."""
         with self.ensuring:
-            self._ensure_queues(job)
+            self._ensure_queues(team, priority_class)
 
-    def _ensure_queues(self, job: Job) -> None:
-        team_fresh = self._recently_ensured(job.team)
+    def _ensure_queues(self, team: str, priority_class: str | None) -> None:
+        team_fresh = self._recently_ensured(team)
         shared_key = cluster_objects_key(self.priority_classes)
         shared_fresh = self._recently_ensured(shared_key)
-        manifests = [] if team_fresh else team_objects(job.team)
+        manifests = [] if team_fresh else team_objects(team)
         if not shared_fresh:
             manifests = [*shared_objects(self.priority_classes), *manifests]
         known = {pc.name for pc in self.priority_classes} | self.retired_classes
-        retired = job.priority_class if job.priority_class not in (None, *known) else None
+        retired = priority_class if priority_class not in (None, *known) else None
         if retired is not None:
             why = f"HyperGuard priority class {retired}, no longer configured: below every class"
             manifests.append(priority_class_object(retired, NO_CLASS_PRIORITY, why))
         if not manifests:
             return
         outcomes = self.gateway.ensure_queues(manifests)
-        self.queues_ensured[job.team] = self.now
+        self.queues_ensured[team] = self.now
         if not shared_fresh:
             self.queues_ensured[shared_key] = self.now
         if retired is not None:
             self.retired_classes.add(retired)
         changed = {key: outcome for key, outcome in outcomes.items() if outcome != "unchanged"}
         if changed:
-            logger.info("kueue objects ensured", extra={"team": job.team, "changed": changed})
+            logger.info("kueue objects ensured", extra={"team": team, "changed": changed})
 
     # -- phase 3 --------------------------------------------------------------------------
     def scale(self, plan: CapacityPlan) -> None:

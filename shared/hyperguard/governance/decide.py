@@ -87,6 +87,7 @@ from hyperguard.governance.stalls import Stall, stall_incident
 from hyperguard.governance.state import NO_CLASS_PRIORITY, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
+from hyperguard.models.governance import ComputeQuota
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
     HOLDING_STATUSES,
@@ -509,7 +510,7 @@ def plan_admission(
     held_back = occupancy.spares | (reconciled.fenced_nodes - held)
     admissions, growths, unplaceable, ledger = _decide(context, start, active_ids, held_back)
     plan = AdmissionPlan(
-        ensure_teams=_teams_to_ensure(holding, snapshot.teams_ensured),
+        ensure_teams=_teams_to_ensure(holding, snapshot.quotas, snapshot.teams_ensured),
         admissions=tuple(admissions),
         growths=tuple(growths),
         unplaced=tuple(unplaceable),
@@ -765,16 +766,19 @@ def _grow(
 
 
 def _teams_to_ensure(
-    holding: Iterable[JobRecord], ensured: Iterable[str]
+    holding: Iterable[JobRecord], quotas: Iterable[ComputeQuota], ensured: Iterable[str]
 ) -> tuple[EnsureTeam, ...]:
-    """The team objects of every team with jobs holding capacity, once per scheduler
-    process: a deployment upgraded to namespaced grants (D98) has none in the namespaces of
-    teams that keep running without a new dispatch, where Recovery's restarts would be
-    refused."""
-    first: dict[str, Job] = {}
+    """The team objects of every team with jobs holding capacity or a quota, once per
+    scheduler process: a deployment upgraded to namespaced grants (D98) has none in the
+    namespaces of teams that keep running without a new dispatch, where Recovery's restarts
+    would be refused; and a team's own queue must exist before a job it applies itself can
+    wait there for HyperGuard (D170)."""
+    first: dict[str, str | None] = {}
     for record in holding:
-        first.setdefault(record.job.team, record.job)
-    return tuple(EnsureTeam(first[team]) for team in sorted(first.keys() - set(ensured)))
+        first.setdefault(record.job.team, record.job.priority_class)
+    for quota in quotas:
+        first.setdefault(quota.compute_quota_target.team_name, None)
+    return tuple(EnsureTeam(team, first[team]) for team in sorted(first.keys() - set(ensured)))
 
 
 # -- phase 3: capacity and reasons ---------------------------------------------------------------

@@ -161,10 +161,13 @@ class ReconcilePlan:
 
 @dataclass(frozen=True, slots=True)
 class EnsureTeam:
-    """A team's namespaced objects (Kueue's queues, Recovery's RoleBindings), for a job of
-    it that holds capacity: once per scheduler process (D98)."""
+    """A team's namespaced objects (Kueue's queues, Recovery's RoleBindings), for a team
+    with a quota or a job that holds capacity: once per scheduler process (D98). Without
+    them a job the team applies itself would not be held for HyperGuard (D170)."""
 
-    job: Job
+    team: str
+    priority_class: str | None = None
+    """The class of a job of the team that holds capacity, if it names one."""
 
 
 @dataclass(frozen=True, slots=True)
