@@ -243,7 +243,9 @@ def applied_job(name: str, namespace: str, queue: str) -> dict[str, Any]:
             "labels": {"kueue.x-k8s.io/queue-name": queue},
         },
         "spec": {
-            "backoffLimit": 0,
+            # A training Job that tolerates losing a pod, as teams write them: the Job
+            # controller replaces a pod that failed (a GPU fault kills the training).
+            "backoffLimit": 2,
             "template": {
                 "spec": {
                     "restartPolicy": "Never",

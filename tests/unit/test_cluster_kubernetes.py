@@ -1449,3 +1449,32 @@ def test_a_claim_carries_what_its_nodepool_asks_of_every_node() -> None:
     # The claim's own capacity type stands; the pool's architecture is added.
     assert keys.count("karpenter.sh/capacity-type") == 1 and "kubernetes.io/arch" in keys
     assert claim["spec"].get("taints") is None  # the claim given is not changed
+
+
+def test_the_models_are_decoded_once_in_one_thread_before_the_first_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """msgspec 0.22.0 crashes the process (a segmentation fault) when two threads decode a
+    model for the first time at once, as a pass's reads issued together did on the twin
+    (D162): the adapter's first client is handed out only once every model it reads has been
+    decoded, under the client's lock."""
+    from lightkube.core import decoders
+
+    from hyperguard.cluster import kubernetes
+
+    monkeypatch.setattr(kubernetes, "_decoders_warm", False)
+    warmed: list[str] = []
+    decode_list = decoders.decode_list
+
+    def recorded(data: bytes, res: Any) -> Any:
+        warmed.append(res.__name__)
+        return decode_list(data, res)
+
+    monkeypatch.setattr(decoders, "decode_list", recorded)
+    client = Client(KubeConfig.from_one(cluster=Cluster(server=SERVER), user=User(token="t")))
+    adapter = KubernetesAdapter("gpu-eks", client=client)
+    assert warmed == []
+    assert adapter.client is client
+    assert {"Node", "Pod", "Job", "Namespace", "RoleBinding"} <= set(warmed)
+    count = len(warmed)
+    assert adapter.client is client and len(warmed) == count  # once per process

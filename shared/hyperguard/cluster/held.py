@@ -77,6 +77,13 @@ def waiting(workload: Mapping[str, Any], check: str) -> bool:
     return check_state(workload, check) == "Pending"
 
 
+def finished(workload: Mapping[str, Any]) -> bool:
+    """Whether Kueue marked the Workload Finished: its object succeeded or failed (its own
+    controller's retries spent), and no admission runs it again."""
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Finished" and c.get("status") == "True" for c in conditions)
+
+
 def owner_of(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     """The Workload's controller owner reference when it is a kind HyperGuard governs."""
     for ref in (workload.get("metadata") or {}).get("ownerReferences") or []:

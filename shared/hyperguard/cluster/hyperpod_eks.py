@@ -35,7 +35,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.gateway import ClusterError, DrainResult, InvalidRunError, NodeNotFoundError
-from hyperguard.cluster.held import WORKLOAD_ANNOTATION, check_state
+from hyperguard.cluster.held import WORKLOAD_ANNOTATION, check_state, finished
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
@@ -274,14 +274,17 @@ class HyperPodEksGateway:
         if workload is None:
             raise InvalidRunError(f"the Kueue Workload of {what} was deleted")
         state = check_state(workload, ADMISSION_CHECK)
-        if state == "Retry":
+        done = finished(workload)
+        if state == "Retry" and not done:
             raise ClusterError(f"{what} is still being evicted by Kueue; admitted on a later try")
         labels = {JOB_ID_LABEL: job_name(job.job_id), RUN_LABEL: str(job.run)}
         annotations = {JOB_ID_ANNOTATION: job.job_id, WORKLOAD_ANNOTATION: held.workload}
         patch = {"metadata": {"labels": labels, "annotations": annotations}}
         if not self.kubernetes.patch_run(RunKind(held.kind), held.namespace, held.name, patch):
             raise InvalidRunError(f"{what} was deleted from the cluster")
-        if state == "Ready":
+        if state == "Ready" or done:
+            # Admitted already; or ended, which no admission changes: labelled as this run,
+            # the next pass reads its end and gives the job its verdict.
             return False
         updates = [{"name": held.pod_set, "labels": labels}]
         message = f"admitted by HyperGuard as run {job.run} of job {job.job_id}"
@@ -296,13 +299,14 @@ class HyperPodEksGateway:
         suspends it, deletes its pods and puts the check back to Pending), then take its run
         label off: it is no run until HyperGuard admits it again. Evicted first, so that a
         failure between the two leaves a run the next pass stops again, never one that runs
-        unseen; a check that is not Ready has nothing to evict."""
+        unseen; a check that is not Ready, or a Workload that finished, has nothing to evict."""
         meta = obj.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         workload_name = str((meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION) or "")
         workload = self.held_workload(namespace, workload_name)
         evicted = False
-        if workload is not None and check_state(workload, ADMISSION_CHECK) == "Ready":
+        ready = workload is not None and check_state(workload, ADMISSION_CHECK) == "Ready"
+        if workload is not None and ready and not finished(workload):
             message = "stopped by HyperGuard: suspended until it is admitted again"
             evicted = self._set_check(namespace, workload_name, "Retry", message)
         unlabel = {"metadata": {"labels": {RUN_LABEL: None}}}

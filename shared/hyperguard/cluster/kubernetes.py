@@ -127,6 +127,42 @@ class KubeNode(BaseModel):
     conditions: list[NodeCondition] = Field(default_factory=list)
 
 
+_decoders_warm = False
+
+
+def _warm_decoders() -> None:
+    """Every lightkube model the adapter reads decoded once, in one thread, before any call
+    (the first caller builds it; callers wait on the client's lock). msgspec builds a type's
+    decoding information on its first decode, and two threads doing that at once for the
+    same type crash the process: a segmentation fault in msgspec 0.22.0, caught on the twin
+    when a pass's reads were issued together (D162). An empty list decodes the item type's
+    whole model, nested types included (msgspec resolves them when it builds the decoder)."""
+    global _decoders_warm
+    if _decoders_warm:
+        return
+    from lightkube.core import decoders
+    from lightkube.resources.rbac_authorization_v1 import RoleBinding
+
+    for model in (
+        KubeNodeResource,
+        Pod,
+        Job,
+        Namespace,
+        Service,
+        PodTemplate,
+        CoreEvent,
+        Deployment,
+        DaemonSet,
+        CustomResourceDefinition,
+        RoleBinding,
+    ):
+        decoders.decode_list(b'{"items": []}', model)
+    for model in (Pod.Eviction, decoders.meta_v1.Status):
+        decoders.decode_object(b"{}", model)
+    decoders.decode_watch_event(b'{"type": "ADDED", "object": {}}')
+    _decoders_warm = True
+
+
 def _code(error: ApiError) -> int:
     return int(error.status.code or error.response.status_code)
 
@@ -171,9 +207,10 @@ class KubernetesAdapter:
 
     @property
     def client(self) -> Client:
-        if self._injected_client is not None:
-            return self._injected_client
         with self._building:
+            _warm_decoders()
+            if self._injected_client is not None:
+                return self._injected_client
             return self._client()
 
     def _client(self) -> Client:
