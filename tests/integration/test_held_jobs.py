@@ -215,7 +215,7 @@ def test_a_job_hyperguard_cannot_run_is_refused_and_kueue_deactivates_it(
         """The Workload once Kueue deactivated it, saying why."""
         workload = workload_of(apis, "too-big") or {}
         conditions = (workload.get("status") or {}).get("conditions") or []
-        evicted = next((c for c in conditions if c["type"] == "Evicted"), {})
+        evicted: dict[str, Any] = next((c for c in conditions if c["type"] == "Evicted"), {})
         done = workload["spec"].get("active") is False and evicted.get("status") == "True"
         return workload if done else None
 

@@ -119,27 +119,9 @@ def held_job(
     if owner is None:
         kinds = " or ".join(f"{v} {k}" for k, v in OWNER_KINDS.items())
         raise HeldRefusal(f"HyperGuard governs a {kinds}; this Workload belongs to neither")
-    pod_sets = (workload.get("spec") or {}).get("podSets") or []
-    if len(pod_sets) != 1:
-        raise HeldRefusal(f"HyperGuard runs jobs of one pod set; this one has {len(pod_sets)}")
-    pod_set = pod_sets[0]
-    template = pod_set.get("template") or {}
-    spec = template.get("spec") or {}
-    asked = str((spec.get("nodeSelector") or {}).get(INSTANCE_TYPE_SELECTOR) or "")
-    if not asked:
-        raise HeldRefusal(f"name the instance type: nodeSelector {INSTANCE_TYPE_SELECTOR}")
-    try:
-        ml_type, per_instance = instance_type(asked)
-    except KeyError:
-        raise HeldRefusal(f"unknown instance type {asked!r}") from None
-    replicas = pod_set.get("count")
-    if type(replicas) is not int or replicas < 1:
-        raise HeldRefusal(f"pod set count {replicas!r} is not a positive number")
-    accelerators = _accelerators(spec.get("containers") or [])
-    if not 1 <= accelerators <= per_instance:
-        raise HeldRefusal(
-            f"a pod asks for {accelerators} accelerators; {ml_type} has {per_instance}"
-        )
+    pod_set = _one_pod_set(workload)
+    spec = (pod_set.get("template") or {}).get("spec") or {}
+    ml_type, accelerators = _shape(spec, instance_type)
     created = _created(meta.get("creationTimestamp"))
     containers = spec.get("containers") or [{}]
     return Job(
@@ -149,7 +131,7 @@ def held_job(
         priority_class=_priority_class(workload),
         instance_type=ml_type,
         accelerators_per_replica=accelerators,
-        replicas=replicas,
+        replicas=pod_set["count"],
         image=str(containers[0].get("image") or ""),
         command=[str(c) for c in containers[0].get("command") or []],
         submitted_at=created,
@@ -163,6 +145,36 @@ def held_job(
             pod_set=str(pod_set.get("name") or "main"),
         ),
     )
+
+
+def _one_pod_set(workload: Mapping[str, Any]) -> dict[str, Any]:
+    pod_sets = (workload.get("spec") or {}).get("podSets") or []
+    if len(pod_sets) != 1:
+        raise HeldRefusal(f"HyperGuard runs jobs of one pod set; this one has {len(pod_sets)}")
+    pod_set: dict[str, Any] = pod_sets[0]
+    replicas = pod_set.get("count")
+    if type(replicas) is not int or replicas < 1:
+        raise HeldRefusal(f"pod set count {replicas!r} is not a positive number")
+    return pod_set
+
+
+def _shape(
+    spec: Mapping[str, Any], instance_type: Callable[[str], tuple[str, int]]
+) -> tuple[str, int]:
+    """The pods' instance type (HyperPod's name) and the accelerators each asks for."""
+    asked = str((spec.get("nodeSelector") or {}).get(INSTANCE_TYPE_SELECTOR) or "")
+    if not asked:
+        raise HeldRefusal(f"name the instance type: nodeSelector {INSTANCE_TYPE_SELECTOR}")
+    try:
+        ml_type, per_instance = instance_type(asked)
+    except KeyError:
+        raise HeldRefusal(f"unknown instance type {asked!r}") from None
+    accelerators = _accelerators(spec.get("containers") or [])
+    if not 1 <= accelerators <= per_instance:
+        raise HeldRefusal(
+            f"a pod asks for {accelerators} accelerators; {ml_type} has {per_instance}"
+        )
+    return ml_type, accelerators
 
 
 def _accelerators(containers: list[Any]) -> int:

@@ -141,9 +141,10 @@ def _warm_decoders() -> None:
     if _decoders_warm:
         return
     from lightkube.core import decoders
+    from lightkube.models import meta_v1
     from lightkube.resources.rbac_authorization_v1 import RoleBinding
 
-    for model in (
+    models: tuple[Any, ...] = (
         KubeNodeResource,
         Pod,
         Job,
@@ -155,9 +156,10 @@ def _warm_decoders() -> None:
         DaemonSet,
         CustomResourceDefinition,
         RoleBinding,
-    ):
+    )
+    for model in models:
         decoders.decode_list(b'{"items": []}', model)
-    for model in (Pod.Eviction, decoders.meta_v1.Status):
+    for model in (Pod.Eviction, meta_v1.Status):
         decoders.decode_object(b"{}", model)
     decoders.decode_watch_event(b'{"type": "ADDED", "object": {}}')
     _decoders_warm = True
