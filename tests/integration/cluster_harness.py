@@ -107,6 +107,7 @@ _IN_TEAM = (
 )
 _CLUSTER_SCOPED_KUEUE = (
     CLUSTER_QUEUES,
+    resource(KUEUE, "admissionchecks", namespaced=False),
     resource(KUEUE, "resourceflavors", namespaced=False),
     PRIORITY_CLASSES,
 )

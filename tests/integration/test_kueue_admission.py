@@ -25,10 +25,11 @@ from hyperguard.cluster.kueue import (
     MANAGED_BY_LABEL,
     EnsureOutcome,
     cluster_queue,
+    runs_cluster_queue,
     shared_objects,
     team_objects,
 )
-from hyperguard.cluster.workloads import local_queue, team_namespace
+from hyperguard.cluster.workloads import RUNS_QUEUE, local_queue, team_namespace
 from hyperguard.models import Job
 from hyperguard.models.governance import PriorityClass
 from hyperguard_twin.plane.kube import (
@@ -136,18 +137,20 @@ def test_a_run_waits_for_its_local_queue_and_starts_once_hyperguard_ensured_it(
     assert quota_reserved(apis, "a") == (
         "False",
         "Inadmissible",
-        f"LocalQueue {local_queue(TEAM)} doesn't exist",
+        f"LocalQueue {RUNS_QUEUE} doesn't exist",
     )
     assert run_suspended(apis, "a") and not started(apis, "a")
 
     outcomes = ensure(apis)
     assert outcomes[f"Namespace/{NS}"] == EnsureOutcome.FOREIGN
+    assert outcomes[f"LocalQueue/{RUNS_QUEUE}"] == EnsureOutcome.CREATED
     assert outcomes[f"LocalQueue/{local_queue(TEAM)}"] == EnsureOutcome.CREATED
     wait_for(lambda: started(apis, "a"), 60, "run a to start once its LocalQueue exists")
+    # HyperGuard's runs go through the queue without its admission check (D170).
     assert quota_reserved(apis, "a") == (
         "True",
         "QuotaReserved",
-        f"Quota reserved in ClusterQueue {cluster_queue(TEAM)}",
+        f"Quota reserved in ClusterQueue {runs_cluster_queue(TEAM)}",
     )
     assert not run_suspended(apis, "a")
 
@@ -176,7 +179,7 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
     quotas = {"nvidia.com/gpu": 8, "memory": "4Ei", "vpc.amazonaws.com/efa": 64}
     apis.kube.patch(
         CLUSTER_QUEUES,
-        cluster_queue(TEAM),
+        runs_cluster_queue(TEAM),
         {
             "metadata": {"labels": {MANAGED_BY_LABEL: "operator"}},
             "spec": {
@@ -207,7 +210,7 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
         "nvidia.com/gpu in flavor hyperguard, 8 more needed",
     )
     assert not started(apis, "b")
-    assert ensure(apis)[f"ClusterQueue/{cluster_queue(TEAM)}"] == EnsureOutcome.FOREIGN
+    assert ensure(apis)[f"ClusterQueue/{runs_cluster_queue(TEAM)}"] == EnsureOutcome.FOREIGN
 
     if freed_by == "stop":  # the run and its Workload are deleted
         assert apis.gateway.stop_job("a")
@@ -234,6 +237,8 @@ def test_ensuring_twice_changes_nothing_and_a_changed_class_is_updated(
     queue = apis.kube.get(LOCAL_QUEUES, local_queue(TEAM), NS)
     assert queue is not None
     assert queue["spec"]["clusterQueue"] == cluster_queue(TEAM)  # the CRD defaults the rest
+    runs = apis.kube.get(LOCAL_QUEUES, RUNS_QUEUE, NS)
+    assert runs is not None and runs["spec"]["clusterQueue"] == runs_cluster_queue(TEAM)
     assert set(ensure(apis).values()) == {EnsureOutcome.UNCHANGED}
 
     heavier = [PriorityClass(name="training", weight=80)]

@@ -5,6 +5,7 @@ still admitted by that pass (moto tables, the simulated cluster behind real APIs
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from tests.conftest import SCHEDULER_TICK, Stack
@@ -33,9 +34,10 @@ def test_a_batch_is_one_pass_that_admits_the_jobs_its_wake_ups_name(
     passes = []
     run_pass = app.service.run_pass
 
-    def counted(job_ids: list[str]) -> object:
+    def counted(job_ids: list[str], held: list[Any]) -> object:
         passes.append(job_ids)
-        return run_pass(job_ids)
+        assert held == []  # no forwarder event among the wake-ups
+        return run_pass(job_ids, held)
 
     monkeypatch.setattr(app.service, "run_pass", counted)
 
