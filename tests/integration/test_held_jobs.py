@@ -21,7 +21,14 @@ from hyperguard.cluster.workloads import JOB_ID_LABEL, RUN_LABEL, local_queue, t
 from hyperguard.forwarder import HeldTracker
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models.cluster import HeldWorkload
-from hyperguard_twin.plane.kube import JOBS, PODS, WORKLOADS, resource, wait_for
+from hyperguard_twin.plane.kube import (
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
+    PODS,
+    WORKLOADS,
+    resource,
+    wait_for,
+)
 
 TEAM = "solo"
 NS = team_namespace(TEAM)
@@ -227,3 +234,61 @@ def test_a_job_hyperguard_cannot_run_is_refused_and_kueue_deactivates_it(
     # Deactivated, it waits for nobody: the forwarder sends nothing, a pass does nothing.
     assert HeldTracker().observe("MODIFIED", workload) == []
     assert service.run_pass(held=named).refused_held == []
+
+
+def test_a_hyperpod_pytorch_job_applied_as_the_hyperpod_cli_does_is_held_and_admitted(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """The HyperPod training operator makes the Workload of a suspended HyperPodPyTorchJob
+    (Kueue's external framework, as HyperPod task governance registers it); HyperGuard's
+    admission is what unsuspends it."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api, service = setup(stack, apis)
+    apis.kube.create(
+        HYPERPOD_PYTORCH_JOBS,
+        {
+            "apiVersion": "sagemaker.amazonaws.com/v1",
+            "kind": "HyperPodPyTorchJob",
+            "metadata": {
+                "name": "finetune",
+                "namespace": NS,
+                "labels": {"kueue.x-k8s.io/queue-name": local_queue(TEAM)},
+            },
+            "spec": {
+                "nprocPerNode": "8",
+                "runPolicy": {"cleanPodPolicy": "All", "suspend": True},
+                "replicaSpecs": [
+                    {
+                        "name": "pods",
+                        "replicas": 2,
+                        "template": {
+                            "spec": {
+                                "nodeSelector": {"node.kubernetes.io/instance-type": P5},
+                                "containers": [
+                                    {
+                                        "name": "pytorch",
+                                        "image": "team/finetune:1",
+                                        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                                    }
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+        },
+        NS,
+    )
+    named = held(apis, HeldTracker(), "finetune")
+    result = service.run_pass(held=named)
+    [job_id] = result.adopted
+    assert result.admitted == [job_id]
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["cluster_object"]["kind"] == "HyperPodPyTorchJob"
+    assert (view["replicas"], view["accelerators_per_replica"]) == (2, 8)
+
+    def unsuspended() -> bool:
+        run = apis.kube.get(HYPERPOD_PYTORCH_JOBS, "finetune", NS) or {}
+        return (run.get("spec") or {}).get("runPolicy", {}).get("suspend") is False
+
+    wait_for(unsuspended, 60, "the operator to start the team's HyperPodPyTorchJob")

@@ -399,8 +399,8 @@ class HyperPodEksGateway:
 
     def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
         """Delete the job's runs (those numbered below `before_run`, if given) with their
-        pods. False when none was left to stop."""
-
+        pods. False when none was left to stop. A team's own object HyperGuard admitted is
+        evicted back to its queue instead, never deleted (D170)."""
         stopped = False
         for obj in self.kubernetes.list_runs({JOB_ID_LABEL: job_name(job_id)}):
             status = run_status(obj)
