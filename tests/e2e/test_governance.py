@@ -199,7 +199,7 @@ def test_a_job_applied_with_kubectl_is_governed_and_recovered_like_an_api_job(
         jobs = http("GET", "/jobs", principal=member("zeta"))[1]["jobs"]
         return next((j for j in jobs if j["source"] == "cluster"), None)
 
-    held = until(listed, "the applied Job in the job list", timeout_s=30)
+    held = until(listed, "the applied Job in the job list")  # seconds, idle: a CI bound
     assert held["cluster_object"]["name"] == "sweep" and held["status"] == "Pending"
     job = twin.kube.get(JOBS, "sweep", namespace)
     assert job is not None and job["spec"]["suspend"] is True  # Kueue holds it for HyperGuard
