@@ -117,6 +117,17 @@ def ensure(apis: ClusterApis, classes: list[PriorityClass] = TRAINING) -> dict[s
     return outcome
 
 
+def test_a_dry_run_before_the_teams_namespace_exists_says_so(apis: ClusterApis) -> None:
+    [unready] = apis.gateway.dry_run(job(apis, "a"), ["hyperpod"])
+    assert unready.refused is not None
+    assert f"not sent: namespace {NS} does not exist yet" in unready.refused
+    assert "before the team's first run" in unready.refused
+    ensure(apis)
+    [ready] = apis.gateway.dry_run(job(apis, "a"), ["hyperpod"])
+    assert ready.refused is None
+    assert apis.kube.list_objects(HYPERPOD_PYTORCH_JOBS) == []  # a dry run creates nothing
+
+
 def test_a_run_in_a_namespace_that_does_not_exist_is_refused(apis: ClusterApis) -> None:
     # Before kube-apiserver's namespace check, RBAC's: HyperGuard may write in a team's
     # namespace only through the RoleBinding it ensures there with the namespace.
