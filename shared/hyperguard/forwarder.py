@@ -391,7 +391,10 @@ def main() -> None:  # pragma: no cover - the container's entry point
     import boto3
     from lightkube import Client
 
+    from hyperguard.cluster.kubernetes import warm_decoders
+
     logging.basicConfig(level=logging.INFO)
+    warm_decoders()  # two watch threads decode with one client (D170)
     kube, sender = Client(), EventSender(boto3.client("events"))
     cluster, bus = os.environ["HYPERGUARD_CLUSTER_NAME"], os.environ["HYPERGUARD_EVENT_BUS_NAME"]
     forwarder = NodeForwarder(kube=kube, sender=sender, cluster=cluster, bus=bus)

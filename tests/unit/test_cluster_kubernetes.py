@@ -1455,9 +1455,8 @@ def test_the_models_are_decoded_once_in_one_thread_before_the_first_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """msgspec 0.22.0 crashes the process (a segmentation fault) when two threads decode a
-    model for the first time at once, as a pass's reads issued together did on the twin
-    (D162): the adapter's first client is handed out only once every model it reads has been
-    decoded, under the client's lock."""
+    model for the first time at once (D170): the adapter's first client is handed out only
+    once every model it reads has been decoded, under the client's lock."""
     from lightkube.core import decoders
 
     from hyperguard.cluster import kubernetes

@@ -130,13 +130,13 @@ class KubeNode(BaseModel):
 _decoders_warm = False
 
 
-def _warm_decoders() -> None:
+def warm_decoders() -> None:
     """Every lightkube model the adapter reads decoded once, in one thread, before any call
     (the first caller builds it; callers wait on the client's lock). msgspec builds a type's
     decoding information on its first decode, and two threads doing that at once for the
-    same type crash the process: a segmentation fault in msgspec 0.22.0, caught on the twin
-    when a pass's reads were issued together (D162). An empty list decodes the item type's
-    whole model, nested types included (msgspec resolves them when it builds the decoder)."""
+    same type crash the process: a segmentation fault in msgspec 0.22.0 (D170). An empty
+    list decodes the item type's whole model, nested types included (msgspec resolves them
+    when it builds the decoder)."""
     global _decoders_warm
     if _decoders_warm:
         return
@@ -204,13 +204,13 @@ class KubernetesAdapter:
         self._clock = clock
         self._eviction_retry_s = eviction_retry_s
         self._built: tuple[str, Client] | None = None
-        self._building = threading.Lock()  # calls issued together (D162) share one client
+        self._building = threading.Lock()  # a client and its models are made once
         self._node_names: dict[str, str] = {}
 
     @property
     def client(self) -> Client:
         with self._building:
-            _warm_decoders()
+            warm_decoders()
             if self._injected_client is not None:
                 return self._injected_client
             return self._client()
