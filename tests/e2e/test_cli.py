@@ -315,7 +315,9 @@ def test_a_dry_run_shows_the_run_objects_the_api_server_accepts_and_creates_noth
             time.sleep(1)
     finally:
         run("teams", "delete", "acoustics", "--json", endpoint=endpoint)
-    assert ready.stderr.count("accepted by the API server") == 2, ready.stderr
+    # The documented job is production: a HyperPodPyTorchJob only, in the team's namespace.
+    assert ready.stderr.count("accepted by the API server") == 1, ready.stderr
+    assert "hyperpod: HyperPodPyTorchJob hyperpod-ns-acoustics/" in ready.stderr
     assert jobs_of("acoustics") == []
 
     # Once the team has run (the documented job, admitted), its objects pass the API server.
