@@ -254,8 +254,11 @@ class Watcher:
         raise NotImplementedError
 
     def _watch(self) -> Iterator[tuple[str, Obj]]:
+        from lightkube.core.resource import NamespacedResource
+
         resource = self.resource()
-        where = {} if resource is _node() else {"namespace": "*"}  # Nodes have none
+        # A namespaced kind is watched in every namespace; a cluster-wide one has none.
+        where = {"namespace": "*"} if issubclass(resource, NamespacedResource) else {}
         stream = self.kube.watch(
             resource,
             resource_version=self.resource_version,
@@ -264,12 +267,6 @@ class Watcher:
         )
         for event, obj in stream:
             yield event, obj.to_dict()
-
-
-def _node() -> Any:
-    from lightkube.resources.core_v1 import Node  # imported when a watch starts
-
-    return Node
 
 
 @dataclass(slots=True)
@@ -286,7 +283,9 @@ class NodeForwarder(Watcher):
         return self.tracker.observe(event, obj)
 
     def resource(self) -> Any:
-        return _node()
+        from lightkube.resources.core_v1 import Node  # imported when a watch starts
+
+        return Node
 
 
 @dataclass(slots=True)
