@@ -1,6 +1,10 @@
 """The committed OpenAPI document against the deployed API on the twin, fuzzed by
 schemathesis as an admin and as a team member: no 5xx, every status code and body as the
-document says. Bounded: a fixed number of examples per operation, derandomized."""
+document says. Bounded: the document's examples and a fixed number of generated cases per
+operation, derandomized (546 generated cases in all). Schemathesis's coverage phase, the
+boundaries the document names (5,572 more cases: with it this module took 148 s alone on an
+idle host, and 452 s in a loaded `make test`; 43 s without), runs in the integration tier, in
+process, through the same proxy and resolver: tests/integration/test_api_schema_coverage.py."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.config import SchemathesisConfig
 from tests.conftest import ROOT
 from tests.e2e.conftest import running_twin
 
@@ -23,7 +28,10 @@ from hyperguard_twin.api_gateway import DEFAULT_PRINCIPAL
 from hyperguard_twin.runtime import Twin
 from hyperguard_twin.service_users import team_role
 
-schema = schemathesis.openapi.from_path(ROOT / "docs" / "openapi.json")
+schema = schemathesis.openapi.from_path(
+    ROOT / "docs" / "openapi.json",
+    config=SchemathesisConfig.from_dict({"phases": {"coverage": {"enabled": False}}}),
+)
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
