@@ -322,6 +322,11 @@ def cluster_apis(
     cluster.start()
     try:
         hyperpod = cluster.add_instance_group("workers", P5, hyperpod_nodes)
+        # A HyperPod cluster's nodes are up long before a job is dispatched to them: a pod
+        # sent to a node KWOK has not yet made Ready is refused by kube-scheduler, which
+        # does not always retry it when the node turns Ready (4-6 set-ups in 46 waited
+        # over 120 s when no burst node's launch came after it to wake the scheduler).
+        wait_for(lambda: _nodes_schedulable(kube, hyperpod_nodes), 60, "the nodes to be Ready")
         boto3.client("eks", region_name=REGION).create_cluster(
             name=EKS, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks", resourcesVpcConfig={}
         )
@@ -355,6 +360,26 @@ def cluster_apis(
         # at their next event, and closing their sockets under them frees descriptors that
         # the next test's connections reuse while a watch still reads them (TLS "bad record
         # MAC" in the next test's set-up).
+
+
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+def _nodes_schedulable(kube: KubeClient, count: int) -> bool:
+    """Whether `count` nodes are Ready and the node lifecycle controller has lifted the
+    taints it sets on a node that is not (kube-scheduler places nothing on them till then)."""
+    ready = [
+        n
+        for n in kube.list_objects(NODES)
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (n.get("status") or {}).get("conditions") or []
+        )
+        and not any(
+            t.get("key") in NOT_READY_TAINTS for t in (n.get("spec") or {}).get("taints") or []
+        )
+    ]
+    return len(ready) >= count
 
 
 def _claims_ready(kube: KubeClient, count: int) -> bool:
