@@ -118,7 +118,15 @@ class Service:
                 if incident.instance_id == instance_id and incident.execution_arn:
                     return incident
             time.sleep(0.2)
-        raise AssertionError(f"no incident for {instance_id}")
+        # What the next time this fails needs (a loaded run once found none within 90 s):
+        # whether the inventory had the node gone already (ingestion then drops its report
+        # as foreign) and whether the cluster still has the instance.
+        stored = self.nodes.get(instance_id)
+        raise AssertionError(
+            f"no incident for {instance_id} within {timeout_s}s: inventory status "
+            f"{stored.status.value if stored else None}, in the cluster "
+            f"{self.twin.cluster.instance(instance_id) is not None}"
+        )
 
     def finish(self, execution_arn: str, timeout_s: float = WALL_LIMIT_S) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s

@@ -103,11 +103,19 @@ class Processes:
                 process.popen.wait(timeout=5)
 
 
+PORTS = range(26_000, 32_700)
+"""Where a plane's components listen: below Linux's ephemeral range (32768-60999), so no
+outgoing connection takes a port before its component binds it, and above 20,000-25,999,
+which the test tiers hand out to their own servers in one block per parallel worker
+(tests/e2e/conftest.py). A port is chosen seconds before its component binds it: a test's
+port that was free when this chose it, and bound a moment later, once made KWOK exit with
+"address already in use" when both ranges were one."""
+
+
 def free_port() -> int:
-    """A port free now, below Linux's ephemeral range (32768-60999) so no outgoing
-    connection takes it before the component binds it."""
+    """A port of PORTS free now."""
     for _ in range(200):
-        candidate = random.randint(20_000, 32_000)
+        candidate = random.randrange(PORTS.start, PORTS.stop)
         with socket.socket() as s:
             try:
                 s.bind((HOST, candidate))
