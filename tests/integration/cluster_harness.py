@@ -19,7 +19,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +40,7 @@ from hyperguard.cluster.workloads import HPJOB_POD_LABEL
 from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 from hyperguard.models import Checkpoint, Job, JobStatus
 from hyperguard.models.governance import PriorityClass
+from hyperguard.provider_ids import parse_provider_id
 from hyperguard.store import JobStore, TeamStore
 from hyperguard_twin import aws as twin_aws
 from hyperguard_twin.clock import ManualClock
@@ -322,11 +323,6 @@ def cluster_apis(
     cluster.start()
     try:
         hyperpod = cluster.add_instance_group("workers", P5, hyperpod_nodes)
-        # A HyperPod cluster's nodes are up long before a job is dispatched to them: a pod
-        # sent to a node KWOK has not yet made Ready is refused by kube-scheduler, which
-        # does not always retry it when the node turns Ready (4-6 set-ups in 46 waited
-        # over 120 s when no burst node's launch came after it to wake the scheduler).
-        wait_for(lambda: _nodes_schedulable(kube, hyperpod_nodes), 60, "the nodes to be Ready")
         boto3.client("eks", region_name=REGION).create_cluster(
             name=EKS, roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks", resourcesVpcConfig={}
         )
@@ -365,21 +361,22 @@ def cluster_apis(
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 
 
-def _nodes_schedulable(kube: KubeClient, count: int) -> bool:
-    """Whether `count` nodes are Ready and the node lifecycle controller has lifted the
-    taints it sets on a node that is not (kube-scheduler places nothing on them till then)."""
-    ready = [
-        n
-        for n in kube.list_objects(NODES)
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in (n.get("status") or {}).get("conditions") or []
-        )
-        and not any(
-            t.get("key") in NOT_READY_TAINTS for t in (n.get("spec") or {}).get("taints") or []
-        )
-    ]
-    return len(ready) >= count
+def _nodes_schedulable(kube: KubeClient, instance_ids: Collection[str]) -> bool:
+    """Whether the nodes of these instances are Ready and the node lifecycle controller has
+    lifted the taints it sets on a node that is not (kube-scheduler places nothing on them
+    till then)."""
+    ready = set()
+    for node in kube.list_objects(NODES):
+        parsed = parse_provider_id((node.get("spec") or {}).get("providerID") or "")
+        conditions = (node.get("status") or {}).get("conditions") or []
+        taints = (node.get("spec") or {}).get("taints") or []
+        if (
+            parsed is not None
+            and any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            and not any(t.get("key") in NOT_READY_TAINTS for t in taints)
+        ):
+            ready.add(parsed.instance_id)
+    return ready >= set(instance_ids)
 
 
 def _claims_ready(kube: KubeClient, count: int) -> bool:
@@ -409,6 +406,13 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
     lease = teams.acquire_lease("seed", "harness", 60)
     assert lease is not None
     seeded: dict[str, Job] = {}
+    # A HyperPod cluster's nodes are up long before a job is dispatched to them: a pod sent
+    # to a node KWOK has not yet made Ready is refused by kube-scheduler, which does not
+    # always retry it when the node turns Ready (4-6 set-ups in 46 waited over 120 s when
+    # no burst node's launch came after it to wake the scheduler). Only the seeded jobs'
+    # nodes: 256 of them took 45 s to be Ready on a loaded host.
+    used = apis.hyperpod[: sum(count for _, _, count, _, _ in SEED_JOBS)]
+    wait_for(lambda: _nodes_schedulable(apis.kube, used), 60, "the seeded jobs' nodes to be Ready")
     first = 0
     for job_id, team, count, auto_resume, step in SEED_JOBS:
         nodes = apis.hyperpod[first : first + count]
