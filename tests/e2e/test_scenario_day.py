@@ -31,8 +31,14 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     # day's split is in BENCHMARKS.md.
     assert hybrid["burst_nodes_at_end"] == 0
     assert static["burst_nodes_peak"] == 0
-    # Elastic training took the capacity static allocation leaves idle.
-    assert hybrid["idle_gpu_hours"] < static["idle_gpu_hours"]
+    # Elastic training took the capacity static allocation leaves idle on the committed
+    # nodes. Compared there, not in all: the total counts a burst node's idle hours too, and
+    # when a late burst lands after the spike's jobs freed HyperPod nodes (the race above)
+    # its nodes idle until Karpenter takes them back. Loaded `make test` runs found the
+    # hybrid's total above the static one's (167.8 and 177.3 against 160.4 and 160.2 GPU
+    # hours) while a run on a host as loaded, its bursts landing sooner, found it far below
+    # (129.5 against 160.6: 392.0 against 351.4 GPU-hours used on the committed nodes).
+    assert hybrid["gpu_hours_by_pool"]["workers"] > static["gpu_hours_by_pool"]["workers"]
     assert hybrid["gpu_hours_used"] > static["gpu_hours_used"]
     # Every job started on every side, and at least the spike's six short jobs finished. How
     # many of the day jobs also finish is a race at the smoke size: compressed to four hours,
