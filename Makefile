@@ -118,8 +118,7 @@ test-fast: install components
 # storm's reports had opened no incident after 300 s. Its tests share module-scoped twins,
 # so they run one after another on one worker (about 4 minutes); the unit tier takes the
 # other worker for about a minute and a quarter, and FILL, three integration modules of long
-# property tests without a twin, takes the rest of it (a fourth, the API's 27 s schema
-# coverage, made this run 37 s longer: it runs in the second). The gates (lint,
+# property tests without a twin, takes the rest of it. The gates (lint,
 # types, the template's validators and the venvs they install) run beside that first run
 # in make's second job slot: its twins mostly wait for the simulated clock, and the gates
 # took 75 s of wall time alone. Then the rest of the integration tier and of the e2e tier,
