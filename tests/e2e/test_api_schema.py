@@ -1,10 +1,10 @@
 """The committed OpenAPI document against the deployed API on the twin, fuzzed by
 schemathesis as an admin and as a team member: no 5xx, every status code and body as the
-document says. Bounded: the document's examples and a fixed number of generated cases per
-operation, derandomized (546 generated cases in all). Schemathesis's coverage phase, the
-boundaries the document names (5,572 more cases: with it this module took 148 s alone on an
-idle host, and 452 s in a loaded `make test`; 43 s without), runs in the integration tier, in
-process, through the same proxy and resolver: tests/integration/test_api_schema_coverage.py."""
+document says. Bounded: at most 12 generated cases an operation and principal, derandomized
+(546 in all). Schemathesis's coverage phase, the boundaries the document names (5,572 more
+cases: with it this module took 148 s alone on an idle host, and 452 s in a loaded `make
+test`; 43 s without), runs in the integration tier, in process, through the same proxy and
+resolver: tests/integration/test_api_schema_coverage.py."""
 
 from __future__ import annotations
 
