@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -453,11 +454,30 @@ def test_ctrl_c_stops_a_cli_started_with_sigint_ignored(tmp_path: Any) -> None:
     )
     try:
         with fifo.open("w"):  # open once the CLI opened it to read: it waits for the event
+            # Python handles a signal between bytecodes: one that lands after `open` and
+            # before `read` blocks leaves the flag set and the read waiting. Ctrl-C comes
+            # from a person who waits on a program that waits, so signal the waiting CLI.
+            wait_until_blocked_reading_a_pipe(proc.pid)
             proc.send_signal(signal.SIGINT)
             _out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert (proc.returncode, err) == (130, "hyperguard: interrupted\n")
+
+
+def wait_until_blocked_reading_a_pipe(pid: int, timeout_s: float = 60) -> None:
+    """Until the kernel says the process sleeps in a pipe read (Linux's /proc wchan)."""
+    import time
+
+    wchan = Path(f"/proc/{pid}/wchan")
+    if not wchan.exists():
+        pytest.skip("no /proc/<pid>/wchan to see where the CLI waits")
+    deadline = time.monotonic() + timeout_s
+    while "pipe" not in (seen := wchan.read_text()):
+        if seen == "0":  # a kernel that hides where its processes sleep
+            pytest.skip("the kernel hides /proc/<pid>/wchan")
+        assert time.monotonic() < deadline, f"the CLI never waited on the FIFO (wchan {seen!r})"
+        time.sleep(0.01)
 
 
 class UpTwin:
