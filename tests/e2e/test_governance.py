@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from tests.conftest import template
 from tests.e2e.conftest import running_twin
-from tests.e2e.http import Http, member
+from tests.e2e.http import ADMIN, Http, member
 from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
 
+from hyperguard.api.rate_limits import counted_principal, window_of
 from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, local_queue, team_namespace
 from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, resource
 from hyperguard_twin.runtime import Twin
@@ -226,6 +227,7 @@ def test_a_job_applied_with_kubectl_is_governed_and_recovered_like_an_api_job(
         ),
         "the applied Job to run again on another node",
         timeout_s=180,
+        state=lambda: applied_job_state(twin, http, held["job_id"], namespace),
     )
     assert moved["metadata"]["labels"][JOB_ID_LABEL] == job_name(held["job_id"])
     after = http("GET", f"/jobs/{held['job_id']}")[1]
@@ -276,24 +278,81 @@ def sweep_pod(twin: Twin, namespace: str) -> dict[str, Any] | None:
     )
 
 
-def until(condition: Any, what: str, timeout_s: float = 60) -> Any:
+def until(
+    condition: Any, what: str, timeout_s: float = 60, state: Callable[[], Any] | None = None
+) -> Any:
+    """`condition`'s first truthy value; past the deadline, a failure naming `what` and
+    what `state` says of the world then."""
     deadline = time.monotonic() + timeout_s
     while not (value := condition()):
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        if time.monotonic() >= deadline:
+            pytest.fail(f"not within {timeout_s} s: {what}; {state() if state else ''}")
         time.sleep(0.3)
     return value
 
 
-def test_a_burst_of_callers_is_answered_or_throttled_never_failed(http: Http) -> None:
+def applied_job_state(twin: Twin, http: Http, job_id: str, namespace: str) -> dict[str, Any]:
+    """What a recovery of an applied Job that did not come back leaves to read: HyperGuard's
+    record, the Job's status and its pods."""
+    record = http("GET", f"/jobs/{job_id}")[1]
+    job = twin.kube.get(JOBS, "sweep", namespace) or {}
+    pods = twin.kube.list_objects(PODS, namespace, label_selector="job-name=sweep")
+    return {
+        "record": {k: record.get(k) for k in ("status", "restart_count", "nodes")},
+        "history": [(h.get("event"), h.get("reason")) for h in record.get("history", [])[-8:]],
+        "job": {"suspend": job.get("spec", {}).get("suspend"), "status": job.get("status")},
+        "pods": [
+            (
+                p["metadata"]["name"],
+                (p.get("status") or {}).get("phase"),
+                p["spec"].get("nodeName"),
+                p["metadata"].get("deletionTimestamp"),
+            )
+            for p in pods
+        ],
+    }
+
+
+def test_a_burst_of_callers_is_answered_or_throttled_never_failed(twin: Twin, http: Http) -> None:
     """60 callers of one principal at once, twice each, on one route: the stage (100 a
     second, burst 100) and then the principal's own limit (10 a second, D147) answer what is
     over them 429 with Retry-After. None of what the stage let through meets Lambda's
     throttling, which API Gateway passes on as a 5xx (D85: with a reservation equal to the
-    burst, such a burst got 502s)."""
+    burst, such a burst got 502s).
+
+    Whether the burst reaches 10 a second is the host's to say: on two loaded cores the
+    twin's four API workers answered about 10 a second, and a full run got 120 answers 200
+    and no 429. So the limit is checked where it is kept, in the principal's one-second
+    counters: none holds more than the limit, and every answer 200 was counted in them (a
+    limiter that counts nothing, or lets a window past its limit, fails on any host). That
+    the eleventh request of a second is refused is tests/integration/test_api_fairness.py's,
+    on a clock."""
     per_principal = int(template()["Parameters"]["ApiPrincipalRateLimit"]["Default"])
+    before = window_of(time.time())
+    while window_of(time.time()) == before:  # a window no earlier request of ADMIN counted in
+        time.sleep(0.01)
     with ThreadPoolExecutor(max_workers=60) as pool:
         answers = list(pool.map(lambda _: http.status_and_headers("/views/teams"), range(120)))
     statuses = Counter(status for status, _ in answers)
     assert set(statuses) <= {200, 429}, statuses
-    assert statuses[200] >= per_principal and statuses[429] >= 1, statuses
-    assert {headers.get("Retry-After") for status, headers in answers if status == 429} == {"1"}
+    assert statuses[200] >= per_principal, statuses
+    assert {headers.get("Retry-After") for status, headers in answers if status == 429} <= {"1"}
+    counted = principal_counters(twin, ADMIN, after=before)
+    assert sum(counted.values()) == statuses[200], (counted, statuses)
+    assert max(counted.values()) <= per_principal, counted
+    if statuses[429]:  # refused only by a full window
+        assert per_principal in counted.values(), (counted, statuses)
+
+
+def principal_counters(twin: Twin, principal: str, *, after: int) -> dict[int, int]:
+    """The requests RateLimitTable counted for `principal` in each window after `after`."""
+    assert twin.deployment is not None
+    table = twin.deployment.resources["RateLimitTable"]["physical_id"]
+    prefix = f"principal#{counted_principal(principal)}#"
+    pages = twin.client("dynamodb").get_paginator("scan").paginate(TableName=table)
+    counted: dict[int, int] = {}
+    for item in (item for page in pages for item in page["Items"]):
+        key = item["pk"]["S"]
+        if key.startswith(prefix) and int(key.removeprefix(prefix)) > after:
+            counted[int(key.removeprefix(prefix))] = int(item["calls"]["N"])
+    return counted
