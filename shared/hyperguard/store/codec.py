@@ -13,7 +13,6 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
 from hyperguard.aws import dynamodb_table
-from hyperguard.concurrency import bounded_map
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -117,10 +116,10 @@ def batch_get(
     table: Any, keys: list[dict[str, Any]], *, attributes: Collection[str] = ()
 ) -> list[dict[str, Any]]:
     """The items of `table` (a boto3 Table) with these keys, strongly consistent (missing
-    ones left out), in batches of 100 issued together (`bounded_map`, D162), in the keys'
-    batches' order; keys DynamoDB leaves unprocessed are asked again with backoff, never
-    dropped. `attributes`: only these (top-level) attributes of each item (a
-    ProjectionExpression); all of them when empty."""
+    ones left out), in batches of 100; keys DynamoDB leaves unprocessed are asked again
+    with backoff, never dropped. `attributes`: only these (top-level) attributes of each
+    item (a ProjectionExpression); all of them when empty."""
+    items: list[dict[str, Any]] = []
     projection: dict[str, Any] = {}
     if attributes:
         names = {f"#p{i}": name for i, name in enumerate(attributes)}
@@ -128,9 +127,7 @@ def batch_get(
             "ProjectionExpression": ", ".join(names),
             "ExpressionAttributeNames": names,
         }
-
-    def one_batch(start: int) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+    for start in range(0, len(keys), BATCH_GET_MAX):
         request: dict[str, Any] = {
             table.name: {
                 "Keys": keys[start : start + BATCH_GET_MAX],
@@ -143,12 +140,11 @@ def batch_get(
             items.extend(answer["Responses"].get(table.name, []))
             request = answer.get("UnprocessedKeys") or {}
             if not request:
-                return [plain(i) for i in items]
+                break
             time.sleep(min(0.05 * 2**attempt, 1.0))
-        raise RuntimeError(f"BatchGetItem on {table.name} left keys unprocessed")
-
-    batches = bounded_map(one_batch, range(0, len(keys), BATCH_GET_MAX))
-    return [item for batch in batches for item in batch]
+        else:
+            raise RuntimeError(f"BatchGetItem on {table.name} left keys unprocessed")
+    return [plain(i) for i in items]
 
 
 def scan_all(table: Any, **scan: Any) -> list[dict[str, Any]]:
