@@ -3,6 +3,7 @@
     python bench/scheduler.py [--shape small|cohort|baseline] [--fair-share Disabled|Enabled]
                               [--[no-]sensitivity]
     python bench/scheduler.py --growth 1000,10000,50000 [--growth-passes 5]
+    python bench/scheduler.py --preemption
 
 Prints one JSON object (progress goes to stderr).
 
@@ -49,8 +50,12 @@ Modelled (virtual time): each call costs the latency in LATENCIES (the source be
 where AWS publishes no figure the number is an assumption and says so), Kubernetes requests
 included; a pass also costs the event source mapping's time from message to handler; a job
 submitted is in the table at once (a read by key finds it) but in a keys-only index's answers
-only `gsi-propagation` later. The sensitivity table reruns the workload with every modelled
-latency at 0.5x, 1x and 2x.
+only `gsi-propagation` later. Calls the service issues together (`hyperguard.concurrency`,
+D162) really run on its threads; the clock then moves by the longest worker's modelled
+latency, not their sum, and by all the CPU spent meanwhile (Python runs one thread at a time:
+an upper bound on the time, since one thread's CPU could overlap another's wait).
+`calls_issued_together_per_pass` counts those forks. The sensitivity table reruns the
+workload with every modelled latency at 0.5x, 1x and 2x.
 
 Emulator speed-ups (they change no answer the service gets, and are checked against moto's own
 on the first answers): DynamoDB item-operation responses dumped as JSON instead of moto's
@@ -71,6 +76,12 @@ quota alone decides, as in Kueue's test, which has no nodes. Shapes: `baseline` 
 Lone submissions (with every workload): one 1-GPU job at a time on an idle 6-team cluster,
 at moments spread over the tick's minute; time to admission of each.
 
+Mass preemption (`--preemption`, issue 38): 50 teams, 1,000 GPUs; at 0 s each team fills
+its 20 GPUs with 20 one-GPU jobs of the lowest class (120 s each), at 60 s each asks for one
+20-GPU job of the highest (1 s): every small job is a victim. Reported: the pass with the
+most victims (its service CPU, virtual time, calls), victims by pass, and the invariants:
+no job preempted twice, no team above its quota at any moment (from the jobs' histories).
+
 Growth (`--growth N,...`): N finished jobs (Succeeded / Cancelled items cloned from jobs the
 real lifecycle finished, written with BatchWriteItem) in a table that also holds a fixed active
 set (24 jobs: 15 running, 9 waiting); then quiet passes: mean AWS calls and CPU per pass.
@@ -87,9 +98,10 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -267,9 +279,40 @@ class Meter:
         self.step_latency_s: dict[str, float] = defaultdict(float)
         self.step_cpu_s: dict[str, float] = defaultdict(float)
         self.step_calls: dict[str, Counter[str]] = defaultdict(Counter)
+        self.lock = threading.RLock()
+        self._lanes: dict[int, float] | None = None
+        """While the service issues calls together (`hyperguard.concurrency`): each worker
+        thread's modelled latency since the fork (None: no calls in flight together)."""
+        self.forks = 0
+        """How many times the service issued calls together while measured."""
 
     def now(self) -> datetime:
-        return EPOCH + timedelta(seconds=self.t)
+        return EPOCH + timedelta(seconds=self.lane_t())
+
+    def lane_t(self) -> float:
+        """The virtual time of the calling thread: within calls issued together, the fork's
+        time plus the CPU since and the latency of this worker's own calls."""
+        lanes = self._lanes
+        return self.t + (lanes.get(threading.get_ident(), 0.0) if lanes is not None else 0.0)
+
+    def fork(self) -> None:
+        """The service issues calls together: from here each worker's latency is its own."""
+        with self.lock:
+            self.sync()
+            self._lanes = {}
+            if self.measuring:
+                self.forks += 1
+
+    def join(self) -> None:
+        """All the calls issued together are done: the clock moves by the longest worker's
+        latency (their CPU was charged as it ran: Python runs one thread at a time)."""
+        with self.lock:
+            self.sync()
+            lanes, self._lanes = self._lanes or {}, None
+            longest = max(lanes.values(), default=0.0)
+            if self.measuring:
+                self.t += longest
+                self.step_latency_s[self.step] += longest
 
     def wall(self, at: datetime) -> datetime:
         return at
@@ -292,8 +335,9 @@ class Meter:
     def sync(self) -> None:
         """Bring the clock up to now: before a call, so that what the call does on the other
         side happens at the right virtual time."""
-        if self.measuring:
-            self._charge_cpu()
+        with self.lock:
+            if self.measuring:
+                self._charge_cpu()
 
     def _charge_cpu(self) -> None:
         now = time.process_time()
@@ -304,15 +348,20 @@ class Meter:
         self._mark, self._emulator_at_mark = now, self.emulator_cpu
 
     def call(self, kind: str, objects: int = 0) -> None:
-        self.calls[self.phase][kind] += 1
-        if kind.startswith("kubernetes:"):
-            self.kube_objects[self.phase] += objects
-        if self.measuring:
-            self._charge_cpu()
-            latency = self.latencies.s(kind.split(" ")[0], objects)
-            self.t += latency
-            self.step_latency_s[self.step] += latency
-            self.step_calls[self.step][kind] += 1
+        with self.lock:
+            self.calls[self.phase][kind] += 1
+            if kind.startswith("kubernetes:"):
+                self.kube_objects[self.phase] += objects
+            if self.measuring:
+                self._charge_cpu()
+                latency = self.latencies.s(kind.split(" ")[0], objects)
+                if self._lanes is not None:  # a worker's: the join charges the longest lane
+                    lane = threading.get_ident()
+                    self._lanes[lane] = self._lanes.get(lane, 0.0) + latency
+                else:
+                    self.t += latency
+                    self.step_latency_s[self.step] += latency
+                self.step_calls[self.step][kind] += 1
 
     @contextmanager
     def stepping(self, step: str) -> Iterator[None]:
@@ -328,12 +377,15 @@ class Meter:
     @contextmanager
     def emulating(self) -> Iterator[None]:
         """CPU that is not the service's: inside moto or the twin's SageMaker (AWS's side of a
-        call), or the bench's own counting of Kubernetes answers."""
-        started = time.process_time()
+        call), or the bench's own counting of Kubernetes answers. The calling thread's own
+        CPU (`thread_time`): other threads may run meanwhile."""
+        started = time.thread_time()
         try:
             yield
         finally:
-            self.emulator_cpu += time.process_time() - started
+            spent = time.thread_time() - started
+            with self.lock:
+                self.emulator_cpu += spent
 
 
 class Patches:
@@ -372,7 +424,7 @@ class IndexLag:
         self.appears_at[key] = at + self.meter.latencies.s("dynamodb:gsi-propagation")
 
     def indexed(self, key: str) -> bool:
-        return self.appears_at.get(key, 0.0) <= self.meter.t
+        return self.appears_at.get(key, 0.0) <= self.meter.lane_t()
 
 
 @contextmanager
@@ -384,6 +436,7 @@ def emulation(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
         install_aws_meter(patches, meter)
         install_emulated_dynamodb(patches, checks, lag)
         install_pass_steps(patches, meter)
+        install_fork_join(patches, meter)
         yield checks
     finally:
         patches.undo()
@@ -404,13 +457,36 @@ def install_aws_meter(patches: Patches, meter: Meter) -> None:
             meter.call(f"{client.meta.service_model.service_name}:{operation}")
 
     stub = BotocoreStubber.__call__
+    one_at_a_time = threading.RLock()  # AWS applies each request atomically; moto does not
 
     def emulated(self: BotocoreStubber, *args: Any, **kwargs: Any) -> Any:
-        with meter.emulating():
+        with one_at_a_time, meter.emulating():
             return stub(self, *args, **kwargs)
 
     patches.set(BaseClient, "_make_api_call", counted)
     patches.set(BotocoreStubber, "__call__", emulated)
+
+
+def install_fork_join(patches: Patches, meter: Meter) -> None:
+    """The calls the service issues together (`hyperguard.concurrency.bounded_map`'s pool):
+    the meter forks as the pool starts and joins once every call is done, so that a pass
+    waits for the longest worker's modelled latency, not for their sum (D162)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hyperguard import concurrency
+
+    class MeteredPool(ThreadPoolExecutor):
+        def __enter__(self) -> MeteredPool:
+            meter.fork()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            try:
+                self.shutdown(wait=True)
+            finally:
+                meter.join()
+
+    patches.set(concurrency, "ThreadPoolExecutor", MeteredPool)
 
 
 PASS_STEPS = ("wake-up", "lease", "read", "reconcile", "plan", "apply", "other")
@@ -531,8 +607,9 @@ class MeteredTransport(httpx2.BaseTransport):
         started = time.perf_counter()
         response = self.inner.handle_request(request)
         response.read()
-        self.meter.kube_wall_s[self.meter.phase] += time.perf_counter() - started
-        with self.meter.emulating():
+        with self.meter.lock:
+            self.meter.kube_wall_s[self.meter.phase] += time.perf_counter() - started
+        with self.meter.lock, self.meter.emulating():
             watch = request.url.params.get("watch") in ("true", "1")
             verb, resource = kube_request(request.method, request.url.path, watch)
             ok = response.status_code < 300
@@ -580,7 +657,7 @@ class RunModel:
             raise NotImplementedError(f"the bench models HyperPod runs only, not {run.get('kind')}")
         job_id = (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION)
         if job_id in self.runtime_of:
-            at, key = self.meter.t, (meta["namespace"], meta["name"])
+            at, key = self.meter.lane_t(), (meta["namespace"], meta["name"])
             self._started.append((at, *key))
             heapq.heappush(self.ends, (at + self.runtime_of[job_id] + 1e-5, *key))
 
@@ -943,6 +1020,7 @@ class PassSample:
     admitted: int
     succeeded: int
     conflicts: int
+    preempted: int = 0
     woken_by: tuple[str, ...] = ()
     """The sources of the wake-ups that started the pass ("tick", "job submitted", ...)."""
 
@@ -984,6 +1062,7 @@ def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
         admitted=len(result.admitted),
         succeeded=len(result.succeeded),
         conflicts=result.conflicts,
+        preempted=len(result.preempted),
     )
 
 
@@ -1191,7 +1270,107 @@ def run_shape(shape: str, scale: float, fair_share: str) -> dict[str, Any]:
             **outcome(built, work, timeline),
             **_per_pass(timeline.passes),
             "pass_profile": pass_profile(built.meter, len(timeline.passes)),
+            "calls_issued_together_per_pass": round(
+                built.meter.forks / max(len(timeline.passes), 1), 2
+            ),
             "emulator_answers_checked": dict(built.emulator_checks),
+            "wall_s": round(time.perf_counter() - wall, 1),
+        }
+
+
+# -- mass preemption ---------------------------------------------------------------------------
+
+PREEMPTION_TEAMS = 50
+PREEMPTION_CLASSES = (
+    JobClass("small", 1, 25, 0.0, 120.0, NOMINAL_GPUS),
+    JobClass("large", NOMINAL_GPUS, 100, 0.0, 1.0, 1),
+)
+"""Each team fills its quota with 1-GPU low-priority jobs at once, then asks for one
+high-priority job of its whole quota: every small job of the team is its victim."""
+LARGE_AT_S = 60.0
+
+
+def preemption_arrivals(teams: Sequence[str]) -> list[Arrival]:
+    small, large = PREEMPTION_CLASSES
+    fill = [
+        Arrival(0.0, f"{team}-small-{index:03d}", team, small)
+        for team in teams
+        for index in range(small.per_team)
+    ]
+    urgent = [Arrival(LARGE_AT_S, f"{team}-large", team, large) for team in teams]
+    return sorted(fill + urgent, key=lambda a: (a.at, a.job_id))
+
+
+def peak_held(records: Sequence[JobRecord], gpus: Mapping[str, int]) -> dict[str, int]:
+    """The most GPUs each team held at once, from the jobs' admissions and their ends."""
+    from hyperguard.models.records import JobEvent
+
+    changes: list[tuple[datetime, int, str]] = []
+    for record in records:
+        holding = False
+        for entry in record.history:
+            if entry.event in (JobEvent.ADMITTED, JobEvent.RESTARTED) and not holding:
+                changes.append((entry.at, gpus[record.job.job_id], record.job.team))
+                holding = True
+            elif entry.event in (JobEvent.PREEMPTED, JobEvent.FINISHED) and holding:
+                changes.append((entry.at, -gpus[record.job.job_id], record.job.team))
+                holding = False
+    held: Counter[str] = Counter()
+    peak: dict[str, int] = {}
+    for _, delta, team in sorted(changes, key=lambda c: (c[0], c[1])):  # ends first
+        held[team] += delta
+        peak[team] = max(peak.get(team, 0), held[team])
+    return peak
+
+
+def preemption(teams: int = PREEMPTION_TEAMS) -> dict[str, Any]:
+    """Issue 38's mass preemption: the pass with the most victims, its CPU, virtual time and
+    calls; and the invariants: no job preempted twice, no team above its quota."""
+    from hyperguard.models.records import JobEvent
+
+    with world(teams, Latencies(), "Disabled") as built:
+        work = preemption_arrivals(built.teams)
+        wall = time.perf_counter()
+
+        def progress(line: str) -> None:
+            print(f"[preemption {time.perf_counter() - wall:5.0f} s wall] {line}", file=sys.stderr)
+
+        timeline = simulate(built, work, limit_s=RUN_LIMIT_S, progress=progress)
+        built.meter.phase = "report"
+        records = built.jobs.records()
+        heaviest = max(timeline.passes, key=lambda sample: sample.preempted)
+        preempted = Counter(
+            r.job.job_id for r in records for e in r.history if e.event is JobEvent.PREEMPTED
+        )
+        gpus = {a.job_id: a.job_class.gpus for a in work}
+        peak = peak_held(records, gpus)
+        aws = sum(n for k, n in heaviest.calls.items() if not k.startswith("kubernetes:"))
+        return {
+            "teams": teams,
+            "gpus": teams * NOMINAL_GPUS,
+            "jobs": len(work),
+            "all_jobs_finished": timeline.finished_at is not None,
+            "total_virtual_s": round(timeline.finished_at or built.meter.t, 2),
+            "victims": sum(preempted.values()),
+            "victims_by_pass": [s.preempted for s in timeline.passes if s.preempted],
+            "heaviest_pass": {
+                "victims": heaviest.preempted,
+                "admitted": heaviest.admitted,
+                "virtual_s": round(heaviest.end - heaviest.start, 3),
+                "service_cpu_s": round(heaviest.cpu_s, 3),
+                "aws_emulator_cpu_s": round(heaviest.emulator_cpu_s, 3),
+                "kubernetes_wall_s": round(heaviest.kube_wall_s, 3),
+                "aws_calls": aws,
+                "kubernetes_calls": sum(heaviest.calls.values()) - aws,
+                "calls": dict(sorted(heaviest.calls.items())),
+            },
+            "preempted_more_than_once": sorted(j for j, n in preempted.items() if n > 1),
+            "teams_above_quota": sorted(t for t, held in peak.items() if held > NOMINAL_GPUS),
+            "peak_gpus_held": max(peak.values(), default=0),
+            **{k: v for k, v in _per_pass(timeline.passes).items() if k != "calls_per_pass"},
+            "calls_issued_together_per_pass": round(
+                built.meter.forks / max(len(timeline.passes), 1), 2
+            ),
             "wall_s": round(time.perf_counter() - wall, 1),
         }
 
@@ -1448,6 +1627,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="finished jobs in the table for each measurement (instead of a workload)",
     )
     parser.add_argument("--growth-passes", type=int, default=5)
+    parser.add_argument(
+        "--preemption",
+        action="store_true",
+        help="mass preemption instead of a workload shape: each of 50 teams fills its quota "
+        "with small low-priority jobs, then asks for one high-priority job of all of it",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     about = {
@@ -1458,6 +1643,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.growth:
         sizes = [int(n) for n in args.growth.split(",")]
         report = {**growth(sizes, args.growth_passes), **about, "modelled": _modelled()}
+    elif args.preemption:
+        report = {**about, "preemption": preemption(), "modelled": _modelled()}
     else:
         sensitivity = args.sensitivity
         if sensitivity is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,23 @@ def _one_client_each(make: Any) -> Any:
     return client
 
 
+def _one_request_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS applies each request atomically; moto's in-process backend is not thread-safe (a
+    transaction deep-copies tables other threads are changing). So moto answers one request
+    at a time, as the twin's emulator does: the service's calls issued together (D162)
+    interleave between requests, as they would on AWS."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.RLock()  # re-entered where moto calls AWS while it answers
+    answer = BotocoreStubber.__call__
+
+    def atomic(self: BotocoreStubber, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return answer(self, *args, **kwargs)
+
+    monkeypatch.setattr(BotocoreStubber, "__call__", atomic)
+
+
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from moto import mock_aws
@@ -126,6 +144,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    _one_request_at_a_time(monkeypatch)
     from hyperguard import aws
     from hyperguard_twin import dynamodb
     from hyperguard_twin.moto_gaps.performance import install_jsonpath_cache

@@ -7,11 +7,14 @@ the active jobs, and the emulator speed-ups it installs keep moto's answers."""
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import Any
 
 import boto3
+import pytest
 from bench import scheduler
 
+from hyperguard.concurrency import bounded_map
 from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 
 
@@ -144,3 +147,40 @@ def test_a_cancelled_transaction_puts_back_the_items_it_touched() -> None:
 
         assert _item(client, table, "kept") == {"job_id": {"S": "kept"}, "n": {"N": "1"}}
         assert _item(client, table, "new") is None
+
+
+def test_calls_issued_together_cost_the_longest_worker_not_their_sum() -> None:
+    """The service's calls issued together (D162) move the virtual clock by the longest
+    worker's modelled latency; the same calls in line by their sum."""
+    meter = scheduler.Meter(scheduler.Latencies())
+    patches = scheduler.Patches()
+    scheduler.install_fork_join(patches, meter)
+    barrier = threading.Barrier(4, timeout=10)  # each of the 4 workers takes one call
+
+    def get(_: int) -> None:
+        barrier.wait()
+        meter.call("dynamodb:GetItem")  # 5 ms modelled
+
+    try:
+        meter.start()
+        bounded_map(get, range(4), limit=4)
+        together = meter.step_latency_s["other"]
+        bounded_map(lambda _: meter.call("dynamodb:GetItem"), range(4), limit=1)
+        meter.stop()
+    finally:
+        patches.undo()
+    assert together == pytest.approx(0.005)
+    assert meter.step_latency_s["other"] - together == pytest.approx(0.020)
+    assert meter.calls["setup"]["dynamodb:GetItem"] == 8 and meter.forks == 1
+    assert meter.t >= 0.025
+
+
+def test_mass_preemption_takes_every_small_job_once_and_no_team_above_its_quota() -> None:
+    report = scheduler.preemption(teams=2)
+
+    assert report["all_jobs_finished"] and report["jobs"] == 42
+    assert report["victims"] == 40  # every small job gave way to its team's large one
+    assert report["heaviest_pass"]["victims"] == max(report["victims_by_pass"]) >= 20
+    assert report["heaviest_pass"]["service_cpu_s"] > 0
+    assert report["preempted_more_than_once"] == [] and report["teams_above_quota"] == []
+    assert report["peak_gpus_held"] == scheduler.NOMINAL_GPUS

@@ -3,15 +3,16 @@ writes, placement and dispatch."""
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
 import pytest
-from botocore.client import BaseClient
+from botocore.exceptions import ClientError
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
 from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
@@ -19,7 +20,7 @@ from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.workloads import HPJOB_POD_LABEL
-from hyperguard.governance.jobs import JobLifecycle
+from hyperguard.governance.jobs import JobLifecycle, Outcome
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.store import NodeStore
@@ -41,22 +42,6 @@ def _holding_gpus(jobs: JobStore, team: str) -> int:
     )
 
 
-@pytest.fixture
-def atomic_calls(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each DynamoDB call is atomic, as it is on AWS. moto's in-process backend is not
-    thread-safe (a transaction deep-copies tables other threads are changing), so calls are
-    serialised one by one; passes and submissions still interleave between calls."""
-    lock = threading.Lock()
-    original = BaseClient._make_api_call
-
-    def atomic(self: BaseClient, operation: str, params: dict[str, Any]) -> Any:
-        with lock:
-            return original(self, operation, params)
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", atomic)
-
-
-@pytest.mark.usefixtures("atomic_calls")
 def test_fifty_concurrent_submissions_never_exceed_the_quota(solo: MakeSolo) -> None:
     team = solo(16, hyperpod_nodes=4, strategy="DontLend", borrow=None)  # 32 GPUs installed
     team.api.call("PUT", "/principals", {"principal_arn": member("solo"), "team": "solo"})
@@ -151,7 +136,6 @@ class RollsBackDuringThePass(HyperPodEksGateway):
         return super().list_nodes()
 
 
-@pytest.mark.usefixtures("atomic_calls")
 def test_a_pass_never_overwrites_a_reason_written_after_its_snapshot(solo: MakeSolo) -> None:
     team = solo(16, hyperpod_nodes=1, borrow=0)
     running = team.submit(8)
@@ -603,3 +587,94 @@ def test_an_elastic_job_shrunk_for_a_refused_admission_is_resized_on_the_cluster
     assert service.run_pass().admitted == [urgent]
     assert team.running() == {training, urgent}
     assert len(team.apis.cluster.runs()[training].nodes) == 3
+
+
+@contextmanager
+def throttled(jobs: JobStore, job_id: str) -> Iterator[list[str]]:
+    """DynamoDB throttles every transaction on the jobs table that writes `job_id`, raised as
+    botocore raises it once its retries are spent. Yields the throttled job ids."""
+    events = jobs.table.meta.client.meta.events
+    refused: list[str] = []
+
+    def throttle(params: dict[str, Any], **_: Any) -> None:
+        if job_id in json.dumps(params, default=str):
+            refused.append(job_id)
+            error = {"Code": "ThrottlingException", "Message": "Rate of requests exceeds limit"}
+            raise ClientError({"Error": error}, "TransactWriteItems")
+
+    events.register("before-call.dynamodb.TransactWriteItems", throttle)
+    try:
+        yield refused
+    finally:
+        events.unregister("before-call.dynamodb.TransactWriteItems", throttle)
+
+
+def test_one_throttled_admission_leaves_the_others_standing_and_is_admitted_next_pass(
+    solo: MakeSolo,
+) -> None:
+    """A pass writes and dispatches its admissions together (D162). One whose transaction
+    DynamoDB throttles past botocore's retries fails the pass once the others are done: they
+    stand, admitted, dispatched and marked Running; the next pass admits the throttled one,
+    and no job is admitted twice."""
+    team = solo(32, hyperpod_nodes=4, strategy="DontLend", borrow=None)
+    ids = [team.submit(8) for _ in range(4)]
+    unlucky = ids[2]
+    service = team.scheduler()
+    with throttled(service.jobs, unlucky) as refused, pytest.raises(ClientError):
+        service.run_pass()
+    assert refused == [unlucky]
+    assert {i for i in ids if team.job(i).status is JobStatus.RUNNING} == set(ids) - {unlucky}
+    assert team.job(unlucky).status is JobStatus.PENDING
+    assert service.run_pass().admitted == [unlucky]
+    for job_id in ids:
+        history = team.api.call("GET", f"/jobs/{job_id}").body["history"]
+        assert [h["event"] for h in history].count("admitted") == 1, job_id
+    assert {i for i in ids if team.job(i).status is JobStatus.RUNNING} == set(ids)
+    until_running(team.apis, *ids)
+
+
+class Killed(BaseException):
+    """The Lambda runtime ending a pass mid-way (a timeout): nothing of the pass runs after."""
+
+
+class KilledDispatching(HyperPodEksGateway):
+    """The pass is killed as it dispatches `doomed`: that job's run is never created."""
+
+    doomed = ""
+
+    def dispatch(self, job: Job, nodes: list[str]) -> bool:
+        if job.job_id == self.doomed:
+            raise Killed
+        return super().dispatch(job, nodes)
+
+
+def test_jobs_a_killed_pass_left_admitted_run_or_are_placed_again_by_the_next_pass(
+    solo: MakeSolo,
+) -> None:
+    """A pass killed between its admissions' writes and their Running marks leaves them
+    Admitted; the next pass marks the one whose run the cluster has Running and puts the
+    other back in the queue, then admits it again: each job ends up running once."""
+    team = solo(16, hyperpod_nodes=2, strategy="DontLend", borrow=None)
+    created, lost = team.submit(8), team.submit(8)
+    killer = team.gateway(KilledDispatching)
+    killer.doomed = lost
+    service = team.scheduler(killer)
+
+    def killed(dispatched: Sequence[Job]) -> dict[str, Outcome]:
+        raise Killed
+
+    service.lifecycle.start_all = killed  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        service.run_pass()
+    assert team.job(created).status is team.job(lost).status is JobStatus.ADMITTED
+    assert set(team.apis.cluster.runs()) == {created}
+
+    result = team.scheduler().run_pass()
+    assert result.dispatched == [created, lost] and result.admitted == [lost]
+    view = team.api.call("GET", f"/jobs/{lost}").body
+    events = [h["event"] for h in view["history"]]
+    assert events[-3:] == ["requeued", "restarted", "dispatched"]  # as a refused dispatch
+    assert "the pass that admitted it ended before it created the run" in str(view["history"])
+    until_running(team.apis, created, lost)
+    assert (team.job(created).run, team.job(lost).run) == (0, 1)
+    assert set(team.apis.cluster.runs()) == {created, lost}

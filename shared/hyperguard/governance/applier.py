@@ -9,20 +9,23 @@ is).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from hyperguard.aws import AWS_ERRORS
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway, InvalidRunError
 from hyperguard.cluster.kueue import priority_class_object, shared_objects, team_objects
+from hyperguard.concurrency import IO_CONCURRENCY, bounded_map
 from hyperguard.governance.intents import (
     Admission,
     AdmissionPlan,
     CapacityPlan,
     EnsureTeam,
     Growth,
+    Leftover,
     Preemption,
     ReasonWrite,
     Reconcile,
@@ -87,6 +90,14 @@ class PassResult:
     conflicts: int = 0
     writes: int = 0
     duration_s: float = 0.0
+
+    def absorb(self, part: PassResult) -> None:
+        """Add what a part of the pass did (`PassApplier.together`): its lists and counts."""
+        for name, value in vars(part).items():
+            if isinstance(value, list):
+                getattr(self, name).extend(value)
+        self.writes += part.writes
+        self.conflicts += part.conflicts
 
     def counts(self) -> dict[str, int]:
         return {
@@ -154,6 +165,10 @@ class PassApplier:
     now: datetime = field(default_factory=utcnow)
     retired_classes: set[str] = field(default_factory=set)
     """Classes jobs name that the config no longer has, ensured by this pass."""
+    io_concurrency: int = IO_CONCURRENCY
+    """How many independent moves of the pass are in flight at most (D162)."""
+    ensuring: threading.Lock = field(default_factory=threading.Lock)
+    """Held while Kueue objects are ensured (shared by the parts of `together`)."""
 
     # -- phase 1 --------------------------------------------------------------------------
     def reconcile(self, plan: ReconcilePlan) -> list[str]:
@@ -165,6 +180,24 @@ class PassApplier:
             # until then the job stays on the `Live` index and every pass tries again.
             if self.stop(cancelled.job_id):
                 self.count(self.lifecycle.stopped(cancelled.job_id, list(cancelled.nodes)))
+        self.note_progress(plan)
+        ends = [v for v in plan.verdicts if v.verdict in ENDS]
+        ended = self.lifecycle.finish_all(
+            [(v.record, ENDS[v.verdict], v.reason) for v in ends]
+        )  # together, in transactions of up to 100 (D116)
+        moved = [v.job_id for v in plan.verdicts if self.conclude(v, ended.get(v.job_id))]
+        for orphan in plan.orphans:
+            self.stop(orphan.job_id, before_run=orphan.before_run)
+        for where in plan.relocations:
+            if self.count(self.lifecycle.found_running_on(where.record, list(where.nodes))):
+                self.result.relocated.append(where.record.job.job_id)
+        paused = [v.job_id for v in plan.pauses if self.conclude(v)]
+        left = [left.record.job.job_id for left in plan.leftovers if self.pick_up(left)]
+        return moved + self.result.relocated + paused + left
+
+    def note_progress(self, plan: ReconcilePlan) -> None:
+        """New checkpoints recorded; progress troubles, refused checkpoints and operator
+        restarts noted."""
         for found in plan.checkpoints:
             self.lifecycle.record_checkpoint(
                 found.record.job.job_id,
@@ -186,18 +219,17 @@ class PassApplier:
             ):
                 self.result.writes += 1
                 self.result.operator_restarts.append(restarted.record.job.job_id)
-        ends = [v for v in plan.verdicts if v.verdict in ENDS]
-        ended = self.lifecycle.finish_all(
-            [(v.record, ENDS[v.verdict], v.reason) for v in ends]
-        )  # together, in transactions of up to 100 (D116)
-        moved = [v.job_id for v in plan.verdicts if self.conclude(v, ended.get(v.job_id))]
-        for orphan in plan.orphans:
-            self.stop(orphan.job_id, before_run=orphan.before_run)
-        for where in plan.relocations:
-            if self.count(self.lifecycle.found_running_on(where.record, list(where.nodes))):
-                self.result.relocated.append(where.record.job.job_id)
-        paused = [v.job_id for v in plan.pauses if self.conclude(v)]
-        return moved + self.result.relocated + paused
+
+    def pick_up(self, left: Leftover) -> bool:
+        """A job an earlier pass left Admitted: Running where its run is, else Pending."""
+        job = left.record.job
+        if not left.dispatched:
+            why = "the pass that admitted it ended before it created the run"
+            return self.count(self.lifecycle.undispatch(job.job_id, why))
+        if not self.count(self.lifecycle.start(job.job_id, nodes=list(job.nodes), pool=job.pool)):
+            return False
+        self.result.dispatched.append(job.job_id)
+        return True
 
     def conclude(self, verdict: Reconcile, written: Outcome | None = None) -> bool:
         """The verdict written, unless `written` says how its write went already (its runs
@@ -278,51 +310,69 @@ class PassApplier:
 
     # -- phase 2 --------------------------------------------------------------------------
     def admit(self, plan: AdmissionPlan) -> None:
-        """Team objects first, then each admission (its victims give way, the admission
-        is written, then dispatched), then the dispatched jobs marked Running together
-        (transactions of up to 100), then elastic growth.
+        """Team objects first; then the victims give way (each job's moves in the plan's
+        order, different jobs' together); then every elastic job shrunk is resized on the
+        cluster once, to the size last written, before any admission is dispatched; then the
+        admissions, together, each written then dispatched; then the dispatched jobs marked
+        Running together (transactions of up to 100); then elastic growth, together.
 
-        An elastic job several admissions shrink is resized on the cluster once, to the
-        size last written, with the last admission that shrinks it: each resize is a
-        checkpoint and a restart of the job. One shrunk for an admission that was refused,
-        or that a lost lease stopped, is resized all the same once the admissions are done
-        (its smaller size is written): left as it was, its run would be swept as older than
-        the job's and the job requeued."""
+        "Together": at most `io_concurrency` at a time (D162). Each is a conditional write
+        fenced by the lease on its own job, so one refused or throttled leaves the others
+        standing and is planned again by the next pass. A job shrunk for an admission that
+        is then refused, or that a lost lease stops, is resized all the same (its smaller
+        size is written): left as it was, its run would be swept as older than the job's and
+        the job requeued."""
         self.result.spares, self.result.slow = plan.spares, plan.slow
         self.result.unplaced.extend(plan.unplaced)
         self.ensure_running_teams(plan.ensure_teams)
-        last_shrink = {
-            victim.job.job_id: index
-            for index, admission in enumerate(plan.admissions)
-            for victim in admission.victims
-            if isinstance(victim, Shrink)
-        }
+        moves: dict[str, list[Preemption | Shrink]] = {}
+        for admission in plan.admissions:
+            for victim in admission.victims:
+                moves.setdefault(victim.job_id, []).append(victim)
         shrunk: dict[str, Job] = {}
-        dispatched: list[Job] = []
         try:
-            for index, admission in enumerate(plan.admissions):
-                due = [job_id for job_id, last in last_shrink.items() if last == index]
-                if self.carry_out(admission, shrunk, due):
-                    dispatched.append(admission.job)
+            for victims, gave_way in zip(
+                moves.values(), self.together(PassApplier.give_way_all, moves.values()), strict=True
+            ):
+                for victim, moved in zip(victims, gave_way, strict=True):
+                    if moved and isinstance(victim, Shrink):
+                        shrunk[victim.job.job_id] = victim.job
         finally:  # also when a lost lease ends the pass: the cluster follows the record
-            for job in shrunk.values():
-                self.resize_on_cluster(job)
-        if dispatched:
-            for job_id, outcome in self.lifecycle.start_all(dispatched).items():
-                if self.count(outcome):
-                    self.result.dispatched.append(job_id)
-        for growth in plan.growths:
-            self.grow(growth)
+            self.together(PassApplier.resize_on_cluster, shrunk.values())
+        dispatched: set[str] = set()
 
-    def carry_out(self, admission: Admission, shrunk: dict[str, Job], due: list[str]) -> bool:
-        """The admission written and dispatched (True), or refused (False). `shrunk`: the
-        elastic jobs written smaller and not yet resized on the cluster, by job id; those
-        `due` (this is the last admission that shrinks them) are resized before the
-        dispatch."""
+        def carry_out(part: PassApplier, admission: Admission) -> None:
+            if part.carry_out(admission):
+                dispatched.add(admission.job.job_id)
+
+        try:
+            self.together(carry_out, plan.admissions)
+        finally:  # what was dispatched runs, whatever else the pass met
+            started = [a.job for a in plan.admissions if a.job.job_id in dispatched]
+            if started:
+                for job_id, outcome in self.lifecycle.start_all(started).items():
+                    if self.count(outcome):
+                        self.result.dispatched.append(job_id)
+        self.together(PassApplier.grow, plan.growths)
+
+    def together[T, R](self, act: Callable[[PassApplier, T], R], items: Iterable[T]) -> list[R]:
+        """`act` on each item, `io_concurrency` at a time, each with an applier of its own
+        whose result is added to this one's in the items' order (also when one raised)."""
+        work = list(items)
+        parts = [replace(self, result=PassResult()) for _ in work]
+        try:
+            return bounded_map(
+                lambda pair: act(*pair),
+                list(zip(parts, work, strict=True)),
+                limit=self.io_concurrency,
+            )
+        finally:
+            for part in parts:
+                self.result.absorb(part.result)
+
+    def carry_out(self, admission: Admission) -> bool:
+        """The admission written and dispatched (True), or refused (False)."""
         job = admission.job
-        for victim in admission.victims:
-            if self.give_way(victim) and isinstance(victim, Shrink):
-                shrunk[victim.job.job_id] = victim.job
         admitted = self.count(
             self.lifecycle.admit(
                 job.job_id,
@@ -342,11 +392,13 @@ class PassApplier:
         )
         if not admitted:
             return False
-        for job_id in due:
-            if job_id in shrunk:
-                self.resize_on_cluster(shrunk.pop(job_id))
         self.result.admitted.append(job.job_id)
         return self.dispatch(job)
+
+    def give_way_all(self, victims: list[Preemption | Shrink]) -> list[bool]:
+        """One job's moves, in the plan's order: a job several admissions shrink is written
+        smaller each time."""
+        return [self.give_way(victim) for victim in victims]
 
     def give_way(self, victim: Preemption | Shrink) -> bool:
         """A victim preempted (written, then its runs stopped) or shrunk (written; resized
@@ -445,7 +497,12 @@ class PassApplier:
         that a missing or changed one is put right by a dispatch within that time (D71). A
         class the job names that the config no longer has gets a WorkloadPriorityClass
         ranked below every class, as the engine ranks the job: without one Kueue would keep
-        the run suspended for good. Raises ClusterError."""
+        the run suspended for good. One dispatch at a time ensures (dispatches run together):
+        the others then find them fresh. Raises ClusterError."""
+        with self.ensuring:
+            self._ensure_queues(team, priority_class)
+
+    def _ensure_queues(self, team: str, priority_class: str | None) -> None:
         team_fresh = self._recently_ensured(team)
         shared_key = cluster_objects_key(self.priority_classes)
         shared_fresh = self._recently_ensured(shared_key)

@@ -49,6 +49,7 @@ from hyperguard.governance.intents import (
     Growth,
     HandBack,
     IdleMark,
+    Leftover,
     MoveBack,
     NoteOperatorRestarts,
     NoteProgressTrouble,
@@ -144,6 +145,7 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
         orphans=tuple(_orphans(snapshot)),
         relocations=tuple(_relocations(snapshot, decided)),
         pauses=tuple(Reconcile(Verdict.PAUSED, by_id[p.job_id], p.reason) for p in paused),
+        leftovers=tuple(_leftovers(snapshot)),
         fences=fenced,
         fenced_nodes=fenced_nodes,
         found=found_steps,
@@ -245,6 +247,20 @@ def next_trouble(record: JobRecord, error: str, now: datetime) -> ProgressTroubl
         retry_at=now + timedelta(seconds=wait_s),
         error=error[:1024],
     )
+
+
+def _leftovers(snapshot: PassSnapshot) -> list[Leftover]:
+    """The jobs earlier passes left Admitted (a pass marks what it dispatched Running before
+    it ends, unless it is killed first: passes hold the lease in turn, so no pass is still
+    at work on them), each with whether its current run is on the cluster."""
+    runs = {(r.job_id, r.run) for r in snapshot.runs}
+    return [
+        Leftover(record, (record.job.job_id, record.job.run) in runs)
+        for record in snapshot.jobs
+        if record.job.status is JobStatus.ADMITTED
+        and not record.stop_pending
+        and not record.protected_by
+    ]
 
 
 def _relocations(snapshot: PassSnapshot, decided: Collection[str]) -> list[Relocate]:

@@ -124,6 +124,17 @@ class Relocate:
 
 
 @dataclass(frozen=True, slots=True)
+class Leftover:
+    """A job an earlier pass admitted and left Admitted: it ended between the job's dispatch
+    and its Running mark (killed, timed out). With its current run on the cluster
+    (`dispatched`) it is marked Running; without, it goes back to Pending to be placed
+    again."""
+
+    record: JobRecord
+    dispatched: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcilePlan:
     cancelled: tuple[StopCancelled, ...] = ()
     checkpoints: tuple[RecordCheckpoint, ...] = ()
@@ -136,6 +147,7 @@ class ReconcilePlan:
     relocations: tuple[Relocate, ...] = ()
     pauses: tuple[Reconcile, ...] = ()
     """Jobs paused before their group's patch (no job with another verdict among them)."""
+    leftovers: tuple[Leftover, ...] = ()
     fences: Mapping[str, PatchFence] = field(default_factory=dict)
     """Instance groups a patch is due on."""
     fenced_nodes: frozenset[str] = frozenset()
@@ -171,12 +183,16 @@ class Preemption:
 @dataclass(frozen=True, slots=True)
 class Shrink:
     """An elastic job that gives way by shrinking: `job` as it is after (fewer nodes, a new
-    run); written (fenced), and resized on the cluster once the admission it serves is (the
-    last one that shrinks it, when several do)."""
+    run); written (fenced), and resized on the cluster once, before the admissions are
+    dispatched (to the size last written, when several shrink it)."""
 
     job: Job
     reason: str
     for_job: str | None = None
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
 
 
 @dataclass(frozen=True, slots=True)

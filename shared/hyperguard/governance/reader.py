@@ -23,12 +23,14 @@ Three reads stay outside the one snapshot, each for the safety it gives (docs/ar
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from hyperguard.aws import AWS_ERRORS
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
+from hyperguard.concurrency import bounded_map
 from hyperguard.governance.snapshot import (
     InstanceGroups,
     PassSnapshot,
@@ -44,13 +46,27 @@ from hyperguard.models.records import JobRecord
 from hyperguard.observability import logger
 from hyperguard.policies.reliability import lemon_slots, slot_of
 from hyperguard.policies.repair import NodeRepairConfig
-from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore, fence_of
+from hyperguard.store.checkpoints import (
+    CheckpointLocationError,
+    CheckpointStore,
+    Lookup,
+    fence_of,
+)
 from hyperguard.store.history import read_history
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
 from hyperguard.store.nodes import NodeStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.teams import TeamStore
+
+
+def _call(read: Callable[[], Any]) -> Any:
+    return read()
+
+
+def _nothing() -> None:
+    return None
+
 
 MAX_BURSTS_IN_FLIGHT = 50
 """Running bursts a pass reads (their inputs name the jobs they serve)."""
@@ -80,11 +96,22 @@ class SnapshotReader:
         bursting: bool = False,
         teams_ensured: Collection[str] = (),
     ) -> PassSnapshot:
-        repair = self.policies.get()
-        burst = self.burst_policies.get()
+        # The jobs first, the runs after them (what `decide._orphans` is safe against); the
+        # reads that need no other are issued together (D162).
         jobs = tuple(self.jobs.active(also=named))
-        nodes = tuple(self.gateway.list_nodes())
-        runs = tuple(self.gateway.job_runs())
+        repair, burst, nodes, runs, groups, quotas, config, claims = bounded_map(
+            _call,
+            [
+                self.policies.get,
+                self.burst_policies.get,
+                lambda: tuple(self.gateway.list_nodes()),
+                lambda: tuple(self.gateway.job_runs()),
+                self.instance_groups,
+                lambda: tuple(self.teams.quotas()),
+                lambda: self.teams.scheduler_config()[0],
+                self.burst_claims if bursting else _nothing,
+            ],
+        )
         checkpoints, refused, unreadable = self.new_checkpoints(jobs, runs, now)
         return PassSnapshot(
             now=now,
@@ -98,12 +125,12 @@ class SnapshotReader:
             unreadable=unreadable,
             placed=self.placements(jobs, runs),
             ended={r.job.job_id: r for r in self.jobs.records_of(unread_run_jobs(jobs, runs))},
-            groups=self.instance_groups(),
+            groups=groups,
             stand_ins=self.stand_ins(jobs, nodes),
             lemons=self.lemons(repair, nodes, now),
-            quotas=tuple(self.teams.quotas()),
-            config=self.teams.scheduler_config()[0],
-            claims=self.burst_claims() if bursting else None,
+            quotas=quotas,
+            config=config,
+            claims=claims,
             bursting=bursting,
             teams_ensured=frozenset(teams_ensured),
         )
@@ -124,30 +151,41 @@ class SnapshotReader:
         skipped, never the pass (D138). A job S3 refused before is read again only from its
         retry time (D139)."""
         current = {(r.job_id, r.run): r for r in runs}
-        found: dict[str, Checkpoint] = {}
-        refused: dict[str, RefusedCheckpoint] = {}
-        unreadable: dict[str, str] = {}
-        for record in jobs:
-            job, location = record.job, record.job.checkpoint_location
-            if not location or not reads_progress(record, current.get((job.job_id, job.run))):
-                continue
-            if backed_off(record, now):
-                continue
+        due = [
+            record
+            for record in jobs
+            if record.job.checkpoint_location
+            and reads_progress(record, current.get((record.job.job_id, record.job.run)))
+            and not backed_off(record, now)
+        ]
+
+        def lookup(record: JobRecord) -> Lookup | CheckpointLocationError:
+            job = record.job
             last = job.last_checkpoint.step if job.last_checkpoint else None
             try:
-                lookup = self.checkpoints.lookup(location, after=last, fence=fence_of(record))
+                return self.checkpoints.lookup(
+                    str(job.checkpoint_location), after=last, fence=fence_of(record)
+                )
             except CheckpointLocationError as error:
-                unreadable[job.job_id] = str(error)
                 logger.warning(
                     "checkpoint location unreadable",
                     extra={"job_id": job.job_id, "error": str(error)},
                 )
+                return error
+
+        found: dict[str, Checkpoint] = {}
+        refused: dict[str, RefusedCheckpoint] = {}
+        unreadable: dict[str, str] = {}
+        for record, looked in zip(due, bounded_map(lookup, due), strict=True):  # together
+            job_id = record.job.job_id
+            if isinstance(looked, CheckpointLocationError):
+                unreadable[job_id] = str(looked)
                 continue
-            if lookup.checkpoint is not None:
-                found[job.job_id] = lookup.checkpoint
-            news = lookup.news(record.checkpoint_refused)
+            if looked.checkpoint is not None:
+                found[job_id] = looked.checkpoint
+            news = looked.news(record.checkpoint_refused)
             if news is not None:
-                refused[job.job_id] = news
+                refused[job_id] = news
         return found, refused, unreadable
 
     def placements(

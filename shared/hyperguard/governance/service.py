@@ -55,16 +55,21 @@ Order of effects, and why:
 * cancel: `stop_job` first, then `stopped` (clearing `stop_pending`), only if the stop
   succeeded — otherwise the next pass tries again;
 * resize (elastic): conditional write, then the cluster (a HyperPodPyTorchJob is patched in
-  place, a batch Job re-run from its checkpoint); a shrink made for an admission is resized
-  on the cluster only once that admission is written, and a job several admissions shrink
-  is resized once, to its last written size (each resize restarts it);
-* admit: the victims give way first, then the conditional write (status Admitted, nodes,
-  pool), then `dispatch`, then Running (the pass's dispatched jobs together, in transactions
-  of up to 100: D116); a dispatch the cluster refuses puts the job back to
-  Pending with the cluster's error. Before a pass's first dispatch for a team it ensures the
-  team's Kueue objects (namespace, ClusterQueue, LocalQueue; with the first team also the
-  ResourceFlavor and the priority classes' WorkloadPriorityClasses: hyperguard.cluster.kueue),
-  whose failure is a refused dispatch too;
+  place, a batch Job re-run from its checkpoint); the shrinks made for the pass's admissions
+  are resized on the cluster once all are written and before any admission is dispatched, and
+  a job several admissions shrink is resized once, to its last written size (each resize
+  restarts it);
+* admit: every victim gives way first, then each admission's conditional write (status
+  Admitted, nodes, pool) and `dispatch`, then Running (the pass's dispatched jobs together,
+  in transactions of up to 100: D116), also when the pass failed meanwhile; a dispatch the
+  cluster refuses puts the job back to Pending with the cluster's error. Independent moves
+  are issued together, at most `IO_CONCURRENCY` at a time (D162): the victims of different
+  jobs, the resizes, the admissions with their dispatches, the growths; one refused or
+  throttled leaves the rest standing, and the pass then fails with it once all are done.
+  Before a pass's first dispatch for a team it ensures the team's Kueue objects
+  (namespace, ClusterQueue, LocalQueue; with the first team also the ResourceFlavor and the
+  priority classes' WorkloadPriorityClasses: hyperguard.cluster.kueue), whose failure is a
+  refused dispatch too;
 * a job the engine admits but no allowed pool can place stays pending with the placement
   reason, and the preemptions made for it are not carried out;
 * scale-in, moving back, hand-backs (D121) and bursts come after every admission (a node
@@ -87,6 +92,7 @@ from datetime import datetime
 from hyperguard.aws import ClientError
 from hyperguard.catalogue import InstanceCatalogue, ml_name
 from hyperguard.cluster.gateway import ClusterGateway
+from hyperguard.concurrency import bounded_map
 from hyperguard.governance.adoption import (
     MAX_ADOPTED_PER_PASS,
     Adopt,
@@ -197,7 +203,7 @@ class SchedulerService:
         of those recorded, which the pass then reads by key. A Workload gone is skipped; a
         Kubernetes or DynamoDB error fails the pass, and SQS delivers the wake-ups again."""
         wanted = sorted(set(held), key=lambda h: (h.namespace, h.name))[:MAX_ADOPTED_PER_PASS]
-        found = (self.gateway.held_workload(h.namespace, h.name) for h in wanted)
+        found = bounded_map(lambda h: self.gateway.held_workload(h.namespace, h.name), wanted)
         workloads = [w for w in found if w is not None]
         records = self.jobs.records_of(adopted_ids(workloads, instance_type=self._instance_type))
         quotas = {q.compute_quota_target.team_name for q in self.teams.quotas()}

@@ -154,6 +154,34 @@ def test_the_operators_restarts_are_noted_once_per_new_count_and_run() -> None:
     assert plan(snap)[0].restarts == (NoteOperatorRestarts(rerun, 1, 1),)
 
 
+def admitted(record: JobRecord, nodes: list[str]) -> JobRecord:
+    """`record` as a killed pass left it: Admitted onto `nodes`, never marked Running."""
+    placed = running(record, nodes)
+    return placed.model_copy(
+        update={"job": placed.job.model_copy(update={"status": JobStatus.ADMITTED})}
+    )
+
+
+def test_jobs_a_killed_pass_left_admitted_are_picked_up_by_whether_their_run_is_there() -> None:
+    dispatched = admitted(pending("dispatched", "a"), ["i-hp00"])
+    lost = admitted(pending("lost", "a"), ["i-hp01"])
+    guarded = admitted(pending("guarded", "a"), ["i-hp02"]).model_copy(
+        update={"protected_by": "incident-1"}
+    )
+    snap = snapshot(
+        [dispatched, lost, guarded, running(pending("on", "a"), ["i-hp03"])],
+        [hyperpod_node(i) for i in range(4)],
+        [quota("a", 32)],
+        runs=[live_run(dispatched, RunPhase.PENDING), live_run(guarded)],
+    )
+    reconciled, *_ = plan(snap)
+    assert [(left.record.job.job_id, left.dispatched) for left in reconciled.leftovers] == [
+        ("dispatched", True),
+        ("lost", False),
+    ]
+    assert reconciled.orphans == ()  # an Admitted job's run is its own, not an orphan
+
+
 def test_cancelled_jobs_pods_and_orphaned_runs_are_stopped() -> None:
     cancelled = running(pending("cancelled", "a"), ["i-hp00"]).model_copy(
         update={"stop_pending": True}
