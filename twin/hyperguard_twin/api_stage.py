@@ -9,8 +9,6 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from werkzeug.serving import BaseWSGIServer, make_server
-
 from hyperguard_twin.api_gateway import (
     DEFAULT_PRINCIPAL,
     PRINCIPAL_HEADER,
@@ -19,14 +17,14 @@ from hyperguard_twin.api_gateway import (
 )
 from hyperguard_twin.config import TwinConfig, TwinError
 from hyperguard_twin.deploy import load_template
-from hyperguard_twin.emulator import QuietRequestHandler
+from hyperguard_twin.emulator import KeepAliveServer
 from hyperguard_twin.moto_gaps.awslambda import Invoker
 
 
 class ApiStage:
     def __init__(self, config: TwinConfig) -> None:
         self.config = config
-        self._server: BaseWSGIServer | None = None
+        self._server: KeepAliveServer | None = None
 
     @property
     def endpoint(self) -> str:
@@ -57,13 +55,7 @@ class ApiStage:
         template = load_template(root / "template.yaml")
         throttle = stage_throttle(template, self.config.parameters)
         proxy = ApiGatewayProxy(call, paths, throttle=throttle)
-        self._server = make_server(
-            self.config.host,
-            self.config.api_port,
-            proxy,
-            threaded=True,
-            request_handler=QuietRequestHandler,
-        )
+        self._server = KeepAliveServer(self.config.host, self.config.api_port, proxy)
 
     def serve_forever(self) -> None:
         if self._server is not None:
@@ -71,8 +63,7 @@ class ApiStage:
 
     def stop(self) -> None:
         if self._server is not None:  # its serving thread ends only once it is shut down
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
 
     def call(
         self,
