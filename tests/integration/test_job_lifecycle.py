@@ -16,9 +16,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.conftest import Stack
+from tests.integration.api_harness import quota_body
 
-from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome, SubmissionRules
+from hyperguard.governance.jobs import (
+    Actor,
+    AdmitRequest,
+    FencedOutError,
+    JobLifecycle,
+    Outcome,
+    SubmissionRules,
+)
 from hyperguard.models import Checkpoint, Job, JobStatus
+from hyperguard.models.governance import ComputeQuota
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
     HOLDING_STATUSES,
@@ -344,6 +353,90 @@ def test_a_pass_marks_its_dispatched_jobs_running_in_one_transaction(stack: Stac
         assert record is not None and record.job.status is JobStatus.RUNNING
         assert record.history[-1].event == "dispatched"
         assert record.history[-1].details == {"nodes": NODES[:2]}
+
+
+def waiting_jobs(lifecycle: JobLifecycle, teams: TeamStore, *names: str) -> list[str]:
+    """One new job a team, each team with a quota (version 1)."""
+    ids = []
+    for team in names:
+        if team not in {q.compute_quota_target.team_name for q in teams.quotas()}:
+            body = quota_body(team, 64, strategy="LendAndBorrow", borrow=50)
+            teams.put_quota(ComputeQuota.model_validate(body), target_version=None)
+        job = Job(job_id=f"job-{next(_ids)}", team=team, image="i", submitted_at=datetime.now(UTC))
+        lifecycle.submit(job, principal="p", rules=RULES)
+        ids.append(job.job_id)
+    return ids
+
+
+def admissions(teams: TeamStore, job_ids: list[str], team_of: dict[str, str]) -> list[AdmitRequest]:
+    lease = teams.acquire_lease("c", "pass", 60)
+    assert lease is not None
+    return [
+        AdmitRequest(
+            job_id,
+            nodes=NODES[:1],
+            pool="w",
+            replicas=1,
+            restart=False,
+            reason="fits",
+            fence=(teams.lease_check(lease), teams.quota_version_check(team_of[job_id], 1)),
+        )
+        for job_id in job_ids
+    ]
+
+
+def test_a_pass_admits_its_jobs_in_transactions_each_check_sent_once(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seven admissions of two teams, transactions of at most 6 actions (TRANSACT_LIMIT made
+    6 here): each carries the lease's check and its jobs' teams' quota checks once, and a job
+    cancelled since the snapshot is dropped from its transaction, then refused alone with
+    its status. The others are Admitted, once each."""
+    monkeypatch.setattr(store_jobs, "TRANSACT_LIMIT", 6)
+    jobs, teams = JobStore(stack.tables["JobsTable"]), TeamStore(stack.tables["TeamsTable"])
+    lifecycle = JobLifecycle(jobs)
+    names = ["ml", "ml", "ml", "cv", "cv", "ml", "ml"]
+    ids = waiting_jobs(lifecycle, teams, *names)
+    assert lifecycle.cancel(ids[1], principal="p")[0]
+    with transactions_sent(jobs) as sent:
+        batch = lifecycle.admit_all(admissions(teams, ids, dict(zip(ids, names, strict=True))))
+    # lease + ml + 3 jobs, sent again without the cancelled one; lease + ml + cv + 3 jobs;
+    # lease + ml + 1 job; then the cancelled job alone with its two checks, and once more
+    # without its history entry (as `transition` tells a full history from a moved job).
+    assert sent == [5, 4, 6, 3, 3, 3]
+    assert batch.error is None
+    assert [bool(batch.outcomes[job_id]) for job_id in ids] == [True, False, *[True] * 5]
+    assert "is Cancelled, not Pending" in batch.outcomes[ids[1]].why
+    for job_id in (ids[0], *ids[2:]):
+        record = jobs.record(job_id)
+        assert record is not None and record.job.status is JobStatus.ADMITTED
+        assert [h.event for h in record.history].count("admitted") == 1
+        assert record.history[-1].details == {"nodes": NODES[:1], "pool": "w", "replicas": 1}
+
+
+def test_a_quota_changed_since_the_snapshot_fences_the_rest_of_the_batch(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed fence check cancels its transaction and sends nothing more: what earlier
+    transactions wrote stands, the rest stays waiting, and the batch says it was fenced."""
+    monkeypatch.setattr(store_jobs, "TRANSACT_LIMIT", 4)
+    jobs, teams = JobStore(stack.tables["JobsTable"]), TeamStore(stack.tables["TeamsTable"])
+    lifecycle = JobLifecycle(jobs)
+    names = ["ml", "ml", "cv", "cv", "ml"]
+    ids = waiting_jobs(lifecycle, teams, *names)
+    requests = admissions(teams, ids, dict(zip(ids, names, strict=True)))
+    body = quota_body("cv", 32, strategy="LendAndBorrow", borrow=50)
+    teams.put_quota(ComputeQuota.model_validate(body), target_version=1)  # cv's is now 2
+    with transactions_sent(jobs) as sent:
+        batch = lifecycle.admit_all(requests)
+    assert sent == [4, 4]  # lease + ml + 2 ml jobs; lease + cv + 2 cv jobs, cancelled
+    assert isinstance(batch.error, FencedOutError)
+    assert set(batch.outcomes) == set(ids[:2])
+    statuses = {job_id: (r.job.status if (r := jobs.record(job_id)) else None) for job_id in ids}
+    assert statuses == {
+        **dict.fromkeys(ids[:2], JobStatus.ADMITTED),
+        **dict.fromkeys(ids[2:], JobStatus.PENDING),
+    }
 
 
 def test_a_pass_finishes_its_ended_jobs_in_one_transaction(stack: Stack) -> None:

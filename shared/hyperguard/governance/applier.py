@@ -33,7 +33,7 @@ from hyperguard.governance.intents import (
     Shrink,
     Verdict,
 )
-from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
+from hyperguard.governance.jobs import Actor, AdmitRequest, JobLifecycle, Outcome
 from hyperguard.governance.stalls import refused
 from hyperguard.governance.state import NO_CLASS_PRIORITY
 from hyperguard.messaging import EventPublisher, PublishError, Workflows, announcement, resolved
@@ -313,12 +313,14 @@ class PassApplier:
         """Team objects first; then the victims give way (each job's moves in the plan's
         order, different jobs' together); then every elastic job shrunk is resized on the
         cluster once, to the size last written, before any admission is dispatched; then the
-        admissions, together, each written then dispatched; then the dispatched jobs marked
-        Running together (transactions of up to 100); then elastic growth, together.
+        admissions written (transactions of up to 100 actions, D172), then the admitted jobs
+        dispatched together; then the dispatched jobs marked Running (transactions of up to
+        100); then elastic growth, together.
 
-        "Together": at most `io_concurrency` at a time (D162). Each is a conditional write
+        "Together": at most `io_concurrency` at a time (D162). Each write is conditional and
         fenced by the lease on its own job, so one refused or throttled leaves the others
-        standing and is planned again by the next pass. A job shrunk for an admission that
+        standing and is planned again by the next pass; the pass raises the first such error
+        once what was written is dispatched and marked Running. A job shrunk for an admission that
         is then refused, or that a lost lease stops, is resized all the same (its smaller
         size is written): left as it was, its run would be swept as older than the job's and
         the job requeued."""
@@ -339,20 +341,28 @@ class PassApplier:
                         shrunk[victim.job.job_id] = victim.job
         finally:  # also when a lost lease ends the pass: the cluster follows the record
             self.together(PassApplier.resize_on_cluster, shrunk.values())
-        dispatched: set[str] = set()
-
-        def carry_out(part: PassApplier, admission: Admission) -> None:
-            if part.carry_out(admission):
-                dispatched.add(admission.job.job_id)
-
+        batch = self.lifecycle.admit_all([self.admit_request(a) for a in plan.admissions])
+        admitted = [
+            a.job for a in plan.admissions if (o := batch.outcomes.get(a.job.job_id)) and o.applied
+        ]
+        for admission in plan.admissions:
+            if (outcome := batch.outcomes.get(admission.job.job_id)) is not None:
+                self.count(outcome)
+        self.result.admitted.extend(job.job_id for job in admitted)
+        dispatched: list[Job] = []
         try:
-            self.together(carry_out, plan.admissions)
+            for job, sent in zip(
+                admitted, self.together(PassApplier.dispatch, admitted), strict=True
+            ):
+                if sent:
+                    dispatched.append(job)
         finally:  # what was dispatched runs, whatever else the pass met
-            started = [a.job for a in plan.admissions if a.job.job_id in dispatched]
-            if started:
-                for job_id, outcome in self.lifecycle.start_all(started).items():
+            if dispatched:
+                for job_id, outcome in self.lifecycle.start_all(dispatched).items():
                     if self.count(outcome):
                         self.result.dispatched.append(job_id)
+        if batch.error is not None:
+            raise batch.error
         self.together(PassApplier.grow, plan.growths)
 
     def together[T, R](self, act: Callable[[PassApplier, T], R], items: Iterable[T]) -> list[R]:
@@ -370,30 +380,23 @@ class PassApplier:
             for part in parts:
                 self.result.absorb(part.result)
 
-    def carry_out(self, admission: Admission) -> bool:
-        """The admission written and dispatched (True), or refused (False)."""
+    def admit_request(self, admission: Admission) -> AdmitRequest:
+        """The admission's write, fenced by the pass's lease and the team's quota version."""
         job = admission.job
-        admitted = self.count(
-            self.lifecycle.admit(
-                job.job_id,
-                nodes=list(job.nodes),
-                pool=str(job.pool),
-                replicas=admission.replicas,
-                restart=admission.restart,
-                reason=admission.reason,
-                fence=[
-                    *self.fence,
-                    self.teams.quota_version_check(job.team, admission.quota_version),
-                ],
-                pool_kind=admission.pool_kind,
-                hourly_price=admission.hourly_price,
-                hourly_cost=admission.hourly_cost,
-            )
+        return AdmitRequest(
+            job.job_id,
+            nodes=list(job.nodes),
+            pool=str(job.pool),
+            replicas=admission.replicas,
+            restart=admission.restart,
+            reason=admission.reason,
+            fence=(
+                *self.fence,
+                self.teams.quota_version_check(job.team, admission.quota_version),
+            ),
+            pool_kind=admission.pool_kind,
+            details={"hourly_price": admission.hourly_price, "hourly_cost": admission.hourly_cost},
         )
-        if not admitted:
-            return False
-        self.result.admitted.append(job.job_id)
-        return self.dispatch(job)
 
     def give_way_all(self, victims: list[Preemption | Shrink]) -> list[bool]:
         """One job's moves, in the plan's order: a job several admissions shrink is written

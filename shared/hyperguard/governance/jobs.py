@@ -38,11 +38,12 @@ is how the reconciler and recovery tell the current run from a stale one.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from hyperguard.aws import AWS_ERRORS
 from hyperguard.cluster.pod_template import PodTemplateError, check_pod_template
 from hyperguard.cluster.workloads import accelerator_resource
 from hyperguard.governance.pace import next_pace, verdict, with_point
@@ -59,7 +60,7 @@ from hyperguard.models.jobs import (
     SlowFlag,
 )
 from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
-from hyperguard.store.jobs import BatchedMove, JobStore, TransitionOutcome
+from hyperguard.store.jobs import BatchedMove, BatchStoppedError, JobStore, TransitionOutcome
 
 
 class Actor(StrEnum):
@@ -201,6 +202,36 @@ class Outcome:
         return self.applied
 
 
+REFUSED_ALONE: tuple[type[Exception], ...] = (FencedOutError, *AWS_ERRORS)
+"""What an admission written alone (`JobLifecycle.admit_all`) may fail with."""
+
+
+@dataclass(frozen=True)
+class AdmitRequest:
+    """One admission of a pass (see `JobLifecycle.admit`)."""
+
+    job_id: str
+    nodes: list[str]
+    pool: str
+    replicas: int
+    restart: bool
+    reason: str
+    fence: tuple[dict[str, Any], ...]
+    pool_kind: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """More for the history entry (the admission's prices)."""
+
+
+@dataclass(frozen=True)
+class AdmitBatch:
+    """What `JobLifecycle.admit_all` did: each job's outcome (none for the jobs a failed
+    fence check left unwritten), and the first error it met."""
+
+    outcomes: Mapping[str, Outcome]
+    error: Exception | None = None
+    """A fence check that failed, or DynamoDB's refusal of a job's write (throttled)."""
+
+
 APPLIED = Outcome(True)
 _CANCEL_ATTEMPTS = 3
 
@@ -247,31 +278,93 @@ class JobLifecycle:
     ) -> Outcome:
         """Admitted onto `nodes`; a restart (the job ran before) starts a new run.
         `pool_kind`: hyperpod, eks-on-demand or eks-spot (what the views price it as)."""
+        return self._admit(
+            AdmitRequest(job_id, nodes, pool, replicas, restart, reason, tuple(fence), pool_kind),
+            details,
+        )
+
+    def admit_all(self, requests: Sequence[AdmitRequest]) -> AdmitBatch:
+        """`admit` for every admission of a pass, in transactions of up to 100 actions (one
+        call for many admissions, each fence check sent once a transaction). A job the batch
+        could not move (it moved on, or its history is full) is moved alone, which says why;
+        so is each job of a transaction DynamoDB refused otherwise (throttled), so that one
+        job's refusal leaves the others standing. A failed fence check ends the batch. What
+        was written stands either way, and the batch carries the first error, for the
+        caller to raise once it has dispatched those."""
+        moves = [self._admission_move(request, request.details) for request in requests]
+        error: Exception | None = None
+        try:
+            moved = self.store.transition_all(moves)
+        except BatchStoppedError as stopped:
+            moved = stopped.written
+            if stopped.checks_failed:
+                error = FencedOutError("admission: the pass's lease or quota changed")
+        outcomes: dict[str, Outcome] = {}
+        for request in requests:
+            if request.job_id in moved:
+                outcomes[request.job_id] = APPLIED
+                continue
+            if isinstance(error, FencedOutError):
+                break
+            try:
+                outcomes[request.job_id] = self._admit(request, request.details)
+            except REFUSED_ALONE as refused:
+                error = error or refused
+                if isinstance(refused, FencedOutError):
+                    break
+        return AdmitBatch(outcomes, error)
+
+    def _admit(self, request: AdmitRequest, details: Mapping[str, Any]) -> Outcome:
+        sets, add, event, entry = self._admission(request, details)
+        return self._move(
+            Move.ADMIT,
+            request.job_id,
+            Actor.SCHEDULER,
+            event,
+            request.reason,
+            sets=sets,
+            add=add,
+            fence=list(request.fence),
+            remove=("prefer_burst",),
+            details=entry,
+        )
+
+    def _admission_move(self, request: AdmitRequest, details: Mapping[str, Any]) -> BatchedMove:
+        """`_admit`'s write, for a batch (`JobStore.transition_all`)."""
+        rule = RULES[Move.ADMIT]
+        sets, add, event, entry = self._admission(request, details)
+        return BatchedMove(
+            request.job_id,
+            rule.expect,
+            rule.to,
+            self._entry(event, rule.to, request.reason, entry),
+            sets=sets,
+            remove=_removals(rule, ("prefer_burst",)),
+            add=add,
+            checks=request.fence,
+        )
+
+    def _admission(
+        self, request: AdmitRequest, details: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, int] | None, JobEvent, dict[str, Any]]:
+        """An admission's attributes, counters, history event and history details."""
         at = self.clock().isoformat()
         sets: dict[str, Any] = {
-            "nodes": nodes,
-            "pool": pool,
-            "admitted_replicas": replicas,
+            "nodes": request.nodes,
+            "pool": request.pool,
+            "admitted_replicas": request.replicas,
             "started_at": at,
             "scaled_at": at,
         }
-        if pool_kind is not None:
-            sets["pool_kind"] = pool_kind
-            details = {"pool_kind": pool_kind, **details}
-        if not restart:
+        entry = {"nodes": request.nodes, "pool": request.pool, "replicas": request.replicas}
+        if request.pool_kind is not None:
+            sets["pool_kind"] = request.pool_kind
+            entry["pool_kind"] = request.pool_kind
+        if not request.restart:
             sets["first_admitted_at"] = at
-        return self._move(
-            Move.ADMIT,
-            job_id,
-            Actor.SCHEDULER,
-            JobEvent.RESTARTED if restart else JobEvent.ADMITTED,
-            reason,
-            sets=sets,
-            add={"restart_count": 1, "run": 1} if restart else None,
-            fence=fence,
-            remove=("prefer_burst",),
-            details={"nodes": nodes, "pool": pool, "replicas": replicas, **details},
-        )
+        add = {"restart_count": 1, "run": 1} if request.restart else None
+        event = JobEvent.RESTARTED if request.restart else JobEvent.ADMITTED
+        return sets, add, event, {**entry, **details}
 
     def start(self, job_id: str, *, nodes: list[str], pool: str | None) -> Outcome:
         return self._move(
@@ -851,9 +944,7 @@ class JobLifecycle:
         rule = RULES[move]
         if by not in rule.by:
             raise MoveNotAllowedError(f"{by.value} may not {move.value} a job")
-        if rule.to in _UNPROTECTED:
-            # A job that waits or has ended holds no nodes for recovery to act on.
-            remove = {*remove, "protected_by"}
+        remove = _removals(rule, remove)
         outcome = self.store.transition(
             job_id,
             expect=rule.expect,
@@ -924,3 +1015,9 @@ def _guarded(
     if not clauses:
         return None, None, None
     return " AND ".join(clauses), values, names or None
+
+
+def _removals(rule: Rule, remove: Collection[str]) -> Collection[str]:
+    """What a move removes: a job that waits or has ended holds no nodes for recovery to act
+    on, so it is no longer protected by one."""
+    return {*remove, "protected_by"} if rule.to in _UNPROTECTED else remove

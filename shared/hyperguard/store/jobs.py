@@ -94,6 +94,24 @@ class BatchedMove:
     """A further ConditionExpression (see `JobStore.transition`), over the two maps below."""
     condition_values: dict[str, Any] | None = None
     condition_names: dict[str, str] | None = None
+    add: dict[str, int] | None = None
+    checks: tuple[dict[str, Any], ...] = ()
+    """TransactWriteItems ConditionChecks the move needs to hold (the pass's lease, its
+    team's quota version): a transaction sends each once, however many of its moves name
+    it."""
+
+
+class BatchStoppedError(Exception):
+    """`JobStore.transition_all` stopped: a transaction's condition check failed
+    (`checks_failed`), or DynamoDB refused it otherwise (throttled past the SDK's retries:
+    the cause). That transaction wrote nothing and none after it was sent; `written`: the
+    jobs earlier ones moved."""
+
+    def __init__(self, written: set[str], *, checks_failed: bool) -> None:
+        what = "a condition check failed" if checks_failed else "a transaction was refused"
+        super().__init__(f"{what} after {len(written)} jobs were moved")
+        self.written = written
+        self.checks_failed = checks_failed
 
 
 class TransitionOutcome(StrEnum):
@@ -178,6 +196,29 @@ def decode_cursor(token: str, fields: Collection[str]) -> dict[str, Any]:
     if not all(isinstance(v, str) for v in key.values()):
         raise InvalidCursorError(token)
     return key
+
+
+_Update = tuple[str, dict[str, Any], tuple[dict[str, Any], ...]]
+"""One job's conditional UpdateItem in a transaction, with the checks it needs."""
+
+
+def _check_key(check: dict[str, Any]) -> str:
+    """A ConditionCheck's item: a transaction may name an item once."""
+    body = check["ConditionCheck"]
+    return json.dumps([body["TableName"], body["Key"]], sort_keys=True, default=str)
+
+
+def _fill_transaction(pending: list[_Update]) -> tuple[list[_Update], list[_Update]]:
+    """The updates that fit one transaction, their checks counted once, and the rest."""
+    batch: list[_Update] = []
+    keys: set[str] = set()
+    for index, update in enumerate(pending):
+        needed = keys | {_check_key(c) for c in update[2]}
+        if batch and len(batch) + 1 + len(needed) > TRANSACT_LIMIT:
+            return batch, pending[index:]
+        batch.append(update)
+        keys = needed
+    return batch, []
 
 
 class JobStore(TableStore):
@@ -421,9 +462,11 @@ class JobStore(TableStore):
 
     def transition_all(self, moves: Sequence[BatchedMove]) -> set[str]:
         """`transition` for many jobs at once, each with its history entry, in
-        TransactWriteItems of up to TRANSACT_LIMIT conditional updates. Returns the jobs
-        moved; a job whose condition failed (it moved on, or its history is full) is left
-        for the caller to move alone, where `transition` tells which."""
+        TransactWriteItems of up to TRANSACT_LIMIT actions (the moves' checks among them).
+        Returns the jobs moved; a job whose condition failed (it moved on, or its history
+        is full) is left for the caller to move alone, where `transition` tells which. A
+        failed check, or a transaction DynamoDB refuses otherwise, raises BatchStoppedError
+        and sends nothing more."""
         return self._transact(
             [
                 (
@@ -435,11 +478,13 @@ class JobStore(TableStore):
                         move.entry,
                         move.sets,
                         move.remove,
+                        move.add,
                         condition=move.condition,
                         condition_values=move.condition_values,
                         condition_names=move.condition_names,
                         history=True,
                     ),
+                    move.checks,
                 )
                 for move in moves
             ]
@@ -540,33 +585,45 @@ class JobStore(TableStore):
         """`set_reason` for many jobs, as `(job_id, reason, replacing)`, in transactions (one
         call for up to TRANSACT_LIMIT jobs, not one a job). Returns the jobs written; the
         others' reasons changed since they were read."""
-        return self._transact([(write[0], self._reason_update(write, expect)) for write in writes])
+        return self._transact(
+            [(write[0], self._reason_update(write, expect), ()) for write in writes]
+        )
 
-    def _transact(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> set[str]:
-        """Conditional UpdateItems, `(job_id, request)`, in TransactWriteItems of up to
-        TRANSACT_LIMIT. A transaction a condition cancels is sent again without the jobs
-        whose condition failed, as its CancellationReasons name them; any other cancellation
-        raises. Returns the jobs written."""
+    def _transact(self, updates: Sequence[_Update]) -> set[str]:
+        """Conditional UpdateItems, `(job_id, request, checks)`, in TransactWriteItems of up
+        to TRANSACT_LIMIT actions, the checks of a transaction's updates sent once each. A
+        transaction a condition cancels is sent again without the jobs whose condition
+        failed, as its CancellationReasons name them. A failed check, or a transaction that
+        carries checks refused otherwise, raises BatchStoppedError; without checks any
+        other refusal raises as it is. Returns the jobs written."""
         pending = list(updates)
         written: set[str] = set()
         while pending:
-            batch, pending = pending[:TRANSACT_LIMIT], pending[TRANSACT_LIMIT:]
+            batch, pending = _fill_transaction(pending)
             while batch:
+                checks = list({_check_key(c): c for _, _, cs in batch for c in cs}.values())
                 items = [
-                    {"Update": {"TableName": self.table_name, **update}} for _, update in batch
+                    *checks,
+                    *({"Update": {"TableName": self.table_name, **u}} for _, u, _ in batch),
                 ]
                 try:
                     self.table.meta.client.transact_write_items(TransactItems=items)
                 except ClientError as exc:
-                    if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                        raise
                     codes = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
-                    kept = [u for u, code in zip(batch, codes, strict=False) if code in NO_FAULT]
-                    if len(codes) != len(batch) or len(kept) == len(batch):
+                    if checks and "ConditionalCheckFailed" in codes[: len(checks)]:
+                        raise BatchStoppedError(written, checks_failed=True) from exc
+                    cancelled = exc.response["Error"]["Code"] == "TransactionCanceledException"
+                    if not cancelled or len(codes) != len(items):
+                        if checks:
+                            raise BatchStoppedError(written, checks_failed=False) from exc
+                        raise
+                    outcome = codes[len(checks) :]
+                    kept = [u for u, code in zip(batch, outcome, strict=True) if code in NO_FAULT]
+                    if len(kept) == len(batch):
                         raise  # cancelled for a reason no condition gives: not ours to drop
                     batch = kept
                     continue
-                written.update(job_id for job_id, _ in batch)
+                written.update(job_id for job_id, _, _ in batch)
                 break
         return written
 
