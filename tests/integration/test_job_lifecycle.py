@@ -34,6 +34,7 @@ from hyperguard.models.jobs import (
     TERMINAL_STATUSES,
     WAITING_STATUSES,
 )
+from hyperguard.models.records import JobEvent
 from hyperguard.store import JobStore, TeamStore
 from hyperguard.store import jobs as store_jobs
 
@@ -410,7 +411,7 @@ def test_a_pass_admits_its_jobs_in_transactions_each_check_sent_once(
     for job_id in (ids[0], *ids[2:]):
         record = jobs.record(job_id)
         assert record is not None and record.job.status is JobStatus.ADMITTED
-        assert [h.event for h in record.history].count("admitted") == 1
+        assert [h.event for h in record.history].count(JobEvent.ADMITTED) == 1
         assert record.history[-1].details == {"nodes": NODES[:1], "pool": "w", "replicas": 1}
 
 
