@@ -419,24 +419,29 @@ def test_a_quota_changed_since_the_snapshot_fences_the_rest_of_the_batch(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed fence check cancels its transaction and sends nothing more: what earlier
-    transactions wrote stands, the rest stays waiting, and the batch says it was fenced."""
-    monkeypatch.setattr(store_jobs, "TRANSACT_LIMIT", 4)
+    transactions wrote stands (a job written after one dropped for its own condition too),
+    the rest stays waiting, nothing is tried alone, and the batch says it was fenced."""
+    monkeypatch.setattr(store_jobs, "TRANSACT_LIMIT", 5)
     jobs, teams = JobStore(stack.tables["JobsTable"]), TeamStore(stack.tables["TeamsTable"])
     lifecycle = JobLifecycle(jobs)
-    names = ["ml", "ml", "cv", "cv", "ml"]
+    names = ["ml", "ml", "ml", "cv", "cv"]
     ids = waiting_jobs(lifecycle, teams, *names)
+    assert lifecycle.cancel(ids[0], principal="p")[0]
     requests = admissions(teams, ids, dict(zip(ids, names, strict=True)))
     body = quota_body("cv", 32, strategy="LendAndBorrow", borrow=50)
     teams.put_quota(ComputeQuota.model_validate(body), target_version=1)  # cv's is now 2
     with transactions_sent(jobs) as sent:
         batch = lifecycle.admit_all(requests)
-    assert sent == [4, 4]  # lease + ml + 2 ml jobs; lease + cv + 2 cv jobs, cancelled
+    # lease + ml + 3 ml jobs, sent again without the cancelled one; lease + cv + 2 cv jobs,
+    # cancelled by cv's check.
+    assert sent == [5, 4, 4]
     assert isinstance(batch.error, FencedOutError)
-    assert set(batch.outcomes) == set(ids[:2])
+    assert set(batch.outcomes) == {ids[1], ids[2]} and all(batch.outcomes.values())
     statuses = {job_id: (r.job.status if (r := jobs.record(job_id)) else None) for job_id in ids}
     assert statuses == {
-        **dict.fromkeys(ids[:2], JobStatus.ADMITTED),
-        **dict.fromkeys(ids[2:], JobStatus.PENDING),
+        ids[0]: JobStatus.CANCELLED,
+        **dict.fromkeys(ids[1:3], JobStatus.ADMITTED),
+        **dict.fromkeys(ids[3:], JobStatus.PENDING),
     }
 
 

@@ -299,13 +299,10 @@ class JobLifecycle:
             moved = stopped.written
             if stopped.checks_failed:
                 error = FencedOutError("admission: the pass's lease or quota changed")
-        outcomes: dict[str, Outcome] = {}
-        for request in requests:
-            if request.job_id in moved:
-                outcomes[request.job_id] = APPLIED
+        outcomes: dict[str, Outcome] = {r.job_id: APPLIED for r in requests if r.job_id in moved}
+        for request in requests if error is None else ():
+            if request.job_id in outcomes:
                 continue
-            if isinstance(error, FencedOutError):
-                break
             try:
                 outcomes[request.job_id] = self._admit(request, request.details)
             except REFUSED_ALONE as refused:

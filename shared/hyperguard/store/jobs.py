@@ -613,14 +613,14 @@ class JobStore(TableStore):
                     if checks and "ConditionalCheckFailed" in codes[: len(checks)]:
                         raise BatchStoppedError(written, checks_failed=True) from exc
                     cancelled = exc.response["Error"]["Code"] == "TransactionCanceledException"
-                    if not cancelled or len(codes) != len(items):
+                    kept = batch
+                    if cancelled and len(codes) == len(items):
+                        outcome = codes[len(checks) :]
+                        kept = [u for u, c in zip(batch, outcome, strict=True) if c in NO_FAULT]
+                    if len(kept) == len(batch):  # refused for no job's condition: none to drop
                         if checks:
                             raise BatchStoppedError(written, checks_failed=False) from exc
                         raise
-                    outcome = codes[len(checks) :]
-                    kept = [u for u, code in zip(batch, outcome, strict=True) if code in NO_FAULT]
-                    if len(kept) == len(batch):
-                        raise  # cancelled for a reason no condition gives: not ours to drop
                     batch = kept
                     continue
                 written.update(job_id for job_id, _, _ in batch)
