@@ -77,7 +77,8 @@ class QuietRequestHandler(WSGIRequestHandler):
     handler reads each body whole before the app runs, so the next request starts where
     this one ended. A chunked request body still closes its connection. Without it every
     AWS call was a new connection and a new server thread (about 80 a second on a busy
-    twin), which cost a call about 40 % more CPU, the client's and the server's together.
+    twin), which cost a call about 40 % more CPU, the client's and the server's together
+    (`bench/emulator_calls.py`).
     An idle kept connection closes after `timeout` seconds."""
 
     server: KeepAliveServer
