@@ -26,6 +26,7 @@ import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
+from hyperguard.cli.options import bounded_int
 from hyperguard_twin.emulator import KeepAliveServer
 
 TABLE = "bench"
@@ -86,20 +87,10 @@ def measure(side: str, pairs: int) -> dict[str, Any]:
     }
 
 
-def _bounded(low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        value = int(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is not within {low}-{high}")
-        return value
-
-    return parse
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--pairs", type=_bounded(1, 100_000), default=1000)
-    parser.add_argument("--rounds", type=_bounded(1, 20), default=2)
+    parser.add_argument("--pairs", type=bounded_int(1, 100_000), default=1000)
+    parser.add_argument("--rounds", type=bounded_int(1, 20), default=2)
     args = parser.parse_args(argv)
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
