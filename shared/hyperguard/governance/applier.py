@@ -320,10 +320,10 @@ class PassApplier:
         "Together": at most `io_concurrency` at a time (D162). Each write is conditional and
         fenced by the lease on its own job, so one refused or throttled leaves the others
         standing and is planned again by the next pass; the pass raises the first such error
-        once what was written is dispatched and marked Running. A job shrunk for an admission that
-        is then refused, or that a lost lease stops, is resized all the same (its smaller
-        size is written): left as it was, its run would be swept as older than the job's and
-        the job requeued."""
+        once what was written is dispatched and marked Running. A job shrunk for an
+        admission that is then refused, or that a lost lease stops, is resized all the same
+        (its smaller size is written): left as it was, its run would be swept as older than
+        the job's and the job requeued."""
         self.result.spares, self.result.slow = plan.spares, plan.slow
         self.result.unplaced.extend(plan.unplaced)
         self.ensure_running_teams(plan.ensure_teams)
@@ -342,13 +342,12 @@ class PassApplier:
         finally:  # also when a lost lease ends the pass: the cluster follows the record
             self.together(PassApplier.resize_on_cluster, shrunk.values())
         batch = self.lifecycle.admit_all([self.admit_request(a) for a in plan.admissions])
-        admitted = [
-            a.job for a in plan.admissions if (o := batch.outcomes.get(a.job.job_id)) and o.applied
-        ]
+        admitted: list[Job] = []
         for admission in plan.admissions:
-            if (outcome := batch.outcomes.get(admission.job.job_id)) is not None:
-                self.count(outcome)
-        self.result.admitted.extend(job.job_id for job in admitted)
+            outcome = batch.outcomes.get(admission.job.job_id)
+            if outcome is not None and self.count(outcome):
+                admitted.append(admission.job)
+                self.result.admitted.append(admission.job.job_id)
         dispatched: list[Job] = []
         try:
             for job, sent in zip(

@@ -279,8 +279,9 @@ class JobLifecycle:
         """Admitted onto `nodes`; a restart (the job ran before) starts a new run.
         `pool_kind`: hyperpod, eks-on-demand or eks-spot (what the views price it as)."""
         return self._admit(
-            AdmitRequest(job_id, nodes, pool, replicas, restart, reason, tuple(fence), pool_kind),
-            details,
+            AdmitRequest(
+                job_id, nodes, pool, replicas, restart, reason, tuple(fence), pool_kind, details
+            )
         )
 
     def admit_all(self, requests: Sequence[AdmitRequest]) -> AdmitBatch:
@@ -291,7 +292,7 @@ class JobLifecycle:
         job's refusal leaves the others standing. A failed fence check ends the batch. What
         was written stands either way, and the batch carries the first error, for the
         caller to raise once it has dispatched those."""
-        moves = [self._admission_move(request, request.details) for request in requests]
+        moves = [self._admission_move(request) for request in requests]
         error: Exception | None = None
         try:
             moved = self.store.transition_all(moves)
@@ -304,15 +305,15 @@ class JobLifecycle:
             if request.job_id in outcomes:
                 continue
             try:
-                outcomes[request.job_id] = self._admit(request, request.details)
+                outcomes[request.job_id] = self._admit(request)
             except REFUSED_ALONE as refused:
                 error = error or refused
                 if isinstance(refused, FencedOutError):
                     break
         return AdmitBatch(outcomes, error)
 
-    def _admit(self, request: AdmitRequest, details: Mapping[str, Any]) -> Outcome:
-        sets, add, event, entry = self._admission(request, details)
+    def _admit(self, request: AdmitRequest) -> Outcome:
+        sets, add, event, entry = self._admission(request)
         return self._move(
             Move.ADMIT,
             request.job_id,
@@ -326,10 +327,10 @@ class JobLifecycle:
             details=entry,
         )
 
-    def _admission_move(self, request: AdmitRequest, details: Mapping[str, Any]) -> BatchedMove:
+    def _admission_move(self, request: AdmitRequest) -> BatchedMove:
         """`_admit`'s write, for a batch (`JobStore.transition_all`)."""
         rule = RULES[Move.ADMIT]
-        sets, add, event, entry = self._admission(request, details)
+        sets, add, event, entry = self._admission(request)
         return BatchedMove(
             request.job_id,
             rule.expect,
@@ -342,7 +343,7 @@ class JobLifecycle:
         )
 
     def _admission(
-        self, request: AdmitRequest, details: Mapping[str, Any]
+        self, request: AdmitRequest
     ) -> tuple[dict[str, Any], dict[str, int] | None, JobEvent, dict[str, Any]]:
         """An admission's attributes, counters, history event and history details."""
         at = self.clock().isoformat()
@@ -361,7 +362,7 @@ class JobLifecycle:
             sets["first_admitted_at"] = at
         add = {"restart_count": 1, "run": 1} if request.restart else None
         event = JobEvent.RESTARTED if request.restart else JobEvent.ADMITTED
-        return sets, add, event, {**entry, **details}
+        return sets, add, event, {**entry, **request.details}
 
     def start(self, job_id: str, *, nodes: list[str], pool: str | None) -> Outcome:
         return self._move(

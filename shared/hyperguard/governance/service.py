@@ -59,13 +59,14 @@ Order of effects, and why:
   are resized on the cluster once all are written and before any admission is dispatched, and
   a job several admissions shrink is resized once, to its last written size (each resize
   restarts it);
-* admit: every victim gives way first, then each admission's conditional write (status
-  Admitted, nodes, pool) and `dispatch`, then Running (the pass's dispatched jobs together,
-  in transactions of up to 100: D116), also when the pass failed meanwhile; a dispatch the
-  cluster refuses puts the job back to Pending with the cluster's error. Independent moves
-  are issued together, at most `IO_CONCURRENCY` at a time (D162): the victims of different
-  jobs, the resizes, the admissions with their dispatches, the growths; one refused or
-  throttled leaves the rest standing, and the pass then fails with it once all are done.
+* admit: every victim gives way first, then the admissions' conditional writes (status
+  Admitted, nodes, pool; in transactions of up to 100 actions: D172), then their
+  `dispatch`es, then Running (the pass's dispatched jobs together, in transactions of up to
+  100: D116), also when the pass failed meanwhile; a dispatch the cluster refuses puts the
+  job back to Pending with the cluster's error. Independent moves are issued together, at
+  most `IO_CONCURRENCY` at a time (D162): the victims of different jobs, the resizes, the
+  dispatches, the growths; one refused or throttled leaves the rest standing, and the pass
+  then fails with it once all are done.
   Before a pass's first dispatch for a team it ensures the team's Kueue objects
   (namespace, ClusterQueue, LocalQueue; with the first team also the ResourceFlavor and the
   priority classes' WorkloadPriorityClasses: hyperguard.cluster.kueue), whose failure is a
