@@ -152,10 +152,16 @@ def test_an_earlier_runs_checkpoint_is_fenced_off_once_the_current_run_began(
     _kit_saves(100, run=0)
     _kit_saves(200, run=0)  # run 0, still writing
     s3 = boto3.client("s3", region_name=REGION)
-    written = s3.head_object(Bucket="ckpts", Key="team-a/llama/step-00000200/_COMPLETE")
-    at = written["LastModified"]
-    # run 1 began before both were written: whoever wrote them was a stale writer
-    fenced = store.lookup(LOCATION, fence=Fence("job-1", 1, at - timedelta(seconds=1)))
+    first, at = (
+        s3.head_object(Bucket="ckpts", Key=f"team-a/llama/step-{step:08d}/_COMPLETE")[
+            "LastModified"
+        ]
+        for step in (100, 200)
+    )
+    # run 1 began before both were written (S3 keeps whole seconds, and on a loaded host
+    # the two writes can fall in different ones: before the first of them): whoever wrote
+    # them was a stale writer
+    fenced = store.lookup(LOCATION, fence=Fence("job-1", 1, first - timedelta(seconds=1)))
     assert fenced.checkpoint is None
     assert [r.step for r in fenced.refused] == [200, 100]
     assert "a stale writer, fenced off" in fenced.refused[0].reason
