@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -111,16 +114,32 @@ which the test tiers hand out to their own servers in one block per parallel wor
 port that was free when this chose it, and bound a moment later, once made KWOK exit with
 "address already in use" when both ranges were one."""
 
+PORT_LOCKS = Path(tempfile.gettempdir()) / "hyperguard-ports"
+"""One lock file per port handed out (`free_port`)."""
+_reserved: list[int] = []
+_reserving = threading.Lock()
+
 
 def free_port() -> int:
-    """A port of PORTS free now."""
-    for _ in range(200):
-        candidate = random.randrange(PORTS.start, PORTS.stop)
-        with socket.socket() as s:
+    """A port of PORTS free now, and reserved to this process for as long as it lives: an
+    exclusive lock on its file under PORT_LOCKS, which the kernel drops when the process
+    ends, however it ends. Two planes starting at once (two test workers, or a worker and a
+    `hyperguard twin up`) each choose a dozen ports seconds before their components bind
+    them; without the reservation both could choose the same one, and the later
+    component to bind it exits with "address already in use"."""
+    PORT_LOCKS.mkdir(exist_ok=True)
+    with _reserving:
+        for _ in range(200):
+            candidate = random.randrange(PORTS.start, PORTS.stop)
+            lock = os.open(PORT_LOCKS / str(candidate), os.O_CREAT | os.O_RDWR, 0o600)
             try:
-                s.bind((HOST, candidate))
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # per open file: also in-process
+                with socket.socket() as s:
+                    s.bind((HOST, candidate))
             except OSError:
+                os.close(lock)  # and with it the lock
                 continue
+            _reserved.append(lock)
             return candidate
     raise PlaneError("no free port below the ephemeral range")
 
