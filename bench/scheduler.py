@@ -812,10 +812,8 @@ def _emulated_aws(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
             )
         )
         stack.enter_context(_logs_to_stderr())
-        stack.callback(aws.dynamodb_table.cache_clear)
-        stack.callback(aws.client.cache_clear)
-        aws.client.cache_clear()
-        aws.dynamodb_table.cache_clear()
+        stack.callback(aws.forget_clients)
+        aws.forget_clients()
         stack.enter_context(mock_aws())
         yield stack.enter_context(emulation(meter, lag))
 

@@ -152,8 +152,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     dynamodb.install()  # the twin's emulator answers DynamoDB the same way
     install_jsonpath_cache()
     _cache_moto_urls()
-    aws.client.cache_clear()
-    aws.dynamodb_table.cache_clear()
+    aws.forget_clients()
     with mock_aws():
         # moto swaps boto3's default session for a new one, whose model loader would parse
         # every service model again for the test's own clients (SageMaker's alone takes a
@@ -166,8 +165,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         session.client = _one_client_each(session.client)
         boto3.DEFAULT_SESSION = session
         yield
-    aws.client.cache_clear()
-    aws.dynamodb_table.cache_clear()
+    aws.forget_clients()
 
 
 @dataclass

@@ -17,7 +17,7 @@ from hyperguard.models import Checkpoint, Job
 from hyperguard.models.jobs import WAITING_STATUSES
 from hyperguard.models.records import JobEvent, JobHistoryEntry
 from hyperguard.store import JobStore, TeamStore
-from hyperguard.store.codec import BATCH_GET_MAX
+from hyperguard.store.codec import BATCH_GET_MAX, wire_client
 from hyperguard.store.jobs import REV
 
 RULES = SubmissionRules(True, frozenset(), 8)
@@ -63,9 +63,9 @@ def whole_reads(jobs: JobStore) -> Iterator[list[str]]:
     def seen(params: dict[str, Any], **_: Any) -> None:
         for request in params["RequestItems"].values():
             if "ProjectionExpression" not in request:
-                asked.extend(key["job_id"] for key in request["Keys"])
+                asked.extend(key["job_id"]["S"] for key in request["Keys"])
 
-    events = jobs.table.meta.client.meta.events
+    events = wire_client(jobs.table).meta.events
     events.register("provide-client-params.dynamodb.BatchGetItem", seen, unique_id="revisions")
     try:
         yield asked

@@ -23,9 +23,9 @@ from hyperguard.cluster.factory import REQUIRED_OPERATIONS
 @pytest.fixture(autouse=True)
 def fresh_clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    aws.client.cache_clear()
+    aws.forget_clients()
     yield
-    aws.client.cache_clear()
+    aws.forget_clients()
 
 
 def test_the_checked_operations_are_every_sagemaker_call_of_the_adapter() -> None:
@@ -82,3 +82,13 @@ def test_a_data_path_of_its_own_gets_a_loader_of_its_own(
     aws.client.cache_clear()
     assert str(tmp_path) in aws.client("sts")._loader.search_paths
     assert aws.client("sts")._loader is not default
+
+
+def test_tables_of_one_retry_mode_share_one_client_until_forgotten() -> None:
+    jobs, teams = aws.dynamodb_table("jobs"), aws.dynamodb_table("teams")
+    once = aws.dynamodb_table("jobs", retry=False)
+    assert jobs.meta.client is teams.meta.client
+    assert once.meta.client is not jobs.meta.client
+    assert once.meta.client.meta.config.retries["total_max_attempts"] == 1
+    aws.forget_clients()
+    assert aws.dynamodb_table("teams").meta.client is not teams.meta.client

@@ -122,8 +122,7 @@ class Twin:
         changed = {**TWIN_ENV, "AWS_ENDPOINT_URL": self.emulator.endpoint}
         self._saved_env = {k: os.environ.get(k) for k in changed | {"MOTO_PORT": ""}}
         os.environ.update(changed)
-        aws.client.cache_clear()  # clients made before now point elsewhere
-        aws.dynamodb_table.cache_clear()
+        aws.forget_clients()  # clients made before now point elsewhere
         eks_access.install()
         self.plane = start_plane(self.config, self.emulator.endpoint)
         self.cluster = simulate_hyperpod(
@@ -216,8 +215,7 @@ class Twin:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        aws.client.cache_clear()
-        aws.dynamodb_table.cache_clear()
+        aws.forget_clients()
 
     def _spawn(self, name: str, target: Any) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

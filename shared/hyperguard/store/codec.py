@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
-from hyperguard.aws import dynamodb_table
+from hyperguard.aws import dynamodb_table, new_session
 from hyperguard.concurrency import bounded_map
 
 _serializer = TypeSerializer()
@@ -42,7 +44,10 @@ def decimals(value: Any) -> Any:
 
 def to_wire(item: dict[str, Any]) -> dict[str, Any]:
     """A plain item in the low-level client's attribute-value form (floats as Decimal)."""
-    return {k: _serializer.serialize(decimals(v)) for k, v in item.items()}
+    return {
+        k: {"S": v} if type(v) is str else _serializer.serialize(decimals(v))
+        for k, v in item.items()
+    }
 
 
 def from_wire(item: dict[str, Any]) -> dict[str, Any]:
@@ -80,28 +85,102 @@ def condition_failed(exc: ClientError) -> bool:
     return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
-def _every_page(read: Callable[..., Any], request: dict[str, Any]) -> list[dict[str, Any]]:
+def wire_client(table: Any) -> Any:
+    """A low-level DynamoDB client beside `table`'s own (the same region, endpoint and
+    configuration), made once per table client. It takes and returns attribute values as
+    they travel. The reads below use it instead of the boto3 resource's client, whose layer
+    deep-copies every request and walks it, and every answer, to convert Python values: on a
+    scheduling pass's BatchGetItems of thousands of keys that layer cost more CPU than
+    botocore itself (BENCHMARKS.md, "Reads in DynamoDB's wire form")."""
+    owner = table.meta.client
+    with _WIRE_CLIENTS_LOCK:
+        found = _WIRE_CLIENTS.get(owner)
+        if found is None:
+            found = _WIRE_CLIENTS[owner] = new_session().client(
+                "dynamodb",
+                region_name=owner.meta.region_name,
+                endpoint_url=owner.meta.endpoint_url,
+                config=owner.meta.config,
+            )
+        return found
+
+
+_WIRE_CLIENTS: WeakKeyDictionary[Any, Any] = WeakKeyDictionary()
+_WIRE_CLIENTS_LOCK = threading.Lock()
+
+
+def plain_item(item: dict[str, Any]) -> dict[str, Any]:
+    """An item as the low-level client returns it, made what `plain(from_wire(item))` makes
+    it, in one walk: numbers int or float, sets lists (in the order DynamoDB sent them),
+    binaries boto3's Binary."""
+    return {name: _plain_value(value) for name, value in item.items()}
+
+
+def _plain_value(value: dict[str, Any]) -> Any:
+    ((tag, inner),) = value.items()
+    if tag == "S" or tag == "BOOL":
+        return inner
+    if tag == "N":
+        return _number(inner)
+    if tag == "M":
+        return {name: _plain_value(v) for name, v in inner.items()}
+    if tag == "L":
+        return [_plain_value(v) for v in inner]
+    if tag == "NULL":
+        return None
+    if tag == "SS":
+        return list(inner)
+    if tag == "NS":
+        return [_number(n) for n in inner]
+    if tag == "B":
+        return Binary(inner)
+    if tag == "BS":
+        return [Binary(b) for b in inner]
+    raise TypeError(f"{tag!r} is not a DynamoDB attribute value type")
+
+
+def _number(text: str) -> int | float:
+    """`plain(Decimal(text))`: an integral number as int, any other as float."""
+    try:
+        return int(text)
+    except ValueError:
+        number = Decimal(text)
+        return int(number) if number == number.to_integral_value() else float(number)
+
+
+def _wire_request(table: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """A Query or Scan of `table` with plain values, in the low-level client's form."""
+    wire = {"TableName": table.name, **request}
+    for plain_values in ("ExpressionAttributeValues", "ExclusiveStartKey"):
+        if plain_values in wire:
+            wire[plain_values] = to_wire(wire[plain_values])
+    return wire
+
+
+def _every_page(table: Any, operation: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+    read = getattr(wire_client(table), operation)
     items: list[dict[str, Any]] = []
-    kwargs = dict(request)
+    kwargs = _wire_request(table, request)
     while True:
         page = read(**kwargs)
-        items.extend(plain(i) for i in page.get("Items", []))
+        items.extend(plain_item(i) for i in page.get("Items", []))
         if "LastEvaluatedKey" not in page:
             return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def query_all(table: Any, **query: Any) -> list[dict[str, Any]]:
-    """Every item a Query returns (all pages), Decimals made plain."""
-    return _every_page(table.query, query)
+    """Every item a Query returns (all pages), as plain values."""
+    return _every_page(table, "query", query)
 
 
 def count_all(table: Any, **query: Any) -> int:
     """How many items a Query matches (Select COUNT: no items read back; all pages)."""
     total = 0
-    kwargs: dict[str, Any] = {**query, "Select": "COUNT"}
+    kwargs = _wire_request(table, {**query, "Select": "COUNT"})
+    read = wire_client(table).query
     while True:
-        page = table.query(**kwargs)
+        page = read(**kwargs)
         total += int(page.get("Count", 0))
         if "LastEvaluatedKey" not in page:
             return total
@@ -116,11 +195,11 @@ BATCH_GET_ATTEMPTS = 8
 def batch_get(
     table: Any, keys: list[dict[str, Any]], *, attributes: Collection[str] = ()
 ) -> list[dict[str, Any]]:
-    """The items of `table` (a boto3 Table) with these keys, strongly consistent (missing
-    ones left out), in batches of 100 issued together (`bounded_map`, D162), in the keys'
-    batches' order; keys DynamoDB leaves unprocessed are asked again with backoff, never
-    dropped. `attributes`: only these (top-level) attributes of each item (a
-    ProjectionExpression); all of them when empty."""
+    """The items of `table` (a boto3 Table) with these (plain) keys, strongly consistent
+    (missing ones left out), as plain values, in batches of 100 issued together
+    (`bounded_map`, D162), in the keys' batches' order; keys DynamoDB leaves unprocessed are
+    asked again with backoff, never dropped. `attributes`: only these (top-level) attributes
+    of each item (a ProjectionExpression); all of them when empty."""
     projection: dict[str, Any] = {}
     if attributes:
         names = {f"#p{i}": name for i, name in enumerate(attributes)}
@@ -128,24 +207,26 @@ def batch_get(
             "ProjectionExpression": ", ".join(names),
             "ExpressionAttributeNames": names,
         }
+    client, name = wire_client(table), table.name
+    wire_keys = [to_wire(key) for key in keys]
 
     def one_batch(start: int) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         request: dict[str, Any] = {
-            table.name: {
-                "Keys": keys[start : start + BATCH_GET_MAX],
+            name: {
+                "Keys": wire_keys[start : start + BATCH_GET_MAX],
                 "ConsistentRead": True,
                 **projection,
             }
         }
         for attempt in range(BATCH_GET_ATTEMPTS):
-            answer = table.meta.client.batch_get_item(RequestItems=request)
-            items.extend(answer["Responses"].get(table.name, []))
+            answer = client.batch_get_item(RequestItems=request)
+            items.extend(answer["Responses"].get(name, []))
             request = answer.get("UnprocessedKeys") or {}
             if not request:
-                return [plain(i) for i in items]
+                return [plain_item(i) for i in items]
             time.sleep(min(0.05 * 2**attempt, 1.0))
-        raise RuntimeError(f"BatchGetItem on {table.name} left keys unprocessed")
+        raise RuntimeError(f"BatchGetItem on {name} left keys unprocessed")
 
     batches = bounded_map(one_batch, range(0, len(keys), BATCH_GET_MAX))
     return [item for batch in batches for item in batch]
@@ -153,5 +234,5 @@ def batch_get(
 
 def scan_all(table: Any, **scan: Any) -> list[dict[str, Any]]:
     """Every item of a (small, operator-scale) table that `scan`'s filter keeps (all pages),
-    Decimals made plain."""
-    return _every_page(table.scan, scan)
+    as plain values."""
+    return _every_page(table, "scan", scan)

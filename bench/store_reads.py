@@ -1,0 +1,150 @@
+"""What the client side of the store's BatchGetItems costs: through the boto3 resource (the
+store before D173) and in DynamoDB's wire form (`hyperguard.store.codec.batch_get`, D173).
+
+    python bench/store_reads.py [--calls 120] [--rounds 2]
+
+A scheduling pass on Kueue's baseline shape reads about 12,000 jobs in BatchGetItems of 100
+keys: a projection of their revisions, then the changed ones whole. Both sides here read
+`--calls` such batches of the same keys and get the same answers (100 items, each a revision
+projection or a whole job item of about 900 bytes), from botocore's Stubber: no HTTP and no
+response parsing, which are the same on both sides; the batches are issued together on both
+(D162), and the CPU is the process's, every thread's. Measured: CPU per call,
+from the keys as the store holds them to the items as it hands them on (Python values,
+numbers int or float). Rounds alternate the sides; the items out must be the same. Prints one
+JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.stub import Stubber
+
+from hyperguard.aws import new_session
+from hyperguard.cli.options import bounded_int
+from hyperguard.concurrency import bounded_map
+from hyperguard.store.codec import BATCH_GET_MAX, batch_get, plain, wire_client
+
+TABLE = "jobs"
+
+
+def _item(index: int, whole: bool) -> dict[str, Any]:
+    """A job item as DynamoDB sends it: the revision projection, or the whole job."""
+    item: dict[str, Any] = {"job_id": {"S": f"job-{index:08d}"}, "rev": {"N": "7"}}
+    if not whole:
+        return item
+    entry = {"M": {"at": {"S": "2026-11-28T01:02:03Z"}, "event": {"S": "submitted"}}}
+    return item | {
+        "team": {"S": "team-a"},
+        "status": {"S": "PENDING"},
+        "reason": {"S": "waiting for quota: 8 of nvidia.com/gpu over the team's nominal"},
+        "priority": {"N": "100"},
+        "submitted_at": {"S": "2026-11-28T01:02:03.123456+00:00"},
+        "live": {"S": "1"},
+        "preemptible": {"BOOL": True},
+        "spec": {
+            "M": {
+                "image": {"S": "123456789012.dkr.ecr.us-east-1.amazonaws.com/train:v1"},
+                "instance_type": {"S": "ml.p5.48xlarge"},
+                "replicas": {"N": "2"},
+                "gpus_per_replica": {"N": "8"},
+                "command": {"L": [{"S": "torchrun"}, {"S": "--nproc-per-node=8"}]},
+                "checkpoint_ratio": {"N": "0.25"},
+            }
+        },
+        "history": {"L": [entry, entry, entry]},
+    }
+
+
+def _answers(whole: bool, calls: int) -> list[dict[str, Any]]:
+    return [
+        {"Responses": {TABLE: [_item(i, whole) for i in range(c * 100, (c + 1) * 100)]}}
+        for c in range(calls)
+    ]
+
+
+PROJECTION = ("job_id", "rev")
+
+
+def _through_resource(
+    table: Any, keys: list[dict[str, Any]], attributes: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """The store's read before D173: the resource's client, then `plain`, the batches issued
+    together as now (D162)."""
+    projection: dict[str, Any] = {}
+    if attributes:
+        names = {f"#p{i}": name for i, name in enumerate(attributes)}
+        projection = {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
+
+    def one_batch(start: int) -> list[dict[str, Any]]:
+        keys_of_batch = keys[start : start + BATCH_GET_MAX]
+        request = {TABLE: {"Keys": keys_of_batch, "ConsistentRead": True, **projection}}
+        answer = table.meta.client.batch_get_item(RequestItems=request)
+        return [plain(i) for i in answer["Responses"][TABLE]]
+
+    batches = bounded_map(one_batch, range(0, len(keys), BATCH_GET_MAX))
+    return [item for batch in batches for item in batch]
+
+
+def _id(item: dict[str, Any]) -> str:
+    return str(item["job_id"])
+
+
+def measure(side: str, whole: bool, calls: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    table = new_session().resource("dynamodb").Table(TABLE)
+    keys = [{"job_id": f"job-{i:08d}"} for i in range(calls * BATCH_GET_MAX)]
+    client = table.meta.client if side == "resource" else wire_client(table)
+    with Stubber(client) as stub:
+        for answer in _answers(whole, calls):  # each its own copy: the resource edits it
+            stub.add_response("batch_get_item", answer)
+        started = time.process_time()
+        attributes = () if whole else PROJECTION
+        if side == "resource":
+            items = _through_resource(table, keys, attributes)
+        else:
+            items = batch_get(table, keys, attributes=attributes)
+        cpu = time.process_time() - started
+    read = "whole items" if whole else "revisions"
+    return {"side": side, "read": read, "cpu_ms_per_call": round(cpu / calls * 1e3, 3)}, items
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--calls", type=bounded_int(1, 1000), default=120)
+    parser.add_argument("--rounds", type=bounded_int(1, 20), default=2)
+    args = parser.parse_args(argv)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        os.environ.setdefault(name, value)
+    runs = []
+    for _ in range(args.rounds):
+        for whole in (False, True):
+            resource, expected = measure("resource", whole, args.calls)
+            wire, items = measure("wire form", whole, args.calls)
+            if sorted(items, key=_id) != sorted(
+                expected, key=_id
+            ):  # threads take answers in any order
+                raise SystemExit("the two sides read different items")
+            runs += [resource, wire]
+    report = {
+        "command": "python bench/store_reads.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": datetime.now(UTC).date().isoformat(),
+        "cpus": os.cpu_count(),
+        "runs": runs,
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
