@@ -13,13 +13,11 @@ and wall time, per call; rounds alternate the two sides. Prints one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import resource
 import sys
 import threading
 import time
-from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -28,6 +26,10 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from hyperguard.cli.options import bounded_int
 from hyperguard_twin.emulator import KeepAliveServer
+
+if not __package__:  # run as `python bench/<script>.py`: the repository root holds `bench`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.runs import offline_credentials, print_report
 
 TABLE = "bench"
 
@@ -92,25 +94,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=bounded_int(1, 100_000), default=1000)
     parser.add_argument("--rounds", type=bounded_int(1, 20), default=2)
     args = parser.parse_args(argv)
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        os.environ.setdefault(name, value)
+    offline_credentials()
     runs = [
         measure(side, args.pairs)
         for _ in range(args.rounds)
         for side in ("connection a call", "kept-alive")
     ]
-    report = {
-        "command": "python bench/emulator_calls.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "date": datetime.now(UTC).date().isoformat(),
-        "cpus": os.cpu_count(),
-        "runs": runs,
-    }
-    print(json.dumps(report, indent=2))
+    print_report("emulator_calls.py", argv, runs)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,9 @@ JSON object.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
-from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from botocore.stub import Stubber
@@ -30,6 +28,10 @@ from hyperguard.aws import new_session
 from hyperguard.cli.options import bounded_int
 from hyperguard.concurrency import bounded_map
 from hyperguard.store.codec import BATCH_GET_MAX, batch_get, plain, wire_client
+
+if not __package__:  # run as `python bench/<script>.py`: the repository root holds `bench`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.runs import offline_credentials, print_report
 
 TABLE = "jobs"
 
@@ -119,13 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=bounded_int(1, 1000), default=120)
     parser.add_argument("--rounds", type=bounded_int(1, 20), default=2)
     args = parser.parse_args(argv)
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        os.environ.setdefault(name, value)
+    offline_credentials()
     runs = []
     for _ in range(args.rounds):
         for whole in (False, True):
@@ -136,14 +132,7 @@ def main(argv: list[str] | None = None) -> None:
             ):  # threads take answers in any order
                 raise SystemExit("the two sides read different items")
             runs += [resource, wire]
-    report = {
-        "command": "python bench/store_reads.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "date": datetime.now(UTC).date().isoformat(),
-        "cpus": os.cpu_count(),
-        "runs": runs,
-    }
-    print(json.dumps(report, indent=2))
+    print_report("store_reads.py", argv, runs)
 
 
 if __name__ == "__main__":
