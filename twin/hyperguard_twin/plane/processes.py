@@ -131,7 +131,10 @@ def free_port() -> int:
     with _reserving:
         for _ in range(200):
             candidate = random.randrange(PORTS.start, PORTS.stop)
-            lock = os.open(PORT_LOCKS / str(candidate), os.O_CREAT | os.O_RDWR, 0o600)
+            try:  # a lock file another user made is theirs: that port is taken too
+                lock = os.open(PORT_LOCKS / str(candidate), os.O_CREAT | os.O_RDWR, 0o600)
+            except OSError:
+                continue
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # per open file: also in-process
                 with socket.socket() as s:
@@ -141,7 +144,9 @@ def free_port() -> int:
                 continue
             _reserved.append(lock)
             return candidate
-    raise PlaneError("no free port below the ephemeral range")
+    raise PlaneError(
+        f"no free port in {PORTS.start}-{PORTS.stop - 1} that could be reserved under {PORT_LOCKS}"
+    )
 
 
 def port_open(port: int) -> bool:
