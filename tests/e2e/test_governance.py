@@ -230,8 +230,16 @@ def test_a_job_applied_with_kubectl_is_governed_and_recovered_like_an_api_job(
         state=lambda: applied_job_state(twin, http, held["job_id"], namespace),
     )
     assert moved["metadata"]["labels"][JOB_ID_LABEL] == job_name(held["job_id"])
-    after = http("GET", f"/jobs/{held['job_id']}")[1]
-    assert after["status"] == "Running" and after["restart_count"] >= 1
+    # The drain evicts the pod and the Job controller makes another at once, on a node that is
+    # not cordoned: it can run before recovery's resume step has written the restart.
+    until(
+        lambda: (
+            (after := http("GET", f"/jobs/{held['job_id']}")[1])["status"] == "Running"
+            and after["restart_count"] >= 1
+        ),
+        "HyperGuard's record of the restart",
+        state=lambda: applied_job_state(twin, http, held["job_id"], namespace),
+    )
     assert http("DELETE", f"/jobs/{held['job_id']}")[0] == 200
 
 
