@@ -27,7 +27,7 @@ from botocore.stub import Stubber
 from hyperguard.aws import new_session
 from hyperguard.cli.options import bounded_int
 from hyperguard.concurrency import bounded_map
-from hyperguard.store.codec import BATCH_GET_MAX, batch_get, plain, wire_client
+from hyperguard.store.codec import BATCH_GET_MAX, batch_get, plain, projection_of, wire_client
 
 if not __package__:  # run as `python bench/<script>.py`: the repository root holds `bench`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -79,10 +79,7 @@ def _through_resource(
 ) -> list[dict[str, Any]]:
     """The store's read before D173: the resource's client, then `plain`, the batches issued
     together as now (D162)."""
-    projection: dict[str, Any] = {}
-    if attributes:
-        names = {f"#p{i}": name for i, name in enumerate(attributes)}
-        projection = {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
+    projection = projection_of(attributes)
 
     def one_batch(start: int) -> list[dict[str, Any]]:
         keys_of_batch = keys[start : start + BATCH_GET_MAX]
@@ -127,9 +124,8 @@ def main(argv: list[str] | None = None) -> None:
         for whole in (False, True):
             resource, expected = measure("resource", whole, args.calls)
             wire, items = measure("wire form", whole, args.calls)
-            if sorted(items, key=_id) != sorted(
-                expected, key=_id
-            ):  # threads take answers in any order
+            # threads take the stubbed answers in any order: compare the items, not the order
+            if sorted(items, key=_id) != sorted(expected, key=_id):
                 raise SystemExit("the two sides read different items")
             runs += [resource, wire]
     print_report("store_reads.py", argv, runs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from decimal import Decimal
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -85,6 +85,10 @@ def condition_failed(exc: ClientError) -> bool:
     return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
+_WIRE_CLIENTS: WeakKeyDictionary[Any, Any] = WeakKeyDictionary()
+_WIRE_CLIENTS_LOCK = threading.Lock()
+
+
 def wire_client(table: Any) -> Any:
     """A low-level DynamoDB client beside `table`'s own (the same region, endpoint and
     configuration), made once per table client. It takes and returns attribute values as
@@ -103,10 +107,6 @@ def wire_client(table: Any) -> Any:
                 config=owner.meta.config,
             )
         return found
-
-
-_WIRE_CLIENTS: WeakKeyDictionary[Any, Any] = WeakKeyDictionary()
-_WIRE_CLIENTS_LOCK = threading.Lock()
 
 
 def plain_item(item: dict[str, Any]) -> dict[str, Any]:
@@ -157,39 +157,49 @@ def _wire_request(table: Any, request: dict[str, Any]) -> dict[str, Any]:
     return wire
 
 
-def _every_page(table: Any, operation: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+def _pages(table: Any, operation: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every page of a Query or Scan of `table` (plain values in `request`), in wire form."""
     read = getattr(wire_client(table), operation)
-    items: list[dict[str, Any]] = []
     kwargs = _wire_request(table, request)
     while True:
-        page = read(**kwargs)
-        items.extend(plain_item(i) for i in page.get("Items", []))
+        page: dict[str, Any] = read(**kwargs)
+        yield page
         if "LastEvaluatedKey" not in page:
-            return items
+            return
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _every_item(table: Any, operation: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        plain_item(item)
+        for page in _pages(table, operation, request)
+        for item in page.get("Items", [])
+    ]
 
 
 def query_all(table: Any, **query: Any) -> list[dict[str, Any]]:
     """Every item a Query returns (all pages), as plain values."""
-    return _every_page(table, "query", query)
+    return _every_item(table, "query", query)
 
 
 def count_all(table: Any, **query: Any) -> int:
     """How many items a Query matches (Select COUNT: no items read back; all pages)."""
-    total = 0
-    kwargs = _wire_request(table, {**query, "Select": "COUNT"})
-    read = wire_client(table).query
-    while True:
-        page = read(**kwargs)
-        total += int(page.get("Count", 0))
-        if "LastEvaluatedKey" not in page:
-            return total
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return sum(
+        int(page.get("Count", 0)) for page in _pages(table, "query", {**query, "Select": "COUNT"})
+    )
 
 
 BATCH_GET_MAX = 100
 """BatchGetItem's limit of keys per request."""
 BATCH_GET_ATTEMPTS = 8
+
+
+def projection_of(attributes: Collection[str]) -> dict[str, Any]:
+    """A read's ProjectionExpression of these top-level attributes (none: the whole item)."""
+    if not attributes:
+        return {}
+    names = {f"#p{i}": name for i, name in enumerate(attributes)}
+    return {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
 
 
 def batch_get(
@@ -200,13 +210,7 @@ def batch_get(
     (`bounded_map`, D162), in the keys' batches' order; keys DynamoDB leaves unprocessed are
     asked again with backoff, never dropped. `attributes`: only these (top-level) attributes
     of each item (a ProjectionExpression); all of them when empty."""
-    projection: dict[str, Any] = {}
-    if attributes:
-        names = {f"#p{i}": name for i, name in enumerate(attributes)}
-        projection = {
-            "ProjectionExpression": ", ".join(names),
-            "ExpressionAttributeNames": names,
-        }
+    projection = projection_of(attributes)
     client, name = wire_client(table), table.name
     wire_keys = [to_wire(key) for key in keys]
 
@@ -235,4 +239,4 @@ def batch_get(
 def scan_all(table: Any, **scan: Any) -> list[dict[str, Any]]:
     """Every item of a (small, operator-scale) table that `scan`'s filter keeps (all pages),
     as plain values."""
-    return _every_page(table, "scan", scan)
+    return _every_item(table, "scan", scan)
