@@ -30,7 +30,9 @@ once (the twin's kubelets' registration); a run starts when its object is create
 exactly its run time later, when the bench writes its status (Running at creation, Completed
 at its end, as the HyperPod training operator writes them) through the API server as the
 cluster's own identity, and the twin's forwarder code puts the run's end on the bus. A run
-the service deletes first (a preemption) never ends.
+the service deletes first (a preemption) never ends. A run also ends while a pass runs: the
+pass's list of the runs answers what the cluster holds at the virtual time it is sent, not
+at the pass's start (D175).
 
 Measured: every AWS call (botocore, by operation) and every Kubernetes request the real API
 server answered (at the client's transport, by verb and resource as kube-apiserver names
@@ -269,6 +271,10 @@ class Meter:
         self.kube_wall_s: dict[str, float] = defaultdict(float)
         """Wall time of the Kubernetes requests (the real API server's answers), by phase:
         measured, not charged to the virtual clock (the model's latencies are)."""
+        self.kube_wall_by_request: dict[str, float] = defaultdict(float)
+        """The passes' share of it, by verb and resource."""
+        self.kube_objects_by_request: Counter[str] = Counter()
+        """The objects the passes' lists returned, by verb and resource."""
         self.emulator_cpu = 0.0
         self.service_cpu = 0.0
         self._mark = 0.0
@@ -352,6 +358,8 @@ class Meter:
             self.calls[self.phase][kind] += 1
             if kind.startswith("kubernetes:"):
                 self.kube_objects[self.phase] += objects
+                if self.phase == "pass":
+                    self.kube_objects_by_request[kind.removeprefix("kubernetes:")] += objects
             if self.measuring:
                 self._charge_cpu()
                 latency = self.latencies.s(kind.split(" ")[0], objects)
@@ -533,6 +541,19 @@ def install_pass_steps(patches: Patches, meter: Meter) -> None:
         patches.set(owner, name, wrapped)
 
 
+def kubernetes_by_request(meter: Meter, passes: int, most: int = 6) -> dict[str, Any]:
+    """The passes' Kubernetes requests that took the API server the most wall time, per
+    pass: that wall time (measured, not charged) and the objects their lists returned."""
+    n = max(passes, 1)
+    return {
+        kind: {
+            "wall_s": round(wall / n, 4),
+            "objects": round(meter.kube_objects_by_request[kind] / n, 1),
+        }
+        for kind, wall in sorted(meter.kube_wall_by_request.items(), key=lambda kv: -kv[1])[:most]
+    }
+
+
 def pass_profile(meter: Meter, passes: int) -> dict[str, Any]:
     """Where the passes' virtual time went, by step: modelled latency of its calls (and the
     calls, by kind) and the service's CPU."""
@@ -590,32 +611,33 @@ def kube_request(method: str, path: str, watch: bool = False) -> tuple[str, str]
 class MeteredTransport(httpx2.BaseTransport):
     """The service's Kubernetes client's transport: each request goes to the real
     kube-apiserver; the meter counts it by verb and resource (and the objects a list
-    returns) and adds up its wall time, and each run created is reported."""
+    returns) and adds up its wall time. Each run created is reported to the run model, and
+    before a list of runs the runs due to have ended by then end (`RunModel.end_due`)."""
 
-    def __init__(
-        self,
-        inner: httpx2.BaseTransport,
-        meter: Meter,
-        run_created: Callable[[dict[str, Any]], None],
-    ) -> None:
+    def __init__(self, inner: httpx2.BaseTransport, meter: Meter, runs: RunModel) -> None:
         self.inner = inner
         self.meter = meter
-        self.run_created = run_created
+        self.runs = runs
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         self.meter.sync()
+        watch = request.url.params.get("watch") in ("true", "1")
+        verb, resource = kube_request(request.method, request.url.path, watch)
+        if verb == "list" and resource in RUN_RESOURCES:
+            self.runs.end_due(self.meter.lane_t())
         started = time.perf_counter()
         response = self.inner.handle_request(request)
         response.read()
         with self.meter.lock:
-            self.meter.kube_wall_s[self.meter.phase] += time.perf_counter() - started
+            took = time.perf_counter() - started
+            self.meter.kube_wall_s[self.meter.phase] += took
+            if self.meter.phase == "pass":
+                self.meter.kube_wall_by_request[f"{verb} {resource}"] += took
         with self.meter.lock, self.meter.emulating():
-            watch = request.url.params.get("watch") in ("true", "1")
-            verb, resource = kube_request(request.method, request.url.path, watch)
             ok = response.status_code < 300
             answer = json.loads(response.content) if ok and verb in ("list", "create") else {}
             if verb == "create" and resource in RUN_RESOURCES:
-                self.run_created(answer)
+                self.runs.created(answer)
         self.meter.call(f"kubernetes:{verb} {resource}", len(answer.get("items") or []))
         return response
 
@@ -632,7 +654,11 @@ class RunModel:
     writes what the HyperPod training operator would (the run's status: Running, then
     Completed) through the API server as the cluster's own identity, and the twin's in-cluster
     forwarder (`hyperguard_twin.cloud.jobstatus`) puts the run's end on the bus. A run deleted
-    before its end (a preemption) never ends."""
+    before its end (a preemption) never ends.
+
+    A run ends at its virtual time even while a pass runs: a pass's list of the runs answers
+    what the cluster holds at the moment it is sent (`end_due`), as the API server would,
+    not what it held when the pass began (D175)."""
 
     def __init__(
         self,
@@ -671,6 +697,19 @@ class RunModel:
 
     def next_end(self) -> float:
         return self.ends[0][0] if self.ends else float("inf")
+
+    def end_due(self, t: float) -> int:
+        """End every run due to have ended by virtual time `t`, as the cluster's side, not the
+        pass's: neither its CPU nor its requests are charged to the pass that lists the runs.
+        A run created since the last `start_created` (by the pass now running) is not ended
+        before it is marked Running. How many ended."""
+        pending = {(namespace, name) for _, namespace, name in self._started}
+        ended = 0
+        with self.meter.lock, self.meter.emulating():
+            while self.ends and self.ends[0][0] <= t and self.ends[0][1:] not in pending:
+                self.end_next()
+                ended += 1
+        return ended
 
     def end_next(self) -> None:
         """The next run to end has completed (unless it was deleted first)."""
@@ -856,9 +895,7 @@ def _api_server() -> Iterator[ControlPlane]:
         plane.stop()
 
 
-def _scheduler_client(
-    plane: ControlPlane, meter: Meter, run_created: Callable[[dict[str, Any]], None]
-) -> Any:
+def _scheduler_client(plane: ControlPlane, meter: Meter, runs: RunModel) -> Any:
     """lightkube's Client as the scheduler function has it, but for the identity: a client
     certificate in the scheduler's Kubernetes group (hyperguard-scheduler, its EKS access
     entry's) instead of an EKS token, so that RBAC judges it as it judges the function."""
@@ -872,7 +909,7 @@ def _scheduler_client(
     identity = plane.pki.client("bench-scheduler", "hyperguard-bench", "hyperguard-scheduler")
     context = ssl.create_default_context(cafile=str(plane.pki.ca))
     context.load_cert_chain(str(identity.cert), str(identity.key))
-    transport = MeteredTransport(httpx2.HTTPTransport(verify=context), meter, run_created)
+    transport = MeteredTransport(httpx2.HTTPTransport(verify=context), meter, runs)
     config = KubeConfig.from_one(cluster=Cluster(server=plane.endpoint), user=User())
     return Client(config=config, transport=transport, trust_env=False, field_manager=FIELD_MANAGER)
 
@@ -919,7 +956,7 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
         twin_aws.attach(cluster)
         stack.callback(twin_aws.attach, None)
         runs = RunModel(meter, admin, cluster.forwarder, runtime_of)
-        kube = stack.enter_context(_scheduler_client(plane, meter, runs.created))
+        kube = stack.enter_context(_scheduler_client(plane, meter, runs))
         names = [f"team-{i:02d}" for i in range(teams)]
         cluster.add_instance_group("workers", INSTANCE_TYPE, teams * NOMINAL_GPUS // GPUS_PER_NODE)
         team_store = _configure(tables, names, cluster.cluster_arn, fair_share)
@@ -1268,6 +1305,9 @@ def run_shape(shape: str, scale: float, fair_share: str) -> dict[str, Any]:
             **outcome(built, work, timeline),
             **_per_pass(timeline.passes),
             "pass_profile": pass_profile(built.meter, len(timeline.passes)),
+            "kubernetes_by_request_per_pass": kubernetes_by_request(
+                built.meter, len(timeline.passes)
+            ),
             "calls_issued_together_per_pass": round(
                 built.meter.forks / max(len(timeline.passes), 1), 2
             ),
@@ -1564,7 +1604,8 @@ DIFFERENCES = [
     "machine); these are virtual times: modelled call latencies plus this machine's measured "
     "CPU",
     "Kueue's runner finishes a workload its run time after admission; here the run starts "
-    "when the pass dispatches it, and its quota is freed when a later pass sees it ended",
+    "when the pass dispatches it, ends its run time later (also while a pass runs: D175), "
+    "and its quota is freed by the first pass whose list of the runs shows it ended",
     "Kueue's test has no nodes; here each GPU is a 1-GPU replica placed on an 8-GPU node, so "
     "placement never refuses what quota admits",
     "priorities 50 / 100 / 200 become HyperPod priority-class weights 25 / 50 / 100",

@@ -1,0 +1,134 @@
+"""The scheduler benchmark's cluster side: a run ends at its virtual time, also while a pass
+runs, and a pass's list of the runs answers what the cluster holds when the list is sent
+(D175). The run's end is the cluster's work, never charged to the pass."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx2
+from bench.scheduler import Latencies, Meter, MeteredTransport, RunModel
+
+from hyperguard.cluster.workloads import JOB_ID_ANNOTATION
+
+RUNS = "/apis/sagemaker.amazonaws.com/v1/namespaces/team-a/hyperpodpytorchjobs"
+
+
+@dataclass
+class World:
+    def stamp(self, at: datetime) -> str:
+        return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Forwarder:
+    world: World = field(default_factory=World)
+    ended: list[str] = field(default_factory=list)
+
+    def on_run(self, event: str, run: dict[str, Any]) -> None:
+        self.ended.append(run["metadata"]["name"])
+
+
+@dataclass
+class Cluster:
+    """The API server's side of the status writes, as the run model makes them."""
+
+    log: list[str]
+    busy_s: float = 0.0
+    """CPU each status write burns in this process (TLS, JSON), as the real client does."""
+
+    def patch(
+        self, resource: Any, name: str, body: dict[str, Any], namespace: str, subresource: str
+    ) -> dict[str, Any]:
+        until = time.thread_time() + self.busy_s
+        while time.thread_time() < until:
+            pass
+        done = "completionTime" in body["status"]
+        self.log.append(f"{'end' if done else 'start'} {name}")
+        return {"metadata": {"name": name, "namespace": namespace}, "status": body["status"]}
+
+
+def run_object(name: str, job_id: str) -> dict[str, Any]:
+    return {
+        "kind": "HyperPodPyTorchJob",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "annotations": {JOB_ID_ANNOTATION: job_id},
+        },
+    }
+
+
+def model(log: list[str], busy_s: float = 0.0) -> tuple[Meter, RunModel, Forwarder]:
+    meter, forwarder = Meter(Latencies()), Forwarder()
+    runs = RunModel(
+        meter,
+        Cluster(log, busy_s),  # type: ignore[arg-type]
+        forwarder,  # type: ignore[arg-type]
+        {"job-a": 0.5, "job-b": 2.0},
+    )
+    return meter, runs, forwarder
+
+
+def test_a_run_ends_when_due_and_not_before() -> None:
+    log: list[str] = []
+    meter, runs, forwarder = model(log)
+    meter.t = 1.0
+    runs.created(run_object("run-a", "job-a"))
+    runs.created(run_object("run-b", "job-b"))
+    runs.start_created()
+    assert runs.end_due(1.49) == 0
+    assert runs.end_due(1.51) == 1
+    assert forwarder.ended == ["run-a"]
+    assert runs.end_due(2.9) == 0
+    assert runs.end_due(3.1) == 1
+    assert log == ["start run-a", "start run-b", "end run-a", "end run-b"]
+
+
+def test_a_run_created_by_the_pass_still_running_is_not_ended_before_it_started() -> None:
+    log: list[str] = []
+    _meter, runs, _forwarder = model(log)
+    runs.created(run_object("run-a", "job-a"))
+    assert runs.end_due(10.0) == 0
+    runs.start_created()
+    assert runs.end_due(10.0) == 1
+    assert log == ["start run-a", "end run-a"]
+
+
+def test_a_list_of_the_runs_is_answered_after_the_runs_due_have_ended() -> None:
+    log: list[str] = []
+    meter, runs, _forwarder = model(log)
+    runs.created(run_object("run-a", "job-a"))
+    runs.start_created()
+
+    def server(request: httpx2.Request) -> httpx2.Response:
+        log.append(f"{request.method} {request.url.path}")
+        return httpx2.Response(200, content=json.dumps({"items": []}).encode())
+
+    transport = MeteredTransport(httpx2.MockTransport(server), meter, runs)
+    transport.handle_request(httpx2.Request("GET", f"https://kube{RUNS}"))
+    assert log == ["start run-a", f"GET {RUNS}"]  # not due yet at 0 s
+    meter.t = 0.6
+    transport.handle_request(httpx2.Request("GET", "https://kube/api/v1/nodes"))
+    assert log[-1] == "GET /api/v1/nodes"  # only a list of the runs ends them
+    transport.handle_request(httpx2.Request("GET", f"https://kube{RUNS}"))
+    assert log[-2:] == ["end run-a", f"GET {RUNS}"]
+
+
+def test_the_runs_end_is_not_charged_to_the_pass() -> None:
+    log: list[str] = []
+    meter, runs, _forwarder = model(log, busy_s=0.05)
+    runs.created(run_object("run-a", "job-a"))
+    runs.start_created()
+    meter.start()
+    before = meter.t
+    runs.end_due(1.0)
+    meter.stop()
+    assert log[-1] == "end run-a"
+    assert meter.emulator_cpu >= 0.05
+    assert meter.service_cpu < 0.02
+    assert meter.t - before < 0.02
