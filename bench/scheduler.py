@@ -358,8 +358,6 @@ class Meter:
             self.calls[self.phase][kind] += 1
             if kind.startswith("kubernetes:"):
                 self.kube_objects[self.phase] += objects
-                if self.phase == "pass":
-                    self.kube_objects_by_request[kind.removeprefix("kubernetes:")] += objects
             if self.measuring:
                 self._charge_cpu()
                 latency = self.latencies.s(kind.split(" ")[0], objects)
@@ -628,17 +626,19 @@ class MeteredTransport(httpx2.BaseTransport):
         started = time.perf_counter()
         response = self.inner.handle_request(request)
         response.read()
-        with self.meter.lock:
-            took = time.perf_counter() - started
-            self.meter.kube_wall_s[self.meter.phase] += took
-            if self.meter.phase == "pass":
-                self.meter.kube_wall_by_request[f"{verb} {resource}"] += took
+        took = time.perf_counter() - started
         with self.meter.lock, self.meter.emulating():
             ok = response.status_code < 300
             answer = json.loads(response.content) if ok and verb in ("list", "create") else {}
             if verb == "create" and resource in RUN_RESOURCES:
                 self.runs.created(answer)
-        self.meter.call(f"kubernetes:{verb} {resource}", len(answer.get("items") or []))
+        objects = len(answer.get("items") or [])
+        with self.meter.lock:
+            self.meter.kube_wall_s[self.meter.phase] += took
+            if self.meter.phase == "pass":
+                self.meter.kube_wall_by_request[f"{verb} {resource}"] += took
+                self.meter.kube_objects_by_request[f"{verb} {resource}"] += objects
+        self.meter.call(f"kubernetes:{verb} {resource}", objects)
         return response
 
     def close(self) -> None:
