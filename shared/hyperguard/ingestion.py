@@ -119,6 +119,26 @@ def more_urgent(signal: HealthSignal, incident: Incident) -> bool:
     return False
 
 
+def _late(node: Node, signal: HealthSignal) -> bool:
+    """A fault on a node since retired, observed while the node was ours: a report that came
+    after the inventory saw the node leave (at x60 a loaded twin's few seconds; on AWS, a
+    delivery retried). It opens the incident it would have opened had it come first, whose
+    diagnosis finds the instance gone, or joins the node's open one (D176): what happens does
+    not depend on whether the report or the inventory's sync came first. Anything else about a
+    retired node (a report an incident closed since had covered, one from after the node left,
+    a notice) is dropped as foreign."""
+    return (
+        signal.action in (Action.OPEN_INCIDENT, Action.DRAIN)
+        and node.retired_at is not None
+        and signal.observed_at < node.retired_at
+        and (
+            node.open_incident_id is not None
+            or node.last_closed_at is None
+            or node.last_closed_at < signal.observed_at
+        )
+    )
+
+
 @dataclass
 class HealthIngestor:
     nodes: NodeStore
@@ -197,7 +217,7 @@ class HealthIngestor:
         node = self.lookup.find(signal.instance_id)
         # Kubernetes signals name the EKS cluster, HyperPod's name the HyperPod cluster.
         names = {node.cluster, self.orchestrator} if node else set()
-        gone = node is not None and node.status is NodeStatus.NOT_FOUND  # replaced earlier
+        gone = node is not None and node.status is NodeStatus.NOT_FOUND and not _late(node, signal)
         if node is None or gone or (signal.cluster is not None and signal.cluster not in names):
             logger.info(
                 "signal for a foreign instance dropped",

@@ -242,3 +242,41 @@ def test_a_kubelet_going_not_ready_under_the_incidents_own_repair_takes_nothing_
     assert not repair_side_effect(condition("AcceleratedHardwareReady"), repairing)
     assert not repair_side_effect(condition("Ready"), incident({"signal_to_detected_s": 5.0}))
     assert more_urgent(condition("Ready"), incident({}))  # before the repair: a fault
+
+
+def test_a_fault_reported_after_the_inventory_retired_its_node_opens_the_incident_it_would_have(
+    world: World,
+) -> None:
+    """D176: whether the fault's report or the inventory's sync of the node's replacement
+    came first does not decide whether the fault has an incident."""
+    faulty, other = world.apis.hyperpod
+    observed = world.apis.clock.now()
+    world.apis.advance(240)  # HyperPod replaces the node, the inventory sees it go
+    left = world.apis.clock.now()
+    world.nodes.retire(faulty, at=left)
+    world.nodes.retire(other, at=left)
+
+    late = world.signal(faulty, Severity.FATAL, observed_at=observed)
+    assert world.ingestor._apply(late) is Outcome.OPENED
+    incident = world.incidents.open_incident_for(faulty)
+    assert incident is not None and incident.first_signal_at == observed
+    # a second late report joins it
+    again = world.signal(faulty, Severity.DEGRADED, observed_at=observed + timedelta(seconds=5))
+    assert world.ingestor._apply(again) is Outcome.MERGED
+    assert world.incidents.close(incident, "instance_gone", signal_count=2, at=left)
+    # once closed, a report from before the close is an echo the incident covered
+    echo = world.signal(faulty, Severity.FATAL, observed_at=observed + timedelta(seconds=10))
+    assert world.ingestor._apply(echo) is Outcome.FOREIGN
+    # a report from after a node left is about no node of ours
+    after = world.signal(other, Severity.FATAL, observed_at=left + timedelta(seconds=1))
+    assert world.ingestor._apply(after) is Outcome.FOREIGN
+    # nor is a notice about the node's future
+    notice = world.signal(
+        other,
+        Severity.SCHEDULED,
+        kind="health_scheduled_change",
+        action=Action.NOTIFY,
+        observed_at=observed,
+    )
+    assert world.ingestor._apply(notice) is Outcome.FOREIGN
+    assert world.incidents.open_incident_for(other) is None
