@@ -10,6 +10,9 @@ import pytest
 from tests.e2e.scenario_cli import run_cli
 
 SMOKE_HOURS = 4
+IDLE_BURST_WALL_S = 20
+"""The burst policy's cooldown at x240 (600 / 240 s), the scheduler's next pass and
+Karpenter's deletion of the node on two loaded cores, with room to spare."""
 
 
 def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> None:
@@ -23,14 +26,21 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     assert {d["name"]: d["at_h"] for d in result["demand"]}["spike-0"] == 11 * SMOKE_HOURS / 24
     hybrid, static = result["hybrid"], result["static"]
     # The development spike, with HyperPod full, preempted day jobs that asked for a burst onto
-    # EKS (its executions below), and whatever the burst bought was released by the end.
+    # EKS (its executions below), and whatever the burst bought was released once idle.
     # Whether its nodes came up before the spike's jobs ended and freed HyperPod nodes is a
     # race of simulated minutes that at x240 the host's speed decides: here, on a host four
     # times slower than when this test was written, two hybrid runs in six sampled no burst
     # node (a burst that finds its jobs placed ends SUCCEEDED with capacity "not-needed").
-    # That the nodes come up, take the jobs and go is tests/e2e/test_burst.py's; the full
-    # day's split is in BENCHMARKS.md.
-    assert hybrid["burst_nodes_at_end"] == 0
+    # So is whether a day job moved onto a burst node finishes before the compressed day's end
+    # (a CI run of 2026-11-28 ended the day with one burst node left, without saying whether it
+    # still held a job's pod), and whether one that did finish had its
+    # node released by then (at x240 the day is 60 wall seconds; the scale-in cooldown
+    # is 2 of them, then Karpenter deletes the node). What the service decides is that no
+    # burst node stays idle: none at the end has held no job's pod for longer than the cooldown
+    # and a loaded host's deletion. That the nodes come up, take the jobs and go is
+    # tests/e2e/test_burst.py's; the full day's split is in BENCHMARKS.md.
+    idle = hybrid["burst_idle_wall_s_at_end"]
+    assert all(s <= IDLE_BURST_WALL_S for s in idle), idle
     assert static["burst_nodes_peak"] == 0
     # Every job started on every side, and at least the spike's six short jobs finished. How
     # many of the day jobs also finish is a race at the smoke size: compressed to four hours,

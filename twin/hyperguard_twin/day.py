@@ -220,6 +220,13 @@ class Ledger:
     burst_usd_by_pool: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     burst_nodes_peak: int = 0
     burst_nodes_at_end: int = 0
+    burst_used_at: dict[str, float] = field(default_factory=dict)
+    """Burst node name → the wall time (monotonic) it was last sampled holding a running
+    run's pod, or first sampled."""
+    burst_idle_wall_s_at_end: list[float] = field(default_factory=list)
+    """The burst nodes alive at the end holding no running run's pod: how long each had held
+    none, in wall seconds (the service's scale-in and Karpenter's deletion run on wall
+    time)."""
     submitted: dict[str, Submission] = field(default_factory=dict)
     """job id → its submission."""
     load: list[float] = field(default_factory=list)
@@ -374,13 +381,22 @@ def _sample(twin: Twin, ledger: Ledger, dt: float) -> None:
         if price is None:
             raise TwinError(f"the burst policy has no price for {instance.instance_type}")
         ledger.burst_usd_by_pool[pool] += price * dt / 3600
+    used: set[str] = set()
     for run in twin.cluster.runs().values():
         if run.state != "running" or not run.nodes:
             continue
+        used.update(run.nodes)
         for node in run.nodes:
             held = instances.get(node)
             if held is not None:
                 ledger.gpu_s_by_pool[_pool(held)] += GPUS * dt
+    wall = time.monotonic()
+    for instance in burst:
+        if instance.node_name in used or instance.node_name not in ledger.burst_used_at:
+            ledger.burst_used_at[instance.node_name] = wall
+    ledger.burst_idle_wall_s_at_end = sorted(
+        round(wall - ledger.burst_used_at[i.node_name], 1) for i in burst if i.node_name not in used
+    )
 
 
 def _capacity(instance: Any) -> CapacityType:
@@ -417,6 +433,7 @@ def _summary(
         "usd_per_used_gpu_hour": round(sum(cost.values()) / used, 2) if used else None,
         "burst_nodes_peak": ledger.burst_nodes_peak,
         "burst_nodes_at_end": ledger.burst_nodes_at_end,
+        "burst_idle_wall_s_at_end": ledger.burst_idle_wall_s_at_end,
         "jobs_completed": sum(1 for j in jobs if j["status"] == "Succeeded"),
         "avg_wait_s_by_priority": _by_priority(ledger, waits, fmean),
         "max_wait_s_by_priority": _by_priority(ledger, waits, max),
