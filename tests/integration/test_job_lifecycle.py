@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from itertools import count
+from typing import Any
 
 import botocore.session
 import pytest
@@ -24,6 +25,7 @@ from hyperguard.governance.jobs import (
     FencedOutError,
     JobLifecycle,
     Outcome,
+    PreemptRequest,
     SubmissionRules,
 )
 from hyperguard.models import Checkpoint, Job, JobStatus
@@ -443,6 +445,50 @@ def test_a_quota_changed_since_the_snapshot_fences_the_rest_of_the_batch(
         **dict.fromkeys(ids[1:3], JobStatus.ADMITTED),
         **dict.fromkeys(ids[3:], JobStatus.PENDING),
     }
+
+
+def test_a_pass_preempts_its_victims_in_transactions_as_each_alone(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D177: five victims, transactions of at most 4 actions (TRANSACT_LIMIT made 4), each
+    with the lease's check once; a victim cancelled since the snapshot is dropped from its
+    transaction, then refused alone with its status. The others are written as `preempt`
+    writes a victim alone: the same status, fields and history entry."""
+    monkeypatch.setattr(store_jobs, "TRANSACT_LIMIT", 4)
+    jobs, teams = JobStore(stack.tables["JobsTable"]), TeamStore(stack.tables["TeamsTable"])
+    lifecycle = JobLifecycle(jobs)
+    running = [admitted_on_two_nodes(stack, lifecycle) for _ in range(6)]
+    for job_id in running:
+        assert lifecycle.start(job_id, nodes=NODES[:2], pool="w")
+    alone, victims = running[0], running[1:]
+    assert lifecycle.cancel(victims[1], principal="p")[0]
+    lease = teams.acquire_lease("c", "pass", 60)
+    assert lease is not None
+    fence = (teams.lease_check(lease),)
+    details: dict[str, Any] = {"for_job": "urgent", "nodes": NODES[:2]}
+    assert lifecycle.preempt(alone, reason="for urgent", fence=list(fence), **details)
+    with transactions_sent(jobs) as sent:
+        batch = lifecycle.preempt_all(
+            [PreemptRequest(job_id, "for urgent", fence, details) for job_id in victims]
+        )
+    # lease + 3 victims, sent again without the cancelled one; lease + the last 2; then the
+    # cancelled one alone, and once more without its history entry.
+    assert sent == [4, 3, 3, 2, 2]
+    assert batch.error is None
+    assert [bool(batch.outcomes[job_id]) for job_id in victims] == [True, False, True, True, True]
+    assert "is Cancelled, not" in batch.outcomes[victims[1]].why
+    expected = jobs.record(alone)
+    assert expected is not None and expected.history[-1].event == JobEvent.PREEMPTED
+
+    def written(job_id: str) -> tuple[object, ...]:
+        record = jobs.record(job_id)
+        assert record is not None
+        job = record.job.model_dump(exclude={"job_id", "submitted_at"})
+        entry = record.history[-1]
+        return job, entry.event, entry.reason, entry.details, record.admitted_replicas
+
+    for job_id in (victims[0], *victims[2:]):
+        assert written(job_id) == written(alone)
 
 
 def test_a_pass_finishes_its_ended_jobs_in_one_transaction(stack: Stack) -> None:

@@ -10,6 +10,7 @@ take seconds. Recovery's moves are made through the lifecycle as its steps make 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any, cast
@@ -97,7 +98,13 @@ class Cluster:
     def resize(self, job: Job, nodes: list[str]) -> bool:
         return self.dispatch(job, nodes)
 
-    def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
+    def stop_job(
+        self,
+        job_id: str,
+        *,
+        before_run: int | None = None,
+        runs: Sequence[RunStatus] | None = None,
+    ) -> bool:
         run = self.runs.get(job_id)
         if run is None or (before_run is not None and run.run >= before_run):
             return False

@@ -39,7 +39,7 @@ from hyperguard.models import (
     Severity,
     SignalSource,
 )
-from hyperguard.models.cluster import RunPhase
+from hyperguard.models.cluster import RunPhase, RunStatus
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.recovery.steps import (
     RecoveryTimeoutError,
@@ -482,10 +482,12 @@ def two_jobs_one_unstoppable(world: World, monkeypatch: pytest.MonkeyPatch) -> d
     world.incidents.update(r["incident_id"], jobs=plan)
     real = world.gateway.stop_job
 
-    def stop_job(job_id: str, *, before_run: int | None = None) -> bool:
+    def stop_job(
+        job_id: str, *, before_run: int | None = None, runs: Sequence[RunStatus] | None = None
+    ) -> bool:
         if job_id == "llama3-70b-pretrain":
             raise ClusterError(f"delete runs of {job_id}: 500 etcdserver: request timed out")
-        return real(job_id, before_run=before_run)
+        return real(job_id, before_run=before_run, runs=runs)
 
     monkeypatch.setattr(world.gateway, "stop_job", stop_job)
     return r

@@ -23,6 +23,7 @@ from hyperguard.cluster.workloads import HPJOB_POD_LABEL
 from hyperguard.governance.jobs import JobLifecycle, Outcome
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
+from hyperguard.models.cluster import RunStatus
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
 from hyperguard_twin.plane.kube import (
@@ -333,11 +334,17 @@ class StopFailsOnce(HyperPodEksGateway):
 
     failures = 1
 
-    def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
+    def stop_job(
+        self,
+        job_id: str,
+        *,
+        before_run: int | None = None,
+        runs: Sequence[RunStatus] | None = None,
+    ) -> bool:
         if self.failures:
             self.failures -= 1
             raise ClusterError("the API server is unavailable")
-        return super().stop_job(job_id, before_run=before_run)
+        return super().stop_job(job_id, before_run=before_run, runs=runs)
 
 
 def test_a_cancel_whose_stop_fails_keeps_stop_pending_and_is_stopped_on_the_next_pass(

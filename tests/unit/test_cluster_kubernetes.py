@@ -1323,6 +1323,34 @@ def test_stop_job_deletes_every_kind_of_run_with_its_pods_then_reports_nothing(
     assert not gateway.stop_job("llama-70b-pretrain")
 
 
+def test_stop_job_given_the_runs_a_pass_read_deletes_those_and_lists_nothing(
+    gateway: HyperPodEksGateway, burst: FakeApiServer
+) -> None:
+    """D177: a preemption's victim is stopped from the runs its pass's snapshot read, one
+    request a run, not three."""
+    gateway.dispatch(training_job(), [INSTANCE])
+    gateway.dispatch(training_job(run=1, replicas=1), [BURST_INSTANCE])
+    gateway.dispatch(training_job(run=2, replicas=1), [BURST_INSTANCE])
+    read = [r for r in gateway.job_runs() if r.job_id == "llama-70b-pretrain"]
+    assert sorted(r.run for r in read) == [0, 1, 2]
+    gone = next(r for r in read if r.run == 1).model_copy(update={"deleting": True})
+    runs = [gone, *(r for r in read if r.run != 1)]
+    listed = len(burst.calls("GET"))
+
+    assert gateway.stop_job("llama-70b-pretrain", before_run=2, runs=runs)
+
+    assert len(burst.calls("GET")) == listed
+    # run 0 deleted; run 1 already being deleted; run 2 spared
+    assert [d.path for d in burst.calls("DELETE")] == [
+        "/apis/sagemaker.amazonaws.com/v1/namespaces/hyperpod-ns-team-a/hyperpodpytorchjobs/"
+        "llama-70b-pretrain"
+    ]
+    assert sorted(burst.jobs) == [
+        "hyperpod-ns-team-a/llama-70b-pretrain-run-1",
+        "hyperpod-ns-team-a/llama-70b-pretrain-run-2",
+    ]
+
+
 def test_resize_patches_a_running_hyperpod_job_in_place(
     gateway: HyperPodEksGateway, api: FakeApiServer
 ) -> None:

@@ -10,6 +10,7 @@ steps stay safe.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -82,9 +83,17 @@ class ClusterGateway(Protocol):
         """Submit run `job.run` of the job on `nodes` (one instance id per replica)."""
         ...
 
-    def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
-        """Delete the job's runs (only those numbered below `before_run`, if given); a held
-        object a team applied is evicted back to its queue instead (D170)."""
+    def stop_job(
+        self,
+        job_id: str,
+        *,
+        before_run: int | None = None,
+        runs: Sequence[RunStatus] | None = None,
+    ) -> bool:
+        """Delete the job's runs (only those numbered below `before_run`, if given): `runs`,
+        as the caller read them (a pass's snapshot: no list of its own, D177), else those the
+        cluster lists now; a held object a team applied is evicted back to its queue instead
+        (D170)."""
         ...
 
     def resize(self, job: Job, nodes: list[str]) -> bool:

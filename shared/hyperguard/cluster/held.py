@@ -40,9 +40,6 @@ from hyperguard.models.jobs import ClusterObject, Job, JobSource
 TEAM_NAMESPACE_PREFIX = "hyperpod-ns-"
 OWNER_KINDS = {"Job": "batch/v1", "HyperPodPyTorchJob": "sagemaker.amazonaws.com/v1"}
 """The objects HyperGuard governs, by kind, with the apiVersion they must have."""
-WORKLOAD_ANNOTATION = "hyperguard.io/workload"
-"""On a held object HyperGuard admitted: its Workload's name. HyperGuard's own runs never carry
-it, which is how a stop tells the two apart."""
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "aws.amazon.com/neuron")
 WORKLOAD_PRIORITY_KIND = "WorkloadPriorityClass"
 PRIORITY_SUFFIX = "-priority"

@@ -15,7 +15,7 @@ NodeClaim and rebooted through EC2, since Karpenter has no reboot.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +35,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.gateway import ClusterError, DrainResult, InvalidRunError, NodeNotFoundError
-from hyperguard.cluster.held import WORKLOAD_ANNOTATION, check_state, finished
+from hyperguard.cluster.held import check_state, finished
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
@@ -66,6 +66,7 @@ from hyperguard.cluster.workloads import (
     JOB_ID_ANNOTATION,
     JOB_ID_LABEL,
     RUN_LABEL,
+    WORKLOAD_ANNOTATION,
     DryRunObject,
     ReplicaLog,
     batch_job_manifest,
@@ -294,23 +295,20 @@ class HyperPodEksGateway:
             raise InvalidRunError(f"the Kueue Workload of {what} was deleted")
         return True
 
-    def _stop_held(self, obj: dict[str, Any]) -> bool:
+    def _stop_held(self, run: RunStatus) -> bool:
         """Evict a held object HyperGuard admitted back to its queue (check Retry: Kueue
         suspends it, deletes its pods and puts the check back to Pending), then take its run
         label off: it is no run until HyperGuard admits it again. Evicted first, so that a
         failure between the two leaves a run the next pass stops again, never one that runs
         unseen; a check that is not Ready, or a Workload that finished, has nothing to evict."""
-        meta = obj.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        workload_name = str((meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION) or "")
-        workload = self.held_workload(namespace, workload_name)
+        workload = self.held_workload(run.namespace, run.workload)
         evicted = False
         ready = workload is not None and check_state(workload, ADMISSION_CHECK) == "Ready"
         if workload is not None and ready and not finished(workload):
             message = "stopped by HyperGuard: suspended until it is admitted again"
-            evicted = self._set_check(namespace, workload_name, "Retry", message)
+            evicted = self._set_check(run.namespace, run.workload, "Retry", message)
         unlabel = {"metadata": {"labels": {RUN_LABEL: None}}}
-        return self.kubernetes.patch_run(RunKind(obj["kind"]), namespace, name, unlabel) or evicted
+        return self.kubernetes.patch_run(run.kind, run.namespace, run.name, unlabel) or evicted
 
     def _create_run(self, job: Job, manifest: dict[str, Any]) -> bool:
         """Ensure the run object, and a batch run's headless Service (owned by its Job, so
@@ -397,20 +395,28 @@ class HyperPodEksGateway:
             self.kubernetes.list_ec2nodeclasses(),
         )
 
-    def stop_job(self, job_id: str, *, before_run: int | None = None) -> bool:
+    def stop_job(
+        self,
+        job_id: str,
+        *,
+        before_run: int | None = None,
+        runs: Sequence[RunStatus] | None = None,
+    ) -> bool:
         """Delete the job's runs (those numbered below `before_run`, if given) with their
-        pods. False when none was left to stop. A team's own object HyperGuard admitted is
-        evicted back to its queue instead, never deleted (D170)."""
+        pods: `runs`, the job's run objects as the caller read them, else those the cluster
+        lists now. False when none was left to stop. A team's own object HyperGuard admitted
+        is evicted back to its queue instead, never deleted (D170)."""
+        if runs is None:
+            listed = self.kubernetes.list_runs({JOB_ID_LABEL: job_name(job_id)})
+            runs = [r for r in map(run_status, listed) if r is not None]
         stopped = False
-        for obj in self.kubernetes.list_runs({JOB_ID_LABEL: job_name(job_id)}):
-            status = run_status(obj)
-            if status is None or (before_run is not None and status.run >= before_run):
+        for run in runs:
+            if before_run is not None and run.run >= before_run:
                 continue
-            annotations = (obj.get("metadata") or {}).get("annotations") or {}
-            if WORKLOAD_ANNOTATION in annotations:
-                stopped = self._stop_held(obj) or stopped
-            else:
-                stopped = self.kubernetes.delete_run(obj) or stopped
+            if run.workload:
+                stopped = self._stop_held(run) or stopped
+            elif not run.deleting:
+                stopped = self.kubernetes.delete_run(run.kind, run.namespace, run.name) or stopped
         return stopped
 
     def resize(self, job: Job, nodes: list[str]) -> bool:

@@ -602,14 +602,8 @@ class KubernetesAdapter:
         )
         return gone is None
 
-    def delete_run(self, obj: dict[str, Any]) -> bool:
-        """Delete a run object (as JSON) with its pods; False when it was gone or already
-        being deleted."""
-        meta = obj.get("metadata") or {}
-        if not meta.get("name") or meta.get("deletionTimestamp"):
-            return False
-        kind = RunKind(obj["kind"])
-        name, namespace = meta["name"], meta.get("namespace")
+    def delete_run(self, kind: RunKind, namespace: str, name: str) -> bool:
+        """Delete a run object with its pods; False when it was gone."""
         gone = self._request(
             f"delete {kind.value} {namespace}/{name}",
             partial(

@@ -49,6 +49,9 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_ID_LABEL = "hyperguard.io/job-id"
 RUN_LABEL = "hyperguard.io/run"
 JOB_ID_ANNOTATION = "hyperguard.io/job-id"
+WORKLOAD_ANNOTATION = "hyperguard.io/workload"
+"""On a held object HyperGuard admitted: its Workload's name. HyperGuard's own runs never carry
+it, which is how a stop tells the two apart."""
 DO_NOT_DISRUPT_ANNOTATION = "karpenter.sh/do-not-disrupt"
 """Karpenter v1's pod annotation: no voluntary disruption of the pod's node while it runs."""
 AUTO_RESUME_ANNOTATION = "sagemaker.amazonaws.com/enable-job-auto-resume"
@@ -548,7 +551,14 @@ def run_status(obj: dict[str, Any]) -> RunStatus | None:
         message=str((decisive or {}).get("message") or "")[:1000],
         since=_when(decisive),
         restarts=restarts,
+        workload=_held_workload(meta),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
+
+
+def _held_workload(meta: dict[str, Any]) -> str:
+    """The Workload of a team's own object HyperGuard admitted; "" for HyperGuard's runs."""
+    return str((meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION) or "")
 
 
 def _count(value: Any) -> int:

@@ -10,7 +10,7 @@ is).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,12 +33,12 @@ from hyperguard.governance.intents import (
     Shrink,
     Verdict,
 )
-from hyperguard.governance.jobs import Actor, AdmitRequest, JobLifecycle, Outcome
+from hyperguard.governance.jobs import Actor, AdmitRequest, JobLifecycle, Outcome, PreemptRequest
 from hyperguard.governance.stalls import refused
 from hyperguard.governance.state import NO_CLASS_PRIORITY
 from hyperguard.messaging import EventPublisher, PublishError, Workflows, announcement, resolved
 from hyperguard.models import Incident, Job, JobStatus, utcnow
-from hyperguard.models.cluster import BurstClaim
+from hyperguard.models.cluster import BurstClaim, RunStatus
 from hyperguard.models.governance import PriorityClass
 from hyperguard.models.jobs import held_nodes
 from hyperguard.observability import logger
@@ -140,6 +140,21 @@ dispatch (no team name holds `*`)."""
 
 def cluster_objects_key(classes: Iterable[PriorityClass]) -> str:
     return CLUSTER_OBJECTS + ",".join(f"{pc.name}={pc.weight}" for pc in classes)
+
+
+def _only_preempted(
+    moves: Iterable[list[Preemption | Shrink]],
+) -> tuple[list[Preemption], list[list[Preemption | Shrink]]]:
+    """Each job's moves split: the jobs only preempted, and the others' moves."""
+    preempted: list[Preemption] = []
+    mixed: list[list[Preemption | Shrink]] = []
+    for job_moves in moves:
+        match job_moves:
+            case [Preemption() as only]:
+                preempted.append(only)
+            case _:
+                mixed.append(job_moves)
+    return preempted, mixed
 
 
 @dataclass
@@ -310,12 +325,13 @@ class PassApplier:
 
     # -- phase 2 --------------------------------------------------------------------------
     def admit(self, plan: AdmissionPlan) -> None:
-        """Team objects first; then the victims give way (each job's moves in the plan's
-        order, different jobs' together); then every elastic job shrunk is resized on the
-        cluster once, to the size last written, before any admission is dispatched; then the
-        admissions written (transactions of up to 100 actions, D172), then the admitted jobs
-        dispatched together; then the dispatched jobs marked Running (transactions of up to
-        100); then elastic growth, together.
+        """Team objects first; then the victims give way: the jobs only preempted written in
+        transactions of up to 100 actions and their runs stopped together (D177), each other
+        job's moves in the plan's order, different jobs' together; then every elastic job
+        shrunk is resized on the cluster once, to the size last written, before any admission
+        is dispatched; then the admissions written (transactions of up to 100 actions, D172),
+        then the admitted jobs dispatched together; then the dispatched jobs marked Running
+        (transactions of up to 100); then elastic growth, together.
 
         "Together": at most `io_concurrency` at a time (D162). Each write is conditional and
         fenced by the lease on its own job, so one refused or throttled leaves the others
@@ -331,10 +347,12 @@ class PassApplier:
         for admission in plan.admissions:
             for victim in admission.victims:
                 moves.setdefault(victim.job_id, []).append(victim)
+        preempted, mixed = _only_preempted(moves.values())
         shrunk: dict[str, Job] = {}
         try:
+            self.preempt_all(preempted)
             for victims, gave_way in zip(
-                moves.values(), self.together(PassApplier.give_way_all, moves.values()), strict=True
+                mixed, self.together(PassApplier.give_way_all, mixed), strict=True
             ):
                 for victim, moved in zip(victims, gave_way, strict=True):
                     if moved and isinstance(victim, Shrink):
@@ -397,6 +415,36 @@ class PassApplier:
             details={"hourly_price": admission.hourly_price, "hourly_cost": admission.hourly_cost},
         )
 
+    def preempt_all(self, victims: list[Preemption]) -> None:
+        """Jobs that give way by preemption only: written Preempted together (fenced, in
+        transactions of up to 100 actions), then the runs of those written stopped together;
+        the first error (a lost lease, a refused write) raised after."""
+        if not victims:
+            return
+        batch = self.lifecycle.preempt_all(
+            [
+                PreemptRequest(
+                    v.job_id,
+                    v.reason,
+                    tuple(self.fence),
+                    {"for_job": v.for_job, "nodes": list(v.nodes)},
+                )
+                for v in victims
+            ]
+        )
+        moved = [
+            v
+            for v in victims
+            if (outcome := batch.outcomes.get(v.job_id)) is not None and self.count(outcome)
+        ]
+        self.result.preempted.extend(v.job_id for v in moved)
+        self.together(PassApplier.stop_preempted, moved)
+        if batch.error is not None:
+            raise batch.error
+
+    def stop_preempted(self, victim: Preemption) -> bool:
+        return self.stop(victim.job_id, runs=victim.runs)
+
     def give_way_all(self, victims: list[Preemption | Shrink]) -> list[bool]:
         """One job's moves, in the plan's order: a job several admissions shrink is written
         smaller each time."""
@@ -420,7 +468,7 @@ class PassApplier:
         )
         if preempted:
             self.result.preempted.append(victim.job_id)
-            self.stop(victim.job_id)
+            self.stop_preempted(victim)
         return preempted
 
     def grow(self, growth: Growth) -> None:
@@ -644,11 +692,18 @@ class PassApplier:
             logger.info("job move refused", extra={"why": outcome.why})
         return outcome.applied
 
-    def stop(self, job_id: str, *, before_run: int | None = None) -> bool:
-        """Delete the job's runs (those below `before_run`, if given); False when the
-        cluster refused, which the next pass's orphan sweep (or cancelled-job stop) retries."""
+    def stop(
+        self,
+        job_id: str,
+        *,
+        before_run: int | None = None,
+        runs: Sequence[RunStatus] | None = None,
+    ) -> bool:
+        """Delete the job's runs (those below `before_run`, if given; `runs`: as the snapshot
+        read them); False when the cluster refused, which the next pass's orphan sweep (or
+        cancelled-job stop) retries. A run the snapshot did not have is the orphan sweep's."""
         try:
-            self.gateway.stop_job(job_id, before_run=before_run)
+            self.gateway.stop_job(job_id, before_run=before_run, runs=runs)
         except ClusterError as exc:
             logger.error("stop_job failed", extra={"job_id": job_id, "error": str(exc)})
             return False

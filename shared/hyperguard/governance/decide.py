@@ -469,6 +469,8 @@ class _Context:
     catalogue: InstanceCatalogue
     meter: BurstMeter
     versions: Mapping[str, int]
+    runs: Mapping[str, tuple[RunStatus, ...]]
+    """Each job's run objects as the snapshot read them."""
 
     def per(self, job: Job) -> int:
         return per_replica(job, self.catalogue)
@@ -489,6 +491,7 @@ def plan_admission(
         catalogue,
         BurstMeter(snapshot.burst, nodes, catalogue),
         {q.compute_quota_target.team_name: q.version for q in snapshot.quotas},
+        _runs_by_job(snapshot.runs),
     )
     # Nothing new lands on a fenced node; one a job holds still counts as capacity while
     # that job runs there.
@@ -696,15 +699,30 @@ def _admit(
         hourly_cost=round(placement.hourly_cost, 2),
         quota_version=context.versions[job.team],
         victims=tuple(
-            _give_way(victim, records, _hand_back_note(context.snapshot, job, records))
+            _give_way(
+                victim,
+                records,
+                context.runs.get(victim.job_id, ()),
+                _hand_back_note(context.snapshot, job, records),
+            )
             for victim in victims
         ),
     )
     return admission, trial, spend.add(job.team, usd, gpus)
 
 
+def _runs_by_job(runs: Iterable[RunStatus]) -> dict[str, tuple[RunStatus, ...]]:
+    by_job: dict[str, list[RunStatus]] = defaultdict(list)
+    for run in runs:
+        by_job[run.job_id].append(run)
+    return {job_id: tuple(job_runs) for job_id, job_runs in by_job.items()}
+
+
 def _give_way(
-    decision: Decision, records: Mapping[str, JobRecord], hand_back: str = ""
+    decision: Decision,
+    records: Mapping[str, JobRecord],
+    runs: tuple[RunStatus, ...],
+    hand_back: str = "",
 ) -> Preemption | Shrink:
     job = records[decision.job_id].job
     if decision.kind is DecisionKind.PREEMPT:
@@ -716,7 +734,7 @@ def _give_way(
         for_team = preempting.job.team if preempting is not None else None
         if hand_back and not allows_burst(job.template) and for_team == job.team:
             reason = f"{reason}; {hand_back}"
-        return Preemption(decision.job_id, reason, tuple(job.nodes), decision.for_job)
+        return Preemption(decision.job_id, reason, tuple(job.nodes), decision.for_job, runs)
     resized = job.model_copy(update={"nodes": job.nodes[: decision.replicas], "run": job.run + 1})
     return Shrink(resized, decision.reason, decision.for_job)
 

@@ -18,7 +18,7 @@ from enum import StrEnum
 from hyperguard.bursting.requests import BurstRequest
 from hyperguard.governance.patching import PatchFence
 from hyperguard.models import Checkpoint, Incident, Job
-from hyperguard.models.cluster import BurstClaim
+from hyperguard.models.cluster import BurstClaim, RunStatus
 from hyperguard.models.jobs import ProgressTrouble, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 
@@ -172,12 +172,14 @@ class EnsureTeam:
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
-    """A job that gives way: written Preempted (fenced), then its runs stopped."""
+    """A job that gives way: written Preempted (fenced), then its runs stopped: `runs`, its
+    run objects as the snapshot read them (D177)."""
 
     job_id: str
     reason: str
     nodes: tuple[str, ...]
     for_job: str | None = None
+    runs: tuple[RunStatus, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

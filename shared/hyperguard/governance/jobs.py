@@ -41,6 +41,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from hyperguard.aws import AWS_ERRORS
@@ -203,7 +204,8 @@ class Outcome:
 
 
 REFUSED_ALONE: tuple[type[Exception], ...] = (FencedOutError, *AWS_ERRORS)
-"""What an admission written alone (`JobLifecycle.admit_all`) may fail with."""
+"""What a move of a batch written alone (`JobLifecycle.admit_all`, `preempt_all`) may fail
+with."""
 
 
 @dataclass(frozen=True)
@@ -223,9 +225,20 @@ class AdmitRequest:
 
 
 @dataclass(frozen=True)
-class AdmitBatch:
-    """What `JobLifecycle.admit_all` did: each job's outcome (none for the jobs a failed
-    fence check left unwritten), and the first error it met."""
+class PreemptRequest:
+    """One preemption of a pass (see `JobLifecycle.preempt`)."""
+
+    job_id: str
+    reason: str
+    fence: tuple[dict[str, Any], ...]
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """What its history entry says besides (the job it gives way to, the nodes it held)."""
+
+
+@dataclass(frozen=True)
+class MoveBatch:
+    """What `JobLifecycle.admit_all` or `preempt_all` did: each job's outcome (none for the
+    jobs a failed fence check left unwritten), and the first error it met."""
 
     outcomes: Mapping[str, Outcome]
     error: Exception | None = None
@@ -284,7 +297,7 @@ class JobLifecycle:
             )
         )
 
-    def admit_all(self, requests: Sequence[AdmitRequest]) -> AdmitBatch:
+    def admit_all(self, requests: Sequence[AdmitRequest]) -> MoveBatch:
         """`admit` for every admission of a pass, in transactions of up to 100 actions (one
         call for many admissions, each fence check sent once a transaction). A job the batch
         could not move (it moved on, or its history is full) is moved alone, which says why;
@@ -292,25 +305,44 @@ class JobLifecycle:
         job's refusal leaves the others standing. A failed fence check ends the batch. What
         was written stands either way, and the batch carries the first error, for the
         caller to raise once it has dispatched those."""
-        moves = [self._admission_move(request) for request in requests]
+        return self._batch(
+            "admission",
+            [(r.job_id, self._admission_move(r), partial(self._admit, r)) for r in requests],
+        )
+
+    def preempt_all(self, requests: Sequence[PreemptRequest]) -> MoveBatch:
+        """`preempt` for every job a pass preempts, in transactions of up to 100 actions, as
+        `admit_all` writes admissions (D177)."""
+        return self._batch(
+            "preemption",
+            [(r.job_id, self._preemption_move(r), partial(self._preempt, r)) for r in requests],
+        )
+
+    def _batch(
+        self, what: str, moves: Sequence[tuple[str, BatchedMove, Callable[[], Outcome]]]
+    ) -> MoveBatch:
+        """The moves in shared transactions; each one the batch could not move, moved alone
+        (its callable, which says why), unless a fence check failed."""
         error: Exception | None = None
         try:
-            moved = self.store.transition_all(moves)
+            moved = self.store.transition_all([move for _, move, _ in moves])
         except BatchStoppedError as stopped:
             moved = stopped.written
             if stopped.checks_failed:
-                error = FencedOutError("admission: the pass's lease or quota changed")
-        outcomes: dict[str, Outcome] = {r.job_id: APPLIED for r in requests if r.job_id in moved}
-        for request in requests if error is None else ():
-            if request.job_id in outcomes:
+                error = FencedOutError(f"{what}: the pass's lease or quota changed")
+        outcomes: dict[str, Outcome] = {
+            job_id: APPLIED for job_id, _, _ in moves if job_id in moved
+        }
+        for job_id, _, alone in moves if error is None else ():
+            if job_id in outcomes:
                 continue
             try:
-                outcomes[request.job_id] = self._admit(request)
+                outcomes[job_id] = alone()
             except REFUSED_ALONE as refused:
                 error = error or refused
                 if isinstance(refused, FencedOutError):
                     break
-        return AdmitBatch(outcomes, error)
+        return MoveBatch(outcomes, error)
 
     def _admit(self, request: AdmitRequest) -> Outcome:
         sets, add, event, entry = self._admission(request)
@@ -423,6 +455,25 @@ class JobLifecycle:
             f"the cluster refused its run as invalid: {error}",
             sets={"nodes": [], "ended_at": self.clock().isoformat(), "run_time_s": 0.0},
             remove=("admitted_replicas",),
+        )
+
+    def _preempt(self, request: PreemptRequest) -> Outcome:
+        return self.preempt(
+            request.job_id, reason=request.reason, fence=list(request.fence), **request.details
+        )
+
+    def _preemption_move(self, request: PreemptRequest) -> BatchedMove:
+        """`preempt`'s write, for a batch (`JobStore.transition_all`)."""
+        rule = RULES[Move.PREEMPT]
+        details = dict(request.details)
+        return BatchedMove(
+            request.job_id,
+            rule.expect,
+            rule.to,
+            self._entry(JobEvent.PREEMPTED, rule.to, request.reason, details),
+            sets=_back_in_queue(False, details),
+            remove=_removals(rule, ("admitted_replicas",)),
+            checks=request.fence,
         )
 
     def preempt(

@@ -44,6 +44,11 @@ class RunStatus(BaseModel):
     restarts: int = 0
     """How many times the HyperPod training operator restarted it (`status.restartCount`:
     HyperPod auto-resume after a node fault, log monitoring after a hang); 0 for a batch Job."""
+    workload: str = ""
+    """The Kueue Workload of a team's own object HyperGuard admitted (D170: stopping it
+    evicts it back to its queue); "" for a run HyperGuard created."""
+    deleting: bool = False
+    """Its deletion has begun (`metadata.deletionTimestamp`)."""
 
 
 HYPERPOD_CAPACITY = "hyperpod"

@@ -278,6 +278,8 @@ def test_a_preemption_comes_with_the_admission_it_serves_and_young_jobs_are_spar
     (victim,) = admitted.victims
     assert isinstance(victim, Preemption) and victim.job_id == "low"
     assert victim.nodes == ("i-hp00",) and victim.for_job == "high"
+    # its run objects as the snapshot read them, for the stop to delete without a list (D177)
+    assert victim.runs == (live_run(low),)
 
 
 def test_hot_spares_are_held_back_but_never_a_lemon() -> None:
