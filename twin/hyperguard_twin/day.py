@@ -221,12 +221,9 @@ class Ledger:
     burst_nodes_peak: int = 0
     burst_nodes_at_end: int = 0
     burst_used_at: dict[str, float] = field(default_factory=dict)
-    """Burst node name → the wall time (monotonic) it was last sampled holding a running
-    run's pod, or first sampled."""
+    """Burst node → when (monotonic wall time) it last held a running run's pod, or appeared."""
     burst_idle_wall_s_at_end: list[float] = field(default_factory=list)
-    """The burst nodes alive at the end holding no running run's pod: how long each had held
-    none, in wall seconds (the service's scale-in and Karpenter's deletion run on wall
-    time)."""
+    """Idle burst nodes at the end: wall seconds each has held no running run's pod."""
     submitted: dict[str, Submission] = field(default_factory=dict)
     """job id → its submission."""
     load: list[float] = field(default_factory=list)
