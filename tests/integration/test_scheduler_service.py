@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
@@ -24,6 +24,7 @@ from hyperguard.governance.jobs import JobLifecycle, Outcome
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
 from hyperguard.models.cluster import RunStatus
+from hyperguard.models.records import JobRecord
 from hyperguard.store import NodeStore
 from hyperguard.store.jobs import JobStore
 from hyperguard_twin.plane.kube import (
@@ -405,6 +406,30 @@ def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(solo: MakeSol
     assert team.job(low).status is JobStatus.PREEMPTED
 
 
+def test_a_running_job_the_index_has_not_named_yet_still_holds_its_quota(
+    solo: MakeSolo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D178: a job admitted a moment after its submission, by the pass its submission woke,
+    may still be missing from the `Live` index (a keys-only GSI, eventually consistent) when
+    the next pass reads the jobs. Its live run names it, the pass reads it by key, and what it
+    holds counts: a job submitted after it waits instead of being placed on its nodes."""
+    team = solo(16, hyperpod_nodes=2, strategy="DontLend", borrow=None)
+    first = team.submit(8, replicas=2)
+    service = team.scheduler()
+    assert service.run_pass(job_ids=[first]).dispatched == [first]
+    second = team.submit(8)
+    indexed = JobStore.active
+
+    def lagging(self: JobStore, also: Collection[str] = ()) -> list[JobRecord]:
+        return [r for r in indexed(self, also) if r.job.job_id != first]
+
+    monkeypatch.setattr(JobStore, "active", lagging)
+    result = service.run_pass(job_ids=[second])
+    assert result.admitted == [] and result.stopped == []
+    assert team.job(second).status is JobStatus.PENDING
+    assert team.job(first).status is JobStatus.RUNNING
+
+
 def test_elastic_growth_is_fenced_on_the_teams_quota_version(solo: MakeSolo) -> None:
     team = solo(16, hyperpod_nodes=4, strategy="DontLend", borrow=None)
     elastic = {"minReplicas": 2, "maxReplicas": 4, "scalingTimeoutInSeconds": 0}
@@ -675,6 +700,7 @@ def test_jobs_a_killed_pass_left_admitted_run_or_are_placed_again_by_the_next_pa
     with pytest.raises(Killed):
         service.run_pass()
     assert team.job(created).status is team.job(lost).status is JobStatus.ADMITTED
+    team.apis.settle()  # the operator sees the run object the killed pass created
     assert set(team.apis.cluster.runs()) == {created}
 
     result = team.scheduler().run_pass()

@@ -41,7 +41,7 @@ from hyperguard.governance.snapshot import (
 from hyperguard.messaging import Workflows
 from hyperguard.models import Checkpoint, JobStatus, Node
 from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
-from hyperguard.models.jobs import HOLDING_STATUSES, RefusedCheckpoint
+from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 from hyperguard.observability import logger
 from hyperguard.policies.reliability import lemon_slots, slot_of
@@ -112,6 +112,7 @@ class SnapshotReader:
                 self.burst_claims if bursting else _nothing,
             ],
         )
+        jobs, ended = self._with_unread(jobs, runs)
         checkpoints, refused, unreadable = self.new_checkpoints(jobs, runs, now)
         return PassSnapshot(
             now=now,
@@ -124,7 +125,7 @@ class SnapshotReader:
             refused=refused,
             unreadable=unreadable,
             placed=self.placements(jobs, runs),
-            ended={r.job.job_id: r for r in self.jobs.records_of(unread_run_jobs(jobs, runs))},
+            ended=ended,
             groups=groups,
             stand_ins=self.stand_ins(jobs, nodes),
             lemons=self.lemons(repair, nodes, now),
@@ -134,6 +135,22 @@ class SnapshotReader:
             bursting=bursting,
             teams_ensured=frozenset(teams_ensured),
         )
+
+    def _with_unread(
+        self, jobs: tuple[JobRecord, ...], runs: tuple[RunStatus, ...]
+    ) -> tuple[tuple[JobRecord, ...], dict[str, JobRecord]]:
+        """The jobs with live runs that the `Live` index did not name, read by key: those
+        that ended (their runs are orphans to stop), and those still active, which join the
+        pass's jobs. An active one is a job admitted a moment after its submission, before
+        the index had it, by a pass its submission woke: the next pass, woken by others,
+        must still count what it holds (D178)."""
+        unread = self.jobs.records_of(unread_run_jobs(jobs, runs))
+        active = {
+            r.job.job_id: r for r in unread if r.job.status in ACTIVE_STATUSES or r.stop_pending
+        }
+        if active:
+            jobs = tuple(sorted((*jobs, *active.values()), key=lambda r: r.job.job_id))
+        return jobs, {r.job.job_id: r for r in unread if r.job.job_id not in active}
 
     def refresh(self, snapshot: PassSnapshot, moved: Collection[str]) -> PassSnapshot:
         """The jobs this pass just moved, read again. Only those: another writer's change
