@@ -32,13 +32,13 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     # times slower than when this test was written, two hybrid runs in six sampled no burst
     # node (a burst that finds its jobs placed ends SUCCEEDED with capacity "not-needed").
     # So is whether a day job moved onto a burst node finishes before the compressed day's end
-    # (a CI run of 2026-11-28 ended the day with one burst node left, without saying whether it
-    # still held a job's pod), and whether one that did finish had its
-    # node released by then (at x240 the day is 60 wall seconds; the scale-in cooldown
-    # is 2 of them, then Karpenter deletes the node). What the service decides is that no
-    # burst node stays idle: none at the end has held no job's pod for longer than the cooldown
-    # and a loaded host's deletion. That the nodes come up, take the jobs and go is
-    # tests/e2e/test_burst.py's; the full day's split is in BENCHMARKS.md.
+    # (a CI run of 2026-11-28 ended the day with one burst node left, without saying whether
+    # it still held a job's pod), and whether one that did finish had its node released by
+    # then (at x240 the day is 60 wall seconds; the scale-in cooldown is 2 of them, then
+    # Karpenter deletes the node). What the service decides is that no burst node stays idle:
+    # none at the end has held no job's pod for longer than the cooldown and a loaded host's
+    # deletion. That the nodes come up, take the jobs and go is tests/e2e/test_burst.py's; the
+    # full day's split is in BENCHMARKS.md.
     idle = hybrid["burst_idle_wall_s_at_end"]
     assert all(s <= IDLE_BURST_WALL_S for s in idle), idle
     assert static["burst_nodes_peak"] == 0

@@ -415,7 +415,7 @@ class HyperPodEksGateway:
                 continue
             if run.workload:
                 stopped = self._stop_held(run) or stopped
-            elif not run.deleting:
+            elif run.name and not run.deleting:  # never a nameless DELETE (a collection's)
                 stopped = self.kubernetes.delete_run(run.kind, run.namespace, run.name) or stopped
         return stopped
 

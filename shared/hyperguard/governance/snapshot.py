@@ -99,8 +99,9 @@ def backed_off(record: JobRecord, now: datetime) -> bool:
 
 
 def unread_run_jobs(records: Iterable[JobRecord], runs: Iterable[RunStatus]) -> list[str]:
-    """Jobs with live runs that `records` lacks (they ended): the first ORPHAN_STOPS_PER_PASS
-    by id, read by key so that their runs can be stopped."""
+    """Jobs with live runs that `records` lacks (they ended, or the index has not named them
+    yet: D178): the first ORPHAN_STOPS_PER_PASS by id, read by key so that the runs of those
+    that ended can be stopped and those still active counted."""
     known = {r.job.job_id for r in records}
     live = {r.job_id for r in runs if r.phase in LIVE_PHASES}
     return sorted(live - known)[:ORPHAN_STOPS_PER_PASS]
