@@ -57,7 +57,14 @@ def setup(stack: Stack, apis: ClusterApis, gpus: int = 16) -> tuple[Api, Schedul
     return api, service
 
 
-def apply(apis: ClusterApis, name: str, *, gpus: int = 8, priority: str | None = None) -> None:
+def apply(
+    apis: ClusterApis,
+    name: str,
+    *,
+    gpus: int = 8,
+    priority: str | None = None,
+    backoff_limit: int = 0,
+) -> None:
     """A batch Job as a team member writes it: the team's LocalQueue, an instance type."""
     labels = {"kueue.x-k8s.io/queue-name": local_queue(TEAM)}
     if priority is not None:
@@ -71,7 +78,7 @@ def apply(apis: ClusterApis, name: str, *, gpus: int = 8, priority: str | None =
             "spec": {
                 "parallelism": 1,
                 "completions": 1,
-                "backoffLimit": 0,
+                "backoffLimit": backoff_limit,
                 "template": {
                     "spec": {
                         "restartPolicy": "Never",
@@ -206,6 +213,51 @@ def test_an_applied_job_is_preempted_back_to_its_queue_and_not_deleted(
     # Held again: the forwarder sends it again, and the pass knows the job already.
     assert tracker.observe("MODIFIED", workload_of(apis, "sweep") or {})
     assert service.run_pass(held=named).adopted == []
+
+
+def test_a_pod_the_job_controller_replaces_after_a_fault_is_recorded_as_a_restart(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """A GPU fault kills the pod of a team's Job that tolerates failures (backoffLimit 2); the
+    Job controller makes another, after its back-off, wherever kube-scheduler binds it. This
+    can happen before any incident protects the job (on AWS as on the twin: the health event
+    takes its own path), so the pass that finds it records it as it is: on the new pod's node,
+    and restarted by the cluster, with why (D179). Before, the record only moved, named
+    HyperPod's auto-resume, and counted no restart."""
+    apis = make_cluster(hyperpod_nodes=3)
+    api, service = setup(stack, apis, gpus=8)
+    apply(apis, "sweep", backoff_limit=2)
+    [job_id] = service.run_pass(held=held(apis, HeldTracker(), "sweep")).admitted
+    wait_for(lambda: running_pods(apis, "sweep"), 60, "the team's pod to run")
+    [first] = running_pods(apis, "sweep")
+    apis.settle()
+    service.run_pass()
+    [node] = api.call("GET", f"/jobs/{job_id}").body["nodes"]
+
+    apis.cluster.inject_fault(node, "persistent")
+
+    def replaced() -> dict[str, Any] | None:
+        """The Job controller's new pod, running (its back-off is 10 wall seconds)."""
+        pods = running_pods(apis, "sweep")
+        return pods[0] if pods and pods[0]["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+    second = wait_for(replaced, 60, "the Job controller to replace the failed pod")
+    apis.settle()
+    assert service.run_pass().operator_restarts == [job_id]
+    view = api.call("GET", f"/jobs/{job_id}").body
+    assert view["status"] == "Running"
+    [now_on] = view["nodes"]
+    assert apis.gateway.kubernetes.node_name(now_on) == second["spec"]["nodeName"]
+    [noted] = [h for h in view["history"] if h["event"] == "operator_restarted"]
+    assert noted["reason"].startswith("1 more pod(s) of the team's Job failed in run 0 (1 in all)")
+    if now_on != node:  # bound elsewhere: the move says who placed it
+        *_, moved = [h for h in view["history"] if h["event"] == "relocated"]
+        assert (
+            f"not on {node} as recorded (kube-scheduler placed the team's own Job)"
+            in (moved["reason"])
+        )
+    # The same count again is no news.
+    assert service.run_pass().operator_restarts == []
 
 
 def test_a_job_hyperguard_cannot_run_is_refused_and_kueue_deactivates_it(

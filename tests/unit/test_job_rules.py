@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from hyperguard.cluster.workloads import (
     RENDEZVOUS_PORT,
+    WORKLOAD_ANNOTATION,
     batch_job_manifest,
     hyperpod_job_manifest,
     rendezvous_service,
@@ -134,6 +135,28 @@ def test_a_batch_run_reads_back_as_pending_running_succeeded_lost_or_failed() ->
     )
     assert failed is not None and failed.phase is RunPhase.FAILED
     assert failed.reason == "BackoffLimitExceeded"
+    # A failed pod of a run HyperGuard made ends it (backoffLimit 0): no restart, even while
+    # its other pods are still active before the Job controller marks it Failed.
+    failing = run_status(_with_status(admitted, {"active": 1, "failed": 1}))
+    assert failing is not None and failing.restarts == 0
+
+
+def test_a_teams_own_job_counts_its_failed_pods_as_restarts() -> None:
+    """The Job controller replaces a failed pod of a team's Job up to its backoffLimit: each
+    failed pod is a restart of the run by the cluster itself (D179)."""
+    manifest = batch_job_manifest(_job(run=1), ["node-a"])
+    meta = manifest["metadata"]
+    held = {
+        **manifest,
+        "metadata": {**meta, "annotations": {**meta["annotations"], WORKLOAD_ANNOTATION: "w"}},
+        "spec": {**manifest["spec"], "suspend": False},
+    }
+    replaced = run_status(_with_status(held, {"active": 1, "failed": 2}))
+    assert replaced is not None and replaced.phase is RunPhase.RUNNING
+    assert (replaced.restarts, replaced.workload) == (2, "w")
+    for nonsense in (-1, "2", None, True):
+        odd = run_status(_with_status(held, {"active": 1, "failed": nonsense}))
+        assert odd is not None and odd.restarts == 0
 
 
 def test_a_hyperpod_run_reads_back_with_the_operators_conditions() -> None:

@@ -529,16 +529,9 @@ def run_status(obj: dict[str, Any]) -> RunStatus | None:
     if not job_id:
         return None
     kind = RunKind.HYPERPOD if obj.get("kind") == RunKind.HYPERPOD.value else RunKind.BATCH
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    if kind is RunKind.HYPERPOD:
-        replicas = sum(int(r.get("replicas") or 0) for r in spec.get("replicaSpecs") or [])
-        phase, decisive = _hyperpod_phase(obj, spec, status)
-        restarts = _count(status.get("restartCount"))
-    else:
-        replicas = int(spec.get("parallelism") or 0)
-        phase, decisive = _batch_phase(obj, spec, status)
-        restarts = 0
+    workload = _held_workload(meta)
+    read = _hyperpod_run if kind is RunKind.HYPERPOD else _batch_run
+    replicas, phase, decisive, restarts = read(obj, workload)
     return RunStatus(
         job_id=job_id,
         run=run,
@@ -551,9 +544,29 @@ def run_status(obj: dict[str, Any]) -> RunStatus | None:
         message=str((decisive or {}).get("message") or "")[:1000],
         since=_when(decisive),
         restarts=restarts,
-        workload=_held_workload(meta),
+        workload=workload,
         deleting=bool(meta.get("deletionTimestamp")),
     )
+
+
+type _Read = tuple[int, RunPhase, dict[str, Any] | None, int]
+"""A run object's replicas, phase, the condition that decided it, and restarts."""
+
+
+def _hyperpod_run(obj: dict[str, Any], _workload: str) -> _Read:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    replicas = sum(int(r.get("replicas") or 0) for r in spec.get("replicaSpecs") or [])
+    phase, decisive = _hyperpod_phase(obj, spec, status)
+    return replicas, phase, decisive, _count(status.get("restartCount"))
+
+
+def _batch_run(obj: dict[str, Any], workload: str) -> _Read:
+    """A team's own Job (`workload`) may let the Job controller replace a failed pod (D179);
+    one HyperGuard made has a backoffLimit of 0, so a failed pod is its end, not a restart."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    phase, decisive = _batch_phase(obj, spec, status)
+    restarts = _count(status.get("failed")) if workload else 0
+    return int(spec.get("parallelism") or 0), phase, decisive, restarts
 
 
 def _held_workload(meta: dict[str, Any]) -> str:

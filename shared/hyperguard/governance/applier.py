@@ -230,7 +230,7 @@ class PassApplier:
                 self.result.writes += 1
         for restarted in plan.restarts:
             if self.lifecycle.note_operator_restarts(
-                restarted.record, restarted.run, restarted.count
+                restarted.record, restarted.run, restarted.count, restarted.kind
             ):
                 self.result.writes += 1
                 self.result.operator_restarts.append(restarted.record.job.job_id)

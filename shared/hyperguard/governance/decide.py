@@ -86,7 +86,7 @@ from hyperguard.governance.snapshot import (
 from hyperguard.governance.stalls import Stall, stall_incident
 from hyperguard.governance.state import NO_CLASS_PRIORITY, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
-from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
+from hyperguard.models.cluster import BurstClaim, RunKind, RunPhase, RunStatus
 from hyperguard.models.governance import ComputeQuota
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
@@ -220,8 +220,8 @@ def refused_checkpoints(snapshot: PassSnapshot) -> list[NoteRefusedCheckpoint]:
 
 
 def operator_restarts(snapshot: PassSnapshot) -> list[NoteOperatorRestarts]:
-    """Running jobs whose current HyperPodPyTorchJob the training operator restarted more
-    times than recorded (its restartCount went up)."""
+    """Running jobs whose current run the cluster restarted more times than recorded: a
+    HyperPodPyTorchJob's restartCount, a team's own Job's failed pods (D179), went up."""
     runs = {(r.job_id, r.run): r for r in snapshot.runs}
     found = []
     for record in snapshot.jobs:
@@ -230,8 +230,9 @@ def operator_restarts(snapshot: PassSnapshot) -> list[NoteOperatorRestarts]:
         if job.status is not JobStatus.RUNNING or run is None or not run.restarts:
             continue
         seen = record.operator_restarts
-        if seen is None or seen.run != job.run or run.restarts > seen.count:
-            found.append(NoteOperatorRestarts(record, job.run, run.restarts))
+        per_run = run.kind is RunKind.HYPERPOD
+        if run.restarts > (seen.before(job.run, per_run=per_run) if seen else 0):
+            found.append(NoteOperatorRestarts(record, job.run, run.restarts, run.kind))
     return found
 
 

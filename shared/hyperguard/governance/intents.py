@@ -18,7 +18,7 @@ from enum import StrEnum
 from hyperguard.bursting.requests import BurstRequest
 from hyperguard.governance.patching import PatchFence
 from hyperguard.models import Checkpoint, Incident, Job
-from hyperguard.models.cluster import BurstClaim, RunStatus
+from hyperguard.models.cluster import BurstClaim, RunKind, RunStatus
 from hyperguard.models.jobs import ProgressTrouble, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 
@@ -78,12 +78,14 @@ class NoteRefusedCheckpoint:
 
 @dataclass(frozen=True, slots=True)
 class NoteOperatorRestarts:
-    """The HyperPod training operator restarted a running job's run `run` more times than
-    recorded: its restartCount is now `count` (D155)."""
+    """The cluster restarted a running job's run `run` more times than recorded, by itself:
+    the HyperPod training operator (its restartCount is now `count`, D155), or for a team's
+    own Job the Job controller (`count` of its pods failed and were replaced, D179)."""
 
     record: JobRecord
     run: int
     count: int
+    kind: RunKind
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from hyperguard.cluster.pod_template import PodTemplateError, check_pod_template
 from hyperguard.cluster.workloads import accelerator_resource
 from hyperguard.governance.pace import next_pace, verdict, with_point
 from hyperguard.models import Checkpoint, Job, JobStatus, utcnow
+from hyperguard.models.cluster import RunKind
 from hyperguard.models.jobs import (
     HOLDING_STATUSES,
     TERMINAL_STATUSES,
@@ -779,16 +780,24 @@ class JobLifecycle:
     def found_running_on(self, record: JobRecord, nodes: list[str]) -> Outcome:
         """The reconciler found the pods of the job's current run on `nodes`, not where it is
         recorded: HyperPod's auto-resume restarted them where kube-scheduler bound them (after
-        a replacement, any free node of the job's instance group). Recorded where they are,
-        while the job's run and nodes are still the ones the pass read."""
+        a replacement, any free node of the job's instance group), or, for a team's own
+        object, kube-scheduler placed it or its controller replaced a pod (D170, D179).
+        Recorded where they are, while the job's run and nodes are still the ones the pass
+        read."""
         job = record.job
+        held = job.cluster_object
+        placer = (
+            f"kube-scheduler placed the team's own {held.kind}"
+            if held is not None
+            else "HyperPod auto-resume placed it"
+        )
         return self._move(
             Move.RELOCATE,
             job.job_id,
             Actor.RECONCILER,
             JobEvent.RELOCATED,
             f"its run {job.run} runs on {', '.join(nodes)}, not on "
-            f"{', '.join(job.nodes) or 'no node'} as recorded (HyperPod auto-resume placed it)",
+            f"{', '.join(job.nodes) or 'no node'} as recorded ({placer})",
             sets={"nodes": list(nodes)},
             condition="#run_ = :run_ AND nodes = :read AND attribute_not_exists(protected_by)",
             values={":run_": job.run, ":read": list(job.nodes)},
@@ -914,19 +923,30 @@ class JobLifecycle:
             )
         return self.store.set_progress_trouble(record.job.job_id, trouble, was=was, entry=entry)
 
-    def note_operator_restarts(self, record: JobRecord, run: int, count: int) -> bool:
-        """The HyperPod training operator restarted the job's run `run` (its restartCount is
-        now `count`): recorded with a history entry, while the record still holds what the
-        pass read (D155)."""
+    def note_operator_restarts(
+        self, record: JobRecord, run: int, count: int, kind: RunKind
+    ) -> bool:
+        """The cluster restarted the job's run `run` by itself: the HyperPod training
+        operator (its restartCount is now `count`, D155), or the Job controller, which
+        replaced a failed pod of a team's own Job (`count` failed in all, D179). Recorded
+        with a history entry, while the record still holds what the pass read."""
         was = record.operator_restarts
-        before = was.count if was is not None and was.run == run else 0
+        before = was.before(run, per_run=kind is RunKind.HYPERPOD) if was is not None else 0
+        new = count - before
+        why = (
+            f"{new} more pod(s) of the team's Job failed in run {run} ({count} in all): a node "
+            "fault or a crash of the training; the Job controller replaces a failed pod up to "
+            "the Job's backoffLimit"
+            if kind is RunKind.BATCH
+            else f"the HyperPod training operator restarted run {run} ({new} more time(s), "
+            f"{count} in all): after a resize HyperGuard made in place, a node fault "
+            "(auto-resume) or a hang (log monitoring)"
+        )
         entry = self._entry(
             JobEvent.OPERATOR_RESTARTED,
             None,
-            f"the HyperPod training operator restarted run {run} "
-            f"({count - before} more time(s), {count} in all): after a resize HyperGuard "
-            "made in place, a node fault (auto-resume) or a hang (log monitoring)",
-            {"run": run, "restart_count": count, "new": count - before},
+            why,
+            {"run": run, "restart_count": count, "new": new},
         )
         return self.store.set_operator_restarts(
             record.job.job_id, OperatorRestarts(run=run, count=count), was=was, entry=entry

@@ -43,7 +43,9 @@ class RunStatus(BaseModel):
     """When the run reached its phase (the deciding condition's lastTransitionTime)."""
     restarts: int = 0
     """How many times the HyperPod training operator restarted it (`status.restartCount`:
-    HyperPod auto-resume after a node fault, log monitoring after a hang); 0 for a batch Job."""
+    HyperPod auto-resume after a node fault, log monitoring after a hang); for a team's own
+    batch Job, how many of its pods failed (`status.failed`: the Job controller replaces them
+    up to its `backoffLimit`, D179); 0 for a batch Job HyperGuard made (its limit is 0)."""
     workload: str = ""
     """The Kueue Workload of a team's own object HyperGuard admitted (D170: stopping it
     evicts it back to its queue); "" for a run HyperGuard created."""

@@ -232,10 +232,18 @@ class ProgressTrouble(BaseModel):
 
 
 class OperatorRestarts(BaseModel):
-    """The HyperPod training operator's restarts of a job's run, as last recorded."""
+    """The cluster's own restarts of a job's run, as last recorded: the HyperPod training
+    operator's restartCount of run `run` (D155), or the failed pods of a team's own Job
+    (D179)."""
 
     run: int = Field(ge=0)
     count: int = Field(ge=0)
+
+    def before(self, run: int, *, per_run: bool) -> int:
+        """The count already recorded that run `run`'s count is measured against: a
+        HyperPodPyTorchJob is made afresh for each run, so a new run counts from 0
+        (`per_run`); a team's own Job is one object over all its runs, so its count goes on."""
+        return self.count if self.run == run or not per_run else 0
 
 
 class Heartbeat(BaseModel):

@@ -40,7 +40,7 @@ from hyperguard.governance.occupancy import usable
 from hyperguard.governance.snapshot import InstanceGroups, PassSnapshot
 from hyperguard.governance.state import TeamPolicy
 from hyperguard.models import JobStatus, Node
-from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunPhase
+from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunKind, RunPhase
 from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES, OperatorRestarts
 from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy
@@ -144,14 +144,20 @@ def test_the_operators_restarts_are_noted_once_per_new_count_and_run() -> None:
     nodes = [hyperpod_node(i) for i in range(2)]
     runs = [live_run(restarted, restarts=2), live_run(quiet)]
     snap = snapshot([restarted, quiet], nodes, [quota("a", 40)], runs=runs)
-    assert plan(snap)[0].restarts == (NoteOperatorRestarts(restarted, 0, 2),)
+    assert plan(snap)[0].restarts == (NoteOperatorRestarts(restarted, 0, 2, RunKind.HYPERPOD),)
     recorded = restarted.model_copy(update={"operator_restarts": OperatorRestarts(run=0, count=2)})
     snap = snapshot([recorded], nodes[:1], [quota("a", 40)], runs=[live_run(recorded, restarts=2)])
     assert plan(snap)[0].restarts == ()
     # A new run (run 1) restarted once: noted, though the old run's count was higher.
     rerun = recorded.model_copy(update={"job": recorded.job.model_copy(update={"run": 1})})
     snap = snapshot([rerun], nodes[:1], [quota("a", 40)], runs=[live_run(rerun, restarts=1)])
-    assert plan(snap)[0].restarts == (NoteOperatorRestarts(rerun, 1, 1),)
+    assert plan(snap)[0].restarts == (NoteOperatorRestarts(rerun, 1, 1, RunKind.HYPERPOD),)
+    # A team's own Job is one object over its runs (D179): its failed pods counted in run 0
+    # are no news in run 1; one more is, noted as its kind.
+    for failed, noted in ((2, ()), (3, (NoteOperatorRestarts(rerun, 1, 3, RunKind.BATCH),))):
+        batch = live_run(rerun, restarts=failed).model_copy(update={"kind": RunKind.BATCH})
+        snap = snapshot([rerun], nodes[:1], [quota("a", 40)], runs=[batch])
+        assert plan(snap)[0].restarts == noted
 
 
 def admitted(record: JobRecord, nodes: list[str]) -> JobRecord:
