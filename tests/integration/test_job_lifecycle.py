@@ -39,6 +39,7 @@ from hyperguard.models.jobs import (
 from hyperguard.models.records import JobEvent
 from hyperguard.store import JobStore, TeamStore
 from hyperguard.store import jobs as store_jobs
+from hyperguard.store.codec import wire_client
 
 RULES = SubmissionRules(True, frozenset(), 8)
 NODES = ["i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"]
@@ -284,7 +285,7 @@ def test_two_nodes_relocated_at_once_from_one_snapshot_both_land(stack: Stack) -
 def transactions_sent(jobs: JobStore) -> Iterator[list[int]]:
     """The size of each TransactWriteItems the job store's client sends meanwhile."""
     sent: list[int] = []
-    events = jobs.table.meta.client.meta.events
+    events = wire_client(jobs.table).meta.events  # the store's transactions (D180)
     hook = "provide-client-params.dynamodb.TransactWriteItems"
 
     def count(params: dict[str, list[object]], **_: object) -> None:

@@ -26,6 +26,7 @@ from hyperguard.models import Job, JobStatus, Node
 from hyperguard.models.cluster import RunStatus
 from hyperguard.models.records import JobRecord
 from hyperguard.store import NodeStore
+from hyperguard.store.codec import wire_client
 from hyperguard.store.jobs import JobStore
 from hyperguard_twin.plane.kube import (
     HYPERPOD_PYTORCH_JOBS,
@@ -625,7 +626,7 @@ def test_an_elastic_job_shrunk_for_a_refused_admission_is_resized_on_the_cluster
 def throttled(jobs: JobStore, job_id: str) -> Iterator[list[str]]:
     """DynamoDB throttles every transaction on the jobs table that writes `job_id`, raised as
     botocore raises it once its retries are spent. Yields the throttled job ids."""
-    events = jobs.table.meta.client.meta.events
+    events = wire_client(jobs.table).meta.events  # the store's transactions (D180)
     refused: list[str] = []
 
     def throttle(params: dict[str, Any], **_: Any) -> None:

@@ -4,15 +4,25 @@ and one low-level client per table client, beside it."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import boto3
+import pytest
 from boto3.dynamodb.types import Binary, TypeSerializer
 from botocore.stub import Stubber
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperguard.store.codec import decimals, from_wire, plain, plain_item, to_wire, wire_client
+from hyperguard.store.codec import (
+    decimals,
+    from_wire,
+    plain,
+    plain_item,
+    to_wire,
+    wire_actions,
+    wire_client,
+)
 
 text = st.text(max_size=12)
 numbers = st.one_of(  # DynamoDB keeps up to 38 significant digits
@@ -100,3 +110,83 @@ def test_a_table_client_has_one_wire_client_beside_it() -> None:
             "get_item", {"Item": {"n": {"N": "1"}}}, expected_params={"TableName": "a", "Key": key}
         )
         assert client.get_item(TableName="a", Key=key)["Item"] == {"n": {"N": "1"}}
+
+
+plain_values = st.recursive(
+    st.one_of(
+        st.text(max_size=12),
+        st.integers(-(10**12), 10**12),
+        st.integers(-(10**9), 10**9).map(lambda n: n / 1000),  # the stores' floats
+        st.booleans(),
+        st.none(),
+    ),
+    lambda children: st.one_of(
+        st.dictionaries(st.text(max_size=6), children, max_size=3),
+        st.lists(children, max_size=3),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.dictionaries(st.text(min_size=1, max_size=6).map(":{}".format), plain_values),
+    item=st.dictionaries(st.text(min_size=1, max_size=6), plain_values, max_size=4),
+)
+def test_transaction_actions_in_wire_form_are_what_botocore_validates(
+    values: dict[str, Any], item: dict[str, Any]
+) -> None:
+    """The wire client sends without botocore's parameter validation (D180), so what
+    `wire_actions` builds must pass it: an Update, a ConditionCheck and a Put, with the plain
+    values the stores write (floats, nested maps and lists, None), validated against
+    TransactWriteItems' input shape, and each value as boto3's serializer makes it."""
+    from botocore.validate import ParamValidator
+
+    update = {
+        "TableName": "jobs",
+        "Key": {"job_id": "a"},
+        "UpdateExpression": "SET #r = :r",
+        "ConditionExpression": "attribute_exists(job_id)",
+        "ExpressionAttributeNames": {"#r": "reason"},
+        "ExpressionAttributeValues": {":r": "x", **values},
+    }
+    check = {"TableName": "teams", "Key": {"team": "t"}, "ConditionExpression": "v = :v"}
+    check["ExpressionAttributeValues"] = {":v": 3}
+    actions = [
+        {"ConditionCheck": check},
+        {"Update": update},
+        {"Put": {"TableName": "jobs", "Item": {"job_id": "b", **item}}},
+    ]
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    shape = client.meta.service_model.operation_model("TransactWriteItems").input_shape
+    wire = wire_actions(actions)
+    report = ParamValidator().validate({"TransactItems": wire}, shape)
+    assert not report.has_errors(), report.generate_report()
+    serializer = TypeSerializer()
+    assert wire[1]["Update"]["ExpressionAttributeValues"] == {
+        k: serializer.serialize(decimals(v)) for k, v in update["ExpressionAttributeValues"].items()
+    }
+    assert wire[0]["ConditionCheck"]["ConditionExpression"] == "v = :v"  # the rest as it was
+
+
+def test_the_wire_client_leaves_parameter_validation_to_dynamodb() -> None:
+    """D180: botocore's client-side walk is off on the wire client, and only there: a
+    malformed request reaches the wire (where DynamoDB would refuse it), while the table's
+    own client still refuses it before sending."""
+    from botocore.exceptions import ParamValidationError
+
+    table = boto3.resource("dynamodb", region_name="us-east-1").Table("jobs")
+    sent: list[str] = []
+
+    def send(request: Any, **_: Any) -> None:
+        sent.append(request.url)
+
+    malformed: dict[str, Any] = {"jobs": {"Keys": [{"job_id": {"S": "a"}}], "ConsistentRead": 1}}
+    for client in (wire_client(table), table.meta.client):
+        client.meta.events.register("request-created.dynamodb.BatchGetItem", send)
+    with pytest.raises(ParamValidationError):
+        table.meta.client.batch_get_item(RequestItems=malformed)
+    assert sent == []
+    with contextlib.suppress(Exception):  # whatever answers it: that it was sent counts
+        wire_client(table).batch_get_item(RequestItems=malformed)
+    assert len(sent) == 1

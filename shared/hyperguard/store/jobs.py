@@ -59,6 +59,8 @@ from hyperguard.store.codec import (
     query_all,
     scan_all,
     to_item,
+    wire_actions,
+    wire_client,
 )
 
 MAX_HISTORY = 150
@@ -373,7 +375,7 @@ class JobStore(TableStore):
             }
         }
         try:
-            self.table.meta.client.transact_write_items(TransactItems=[claim, put])
+            wire_client(self.table).transact_write_items(TransactItems=wire_actions([claim, put]))
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
@@ -442,8 +444,10 @@ class JobStore(TableStore):
         """Send a transition's UpdateItem, in a transaction with `checks` if any."""
         try:
             if checks:
-                self.table.meta.client.transact_write_items(
-                    TransactItems=[*checks, {"Update": {"TableName": self.table_name, **update}}]
+                wire_client(self.table).transact_write_items(
+                    TransactItems=wire_actions(
+                        [*checks, {"Update": {"TableName": self.table_name, **update}}]
+                    )
                 )
             else:
                 self.table.update_item(**update)
@@ -607,7 +611,7 @@ class JobStore(TableStore):
                     *({"Update": {"TableName": self.table_name, **u}} for _, u, _ in batch),
                 ]
                 try:
-                    self.table.meta.client.transact_write_items(TransactItems=items)
+                    wire_client(self.table).transact_write_items(TransactItems=wire_actions(items))
                 except ClientError as exc:
                     codes = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
                     if checks and "ConditionalCheckFailed" in codes[: len(checks)]:
