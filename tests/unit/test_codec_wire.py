@@ -142,7 +142,7 @@ def test_transaction_actions_in_wire_form_are_what_botocore_validates(
     TransactWriteItems' input shape, and each value as boto3's serializer makes it."""
     from botocore.validate import ParamValidator
 
-    update = {
+    update: dict[str, Any] = {
         "TableName": "jobs",
         "Key": {"job_id": "a"},
         "UpdateExpression": "SET #r = :r",
@@ -150,7 +150,11 @@ def test_transaction_actions_in_wire_form_are_what_botocore_validates(
         "ExpressionAttributeNames": {"#r": "reason"},
         "ExpressionAttributeValues": {":r": "x", **values},
     }
-    check = {"TableName": "teams", "Key": {"team": "t"}, "ConditionExpression": "v = :v"}
+    check: dict[str, Any] = {
+        "TableName": "teams",
+        "Key": {"team": "t"},
+        "ConditionExpression": "v = :v",
+    }
     check["ExpressionAttributeValues"] = {":v": 3}
     actions = [
         {"ConditionCheck": check},
