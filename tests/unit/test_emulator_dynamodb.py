@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -508,3 +509,33 @@ def test_a_kept_condition_judges_every_item_as_a_fresh_parse(
                 judged = type(error).__name__
             outcomes.append((judged, parser.expr_attr_names_found, parser.expr_attr_values_found))
         assert outcomes[0] == outcomes[1], (expression, attrs)
+
+
+def test_a_request_that_does_not_fit_its_operations_shape_is_refused_as_dynamodb_does(
+    ddb: Any,
+) -> None:
+    """The emulator checks each request against the operation's input shape, as DynamoDB
+    does and moto does not (the service's wire client sends unchecked: D180). The request
+    is refused before anything is done; a well-formed one is answered."""
+    unchecked = boto3.client(
+        "dynamodb",
+        region_name=REGION,
+        config=Config(parameter_validation=False),
+    )
+    put(unchecked, "a", v="1")
+    malformed = [
+        {"Update": {"TableName": TABLE, "Key": {"id": {"S": "a"}}, "UpdateExpression": 7}},
+        {"Put": {"TableName": TABLE}},  # no Item
+    ]
+    for action in malformed:
+        with pytest.raises(ClientError) as caught:
+            unchecked.transact_write_items(TransactItems=[action])
+        assert caught.value.response["Error"]["Code"] == "ValidationException"
+    with pytest.raises(ClientError) as refused:
+        unchecked.batch_get_item(
+            RequestItems={TABLE: {"Keys": [{"id": {"S": "a"}}], "ConsistentRead": "yes"}}
+        )
+    assert "ConsistentRead" in refused.value.response["Error"]["Message"]
+    assert [i["id"]["S"] for i in items(unchecked)] == ["a"]  # nothing was written
+    unchecked.transact_write_items(TransactItems=[set_v("a", "2")])
+    assert items(unchecked)[0]["v"] == {"S": "2"}

@@ -21,6 +21,8 @@ histories, that is seconds of CPU per admission for the twin, the tests and
   `copies`);
 - a condition expression is parsed once for what it means (the expression, and the names
   and values it refers to) and its parse handed out again (`conditions`);
+- a request is checked against its operation's input shape, as DynamoDB checks it and moto
+  does not (`requests`: the service's wire client leaves the check to DynamoDB, D180);
 - an update of the simple forms the service's job writes take (top-level SET, list_append
   to a list, ADD of a number, REMOVE) is applied directly after moto's own condition check,
   where moto parses it into a tree, walks it with ten validators and checks the whole
@@ -45,6 +47,7 @@ from hyperguard_twin.dynamodb.conditions import parsed_conditions
 from hyperguard_twin.dynamodb.copies import TablesNotCopied, copy_unless_fresh_expression
 from hyperguard_twin.dynamodb.projection import top_level_projection
 from hyperguard_twin.dynamodb.queries import keys_only_index_query
+from hyperguard_twin.dynamodb.requests import shape_checked_requests
 from hyperguard_twin.dynamodb.transactions import item_level_transaction_rollback
 from hyperguard_twin.dynamodb.updates import simple_updates, update_without_copies
 
@@ -71,7 +74,13 @@ def replacements(
         inspect.unwrap(comparisons_module.create_condition_expression_parser)
     )
     convert = responses_module.dynamo_to_dict  # type: ignore[attr-defined]
+    call_action = responses_module.DynamoHandler.call_action
     return [
+        (
+            responses_module.DynamoHandler,
+            "call_action",
+            shape_checked_requests(getattr(call_action, "unchecked", call_action)),
+        ),
         (ActionResult, "execute_result", fast_dynamodb_responses(checks)),
         (
             responses_module,
