@@ -251,11 +251,8 @@ def test_a_pod_the_job_controller_replaces_after_a_fault_is_recorded_as_a_restar
     [noted] = [h for h in view["history"] if h["event"] == "operator_restarted"]
     assert noted["reason"].startswith("1 more pod(s) of the team's Job failed in run 0 (1 in all)")
     if now_on != node:  # bound elsewhere: the move says who placed it
-        *_, moved = [h for h in view["history"] if h["event"] == "relocated"]
-        assert (
-            f"not on {node} as recorded (kube-scheduler placed the team's own Job)"
-            in (moved["reason"])
-        )
+        *_, moved = [h["reason"] for h in view["history"] if h["event"] == "relocated"]
+        assert f"not on {node} as recorded (kube-scheduler placed the team's own Job)" in moved
     # The same count again is no news.
     assert service.run_pass().operator_restarts == []
 

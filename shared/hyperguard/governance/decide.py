@@ -86,7 +86,7 @@ from hyperguard.governance.snapshot import (
 from hyperguard.governance.stalls import Stall, stall_incident
 from hyperguard.governance.state import NO_CLASS_PRIORITY, GovernanceState, Workload
 from hyperguard.models import Job, JobStatus, Node, NodeStatus
-from hyperguard.models.cluster import BurstClaim, RunKind, RunPhase, RunStatus
+from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
 from hyperguard.models.governance import ComputeQuota
 from hyperguard.models.jobs import (
     ACTIVE_STATUSES,
@@ -94,6 +94,7 @@ from hyperguard.models.jobs import (
     WAITING_STATUSES,
     ProgressTrouble,
     held_nodes,
+    restarts_recorded,
 )
 from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import (
@@ -229,9 +230,7 @@ def operator_restarts(snapshot: PassSnapshot) -> list[NoteOperatorRestarts]:
         run = runs.get((job.job_id, job.run))
         if job.status is not JobStatus.RUNNING or run is None or not run.restarts:
             continue
-        seen = record.operator_restarts
-        per_run = run.kind is RunKind.HYPERPOD
-        if run.restarts > (seen.before(job.run, per_run=per_run) if seen else 0):
+        if run.restarts > restarts_recorded(record.operator_restarts, job.run, run.kind):
             found.append(NoteOperatorRestarts(record, job.run, run.restarts, run.kind))
     return found
 

@@ -60,6 +60,7 @@ from hyperguard.models.jobs import (
     ProgressTrouble,
     RefusedCheckpoint,
     SlowFlag,
+    restarts_recorded,
 )
 from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
 from hyperguard.store.jobs import BatchedMove, BatchStoppedError, JobStore, TransitionOutcome
@@ -931,8 +932,7 @@ class JobLifecycle:
         replaced a failed pod of a team's own Job (`count` failed in all, D179). Recorded
         with a history entry, while the record still holds what the pass read."""
         was = record.operator_restarts
-        before = was.before(run, per_run=kind is RunKind.HYPERPOD) if was is not None else 0
-        new = count - before
+        new = count - restarts_recorded(was, run, kind)
         why = (
             f"{new} more pod(s) of the team's Job failed in run {run} ({count} in all): a node "
             "fault or a crash of the training; the Job controller replaces a failed pod up to "

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from hyperguard.models.camel import CamelModel
+from hyperguard.models.cluster import RunKind
 
 
 class JobStatus(StrEnum):
@@ -239,11 +240,14 @@ class OperatorRestarts(BaseModel):
     run: int = Field(ge=0)
     count: int = Field(ge=0)
 
-    def before(self, run: int, *, per_run: bool) -> int:
-        """The count already recorded that run `run`'s count is measured against: a
-        HyperPodPyTorchJob is made afresh for each run, so a new run counts from 0
-        (`per_run`); a team's own Job is one object over all its runs, so its count goes on."""
-        return self.count if self.run == run or not per_run else 0
+
+def restarts_recorded(was: OperatorRestarts | None, run: int, kind: RunKind) -> int:
+    """The count already recorded (`was`) that run `run`'s count of `kind` is measured
+    against: a HyperPodPyTorchJob is made afresh for each run, so a new run counts from 0; a
+    team's own Job is one object over all its runs, so its count goes on (D179)."""
+    if was is None or (was.run != run and kind is RunKind.HYPERPOD):
+        return 0
+    return was.count
 
 
 class Heartbeat(BaseModel):

@@ -238,6 +238,11 @@ class JobStore(TableStore):
         self._remembered: dict[str, tuple[int, JobRecord]] = {}
         """The active jobs `active` read last, each with the revision it was read at."""
 
+    def _transact_write(self, items: list[dict[str, Any]]) -> None:
+        """TransactWriteItems of these actions (plain values) through the wire client, in its
+        form (D180): every transaction of the jobs table is sent from here."""
+        wire_client(self.table).transact_write_items(TransactItems=wire_actions(items))
+
     def get(self, job_id: str) -> Job | None:
         item = self.table.get_item(Key={"job_id": job_id}, ConsistentRead=True).get("Item")
         return Job.model_validate(plain(item)) if item else None
@@ -375,7 +380,7 @@ class JobStore(TableStore):
             }
         }
         try:
-            wire_client(self.table).transact_write_items(TransactItems=wire_actions([claim, put]))
+            self._transact_write([claim, put])
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
@@ -444,10 +449,8 @@ class JobStore(TableStore):
         """Send a transition's UpdateItem, in a transaction with `checks` if any."""
         try:
             if checks:
-                wire_client(self.table).transact_write_items(
-                    TransactItems=wire_actions(
-                        [*checks, {"Update": {"TableName": self.table_name, **update}}]
-                    )
+                self._transact_write(
+                    [*checks, {"Update": {"TableName": self.table_name, **update}}]
                 )
             else:
                 self.table.update_item(**update)
@@ -611,7 +614,7 @@ class JobStore(TableStore):
                     *({"Update": {"TableName": self.table_name, **u}} for _, u, _ in batch),
                 ]
                 try:
-                    wire_client(self.table).transact_write_items(TransactItems=wire_actions(items))
+                    self._transact_write(items)
                 except ClientError as exc:
                     codes = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
                     if checks and "ConditionalCheckFailed" in codes[: len(checks)]:

@@ -1,6 +1,6 @@
 """DynamoDB refuses a request that does not fit its operation's input shape before doing
 anything; moto does not check shapes. The service's wire client sends without botocore's
-client-side check (D180), so the emulator makes it, as the service does: each request's
+client-side check (D180), so the emulator makes it, as DynamoDB does: each request's
 parameters, as moto parsed them, against botocore's model of the operation, and a request
 that fails is answered ValidationException with botocore's report."""
 
