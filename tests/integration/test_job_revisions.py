@@ -133,6 +133,35 @@ def test_active_reads_whole_only_what_changed_and_sees_every_change(stack: Stack
     assert third == [], "nothing changed: nothing read whole"
 
 
+def test_reasons_the_store_wrote_are_not_read_whole_again_unless_another_writer_came_between(
+    stack: Stack,
+) -> None:
+    """D181: a pass's reason writes leave the records it read current at revision + 1, so the
+    next pass reads none of them whole; a job another writer changed between the read and the
+    reason write is read whole, with both changes."""
+    table = stack.tables["JobsTable"]
+    reader, other = JobStore(table), JobStore(table)
+    ids = submitted(reader, BATCH_GET_MAX + 20)
+    read = {r.job.job_id: r for r in reader.active()}
+    given, crossed = ids[: BATCH_GET_MAX + 10], ids[7]
+    # another writer changes one of them after the read, before the reason write
+    theirs = [(crossed, "theirs", read[crossed].reason)]
+    assert other.set_reasons(theirs, expect=WAITING_STATUSES) == {crossed}
+    writes = [(j, f"pending {j}", read[j].reason) for j in given if j != crossed]
+    writes.append((crossed, "ours", "theirs"))
+    assert reader.set_reasons(writes, expect=WAITING_STATUSES) == set(given)
+
+    with whole_reads(reader) as asked:
+        active = {r.job.job_id: r for r in reader.active()}
+    assert asked == [crossed]
+    assert active[crossed].reason == "ours"
+    assert revision(reader, crossed) == 2
+    assert all(active[j].reason == f"pending {j}" for j in given if j != crossed)
+    assert [r.model_dump() for r in active.values()] == [
+        r.model_dump() for r in reader.records_of(list(active))
+    ], "a remembered record is the item as stored"
+
+
 def test_a_small_active_set_is_read_whole_in_one_call(stack: Stack) -> None:
     """Below one BatchGetItem's worth of jobs, the revisions would cost a call more."""
     jobs = JobStore(stack.tables["JobsTable"])

@@ -592,9 +592,25 @@ class JobStore(TableStore):
         """`set_reason` for many jobs, as `(job_id, reason, replacing)`, in transactions (one
         call for up to TRANSACT_LIMIT jobs, not one a job). Returns the jobs written; the
         others' reasons changed since they were read."""
-        return self._transact(
+        written = self._transact(
             [(write[0], self._reason_update(write, expect), ()) for write in writes]
         )
+        self._remember_reasons(writes, written)
+        return written
+
+    def _remember_reasons(self, writes: Sequence[tuple[str, str, str]], written: set[str]) -> None:
+        """The records `active` keeps, with the reasons this store just wrote (D181). A reason
+        write sets only the reason and adds 1 to the revision, so a job remembered at revision
+        r is, once its write succeeded, that record with the new reason at r + 1, unless
+        another writer came between the read and the write: then the item's revision is past
+        r + 1 and the next `active` reads it whole, as before. Without this, every job given a
+        reason in a pass was read whole again by the next."""
+        remembered = self._remembered
+        for job_id, reason, _ in writes:
+            known = remembered.get(job_id)
+            if known is not None and job_id in written:
+                rev, record = known
+                remembered[job_id] = (rev + 1, record.model_copy(update={"reason": short(reason)}))
 
     def _transact(self, updates: Sequence[_Update]) -> set[str]:
         """Conditional UpdateItems, `(job_id, request, checks)`, in TransactWriteItems of up
