@@ -154,8 +154,8 @@ def test_transaction_actions_in_wire_form_are_what_botocore_validates(
         "TableName": "teams",
         "Key": {"team": "t"},
         "ConditionExpression": "v = :v",
+        "ExpressionAttributeValues": {":v": 3},
     }
-    check["ExpressionAttributeValues"] = {":v": 3}
     actions = [
         {"ConditionCheck": check},
         {"Update": update},
