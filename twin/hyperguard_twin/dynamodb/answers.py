@@ -40,6 +40,15 @@ def _holds_none(value: Any) -> bool:
     return False
 
 
+def _dumped(result: dict[str, Any], members: Any) -> str | None:
+    """The answer's members as JSON; None when a value is not JSON's (a binary attribute's
+    bytes, which moto's shape walk base64-encodes)."""
+    try:
+        return json.dumps({k: v for k, v in result.items() if k in members})
+    except TypeError:
+        return None
+
+
 def fast_dynamodb_responses(checked: Counter[str]) -> Callable[..., Any]:
     """A replacement for moto's `ActionResult.execute_result`. moto turns every answer into
     JSON by walking botocore's output shape attribute by attribute: most of the emulator's
@@ -49,8 +58,8 @@ def fast_dynamodb_responses(checked: Counter[str]) -> Callable[..., Any]:
     which the shape walk drops). The first CHECKED_RESPONSES of each operation (counted in
     `checked`) are compared with moto's own serialisation; an operation whose answer ever
     differs is logged and left to moto from then on. An answer holding a null, which the
-    shape walk would leave out, is always serialised by moto. Every other service's answer
-    is moto's."""
+    shape walk would leave out, or a binary value (B, BS: bytes, which the shape walk
+    base64-encodes) is always serialised by moto. Every other service's answer is moto's."""
     from moto.core.responses import ActionResult
 
     current = ActionResult.execute_result
@@ -69,8 +78,9 @@ def fast_dynamodb_responses(checked: Counter[str]) -> Callable[..., Any]:
             return serialise(self, context)
         if operation in differed:
             return serialise(self, context)
-        members = context.operation_model.output_shape.members
-        body = json.dumps({k: v for k, v in self.result.items() if k in members})
+        body = _dumped(self.result, context.operation_model.output_shape.members)
+        if body is None:
+            return serialise(self, context)
         if checked[operation] < CHECKED_RESPONSES or operation not in headers:
             status, expected_headers, expected = serialise(self, context)
             if status != 200 or json.loads(expected) != json.loads(body):
