@@ -118,7 +118,7 @@ if TYPE_CHECKING:
     from hyperguard.models import Job
     from hyperguard.models.records import JobRecord
     from hyperguard.store import JobStore
-    from hyperguard_twin.cloud.jobstatus import JobStatusForwarder
+    from hyperguard_twin.cloud.core import World as CloudWorld
     from hyperguard_twin.cluster import SimulatedCluster
     from hyperguard_twin.plane.kube import KubeClient
     from hyperguard_twin.plane.plane import ControlPlane
@@ -652,9 +652,10 @@ class RunModel:
     """The cluster's side of the runs the service dispatches, as this bench models it: a run
     starts when its object is created and ends exactly its run time later. The bench then
     writes what the HyperPod training operator would (the run's status: Running, then
-    Completed) through the API server as the cluster's own identity, and the twin's in-cluster
-    forwarder (`hyperguard_twin.cloud.jobstatus`) puts the run's end on the bus. A run deleted
-    before its end (a preemption) never ends.
+    Completed) through the API server as the cluster's own identity, and HyperGuard's
+    in-cluster forwarder's own tracker (`hyperguard.forwarder.RunTracker`, the code its
+    Deployment runs) decides the event for the run's end, which `put` hands to EventBridge. A
+    run deleted before its end (a preemption) never ends.
 
     A run ends at its virtual time even while a pass runs: a pass's list of the runs answers
     what the cluster holds at the moment it is sent (`end_due`), as the API server would,
@@ -664,12 +665,17 @@ class RunModel:
         self,
         meter: Meter,
         kube: KubeClient,
-        forwarder: JobStatusForwarder,
+        world: CloudWorld,
+        put: Callable[[dict[str, Any]], None],
         runtime_of: dict[str, float],
     ) -> None:
+        from hyperguard.forwarder import RunTracker
+
         self.meter = meter
         self.kube = kube
-        self.forwarder = forwarder
+        self.world = world
+        self.put = put
+        self.tracker = RunTracker()
         self.runtime_of = runtime_of
         self.ends: list[tuple[float, str, str]] = []
         """When each run ends, with its namespace and name (a heap)."""
@@ -690,7 +696,7 @@ class RunModel:
     def start_created(self) -> None:
         """Mark the runs created since the last call Running, as of their creation."""
         for at, namespace, name in self._started:
-            stamp = self.forwarder.world.stamp(self.meter.at(at))
+            stamp = self.world.stamp(self.meter.at(at))
             running = _condition("Running", True, "Running", stamp)
             self._status(namespace, name, {"startTime": stamp, "conditions": [running]})
         self._started.clear()
@@ -714,14 +720,19 @@ class RunModel:
     def end_next(self) -> None:
         """The next run to end has completed (unless it was deleted first)."""
         at, namespace, name = heapq.heappop(self.ends)
-        stamp = self.forwarder.world.stamp(self.meter.at(at))
+        stamp = self.world.stamp(self.meter.at(at))
         conditions = [
             _condition("Running", False, "Completed", stamp),
             _condition("Completed", True, "Completed", stamp),
         ]
         run = self._status(namespace, name, {"completionTime": stamp, "conditions": conditions})
         if run is not None:
-            self.forwarder.on_run("MODIFIED", run)
+            from hyperguard.events.kubernetes import JOB_STATUS_CHANGED
+            from hyperguard.forwarder import entries
+
+            news = self.tracker.observe("MODIFIED", run)
+            for entry in entries(news, cluster=EKS, bus="service", kind=JOB_STATUS_CHANGED):
+                self.put(entry)
 
     def _status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
         from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, KubeApiError
@@ -935,13 +946,14 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
     wakes: list[tuple[float, str, str]] = []
     runtime_of: dict[str, float] = {}
 
-    def effect(done: Effect) -> None:
+    def put(entry: dict[str, Any]) -> None:
         """The in-cluster forwarder's event for a run that ended: EventBridge puts it on the
-        scheduler's queue."""
-        (entry,) = done.args if done.kind == "put_event" else ({},)
-        if entry.get("DetailType") == "Kubernetes Job Status Changed":
-            delivered = meter.t + latencies.s("events:forwarder-to-queue")
-            heapq.heappush(wakes, (delivered, "run ended", json.dumps(_eventbridge(entry))))
+        scheduler's queue (JobStatusRule)."""
+        delivered = meter.t + latencies.s("events:forwarder-to-queue")
+        heapq.heappush(wakes, (delivered, "run ended", json.dumps(_eventbridge(entry))))
+
+    def effect(_done: Effect) -> None:
+        """The simulated cloud's other events (health agents'): none reaches the scheduler."""
 
     with ExitStack() as stack:
         plane = stack.enter_context(_api_server())
@@ -955,7 +967,7 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
         )
         twin_aws.attach(cluster)
         stack.callback(twin_aws.attach, None)
-        runs = RunModel(meter, admin, cluster.forwarder, runtime_of)
+        runs = RunModel(meter, admin, cluster.world, put, runtime_of)
         kube = stack.enter_context(_scheduler_client(plane, meter, runs))
         names = [f"team-{i:02d}" for i in range(teams)]
         cluster.add_instance_group("workers", INSTANCE_TYPE, teams * NOMINAL_GPUS // GPUS_PER_NODE)

@@ -4,6 +4,11 @@ hyperguard.events.kubernetes) whenever a node condition's status changes. It als
 Kueue's Workloads and puts a "Kubernetes Workload Held" event on the bus when one in a team's
 namespace waits on HyperGuard's admission check: a job the team applied itself, which the
 next pass records and admits (D170); Workloads outside every team's namespace are counted.
+And it watches HyperGuard's runs (batch Jobs and HyperPodPyTorchJobs labelled
+`hyperguard.io/job-id`) and puts a "Kubernetes Job Status Changed" event on the bus when one
+ends, once per run: the pass it wakes frees the run's quota within seconds rather than at the
+next minute's tick (D182). A kind the cluster does not serve (HyperPodPyTorchJob on a burst
+cluster without the training operator) is looked for again every `NOT_SERVED_S`.
 Plain EKS sends no node-health events to EventBridge: without it the EKS node monitoring
 agent's and node-problem-detector's conditions never reach HyperGuard.
 
@@ -33,11 +38,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperguard.events.kubernetes import FORWARDER_SOURCE, NODE_CONDITION_CHANGED, WORKLOAD_HELD
+from hyperguard.events.kubernetes import (
+    FORWARDER_SOURCE,
+    JOB_STATUS_CHANGED,
+    NODE_CONDITION_CHANGED,
+    WORKLOAD_HELD,
+)
 
 BATCH_SIZE = 10
 """PutEvents' limit on entries per call."""
@@ -45,6 +55,8 @@ MAX_ATTEMPTS = 5
 BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 WATCH_TIMEOUT_S = 300
+NOT_SERVED_S = 300.0
+"""How long a watch of a kind the API server does not serve (404) waits before it asks again."""
 METRICS_PORT = 9102
 Obj = dict[str, Any]
 _log = logging.getLogger(__name__)
@@ -154,7 +166,7 @@ class EventSender:
             if not pending:
                 return
         self.dropped += len(pending)
-        _log.error("dropped %d node condition events after %d attempts", len(pending), MAX_ATTEMPTS)
+        _log.error("dropped %d events after %d attempts", len(pending), MAX_ATTEMPTS)
 
 
 @dataclass(slots=True)
@@ -203,6 +215,49 @@ class HeldTracker:
 
 
 @dataclass(slots=True)
+class RunTracker:
+    """The runs of HyperGuard's whose end was forwarded (by uid): decides which watch events
+    of a run are news: its end (`hyperguard.cluster.workloads.run_status`: succeeded, failed
+    or lost), once (D182). A run is forgotten when it is deleted; `ended` counts the ends
+    forwarded."""
+
+    sent: set[str] = field(default_factory=set)
+    ended: int = 0
+
+    def observe(self, event: str, run: Mapping[str, Any]) -> list[Obj]:
+        """The `detail`s to forward for this watch event of `run` (a batch Job or a
+        HyperPodPyTorchJob, with its `kind`)."""
+        from hyperguard.cluster.workloads import run_status
+        from hyperguard.models.cluster import RunPhase
+
+        meta = run.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if not uid:
+            return []
+        if event == "DELETED":
+            self.sent.discard(uid)
+            return []
+        status = run_status(dict(run))
+        ended = (RunPhase.SUCCEEDED, RunPhase.FAILED, RunPhase.LOST)
+        if status is None or status.phase not in ended or uid in self.sent:
+            return []
+        self.sent.add(uid)
+        self.ended += 1
+        return [
+            {
+                "namespace": status.namespace,
+                "kind": str(run.get("kind") or ""),
+                "name": status.name,
+                "jobId": status.job_id,
+                "run": status.run,
+                "phase": status.phase.value,
+                "reason": status.reason,
+                "observedTime": _now(),
+            }
+        ]
+
+
+@dataclass(slots=True)
 class Watcher:
     """Watch one kind through `kube` (a lightkube Client) and forward what its tracker finds
     new through `sender`. `run` returns when `stop` is set (checked between watch events and
@@ -218,21 +273,35 @@ class Watcher:
     watch_restarts: int = 0
 
     def run(self, stop: threading.Event) -> None:
-        failures = 0
+        failures, unserved = 0, False
         while not stop.is_set():
             try:
                 for event, obj in self._watch():
-                    failures = 0
+                    failures, unserved = 0, False
                     self.forward(event, obj)
                     if stop.is_set():
                         return
             except Exception as error:
+                code = getattr(getattr(error, "status", None), "code", None)
+                if code == 404:  # a custom resource this cluster does not serve (yet)
+                    if not unserved:
+                        _log.info(
+                            "%s: not served; asked again every %.0f s", self.what, NOT_SERVED_S
+                        )
+                    unserved, self.resource_version = True, None
+                    stop.wait(NOT_SERVED_S)
+                    continue
                 failures += 1
                 self.watch_restarts += 1
-                if getattr(getattr(error, "status", None), "code", None) == 410:
+                if code == 410:
                     self.resource_version = None  # too old: list again (the tracker dedupes)
-                _log.warning("%s watch broke (%d in a row): %s", self.kind, failures, error)
+                _log.warning("%s watch broke (%d in a row): %s", self.what, failures, error)
                 stop.wait(min(BACKOFF_S * 2 ** (failures - 1), MAX_BACKOFF_S))
+
+    @property
+    def what(self) -> str:
+        """The watched resource, for logs."""
+        return str(getattr(self.resource(), "__name__", self.kind))
 
     def forward(self, event: str, obj: Obj) -> None:
         version = (obj.get("metadata") or {}).get("resourceVersion")
@@ -253,6 +322,10 @@ class Watcher:
     def resource(self) -> Any:
         raise NotImplementedError
 
+    def labels(self) -> dict[str, Any] | None:
+        """The label selector of the watch (None: every object)."""
+        return None
+
     def _watch(self) -> Iterator[tuple[str, Obj]]:
         from lightkube.core.resource import NamespacedResource
 
@@ -261,6 +334,7 @@ class Watcher:
         where = {"namespace": "*"} if issubclass(resource, NamespacedResource) else {}
         stream = self.kube.watch(
             resource,
+            labels=self.labels(),
             resource_version=self.resource_version,
             server_timeout=self.watch_timeout_s,
             **where,
@@ -307,6 +381,39 @@ class WorkloadForwarder(Watcher):
         return Workload
 
 
+@dataclass(slots=True)
+class RunForwarder(Watcher):
+    """The ends of HyperGuard's runs of one kind (RunTracker, D182): `batch` Jobs, or
+    HyperPodPyTorchJobs."""
+
+    batch: bool = True
+    tracker: RunTracker = field(default_factory=RunTracker)
+
+    @property
+    def kind(self) -> str:
+        return JOB_STATUS_CHANGED
+
+    def news(self, event: str, obj: Obj) -> list[Obj]:
+        obj.setdefault("kind", "Job" if self.batch else "HyperPodPyTorchJob")
+        return self.tracker.observe(event, obj)
+
+    def resource(self) -> Any:
+        if self.batch:
+            from lightkube.resources.batch_v1 import Job
+
+            return Job
+        from hyperguard.cluster.kubernetes import HyperPodJob
+
+        return HyperPodJob
+
+    def labels(self) -> dict[str, Any]:
+        from lightkube import operators
+
+        from hyperguard.cluster.workloads import JOB_ID_LABEL
+
+        return {JOB_ID_LABEL: operators.exists()}
+
+
 def problems(tracker: ConditionTracker) -> list[tuple[str, str]]:
     """(node, condition) of each condition whose last status seen is a problem."""
     return sorted(
@@ -319,21 +426,28 @@ def problems(tracker: ConditionTracker) -> list[tuple[str, str]]:
 
 class ForwarderCollector:
     """The forwarder's Prometheus metrics, read from its state at each scrape. `held`: its
-    Workload watch, when it runs one."""
+    Workload watch, when it runs one; `runs`: its watches of HyperGuard's runs."""
 
-    def __init__(self, forwarder: NodeForwarder, held: WorkloadForwarder | None = None) -> None:
+    def __init__(
+        self,
+        forwarder: NodeForwarder,
+        held: WorkloadForwarder | None = None,
+        runs: Sequence[RunForwarder] = (),
+    ) -> None:
         self.forwarder = forwarder
         self.held = held
+        self.runs = runs
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         sender = self.forwarder.sender
-        restarts = self.forwarder.watch_restarts + (self.held.watch_restarts if self.held else 0)
+        watchers = [self.forwarder, *([self.held] if self.held else []), *self.runs]
+        restarts = sum(w.watch_restarts for w in watchers)
         for name, text, value in (
             (
                 "hyperguard_forwarder_events_sent",
-                "events PutEvents took (node conditions and held Workloads)",
+                "events PutEvents took (node conditions, held Workloads, ended runs)",
                 sender.sent,
             ),
             (
@@ -353,6 +467,12 @@ class ForwarderCollector:
             ),
         ):
             yield CounterMetricFamily(name, text, value=value)
+        if self.runs:
+            yield CounterMetricFamily(
+                "hyperguard_forwarder_runs_ended",
+                "ends of HyperGuard's runs forwarded (each wakes a scheduling pass)",
+                value=sum(w.tracker.ended for w in self.runs),
+            )
         gauge = GaugeMetricFamily(
             "hyperguard_node_problem",
             "1 while the node's condition is a problem, as HyperGuard classifies it "
@@ -376,13 +496,14 @@ def serve_metrics(
     port: int,
     address: str = "0.0.0.0",
     held: WorkloadForwarder | None = None,
+    runs: Sequence[RunForwarder] = (),
 ) -> tuple[Any, threading.Thread]:
     """/metrics on `port` (prometheus-client's server, in a daemon thread): the server (its
     `shutdown()` stops it) and its thread."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ForwarderCollector(forwarder, held))
+    registry.register(ForwarderCollector(forwarder, held, runs))
     return start_http_server(port, addr=address, registry=registry)
 
 
@@ -393,17 +514,22 @@ def main() -> None:  # pragma: no cover - the container's entry point
     from hyperguard.cluster.kubernetes import warm_decoders
 
     logging.basicConfig(level=logging.INFO)
-    warm_decoders()  # two watch threads decode with one client (D170)
+    warm_decoders()  # the watch threads decode with one client (D170)
     kube, sender = Client(), EventSender(boto3.client("events"))
     cluster, bus = os.environ["HYPERGUARD_CLUSTER_NAME"], os.environ["HYPERGUARD_EVENT_BUS_NAME"]
     forwarder = NodeForwarder(kube=kube, sender=sender, cluster=cluster, bus=bus)
     held = WorkloadForwarder(kube=kube, sender=sender, cluster=cluster, bus=bus)
+    runs = [
+        RunForwarder(kube=kube, sender=sender, cluster=cluster, bus=bus, batch=batch)
+        for batch in (True, False)
+    ]
     port = int(os.environ.get("HYPERGUARD_METRICS_PORT", METRICS_PORT))
     if port:
         address = os.environ.get("HYPERGUARD_METRICS_ADDRESS", "0.0.0.0")
-        serve_metrics(forwarder, port, address, held)
+        serve_metrics(forwarder, port, address, held, runs)
     stop = threading.Event()
-    threading.Thread(target=held.run, args=(stop,), name="workloads", daemon=True).start()
+    for name, watcher in (("workloads", held), ("jobs", runs[0]), ("hyperpodjobs", runs[1])):
+        threading.Thread(target=watcher.run, args=(stop,), name=name, daemon=True).start()
     forwarder.run(stop)
 
 

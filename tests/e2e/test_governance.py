@@ -5,7 +5,9 @@ low-priority one of its own team."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +21,7 @@ from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepa
 
 from hyperguard.api.rate_limits import counted_principal, window_of
 from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, local_queue, team_namespace
-from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, resource
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, resource, wait_for
 from hyperguard_twin.runtime import Twin
 
 LOCAL_QUEUES = resource("kueue.x-k8s.io/v1beta2", "localqueues")
@@ -133,6 +135,18 @@ def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
     delta = next(v for v in http("GET", "/views/teams")[1]["teams"] if v["team"] == "delta")
     assert (delta["gpus_in_use"], delta["running_jobs"], delta["pending_jobs"]) == (16, 1, 0)
     assert twin.cluster.runs()[short].state == "succeeded"
+
+    # The run's end was forwarded to the scheduler by the in-cluster forwarder (D182), as a
+    # Prometheus scrape of its pod reads it.
+    def forwarded() -> bool:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{twin.forwarder_metrics_port}/metrics", timeout=10
+        ) as answer:
+            metrics = answer.read().decode()
+        ended = re.search(r"^hyperguard_forwarder_runs_ended_total (\S+)$", metrics, re.M)
+        return ended is not None and float(ended.group(1)) >= 1
+
+    wait_for(forwarded, 30, "the forwarder to forward the run's end")
 
 
 def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(

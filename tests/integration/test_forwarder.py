@@ -1,6 +1,7 @@
 """The in-cluster node forwarder against the upstream kube-apiserver (the harness's shared
 plane): it reads Node changes through a real watch and puts the forwarder contract's events,
-once per status change, in batches PutEvents accepts, retrying what failed. The test's nodes
+once per status change, in batches PutEvents accepts, retrying what failed; and the ends of
+HyperGuard's runs, once each. The test's nodes
 carry no KWOK annotation, so no kubelet touches their conditions but the test."""
 
 from __future__ import annotations
@@ -18,12 +19,23 @@ from lightkube import Client, KubeConfig
 from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.cluster_harness import clean_cluster, shared_plane
 
-from hyperguard.events.kubernetes import classify_node_condition
-from hyperguard.forwarder import BATCH_SIZE, EventSender, NodeForwarder, serve_metrics
-from hyperguard_twin.plane.kube import NODES, KubeClient
+from hyperguard.cluster.workloads import JOB_ID_ANNOTATION, JOB_ID_LABEL, RUN_LABEL
+from hyperguard.events.kubernetes import JOB_STATUS_CHANGED, classify_node_condition
+from hyperguard.forwarder import (
+    BATCH_SIZE,
+    EventSender,
+    NodeForwarder,
+    RunForwarder,
+    entries,
+    serve_metrics,
+)
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, NAMESPACES, NODES, KubeClient
 from hyperguard_twin.plane.processes import free_port
 
 PROVIDER_ID = "aws:///us-west-2b/sagemaker/cluster/hyperpod-abc123xyz0-i-0123456789abcdef0"
+RUNS_NAMESPACE = "hyperpod-ns-forwarded"
+"""A team's namespace (the shared plane's cleaning empties those)."""
+GPU = "nvidia.com/gpu"
 
 
 class RecordingEvents:
@@ -238,3 +250,94 @@ def test_metrics_for_prometheus_count_events_and_show_each_nodes_problems(
         server.shutdown()
         cluster.kube.patch(NODES, cluster.name, {"metadata": {"labels": {"touched": "end"}}})
         thread.join(timeout=10)
+
+
+def hyperpod_run(name: str, *, ours: bool) -> dict[str, Any]:
+    """A HyperPodPyTorchJob as the API server stores it (the upstream CRD's schema): one of
+    HyperGuard's runs (labelled, annotated), or a team's own that HyperGuard never ran."""
+    meta: dict[str, Any] = {"name": name, "namespace": RUNS_NAMESPACE}
+    if ours:
+        meta["labels"] = {JOB_ID_LABEL: "job-a1b2", RUN_LABEL: "2"}
+        meta["annotations"] = {JOB_ID_ANNOTATION: "a1b2"}
+    container = {"name": "pytorch", "image": "llama:1", "resources": {"limits": {GPU: "8"}}}
+    return {
+        "apiVersion": "sagemaker.amazonaws.com/v1",
+        "kind": "HyperPodPyTorchJob",
+        "metadata": meta,
+        "spec": {
+            "nprocPerNode": "8",
+            "runPolicy": {"cleanPodPolicy": "All", "suspend": True},
+            "replicaSpecs": [
+                {"name": "pods", "replicas": 1, "template": {"spec": {"containers": [container]}}}
+            ],
+        },
+    }
+
+
+def test_the_end_of_each_of_hyperguards_runs_is_forwarded_once(cluster: Cluster) -> None:
+    """A run's end, read through a real watch of HyperPodPyTorchJobs selected by HyperGuard's
+    label: once, whatever else changes on the object; a team's own object is no news."""
+    if cluster.kube.get(NAMESPACES, RUNS_NAMESPACE) is None:
+        cluster.kube.create(NAMESPACES, {"metadata": {"name": RUNS_NAMESPACE}})
+    events = RecordingEvents()
+    watcher = RunForwarder(
+        kube=cluster.client,
+        sender=EventSender(events),
+        cluster="training-eks",
+        bus="hyperguard",
+        watch_timeout_s=5,
+        batch=False,
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.run, args=(stop,), daemon=True)
+    thread.start()
+    nodes = NodeForwarder(kube=cluster.client, sender=watcher.sender, cluster="c", bus="b")
+    port = free_port()
+    server, _ = serve_metrics(nodes, port, "127.0.0.1", runs=[watcher])
+
+    def status(name: str, *conditions: str) -> None:
+        stamp = "2026-11-28T10:00:00Z"
+        listed = [
+            {"type": c, "status": "True", "reason": c, "lastTransitionTime": stamp}
+            for c in conditions
+        ]
+        body = {"status": {"conditions": listed}}
+        cluster.kube.patch(HYPERPOD_PYTORCH_JOBS, name, body, RUNS_NAMESPACE, subresource="status")
+
+    try:
+        for name, ours in (("job-a1b2-2", True), ("team-own", False)):
+            cluster.kube.create(
+                HYPERPOD_PYTORCH_JOBS, hyperpod_run(name, ours=ours), RUNS_NAMESPACE
+            )
+        status("team-own", "Completed")
+        status("job-a1b2-2", "Running")
+        status("job-a1b2-2", "Completed")
+        [detail] = events.details()
+        assert {k: v for k, v in detail.items() if k != "observedTime"} == {
+            "clusterName": "training-eks",
+            "namespace": RUNS_NAMESPACE,
+            "kind": "HyperPodPyTorchJob",
+            "name": "job-a1b2-2",
+            "jobId": "a1b2",
+            "run": 2,
+            "phase": "succeeded",
+            "reason": "Completed",
+        }
+        # The event is the one JobStatusRule routes to the scheduler's queue.
+        [entry] = entries([detail], cluster="x", bus="hyperguard", kind=JOB_STATUS_CHANGED)
+        assert (entry["Source"], entry["DetailType"]) == (
+            "hyperguard.node-forwarder",
+            "Kubernetes Job Status Changed",
+        )
+        patch = {"metadata": {"labels": {"touched": "yes"}}}
+        cluster.kube.patch(HYPERPOD_PYTORCH_JOBS, "job-a1b2-2", patch, RUNS_NAMESPACE)
+        assert scrape(port)[("hyperguard_forwarder_runs_ended_total", ())] == 1
+    finally:
+        stop.set()
+        server.shutdown()
+        for name in ("job-a1b2-2", "team-own"):
+            cluster.kube.delete(HYPERPOD_PYTORCH_JOBS, name, RUNS_NAMESPACE)
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert events.calls.empty()
+    assert watcher.sender.sent == 1

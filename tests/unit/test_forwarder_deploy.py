@@ -72,7 +72,7 @@ def test_the_manifest_matches_the_stacks_pod_identity_and_the_forwarders_needs()
     assert spec["serviceAccountName"] == account["name"]
     (subject,) = docs["ClusterRoleBinding"]["subjects"]
     assert (subject["namespace"], subject["name"]) == (account["namespace"], account["name"])
-    nodes, workloads = docs["ClusterRole"]["rules"]
+    nodes, workloads, jobs, hyperpod_jobs = docs["ClusterRole"]["rules"]
     assert (nodes["apiGroups"], nodes["resources"], sorted(nodes["verbs"])) == (
         [""],
         ["nodes"],
@@ -84,6 +84,13 @@ def test_the_manifest_matches_the_stacks_pod_identity_and_the_forwarders_needs()
         ["workloads"],
         ["list", "watch"],
     )
+    # HyperGuard's runs, whose ends it forwards (D182): watched, never written.
+    assert [
+        (r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in (jobs, hyperpod_jobs)
+    ] == [
+        (["batch"], ["jobs"], ["list", "watch"]),
+        (["sagemaker.amazonaws.com"], ["hyperpodpytorchjobs"], ["list", "watch"]),
+    ]
     source = Path(ROOT / "shared" / "hyperguard" / "forwarder.py").read_text()
     read = set(re.findall(r'os\.environ\["(\w+)"\]', source))
     (container,) = spec["containers"]

@@ -13,7 +13,6 @@ controllers of `hyperguard_twin.cloud`, one per system, over one shared core:
 - `operator`: the HyperPod training operator (HyperPodPyTorchJob → Kueue Workload → pods);
 - `training`: what the training processes do (steps, checkpoints, exits);
 - `patching`: HyperPod's automatic patching;
-- `jobstatus`: the in-cluster forwarder's event for a run that ended.
 
 This class is their façade: the knobs of the world (add nodes, inject faults, set capacity)
 and what tests and scenarios read back (instances, runs, timelines). It composes the parts
@@ -50,7 +49,6 @@ from hyperguard_twin.cloud.faults import NodeFaults
 from hyperguard_twin.cloud.hyperpod import HyperPod
 from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
 from hyperguard_twin.cloud.inspection import Inspection
-from hyperguard_twin.cloud.jobstatus import JobStatusForwarder
 from hyperguard_twin.cloud.kubelets import Kubelets
 from hyperguard_twin.cloud.logs import ContainerLogs
 from hyperguard_twin.cloud.nodepools import NodePools
@@ -112,7 +110,6 @@ class SimulatedCluster:
         self.ec2 = Ec2(self.world, self.kubelets, self.training.node_down)
         self.operator = TrainingOperator(self.world)
         self.patching = Patching(self.world, self.hyperpod)
-        self.forwarder = JobStatusForwarder(self.world)
         self.hyperpod.on_replaced.append(self.operator.node_replaced)
         self.nodepools = NodePools(self.world)
         self.node_faults = NodeFaults(self.world, self.hyperpod, self.kubelets, self.training)
@@ -147,7 +144,7 @@ class SimulatedCluster:
     def start(self) -> None:
         """Start watching the API server (the controllers that react to it)."""
         kube = self.world.kube
-        for controller in (self.training, self.operator, self.forwarder):
+        for controller in (self.training, self.operator):
             self._threads.extend(controller.watch(kube, self._stop))
 
     def stop(self) -> None:

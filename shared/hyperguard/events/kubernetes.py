@@ -29,6 +29,8 @@ FORWARDER_SOURCE = "hyperguard.node-forwarder"
 NODE_CONDITION_CHANGED = "Kubernetes Node Condition Changed"
 WORKLOAD_HELD = "Kubernetes Workload Held"
 """The forwarder's event for a Kueue Workload held on HyperGuard's admission check (D170)."""
+JOB_STATUS_CHANGED = "Kubernetes Job Status Changed"
+"""The forwarder's event for a run of HyperGuard's that ended (D182): it wakes a pass."""
 
 
 # Repair per "*Ready" condition: hardware and storage faults need a new instance, software
