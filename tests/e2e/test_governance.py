@@ -136,17 +136,19 @@ def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
     assert (delta["gpus_in_use"], delta["running_jobs"], delta["pending_jobs"]) == (16, 1, 0)
     assert twin.cluster.runs()[short].state == "succeeded"
 
-    # The run's end was forwarded to the scheduler by the in-cluster forwarder (D182), as a
-    # Prometheus scrape of its pod reads it.
-    def forwarded() -> bool:
+    # The run's end was forwarded to the scheduler by the in-cluster forwarder (D182), and
+    # PutEvents took it with the ForwarderRole's credentials, as a Prometheus scrape of its
+    # pod reads it.
+    def forwarder_metric(name: str) -> float | None:
         with urllib.request.urlopen(
             f"http://127.0.0.1:{twin.forwarder_metrics_port}/metrics", timeout=10
         ) as answer:
             metrics = answer.read().decode()
-        ended = re.search(r"^hyperguard_forwarder_runs_ended_total (\S+)$", metrics, re.M)
-        return ended is not None and float(ended.group(1)) >= 1
+        found = re.search(rf"^hyperguard_forwarder_{name}_total (\S+)$", metrics, re.M)
+        return float(found.group(1)) if found else None
 
-    wait_for(forwarded, 30, "the forwarder to forward the run's end")
+    wait_for(lambda: (forwarder_metric("runs_ended") or 0) >= 1, 30, "the run's end forwarded")
+    assert forwarder_metric("events_dropped") == 0
 
 
 def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(
