@@ -1,6 +1,7 @@
 """The scheduler benchmark's cluster side: a run ends at its virtual time, also while a pass
 runs, and a pass's list of the runs answers what the cluster holds when the list is sent
-(D175). The run's end is the cluster's work, never charged to the pass."""
+(D175). The run's end is the cluster's work, never charged to the pass, and its event is the one
+the product's forwarder decides (D182)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import httpx2
 from bench.scheduler import Latencies, Meter, MeteredTransport, RunModel
 
-from hyperguard.cluster.workloads import JOB_ID_ANNOTATION
+from hyperguard.cluster.workloads import JOB_ID_ANNOTATION, JOB_ID_LABEL, RUN_LABEL
 
 RUNS = "/apis/sagemaker.amazonaws.com/v1/namespaces/team-a/hyperpodpytorchjobs"
 
@@ -25,12 +26,15 @@ class World:
 
 
 @dataclass
-class Forwarder:
-    world: World = field(default_factory=World)
-    ended: list[str] = field(default_factory=list)
+class Bus:
+    """EventBridge's side: the PutEvents entries the forwarder's tracker decided."""
 
-    def on_run(self, event: str, run: dict[str, Any]) -> None:
-        self.ended.append(run["metadata"]["name"])
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ended(self) -> list[str]:
+        assert {e["DetailType"] for e in self.entries} <= {"Kubernetes Job Status Changed"}
+        return [json.loads(e["Detail"])["name"] for e in self.entries]
 
 
 @dataclass
@@ -49,49 +53,55 @@ class Cluster:
             pass
         done = "completionTime" in body["status"]
         self.log.append(f"{'end' if done else 'start'} {name}")
-        return {"metadata": {"name": name, "namespace": namespace}, "status": body["status"]}
+        stored = run_object(name, f"job-of-{name}")
+        return {**stored, "status": body["status"]}
 
 
 def run_object(name: str, job_id: str) -> dict[str, Any]:
+    """A run as the API server answers it: HyperGuard's labels and annotation, a uid."""
     return {
         "kind": "HyperPodPyTorchJob",
         "metadata": {
             "name": name,
             "namespace": "team-a",
+            "uid": f"uid-{name}",
+            "labels": {JOB_ID_LABEL: job_id, RUN_LABEL: "1"},
             "annotations": {JOB_ID_ANNOTATION: job_id},
         },
     }
 
 
-def model(log: list[str], busy_s: float = 0.0) -> tuple[Meter, RunModel, Forwarder]:
-    meter, forwarder = Meter(Latencies()), Forwarder()
+def model(log: list[str], busy_s: float = 0.0) -> tuple[Meter, RunModel, Bus]:
+    meter, bus = Meter(Latencies()), Bus()
     runs = RunModel(
         meter,
         Cluster(log, busy_s),  # type: ignore[arg-type]
-        forwarder,  # type: ignore[arg-type]
+        World(),  # type: ignore[arg-type]
+        bus.entries.append,
         {"job-a": 0.5, "job-b": 2.0},
     )
-    return meter, runs, forwarder
+    return meter, runs, bus
 
 
 def test_a_run_ends_when_due_and_not_before() -> None:
     log: list[str] = []
-    meter, runs, forwarder = model(log)
+    meter, runs, bus = model(log)
     meter.t = 1.0
     runs.created(run_object("run-a", "job-a"))
     runs.created(run_object("run-b", "job-b"))
     runs.start_created()
     assert runs.end_due(1.49) == 0
     assert runs.end_due(1.51) == 1
-    assert forwarder.ended == ["run-a"]
+    assert bus.ended == ["run-a"]
     assert runs.end_due(2.9) == 0
     assert runs.end_due(3.1) == 1
     assert log == ["start run-a", "start run-b", "end run-a", "end run-b"]
+    assert bus.ended == ["run-a", "run-b"]
 
 
 def test_a_run_created_by_the_pass_still_running_is_not_ended_before_it_started() -> None:
     log: list[str] = []
-    _meter, runs, _forwarder = model(log)
+    _meter, runs, _bus = model(log)
     runs.created(run_object("run-a", "job-a"))
     assert runs.end_due(10.0) == 0
     runs.start_created()
@@ -101,7 +111,7 @@ def test_a_run_created_by_the_pass_still_running_is_not_ended_before_it_started(
 
 def test_a_list_of_the_runs_is_answered_after_the_runs_due_have_ended() -> None:
     log: list[str] = []
-    meter, runs, _forwarder = model(log)
+    meter, runs, _bus = model(log)
     runs.created(run_object("run-a", "job-a"))
     runs.start_created()
 
@@ -121,7 +131,7 @@ def test_a_list_of_the_runs_is_answered_after_the_runs_due_have_ended() -> None:
 
 def test_the_runs_end_is_not_charged_to_the_pass() -> None:
     log: list[str] = []
-    meter, runs, _forwarder = model(log, busy_s=0.05)
+    meter, runs, _bus = model(log, busy_s=0.05)
     runs.created(run_object("run-a", "job-a"))
     runs.start_created()
     meter.start()
