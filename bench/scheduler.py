@@ -92,6 +92,7 @@ set (24 jobs: 15 running, 9 waiting); then quiet passes: mean AWS calls and CPU 
 from __future__ import annotations
 
 import argparse
+import functools
 import heapq
 import inspect
 import json
@@ -669,13 +670,17 @@ class RunModel:
         put: Callable[[dict[str, Any]], None],
         runtime_of: dict[str, float],
     ) -> None:
-        from hyperguard.forwarder import RunTracker
+        from hyperguard.events.kubernetes import JOB_STATUS_CHANGED
+        from hyperguard.forwarder import RunTracker, entries
 
         self.meter = meter
         self.kube = kube
         self.world = world
         self.put = put
         self.tracker = RunTracker()
+        self.entries = functools.partial(
+            entries, cluster=EKS, bus="service", kind=JOB_STATUS_CHANGED
+        )
         self.runtime_of = runtime_of
         self.ends: list[tuple[float, str, str]] = []
         """When each run ends, with its namespace and name (a heap)."""
@@ -727,11 +732,7 @@ class RunModel:
         ]
         run = self._status(namespace, name, {"completionTime": stamp, "conditions": conditions})
         if run is not None:
-            from hyperguard.events.kubernetes import JOB_STATUS_CHANGED
-            from hyperguard.forwarder import entries
-
-            news = self.tracker.observe("MODIFIED", run)
-            for entry in entries(news, cluster=EKS, bus="service", kind=JOB_STATUS_CHANGED):
+            for entry in self.entries(self.tracker.observe("MODIFIED", run)):
                 self.put(entry)
 
     def _status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:

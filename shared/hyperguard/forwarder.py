@@ -55,6 +55,9 @@ MAX_ATTEMPTS = 5
 BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 WATCH_TIMEOUT_S = 300
+REASON_MAX = 1000
+"""The most characters of a condition's reason or message forwarded (a custom resource's
+condition reason has no length limit of Kubernetes's)."""
 NOT_SERVED_S = 300.0
 """How long a watch of a kind the API server does not serve (404) waits before it asks again."""
 METRICS_PORT = 9102
@@ -105,8 +108,8 @@ def _detail(node: Mapping[str, Any], condition: Mapping[str, Any]) -> Obj:
         "nodeName": node["metadata"]["name"],
         "conditionType": condition["type"],
         "status": condition["status"],
-        "reason": condition.get("reason") or "",
-        "message": (condition.get("message") or "")[:1000],
+        "reason": (condition.get("reason") or "")[:REASON_MAX],
+        "message": (condition.get("message") or "")[:REASON_MAX],
         "observedTime": condition.get("lastTransitionTime")
         or condition.get("lastHeartbeatTime")
         or _now(),
@@ -251,7 +254,7 @@ class RunTracker:
                 "jobId": status.job_id,
                 "run": status.run,
                 "phase": status.phase.value,
-                "reason": status.reason,
+                "reason": status.reason[:REASON_MAX],
                 "observedTime": _now(),
             }
         ]

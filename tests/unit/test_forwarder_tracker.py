@@ -9,6 +9,7 @@ from typing import Any
 from hyperguard.cluster.workloads import JOB_ID_ANNOTATION, JOB_ID_LABEL, RUN_LABEL
 from hyperguard.forwarder import (
     NOT_SERVED_S,
+    REASON_MAX,
     ConditionTracker,
     EventSender,
     RunForwarder,
@@ -108,6 +109,11 @@ def test_each_kind_ends_by_its_own_conditions_and_foreign_objects_are_no_news() 
         "MODIFIED", run("Job", ("Failed", "BackoffLimitExceeded"), uid="u-3")
     )
     assert failed["phase"] == "failed"
+    # A custom resource's condition reason has no length limit; what is forwarded has one.
+    (long,) = tracker.observe(
+        "MODIFIED", run("HyperPodPyTorchJob", ("Failed", "x" * 5000), uid="u-5")
+    )
+    assert long["reason"] == "x" * REASON_MAX
     foreign = run("Job", ("Complete", "Done"), uid="u-4")
     del foreign["metadata"]["annotations"]
     assert tracker.observe("MODIFIED", foreign) == []
