@@ -26,7 +26,6 @@ from hyperguard.forwarder import (
     EventSender,
     NodeForwarder,
     RunForwarder,
-    entries,
     serve_metrics,
 )
 from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, NAMESPACES, NODES, KubeClient
@@ -312,7 +311,14 @@ def test_the_end_of_each_of_hyperguards_runs_is_forwarded_once(cluster: Cluster)
         status("team-own", "Completed")
         status("job-a1b2-2", "Running")
         status("job-a1b2-2", "Completed")
-        [detail] = events.details()
+        # One PutEvents entry, as JobStatusRule matches it (the forwarder's source and type).
+        [entry] = events.calls.get(timeout=10)
+        assert (entry["Source"], entry["DetailType"], entry["EventBusName"]) == (
+            "hyperguard.node-forwarder",
+            JOB_STATUS_CHANGED,
+            "hyperguard",
+        )
+        detail = json.loads(entry["Detail"])
         assert {k: v for k, v in detail.items() if k != "observedTime"} == {
             "clusterName": "training-eks",
             "namespace": RUNS_NAMESPACE,
@@ -323,12 +329,6 @@ def test_the_end_of_each_of_hyperguards_runs_is_forwarded_once(cluster: Cluster)
             "phase": "succeeded",
             "reason": "Completed",
         }
-        # The event is the one JobStatusRule routes to the scheduler's queue.
-        [entry] = entries([detail], cluster="x", bus="hyperguard", kind=JOB_STATUS_CHANGED)
-        assert (entry["Source"], entry["DetailType"]) == (
-            "hyperguard.node-forwarder",
-            "Kubernetes Job Status Changed",
-        )
         patch = {"metadata": {"labels": {"touched": "yes"}}}
         cluster.kube.patch(HYPERPOD_PYTORCH_JOBS, "job-a1b2-2", patch, RUNS_NAMESPACE)
         assert scrape(port)[("hyperguard_forwarder_runs_ended_total", ())] == 1
