@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,6 +48,17 @@ def free_port() -> int:
                 continue
             return candidate
     raise RuntimeError("no free port left in this worker's block")
+
+
+def forwarder_counter(twin: Twin, name: str) -> float | None:
+    """The twin's in-cluster forwarder's counter `hyperguard_forwarder_<name>_total`, as a
+    Prometheus scrape of its pod's /metrics reads it; None while it has none."""
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{twin.forwarder_metrics_port}/metrics", timeout=10
+    ) as answer:
+        metrics = answer.read().decode()
+    found = re.search(rf"^hyperguard_forwarder_{name}_total (\S+)$", metrics, re.M)
+    return float(found.group(1)) if found else None
 
 
 @contextmanager

@@ -5,9 +5,7 @@ low-priority one of its own team."""
 
 from __future__ import annotations
 
-import re
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import template
-from tests.e2e.conftest import running_twin
+from tests.e2e.conftest import forwarder_counter, running_twin
 from tests.e2e.http import ADMIN, Http, member
 from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
 
@@ -139,16 +137,10 @@ def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
     # The run's end was forwarded to the scheduler by the in-cluster forwarder (D182), and
     # PutEvents took it with the ForwarderRole's credentials, as a Prometheus scrape of its
     # pod reads it.
-    def forwarder_metric(name: str) -> float | None:
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{twin.forwarder_metrics_port}/metrics", timeout=10
-        ) as answer:
-            metrics = answer.read().decode()
-        found = re.search(rf"^hyperguard_forwarder_{name}_total (\S+)$", metrics, re.M)
-        return float(found.group(1)) if found else None
-
-    wait_for(lambda: (forwarder_metric("runs_ended") or 0) >= 1, 30, "the run's end forwarded")
-    assert forwarder_metric("events_dropped") == 0
+    wait_for(
+        lambda: (forwarder_counter(twin, "runs_ended") or 0) >= 1, 30, "the run's end forwarded"
+    )
+    assert forwarder_counter(twin, "events_dropped") == 0
 
 
 def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(

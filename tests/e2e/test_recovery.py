@@ -6,16 +6,14 @@ nodes, all busy, so a job waits for its node's repair or replacement (no hot spa
 from __future__ import annotations
 
 import json
-import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from tests.conftest import load_event
-from tests.e2e.conftest import running_twin
+from tests.e2e.conftest import forwarder_counter, running_twin
 
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL
 from hyperguard.messaging import RecoveryWorkflows
@@ -405,12 +403,8 @@ def test_a_kernel_condition_on_a_hyperpod_node_is_repaired(service: Service) -> 
     incident = service.incident_for(faulty)
     assert incident.kind == "node_condition"
     # What a Prometheus scrape of the forwarder's pod reads meanwhile (its /metrics).
-    with urllib.request.urlopen(
-        f"http://127.0.0.1:{twin.forwarder_metrics_port}/metrics", timeout=10
-    ) as answer:
-        metrics = answer.read().decode()
-    sent = re.search(r"^hyperguard_forwarder_events_sent_total (\S+)$", metrics, re.M)
-    assert sent is not None and float(sent.group(1)) >= 1, metrics
+    sent = forwarder_counter(twin, "events_sent")
+    assert sent is not None and sent >= 1, sent
     finished = service.finish_approving(incident.incident_id, incident.execution_arn)
     assert finished["status"] == "SUCCEEDED"
     closed = service.incidents.get(incident.incident_id)
