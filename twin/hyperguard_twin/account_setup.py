@@ -44,9 +44,9 @@ def eks_authenticator(eks_cluster: str) -> Callable[[str], Identity | None]:
     return authenticate
 
 
-def start_plane(config: TwinConfig, aws_endpoint: str) -> ControlPlane:
-    """The cluster's Kubernetes: the upstream components, built (or found in the
-    cache), started on 127.0.0.1."""
+def new_plane(config: TwinConfig, aws_endpoint: str) -> ControlPlane:
+    """The cluster's Kubernetes, not started yet: the upstream components, built (or found
+    in the cache), to run on 127.0.0.1. Its endpoint and CA are known before it starts."""
     built = ensure_built(config.root)
     settings = PlaneSettings(
         cluster_name=config.eks_cluster_name,
@@ -59,9 +59,7 @@ def start_plane(config: TwinConfig, aws_endpoint: str) -> ControlPlane:
         instance_types=karpenter_instance_types(AZ),
         timings=PlaneTimings.for_scale(config.time_scale),
     )
-    plane = ControlPlane(built, settings)
-    plane.start()  # stops what it started if it fails
-    return plane
+    return ControlPlane(built, settings)
 
 
 def simulate_hyperpod(
@@ -82,12 +80,11 @@ def simulate_hyperpod(
     )
 
 
-def create_account_infrastructure(
-    config: TwinConfig, client: Callable[[str], Any], plane: ControlPlane, cluster: SimulatedCluster
+def create_cloud_account(
+    config: TwinConfig, client: Callable[[str], Any], plane: ControlPlane
 ) -> None:
-    """The HyperPod cluster and its EKS orchestrator (with Karpenter's burst pool, which
-    HyperGuard's NodeClaims launch into even when it starts empty), and the jobs'
-    checkpoint bucket."""
+    """The account's side that needs no running cluster: the EKS cluster, answering with the
+    plane's endpoint and CA, and the jobs' checkpoint bucket."""
     client("eks").create_cluster(
         name=config.eks_cluster_name,
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/eks-cluster",
@@ -97,6 +94,13 @@ def create_account_infrastructure(
         config.eks_cluster_name, plane.endpoint, plane.ca_data, ACCOUNT, REGION
     )
     client("s3").create_bucket(Bucket=CHECKPOINT_BUCKET)
+
+
+def create_cluster_capacity(
+    config: TwinConfig, client: Callable[[str], Any], plane: ControlPlane, cluster: SimulatedCluster
+) -> None:
+    """The HyperPod cluster's instances and Karpenter's burst pool (which HyperGuard's
+    NodeClaims launch into even when it starts empty), on the running plane."""
     cluster.add_instance_group("workers", INSTANCE_TYPE, config.hyperpod_nodes)
     install_karpenter_account(client("ec2"), plane.client(), config.eks_cluster_name)
     cluster.add_nodepool("gpu-burst", "p5.48xlarge")

@@ -21,6 +21,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,9 +30,10 @@ from hyperguard import aws
 from hyperguard_twin import aws as twin_aws
 from hyperguard_twin import eks_access
 from hyperguard_twin.account_setup import (
-    create_account_infrastructure,
+    create_cloud_account,
+    create_cluster_capacity,
+    new_plane,
     simulate_hyperpod,
-    start_plane,
 )
 from hyperguard_twin.api_gateway import DEFAULT_PRINCIPAL
 from hyperguard_twin.api_stage import ApiStage
@@ -42,7 +44,7 @@ from hyperguard_twin.deploy import Deployment, deploy
 from hyperguard_twin.effects import EffectRunner
 from hyperguard_twin.emulator import Emulator, quiet_moto
 from hyperguard_twin.kubeconfig import function_kubeconfig
-from hyperguard_twin.lambda_layer import stage_layer
+from hyperguard_twin.lambda_layer import LayerPaths, stage_layer
 from hyperguard_twin.lambda_runtime import LambdaRuntime
 from hyperguard_twin.leniencies import LENIENCIES
 from hyperguard_twin.plane.kube import KubeClient
@@ -124,7 +126,15 @@ class Twin:
         os.environ.update(changed)
         aws.forget_clients()  # clients made before now point elsewhere
         eks_access.install()
-        self.plane = start_plane(self.config, self.emulator.endpoint)
+        self.plane = new_plane(self.config, self.emulator.endpoint)
+        # The account and the stack, which need only the plane's endpoint and CA, are made
+        # while the plane starts (about 7 s). The plane starts on this thread: its processes
+        # die with the thread that started them (processes.py). Leaving the block waits for
+        # the deployment, whether the plane started or not.
+        with ThreadPoolExecutor(1, thread_name_prefix="deploy") as deploying:
+            deployed = deploying.submit(self._deploy, self.plane)
+            self.plane.start(settle=False)
+        layer, self.deployment = deployed.result()
         self.cluster = simulate_hyperpod(
             self.config,
             self.plane,
@@ -135,22 +145,10 @@ class Twin:
         self.effects = EffectRunner(
             s3=self.client("s3"),
             events=self.client("events"),
-            service_bus=f"{self.config.stack_name}-bus",
+            service_bus=self.deployment.outputs["EventBusName"],
             report=functools.partial(report_checkpoint, self.api_stage),
         )
-        create_account_infrastructure(self.config, self.client, self.plane, self.cluster)
-        cache = self.config.cache_dir or self.config.root / ".twin" / "cache"
-        layer = stage_layer(self.config.root, cache)
-        self.deployment = deploy(
-            root=self.config.root,
-            stack_name=self.config.stack_name,
-            parameters=self.config.parameters,
-            cfn=self.client("cloudformation"),
-            s3=self.client("s3"),
-            events=self.client("events"),
-            eks=self.client("eks"),
-            iam=self.client("iam"),
-        )
+        create_cluster_capacity(self.config, self.client, self.plane, self.cluster)
         apply_cluster_rbac(self.plane, self.config.root)
         self.forwarder_metrics_port = free_port()
         self._forwarder = start_forwarder(
@@ -162,7 +160,6 @@ class Twin:
             emulator=self.emulator,
             metrics_port=self.forwarder_metrics_port,
         )
-        self.effects.service_bus = self.deployment.outputs["EventBusName"]
         self.functions = StackFunctions(
             layer,
             client=self.client,
@@ -183,10 +180,28 @@ class Twin:
         self.effects.start()
         self._spawn("schedules", lambda: self.schedules.run(self._stop) if self.schedules else None)
         self._spawn("cluster-clock", self._tick)
+        self.plane.settle(timeout_s)
         self.seeded_jobs.update(configure_service(self.api_stage, self.config, self.cluster))
         if wait:
             self.wait_ready(timeout_s)
         return self.deployment
+
+    def _deploy(self, plane: ControlPlane) -> tuple[LayerPaths, Deployment]:
+        """The account's EKS cluster and bucket, the functions' layer, and the stack."""
+        create_cloud_account(self.config, self.client, plane)
+        cache = self.config.cache_dir or self.config.root / ".twin" / "cache"
+        layer = stage_layer(self.config.root, cache)
+        deployment = deploy(
+            root=self.config.root,
+            stack_name=self.config.stack_name,
+            parameters=self.config.parameters,
+            cfn=self.client("cloudformation"),
+            s3=self.client("s3"),
+            events=self.client("events"),
+            eks=self.client("eks"),
+            iam=self.client("iam"),
+        )
+        return layer, deployment
 
     def down(self) -> None:
         """Stop serving and forget every emulated resource: moto's state is per process,
@@ -204,8 +219,9 @@ class Twin:
         if self._forwarder is not None:
             self._forwarder.terminate()
             self._forwarder.wait(timeout=10)
-        if self.plane is not None:
+        if "cluster" in vars(self):  # made once the plane has started
             self.cluster.stop()
+        if self.plane is not None:
             self.plane.stop()
         self.emulator.stop()
         twin_aws.attach(None)

@@ -104,13 +104,33 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ start, stop
 
-    def start(self, timeout_s: float = 180.0) -> None:
+    def start(self, timeout_s: float = 180.0, *, settle: bool = True) -> None:
+        """Start every component and wait until each answers. `settle=False` returns before
+        kube-controller-manager has made its first service accounts (about 5 s on this
+        machine): the caller does what needs no controller meanwhile, then `settle()`."""
         deadline = time.monotonic() + timeout_s
         try:
             self._start(deadline)
+            if settle:
+                self.settle(max(1.0, deadline - time.monotonic()))
         except BaseException:
             self.stop()
             raise
+
+    def settle(self, timeout_s: float = 180.0) -> None:
+        """Until kube-controller-manager runs its controllers (the service-account controller
+        has made `default` in `default`): before any pod is created, which a namespace
+        without its service account refuses. An API-only plane runs no controller. A plane
+        that does not settle is left running: its owner stops it."""
+        if self.settings.api_only:
+            return
+        admin = self.client()
+        wait_for(
+            lambda: admin.get(bootstrap.SERVICE_ACCOUNTS, "default", "default"),
+            timeout_s,
+            "kube-controller-manager made no service accounts",
+        )
+        self.processes.check_alive()
 
     def _start(self, deadline: float) -> None:
         def remaining() -> float:
@@ -166,11 +186,6 @@ class ControlPlane:
             wait_for(partial(http_ok, probe), remaining(), f"{name} was not ready")
         gates = addons.karpenter_gates(self.settings)
         admin.apply(bootstrap.karpenter_deployment(gates), bootstrap.FIELD_MANAGER)
-        wait_for(
-            lambda: admin.get(bootstrap.SERVICE_ACCOUNTS, "default", "default"),
-            remaining(),
-            "kube-controller-manager made no service accounts",
-        )
         self.processes.check_alive()
 
     def stop(self) -> None:
@@ -180,6 +195,7 @@ class ControlPlane:
         self.processes.stop()
         if self._authn is not None:
             self._authn.stop()
+            self._authn = None  # a second stop (the owner's, after a failed start) is a no-op
         remove_workdir(self.workdir)
 
     # ------------------------------------------------------------------ status
