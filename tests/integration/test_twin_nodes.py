@@ -5,6 +5,7 @@ finds both. Its repairs can be held, as real ones take minutes."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from tests.integration.cluster_harness import ClusterApis
@@ -12,7 +13,7 @@ from tests.integration.conftest import MakeCluster
 
 from hyperguard.cluster.conventions import instance_id_from_provider_id
 from hyperguard.provider_ids import ProviderIdForm, parse_provider_id
-from hyperguard_twin.plane.kube import NODES
+from hyperguard_twin.plane.kube import LEASES, NODES, wait_for
 
 
 def node_of(apis: ClusterApis, instance_id: str) -> dict[str, Any]:
@@ -69,6 +70,34 @@ def test_a_karpenter_node_has_ec2_names_karpenters_labels_and_its_pools_taints(
         assert node["spec"]["taints"] == [
             {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
         ]
+
+
+def _status_once_running(apis: ClusterApis, instance_id: str) -> dict[str, Any] | None:
+    status: dict[str, Any] = node_of(apis, instance_id)["status"]
+    return status if status.get("phase") == "Running" else None
+
+
+def test_a_kubelet_registers_its_node_ready_and_kwok_still_initialises_it(
+    make_cluster: MakeCluster,
+) -> None:
+    """A Node created without Ready under a name deleted over a minute before is marked
+    Unknown and tainted unreachable at the node lifecycle controller's next pass (it keeps a
+    node's last heartbeat by name; EC2 reuses private IPs, so names): the kubelet posts Ready
+    in the Node it registers. KWOK still initialises such a node (addresses, its kubelet
+    endpoint, phase) and keeps its lease."""
+    apis = make_cluster(hyperpod_nodes=1, burst_nodes=1)
+    for instance_id in (*apis.hyperpod, *apis.burst):
+        instance = apis.cluster.instance(instance_id)
+        assert instance is not None
+        registered = apis.cluster.kubelets.node_object(instance, apis.clock.now())
+        ready = [c for c in registered["status"]["conditions"] if c["type"] == "Ready"]
+        assert [(c["status"], c["reason"]) for c in ready] == [("True", "KubeletReady")]
+        # KWOK's initialize stage sets the phase with the rest, in its own time.
+        initialised = partial(_status_once_running, apis, instance_id)
+        status = wait_for(initialised, 30, f"KWOK to initialise {instance_id}'s node")
+        assert "InternalIP" in {a["type"] for a in status["addresses"]}
+        assert status["daemonEndpoints"]["kubeletEndpoint"]["Port"] > 0
+        wait_for(partial(apis.kube.get, LEASES, instance.node_name, "kube-node-lease"), 30, "lease")
 
 
 def test_nodes_report_ec2s_capacity_and_allocatable_less_kube_reserved(

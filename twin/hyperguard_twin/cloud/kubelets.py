@@ -180,7 +180,7 @@ class Kubelets:
             "status": {
                 "capacity": capacity,
                 "allocatable": allocatable(capacity),
-                "conditions": self._monitor_conditions(instance, now),
+                "conditions": self._registration_conditions(instance, now),
                 "nodeInfo": {
                     "bootID": f"{instance.instance_id}-0",
                     "architecture": labels["kubernetes.io/arch"],
@@ -238,6 +238,22 @@ class Kubelets:
         for kind in MONITORED_CONDITIONS:
             ok = kind != broken
             conditions.append(_condition(kind, ok, f"{kind}IsReady" if ok else why, at))
+        return conditions
+
+    def _registration_conditions(self, instance: Instance, now: datetime) -> list[dict[str, str]]:
+        """The conditions a Node is created with. A kubelet posts its Ready condition in the
+        Node it registers (its node status setters run before the create), and that matters:
+        kube-controller-manager's node lifecycle controller keeps a node's last heartbeat by
+        name, past the Node's deletion. A Node created without Ready under the name of one
+        deleted over a minute before (EC2 private IPs, and so node names, are reused) is
+        marked Unknown at the controller's next pass, and tainted unreachable (NoExecute),
+        before KWOK has initialised it. A node whose instance is down registers without it:
+        KWOK's node-down stage reports it once it is up."""
+        conditions = self._monitor_conditions(instance, now)
+        if not self._kubelet_annotation(instance)[KUBELET_ANNOTATION]:
+            at = self.world.stamp(now)
+            ready = _condition("Ready", True, "KubeletReady", at, "kubelet is posting ready status")
+            conditions.insert(0, ready)
         return conditions
 
     def publish(self, instance: Instance, now: datetime) -> None:
