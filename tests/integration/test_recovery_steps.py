@@ -395,6 +395,51 @@ def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: Wo
     assert r["action"] == "replace" and r["health"] == "pending"
 
 
+def test_a_repair_step_run_again_after_its_call_went_through_waits_for_that_repair(
+    world: World,
+) -> None:
+    """Every step is an ensure step. The Repair step's first call started the replacement and
+    its answer was lost (a Lambda timeout: the state machine runs the step again), so HyperPod
+    answers the second InstanceIdInUse. The step adopts the replacement under way: retried
+    instead, the refusal would outlast the state machine's retries (about a minute) long
+    before a replacement ends (a quarter of an hour on AWS), and an operator would be paged
+    for a recovery that was going well. The node is replaced once."""
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    world.run("repair", r=r)  # its answer lost
+    again = world.run("repair", r=r)
+    assert (again["action"], again["health"]) == ("replace", "pending")
+    assert again["reason"] == (
+        "a replace of the node was already under way (InstanceIdInUse): its outcome is waited for"
+    )
+    healthy = world.until_healthy(again)
+    assert healthy["health"] == "healthy"
+    assert healthy["replacement"] == world.cluster.replacement_of(faulty)
+    node = world.nodes.get(faulty)
+    assert node is not None and [x["action"] for x in node.repairs] == ["replace", "replace"]
+
+
+def test_a_reboot_already_under_way_is_waited_for_and_the_ladder_replaces_what_it_left(
+    world: World,
+) -> None:
+    """An operator (or HyperPod) is rebooting the node when HyperGuard asks for its
+    replacement: HyperPod refuses with InstanceIdInUse, the node Pending. Repair waits for that
+    reboot as for its own; the reboot does not cure the fault, and the health check's ladder
+    asks for the replacement."""
+    faulty = busy_node(world, "vit-h14-pretrain", 0)
+    world.cluster.inject_fault(faulty, kind="persistent")
+    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    assert world.cluster.api.batch_repair("reboot", [faulty])["Successful"] == [faulty]
+    r = world.run("repair", r=r)
+    assert (r["action"], r["health"]) == ("reboot", "pending")
+    assert r["reason"].startswith("a reboot of the node was already under way")
+    r = world.until_healthy(r)
+    assert (r["health"], r["action"]) == ("escalate_replace", "replace")
+    r = world.until_healthy(world.run("repair", r=r))
+    assert r["health"] == "healthy" and r["replacement"] != faulty
+
+
 def test_a_replacement_that_never_gets_healthy_times_out(world: World) -> None:
     occupy_spares(world)  # the job waits for the repair
     faulty = busy_node(world)

@@ -18,6 +18,7 @@ from typing import Any
 from hyperguard.cluster import ClusterError, ClusterGateway, DrainResult, NodeNotFoundError
 from hyperguard.cluster.conventions import (
     DEEP_HEALTH_CHECK_LABEL,
+    INSTANCE_ID_IN_USE,
     INSTANCE_ID_NOT_FOUND,
 )
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
@@ -39,6 +40,7 @@ from hyperguard.models import (
     NodeStatus,
     ProtectedJob,
     Repair,
+    RepairFailure,
     RepairOutcome,
     Severity,
     utcnow,
@@ -89,6 +91,11 @@ REPAIRING_STATUSES = frozenset(
         NodeStatus.DEEP_HEALTH_CHECK_IN_PROGRESS,
     }
 )
+
+
+REPAIRS_UNDER_WAY = {NodeStatus.PENDING: Repair.REBOOT, NodeStatus.SHUTTING_DOWN: Repair.REPLACE}
+"""The repair a HyperPod node's status shows under way: a reboot leaves the node Pending until
+it is back, a replacement shuts it down (HyperPod's published node statuses)."""
 
 
 class IncidentMissingError(LookupError):
@@ -639,12 +646,21 @@ class RecoverySteps:
             if action is Repair.REBOOT
             else self.gateway.replace([incident.instance_id])
         )
-        for failure in outcome.failed:
-            if failure.error_code == INSTANCE_ID_NOT_FOUND:
-                raise RepairRejectedError(
-                    f"{failure.node_id}: {failure.error_code} {failure.message}"
-                )
-            raise RepairRetryableError(f"{failure.node_id}: {failure.error_code} {failure.message}")
+        under_way = self._repair_under_way(incident.instance_id, outcome.failed)
+        if under_way is not None:
+            action = under_way
+            r.reason = (
+                f"a {action.value} of the node was already under way (InstanceIdInUse): "
+                "its outcome is waited for"
+            )
+        elif outcome.failed:
+            failure = outcome.failed[0]
+            refused = (
+                RepairRejectedError
+                if failure.error_code == INSTANCE_ID_NOT_FOUND
+                else RepairRetryableError
+            )
+            raise refused(f"{failure.node_id}: {failure.error_code} {failure.message}")
         now = self.clock()
         self.nodes.record_repair(
             incident.instance_id,
@@ -663,6 +679,24 @@ class RecoverySteps:
         r.health_deadline = now + budget
         r.health = "pending"
         return r
+
+    def _repair_under_way(self, instance_id: str, failed: Sequence[RepairFailure]) -> Repair | None:
+        """The repair the cluster is already carrying out on the node, where it refused this
+        one as InstanceIdInUse: this step's own earlier call, whose answer was lost (the state
+        machine runs a step again after a Lambda timeout), HyperPod's automatic recovery, or
+        an operator's. Repair ensures that the node is being repaired, so it adopts that
+        repair, of the kind the node's status shows, and waits for it as for its own: retried
+        instead, the refusal outlasts the state machine's retries (a minute) long before a
+        replacement ends (903-981 s at P90), and the incident would go to an operator. The
+        health check's ladder replaces a node a reboot did not cure. None: not that case (a
+        node refused while it runs, or any other refusal, is retried as before)."""
+        if [f.error_code for f in failed] != [INSTANCE_ID_IN_USE]:
+            return None
+        try:
+            node = self.gateway.node_status(instance_id)
+        except NodeNotFoundError:
+            return None
+        return REPAIRS_UNDER_WAY.get(node.status)
 
     def _pool(self, instance_id: str) -> list[Node]:
         """The nodes of `instance_id`'s pool (itself included), by instance id."""
