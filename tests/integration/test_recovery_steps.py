@@ -19,7 +19,7 @@ from tests.integration.cluster_harness import (
     seed_jobs,
 )
 from tests.integration.incident_harness import fault_signal
-from tests.integration.recovery_harness import UP_TO_REPAIR, StepRunner, recovery_steps
+from tests.integration.recovery_harness import UP_TO_DRAIN, UP_TO_REPAIR, StepRunner, recovery_steps
 from tests.integration.scheduler_harness import scheduler
 
 from hyperguard.cluster import ClusterError
@@ -202,7 +202,7 @@ def test_a_run_with_operator_retries_is_resumed_by_recovery_not_restarted_beside
 def test_a_hot_spare_takes_the_job_before_the_repair_finishes(world: World) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run(*UP_TO_DRAIN, r=world.open(faulty))
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and incident.jobs[0].strategy == "hot_spare"
     spare = incident.jobs[0].spare
@@ -224,7 +224,7 @@ def test_auto_resume_jobs_are_left_to_hyperpod_and_recorded_where_their_pods_run
 ) -> None:
     faulty = busy_node(world, "mistral-7b-sft", 0)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run(*UP_TO_DRAIN, r=world.open(faulty))
     incident = world.incidents.get(r["incident_id"])
     assert incident is not None and [j.strategy for j in incident.jobs] == ["hyperpod_auto_resume"]
     r = world.run("repair", r=r)
@@ -322,7 +322,7 @@ def test_refused_repairs_raise_the_error_the_state_machine_routes(
 ) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run(*UP_TO_DRAIN, r=world.open(faulty))
     world.cluster.fail_next_repairs(code, times)
     with pytest.raises(error, match=code):
         world.run("repair", r=r)
@@ -389,7 +389,7 @@ def test_a_drain_a_pdb_blocks_for_ten_minutes_outlasts_a_lambda_and_ends_forced_
 def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: World) -> None:
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run(*UP_TO_DRAIN, r=world.open(faulty))
     world.cluster.fail_next_repairs("InstanceIdInUse", 3)
     r = world.run("repair", r=r)
     assert r["action"] == "replace" and r["health"] == "pending"
@@ -406,7 +406,7 @@ def test_a_repair_step_run_again_after_its_call_went_through_waits_for_that_repa
     for a recovery that was going well. The node is replaced once."""
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
-    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run(*UP_TO_DRAIN, r=world.open(faulty))
     world.run("repair", r=r)  # its answer lost
     again = world.run("repair", r=r)
     assert (again["action"], again["health"]) == ("replace", "pending")
@@ -429,7 +429,7 @@ def test_a_reboot_already_under_way_is_waited_for_and_the_ladder_replaces_what_i
     asks for the replacement."""
     faulty = busy_node(world, "vit-h14-pretrain", 0)
     world.cluster.inject_fault(faulty, kind="persistent")
-    r = world.run("diagnose", "cordon", "guard", "protect_jobs", "drain", r=world.open(faulty))
+    r = world.run(*UP_TO_DRAIN, r=world.open(faulty))
     assert world.cluster.api.batch_repair("reboot", [faulty])["Successful"] == [faulty]
     r = world.run("repair", r=r)
     assert (r["action"], r["health"]) == ("reboot", "pending")
