@@ -19,7 +19,14 @@ from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepa
 
 from hyperguard.api.rate_limits import counted_principal, window_of
 from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, local_queue, team_namespace
-from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, JOBS, PODS, resource, wait_for
+from hyperguard_twin.plane.kube import (
+    HYPERPOD_PYTORCH_JOBS,
+    JOBS,
+    PODS,
+    WORKLOADS,
+    resource,
+    wait_for,
+)
 from hyperguard_twin.runtime import Twin
 
 LOCAL_QUEUES = resource("kueue.x-k8s.io/v1beta2", "localqueues")
@@ -316,11 +323,28 @@ def until(
 
 def applied_job_state(twin: Twin, http: Http, job_id: str, namespace: str) -> dict[str, Any]:
     """What a recovery of an applied Job that did not come back leaves to read: HyperGuard's
-    record, the Job's status and its pods."""
+    record, the Job's status, its Workload's conditions and checks, and its pods."""
     record = http("GET", f"/jobs/{job_id}")[1]
     job = twin.kube.get(JOBS, "sweep", namespace) or {}
     pods = twin.kube.list_objects(PODS, namespace, label_selector="job-name=sweep")
+    workloads = [
+        w.get("status") or {}
+        for w in twin.kube.list_objects(WORKLOADS, namespace)
+        if any(o.get("name") == "sweep" for o in w["metadata"].get("ownerReferences") or [])
+    ]
     return {
+        "workloads": [
+            {
+                "conditions": [
+                    (c["type"], c["status"], c.get("reason")) for c in w.get("conditions") or []
+                ],
+                "checks": [
+                    (c["name"], c["state"], c.get("message"))
+                    for c in w.get("admissionChecks") or []
+                ],
+            }
+            for w in workloads
+        ],
         "record": {k: record.get(k) for k in ("status", "restart_count", "nodes")},
         "history": [(h.get("event"), h.get("reason")) for h in record.get("history", [])[-8:]],
         "job": {"suspend": job.get("spec", {}).get("suspend"), "status": job.get("status")},

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tests.conftest import Stack
 from tests.integration.api_harness import Api
-from tests.integration.cluster_harness import P5, ClusterApis
+from tests.integration.cluster_harness import LOCAL_QUEUES, P5, ClusterApis
 from tests.integration.conftest import MakeCluster
 from tests.integration.scheduler_harness import scheduler
 
+from hyperguard.cluster.gateway import ClusterError
+from hyperguard.cluster.held import reserved, waiting
 from hyperguard.cluster.kueue import ADMISSION_CHECK, cluster_queue
 from hyperguard.cluster.workloads import JOB_ID_LABEL, RUN_LABEL, local_queue, team_namespace
 from hyperguard.forwarder import HeldTracker
@@ -114,12 +117,16 @@ def check(apis: ClusterApis, name: str) -> str | None:
 
 
 def held(apis: ClusterApis, tracker: HeldTracker, name: str) -> list[HeldWorkload]:
-    """Once Kueue holds the team's Job on HyperGuard's check: what the forwarder sends for
-    it, as the pass's wake-up names it."""
-    wait_for(lambda: check(apis, name) == "Pending", 60, f"Kueue to hold {name}")
+    """Once Kueue holds the team's Job on HyperGuard's check (its quota reserved, the check
+    Pending): what the forwarder sends for it, as the pass's wake-up names it."""
+    wait_for(lambda: waits(apis, name), 60, f"Kueue to hold {name}")
     workload = workload_of(apis, name)
     assert workload is not None
     return [HeldWorkload(d["namespace"], d["name"]) for d in tracker.observe("ADDED", workload)]
+
+
+def waits(apis: ClusterApis, name: str) -> bool:
+    return waiting(workload_of(apis, name) or {}, ADMISSION_CHECK)
 
 
 def suspended(apis: ClusterApis, name: str) -> bool:
@@ -204,7 +211,7 @@ def test_an_applied_job_is_preempted_back_to_its_queue_and_not_deleted(
     # Evicted through the check: Kueue suspends the team's Job, takes its pod and holds it
     # again; the Job itself stays, no longer labelled as a run.
     wait_for(lambda: suspended(apis, "sweep"), 60, "Kueue to suspend the team's Job")
-    wait_for(lambda: check(apis, "sweep") == "Pending", 60, "the check back to Pending")
+    wait_for(lambda: waits(apis, "sweep"), 60, "the check back to Pending, the quota reserved")
     wait_for(lambda: not running_pods(apis, "sweep"), 60, "the team's pod to go")
     job = apis.kube.get(JOBS, "sweep", NS)
     assert job is not None and RUN_LABEL not in job["metadata"]["labels"]
@@ -213,6 +220,48 @@ def test_an_applied_job_is_preempted_back_to_its_queue_and_not_deleted(
     # Held again: the forwarder sends it again, and the pass knows the job already.
     assert tracker.observe("MODIFIED", workload_of(apis, "sweep") or {})
     assert service.run_pass(held=named).adopted == []
+
+
+def test_a_held_job_stopped_for_a_restart_is_admitted_again_once_kueue_reserves_it(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Recovery restarts a team's Job by evicting it back to its queue and admitting it again
+    (D170). Between the two, Kueue suspends the Job, releases its quota and reserves it
+    again; a Ready set before that reservation can be reset by Kueue's scheduler, and the Job
+    then stays suspended for good (CI, 2026-11-29). The team's LocalQueue is held here, so
+    that the evicted Workload stays unreserved: the admission waits, and so does the
+    forwarder, until Kueue reserves it again (D185)."""
+    apis = make_cluster(hyperpod_nodes=2)
+    api, service = setup(stack, apis, gpus=8)
+    tracker = HeldTracker()
+    apply(apis, "sweep")
+    [job_id] = service.run_pass(held=held(apis, tracker, "sweep")).admitted
+    wait_for(lambda: running_pods(apis, "sweep"), 60, "the team's pod to run")
+    record = api.jobs.record(job_id)
+    assert record is not None
+    again = record.job.model_copy(update={"run": record.job.run + 1})
+    apis.kube.patch(LOCAL_QUEUES, local_queue(TEAM), {"spec": {"stopPolicy": "Hold"}}, NS)
+
+    assert apis.gateway.stop_job(job_id, before_run=again.run)
+
+    def evicted() -> bool:
+        workload = workload_of(apis, "sweep") or {}
+        return suspended(apis, "sweep") and not reserved(workload)
+
+    wait_for(evicted, 60, "Kueue to suspend the Job and release its quota")
+    assert check(apis, "sweep") == "Pending"
+    with pytest.raises(ClusterError, match="does not wait on HyperGuard's check yet"):
+        apis.gateway.dispatch(again, [])
+    assert check(apis, "sweep") == "Pending"  # nothing set for Kueue to reset
+    assert tracker.observe("MODIFIED", workload_of(apis, "sweep") or {}) == []
+
+    apis.kube.patch(LOCAL_QUEUES, local_queue(TEAM), {"spec": {"stopPolicy": "None"}}, NS)
+    wait_for(lambda: waits(apis, "sweep"), 60, "Kueue to reserve the quota again")
+    assert tracker.observe("MODIFIED", workload_of(apis, "sweep") or {})  # a pass is woken
+    assert apis.gateway.dispatch(again, []) is True
+    wait_for(lambda: not suspended(apis, "sweep"), 60, "Kueue to start the team's Job again")
+    [pod] = wait_for(lambda: running_pods(apis, "sweep"), 60, "the team's pod to run again")
+    assert pod["metadata"]["labels"][RUN_LABEL] == str(again.run)
 
 
 def test_a_pod_the_job_controller_replaces_after_a_fault_is_recorded_as_a_restart(

@@ -66,19 +66,37 @@ def check_state(workload: Mapping[str, Any], check: str) -> str | None:
 
 
 def waiting(workload: Mapping[str, Any], check: str) -> bool:
-    """Whether the Workload waits on admission check `check`: its state Pending, and the
+    """Whether the Workload waits on admission check `check`: its state Pending, the
     Workload active (Kueue puts a Rejected check back to Pending when it deactivates the
-    Workload: that one waits for nobody)."""
+    Workload: that one waits for nobody) and `reserved`."""
     if (workload.get("spec") or {}).get("active") is False:
         return False
-    return check_state(workload, check) == "Pending"
+    return check_state(workload, check) == "Pending" and reserved(workload)
+
+
+def reserved(workload: Mapping[str, Any]) -> bool:
+    """Whether Kueue holds quota for the Workload and is not evicting it: the only time an
+    admission check's state may be set (D185). Kueue's own provisioning check controller
+    waits for the same (kueue v0.19.2, pkg/controller/admissionchecks/provisioning). Before
+    the reservation, Kueue's scheduler reserves with its queued copy of the Workload, its
+    checks included, by a forced server-side apply: a Ready set meanwhile can be put back to
+    Pending, and the object then waits for good. During an eviction Kueue is still resetting
+    the checks."""
+    return _condition(workload, "QuotaReserved") and not _condition(workload, "Evicted")
 
 
 def finished(workload: Mapping[str, Any]) -> bool:
     """Whether Kueue marked the Workload Finished: its object succeeded or failed (its own
     controller's retries spent), and no admission runs it again."""
+    return _condition(workload, "Finished")
+
+
+def _condition(workload: Mapping[str, Any], kind: str) -> bool:
     conditions = (workload.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Finished" and c.get("status") == "True" for c in conditions)
+    return any(
+        isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 def owner_of(workload: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.gateway import ClusterError, DrainResult, InvalidRunError, NodeNotFoundError
-from hyperguard.cluster.held import check_state, finished
+from hyperguard.cluster.held import check_state, finished, waiting
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
@@ -266,8 +266,9 @@ class HyperPodEksGateway:
         """Label the held object as run `job.run` of the job, then set the check Ready with
         the same labels for its pods (so that placements and logs find them): False when it
         was Ready already. Raises InvalidRunError when the object or its Workload is gone (the
-        team deleted it), ClusterError while Kueue has yet to evict it after a stop (the
-        check still Retry: a Ready now could be reset by that eviction)."""
+        team deleted it) or Kueue deactivated it, ClusterError while the Workload does not
+        wait on the check (`waiting`): Kueue has yet to evict it after a stop, or to reserve
+        its quota again; a Ready set then can be reset (D185)."""
         held = job.cluster_object
         assert held is not None
         what = f"{held.kind} {held.namespace}/{held.name}"
@@ -276,8 +277,13 @@ class HyperPodEksGateway:
             raise InvalidRunError(f"the Kueue Workload of {what} was deleted")
         state = check_state(workload, ADMISSION_CHECK)
         done = finished(workload)
-        if state == "Retry" and not done:
-            raise ClusterError(f"{what} is still being evicted by Kueue; admitted on a later try")
+        if not done and state != "Ready" and not waiting(workload, ADMISSION_CHECK):
+            if (workload.get("spec") or {}).get("active") is False:
+                raise InvalidRunError(f"the Kueue Workload of {what} is deactivated")
+            raise ClusterError(
+                f"{what} does not wait on HyperGuard's check yet (check {state}): Kueue has yet "
+                "to finish evicting it or to reserve its quota again; admitted on a later try"
+            )
         labels = {JOB_ID_LABEL: job_name(job.job_id), RUN_LABEL: str(job.run)}
         annotations = {JOB_ID_ANNOTATION: job.job_id, WORKLOAD_ANNOTATION: held.workload}
         patch = {"metadata": {"labels": labels, "annotations": annotations}}
