@@ -236,8 +236,27 @@ def test_the_forwarder_sends_a_held_workload_once_per_pending_spell() -> None:
     assert (detail["ownerKind"], detail["ownerName"]) == ("Job", "pretrain-7b")
     assert tracker.observe("MODIFIED", held) == []  # still pending: already sent
     assert tracker.observe("MODIFIED", workload(state="Ready")) == []  # admitted
-    assert len(tracker.observe("MODIFIED", held)) == 1  # evicted: pending again, sent again
+    # Evicted (D185): Kueue puts the check back to Pending, then releases the quota, then
+    # reserves it again; only then does the Workload wait on HyperGuard's check.
+    evicting = with_conditions(held, Evicted="True")
+    released = with_conditions(held, QuotaReserved="False", Evicted="True")
+    assert tracker.observe("MODIFIED", evicting) == []
+    assert tracker.observe("MODIFIED", released) == []
+    assert len(tracker.observe("MODIFIED", held)) == 1  # reserved again: sent again
     assert tracker.observe("DELETED", held) == [] and not tracker.sent
+
+
+def with_conditions(held: dict[str, Any], **statuses: str) -> dict[str, Any]:
+    """`held` with these of its conditions' statuses (a condition it lacks is added)."""
+    changed = copy.deepcopy(held)
+    conditions = changed["status"]["conditions"]
+    for kind, status in statuses.items():
+        found = next((c for c in conditions if c["type"] == kind), None)
+        if found is None:
+            conditions.append({"type": kind, "status": status, "reason": "AdmissionCheck"})
+        else:
+            found["status"] = status
+    return changed
 
 
 def test_the_forwarder_counts_workloads_outside_team_namespaces_and_sends_none() -> None:
