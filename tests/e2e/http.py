@@ -6,6 +6,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+import uuid
 from typing import Any
 
 from hyperguard_twin.ids import hyperpod_cluster_arn
@@ -98,7 +99,10 @@ class Http:
                 "priority_class": priority_class,
                 "template": template,
                 "image": "trainer:1",
-                "checkpoint_location": f"s3://hyperguard-twin-checkpoints/{team}/",
+                # One location a job, as a team keeps them: jobs sharing one would resume
+                # from each other's checkpoints (a trainer takes the newest it finds).
+                "checkpoint_location": f"s3://hyperguard-twin-checkpoints/{team}/"
+                f"{uuid.uuid4().hex[:12]}/",
             },
             principal=member(team),
         )

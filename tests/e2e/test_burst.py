@@ -408,10 +408,10 @@ def test_urgent_work_preempts_at_once_and_hands_hyperpod_back_when_its_burst_lan
 
         # It resumes on the burst node from its newest checkpoint: the one the pass moved it
         # at, or a newer one written while its stop was on the way (a CI run of 2026-11-26
-        # moved it at step 240 and it resumed from 250; a run here has its timeline stop at
-        # step 268 and resume from a checkpoint of 270, which the closing note of 2026-11-29
-        # leaves open). Its record says Running once its run is dispatched, before the pod
-        # trains: the timeline is waited for.
+        # moved it at step 240 and it resumed from 250). A run of 2026-11-28 had its timeline
+        # stop at step 268 and resume from 270, while the team's jobs still shared one
+        # checkpoint location (D186). Its record says Running once its run is dispatched,
+        # before the pod trains: the timeline is waited for.
         def resumed_on_burst() -> Interruption | None:
             stops = interruptions(twin.cluster.timeline(urgent))
             return stops[-1] if stops and stops[-1].resumed is not None else None

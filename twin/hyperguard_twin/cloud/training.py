@@ -3,10 +3,12 @@
 A run (`training_run`) is one batch Job or HyperPodPyTorchJob (by its uid) and the pods the
 real Job controller, or the twin's training operator, made for it. The run steps while every
 one of its pods is Running (as KWOK, upstream, reports it) on a node whose instance is up and
-healthy; it checkpoints every N steps; it resumes from the checkpoint it is told of
-(HYPERGUARD_RESUME_STEP) or, restarted in place, from the last one it wrote. The global batch
-is fixed: a step of a run with fewer replicas than the job's first run takes proportionally
-longer.
+healthy; it checkpoints every N steps, and an elastic run also when its size changes (the
+ranks checkpoint and exit before the operator restarts them at the new size, D186); it
+resumes from the checkpoint it is told of (HYPERGUARD_RESUME_STEP) or, restarted in place,
+from the last one it wrote. The global batch is fixed: a step of a run with fewer replicas
+than the job's first run takes proportionally longer, at the pace of the nodes it stepped on
+since it last started stepping.
 
 What the training decides is when its processes exit, and with what code (its processes,
 `training_processes`, say it on their pods); the Job controller (or the training operator)
@@ -93,7 +95,10 @@ class Training:
                     self._apply_pod(run, pod_event, pod, now)
             elif obj.get("kind") == "HyperPodPyTorchJob":
                 run.elastic = (obj.get("spec") or {}).get("elasticPolicy")
-                run.replicas = hpj_replicas(obj)
+                size = hpj_replicas(obj)
+                if size != run.replicas and run.elastic:
+                    self._scaling_event(run, now)
+                run.replicas = size
             ended = _ended(obj)
             if ended is not None and run.state not in ("succeeded", "failed", "stopped"):
                 self._freeze(run, now)
@@ -197,11 +202,26 @@ class Training:
                     self.processes.print(run, pod, now, f"rank {pod.index} of {len(live)}: {start}")
             stepping = self._stepping(run)
             if stepping and run.anchor_at is None:
-                run.slowdown = self._slowdown(run)
-                run.anchor_at = max(now, run.ready_at or now)
-                self._record(run, run.anchor_at, len(run.nodes))
+                at = max(now, run.ready_at or now)
+                run.anchor(at, self._slowdown(run))
+                self._record(run, at, len(run.nodes))
             elif not stepping and run.anchor_at is not None:
                 self._freeze(run, now)
+
+    def _scaling_event(self, run: Run, now: datetime) -> None:
+        """The size of an elastic run's replica spec changed (HyperGuard's resize): the
+        operator signals the ranks, which checkpoint and exit (within the elasticPolicy's
+        gracefulShutdownTimeoutInSeconds), and the job restarts at the new size from that
+        checkpoint. A run that had stopped already (a fault took a rank) saves nothing: it
+        resumes from its last checkpoint."""
+        if run.state != "running" or run.anchor_at is None or run.location is None:
+            return
+        step = run.step_at(now, self._step)
+        self._interrupt(run, now)
+        for pod in run.pods.values():
+            pod.ended, pod.running = True, False
+        if step > run.emitted_step:
+            self._write_checkpoint(run, step)
 
     def _interrupt(self, run: Run, now: datetime) -> None:
         self._freeze(run, now)
@@ -280,8 +300,7 @@ class Training:
         for run in self.runs.values():
             if run.anchor_at is not None and instance.node_name in run.nodes:
                 self._freeze(run, now)
-                run.slowdown = self._slowdown(run)
-                run.anchor_at = now
+                run.anchor(now, self._slowdown(run))
                 self._record(run, now, len(run.nodes))
 
     def seed_checkpoint(self, location: str, step: int) -> None:

@@ -111,6 +111,10 @@ class Run:
     """The training hangs (a collective that never returns): pods run, no step is made."""
     slowdown: float = 1.0
     """How many times longer a step takes than at full speed: its slowest node's."""
+    anchor_nodes: int = 1
+    """Nodes the run stepped on from `anchor_at`: its pace is fixed while it is anchored. A pod
+    that ends shrinks `nodes` before the run is frozen, and must not slow the steps already
+    made (a freeze would record fewer steps than the checkpoints it wrote)."""
 
     @property
     def nodes(self) -> list[str]:
@@ -118,8 +122,14 @@ class Run:
         live = sorted((p for p in self.pods.values() if not p.ended), key=lambda p: p.index)
         return [p.node for p in live if p.node]
 
+    def anchor(self, at: datetime, slowdown: float) -> None:
+        """Step from `at` at the pace of its nodes now, `slowdown` times slower."""
+        self.anchor_at = at
+        self.slowdown = slowdown
+        self.anchor_nodes = max(len(self.nodes), 1)
+
     def step_time(self, step: timedelta) -> timedelta:
-        return step * self.reference * self.slowdown / max(len(self.nodes), 1)
+        return step * self.reference * self.slowdown / self.anchor_nodes
 
     def node_step_seconds(self, step: timedelta, speeds: Mapping[str, float]) -> dict[str, float]:
         """Each node's compute seconds per step (`speeds` by node name, 1 at full speed)."""
