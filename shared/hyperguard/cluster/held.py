@@ -69,9 +69,12 @@ def waiting(workload: Mapping[str, Any], check: str) -> bool:
     """Whether the Workload waits on admission check `check`: its state Pending, the
     Workload active (Kueue puts a Rejected check back to Pending when it deactivates the
     Workload: that one waits for nobody) and `reserved`."""
-    if (workload.get("spec") or {}).get("active") is False:
-        return False
-    return check_state(workload, check) == "Pending" and reserved(workload)
+    return active(workload) and check_state(workload, check) == "Pending" and reserved(workload)
+
+
+def active(workload: Mapping[str, Any]) -> bool:
+    """Whether the Workload is active: Kueue deactivates one whose check was Rejected."""
+    return (workload.get("spec") or {}).get("active") is not False
 
 
 def reserved(workload: Mapping[str, Any]) -> bool:

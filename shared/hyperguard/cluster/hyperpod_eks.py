@@ -35,7 +35,7 @@ from hyperguard.cluster.conventions import (
 )
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.gateway import ClusterError, DrainResult, InvalidRunError, NodeNotFoundError
-from hyperguard.cluster.held import check_state, finished, waiting
+from hyperguard.cluster.held import active, check_state, finished, waiting
 from hyperguard.cluster.hyperpod import HyperPodAdapter, accelerators_of
 from hyperguard.cluster.karpenter import (
     ATTEMPT_LABEL,
@@ -278,7 +278,7 @@ class HyperPodEksGateway:
         state = check_state(workload, ADMISSION_CHECK)
         done = finished(workload)
         if not done and state != "Ready" and not waiting(workload, ADMISSION_CHECK):
-            if (workload.get("spec") or {}).get("active") is False:
+            if not active(workload):
                 raise InvalidRunError(f"the Kueue Workload of {what} is deactivated")
             raise ClusterError(
                 f"{what} does not wait on HyperGuard's check yet (check {state}): Kueue has yet "
