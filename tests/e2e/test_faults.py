@@ -995,8 +995,9 @@ def test_dynamodb_throttling_and_lost_conditional_checks(
 def test_sagemaker_refusing_a_repair_is_retried_or_escalated_by_its_error(
     lab: Lab, ledger: Ledger, baseline: dict[str, int]
 ) -> None:
-    """BatchRebootClusterNodes answers the node in `Failed`: InstanceIdInUse is retried by
-    the adapter and the recovery succeeds; InstanceIdNotFound goes to an operator."""
+    """BatchRebootClusterNodes answers the node in `Failed`: InstanceIdInUse on a node no
+    repair is under way on fails the step, the state machine retries it and the recovery
+    succeeds; InstanceIdNotFound goes to an operator."""
     retried, rejected = lab.free_nodes(2, busy=1)
     lab.twin.cluster.fail_next_repairs("InstanceIdInUse", 1)
     lab.fault(retried, "gpu")

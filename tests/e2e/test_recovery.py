@@ -296,8 +296,9 @@ def test_throttling_and_refused_repairs_are_retried_and_the_recovery_still_succe
     faulty = service.nodes_of("vit-h14-pretrain")[1]
     twin.runtime.inject("RecoveryFunction", "throttle", 2)
     twin.runtime.inject("RecoveryFunction", "service", 1)
-    # More refusals than the HyperPod adapter's own 4 tries: the step fails and is retried.
-    twin.cluster.fail_next_repairs("InstanceIdInUse", 4)
+    # A refusal of a node no repair is under way on: the step fails and the state machine
+    # retries it (D187).
+    twin.cluster.fail_next_repairs("InstanceIdInUse", 1)
     twin.fault(faulty, "persistent")
     incident = service.incident_for(faulty)
     execution = service.finish(incident.execution_arn)

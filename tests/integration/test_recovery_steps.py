@@ -312,8 +312,9 @@ def test_a_node_condition_on_a_hyperpod_node_is_not_recovered_on_its_own(world: 
 @pytest.mark.parametrize(
     ("code", "times", "error"),
     [
-        # The HyperPod adapter tries a busy node 4 times before the step gives up on it.
-        ("InstanceIdInUse", 4, RepairRetryableError),
+        # A busy node that no repair is under way on (the twin's injected refusal: the node
+        # Running): the step fails at once and the state machine retries it (D187).
+        ("InstanceIdInUse", 1, RepairRetryableError),
         ("InstanceIdNotFound", 1, RepairRejectedError),
     ],
 )
@@ -386,11 +387,18 @@ def test_a_drain_a_pdb_blocks_for_ten_minutes_outlasts_a_lambda_and_ends_forced_
     assert all(p["metadata"].get("deletionTimestamp") for p in on_node)
 
 
-def test_a_busy_node_is_retried_by_the_adapter_before_the_step_sees_it(world: World) -> None:
+def test_a_busy_node_fails_the_step_at_once_and_the_retried_step_repairs_it(
+    world: World,
+) -> None:
+    """InstanceIdInUse on a node that shows no repair under way is not retried inside the
+    Lambda (2 + 4 + 8 s of its time before, D187): the step fails, and the state machine's
+    Retry runs it again, which repairs the node."""
     faulty = busy_node(world)
     world.cluster.inject_fault(faulty)
     r = world.run(*UP_TO_DRAIN, r=world.open(faulty))
-    world.cluster.fail_next_repairs("InstanceIdInUse", 3)
+    world.cluster.fail_next_repairs("InstanceIdInUse", 1)
+    with pytest.raises(RepairRetryableError, match="InstanceIdInUse"):
+        world.run("repair", r=r)
     r = world.run("repair", r=r)
     assert r["action"] == "replace" and r["health"] == "pending"
 

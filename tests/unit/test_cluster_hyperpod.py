@@ -293,7 +293,7 @@ def test_transient_per_node_failures_are_retried_with_backoff_until_they_succeed
         "batch_reboot_cluster_nodes",
         {
             "Successful": [a],
-            "Failed": [failed(b, "InstanceIdInUse"), failed(c, "InternalServerError")],
+            "Failed": [failed(b, "InvalidInstanceStatus"), failed(c, "InternalServerError")],
         },
         {"ClusterName": CLUSTER, "NodeIds": [a, b, c]},
     )
@@ -343,7 +343,7 @@ def test_exhausted_retries_are_reported_as_failed(stubbed: Stubbed) -> None:
         stubber.add_response(
             "batch_reboot_cluster_nodes",
             # the model gives Successful a minimum length of 1: an all-failed batch omits it
-            {"Failed": [failed(busy, "InstanceIdInUse")]},
+            {"Failed": [failed(busy, "InternalServerError")]},
             {"ClusterName": CLUSTER, "NodeIds": [busy]},
         )
     sleeps = Sleeps()
@@ -353,8 +353,31 @@ def test_exhausted_retries_are_reported_as_failed(stubbed: Stubbed) -> None:
     ).reboot([busy])
 
     assert outcome.successful == []
-    assert [(f.node_id, f.error_code) for f in outcome.failed] == [(busy, "InstanceIdInUse")]
+    assert [(f.node_id, f.error_code) for f in outcome.failed] == [(busy, "InternalServerError")]
     assert sleeps == [1, 2]
+
+
+def test_a_node_already_being_repaired_is_reported_at_once_not_retried(stubbed: Stubbed) -> None:
+    """InstanceIdInUse: the node is being rebooted or replaced, for minutes. Retried here it
+    cost 2 + 4 + 8 s of the Lambda's time before the same answer reached the Repair step,
+    which adopts that repair (D184, D187)."""
+    client, stubber = stubbed
+    a, busy = instance_id(1), instance_id(2)
+    stubber.add_response(
+        "batch_replace_cluster_nodes",
+        {"Successful": [a], "Failed": [failed(busy, "InstanceIdInUse")]},
+        {"ClusterName": CLUSTER, "NodeIds": [a, busy]},
+    )
+    sleeps = Sleeps()
+
+    outcome = HyperPodAdapter(CLUSTER, catalogue=CATALOGUE, client=client, sleep=sleeps).replace(
+        [a, busy]
+    )
+
+    assert outcome.successful == [a]
+    assert [(f.node_id, f.error_code) for f in outcome.failed] == [(busy, "InstanceIdInUse")]
+    assert sleeps == []
+    stubber.assert_no_pending_responses()
 
 
 def test_a_chunk_that_fails_as_a_whole_fails_its_nodes_and_keeps_the_others(

@@ -31,11 +31,7 @@ from pydantic import BaseModel
 
 from hyperguard.aws import client
 from hyperguard.catalogue import InstanceCatalogue, UnknownInstanceTypeError
-from hyperguard.cluster.conventions import (
-    INSTANCE_ID_IN_USE,
-    INTERNAL_SERVER_ERROR,
-    INVALID_INSTANCE_STATUS,
-)
+from hyperguard.cluster.conventions import INTERNAL_SERVER_ERROR, INVALID_INSTANCE_STATUS
 from hyperguard.cluster.gateway import ClusterError, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus, RepairFailure, RepairOutcome
 from hyperguard.models.cluster import ADD_LIMIT, InstanceGroupSize
@@ -44,11 +40,12 @@ from hyperguard.observability import logger
 PLATFORM = "hyperpod"
 LIST_PAGE_SIZE = 100
 BATCH_LIMIT = 25
-# Per-node failures worth another try: the node is busy or in a transient state. An unknown
-# node (InstanceIdNotFound) will not appear by retrying.
-RETRYABLE_NODE_ERRORS = frozenset(
-    {INSTANCE_ID_IN_USE, INVALID_INSTANCE_STATUS, INTERNAL_SERVER_ERROR}
-)
+# Per-node failures worth another try within the call: a transient state or error. An unknown
+# node (InstanceIdNotFound) will not appear by retrying, and InstanceIdInUse is an answer, not
+# a fault: the node is already being rebooted or replaced, which lasts minutes, not the
+# seconds of these retries. The caller decides at once what it means (Repair adopts that
+# repair, D184; D187).
+RETRYABLE_NODE_ERRORS = frozenset({INVALID_INSTANCE_STATUS, INTERNAL_SERVER_ERROR})
 NOT_FOUND_ERRORS = frozenset({"ResourceNotFound", "ValidationException"})
 
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation")
