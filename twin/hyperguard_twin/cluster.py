@@ -111,6 +111,7 @@ class SimulatedCluster:
         self.operator = TrainingOperator(self.world)
         self.patching = Patching(self.world, self.hyperpod)
         self.hyperpod.on_replaced.append(self.operator.node_replaced)
+        self.operator.on_resize.append(self.training.resized)
         self.nodepools = NodePools(self.world)
         self.node_faults = NodeFaults(self.world, self.hyperpod, self.kubelets, self.training)
         self.inspection = Inspection(self.world, self.hyperpod, self.training)

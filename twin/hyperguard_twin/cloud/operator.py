@@ -7,13 +7,14 @@ admits the Workload the operator unsuspends the job, records Kueue's pod set inf
 job and takes its pods. What the pods' ends mean for the job (completion, a fault, auto-resume,
 an elastic scale-down) is its restart policy's (`operator_restarts`); the job's status follows
 the public status model (`operator_jobs`). A change of the replica spec's size (HyperGuard's
-resize) restarts the job at the new size on the pods' new nodes.
+resize) is first signalled to the ranks (`on_resize`: they checkpoint and exit), then the job
+restarts at the new size on the pods' new nodes.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +41,9 @@ class TrainingOperator:
         self.workloads = Workloads(world.kube)
         self.pods = JobPods(world)
         self.restarts = RestartPolicy(world, self.jobs, self.pods, self.workloads)
+        self.on_resize: list[Callable[[str, int, datetime], None]] = []
+        """Told (job uid, new size, when) of a scaling event before the pods restart: the
+        operator signals the ranks first (elasticPolicy gracefulShutdownTimeoutInSeconds)."""
 
     @property
     def kube(self) -> KubeClient:
@@ -81,6 +85,8 @@ class TrainingOperator:
                 return
             size = replicas(obj)
             if tracked.size and size != tracked.size:
+                for resized in self.on_resize:
+                    resized(uid, size, now)
                 self.restarts.restart(tracked, obj, now)
 
     def on_priority_class(self, event: str, _priority_class: dict[str, Any]) -> None:

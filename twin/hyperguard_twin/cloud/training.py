@@ -208,6 +208,18 @@ class Training:
             elif not stepping and run.anchor_at is not None:
                 self._freeze(run, now)
 
+    def resized(self, uid: str, size: int, now: datetime) -> None:
+        """The operator's scaling event, signalled before it restarts the pods. The run's own
+        watch of its job may see the new size after the operator's deletions of its pods,
+        and would then take their ends for a fault and save nothing."""
+        with self.world.settled():
+            run = self.runs.get(uid)
+            if run is None:
+                return
+            if run.elastic:
+                self._scaling_event(run, now)
+            run.replicas = size
+
     def _scaling_event(self, run: Run, now: datetime) -> None:
         """The size of an elastic run's replica spec changed (HyperGuard's resize): the
         operator signals the ranks, which checkpoint and exit (within the elasticPolicy's
@@ -217,11 +229,11 @@ class Training:
         if run.state != "running" or run.anchor_at is None or run.location is None:
             return
         step = run.step_at(now, self._step)
+        if step > run.emitted_step:
+            self._write_checkpoint(run, step)  # by the ranks it was made on
         self._interrupt(run, now)
         for pod in run.pods.values():
             pod.ended, pod.running = True, False
-        if step > run.emitted_step:
-            self._write_checkpoint(run, step)
 
     def _interrupt(self, run: Run, now: datetime) -> None:
         self._freeze(run, now)

@@ -132,8 +132,9 @@ class Run:
         return step * self.reference * self.slowdown / self.anchor_nodes
 
     def node_step_seconds(self, step: timedelta, speeds: Mapping[str, float]) -> dict[str, float]:
-        """Each node's compute seconds per step (`speeds` by node name, 1 at full speed)."""
-        full = (step * self.reference / max(len(self.nodes), 1)).total_seconds()
+        """Each node's compute seconds per step (`speeds` by node name, 1 at full speed), at
+        the pace the run steps at (`anchor_nodes`)."""
+        full = (step * self.reference / self.anchor_nodes).total_seconds()
         return {node: round(full / speeds.get(node, 1.0), 3) for node in self.nodes}
 
     def step_at(self, when: datetime, step: timedelta) -> int:
