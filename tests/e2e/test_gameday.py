@@ -13,14 +13,6 @@ from hyperguard import planning
 from hyperguard_twin.browser import chromium, rendered_charts
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "issue 33, open: on the upstream control plane the controllers' wall-time "
-        "latency, multiplied by the x60 clock, makes this comparison flaky on 2 loaded "
-        "cores (CI run of 2026-11-26: 54.16 < 48.15); the closing note has it"
-    ),
-)
 def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -> None:
     """The command as a user runs it: each strategy's job through the real workflows, the
     applied strategy recorded by HyperGuard, downtime split by phase, the report rendered."""
@@ -43,15 +35,21 @@ def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -
         goodput = measured["scheduling_goodput_pct"] * measured["runtime_goodput_pct"] / 100
         assert goodput == pytest.approx(measured["goodput_pct"], abs=0.01)
         assert 0 < measured["goodput_pct"] < 100 and 0 < measured["formula_goodput_pct"] < 100
-    downtime = {n: s["downtime_per_failure_min"] for n, s in strategies.items()}
-    # Waiting for the replacement costs the most. Shrinking (which trains on) and a hot spare
-    # are not ordered here: on the upstream control plane each restart of a job's pods
-    # (kube-scheduler, KWOK) takes wall seconds that the x60 clock makes minutes, and a
-    # shrink restarts twice (down, then back up) where a spare restarts once; their gap in
-    # this one-failure smoke is within that (37.4 against 33.3 minutes in one run on CI's
-    # 2-core machine). BENCHMARKS.md has the full game day.
-    assert max(downtime["elastic_shrink"], downtime["hot_spare"]) < downtime["wait_for_repair"]
     assert result["modelled"]["job_restart_s"] == planning.RESUME_S
     if chromium() is not None or os.environ.get("CI"):
         rendered = rendered_charts(report)
         assert rendered["chart-gameday"] == 2 and rendered["chart-tradeoff"] == 4
+    # Last, since the host's speed can decide it: waiting for the replacement costs the most.
+    # Shrinking (which trains on) and a hot spare are not ordered here: on the upstream
+    # control plane each restart of a job's pods (kube-scheduler, KWOK) takes wall seconds
+    # that the x60 clock makes minutes, and a shrink restarts twice (down, then back up)
+    # where a spare restarts once; their gap in this one-failure smoke is within that (37.4
+    # against 33.3 minutes in one run on CI's 2-core machine). And on 2 loaded cores those
+    # wall seconds can outweigh the replacement itself (a CI run of 2026-11-26: 54.16 against
+    # 48.15 minutes). A run where it does not hold is reported with its figures, not failed;
+    # BENCHMARKS.md has the full game day.
+    downtime = {n: s["downtime_per_failure_min"] for n, s in strategies.items()}
+    if max(downtime["elastic_shrink"], downtime["hot_spare"]) >= downtime["wait_for_repair"]:
+        pytest.xfail(
+            f"issue 33, open: at x60 on 2 loaded cores the host's speed decided {downtime}"
+        )

@@ -7,29 +7,32 @@ import pytest
 from tests.e2e.scenario_cli import run_cli
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "issue 33, open: on the upstream control plane the controllers' wall-time "
-        "latency, multiplied by the x60 clock, makes this comparison flaky on 2 loaded "
-        "cores (CI run of 2026-11-26: 1 == 0); the closing note has it"
-    ),
-)
 def test_a_retirement_announced_ahead_moves_the_job_in_time_losing_no_step() -> None:
     """`hyperguard twin scenario proactive-move --json`: the AWS Health sample aimed at a node
     under an elastic job, its start moved ahead; HyperGuard acts the repair policy's lead
     before it. Before jobs moved ahead of the drain, the eviction cost the job the 5 steps
     since its last checkpoint; now it shrinks gracefully and loses none."""
     result = run_cli("twin", "scenario", "proactive-move")
-    assert result["moved_before_deadline"] is True
-    assert result["unplanned_downtime_s"] == 0.0
-    assert result["job_steps_lost"] == 0
     assert result["incident_status"] == "resolved"
     assert result["strategy_applied"] == "elastic_shrink"
-    # Shrinking and growing back are each one rescale of the simulated operator, plus what
-    # the upstream controllers take to replace the pods (kube-scheduler binding, KWOK
-    # starting them) in wall time, which the x60 clock multiplies: at most 5 wall seconds a
-    # rescale on a loaded 2-core machine (1.4 s for both, alone).
     rescales = 2 * result["modelled"]["rescale_s"]
+    assert result["planned_pause_s"] >= rescales  # the operator's shrink and grow-back
+    # Shrinking ranks checkpoint before they exit (D186, D188): what the job lost is what an
+    # eviction mid-interval cost it, so none once it moved in time.
+    if result["moved_before_deadline"]:
+        assert result["job_steps_lost"] == 0
+        assert result["unplanned_downtime_s"] == 0.0
+    # Last, the races the host's speed decides, reported with their figures rather than
+    # failed (issue 33, open): HyperGuard acts the policy's lead before the start, and its
+    # wall seconds, with the upstream controllers' to replace the pods (kube-scheduler
+    # binding, KWOK starting them), are multiplied by the x60 clock (a CI run of 2026-11-26
+    # missed the deadline). At most 5 wall seconds a rescale on a loaded 2-core machine
+    # (1.4 s for both, alone).
     controllers = 2 * 5.0 * result["time_scale"]
-    assert rescales <= result["planned_pause_s"] <= rescales + controllers
+    races = {
+        "moved_before_deadline": result["moved_before_deadline"],
+        "planned_pause_s": result["planned_pause_s"],
+        "bound_s": rescales + controllers,
+    }
+    if not result["moved_before_deadline"] or result["planned_pause_s"] > rescales + controllers:
+        pytest.xfail(f"issue 33, open: at x60 on 2 loaded cores the host's speed decided {races}")
