@@ -95,10 +95,7 @@ class Training:
                     self._apply_pod(run, pod_event, pod, now)
             elif obj.get("kind") == "HyperPodPyTorchJob":
                 run.elastic = (obj.get("spec") or {}).get("elasticPolicy")
-                size = hpj_replicas(obj)
-                if size != run.replicas and run.elastic:
-                    self._scaling_event(run, now)
-                run.replicas = size
+                self._resize(run, hpj_replicas(obj), now)
             ended = _ended(obj)
             if ended is not None and run.state not in ("succeeded", "failed", "stopped"):
                 self._freeze(run, now)
@@ -214,11 +211,15 @@ class Training:
         and would then take their ends for a fault and save nothing."""
         with self.world.settled():
             run = self.runs.get(uid)
-            if run is None:
-                return
-            if run.elastic:
-                self._scaling_event(run, now)
-            run.replicas = size
+            if run is not None:
+                self._resize(run, size, now)
+
+    def _resize(self, run: Run, size: int, now: datetime) -> None:
+        """The run's replica count is `size` now: an elastic run stepping at another size
+        checkpoints and stops (heard first from the operator or from the job's watch, once)."""
+        if size != run.replicas and run.elastic:
+            self._scaling_event(run, now)
+        run.replicas = size
 
     def _scaling_event(self, run: Run, now: datetime) -> None:
         """The size of an elastic run's replica spec changed (HyperGuard's resize): the
