@@ -105,6 +105,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -478,8 +479,6 @@ def install_fork_join(patches: Patches, meter: Meter) -> None:
     """The calls the service issues together (`hyperguard.concurrency.bounded_map`'s pool):
     the meter forks as the pool starts and joins once every call is done, so that a pass
     waits for the longest worker's modelled latency, not for their sum (D162)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from hyperguard import concurrency
 
     class MeteredPool(ThreadPoolExecutor):
@@ -647,6 +646,12 @@ class MeteredTransport(httpx2.BaseTransport):
 
 
 RUN_RESOURCES = frozenset({"hyperpodpytorchjobs", "jobs"})
+STATUS_WRITERS = 8
+"""Status writes of the cluster's side (runs started, runs ended) sent together. One at a time,
+each waited about 3.5 ms for kube-apiserver (most of it the server's CPU: a write of a
+HyperPodPyTorchJob's status is checked against the whole CRD's schema); with the server's work
+overlapped, about 2 ms (BENCHMARKS.md, "The bench's own wall time"). Only the bench's wall
+time changes: the writes are the cluster's, never charged to a pass."""
 
 
 class RunModel:
@@ -685,6 +690,10 @@ class RunModel:
         self.ends: list[tuple[float, str, str]] = []
         """When each run ends, with its namespace and name (a heap)."""
         self._started: list[tuple[float, str, str]] = []
+        self._writers = ThreadPoolExecutor(STATUS_WRITERS, thread_name_prefix="bench-cluster")
+
+    def close(self) -> None:
+        self._writers.shutdown()
 
     def created(self, run: dict[str, Any]) -> None:
         from hyperguard.cluster.workloads import JOB_ID_ANNOTATION
@@ -700,10 +709,12 @@ class RunModel:
 
     def start_created(self) -> None:
         """Mark the runs created since the last call Running, as of their creation."""
+        writes = []
         for at, namespace, name in self._started:
             stamp = self.world.stamp(self.meter.at(at))
             running = _condition("Running", True, "Running", stamp)
-            self._status(namespace, name, {"startTime": stamp, "conditions": [running]})
+            writes.append((namespace, name, {"startTime": stamp, "conditions": [running]}))
+        self._write(writes)
         self._started.clear()
 
     def next_end(self) -> float:
@@ -711,29 +722,66 @@ class RunModel:
 
     def end_due(self, t: float) -> int:
         """End every run due to have ended by virtual time `t`, as the cluster's side, not the
-        pass's: neither its CPU nor its requests are charged to the pass that lists the runs.
-        A run created since the last `start_created` (by the pass now running) is not ended
-        before it is marked Running. How many ended."""
+        pass's: neither its CPU (the status writers' threads' included) nor its requests are
+        charged to the pass that lists the runs. A run created since the last
+        `start_created` (by the pass now running) is not ended before it is marked Running.
+        How many ended."""
         pending = {(namespace, name) for _, namespace, name in self._started}
-        ended = 0
+        due = []
         with self.meter.lock, self.meter.emulating():
             while self.ends and self.ends[0][0] <= t and self.ends[0][1:] not in pending:
-                self.end_next()
-                ended += 1
-        return ended
+                due.append(heapq.heappop(self.ends))
+            if due:
+                self.meter.emulator_cpu += self._end(due)
+        return len(due)
 
-    def end_next(self) -> None:
-        """The next run to end has completed (unless it was deleted first)."""
-        at, namespace, name = heapq.heappop(self.ends)
-        stamp = self.world.stamp(self.meter.at(at))
-        conditions = [
-            _condition("Running", False, "Completed", stamp),
-            _condition("Completed", True, "Completed", stamp),
-        ]
-        run = self._status(namespace, name, {"completionTime": stamp, "conditions": conditions})
-        if run is not None:
-            for entry in self.entries(self.tracker.observe("MODIFIED", run)):
-                self.put(entry)
+    def end_through(
+        self, until: float, before: float, at_each: Callable[[float], None] = lambda _at: None
+    ) -> int:
+        """End, in order, every run due at or before `until` and before `before` (at least
+        the next one): the caller knows nothing else happens until then. `at_each` is told
+        each end's time before its event is put. How many ended."""
+        due = [heapq.heappop(self.ends)]
+        while self.ends and self.ends[0][0] <= until and self.ends[0][0] < before:
+            due.append(heapq.heappop(self.ends))
+        self._end(due, at_each)
+        return len(due)
+
+    def _end(
+        self, due: list[tuple[float, str, str]], at_each: Callable[[float], None] = lambda _at: None
+    ) -> float:
+        """These runs have completed (those not deleted first): their status writes sent
+        together, then each written run, in order, handed to the forwarder's tracker. The
+        writers' CPU."""
+        writes = []
+        for at, namespace, name in due:
+            stamp = self.world.stamp(self.meter.at(at))
+            conditions = [
+                _condition("Running", False, "Completed", stamp),
+                _condition("Completed", True, "Completed", stamp),
+            ]
+            writes.append((namespace, name, {"completionTime": stamp, "conditions": conditions}))
+        runs, cpu = self._write(writes)
+        for (at, _, _), run in zip(due, runs, strict=True):
+            at_each(at)
+            if run is not None:
+                for entry in self.entries(self.tracker.observe("MODIFIED", run)):
+                    self.put(entry)
+        return cpu
+
+    def _write(
+        self, writes: list[tuple[str, str, dict[str, Any]]]
+    ) -> tuple[list[dict[str, Any] | None], float]:
+        """Status writes, STATUS_WRITERS at a time: the runs as written (None: deleted
+        first), in order, and the CPU the writers' threads spent."""
+
+        def one(write: tuple[str, str, dict[str, Any]]) -> tuple[dict[str, Any] | None, float]:
+            started = time.thread_time()
+            run = self._status(*write)
+            return run, time.thread_time() - started
+
+        done = list(self._writers.map(one, writes))
+        return [run for run, _ in done], sum(cpu for _, cpu in done)
 
     def _status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
         from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, KubeApiError
@@ -969,6 +1017,7 @@ def world(teams: int, latencies: Latencies, fair_share: str) -> Iterator[World]:
         twin_aws.attach(cluster)
         stack.callback(twin_aws.attach, None)
         runs = RunModel(meter, admin, cluster.world, put, runtime_of)
+        stack.callback(runs.close)
         kube = stack.enter_context(_scheduler_client(plane, meter, runs))
         names = [f"team-{i:02d}" for i in range(teams)]
         cluster.add_instance_group("workers", INSTANCE_TYPE, teams * NOMINAL_GPUS // GPUS_PER_NODE)
@@ -1183,8 +1232,16 @@ def simulate(
                 built.wake_sources["job submitted (coalesced)"] += 1
             meter.phase = "sim"
         elif at == due[1]:
-            meter.t = max(meter.t, at)
-            built.runs.end_next()
+            # Every run due before the next submission and before the next pass can start
+            # ends now, together: the first end's event can start that pass no sooner than
+            # the forwarder's delivery after it, and an end at the pass's time comes first.
+            first_event = at + latencies.s("events:forwarder-to-queue")
+            next_pass = max(pass_free, min(wakes[0][0] if wakes else first_event, first_event))
+
+            def ended_at(t: float) -> None:
+                meter.t = max(meter.t, t)
+
+            built.runs.end_through(min(next_pass, end), due[0], ended_at)
         else:
             meter.t = max(meter.t, at)
             bodies: list[str] = []

@@ -6,6 +6,7 @@ the product's forwarder decides (D182)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -142,3 +143,54 @@ def test_the_runs_end_is_not_charged_to_the_pass() -> None:
     assert meter.emulator_cpu >= 0.05
     assert meter.service_cpu < 0.02
     assert meter.t - before < 0.02
+
+
+def test_the_runs_due_before_anything_else_happens_end_in_order_with_their_times() -> None:
+    log: list[str] = []
+    _meter, runs, bus = model(log)
+    runs.runtime_of.update({"job-c": 1.0, "job-d": 3.0})
+    for name, job in (("run-a", "job-a"), ("run-b", "job-b"), ("run-c", "job-c")):
+        runs.created(run_object(name, job))
+    runs.created(run_object("run-d", "job-d"))
+    runs.start_created()
+    told: list[float] = []
+    # run-a at 0.5, run-c at 1.0, run-b at 2.0, run-d at 3.0: a submission at 2.0 comes first
+    assert runs.end_through(until=2.5, before=2.0, at_each=told.append) == 2
+    assert bus.ended == ["run-a", "run-c"]
+    assert [round(t, 3) for t in told] == [0.5, 1.0]
+    assert runs.next_end() == 2.0 + 1e-5
+    # the next one ends even past `until`: the caller found it due first
+    assert runs.end_through(until=0.0, before=9.0) == 1
+    assert bus.ended == ["run-a", "run-c", "run-b"]
+
+
+@dataclass
+class Together(Cluster):
+    """A status write that returns only once another is under way beside it: one written
+    at a time never gets past the first."""
+
+    meeting: threading.Barrier = field(default_factory=lambda: threading.Barrier(2, timeout=5))
+
+    def patch(
+        self, resource: Any, name: str, body: dict[str, Any], namespace: str, subresource: str
+    ) -> dict[str, Any]:
+        self.meeting.wait()
+        return super().patch(resource, name, body, namespace, subresource)
+
+
+def test_the_status_writes_of_a_batch_are_sent_together() -> None:
+    log: list[str] = []
+    meter, bus = Meter(Latencies()), Bus()
+    runs = RunModel(
+        meter,
+        Together(log),  # type: ignore[arg-type]
+        World(),  # type: ignore[arg-type]
+        bus.entries.append,
+        {"job-a": 0.5, "job-b": 0.5},
+    )
+    runs.created(run_object("run-a", "job-a"))
+    runs.created(run_object("run-b", "job-b"))
+    runs.start_created()
+    assert runs.end_due(1.0) == 2
+    assert sorted(bus.ended) == ["run-a", "run-b"]
+    runs.close()
