@@ -14,7 +14,11 @@ import botocore.session
 import pytest
 from moto.core.responses import ActionResult
 
-from hyperguard_twin.dynamodb.answers import CHECKED_RESPONSES, fast_dynamodb_responses
+from hyperguard_twin.dynamodb.answers import (
+    CHECKED_ITEMS,
+    CHECKED_RESPONSES,
+    fast_dynamodb_responses,
+)
 
 
 def context(service: str, operation: str) -> Any:
@@ -93,3 +97,45 @@ def test_a_null_other_services_and_other_operations_are_left_to_moto(fast: Any) 
     execute(ActionResult(ITEM), context("sqs", "ReceiveMessage"))
     execute(ActionResult({"Table": {}}), context("dynamodb", "DescribeTable"))
     assert moto.calls == 3
+
+
+class Echo(Moto):
+    """A serialiser that answers what it is given, and keeps the sizes it was given."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.items: list[int] = []
+
+    def __call__(self, result: ActionResult, _context: Any) -> tuple[int, dict[str, str], str]:
+        self.calls += 1
+        answer = result.result
+        assert isinstance(answer, dict)
+        self.items.append(len(answer.get("Items") or next(iter(answer["Responses"].values()))))
+        return 200, {"x-amzn-requestid": "r"}, json.dumps(answer)
+
+
+def page(n: int) -> dict[str, Any]:
+    return {"Items": [{"job_id": {"S": f"j{i}"}} for i in range(n)], "Count": n, "ScannedCount": n}
+
+
+def test_a_large_page_is_checked_on_its_first_items_and_answered_whole(fast: Any) -> None:
+    moto, checked = Echo(), Counter[str]()
+    execute = fast(moto, checked)
+    _, _, body = execute(ActionResult(page(500)), context("dynamodb", "Scan"))
+    assert moto.items == [CHECKED_ITEMS]
+    assert json.loads(body) == page(500)
+    answer = {"Responses": {"jobs": page(300)["Items"]}, "UnprocessedKeys": {}}
+    _, _, body = execute(ActionResult(answer), context("dynamodb", "BatchGetItem"))
+    assert moto.items == [CHECKED_ITEMS, CHECKED_ITEMS]
+    assert json.loads(body) == answer
+    assert checked == Counter({"Scan": 1, "BatchGetItem": 1})
+
+
+def test_a_sampled_item_moto_would_answer_otherwise_leaves_the_operation_to_moto(
+    fast: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    moto = Moto(page(CHECKED_ITEMS + 1))  # one item more than the sample: they differ
+    execute = fast(moto, Counter())
+    _, _, body = execute(ActionResult(page(100)), context("dynamodb", "Scan"))
+    assert json.loads(body) == page(CHECKED_ITEMS + 1)  # moto's, whole
+    assert "fast Scan answer differs" in caplog.text
