@@ -60,10 +60,14 @@ an upper bound on the time, since one thread's CPU could overlap another's wait)
 workload with every modelled latency at 0.5x, 1x and 2x.
 
 Emulator speed-ups (they change no answer the service gets, and are checked against moto's own
-on the first answers): DynamoDB item-operation responses dumped as JSON instead of moto's
-shape walk; a keys-only index Query paged by its entries, as DynamoDB pages it (moto pages by
-whole items: more calls than DynamoDB); a transaction saves the items it names instead of
-deep-copying their tables.
+on the first answers, a page's first 20 items): DynamoDB item-operation responses dumped as
+JSON instead of moto's shape walk; a keys-only index Query paged by its entries, as DynamoDB
+pages it (moto pages by whole items: more calls than DynamoDB); a transaction saves the items it
+names instead of deep-copying their tables.
+
+Python's garbage collector walks the whole process, moto's tables included; its CPU during a
+pass is charged where it runs (`gc_cpu_s_per_pass`: the service's share is in its CPU, and so in
+the virtual time), an upper bound on what the function's own heap would cost it.
 
 Workload (Kueue's scheduler-performance baseline, test/performance/scheduler/configs/
 baseline/generator.yaml): per team (a Kueue ClusterQueue) 350 small / 100 medium / 50 large
@@ -93,6 +97,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import heapq
 import inspect
 import json
@@ -293,6 +298,15 @@ class Meter:
         thread's modelled latency since the fork (None: no calls in flight together)."""
         self.forks = 0
         """How many times the service issued calls together while measured."""
+        self.gc_s: dict[str, float] = defaultdict(float)
+        """CPU of Python's garbage collector while measured, by whose CPU it was charged to:
+        the service's, or the emulator's (a collection that started inside moto). The
+        collector walks the whole process, moto's tables included, which a Lambda function's
+        process would not hold (BENCHMARKS.md, "The garbage collector's share")."""
+        self.full_collections = 0
+        """Collections of the oldest generation while measured."""
+        self._emulating = threading.local()
+        self._gc_started = 0.0
 
     def now(self) -> datetime:
         return EPOCH + timedelta(seconds=self.lane_t())
@@ -388,12 +402,26 @@ class Meter:
         call), or the bench's own counting of Kubernetes answers. The calling thread's own
         CPU (`thread_time`): other threads may run meanwhile."""
         started = time.thread_time()
+        self._emulating.depth = getattr(self._emulating, "depth", 0) + 1
         try:
             yield
         finally:
+            self._emulating.depth -= 1
             spent = time.thread_time() - started
             with self.lock:
                 self.emulator_cpu += spent
+
+    def collected(self, phase: str, info: dict[str, Any]) -> None:
+        """`gc.callbacks`' hook: a collection's CPU, on the thread that runs it (one at a
+        time), counted while measured, as the emulator's inside `emulating`."""
+        if phase == "start":
+            self._gc_started = time.thread_time()
+            return
+        if not self.measuring:
+            return
+        side = "emulator" if getattr(self._emulating, "depth", 0) else "service"
+        self.gc_s[side] += time.thread_time() - self._gc_started
+        self.full_collections += info["generation"] == 2
 
 
 class Patches:
@@ -445,8 +473,11 @@ def emulation(meter: Meter, lag: IndexLag) -> Iterator[Counter[str]]:
         install_emulated_dynamodb(patches, checks, lag)
         install_pass_steps(patches, meter)
         install_fork_join(patches, meter)
+        gc.callbacks.append(meter.collected)
         yield checks
     finally:
+        if meter.collected in gc.callbacks:
+            gc.callbacks.remove(meter.collected)
         patches.undo()
 
 
@@ -1112,6 +1143,9 @@ class PassSample:
     kube_objects: int
     cpu_s: float
     emulator_cpu_s: float
+    gc_s: dict[str, float]
+    """The collector's CPU within `cpu_s` ("service") and `emulator_cpu_s` ("emulator")."""
+    full_collections: int
     kube_wall_s: float
     """Wall time of the pass's Kubernetes requests to the real API server."""
     admitted: int
@@ -1138,6 +1172,7 @@ def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
     before = Counter(meter.calls["pass"])
     objects = meter.kube_objects["pass"]
     cpu, emulator = meter.service_cpu, meter.emulator_cpu
+    gc_before, full_before = dict(meter.gc_s), meter.full_collections
     kube_wall = meter.kube_wall_s["pass"]
     start = meter.t
     meter.phase = "pass"
@@ -1155,6 +1190,8 @@ def run_one_pass(built: World, bodies: Sequence[str] = ()) -> PassSample:
         kube_objects=meter.kube_objects["pass"] - objects,
         cpu_s=meter.service_cpu - cpu,
         emulator_cpu_s=meter.emulator_cpu - emulator,
+        gc_s={k: v - gc_before.get(k, 0.0) for k, v in meter.gc_s.items()},
+        full_collections=meter.full_collections - full_before,
         kube_wall_s=meter.kube_wall_s["pass"] - kube_wall,
         admitted=len(result.admitted),
         succeeded=len(result.succeeded),
@@ -1296,6 +1333,11 @@ def _per_pass(samples: Sequence[PassSample]) -> dict[str, Any]:
         if admitted
         else None,
         "aws_emulator_cpu_s_per_pass": round(_mean([s.emulator_cpu_s for s in samples]), 5),
+        "gc_cpu_s_per_pass": {
+            side: round(_mean([s.gc_s.get(side, 0.0) for s in samples]), 5)
+            for side in ("service", "emulator")
+        },
+        "full_collections": sum(s.full_collections for s in samples),
         "kubernetes_wall_s_per_pass": round(_mean([s.kube_wall_s for s in samples]), 5),
         "calls_per_pass": {k: round(v / n, 3) for k, v in sorted(calls.items())},
     }

@@ -5,6 +5,7 @@ the product's forwarder decides (D182)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
@@ -194,3 +195,21 @@ def test_the_status_writes_of_a_batch_are_sent_together() -> None:
     assert runs.end_due(1.0) == 2
     assert sorted(bus.ended) == ["run-a", "run-b"]
     runs.close()
+
+
+def test_a_collection_in_a_pass_is_counted_on_the_side_that_ran_it() -> None:
+    meter = Meter(Latencies())
+    gc.callbacks.append(meter.collected)
+    try:
+        gc.collect()  # not measured
+        assert meter.full_collections == 0
+        meter.start()
+        gc.collect()
+        with meter.emulating():
+            gc.collect()
+        meter.stop()
+    finally:
+        gc.callbacks.remove(meter.collected)
+    assert meter.full_collections == 2
+    assert set(meter.gc_s) == {"service", "emulator"}
+    assert meter.gc_s["service"] > 0 and meter.gc_s["emulator"] > 0
