@@ -12,6 +12,7 @@ from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import RecoveryWorkflows
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.recovery.operator import OperatorNodeActions, RecoveryOperator
+from hyperguard.sandbox import init_done
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, NodeStore
 
@@ -29,6 +30,7 @@ app = create_app(
         settings, node_actions, catalogue, cluster=GatewayCluster(gateway)
     )
 )
+init_done()
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -8,6 +8,7 @@ from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import EventPublisher, wakeup_for
 from hyperguard.observability import logger, metrics, tracer
+from hyperguard.sandbox import init_done
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.settings import load_settings
 from hyperguard.store import JobStore
@@ -21,6 +22,7 @@ steps = BurstSteps(
     wakeup=wakeup_for(settings),
     publisher=EventPublisher(settings.event_bus_name),
 )
+init_done()
 
 
 @logger.inject_lambda_context(correlation_id_path="burst.request.burstId")

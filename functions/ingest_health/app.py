@@ -18,6 +18,7 @@ from hyperguard.ingestion import HealthIngestor
 from hyperguard.lookup import NodeLookup
 from hyperguard.messaging import Escalator, EventPublisher, RecoveryWorkflows
 from hyperguard.observability import logger, metrics, tracer
+from hyperguard.sandbox import init_done
 from hyperguard.settings import load_settings
 from hyperguard.store import IdempotencyStore, IncidentStore, NodeStore
 
@@ -46,6 +47,9 @@ def record_handler(record: SQSRecord) -> None:
         metrics.add_metric(
             name="Signals_time_clamped", unit="Count", value=ingestor.clamped - clamped
         )
+
+
+init_done()
 
 
 @logger.inject_lambda_context(correlation_id_path="Records[0].messageId")

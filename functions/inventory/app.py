@@ -12,6 +12,7 @@ from hyperguard.cluster.catalogue import Ec2InstanceCatalogue
 from hyperguard.cluster.factory import gateway_for
 from hyperguard.inventory import InventorySync
 from hyperguard.observability import logger, metrics, tracer
+from hyperguard.sandbox import init_done
 from hyperguard.settings import load_settings
 from hyperguard.store import NodeStore
 from hyperguard.store.policy import RepairersStore
@@ -23,6 +24,7 @@ inventory = InventorySync(
     clusters=frozenset({settings.hyperpod_cluster_name, settings.eks_cluster_name}),
     repairers=RepairersStore(settings.teams_table),
 )
+init_done()
 
 
 @logger.inject_lambda_context(correlation_id_path="Records[0].messageId")

@@ -9,6 +9,7 @@ from hyperguard.cluster.factory import gateway_for
 from hyperguard.messaging import Escalator, EventPublisher
 from hyperguard.observability import logger, metrics, tracer
 from hyperguard.recovery.steps import RecoverySteps
+from hyperguard.sandbox import init_done
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.checkpoints import CheckpointStore
@@ -26,6 +27,7 @@ steps = RecoverySteps(
     escalator=Escalator(settings.escalation_topic_arn),
     repairers=RepairersStore(settings.teams_table),
 )
+init_done()
 
 
 @logger.inject_lambda_context(correlation_id_path="recovery.incident_id")

@@ -10,6 +10,7 @@ from hyperguard.events.kubernetes import woken_held
 from hyperguard.governance.service import SchedulerBusyError, SchedulerService
 from hyperguard.messaging import EventPublisher, Workflows, woken_jobs
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric, tracer
+from hyperguard.sandbox import init_done
 from hyperguard.settings import load_settings
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
 
@@ -29,6 +30,7 @@ service = SchedulerService(
     publisher=EventPublisher(settings.event_bus_name),
     lease_ttl_s=settings.scheduler_lease_s,
 )
+init_done()
 
 
 @logger.inject_lambda_context(correlation_id_path="Records[0].messageId")
