@@ -72,9 +72,9 @@ def fast_dynamodb_responses(checked: Counter[str]) -> Callable[..., Any]:
     which the shape walk drops). The first CHECKED_RESPONSES of each operation (counted in
     `checked`) are compared with moto's own serialisation (of their first CHECKED_ITEMS items
     when they hold more); an operation whose answer ever differs is logged and left to moto
-    from then on. An answer holding a null, which the
-    shape walk would leave out, or a binary value (B, BS: bytes, which the shape walk
-    base64-encodes) is always serialised by moto. Every other service's answer is moto's."""
+    from then on. An answer holding a null, which the shape walk would leave out, or a binary
+    value (B, BS: bytes, which the shape walk base64-encodes) is always serialised by moto.
+    Every other service's answer is moto's."""
     from moto.core.responses import ActionResult
 
     current = ActionResult.execute_result
