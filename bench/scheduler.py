@@ -1284,7 +1284,8 @@ def simulate(
             # ends now, together: the first end's event can start that pass no sooner than
             # the forwarder's delivery after it, and an end at the pass's time comes first.
             first_event = at + latencies.s("events:forwarder-to-queue")
-            next_pass = max(pass_free, min(wakes[0][0] if wakes else first_event, first_event))
+            next_wake = wakes[0][0] if wakes else float("inf")
+            next_pass = max(pass_free, min(next_wake, first_event))
 
             def ended_at(t: float) -> None:
                 meter.t = max(meter.t, t)
