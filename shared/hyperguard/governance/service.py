@@ -113,6 +113,7 @@ from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import Job, utcnow
 from hyperguard.models.cluster import HeldWorkload
 from hyperguard.observability import logger
+from hyperguard.sandbox import collector_paused
 from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
@@ -189,8 +190,9 @@ class SchedulerService:
             return PassResult(acquired=False)
         result = PassResult()
         try:
-            adopted = self._adopt(held, result) if held else []
-            self._pass(lease, {*job_ids, *lease.woken, *adopted}, result)
+            with collector_paused():
+                adopted = self._adopt(held, result) if held else []
+                self._pass(lease, {*job_ids, *lease.woken, *adopted}, result)
         except FencedOutError:
             result.conflicts += 1
             logger.warning("scheduler lease lost mid-pass", extra={"cluster": self.cluster})
