@@ -29,8 +29,8 @@ def collector_paused() -> Iterator[None]:
     For work whose objects are acyclic and die with it, which reference counting frees at
     once: the collector has nothing to find in them, yet walked them again and again as they
     grew (a third of a large scheduling pass's CPU). Cycles the block makes wait until it
-    ends. Nested or on several threads at once, the collector resumes when the last block
-    ends, and only if it ran before the first began."""
+    ends. Nested or on several threads at once, the collector resumes (and collects) when the
+    last block ends, and only if it ran before the first began."""
     global _paused, _resume
     with _pause:
         if _paused == 0:
@@ -42,8 +42,8 @@ def collector_paused() -> Iterator[None]:
     finally:
         with _pause:
             _paused -= 1
-            last = _paused == 0
-            if last and _resume:
+            resume = _paused == 0 and _resume
+            if resume:
                 gc.enable()
-        if last:
+        if resume:
             gc.collect(0)

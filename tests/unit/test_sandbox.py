@@ -64,7 +64,7 @@ def test_a_paused_block_collects_nothing_and_its_cycles_go_as_it_ends() -> None:
         ref = weakref.ref(cycle, lambda _: gone.set())
         del cycle
         # Far past the young generation's threshold of allocations.
-        made = [[] for _ in range(50_000)]
+        made: list[list[int]] = [[] for _ in range(50_000)]
         assert ref() is not None  # no collection ran
         del made
     assert gc.isenabled()
