@@ -171,3 +171,23 @@ def test_a_small_active_set_is_read_whole_in_one_call(stack: Stack) -> None:
     with whole_reads(jobs) as asked:
         assert [r.job.job_id for r in jobs.active()] == ids
     assert sorted(asked) == ids
+
+
+def test_a_named_job_that_no_longer_counts_is_left_out_read_whole_or_remembered(
+    stack: Stack,
+) -> None:
+    """`also` names a job by key whether the index has it or not; one that ended is not
+    active, whether its record was read whole this time or is the one remembered."""
+    jobs = JobStore(stack.tables["JobsTable"])
+    ids = submitted(jobs, BATCH_GET_MAX + 5)
+    cancelled = ids[10]
+    outcome, _ = JobLifecycle(jobs).cancel(cancelled, principal="p")
+    assert outcome
+    with whole_reads(jobs) as first:
+        active = [r.job.job_id for r in jobs.active(also=[cancelled])]
+    assert cancelled in first and cancelled not in active
+    assert active == sorted(set(ids) - {cancelled}), "every other job, by id"
+    with whole_reads(jobs) as second:
+        again = [r.job.job_id for r in jobs.active(also=[cancelled])]
+    assert second == [], "nothing changed: the ended job's record is the remembered one"
+    assert again == active

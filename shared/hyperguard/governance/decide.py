@@ -89,7 +89,6 @@ from hyperguard.models import Job, JobStatus, Node, NodeStatus
 from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
 from hyperguard.models.governance import ComputeQuota
 from hyperguard.models.jobs import (
-    ACTIVE_STATUSES,
     HOLDING_STATUSES,
     WAITING_STATUSES,
     ProgressTrouble,
@@ -130,13 +129,15 @@ def plan_reconcile(snapshot: PassSnapshot) -> ReconcilePlan:
     restarts = [n for n in operator_restarts(snapshot) if n.record.job.job_id not in decided]
     found_steps = {c.record.job.job_id: c.checkpoint.step for c in checkpoints}
     fenced, fenced_nodes = _fences(snapshot)
-    group_of = {n.instance_id: n.pool for n in snapshot.nodes if n.platform == "hyperpod"}
-    waiting = [r for r in snapshot.jobs if r.job.job_id not in decided]
-    paused = pauses(fenced, waiting, group_of, snapshot.now, found_steps) if fenced else []
-    by_id = {r.job.job_id: r for r in snapshot.jobs}
+    paused = []
+    if fenced:
+        group_of = {n.instance_id: n.pool for n in snapshot.nodes if n.platform == "hyperpod"}
+        waiting = [r for r in snapshot.jobs if r.job.job_id not in decided]
+        paused = pauses(fenced, waiting, group_of, snapshot.now, found_steps)
+    by_id = snapshot.view.by_id
     return ReconcilePlan(
         cancelled=tuple(
-            StopCancelled(r.job.job_id, tuple(r.job.nodes)) for r in snapshot.jobs if r.stop_pending
+            StopCancelled(r.job.job_id, tuple(r.job.nodes)) for r in snapshot.view.stopping
         ),
         checkpoints=tuple(checkpoints),
         troubles=tuple(troubles),
@@ -186,9 +187,9 @@ def _running(
     checkpoints: list[RecordCheckpoint] = []
     troubles: list[NoteProgressTrouble] = []
     verdicts: list[Reconcile] = []
-    for record in snapshot.jobs:
+    for record in snapshot.view.running:
         job = record.job
-        if job.status is not JobStatus.RUNNING or record.stop_pending:
+        if record.stop_pending:
             continue
         run = runs.get((job.job_id, job.run))
         read = reads_progress(record, run) and not backed_off(record, snapshot.now)
@@ -213,6 +214,8 @@ def _running(
 def refused_checkpoints(snapshot: PassSnapshot) -> list[NoteRefusedCheckpoint]:
     """Running jobs whose newest checkpoint contract v2 refused, newer than the last refusal
     recorded (the reader keeps only those: D164), each noted once."""
+    if not snapshot.refused:
+        return []
     return [
         NoteRefusedCheckpoint(record.job.job_id, refused)
         for record in snapshot.jobs
@@ -225,10 +228,10 @@ def operator_restarts(snapshot: PassSnapshot) -> list[NoteOperatorRestarts]:
     HyperPodPyTorchJob's restartCount, a team's own Job's failed pods (D179), went up."""
     runs = {(r.job_id, r.run): r for r in snapshot.runs}
     found = []
-    for record in snapshot.jobs:
+    for record in snapshot.view.running:
         job = record.job
         run = runs.get((job.job_id, job.run))
-        if job.status is not JobStatus.RUNNING or run is None or not run.restarts:
+        if run is None or not run.restarts:
             continue
         if run.restarts > restarts_recorded(record.operator_restarts, job.run, run.kind):
             found.append(NoteOperatorRestarts(record, job.run, run.restarts, run.kind))
@@ -256,10 +259,8 @@ def _leftovers(snapshot: PassSnapshot) -> list[Leftover]:
     runs = {(r.job_id, r.run) for r in snapshot.runs}
     return [
         Leftover(record, (record.job.job_id, record.job.run) in runs)
-        for record in snapshot.jobs
-        if record.job.status is JobStatus.ADMITTED
-        and not record.stop_pending
-        and not record.protected_by
+        for record in snapshot.view.admitted
+        if not record.stop_pending and not record.protected_by
     ]
 
 
@@ -268,7 +269,7 @@ def _relocations(snapshot: PassSnapshot, decided: Collection[str]) -> list[Reloc
     recorded, as many of them (HyperPod's auto-resume placed them: D136); not those with a
     verdict this pass."""
     found: list[Relocate] = []
-    for record in snapshot.jobs:
+    for record in snapshot.jobs if snapshot.placed else ():
         job = record.job
         placed = snapshot.placed.get(job.job_id)
         if placed is None or job.job_id in decided or record.protected_by:
@@ -415,10 +416,10 @@ def _orphans(snapshot: PassSnapshot) -> list[StopRuns]:
     to it (it stops the runs it replaces), as is a cancelled one whose stop is still owed.
     Runs of jobs HyperGuard has no record of are left alone; at most ORPHAN_STOPS_PER_PASS
     jobs a pass, the rest on the next."""
-    records = {r.job.job_id: r for r in snapshot.jobs} | dict(snapshot.ended)
+    records, ended = snapshot.view.by_id, snapshot.ended
     stops: dict[str, int | None] = {}
     for run in snapshot.runs:
-        record = records.get(run.job_id)
+        record = ended.get(run.job_id) or records.get(run.job_id)
         if run.phase not in LIVE_PHASES or record is None:
             continue
         if record.stop_pending or record.protected_by:
@@ -481,9 +482,7 @@ def plan_admission(
 ) -> tuple[AdmissionPlan, Ledger]:
     """The engine's decisions on the snapshot (hot spares and fenced nodes held back),
     placed on nodes: admissions with their victims, and growths."""
-    records = {r.job.job_id: r for r in snapshot.jobs}
-    active = [r for r in snapshot.jobs if r.job.status in ACTIVE_STATUSES]
-    holding = [r for r in active if r.job.status in HOLDING_STATUSES]
+    records, holding = snapshot.view.by_id, snapshot.view.holding
     held = frozenset(held_nodes(r.job for r in holding))
     nodes = {n.instance_id: n for n in snapshot.nodes}
     context = _Context(
@@ -509,7 +508,7 @@ def plan_admission(
         held=held,
         reasons={},
     )
-    active_ids = [r.job.job_id for r in active]
+    active_ids = snapshot.view.active_ids
     held_back = occupancy.spares | (reconciled.fenced_nodes - held)
     admissions, growths, unplaceable, ledger = _decide(context, start, active_ids, held_back)
     plan = AdmissionPlan(
@@ -1279,7 +1278,7 @@ def _reason_writes(
 ) -> list[ReasonWrite]:
     """The reasons whose stored form changes, each over the one the snapshot read."""
     return [
-        ReasonWrite(job_id, reason, records[job_id].reason)
+        ReasonWrite(job_id, reason, record.reason)
         for job_id, reason in reasons.items()
-        if records[job_id].job.status in WAITING_STATUSES and records[job_id].reason != reason
+        if (record := records[job_id]).reason != reason and record.job.status in WAITING_STATUSES
     ]

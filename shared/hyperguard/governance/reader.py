@@ -33,6 +33,7 @@ from hyperguard.cluster.gateway import ClusterError, ClusterGateway
 from hyperguard.concurrency import bounded_map
 from hyperguard.governance.snapshot import (
     InstanceGroups,
+    JobViews,
     PassSnapshot,
     backed_off,
     reads_progress,
@@ -112,45 +113,48 @@ class SnapshotReader:
                 self.burst_claims if bursting else _nothing,
             ],
         )
-        jobs, ended = self._with_unread(jobs, runs)
-        checkpoints, refused, unreadable = self.new_checkpoints(jobs, runs, now)
+        # The records sorted once; each read below looks only at the jobs it is about.
+        views, ended = self._with_unread(JobViews.of(jobs), runs)
+        checkpoints, refused, unreadable = self.new_checkpoints(views.running, runs, now)
         return PassSnapshot(
             now=now,
             repair=repair,
             burst=burst,
-            jobs=jobs,
+            jobs=views.jobs,
             nodes=nodes,
             runs=runs,
             checkpoints=checkpoints,
             refused=refused,
             unreadable=unreadable,
-            placed=self.placements(jobs, runs),
+            placed=self.placements(views.running, runs),
             ended=ended,
             groups=groups,
-            stand_ins=self.stand_ins(jobs, nodes),
+            stand_ins=self.stand_ins(views.holding, nodes),
             lemons=self.lemons(repair, nodes, now),
             quotas=quotas,
             config=config,
             claims=claims,
             bursting=bursting,
             teams_ensured=frozenset(teams_ensured),
+            views=views,
         )
 
     def _with_unread(
-        self, jobs: tuple[JobRecord, ...], runs: tuple[RunStatus, ...]
-    ) -> tuple[tuple[JobRecord, ...], dict[str, JobRecord]]:
+        self, views: JobViews, runs: tuple[RunStatus, ...]
+    ) -> tuple[JobViews, dict[str, JobRecord]]:
         """The jobs with live runs that the `Live` index did not name, read by key: those
         that ended (their runs are orphans to stop), and those still active, which join the
         pass's jobs. An active one is a job admitted a moment after its submission, before
         the index had it, by a pass its submission woke: the next pass, woken by others,
         must still count what it holds (D178)."""
-        unread = self.jobs.records_of(unread_run_jobs(jobs, runs))
+        unread = self.jobs.records_of(unread_run_jobs(views.by_id, runs))
         active = {
             r.job.job_id: r for r in unread if r.job.status in ACTIVE_STATUSES or r.stop_pending
         }
         if active:
-            jobs = tuple(sorted((*jobs, *active.values()), key=lambda r: r.job.job_id))
-        return jobs, {r.job.job_id: r for r in unread if r.job.job_id not in active}
+            joined = {**views.by_id, **active}
+            views = JobViews.of(tuple(joined[job_id] for job_id in sorted(joined)))
+        return views, {r.job.job_id: r for r in unread if r.job.job_id not in active}
 
     def refresh(self, snapshot: PassSnapshot, moved: Collection[str]) -> PassSnapshot:
         """The jobs this pass just moved, read again. Only those: another writer's change

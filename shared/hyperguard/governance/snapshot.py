@@ -7,14 +7,14 @@ no store, adapter or SDK module, so `governance.decide` and its tests load none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from hyperguard.models import Checkpoint, JobStatus, Node
 from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunPhase, RunStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
-from hyperguard.models.jobs import RefusedCheckpoint
+from hyperguard.models.jobs import ACTIVE_STATUSES, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
@@ -34,6 +34,65 @@ class InstanceGroups:
     continuous: bool
     """NodeProvisioningMode Continuous: groups may grow on request (BatchAddClusterNodes)."""
     groups: tuple[InstanceGroupSize, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobViews:
+    """A pass's jobs sorted once by what the pass asks of them, in their order. A large
+    pass holds thousands of waiting jobs and few running ones; each question asked of every
+    record (its status, its flags: pointers into a heap far larger than the cache) cost a
+    pass about as much as the answer's work, so the records are walked once, here, and each
+    step walks only the part it is about (BENCHMARKS.md, "One walk of a pass's jobs")."""
+
+    jobs: tuple[JobRecord, ...]
+    """What the views were made from."""
+    by_id: Mapping[str, JobRecord]
+    active: tuple[JobRecord, ...]
+    """Holding or waiting (not those only listed for pods still to stop)."""
+    active_ids: tuple[str, ...]
+    holding: tuple[JobRecord, ...]
+    """Admitted or Running: they hold quota and nodes."""
+    running: tuple[JobRecord, ...]
+    admitted: tuple[JobRecord, ...]
+    stopping: tuple[JobRecord, ...]
+    """Those with pods still to stop (`stop_pending`), whatever their status."""
+
+    @classmethod
+    def of(cls, jobs: tuple[JobRecord, ...]) -> JobViews:
+        by_id: dict[str, JobRecord] = {}
+        active: list[JobRecord] = []
+        active_ids: list[str] = []
+        holding: list[JobRecord] = []
+        running: list[JobRecord] = []
+        admitted: list[JobRecord] = []
+        stopping: list[JobRecord] = []
+        is_running, is_admitted = JobStatus.RUNNING, JobStatus.ADMITTED
+        for record in jobs:
+            job = record.job
+            job_id, status = job.job_id, job.status
+            by_id[job_id] = record
+            if record.stop_pending:
+                stopping.append(record)
+            if status not in ACTIVE_STATUSES:
+                continue
+            active.append(record)
+            active_ids.append(job_id)
+            if status is is_running:
+                running.append(record)
+                holding.append(record)
+            elif status is is_admitted:
+                admitted.append(record)
+                holding.append(record)
+        return cls(
+            jobs,
+            by_id,
+            tuple(active),
+            tuple(active_ids),
+            tuple(holding),
+            tuple(running),
+            tuple(admitted),
+            tuple(stopping),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +132,25 @@ class PassSnapshot:
     """BurstCapacity is deployed: the pass may start bursts and scale burst nodes in."""
     teams_ensured: frozenset[str] = frozenset()
     """Teams whose namespaced objects this scheduler process has ensured already (D98)."""
+    views: JobViews | None = field(default=None, compare=False, repr=False)
+    """`jobs` sorted once (`JobViews`); made from `jobs` when missing or made from others."""
+
+    def __post_init__(self) -> None:
+        if self.views is None or self.views.jobs is not self.jobs:
+            object.__setattr__(self, "views", JobViews.of(self.jobs))
+
+    @property
+    def view(self) -> JobViews:
+        assert self.views is not None  # set by __post_init__
+        return self.views
 
     def refreshed(self, fresh: Iterable[JobRecord]) -> PassSnapshot:
         """The snapshot with these records in place of the ones it read."""
-        by_id = {r.job.job_id: r for r in fresh}
-        return replace(self, jobs=tuple(by_id.get(r.job.job_id, r) for r in self.jobs))
+        by_id = {r.job.job_id: r for r in fresh if r.job.job_id in self.view.by_id}
+        if not by_id:
+            return self
+        jobs = tuple(by_id.get(job_id, r) for job_id, r in self.view.by_id.items())
+        return replace(self, jobs=jobs, views=None)
 
 
 def reads_progress(record: JobRecord, run: RunStatus | None) -> bool:
@@ -98,10 +171,9 @@ def backed_off(record: JobRecord, now: datetime) -> bool:
     return trouble is not None and trouble.retry_at > now
 
 
-def unread_run_jobs(records: Iterable[JobRecord], runs: Iterable[RunStatus]) -> list[str]:
-    """Jobs with live runs that `records` lacks (they ended, or the index has not named them
-    yet: D178): the first ORPHAN_STOPS_PER_PASS by id, read by key so that the runs of those
-    that ended can be stopped and those still active counted."""
-    known = {r.job.job_id for r in records}
+def unread_run_jobs(known: Container[str], runs: Iterable[RunStatus]) -> list[str]:
+    """Jobs with live runs whose ids `known` lacks (they ended, or the index has not named
+    them yet: D178): the first ORPHAN_STOPS_PER_PASS by id, read by key so that the runs of
+    those that ended can be stopped and those still active counted."""
     live = {r.job_id for r in runs if r.phase in LIVE_PHASES}
-    return sorted(live - known)[:ORPHAN_STOPS_PER_PASS]
+    return sorted(j for j in live if j not in known)[:ORPHAN_STOPS_PER_PASS]

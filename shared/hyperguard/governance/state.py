@@ -9,6 +9,7 @@ of queue shapes and decisions, not to the number of jobs.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -119,14 +120,14 @@ class Workload:
         pool_kind: str | None = None,
     ) -> Workload:
         """`pool_kind`: where a running job was placed (placement's PoolKind value; None:
-        HyperPod, as before burst capacity existed)."""
+        HyperPod, as before burst capacity existed). Made for every job of every pass (a
+        large pass: thousands), so the few shapes a replica can have are made once each."""
         spec = catalogue.spec(job.instance_type)
-        if job.accelerators_per_replica > 0:
-            per_replica = accelerator_share(spec, job.accelerators_per_replica)
-        else:
-            per_replica = instance_amount(spec)
+        accelerators = job.accelerators_per_replica
+        per_replica = _share(spec, accelerators) if accelerators > 0 else _whole(spec)
         running = job.status in HOLDING_STATUSES
         policy = job.elastic_policy
+        submitted = job.submitted_at
         return cls(
             job_id=job.job_id,
             team=job.team,
@@ -134,7 +135,7 @@ class Workload:
             per_replica=per_replica,
             replicas=job.replicas,
             priority_class=job.priority_class,
-            submitted_at=job.submitted_at.timestamp() if job.submitted_at else float("inf"),
+            submitted_at=submitted.timestamp() if submitted else _NEVER,
             sizes=tuple(policy.sizes()) if policy else None,
             admitted=(len(job.nodes) or job.replicas) if running else 0,
             started_at=started_at.timestamp() if running and started_at else None,
@@ -142,8 +143,14 @@ class Workload:
             scaling_timeout_s=float(policy.scaling_timeout_in_seconds or 0) if policy else 0.0,
             may_burst=may_burst,
             hyperpod_only=not allows_burst(job.template),
-            on_hyperpod=pool_kind in (None, PoolKind.HYPERPOD),
+            on_hyperpod=pool_kind in _ON_HYPERPOD,
         )
+
+
+_share = functools.lru_cache(maxsize=256)(accelerator_share)
+_whole = functools.lru_cache(maxsize=256)(instance_amount)
+_NEVER = float("inf")
+_ON_HYPERPOD = (None, PoolKind.HYPERPOD)
 
 
 @dataclass(frozen=True, slots=True)

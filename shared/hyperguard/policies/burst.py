@@ -65,9 +65,17 @@ TEMPLATE_POOL_KINDS: Mapping[str, tuple[PoolKind, ...]] = {
 """The pools a job of each template may run on."""
 
 
+_BURSTABLE = frozenset(
+    template
+    for template, kinds in TEMPLATE_POOL_KINDS.items()
+    if any(kind is not PoolKind.HYPERPOD for kind in kinds)
+)
+
+
 def allows_burst(template: str) -> bool:
-    """Whether the template lets a job run on EKS burst capacity."""
-    return any(kind is not PoolKind.HYPERPOD for kind in TEMPLATE_POOL_KINDS.get(template, ()))
+    """Whether the template lets a job run on EKS burst capacity (asked of every job a pass
+    holds: a set lookup)."""
+    return template in _BURSTABLE
 
 
 def burst_kinds(template: str) -> tuple[PoolKind, ...]:

@@ -33,7 +33,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -80,6 +80,19 @@ REMEMBERED_MAX = 50_000
 reads every one whole, as below BATCH_GET_MAX."""
 NO_FAULT = frozenset({"None", None})
 """A CancellationReasons code of an action that did not cancel the transaction."""
+
+
+class _Remembered(NamedTuple):
+    """A record `JobStore.active` read, at the revision it read it at, and whether it counts
+    (active, or with pods to stop: worked out once, when the record is read)."""
+
+    rev: int
+    record: JobRecord
+    counts: bool
+
+
+def _counts(record: JobRecord) -> bool:
+    return record.job.status in ACTIVE_STATUSES or record.stop_pending
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +248,7 @@ class JobStore(TableStore):
         super().__init__(table_name, table)
         self.idempotency_table_name = idempotency_table_name
         self.idempotency_ttl_s = idempotency_ttl_s
-        self._remembered: dict[str, tuple[int, JobRecord]] = {}
+        self._remembered: dict[str, _Remembered] = {}
         """The active jobs `active` read last, each with the revision it was read at."""
 
     def _transact_write(self, items: list[dict[str, Any]]) -> None:
@@ -269,37 +282,52 @@ class JobStore(TableStore):
         return [(item.get(REV), record_from_item(item)) for item in items]
 
     def _current(self, job_ids: list[str]) -> list[JobRecord]:
-        """These jobs as stored, read strongly consistent, like `records_of`. Past one
-        BatchGetItem's worth of jobs only their revisions are read (a projection), and a job
-        is read whole only when its revision is not the one of the record this store read
-        last: between two scheduling passes few of many waiting jobs change (D122)."""
+        """Those of these jobs that are active or have pods to stop, as stored, read
+        strongly consistent, in the order of `job_ids`. Past one BatchGetItem's worth of jobs
+        only their revisions are read (a projection), and a job is read whole only when its
+        revision is not the one of the record this store read last: between two scheduling
+        passes few of many waiting jobs change (D122). What is asked of every record is
+        asked once, as it is read (a large pass's thousands of records are far apart in
+        memory: a walk over them costs it as much as the work done with them)."""
+        found: dict[str, _Remembered] = {}
         if len(job_ids) <= BATCH_GET_MAX or len(job_ids) > REMEMBERED_MAX:
-            read = self._read_whole(job_ids)
+            stale: Collection[str] = job_ids
         else:
             revisions = batch_get(
                 self.table, [{"job_id": job_id} for job_id in job_ids], attributes=("job_id", REV)
             )
-            remembered, read, stale = self._remembered, [], []
+            remembered, stale = self._remembered, []
             for item in revisions:
-                known = remembered.get(item["job_id"])
-                if known is not None and item.get(REV) == known[0]:
-                    read.append(known)
+                job_id = item["job_id"]
+                known = remembered.get(job_id)
+                if known is not None and item.get(REV) == known.rev:
+                    found[job_id] = known
                 else:
-                    stale.append(item["job_id"])
-            read += self._read_whole(stale)
-        remember = len(job_ids) <= REMEMBERED_MAX
-        self._remembered = {
-            record.job.job_id: (rev, record) for rev, record in read if remember and rev is not None
-        }
-        return [record for _, record in read]
+                    stale.append(job_id)
+        unversioned: dict[str, JobRecord] = {}
+        for rev, record in self._read_whole(stale):
+            if rev is None:
+                unversioned[record.job.job_id] = record
+            else:
+                found[record.job.job_id] = _Remembered(rev, record, _counts(record))
+        self._remembered = found if len(job_ids) <= REMEMBERED_MAX else {}
+        records = []
+        for job_id in job_ids:
+            entry = found.get(job_id)
+            if entry is not None:
+                if entry.counts:
+                    records.append(entry.record)
+            elif (old := unversioned.get(job_id)) is not None and _counts(old):
+                records.append(old)
+        return records
 
     def active(self, also: Collection[str] = ()) -> list[JobRecord]:
-        """Every job that holds or waits for quota, or still has pods to stop. The `Live`
-        index names them (keys only); the items themselves are read strongly consistent,
-        so a scheduling pass never works from a stale copy of a status. A job submitted a
-        moment ago may be missing until the index has it (typically well under a second):
-        `also` names jobs to read by key whether the index has them yet or not (the ones
-        a scheduler wake-up names), in the same BatchGetItem."""
+        """Every job that holds or waits for quota, or still has pods to stop, by id. The
+        `Live` index names them (keys only); the items themselves are read strongly
+        consistent, so a scheduling pass never works from a stale copy of a status. A job
+        submitted a moment ago may be missing until the index has it (typically well under
+        a second): `also` names jobs to read by key whether the index has them yet or not
+        (the ones a scheduler wake-up names), in the same BatchGetItem."""
         keys = query_all(
             self.table,
             IndexName=LIVE_INDEX,
@@ -307,11 +335,7 @@ class JobStore(TableStore):
             ExpressionAttributeNames={"#live": "live"},
             ExpressionAttributeValues={":l": LIVE},
         )
-        records = self._current(list(dict.fromkeys([*(k["job_id"] for k in keys), *also])))
-        return sorted(
-            (r for r in records if r.job.status in ACTIVE_STATUSES or r.stop_pending),
-            key=lambda r: r.job.job_id,
-        )
+        return self._current(sorted({*(k["job_id"] for k in keys), *also}))
 
     def ended_since(self, since: datetime, now: datetime) -> list[JobRecord]:
         """The jobs that ended at or after `since` (by `ended_at`): one `Live` partition per
@@ -609,8 +633,8 @@ class JobStore(TableStore):
         for job_id, reason, _ in writes:
             known = remembered.get(job_id)
             if known is not None and job_id in written:
-                rev, record = known
-                remembered[job_id] = (rev + 1, record.model_copy(update={"reason": short(reason)}))
+                record = known.record.model_copy(update={"reason": short(reason)})
+                remembered[job_id] = known._replace(rev=known.rev + 1, record=record)
 
     def _transact(self, updates: Sequence[_Update]) -> set[str]:
         """Conditional UpdateItems, `(job_id, request, checks)`, in TransactWriteItems of up
