@@ -65,9 +65,10 @@ JSON instead of moto's shape walk; a keys-only index Query paged by its entries,
 pages it (moto pages by whole items: more calls than DynamoDB); a transaction saves the items it
 names instead of deep-copying their tables.
 
-Python's garbage collector walks the whole process, moto's tables included; its CPU during a
-pass is charged where it runs (`gc_cpu_s_per_pass`: the service's share is in its CPU, and so in
-the virtual time), an upper bound on what the function's own heap would cost it.
+Python's garbage collector walks the whole process; its CPU during a pass is charged where it
+runs (`gc_cpu_s_per_pass`: the service's share is in its CPU, and so in the virtual time).
+What moto keeps is frozen after each of its answers (`gc.freeze`), so that no collection of
+the service's walks DynamoDB's tables, which a function's process never holds.
 
 Workload (Kueue's scheduler-performance baseline, test/performance/scheduler/configs/
 baseline/generator.yaml): per team (a Kueue ClusterQueue) 350 small / 100 medium / 50 large
@@ -510,7 +511,17 @@ def install_aws_meter(patches: Patches, meter: Meter) -> None:
 
     def emulated(self: BotocoreStubber, *args: Any, **kwargs: Any) -> Any:
         with one_at_a_time, meter.emulating():
-            return stub(self, *args, **kwargs)
+            try:
+                return stub(self, *args, **kwargs)
+            finally:
+                # What moto keeps (the tables' items, thousands written a pass) is left out
+                # of every later collection: a function's process never holds DynamoDB's
+                # tables, yet the young collection that ends a pass walked them (about 0.07 s
+                # of a baseline pass). What the service made before the call is frozen too:
+                # reference counting frees it as before, and the collection that ends the
+                # pass misses only the service's own survivors (BENCHMARKS.md, "The
+                # emulator's heap out of the service's collections").
+                gc.freeze()
 
     patches.set(BaseClient, "_make_api_call", counted)
     patches.set(BotocoreStubber, "__call__", emulated)
