@@ -868,7 +868,7 @@ def plan_capacity(
         bursts=tuple(starts),
         reasons=tuple(writes),
         pending=len(reasons),
-        pending_by_team=dict(Counter(ledger.records[j].job.team for j in reasons)),
+        pending_by_team=dict(Counter(map(snapshot.view.teams.__getitem__, reasons))),
     )
 
 

@@ -7,14 +7,14 @@ no store, adapter or SDK module, so `governance.decide` and its tests load none.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from hyperguard.models import Checkpoint, JobStatus, Node
 from hyperguard.models.cluster import BurstClaim, InstanceGroupSize, RunPhase, RunStatus
 from hyperguard.models.governance import ComputeQuota, SchedulerConfig
-from hyperguard.models.jobs import ACTIVE_STATUSES, RefusedCheckpoint
+from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.repair import NodeRepairConfig
@@ -36,6 +36,34 @@ class InstanceGroups:
     groups: tuple[InstanceGroupSize, ...]
 
 
+def _holds(record: JobRecord) -> bool:
+    return record.job.status in HOLDING_STATUSES
+
+
+def _runs(record: JobRecord) -> bool:
+    return record.job.status is JobStatus.RUNNING
+
+
+def _admitted(record: JobRecord) -> bool:
+    return record.job.status is JobStatus.ADMITTED
+
+
+def _stops(record: JobRecord) -> bool:
+    return record.stop_pending
+
+
+def _active(record: JobRecord) -> bool:
+    return record.job.status in ACTIVE_STATUSES
+
+
+_PARTS: Mapping[str, Callable[[JobRecord], bool]] = {
+    "holding": _holds,
+    "running": _runs,
+    "admitted": _admitted,
+    "stopping": _stops,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class JobViews:
     """A pass's jobs sorted once by what the pass asks of them, in their order. A large
@@ -47,9 +75,10 @@ class JobViews:
     jobs: tuple[JobRecord, ...]
     """What the views were made from."""
     by_id: Mapping[str, JobRecord]
-    active: tuple[JobRecord, ...]
-    """Holding or waiting (not those only listed for pods still to stop)."""
+    teams: Mapping[str, str]
+    """Each job's team, by id."""
     active_ids: tuple[str, ...]
+    """The jobs that hold or wait for quota (not those only listed for pods to stop)."""
     holding: tuple[JobRecord, ...]
     """Admitted or Running: they hold quota and nodes."""
     running: tuple[JobRecord, ...]
@@ -60,7 +89,7 @@ class JobViews:
     @classmethod
     def of(cls, jobs: tuple[JobRecord, ...]) -> JobViews:
         by_id: dict[str, JobRecord] = {}
-        active: list[JobRecord] = []
+        teams: dict[str, str] = {}
         active_ids: list[str] = []
         holding: list[JobRecord] = []
         running: list[JobRecord] = []
@@ -71,11 +100,11 @@ class JobViews:
             job = record.job
             job_id, status = job.job_id, job.status
             by_id[job_id] = record
+            teams[job_id] = job.team
             if record.stop_pending:
                 stopping.append(record)
             if status not in ACTIVE_STATUSES:
                 continue
-            active.append(record)
             active_ids.append(job_id)
             if status is is_running:
                 running.append(record)
@@ -86,12 +115,42 @@ class JobViews:
         return cls(
             jobs,
             by_id,
-            tuple(active),
+            teams,
             tuple(active_ids),
             tuple(holding),
             tuple(running),
             tuple(admitted),
             tuple(stopping),
+        )
+
+    def replaced(self, fresh: Iterable[JobRecord]) -> JobViews:
+        """The views with these records in place of theirs (records of other jobs are left
+        out), without walking every record again: a job a pass moved leaves views (its run
+        ended, it was requeued), and one that joins a view it was not in (rare: a leftover
+        marked Running) has the views made again."""
+        moved = {r.job.job_id: r for r in fresh if r.job.job_id in self.by_id}
+        if not moved:
+            return self
+        by_id = {**self.by_id, **moved}
+        jobs = tuple(by_id.values())
+        for job_id, record in moved.items():
+            was = self.by_id[job_id]
+            if any(belongs(record) and not belongs(was) for belongs in (_active, *_PARTS.values())):
+                return JobViews.of(jobs)
+        parts = {
+            name: tuple(
+                moved.get(r.job.job_id, r)
+                for r in getattr(self, name)
+                if r.job.job_id not in moved or belongs(moved[r.job.job_id])
+            )
+            for name, belongs in _PARTS.items()
+        }
+        return JobViews(
+            jobs,
+            by_id,
+            {**self.teams, **{job_id: r.job.team for job_id, r in moved.items()}},
+            tuple(j for j in self.active_ids if j not in moved or _active(moved[j])),
+            **parts,
         )
 
 
@@ -146,11 +205,8 @@ class PassSnapshot:
 
     def refreshed(self, fresh: Iterable[JobRecord]) -> PassSnapshot:
         """The snapshot with these records in place of the ones it read."""
-        by_id = {r.job.job_id: r for r in fresh if r.job.job_id in self.view.by_id}
-        if not by_id:
-            return self
-        jobs = tuple(by_id.get(job_id, r) for job_id, r in self.view.by_id.items())
-        return replace(self, jobs=jobs, views=None)
+        views = self.view.replaced(fresh)
+        return self if views is self.view else replace(self, jobs=views.jobs, views=views)
 
 
 def reads_progress(record: JobRecord, run: RunStatus | None) -> bool:

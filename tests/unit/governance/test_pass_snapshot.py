@@ -31,7 +31,7 @@ def filtered(jobs: tuple[JobRecord, ...]) -> dict[str, object]:
     """The views as the filters they replace wrote them, each over every record."""
     return {
         "by_id": {r.job.job_id: r for r in jobs},
-        "active": tuple(r for r in jobs if r.job.status in ACTIVE_STATUSES),
+        "teams": {r.job.job_id: r.job.team for r in jobs},
         "active_ids": tuple(r.job.job_id for r in jobs if r.job.status in ACTIVE_STATUSES),
         "holding": tuple(r for r in jobs if r.job.status in HOLDING_STATUSES),
         "running": tuple(r for r in jobs if r.job.status is JobStatus.RUNNING),
@@ -57,12 +57,14 @@ def test_each_view_is_the_filter_it_replaces_in_the_records_order(
 def test_a_refreshed_snapshot_has_the_fresh_records_and_views_made_from_them(
     jobs: tuple[JobRecord, ...], data: st.DataObject
 ) -> None:
+    """Moved jobs leave views, join others, or stay: the views are the filters' each time."""
     snap = snapshot(jobs, [], [])
     moved = data.draw(st.sets(st.sampled_from(range(len(jobs)))) if jobs else st.just(set()))
-    fresh = [
-        r.model_copy(update={"job": r.job.model_copy(update={"status": JobStatus.RUNNING})})
-        for r in (jobs[i] for i in sorted(moved))
-    ]
+    fresh = []
+    for index in sorted(moved):
+        status = data.draw(st.sampled_from(list(JobStatus)))
+        stop = data.draw(st.booleans())
+        fresh.append(record(index, status, stop))
     unknown = record(999, JobStatus.PENDING, False)  # not in the snapshot: not added
     refreshed = snap.refreshed([*fresh, unknown])
     by_id = {r.job.job_id: r for r in fresh}
@@ -70,6 +72,20 @@ def test_a_refreshed_snapshot_has_the_fresh_records_and_views_made_from_them(
     assert refreshed.jobs == expected
     assert views_of(refreshed.view) == filtered(expected)
     assert snap.view.jobs is snap.jobs, "the snapshot refreshed is left as it was"
+
+
+def test_a_job_that_only_leaves_views_is_refreshed_in_place() -> None:
+    """The common move (a run ended): the views are updated, not made again."""
+    jobs = tuple(
+        record(i, JobStatus.RUNNING if i < 2 else JobStatus.PENDING, False) for i in range(4)
+    )
+    snap = snapshot(jobs, [], [])
+    ended = record(0, JobStatus.SUCCEEDED, False)
+    refreshed = snap.refreshed([ended])
+    assert [r.job.job_id for r in refreshed.view.running] == ["job-001"]
+    assert refreshed.view.active_ids == ("job-001", "job-002", "job-003")
+    assert refreshed.view.by_id["job-000"] is ended and refreshed.jobs[0] is ended
+    assert snap.refreshed([record(9, JobStatus.RUNNING, False)]) is snap, "no job of its"
 
 
 def test_views_made_from_other_jobs_are_made_again() -> None:
