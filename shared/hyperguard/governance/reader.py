@@ -42,7 +42,7 @@ from hyperguard.governance.snapshot import (
 from hyperguard.messaging import Workflows
 from hyperguard.models import Checkpoint, JobStatus, Node
 from hyperguard.models.cluster import BurstClaim, RunPhase, RunStatus
-from hyperguard.models.jobs import ACTIVE_STATUSES, HOLDING_STATUSES, RefusedCheckpoint
+from hyperguard.models.jobs import HOLDING_STATUSES, RefusedCheckpoint
 from hyperguard.models.records import JobRecord
 from hyperguard.observability import logger
 from hyperguard.policies.reliability import lemon_slots, slot_of
@@ -148,9 +148,7 @@ class SnapshotReader:
         the index had it, by a pass its submission woke: the next pass, woken by others,
         must still count what it holds (D178)."""
         unread = self.jobs.records_of(unread_run_jobs(views.by_id, runs))
-        active = {
-            r.job.job_id: r for r in unread if r.job.status in ACTIVE_STATUSES or r.stop_pending
-        }
+        active = {r.job.job_id: r for r in unread if r.is_live()}
         if active:
             joined = {**views.by_id, **active}
             views = JobViews.of(tuple(joined[job_id] for job_id in sorted(joined)))

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from hyperguard.models.jobs import (
+    ACTIVE_STATUSES,
     WAITING_STATUSES,
     Heartbeat,
     Job,
@@ -128,6 +129,11 @@ class JobRecord(BaseModel):
     heartbeat: Heartbeat | None = None
     """The training's last progress report (D165): while it is of the current run, the job's
     pace and the stall rule go by it, not by its checkpoints."""
+
+    def is_live(self) -> bool:
+        """Whether a scheduling pass counts the job: it holds or waits for quota, or still
+        has pods to stop (what the jobs table's `Live` index files under `1`)."""
+        return self.job.status in ACTIVE_STATUSES or self.stop_pending
 
     def heartbeats(self) -> Heartbeat | None:
         """The last heartbeat, if it is of the job's current run."""

@@ -83,16 +83,12 @@ NO_FAULT = frozenset({"None", None})
 
 
 class _Remembered(NamedTuple):
-    """A record `JobStore.active` read, at the revision it read it at, and whether it counts
-    (active, or with pods to stop: worked out once, when the record is read)."""
+    """A record `JobStore.active` read, at the revision it read it at, and whether it is
+    live (`JobRecord.is_live`: worked out once, when the record is read)."""
 
     rev: int
     record: JobRecord
-    counts: bool
-
-
-def _counts(record: JobRecord) -> bool:
-    return record.job.status in ACTIVE_STATUSES or record.stop_pending
+    live: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,15 +305,15 @@ class JobStore(TableStore):
             if rev is None:
                 unversioned[record.job.job_id] = record
             else:
-                found[record.job.job_id] = _Remembered(rev, record, _counts(record))
+                found[record.job.job_id] = _Remembered(rev, record, record.is_live())
         self._remembered = found if len(job_ids) <= REMEMBERED_MAX else {}
         records = []
         for job_id in job_ids:
             entry = found.get(job_id)
             if entry is not None:
-                if entry.counts:
+                if entry.live:
                     records.append(entry.record)
-            elif (old := unversioned.get(job_id)) is not None and _counts(old):
+            elif (old := unversioned.get(job_id)) is not None and old.is_live():
                 records.append(old)
         return records
 
@@ -377,7 +373,7 @@ class JobStore(TableStore):
         transaction; a repeat of the same request returns the job of the first one (and
         False), a different request with the same key raises IdempotencyKeyReusedError."""
         item = {**to_item(record.job), **to_item(record, exclude={"job"}), REV: 0}
-        if record.job.status in ACTIVE_STATUSES or record.stop_pending:
+        if record.is_live():
             item["live"] = LIVE
         put = {
             "Put": {
