@@ -1,7 +1,9 @@
 """What the client side of the store's BatchGetItems costs: through the boto3 resource (the
-store before D173) and in DynamoDB's wire form (`hyperguard.store.codec.batch_get`, D173).
+store before D173) and in DynamoDB's wire form (`hyperguard.store.codec.batch_get`, D173);
+and, with `--parsed`, the wire form's answers parsed by the project's parser or taken as
+DynamoDB sent them (D192).
 
-    python bench/store_reads.py [--calls 120] [--rounds 2]
+    python bench/store_reads.py [--calls 120] [--rounds 2] [--parsed]
 
 A scheduling pass on Kueue's baseline shape reads about 12,000 jobs in BatchGetItems of 100
 keys: a projection of their revisions, then the changed ones whole. Both sides here read
@@ -12,21 +14,31 @@ response parsing, which are the same on both sides; the batches are issued toget
 from the keys as the store holds them to the items as it hands them on (Python values,
 numbers int or float). Rounds alternate the sides; the items out must be the same. Prints one
 JSON object.
+
+`--parsed`: both sides are the wire form, and each answer is given as an HTTP response at
+botocore's `before-send` (still no network), so that the response is parsed: by the project's
+parser (`hyperguard.aws.responses`, D173's path) on one side, taken as sent (the wire client's
+`before-parse` handler, D192) on the other.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
 from hyperguard.aws import new_session
 from hyperguard.cli.options import bounded_int
 from hyperguard.concurrency import bounded_map
+from hyperguard.store import codec
 from hyperguard.store.codec import BATCH_GET_MAX, batch_get, plain, projection_of, wire_client
 
 if not __package__:  # run as `python bench/<script>.py`: the repository root holds `bench`
@@ -113,17 +125,64 @@ def measure(side: str, whole: bool, calls: int) -> tuple[dict[str, Any], list[di
     return {"side": side, "read": read, "cpu_ms_per_call": round(cpu / calls * 1e3, 3)}, items
 
 
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self.body
+
+
+def measure_parsed(
+    as_sent: bool, whole: bool, calls: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The wire form's read with each answer given as DynamoDB's JSON at `before-send`:
+    taken as sent (D192), or (its handler off) parsed by the project's parser."""
+    table = new_session().resource("dynamodb").Table(TABLE)
+    keys = [{"job_id": f"job-{i:08d}"} for i in range(calls * BATCH_GET_MAX)]
+    client = wire_client(table)
+    bodies = [json.dumps(a).encode() for a in _answers(whole, calls)]
+    taken, lock = itertools.count(), threading.Lock()
+
+    def send(request: Any, **_: Any) -> AWSResponse:
+        with lock:
+            body = bodies[next(taken)]
+        headers = {"x-amzn-RequestId": "r", "Content-Type": "application/x-amz-json-1.0"}
+        return AWSResponse(request.url, 200, headers, _Body(body))
+
+    events = client.meta.events
+    events.register("before-send.dynamodb.BatchGetItem", send)
+    if not as_sent:
+        events.unregister("before-parse.dynamodb.BatchGetItem", codec._as_sent)
+    try:
+        started = time.process_time()
+        items = batch_get(table, keys, attributes=() if whole else PROJECTION)
+        cpu = time.process_time() - started
+    finally:
+        events.unregister("before-send.dynamodb.BatchGetItem", send)
+        if not as_sent:
+            events.register("before-parse.dynamodb.BatchGetItem", codec._as_sent)
+    side = "wire form, taken as sent" if as_sent else "wire form, parsed"
+    read = "whole items" if whole else "revisions"
+    return {"side": side, "read": read, "cpu_ms_per_call": round(cpu / calls * 1e3, 3)}, items
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=bounded_int(1, 1000), default=120)
     parser.add_argument("--rounds", type=bounded_int(1, 20), default=2)
+    parser.add_argument("--parsed", action="store_true", help="parsed against taken as sent")
     args = parser.parse_args(argv)
     offline_credentials()
     runs = []
     for _ in range(args.rounds):
         for whole in (False, True):
-            resource, expected = measure("resource", whole, args.calls)
-            wire, items = measure("wire form", whole, args.calls)
+            if args.parsed:
+                resource, expected = measure_parsed(False, whole, args.calls)
+                wire, items = measure_parsed(True, whole, args.calls)
+            else:
+                resource, expected = measure("resource", whole, args.calls)
+                wire, items = measure("wire form", whole, args.calls)
             # threads take the stubbed answers in any order: compare the items, not the order
             if sorted(items, key=_id) != sorted(expected, key=_id):
                 raise SystemExit("the two sides read different items")

@@ -1,19 +1,26 @@
 """hyperguard.store.codec's reads in DynamoDB's wire form: items decoded in one walk exactly as
 boto3's deserializer and `plain` decode them, keys encoded as boto3's serializer encodes them,
-and one low-level client per table client, beside it."""
+one low-level client per table client, beside it, and its bulk reads taken as DynamoDB sent
+them with the same result as the parser's."""
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
 import pytest
 from boto3.dynamodb.types import Binary, TypeSerializer
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hyperguard.aws import new_session
 from hyperguard.store.codec import (
     decimals,
     from_wire,
@@ -195,3 +202,147 @@ def test_the_wire_client_leaves_parameter_validation_to_dynamodb(aws_env: None) 
         wire_client(table).batch_get_item(RequestItems=malformed)
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert len(sent) == 1
+
+
+def _as_sent_by_dynamodb(value: dict[str, Any]) -> dict[str, Any]:
+    """An attribute value as it travels in DynamoDB's JSON: binaries base64 text."""
+    ((tag, inner),) = value.items()
+    if tag == "B":
+        return {"B": base64.b64encode(inner).decode()}
+    if tag == "M":
+        return {"M": {k: _as_sent_by_dynamodb(v) for k, v in inner.items()}}
+    if tag == "L":
+        return {"L": [_as_sent_by_dynamodb(v) for v in inner]}
+    return value
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.body
+
+
+@contextmanager
+def _answering(client: Any, operation: str, status: int, body: bytes) -> Iterator[Any]:
+    """`client`, its every `operation` answered with this status and body, as sent."""
+
+    def send(request: Any, **_: Any) -> AWSResponse:
+        headers = {"x-amzn-RequestId": "r", "Content-Type": "application/x-amz-json-1.0"}
+        return AWSResponse(request.url, status, headers, _Body(body))
+
+    event = f"before-send.dynamodb.{operation}"
+    client.meta.events.register(event, send, unique_id="answer")
+    try:
+        yield client
+    finally:
+        client.meta.events.unregister(event, unique_id="answer")
+
+
+keys = st.dictionaries(
+    st.sampled_from(["job_id", "k", "b"]),
+    st.one_of(
+        text.map(lambda v: {"S": v}),
+        numbers.map(lambda v: {"N": v}),
+        st.binary(max_size=8).map(lambda v: {"B": v}),
+    ),
+    min_size=1,
+)
+
+
+@pytest.fixture(scope="module")
+def clients() -> Iterator[tuple[Any, Any]]:
+    """A wire client, and a plain client with the project's parser, of one endpoint, with
+    credentials to sign with (nothing is sent: each answer is given at `before-send`)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ACCESS_KEY_ID", "testing")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        resource = boto3.resource("dynamodb", region_name="us-east-1", endpoint_url="http://h:1")
+        parsed = new_session().client(
+            "dynamodb", region_name="us-east-1", endpoint_url="http://h:1"
+        )
+        yield wire_client(resource.Table("jobs")), parsed
+
+
+def _decoded(answer: dict[str, Any], decode: Any) -> dict[str, Any]:
+    """An answer with its items decoded to plain values."""
+    out = {k: v for k, v in answer.items() if k not in ("Items", "Responses")}
+    if "Items" in answer:
+        out["Items"] = [decode(i) for i in answer["Items"]]
+    if "Responses" in answer:
+        out["Responses"] = {t: [decode(i) for i in v] for t, v in answer["Responses"].items()}
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=st.lists(items, max_size=4), start=st.none() | keys, left=st.lists(keys, max_size=3))
+def test_bulk_reads_taken_as_sent_are_what_the_parser_gives(
+    clients: tuple[Any, Any],
+    items: list[dict[str, Any]],
+    start: dict[str, Any] | None,
+    left: list[dict[str, Any]],
+) -> None:
+    """D192: the wire client takes a successful BatchGetItem or Query answer as DynamoDB's
+    JSON sent it, without the parser's walk. What the caller reads of it is what it reads
+    of the parser's answer, binaries and numbers included, and what it sends back (a next
+    page's start, the keys left unprocessed) is the parser's exactly."""
+    sent = [{k: _as_sent_by_dynamodb(v) for k, v in item.items()} for item in items]
+    answers: dict[str, dict[str, Any]] = {
+        "Query": {"Items": sent, "Count": len(sent), "ScannedCount": len(sent)},
+        "BatchGetItem": {"Responses": {"jobs": sent}, "UnprocessedKeys": {}},
+    }
+    if start is not None:
+        answers["Query"]["LastEvaluatedKey"] = {
+            k: _as_sent_by_dynamodb(v) for k, v in start.items()
+        }
+    if left:
+        answers["BatchGetItem"]["UnprocessedKeys"] = {
+            "jobs": {
+                "Keys": [{k: _as_sent_by_dynamodb(v) for k, v in key.items()} for key in left],
+                "ConsistentRead": True,
+            }
+        }
+    wire, parsed = clients
+    query = {
+        "TableName": "jobs",
+        "KeyConditionExpression": "k = :k",
+        "ExpressionAttributeValues": {":k": {"S": "x"}},
+    }
+    batch = {"RequestItems": {"jobs": {"Keys": [{"job_id": {"S": "a"}}]}}}
+    for operation, request in (("Query", query), ("BatchGetItem", batch)):
+        body = json.dumps(answers[operation]).encode()
+        method = "query" if operation == "Query" else "batch_get_item"
+        with _answering(wire, operation, 200, body) as client:
+            fast = getattr(client, method)(**request)
+        with _answering(parsed, operation, 200, body) as client:
+            slow = getattr(client, method)(**request)
+        # the items as DynamoDB sent them (the parser makes bytes of binaries), read as the
+        # parser's are read
+        assert fast.get("Items", fast.get("Responses", {}).get("jobs")) == sent
+        assert _decoded(fast, plain_item) == _decoded(slow, lambda i: plain(from_wire(i)))
+        assert fast.get("LastEvaluatedKey") == slow.get("LastEvaluatedKey")
+        assert fast.get("UnprocessedKeys") == slow.get("UnprocessedKeys")
+
+
+def test_a_refused_bulk_read_is_left_to_the_parser(clients: tuple[Any, Any]) -> None:
+    """An error answer is botocore's to parse: the same ClientError, code and message."""
+    body = json.dumps(
+        {
+            "__type": "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException",
+            "message": "Requested resource not found",
+        }
+    ).encode()
+    with (
+        _answering(clients[0], "Query", 400, body) as client,
+        pytest.raises(ClientError) as refused,
+    ):
+        client.query(
+            TableName="jobs",
+            KeyConditionExpression="k = :k",
+            ExpressionAttributeValues={":k": {"S": "x"}},
+        )
+    assert refused.value.response["Error"] == {
+        "Code": "ResourceNotFoundException",
+        "Message": "Requested resource not found",
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -114,7 +115,50 @@ def wire_client(table: Any) -> Any:
                 endpoint_url=owner.meta.endpoint_url,
                 config=owner.meta.config.merge(_UNVALIDATED),
             )
+            for operation in _READ_AS_SENT:
+                found.meta.events.register(f"before-parse.dynamodb.{operation}", _as_sent)
         return found
+
+
+_READ_AS_SENT = ("BatchGetItem", "Query", "Scan")
+"""The bulk reads whose answers the wire client takes as DynamoDB sent them (D192)."""
+
+_NO_BODY = b"{}"
+
+
+def _as_sent(
+    response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any
+) -> None:
+    """A successful bulk read's answer as DynamoDB sent it (D192): its JSON is already the
+    wire form this module reads (attribute values as tagged JSON, numbers as strings), so
+    it is decoded by `json.loads` alone, and botocore's parser, which would visit every
+    attribute value of every item to build the same dicts, is given an empty body (it
+    still adds `ResponseMetadata`). An error answer, or a body that is not one JSON object,
+    is botocore's to parse as before."""
+    if response_dict.get("status_code") != 200:
+        return
+    try:
+        answer = json.loads(response_dict["body"])
+    except ValueError:
+        return
+    if not isinstance(answer, dict):
+        return
+    # What the client sends back (the next page's start, the keys left unprocessed) as the
+    # parser gives it: a binary key part as bytes, which botocore base64-encodes on the way
+    # out. (An item's binaries stay base64 text: `plain_item` reads both forms.)
+    if "LastEvaluatedKey" in answer:
+        answer["LastEvaluatedKey"] = _key_bytes(answer["LastEvaluatedKey"])
+    for unprocessed in (answer.get("UnprocessedKeys") or {}).values():
+        unprocessed["Keys"] = [_key_bytes(key) for key in unprocessed.get("Keys", [])]
+    customized_response_dict.update(answer)
+    response_dict["body"] = _NO_BODY
+
+
+def _key_bytes(key: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: {"B": base64.b64decode(value["B"])} if "B" in value else value
+        for name, value in key.items()
+    }
 
 
 _WIRE_VALUES = ("Key", "Item", "ExpressionAttributeValues")
@@ -135,7 +179,8 @@ def wire_actions(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def plain_item(item: dict[str, Any]) -> dict[str, Any]:
     """An item as the low-level client returns it, made what `plain(from_wire(item))` makes
     it, in one walk: numbers int or float, sets lists (in the order DynamoDB sent them),
-    binaries boto3's Binary."""
+    binaries boto3's Binary (from bytes, as botocore's parser gives them, or from base64
+    text, as a bulk read taken as sent has them: D192)."""
     return {name: _plain_value(value) for name, value in item.items()}
 
 
@@ -156,10 +201,15 @@ def _plain_value(value: dict[str, Any]) -> Any:
     if tag == "NS":
         return [_number(n) for n in inner]
     if tag == "B":
-        return Binary(inner)
+        return Binary(_bytes(inner))
     if tag == "BS":
-        return [Binary(b) for b in inner]
+        return [Binary(_bytes(b)) for b in inner]
     raise TypeError(f"{tag!r} is not a DynamoDB attribute value type")
+
+
+def _bytes(value: str | bytes) -> bytes:
+    """A binary value: bytes as botocore's parser gives it, base64 text as DynamoDB sends it."""
+    return base64.b64decode(value) if isinstance(value, str) else value
 
 
 def _number(text: str) -> int | float:
