@@ -9,29 +9,19 @@ import pytest
 from bench import store_reads
 
 
+@pytest.mark.parametrize(
+    ("flags", "sides"),
+    [
+        ([], ("resource", "wire form")),
+        (["--parsed"], ("wire form, parsed", "wire form, taken as sent")),
+    ],
+)
 def test_both_sides_read_the_same_items_and_are_reported(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], flags: list[str], sides: tuple[str, str]
 ) -> None:
-    store_reads.main(["--calls", "2", "--rounds", "1"])
+    store_reads.main(["--calls", "2", "--rounds", "1", *flags])
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert [(r["side"], r["read"]) for r in runs] == [
-        ("resource", "revisions"),
-        ("wire form", "revisions"),
-        ("resource", "whole items"),
-        ("wire form", "whole items"),
-    ]
-    assert all(r["cpu_ms_per_call"] > 0 for r in runs)
-
-
-def test_parsed_and_taken_as_sent_read_the_same_items_and_are_reported(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    store_reads.main(["--calls", "2", "--rounds", "1", "--parsed"])
-    runs = json.loads(capsys.readouterr().out)["runs"]
-    assert [(r["side"], r["read"]) for r in runs] == [
-        ("wire form, parsed", "revisions"),
-        ("wire form, taken as sent", "revisions"),
-        ("wire form, parsed", "whole items"),
-        ("wire form, taken as sent", "whole items"),
+        (side, read) for read in ("revisions", "whole items") for side in sides
     ]
     assert all(r["cpu_ms_per_call"] > 0 for r in runs)
