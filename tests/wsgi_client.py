@@ -25,6 +25,11 @@ class _Body:
         return self._unread.read(amount)
 
 
+def aws_response(url: str, status: int, headers: dict[str, str], data: bytes) -> AWSResponse:
+    """An HTTP answer as botocore receives it from the network, for a `before-send` handler."""
+    return AWSResponse(url, status, headers, _Body(data))
+
+
 def wsgi_sender(app: Callable[..., Any]) -> Callable[..., AWSResponse]:
     """A `before-send` handler (`client.meta.events.register("before-send.<service>", ...)`)."""
 
@@ -48,6 +53,6 @@ def wsgi_sender(app: Callable[..., Any]) -> Callable[..., AWSResponse]:
             answer["status"], answer["headers"] = int(status.split()[0]), dict(headers)
 
         data = b"".join(app(environ, start_response))
-        return AWSResponse(request.url, answer["status"], answer["headers"], _Body(data))
+        return aws_response(request.url, answer["status"], answer["headers"], data)
 
     return send

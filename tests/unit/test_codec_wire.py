@@ -14,11 +14,11 @@ from typing import Any
 import boto3
 import pytest
 from boto3.dynamodb.types import Binary, TypeSerializer
-from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.wsgi_client import aws_response
 
 from hyperguard.aws import new_session
 from hyperguard.store.codec import (
@@ -216,21 +216,13 @@ def _as_sent_by_dynamodb(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self.body
-
-
 @contextmanager
 def _answering(client: Any, operation: str, status: int, body: bytes) -> Iterator[Any]:
     """`client`, its every `operation` answered with this status and body, as sent."""
 
-    def send(request: Any, **_: Any) -> AWSResponse:
+    def send(request: Any, **_: Any) -> Any:
         headers = {"x-amzn-RequestId": "r", "Content-Type": "application/x-amz-json-1.0"}
-        return AWSResponse(request.url, status, headers, _Body(body))
+        return aws_response(request.url, status, headers, body)
 
     event = f"before-send.dynamodb.{operation}"
     client.meta.events.register(event, send, unique_id="answer")
