@@ -261,6 +261,16 @@ class Latencies:
 EPOCH = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 
 
+@dataclass
+class Fork:
+    """Calls issued together: the thread that issued them, its lane's latency then, and the
+    worker threads that ran them."""
+
+    parent: int
+    base: float
+    workers: set[int] = field(default_factory=set)
+
+
 class Meter:
     """The virtual clock, and what every pass costs.
 
@@ -296,7 +306,10 @@ class Meter:
         self.lock = threading.RLock()
         self._lanes: dict[int, float] | None = None
         """While the service issues calls together (`hyperguard.concurrency`): each worker
-        thread's modelled latency since the fork (None: no calls in flight together)."""
+        thread's modelled latency since the outermost fork (None: no calls in flight
+        together)."""
+        self._depth = 0
+        """Forks open: 2 while the calls of `concurrency.beside`'s chain are issued together."""
         self.forks = 0
         """How many times the service issued calls together while measured."""
         self.gc_s: dict[str, float] = defaultdict(float)
@@ -318,24 +331,44 @@ class Meter:
         lanes = self._lanes
         return self.t + (lanes.get(threading.get_ident(), 0.0) if lanes is not None else 0.0)
 
-    def fork(self) -> None:
-        """The service issues calls together: from here each worker's latency is its own."""
+    def fork(self) -> Fork:
+        """The service issues calls together: from here each worker's latency is its own,
+        starting from the forking thread's (a fork inside another's: `concurrency.beside`)."""
         with self.lock:
             self.sync()
-            self._lanes = {}
+            if self._lanes is None:
+                self._lanes = {}
+            self._depth += 1
             if self.measuring:
                 self.forks += 1
+            parent = threading.get_ident()
+            return Fork(parent, self._lanes.get(parent, 0.0))
 
-    def join(self) -> None:
-        """All the calls issued together are done: the clock moves by the longest worker's
-        latency (their CPU was charged as it ran: Python runs one thread at a time)."""
+    def lane(self, fork: Fork) -> None:
+        """The calling thread is one of `fork`'s workers."""
+        with self.lock:
+            ident = threading.get_ident()
+            if ident not in fork.workers and self._lanes is not None:
+                fork.workers.add(ident)
+                self._lanes[ident] = fork.base
+
+    def join(self, fork: Fork) -> None:
+        """All the calls issued together are done: the forking thread waited for the longest
+        of its workers and of its own calls meanwhile (their CPU was charged as it ran: Python
+        runs one thread at a time). The outermost join moves the clock by that."""
         with self.lock:
             self.sync()
-            lanes, self._lanes = self._lanes or {}, None
-            longest = max(lanes.values(), default=0.0)
+            lanes = self._lanes if self._lanes is not None else {}
+            ends = [lanes.pop(ident) for ident in fork.workers if ident in lanes]
+            end = max([*ends, lanes.get(fork.parent, fork.base)])
+            self._depth -= 1
+            if self._depth:  # inside another fork: the parent's lane goes on
+                lanes[fork.parent] = end
+                return
+            self._lanes = None
             if self.measuring:
-                self.t += longest
-                self.step_latency_s[self.step] += longest
+                self.t += end
+                self.step_latency_s[self.step] += end
 
     def wall(self, at: datetime) -> datetime:
         return at
@@ -535,14 +568,23 @@ def install_fork_join(patches: Patches, meter: Meter) -> None:
 
     class MeteredPool(ThreadPoolExecutor):
         def __enter__(self) -> MeteredPool:
-            meter.fork()
+            self.fork = meter.fork()
             return self
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            fork = self.fork
+
+            def run() -> Any:
+                meter.lane(fork)
+                return fn(*args, **kwargs)
+
+            return super().submit(run)
 
         def __exit__(self, *exc: object) -> None:
             try:
                 self.shutdown(wait=True)
             finally:
-                meter.join()
+                meter.join(self.fork)
 
     patches.set(concurrency, "ThreadPoolExecutor", MeteredPool)
 

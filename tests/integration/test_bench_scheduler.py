@@ -14,7 +14,7 @@ import boto3
 import pytest
 from bench import scheduler
 
-from hyperguard.concurrency import bounded_map
+from hyperguard.concurrency import beside, bounded_map
 from hyperguard.governance.jobs import JobLifecycle, SubmissionRules
 
 
@@ -173,6 +173,39 @@ def test_calls_issued_together_cost_the_longest_worker_not_their_sum() -> None:
     assert meter.step_latency_s["other"] - together == pytest.approx(0.020)
     assert meter.calls["setup"]["dynamodb:GetItem"] == 8 and meter.forks == 1
     assert meter.t >= 0.025
+
+
+@pytest.mark.parametrize(
+    ("others", "expected_s"), [("sagemaker:ListClusterNodes", 0.1), ("dynamodb:GetItem", 0.02)]
+)
+def test_a_chain_beside_other_calls_costs_the_longer_of_the_two(
+    others: str, expected_s: float
+) -> None:
+    """`concurrency.beside` (D193): a chain (a GetItem, four Queries issued together, a
+    GetItem: 20 ms modelled) while another call is in flight costs the longer of the chain
+    and that call, not their sum; the chain's own fork inside the other counts once."""
+    meter = scheduler.Meter(scheduler.Latencies())
+    patches = scheduler.Patches()
+    scheduler.install_fork_join(patches, meter)
+    barrier = threading.Barrier(4, timeout=10)  # each of the 4 Queries on a thread of its own
+
+    def query(_: int) -> None:
+        barrier.wait()
+        meter.call("dynamodb:Query")  # 10 ms modelled
+
+    def chain() -> None:
+        meter.call("dynamodb:GetItem")
+        bounded_map(query, range(4), limit=4)
+        meter.call("dynamodb:GetItem")
+
+    try:
+        meter.start()
+        beside(chain, [lambda: meter.call(others)])
+        meter.stop()
+    finally:
+        patches.undo()
+    assert meter.step_latency_s["other"] == pytest.approx(expected_s)
+    assert meter.forks == 2 and meter.t >= expected_s
 
 
 def test_mass_preemption_takes_every_small_job_once_and_no_team_above_its_quota() -> None:

@@ -31,7 +31,7 @@ from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import NodeStatus
-from hyperguard.models.cluster import BurstClaim
+from hyperguard.models.cluster import BurstClaim, RunStatus
 from hyperguard.models.nodes import BURST_LABEL, CapacityType
 from hyperguard.models.records import JobEvent
 from hyperguard.policies.burst import DEFAULT_HOURLY_PRICES, BurstPolicy, PoolKind
@@ -389,22 +389,20 @@ def ready_burst_nodes(apis: ClusterApis, *names: str) -> list[BurstClaim]:
 
 class RestartsOnTheIdleNode(HyperPodEksGateway):
     """Recovery restarts a job on a hot spare, an idle burst node, after the pass read the
-    jobs and before it gives that node back (the pass reads the burst claims in between)."""
+    jobs and before it gives that node back (the pass lists the runs in between: D193)."""
 
     jobs: JobStore
     job_id: str
     failed: str
     spare: str
 
-    def burst_claims(
-        self, burst_id: str | None = None, *, include_hyperpod: bool = True
-    ) -> list[BurstClaim]:
+    def job_runs(self) -> list[RunStatus]:
         lifecycle = JobLifecycle(self.jobs)
         assert lifecycle.protect(self.job_id, incident_id="inc-1", node=self.failed)
         assert lifecycle.restart(
             self.job_id, incident_id="inc-1", run=0, nodes=[self.spare], reason="hot spare"
         )
-        return super().burst_claims(burst_id, include_hyperpod=include_hyperpod)
+        return super().job_runs()
 
 
 def test_scale_in_never_gives_back_a_node_a_recovery_just_restarted_a_job_on(

@@ -103,15 +103,15 @@ def test_a_wake_up_naming_a_job_that_ended_or_never_existed_changes_nothing(solo
 
 
 class CancelsDuringThePass(HyperPodEksGateway):
-    """Reading the nodes happens after the pass read the jobs: a cancel arriving then makes
+    """The runs are listed after the pass read the jobs (D193): a cancel arriving then makes
     the snapshot stale."""
 
     api: Api
     victim: str
 
-    def list_nodes(self) -> list[Node]:
+    def job_runs(self) -> list[RunStatus]:
         assert self.api.call("DELETE", f"/jobs/{self.victim}").status == 200
-        return super().list_nodes()
+        return super().job_runs()
 
 
 def test_a_job_cancelled_after_the_snapshot_is_not_admitted(solo: MakeSolo) -> None:
@@ -134,9 +134,9 @@ class RollsBackDuringThePass(HyperPodEksGateway):
     victim: str
     note = "waiting: burst burst-0123456789abcdef raised no capacity: spot: InsufficientCapacity"
 
-    def list_nodes(self) -> list[Node]:
+    def job_runs(self) -> list[RunStatus]:
         assert JobLifecycle(self.api.jobs).set_reason(self.victim, self.note)
-        return super().list_nodes()
+        return super().job_runs()
 
 
 def test_a_pass_never_overwrites_a_reason_written_after_its_snapshot(solo: MakeSolo) -> None:
@@ -713,3 +713,38 @@ def test_jobs_a_killed_pass_left_admitted_run_or_are_placed_again_by_the_next_pa
     until_running(team.apis, created, lost)
     assert (team.job(created).run, team.job(lost).run) == (0, 1)
     assert set(team.apis.cluster.runs()) == {created, lost}
+
+
+def test_a_pass_reads_its_nodes_beside_its_jobs_and_lists_the_runs_after_them(
+    solo: MakeSolo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D193: the snapshot's reads that need no job are in flight while the jobs are read
+    (each waits here for the other: read one after the other, they would time out); the
+    runs are listed only once the jobs are (what the orphan sweep is safe against)."""
+    team = solo(16)
+    job_id = team.submit(8)
+    jobs_reading, jobs_read, nodes_read = threading.Event(), threading.Event(), threading.Event()
+    runs_after_jobs: list[bool] = []
+    active = JobStore.active
+
+    def read_active(store: JobStore, also: Collection[str] = ()) -> list[JobRecord]:
+        jobs_reading.set()
+        assert nodes_read.wait(10), "the nodes were not read beside the jobs"
+        found = active(store, also)
+        jobs_read.set()
+        return found
+
+    class ReadOrder(HyperPodEksGateway):
+        def list_nodes(self) -> list[Node]:
+            assert jobs_reading.wait(10), "the nodes were not read beside the jobs"
+            nodes = super().list_nodes()
+            nodes_read.set()
+            return nodes
+
+        def job_runs(self) -> list[RunStatus]:
+            runs_after_jobs.append(jobs_read.is_set())
+            return super().job_runs()
+
+    monkeypatch.setattr(JobStore, "active", read_active)
+    assert team.scheduler(team.gateway(ReadOrder)).run_pass().admitted == [job_id]
+    assert runs_after_jobs == [True]

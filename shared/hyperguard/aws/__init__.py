@@ -19,14 +19,14 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 from botocore.exceptions import ClientError as ClientError  # re-exported: caught by that name
 
-from hyperguard.concurrency import IO_CONCURRENCY
+from hyperguard.concurrency import CONNECTIONS
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, single_metric
 
 _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5},  # retries after the first: 6 tries in all
     connect_timeout=2,
     read_timeout=10,
-    max_pool_connections=IO_CONCURRENCY,  # calls issued together keep their connections
+    max_pool_connections=CONNECTIONS,  # calls issued together keep their connections
 )
 _ONE_TRY = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
 """For a call on every request's path that has its own answer to a failure (the API's rate

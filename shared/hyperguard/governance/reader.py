@@ -23,14 +23,13 @@ Three reads stay outside the one snapshot, each for the safety it gives (docs/ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from hyperguard.aws import AWS_ERRORS
 from hyperguard.cluster.gateway import ClusterError, ClusterGateway
-from hyperguard.concurrency import bounded_map
+from hyperguard.concurrency import beside, bounded_map
 from hyperguard.governance.snapshot import (
     InstanceGroups,
     JobViews,
@@ -59,10 +58,6 @@ from hyperguard.store.jobs import JobStore
 from hyperguard.store.nodes import NodeStore
 from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.teams import TeamStore
-
-
-def _call(read: Callable[[], Any]) -> Any:
-    return read()
 
 
 def _nothing() -> None:
@@ -97,16 +92,18 @@ class SnapshotReader:
         bursting: bool = False,
         teams_ensured: Collection[str] = (),
     ) -> PassSnapshot:
-        # The jobs first, the runs after them (what `decide._orphans` is safe against); the
-        # reads that need no other are issued together (D162).
-        jobs = tuple(self.jobs.active(also=named))
-        repair, burst, nodes, runs, groups, quotas, config, claims = bounded_map(
-            _call,
+        # The jobs first and the runs after them (what `decide._orphans` is safe against),
+        # beside the reads that need neither (D162, D193).
+        def jobs_then_runs() -> tuple[tuple[JobRecord, ...], tuple[RunStatus, ...]]:
+            jobs = tuple(self.jobs.active(also=named))
+            return jobs, tuple(self.gateway.job_runs())
+
+        (jobs, runs), (repair, burst, nodes, groups, quotas, config, claims) = beside(
+            jobs_then_runs,
             [
                 self.policies.get,
                 self.burst_policies.get,
                 lambda: tuple(self.gateway.list_nodes()),
-                lambda: tuple(self.gateway.job_runs()),
                 self.instance_groups,
                 lambda: tuple(self.teams.quotas()),
                 lambda: self.teams.scheduler_config()[0],
