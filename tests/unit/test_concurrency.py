@@ -35,7 +35,8 @@ def test_calls_are_in_flight_together_and_never_more_than_the_limit() -> None:
     assert most[0] == 3
 
 
-def test_every_item_runs_and_the_first_failure_is_raised_after_all() -> None:
+@pytest.mark.parametrize("limit", [1, 4])  # in line too
+def test_every_item_runs_and_the_first_failure_is_raised_after_all(limit: int) -> None:
     done: list[int] = []
 
     def call(item: int) -> int:
@@ -45,7 +46,7 @@ def test_every_item_runs_and_the_first_failure_is_raised_after_all() -> None:
         return item
 
     with pytest.raises(ValueError, match="item 2"):
-        bounded_map(call, range(8), limit=4)
+        bounded_map(call, range(8), limit=limit)
     assert sorted(done) == [0, 1, 3, 4, 6, 7]
 
 
@@ -56,20 +57,6 @@ def test_inside_a_worker_it_runs_in_line() -> None:
     outer = bounded_map(threads_of, [1, 2], limit=2)
     # each inner map ran on its outer worker's own thread, no pool of its own
     assert all(len(names) == 1 for names in outer)
-
-
-def test_in_line_every_item_still_runs_and_the_first_failure_is_raised_after_all() -> None:
-    done: list[int] = []
-
-    def call(item: int) -> int:
-        if item in (1, 3):
-            raise ValueError(f"item {item}")
-        done.append(item)
-        return item
-
-    with pytest.raises(ValueError, match="item 1"):
-        bounded_map(call, range(5), limit=1)
-    assert done == [0, 2, 4]
 
 
 def test_the_chain_runs_on_this_thread_while_the_others_are_in_flight() -> None:
