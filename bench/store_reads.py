@@ -24,6 +24,7 @@ parser (`hyperguard.aws.responses`, D173's path) on one side, taken as sent (the
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import json
 import sys
@@ -34,6 +35,7 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
+from urllib3 import HTTPResponse
 
 from hyperguard.aws import new_session
 from hyperguard.cli.options import bounded_int
@@ -125,14 +127,6 @@ def measure(side: str, whole: bool, calls: int) -> tuple[dict[str, Any], list[di
     return {"side": side, "read": read, "cpu_ms_per_call": round(cpu / calls * 1e3, 3)}, items
 
 
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    def stream(self, **_: Any) -> Any:
-        yield self.body
-
-
 def measure_parsed(
     as_sent: bool, whole: bool, calls: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -148,7 +142,9 @@ def measure_parsed(
         with lock:
             body = bodies[next(taken)]
         headers = {"x-amzn-RequestId": "r", "Content-Type": "application/x-amz-json-1.0"}
-        return AWSResponse(request.url, 200, headers, _Body(body))
+        return AWSResponse(
+            request.url, 200, headers, HTTPResponse(io.BytesIO(body), preload_content=False)
+        )
 
     events = client.meta.events
     events.register("before-send.dynamodb.BatchGetItem", send)

@@ -5,29 +5,20 @@ own parsing and retry handler see what they would see over the network."""
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from urllib3 import HTTPResponse
 from werkzeug.test import EnvironBuilder
 
 
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self._unread = io.BytesIO(data)
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self.data
-
-    def read(self, amount: int | None = None) -> bytes:  # a streaming body's (S3's objects)
-        return self._unread.read(amount)
-
-
 def aws_response(url: str, status: int, headers: dict[str, str], data: bytes) -> AWSResponse:
-    """An HTTP answer as botocore receives it from the network, for a `before-send` handler."""
-    return AWSResponse(url, status, headers, _Body(data))
+    """An HTTP answer as botocore receives it from the network, for a `before-send` handler:
+    its body urllib3's response, as botocore's transport hands it on (read whole, or
+    streamed: S3's objects)."""
+    return AWSResponse(url, status, headers, HTTPResponse(io.BytesIO(data), preload_content=False))
 
 
 def wsgi_sender(app: Callable[..., Any]) -> Callable[..., AWSResponse]:
