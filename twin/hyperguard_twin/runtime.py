@@ -185,11 +185,7 @@ class Twin:
         self.seeded_jobs.update(configure_service(self.api_stage, self.config, self.cluster))
         if wait:
             self.wait_ready(timeout_s)
-        # What the start made (moto's backends and botocore's models, the stack, the cluster:
-        # most of the process's heap) lives until down(); left out of every later collection,
-        # as a function's init is (hyperguard.sandbox.init_done). An e2e module's process
-        # spent about 5 % less CPU (D194).
-        gc.freeze()
+        gc.freeze()  # what the start made lives until down(): out of every collection (D194)
         return self.deployment
 
     def _deploy(self, plane: ControlPlane) -> tuple[LayerPaths, Deployment]:
