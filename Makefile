@@ -97,7 +97,8 @@ PYTEST := $(PY) -m pytest -q --dist loadgroup --durations=20
 # the two cores (it mostly waits for the simulated clock) and took 22-24 minutes; with
 # three workers 18 min 42 s at 77 % (BENCHMARKS.md, "CI wall time", 2026-11-27). Four
 # twins on CI's 2 cores starved their controllers, and scenarios that wait on them in wall
-# time ran out of their simulated time limits.
+# time ran out of their simulated time limits. Four again after D194: run 2 no faster (16 min
+# 34 s against 16 min 38 s) for 5.4 CPU-minutes more (BENCHMARKS.md, 2026-11-29, night).
 TWIN_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 test-unit: install
