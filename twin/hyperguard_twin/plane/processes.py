@@ -192,6 +192,6 @@ def _die_with_parent() -> None:
 
 def _base_env() -> dict[str, str]:
     """What the components inherit: the path and locale, not the twin's AWS settings (each
-    component is given what it needs)."""
+    component is given what it needs), and the twin's collector setting."""
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
     return {k: v for k, v in os.environ.items() if k in keep} | {"GOGC": str(GO_GC_PERCENT)}
