@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,36 +16,7 @@ from tests.e2e.iam import (
 )
 
 from hyperguard_twin.config import TwinConfig
-from hyperguard_twin.plane.processes import PORTS as PLANE_PORTS
 from hyperguard_twin.runtime import Twin
-
-_PORTS_PER_WORKER = 400
-_next_port: Iterator[int] | None = None
-
-
-def free_port() -> int:
-    """A port free now, for a process started next to bind. It is taken below Linux's default
-    ephemeral range (32768-60999), where no outgoing connection or bind to port 0 (every
-    twin's emulator) can take it between this probe and that bind, from a block of its own
-    per parallel worker (PYTEST_XDIST_WORKER), so that two workers never probe the same
-    port, and below the ports control planes choose (at most 15 workers)."""
-    global _next_port
-    if _next_port is None:
-        worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-        start = 20_000 + worker * _PORTS_PER_WORKER
-        # Below the range control planes choose from at random, in this process or in a
-        # `twin up` it starts.
-        if start + _PORTS_PER_WORKER > PLANE_PORTS.start:
-            raise RuntimeError(f"worker {worker}: no port block below {PLANE_PORTS.start}")
-        _next_port = iter(range(start, start + _PORTS_PER_WORKER))
-    for candidate in _next_port:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", candidate))
-            except OSError:
-                continue
-            return candidate
-    raise RuntimeError("no free port left in this worker's block")
 
 
 def forwarder_counter(twin: Twin, name: str) -> float | None:

@@ -17,7 +17,8 @@ import boto3
 import pytest
 import yaml
 from tests.conftest import EVENTS, ROOT
-from tests.e2e.conftest import free_port
+
+from hyperguard_twin.plane.processes import free_port
 
 CLI = [sys.executable, "-m", "hyperguard.cli.main"]
 

@@ -114,12 +114,12 @@ class Processes:
 
 
 PORTS = range(26_000, 32_700)
-"""Where a plane's components listen: below Linux's ephemeral range (32768-60999), so no
-outgoing connection takes a port before its component binds it, and above 20,000-25,999,
-which the test tiers hand out to their own servers in one block per parallel worker
-(tests/e2e/conftest.py). A port is chosen seconds before its component binds it: a test's
-port that was free when this chose it, and bound a moment later, once made KWOK exit with
-"address already in use" when both ranges were one."""
+"""Where a plane's components listen, and the servers tests start on a port of their own:
+below Linux's ephemeral range (32768-60999), so no outgoing connection takes a port before
+its process binds it. Every port is handed out by `free_port`, reserved to the process that
+asked: a port chosen seconds before its process binds it and handed out twice once made KWOK
+exit with "address already in use", when the tests chose theirs by probing alone. Two test
+runs side by side (`make test`'s second step) share the reservations too."""
 
 PORT_LOCKS = Path(tempfile.gettempdir()) / "hyperguard-ports"
 """One lock file per port handed out (`free_port`)."""
