@@ -9,7 +9,7 @@ CHECKOV_VENV := .venv-checkov
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: help install sam-install components demo test test-solo gates test-fast test-unit \
-        test-integration test-e2e test-twins test-cluster lint typecheck validate check-asl lock build bench \
+        test-integration test-e2e lint typecheck validate check-asl lock build bench \
         bench-scenarios clean browser
 
 help:
@@ -114,7 +114,7 @@ test-e2e: install components
 test-fast: install components
 	$(PYTEST) -n auto tests/unit tests/integration
 
-# Two steps. First the unit tier beside the fault-injection module, which must not share
+# Two runs. First the unit tier beside the fault-injection module, which must not share
 # the cores with other twins: beside three of them (one run, 4 workers) 7 of its 64-node
 # storm's reports had opened no incident after 300 s. Its tests share module-scoped twins,
 # so they run one after another on one worker (about 4 minutes); the unit tier takes the
@@ -122,47 +122,24 @@ test-fast: install components
 # property tests without a twin, takes the rest of it. The gates (lint,
 # types, the template's validators and the venvs they install) run beside that first run
 # in make's second job slot: its twins mostly wait for the simulated clock, and the gates
-# took 75 s of wall time alone. Then two runs side by side: the rest of the e2e tier, the
-# longest modules first, and the rest of the integration tier. In one run the integration
-# tier took 40 % of the workers' time at a quarter of a core each (waits on the controllers,
-# on kcm's garbage collector, on a plane's start) while twins waited behind it; in a run of
-# its own its workers fill the cores the twins leave (BENCHMARKS.md, 2026-11-30). Each run
-# keeps its own coverage data (COVERAGE_FILE); library coverage over all three may not fall
-# below pyproject.toml's floor. Each job's output is printed whole when it ends.
+# took 75 s of wall time alone. Then the rest of the integration tier and of the e2e tier.
+# Coverage of the library is measured over both and may not
+# fall below pyproject.toml's floor. Each job's output is printed whole when it ends.
 SOLO := tests/e2e/test_faults.py
-# Each run hands out its work in the order of its files (--no-loadscope-reorder), the longest
-# first: xdist otherwise puts the groups with most tests first, and a four-minute module that
-# started last trailed the run. The files are named one by one: with a folder among the
-# arguments pytest 9 collects in the folder's order, and the list named first was not first.
-LONGEST := tests/e2e/test_burst.py tests/e2e/test_recovery.py tests/e2e/test_scenario_day.py \
-           tests/e2e/test_iam.py tests/e2e/test_scenario_proactive.py tests/e2e/test_cli.py \
-           tests/e2e/test_gameday.py tests/e2e/test_rbac.py
-TWINS := $(LONGEST) $(filter-out $(LONGEST) $(SOLO),$(sort $(wildcard tests/e2e/test_*.py)))
+# Run 2 hands out its work in the order pytest collects it, module by module
+# (--no-loadscope-reorder): xdist otherwise puts the groups with most tests first and every
+# single test after them. A list of the longest modules named before the folders never took
+# effect: with a folder among its arguments pytest 9 collects in the folder's order (the
+# workers' tails were even without it: BENCHMARKS.md, 2026-11-30).
 FILL := tests/integration/test_job_lifecycle.py tests/integration/test_api_limits.py \
         tests/integration/test_quota_limits_property.py
-CLUSTER_LONGEST := tests/integration/test_twin_hyperpod_scaling.py \
-                   tests/integration/test_recovery_steps.py tests/integration/test_bench_scheduler.py
-CLUSTER := $(CLUSTER_LONGEST) \
-           $(filter-out $(CLUSTER_LONGEST) $(FILL),$(sort $(wildcard tests/integration/test_*.py)))
-# The integration run's workers: one a core (a plane each, no twin).
-CLUSTER_WORKERS ?= $(shell nproc)
 test: install components
 	$(MAKE) --no-print-directory -j2 -Otarget test-solo gates
-	$(MAKE) --no-print-directory -j2 -Otarget test-twins test-cluster
-	$(PY) -m coverage combine --append --quiet .coverage.twins .coverage.cluster
-	@printf 'Total coverage, every tier: '
-	$(PY) -m coverage report --format=total
+	$(PYTEST) -n $(TWIN_WORKERS) --no-loadscope-reorder --cov --cov-append --cov-report= \
+	    tests/e2e tests/integration --ignore=$(SOLO) $(addprefix --ignore=,$(FILL))
 
 test-solo: install components
 	$(PYTEST) -n auto --cov --cov-report= --cov-fail-under=0 tests/unit $(SOLO) $(FILL)
-
-test-twins: install components
-	COVERAGE_FILE=.coverage.twins $(PYTEST) -n $(TWIN_WORKERS) --no-loadscope-reorder --cov \
-	    --cov-report= --cov-fail-under=0 $(TWINS)
-
-test-cluster: install components
-	COVERAGE_FILE=.coverage.cluster $(PYTEST) -n $(CLUSTER_WORKERS) --no-loadscope-reorder \
-	    --cov --cov-report= --cov-fail-under=0 $(CLUSTER)
 
 gates: lint typecheck validate browser
 

@@ -118,8 +118,8 @@ PORTS = range(26_000, 32_700)
 below Linux's ephemeral range (32768-60999), so no outgoing connection takes a port before
 its process binds it. Every port is handed out by `free_port`, reserved to the process that
 asked: a port chosen seconds before its process binds it and handed out twice once made KWOK
-exit with "address already in use", when the tests chose theirs by probing alone. Two test
-runs side by side (`make test`'s second step) share the reservations too."""
+exit with "address already in use", when the tests chose theirs by probing alone. A twin
+a test starts in another process (`hyperguard twin up`) reserves its plane's ports there."""
 
 PORT_LOCKS = Path(tempfile.gettempdir()) / "hyperguard-ports"
 """One lock file per port handed out (`free_port`)."""
