@@ -526,7 +526,11 @@ def test_workers_exit_when_their_parent_dies(layer: LayerPaths, code: Path) -> N
     wait_for(gone)
 
 
-def test_a_failing_layer_build_says_why(tmp_path: Path) -> None:
+def test_a_failing_layer_build_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Started by `make -j2`, as `make test` starts the tests: the recipe's error comes first all
+    # the same, with no word of a jobserver the nested make cannot reach.
+    monkeypatch.setenv("MAKEFLAGS", " -j2 --jobserver-auth=3,4")
+    monkeypatch.setenv("MAKELEVEL", "1")
     shared = tmp_path / "root" / "shared"
     shared.mkdir(parents=True)
     (shared / "requirements.txt").write_text("no-such-package\n")

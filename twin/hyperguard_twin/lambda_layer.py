@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.metadata
+import os
 import platform
 import shlex
 import shutil
@@ -32,9 +33,16 @@ class LayerPaths:
     runtime: Path  # boto3 and its dependencies: what Lambda's /var/runtime provides
 
 
+_PARENT_MAKE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+"""What a make that started this process passes on: the recipe runs as it runs alone, never as
+a sub-make of `make test -j2`, whose jobserver does not reach it (make then says so on stderr,
+before the recipe's own error)."""
+
+
 def _run(command: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _PARENT_MAKE}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     except OSError as exc:
         raise LayerBuildError(f"`{shlex.join(command)}` could not run: {exc}") from exc
     if done.returncode != 0:
