@@ -125,8 +125,8 @@ test-fast: install components
 # the cores with other twins: beside three of them (one run, 4 workers) 7 of its 64-node
 # storm's reports had opened no incident after 300 s. Its tests share module-scoped twins,
 # so they run one after another on one worker (about 4 minutes); the unit tier takes the
-# other worker for about a minute and a quarter, and FILL, integration modules that need no
-# plane (long property tests, the API fuzzed in process), takes the rest of it. The gates (lint,
+# other worker for about a minute and a quarter, and FILL, three integration modules of long
+# property tests without a twin, takes the rest of it. The gates (lint,
 # types, the template's validators and the venvs they install) run beside that first run
 # in make's second job slot: its twins mostly wait for the simulated clock, and the gates
 # took 75 s of wall time alone. Then the rest of the integration tier and of the e2e tier.
@@ -139,8 +139,7 @@ SOLO := tests/e2e/test_faults.py
 # effect: with a folder among its arguments pytest 9 collects in the folder's order (the
 # workers' tails were even without it: BENCHMARKS.md, 2026-11-30).
 FILL := tests/integration/test_job_lifecycle.py tests/integration/test_api_limits.py \
-        tests/integration/test_quota_limits_property.py tests/integration/test_api_schema_coverage.py \
-        tests/integration/test_api_fuzz.py tests/integration/test_api_fairness.py
+        tests/integration/test_quota_limits_property.py
 test: install components
 	$(MAKE) --no-print-directory -j2 -Otarget test-solo gates
 	$(PYTEST) -n $(TWIN_WORKERS) --no-loadscope-reorder --cov --cov-append --cov-report= \
