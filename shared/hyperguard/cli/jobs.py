@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperguard.cli.options import add_group
 from hyperguard.cli.output import CliError, print_json, print_renderable, print_table, table
 from hyperguard.models import Job, JobStatus
 from hyperguard.models.records import JobRecord
-from hyperguard.store.jobs import JobStore
+
+if TYPE_CHECKING:  # the store (boto3, the codec) loads when a command reads jobs, not for --help
+    from hyperguard.store.jobs import JobStore
 
 COLUMNS = [
     ("job_id", "JOB_ID"),

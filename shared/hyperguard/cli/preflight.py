@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from hyperguard.cli.output import print_json, print_table
-from hyperguard.cluster.prerequisites import KUEUE_VERSION, OPERATOR_VERSION
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -179,6 +178,9 @@ def check_prerequisites(answer: Mapping[str, Any]) -> list[Check]:
     """What the cluster's API server serves (GET /cluster/prerequisites): Kueue's API in the
     version HyperGuard writes, the training operator's HyperPodPyTorchJob, and the Karpenter
     NodePools bursts launch into, each bounded by limits and with its node class."""
+    # Here, not at the top: hyperguard.cluster loads its gateway, which --help never needs.
+    from hyperguard.cluster.prerequisites import KUEUE_VERSION, OPERATOR_VERSION
+
     kueue = answer.get("kueue_versions")
     checks = [
         Check("kueue", "pass", f"kueue.x-k8s.io {', '.join(kueue)} served")
