@@ -130,8 +130,8 @@ test-fast: install components
 # types, the template's validators and the venvs they install) run beside that first run
 # in make's second job slot: its twins mostly wait for the simulated clock, and the gates
 # took 75 s of wall time alone. Then the rest of the integration tier and of the e2e tier.
-# Coverage of the library is measured over both and may not
-# fall below pyproject.toml's floor. Each job's output is printed whole when it ends.
+# Coverage of the library is measured over both runs and may not fall below pyproject.toml's
+# floor. Each job's output is printed whole when it ends.
 SOLO := tests/e2e/test_faults.py
 # Run 2 hands out its work in the order pytest collects it, module by module
 # (--no-loadscope-reorder): xdist otherwise puts the groups with most tests first and every

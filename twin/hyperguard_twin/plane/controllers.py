@@ -11,7 +11,7 @@ from hyperguard_twin.plane.kubeconfig import Kubeconfigs
 from hyperguard_twin.plane.processes import HOST, Processes
 
 STAGES = Path(__file__).with_name("stages.yaml")
-UNLIMITED_CLIENT = ["--kube-api-qps=5000", "--kube-api-burst=10000"]
+UNLIMITED_CLIENT = ("--kube-api-qps=5000", "--kube-api-burst=10000")
 """kube-controller-manager's and kube-scheduler's own client, unthrottled as kwokctl's
 `disableQPSLimits` sets them for a simulated cluster (sigs.k8s.io/kwok v0.8.0,
 pkg/kwokctl/components, its `DefaultUnlimitedQPS`/`Burst`). Their defaults (20/30 and 50/100
