@@ -100,13 +100,16 @@ check-asl: install
 PYTEST := $(PY) -m pytest -q --dist loadgroup --durations=20
 # A twin test runs the upstream control plane beside the functions (kube-apiserver, etcd,
 # the controllers, Kueue, Karpenter, KWOK: about a fifth of a core idle, with its
-# functions). One worker more than the cores: with one a core the second run used 58-69 % of
+# functions). One twin more than the cores: with one a core the second run used 58-69 % of
 # the two cores (it mostly waits for the simulated clock) and took 22-24 minutes; with
-# three workers 18 min 42 s at 77 % (BENCHMARKS.md, "CI wall time", 2026-11-27). Four
-# twins on CI's 2 cores starved their controllers, and scenarios that wait on them in wall
-# time ran out of their simulated time limits. Four again after D194: run 2 no faster (16 min
-# 34 s against 16 min 38 s) for 5.4 CPU-minutes more (BENCHMARKS.md, 2026-11-29, night).
+# three 18 min 42 s at 77 % (BENCHMARKS.md, "CI wall time", 2026-11-27). Four twins on CI's
+# 2 cores starved their controllers, and scenarios that wait on them in wall time ran out of
+# their simulated time limits. The second run has a worker more than twins
+# (tests/xdist_twins.py, --twins-at-once): it runs the tests without a twin while the twins
+# wait for their clocks, and the cores stay busy (16 min 37 s → 13 min 27 s, BENCHMARKS.md,
+# 2026-11-30, "A worker more than twins").
 TWIN_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+RUN2_WORKERS ?= $(shell echo $$(( $(TWIN_WORKERS) + 1 )))
 
 test-unit: install
 	$(PYTEST) -n auto tests/unit
@@ -133,16 +136,16 @@ test-fast: install components
 # Coverage of the library is measured over both runs and may not fall below pyproject.toml's
 # floor. Each job's output is printed whole when it ends.
 SOLO := tests/e2e/test_faults.py
-# Run 2 hands out its work in the order pytest collects it, module by module
-# (--no-loadscope-reorder): xdist otherwise puts the groups with most tests first and every
-# single test after them. A list of the longest modules named before the folders never took
-# effect: with a folder among its arguments pytest 9 collects in the folder's order (the
-# workers' tails were even without it: BENCHMARKS.md, 2026-11-30).
+# Run 2 hands out its work in the order pytest collects it, unit by unit
+# (--no-loadscope-reorder: xdist otherwise puts the groups with most tests first): the units
+# of over a minute first, longest first (tests/xdist_twins.py, LONGEST_FIRST), then the rest
+# in the folders' order.
 FILL := tests/integration/test_job_lifecycle.py tests/integration/test_api_limits.py \
         tests/integration/test_quota_limits_property.py
 test: install components
 	$(MAKE) --no-print-directory -j2 -Otarget test-solo gates
-	$(PYTEST) -n $(TWIN_WORKERS) --no-loadscope-reorder --cov --cov-append --cov-report= \
+	$(PYTEST) -n $(RUN2_WORKERS) --twins-at-once $(TWIN_WORKERS) --no-loadscope-reorder \
+	    --cov --cov-append --cov-report= \
 	    tests/e2e tests/integration --ignore=$(SOLO) $(addprefix --ignore=,$(FILL))
 
 test-solo: install components

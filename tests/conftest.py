@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests import xdist_twins
 from tests.one_writer import guarded
 
 if TYPE_CHECKING:
@@ -31,12 +32,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     long module of independent tests is spread over the workers instead of trailing on one.
     First among the hooks, as xdist's own reads the groups into the node ids (`name@group`);
     pyproject.toml keeps pytest below 9.2, whose node ids xdist 3.8 can no longer change
-    (tests/unit/test_xdist_groups.py)."""
+    (tests/unit/test_xdist_groups.py). Then the long units first (tests/xdist_twins.py)."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         definitions = info.name2fixturedefs.values() if info is not None else ()
         if any(d[-1].scope != "function" for d in definitions if d):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    xdist_twins.longest_first(items)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    xdist_twins.pytest_addoption(parser)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--twins-at-once` (tests/xdist_twins.py); else xdist's own."""
+    return xdist_twins.make_scheduler(config, log)
 
 
 def load_event(name: str) -> dict[str, Any]:
