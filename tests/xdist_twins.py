@@ -3,10 +3,10 @@ more twins at once than `--twins-at-once`, the other workers on the tests withou
 
 An e2e module's twin mostly waits for its simulated clock (about half a core each), while an
 integration test keeps a worker's control plane busy. With every worker on a twin the two
-cores were a third idle through the e2e modules, then saturated by the integration tier
-alone, and its last minute and a half ran on one worker (BENCHMARKS.md, 2026-11-30). So a
-worker more than the twins: it takes the tests without a twin from the start, and a worker
-whose twin module ends takes the next one only while fewer than the cap run.
+cores were a quarter to a third idle through the e2e modules, and the run's last 100 s went
+to one test that waits for a controller (BENCHMARKS.md, 2026-11-30, "A worker more than
+twins"). So a worker more than the twins: it takes the tests without a twin from the start,
+and a worker without a twin takes one only while fewer than the cap are held.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ this 2-vCPU machine): started first, so that none is left to end alone. The dele
 test waits about a minute for kube-controller-manager's pod garbage collector (a pod whose
 node has been gone 40 s, checked every 20 s), and took the run's last minute when it ran
 last. A stale entry only costs order; an entry that names nothing fails
-tests/unit/test_xdist_twins.py."""
+tests/unit/test_xdist_groups.py."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
