@@ -34,12 +34,6 @@ Go processes about 2 CPU-seconds less (8.1-9.3 -> 6.2-6.6) and an idle plane a t
 CPU, for about 0.7 GiB more resident memory, most of it kube-apiserver's (1.0 -> 1.7 GiB a
 plane; BENCHMARKS.md, "CI wall time", D194). A deployment's control plane is EKS's, not
 these processes: this sets only what the twin spends on its own."""
-GO_RUNTIME = {"GOGC": str(GO_GC_PERCENT), "GOMAXPROCS": "1"}
-"""What every component's Go runtime is given. GOMAXPROCS 1: a plane is seven Go processes,
-and a test run holds four planes on two cores; each runtime with a processor a core keeps
-threads spinning for work and a second collector worker. With one, a twin's e2e module used
-7 % less CPU and eight recovery-step tests 10 % less (paired, D199). Like GOGC, it sets only
-what the twin spends on its own."""
 
 
 class PlaneError(RuntimeError):
@@ -200,4 +194,4 @@ def _base_env() -> dict[str, str]:
     """What the components inherit: the path and locale, not the twin's AWS settings (each
     component is given what it needs), and the twin's collector setting."""
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
-    return {k: v for k, v in os.environ.items() if k in keep} | GO_RUNTIME
+    return {k: v for k, v in os.environ.items() if k in keep} | {"GOGC": str(GO_GC_PERCENT)}
