@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -20,6 +21,7 @@ from tests.integration.cluster_harness import (
 
 from hyperguard_twin.aws import ScheduleRunner, attach, schedule_period_s
 from hyperguard_twin.ids import hyperpod_cluster_id
+from hyperguard_twin.telemetry import STREAM, CloudWatchSink
 
 
 @pytest.fixture
@@ -141,3 +143,54 @@ def test_schedules_fire_at_their_rate_and_match_no_bus_event(stack: Stack) -> No
     assert [b["detail-type"] for b in bodies] == ["Scheduled Event", "Scheduled Event"]
     assert schedule_period_s("rate(5 minutes)") == 300
     assert schedule_period_s("cron(0 12 * * ? *)") is None
+
+
+def test_a_functions_output_reaches_its_log_group_and_its_emf_lines_become_metrics(
+    aws_env: None,
+) -> None:
+    """Lambda's log delivery, into the emulator's backends: every line of each invocation in
+    the function's group, in order, and each EMF point a metric that the CloudWatch API
+    reads back with its dimensions, unit and value."""
+    emf = json.dumps(
+        {
+            "_aws": {
+                "Timestamp": 1,
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": "HyperGuard",
+                        "Dimensions": [["service"]],
+                        "Metrics": [{"Name": "Signals_opened", "Unit": "Count"}],
+                    }
+                ],
+            },
+            "service": "hyperguard",
+            "Signals_opened": [1.0, 2.0],
+        }
+    )
+    sink = CloudWatchSink("123456789012", REGION)
+    sink.ship("fn", f"START RequestId: 1\n{emf}\n\n   \nEND RequestId: 1\n")
+    sink.ship("fn", "START RequestId: 2\n")  # the group and stream exist now
+    sink.ship("fn", "\n")  # nothing to deliver
+    logs = boto3.client("logs", region_name=REGION)
+    events = logs.get_log_events(logGroupName="/aws/lambda/fn", logStreamName=STREAM)["events"]
+    assert [e["message"] for e in events] == [
+        "START RequestId: 1",
+        emf,
+        "END RequestId: 1",
+        "START RequestId: 2",
+    ]
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    (metric,) = cloudwatch.list_metrics(Namespace="HyperGuard")["Metrics"]
+    assert metric["MetricName"] == "Signals_opened"
+    assert metric["Dimensions"] == [{"Name": "service", "Value": "hyperguard"}]
+    now = datetime.now(UTC)
+    (point,) = cloudwatch.get_metric_statistics(
+        Namespace="HyperGuard",
+        MetricName="Signals_opened",
+        Dimensions=metric["Dimensions"],
+        StartTime=now - timedelta(minutes=5),
+        EndTime=now + timedelta(minutes=5),
+        Period=600,
+        Statistics=["Sum", "SampleCount"],
+    )["Datapoints"]
+    assert (point["Sum"], point["SampleCount"], point["Unit"]) == (3.0, 2.0, "Count")

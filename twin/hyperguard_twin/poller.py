@@ -98,10 +98,12 @@ class SqsPoller:
             "awsRegion": self.region,
         }
 
-    def run(self, stop: threading.Event, long_poll_s: int = 1) -> list[threading.Thread]:
-        """Start one polling thread per mapping; they stop when `stop` is set. Each long-polls,
-        as Lambda's pollers do (they wait 20 s; here 1 s, so that a stop is seen soon): an
-        idle queue costs one call a second, and a message sent is received at once."""
+    def run(self, stop: threading.Event, long_poll_s: int = 20) -> list[threading.Thread]:
+        """Start one polling thread per mapping; they stop when `stop` is set and their long
+        poll ends. Each long-polls 20 s, as Lambda's pollers do: an idle queue costs a call
+        every 20 s, and a message sent is received at once (BENCHMARKS.md, "An idle twin's
+        cost"). The twin ends a poll waiting at its stop by closing the emulator's
+        connections."""
         threads = [
             threading.Thread(
                 target=self._poll_forever,

@@ -118,5 +118,5 @@ class StackFunctions:
 
     def _ship_output(self, function_name: str, output: str) -> None:
         if self.sink is None:
-            self.sink = CloudWatchSink(self._client("logs"), self._client("cloudwatch"))
+            self.sink = CloudWatchSink(ACCOUNT, REGION)
         self.sink.ship(function_name, output)

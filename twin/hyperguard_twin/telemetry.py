@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from contextlib import suppress
 from typing import Any
+
+STREAM = "twin"
+"""The log stream of every function's group (Lambda names one per execution environment)."""
 
 
 def emf_metrics(line: str) -> list[dict[str, Any]]:
@@ -42,39 +44,38 @@ def emf_metrics(line: str) -> list[dict[str, Any]]:
 
 
 class CloudWatchSink:
-    """Ships captured output to the emulator's CloudWatch Logs and Metrics."""
+    """Delivers captured output into the emulator's CloudWatch Logs and Metrics as Lambda's
+    own log delivery does: inside the cloud, not as a call the function makes. So it writes
+    moto's backends directly, with no round trip through the emulator's HTTP server and
+    botocore (two for each invocation had been about a tenth of an idle twin's CPU:
+    BENCHMARKS.md, "An idle twin's cost", 2026-11-30). What a user reads back goes through
+    the real APIs (FilterLogEvents, GetMetricStatistics)."""
 
-    def __init__(self, logs: Any, cloudwatch: Any) -> None:
-        self.logs = logs
-        self.cloudwatch = cloudwatch
-        self._groups: set[str] = set()
+    def __init__(self, account: str, region: str) -> None:
+        self.account = account
+        self.region = region
         self._lock = threading.Lock()
 
     def ship(self, function_name: str, output: str) -> None:
+        from moto.cloudwatch.models import cloudwatch_backends
+        from moto.logs.models import logs_backends
+
         lines = [line for line in output.splitlines() if line.strip()]
         if not lines:
             return
         group = f"/aws/lambda/{function_name}"
-        with self._lock:
-            if group not in self._groups:
-                # The stack creates the function's log group (with its retention).
-                with suppress(self.logs.exceptions.ResourceAlreadyExistsException):
-                    self.logs.create_log_group(logGroupName=group)
-                with suppress(self.logs.exceptions.ResourceAlreadyExistsException):
-                    self.logs.create_log_stream(logGroupName=group, logStreamName="twin")
-                self._groups.add(group)
+        logs = logs_backends[self.account][self.region]
         now = int(time.time() * 1000)
-        self.logs.put_log_events(
-            logGroupName=group,
-            logStreamName="twin",
-            logEvents=[{"timestamp": now, "message": line} for line in lines],
-        )
         by_namespace: dict[str, list[dict[str, Any]]] = {}
         for line in lines:
             for point in emf_metrics(line):
                 by_namespace.setdefault(point.pop("Namespace"), []).append(point)
-        for namespace, data in by_namespace.items():
-            for start in range(0, len(data), 500):
-                self.cloudwatch.put_metric_data(
-                    Namespace=namespace, MetricData=data[start : start + 500]
-                )
+        with self._lock:  # moto's log streams are not thread-safe
+            if group not in logs.groups:
+                # The stack creates the function's log group (with its retention).
+                logs.create_log_group(group, tags={})
+            logs.ensure_log_stream(group, STREAM)
+            logs.put_log_events(group, STREAM, [{"timestamp": now, "message": m} for m in lines])
+            metrics = cloudwatch_backends[self.account][self.region]
+            for namespace, data in by_namespace.items():
+                metrics.put_metric_data(namespace, data)
