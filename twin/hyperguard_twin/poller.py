@@ -40,6 +40,7 @@ class SqsPoller:
     stats: Counter[str] = field(default_factory=Counter)
     records: Counter[str] = field(default_factory=Counter)
     """Records delivered, by function."""
+    threads: list[threading.Thread] = field(default_factory=list)
 
     def poll_once(self) -> int:
         """One receive + invoke per mapping; returns how many records were delivered."""
@@ -115,7 +116,14 @@ class SqsPoller:
         ]
         for thread in threads:
             thread.start()
+        self.threads += threads
         return threads
+
+    def join(self, timeout_s: float) -> None:
+        """Until the polling threads have ended (each waits up to `timeout_s`), once `stop` is
+        set: a long poll in flight ends with a message or with its connection."""
+        for thread in self.threads:
+            thread.join(timeout=timeout_s)
 
     def _poll_forever(self, mapping: SqsMapping, stop: threading.Event, wait_s: int) -> None:
         while not stop.is_set():

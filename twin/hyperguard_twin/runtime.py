@@ -79,7 +79,6 @@ class Twin:
     _saved_env: dict[str, str | None] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
-    _pollers: list[threading.Thread] = field(default_factory=list)
     seeded_jobs: dict[str, str] = field(default_factory=dict)
     """The seeded jobs' names (llama3-70b-pretrain, ...) → the job ids the API gave them."""
 
@@ -170,7 +169,7 @@ class Twin:
         )
         self.functions.register(self.deployment)
         self.poller = self.functions.sqs_poller()
-        self._pollers = self.poller.run(self._stop)
+        self.poller.run(self._stop)
         self.schedules = twin_aws.ScheduleRunner(ACCOUNT, REGION, speed=self.config.time_scale)
         add_routes(
             self.emulator.routes,
@@ -207,8 +206,7 @@ class Twin:
         return layer, deployment
 
     def down(self) -> None:
-        """Stop serving and forget every emulated resource: moto's state is per process,
-        so a later twin in the same process starts clean."""
+        """Stop, and forget every emulated resource: a later twin in this process starts clean."""
         from moto.moto_api._internal.models import moto_api_backend
 
         self._stop.set()
@@ -227,10 +225,8 @@ class Twin:
         if self.plane is not None:
             self.plane.stop()
         self.emulator.stop()
-        # A poller waits in a long poll of up to 20 s that only a message or the end of its
-        # connection ends: joined once the emulator has closed them.
-        for thread in self._pollers:
-            thread.join(timeout=5)
+        if self.poller is not None:  # its long polls end with the emulator's connections
+            self.poller.join(timeout_s=5)
         twin_aws.attach(None)
         moto_api_backend.reset()
         for key, value in self._saved_env.items():  # leave the process as it found it
