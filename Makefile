@@ -55,13 +55,16 @@ $(CHECKOV_VENV)/.installed: $(VENV)/.installed
 	touch $@
 
 # Headless Chromium renders the twin's HTML report in the integration tier. CI runs as root
-# on Debian; elsewhere install it yourself.
+# on Debian, on a machine without it, and installs it beside the first test run: without
+# Debian's recommended packages (avahi, cups, upower, fonts: none used headless), 19 packages
+# instead of 107, 14 CPU-s instead of 25 (BENCHMARKS.md, "An idle twin's cost"). Elsewhere
+# install it yourself.
 browser:
 	@command -v chromium >/dev/null || { \
 	    command -v apt-get >/dev/null || { \
 	        echo "make browser: chromium is not installed and there is no apt-get:" \
 	             "install Chromium with your package manager" >&2; exit 1; }; \
-	    apt-get update && apt-get install -y chromium; }
+	    apt-get update && apt-get install -y --no-install-recommends chromium; }
 
 # The upstream Kubernetes the twin runs (kube-apiserver, kube-controller-manager,
 # kube-scheduler, etcd, KWOK, Kueue, Karpenter: D126), built from the Go modules pinned in
