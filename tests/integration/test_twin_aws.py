@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 from tests.conftest import REGION, Stack
 from tests.integration.cluster_harness import (
@@ -151,22 +153,11 @@ def test_a_functions_output_reaches_its_log_group_and_its_emf_lines_become_metri
     """Lambda's log delivery, into the emulator's backends: every line of each invocation in
     the function's group, in order, and each EMF point a metric that the CloudWatch API
     reads back with its dimensions, unit and value."""
-    emf = json.dumps(
-        {
-            "_aws": {
-                "Timestamp": 1,
-                "CloudWatchMetrics": [
-                    {
-                        "Namespace": "HyperGuard",
-                        "Dimensions": [["service"]],
-                        "Metrics": [{"Name": "Signals_opened", "Unit": "Count"}],
-                    }
-                ],
-            },
-            "service": "hyperguard",
-            "Signals_opened": [1.0, 2.0],
-        }
-    )
+    # The line as powertools prints it in a function (its own serializer).
+    metrics = Metrics(namespace="HyperGuard", service="hyperguard")
+    metrics.add_metric(name="Signals_opened", unit=MetricUnit.Count, value=1.0)
+    metrics.add_metric(name="Signals_opened", unit=MetricUnit.Count, value=2.0)
+    emf = json.dumps(metrics.serialize_metric_set())
     sink = CloudWatchSink("123456789012", REGION)
     sink.ship("fn", f"START RequestId: 1\n{emf}\n\n   \nEND RequestId: 1\n")
     sink.ship("fn", "START RequestId: 2\n")  # the group and stream exist now
