@@ -47,9 +47,9 @@ class CloudWatchSink:
     """Delivers captured output into the emulator's CloudWatch Logs and Metrics as Lambda's
     own log delivery does: inside the cloud, not as a call the function makes. So it writes
     moto's backends directly, with no round trip through the emulator's HTTP server and
-    botocore (two for each invocation had been about a tenth of an idle twin's CPU:
-    BENCHMARKS.md, "An idle twin's cost", 2026-11-30). What a user reads back goes through
-    the real APIs (FilterLogEvents, GetMetricStatistics)."""
+    botocore (two calls an invocation: about a tenth of an idle twin's own process's CPU,
+    BENCHMARKS.md, "An idle twin's cost", D199). What a user reads back goes through the real
+    APIs (FilterLogEvents, GetMetricStatistics)."""
 
     def __init__(self, account: str, region: str) -> None:
         self.account = account
