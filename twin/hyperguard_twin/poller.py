@@ -99,13 +99,13 @@ class SqsPoller:
             "awsRegion": self.region,
         }
 
-    def run(self, stop: threading.Event, long_poll_s: int = 20) -> list[threading.Thread]:
+    def run(self, stop: threading.Event, long_poll_s: int = 20) -> None:
         """Start one polling thread per mapping; they stop when `stop` is set and their long
         poll ends. Each long-polls 20 s, as Lambda's pollers do: an idle queue costs a call
         every 20 s, and a message sent is received at once (BENCHMARKS.md, "An idle twin's
         cost"). The twin ends a poll waiting at its stop by closing the emulator's
         connections."""
-        threads = [
+        self.threads = [
             threading.Thread(
                 target=self._poll_forever,
                 args=(mapping, stop, long_poll_s),
@@ -114,10 +114,8 @@ class SqsPoller:
             )
             for mapping in self.mappings
         ]
-        for thread in threads:
+        for thread in self.threads:
             thread.start()
-        self.threads += threads
-        return threads
 
     def join(self, timeout_s: float) -> None:
         """Until the polling threads have ended (each waits up to `timeout_s`), once `stop` is
