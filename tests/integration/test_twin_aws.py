@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
-from aws_lambda_powertools import Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from botocore.exceptions import ClientError
 from tests.conftest import REGION, Stack
 from tests.integration.cluster_harness import (
@@ -153,8 +152,10 @@ def test_a_functions_output_reaches_its_log_group_and_its_emf_lines_become_metri
     """Lambda's log delivery, into the emulator's backends: every line of each invocation in
     the function's group, in order, and each EMF point a metric that the CloudWatch API
     reads back with its dimensions, unit and value."""
-    # The line as powertools prints it in a function (its own serializer).
-    metrics = Metrics(namespace="HyperGuard", service="hyperguard")
+    # The line as powertools prints it in a function (its own serializer). Ephemeral: every
+    # `Metrics` of a process shares one metric set, and a handler an earlier test of this
+    # worker ran in process may have left its metrics in it (CI, stop 69).
+    metrics = EphemeralMetrics(namespace="HyperGuard", service="hyperguard")
     metrics.add_metric(name="Signals_opened", unit=MetricUnit.Count, value=1.0)
     metrics.add_metric(name="Signals_opened", unit=MetricUnit.Count, value=2.0)
     emf = json.dumps(metrics.serialize_metric_set())
@@ -185,3 +186,9 @@ def test_a_functions_output_reaches_its_log_group_and_its_emf_lines_become_metri
         Statistics=["Sum", "SampleCount"],
     )["Datapoints"]
     assert (point["Sum"], point["SampleCount"], point["Unit"]) == (3.0, 2.0, "Count")
+    # A stopped twin's sink delivers nothing more: the backends outlive it (process-global).
+    sink.close()
+    sink.ship("fn", f"late\n{emf}\n")
+    events = logs.get_log_events(logGroupName="/aws/lambda/fn", logStreamName=STREAM)["events"]
+    assert events[-1]["message"] == "START RequestId: 2"
+    assert len(cloudwatch.list_metrics(Namespace="HyperGuard")["Metrics"]) == 1

@@ -214,7 +214,7 @@ class Twin:
         for thread in self._threads:
             thread.join(timeout=5)
         if self.functions is not None:
-            self.functions.runtime.stop()
+            self.functions.stop()
         if self.effects is not None:
             self.effects.stop()
         if self._forwarder is not None:

@@ -31,7 +31,7 @@ class StackFunctions:
         self._emulator = emulator
         self.credential_owners: dict[str, str] = {}
         """Access key id → the function (logical id) that runs with it."""
-        self.sink: CloudWatchSink | None = None
+        self.sink = CloudWatchSink(ACCOUNT, REGION)
         self.runtime = LambdaRuntime(
             layer,
             region=REGION,
@@ -39,7 +39,7 @@ class StackFunctions:
             max_concurrency=max_concurrency,
             extra_env={"AWS_ENDPOINT_URL": emulator.endpoint},
             credentials=self._role_credentials,
-            output_sink=self._ship_output,
+            output_sink=self.sink.ship,
         )
 
     def register(self, deployment: Deployment) -> None:
@@ -116,7 +116,9 @@ class StackFunctions:
             "AWS_SESSION_TOKEN": credentials["SessionToken"],
         }
 
-    def _ship_output(self, function_name: str, output: str) -> None:
-        if self.sink is None:
-            self.sink = CloudWatchSink(ACCOUNT, REGION)
-        self.sink.ship(function_name, output)
+    def stop(self) -> None:
+        """Stop the runtime, and deliver no output after it: moto's backends are
+        process-global, and an invocation that ends late would write into whatever mock
+        the process runs next."""
+        self.runtime.stop()
+        self.sink.close()

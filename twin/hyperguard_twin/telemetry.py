@@ -55,6 +55,14 @@ class CloudWatchSink:
         self.account = account
         self.region = region
         self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """Deliver nothing more; waits for a delivery under way. The backends are
+        process-global and outlive the twin: an invocation that ends after its twin went
+        down must not write into whatever the process mocks next."""
+        with self._lock:
+            self._closed = True
 
     def ship(self, function_name: str, output: str) -> None:
         from moto.cloudwatch.models import cloudwatch_backends
@@ -71,6 +79,8 @@ class CloudWatchSink:
             for point in emf_metrics(line):
                 by_namespace.setdefault(point.pop("Namespace"), []).append(point)
         with self._lock:  # moto's log streams are not thread-safe
+            if self._closed:
+                return
             if group not in logs.groups:
                 # The stack creates the function's log group (with its retention).
                 logs.create_log_group(group, tags={})
