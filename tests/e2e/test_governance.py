@@ -145,7 +145,7 @@ def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
     # PutEvents took it with the ForwarderRole's credentials, as a Prometheus scrape of its
     # pod reads it.
     wait_for(
-        lambda: (forwarder_counter(twin, "runs_ended") or 0) >= 1, 30, "the run's end forwarded"
+        lambda: (forwarder_counter(twin, "runs_ended") or 0) >= 1, 90, "the run's end forwarded"
     )
     assert forwarder_counter(twin, "events_dropped") == 0
 

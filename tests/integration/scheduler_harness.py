@@ -49,7 +49,7 @@ def until_running(apis: ClusterApis, *job_ids: str) -> None:
     dispatches another onto its node leaves the new pod Pending (Insufficient
     nvidia.com/gpu) until the old pods are gone; kube-scheduler binds it at its next retry,
     in wall time, after a back-off the cluster is quiet through."""
-    wait_for(lambda: running_jobs(apis) == set(job_ids), 60, f"exactly {sorted(job_ids)} to run")
+    wait_for(lambda: running_jobs(apis) == set(job_ids), 180, f"exactly {sorted(job_ids)} to run")
 
 
 Gateway = TypeVar("Gateway", bound=HyperPodEksGateway)

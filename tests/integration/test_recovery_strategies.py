@@ -73,7 +73,7 @@ def running_on(apis: ClusterApis, job_id: str, replicas: int) -> Any:
         run = apis.cluster.runs().get(job_id)
         return run if run and run.state == "running" and len(run.nodes) == replicas else None
 
-    return wait_for(ready, 60, f"{job_id} to run on {replicas} node(s)")
+    return wait_for(ready, 180, f"{job_id} to run on {replicas} node(s)")
 
 
 def start(
