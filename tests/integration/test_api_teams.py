@@ -5,6 +5,12 @@ from __future__ import annotations
 from tests.conftest import Stack
 from tests.integration.api_harness import Api, member, quota_body
 
+from hyperguard.models.governance import SchedulerConfig
+from hyperguard.policies.burst import BurstPolicy
+from hyperguard.policies.repair import NodeRepairConfig
+from hyperguard.store.codec import wire_client
+from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore, pass_settings
+
 
 def test_create_then_update_with_target_version_and_reject_a_stale_one(stack: Stack) -> None:
     api = Api(stack)
@@ -192,3 +198,33 @@ def test_scheduler_config_round_trips_with_its_version(stack: Stack) -> None:
     assert api.call("PUT", "/scheduler-config", week).body["Version"] == 2
     got = api.call("GET", "/scheduler-config").body
     assert got["SchedulerConfig"]["MinRuntimeSeconds"] == 7 * 24 * 3600
+
+
+def test_a_pass_reads_the_three_settings_in_one_call_and_each_default_where_unset(
+    stack: Stack,
+) -> None:
+    """`pass_settings`: the repair, burst and scheduler policies of TeamsTable, as each
+    store reads them, with one BatchGetItem; the defaults for those never stored."""
+    api = Api(stack)
+    teams = api.teams
+    calls: list[str] = []
+    clients = (wire_client(teams.table), teams.table.meta.client)  # the store's two
+    for client in clients:
+        client.meta.events.register(
+            "before-call.dynamodb", lambda model, **_: calls.append(model.name), unique_id="n"
+        )
+    try:
+        assert pass_settings(teams) == (NodeRepairConfig(), BurstPolicy(), SchedulerConfig())
+        assert calls == ["BatchGetItem"]
+        RepairPolicyStore(teams.table_name, teams.table).put(NodeRepairConfig(enabled=False))
+        config = {"FairShare": "Disabled", "MinRuntimeSeconds": 600}
+        assert api.call("PUT", "/scheduler-config", config).status == 200
+        repair, burst, scheduler = pass_settings(teams)
+    finally:
+        for client in clients:
+            client.meta.events.unregister("before-call.dynamodb", unique_id="n")
+    assert repair == RepairPolicyStore(teams.table_name, teams.table).get()
+    assert repair.enabled is False
+    assert burst == BurstPolicyStore(teams.table_name, teams.table).get() == BurstPolicy()
+    assert scheduler == teams.scheduler_config()[0]
+    assert (scheduler.fair_share, scheduler.min_runtime_seconds) == ("Disabled", 600)

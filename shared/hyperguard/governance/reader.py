@@ -56,7 +56,7 @@ from hyperguard.store.history import read_history
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
 from hyperguard.store.nodes import NodeStore
-from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
+from hyperguard.store.policy import pass_settings
 from hyperguard.store.teams import TeamStore
 
 
@@ -75,8 +75,6 @@ class SnapshotReader:
     jobs: JobStore
     teams: TeamStore
     gateway: ClusterGateway
-    policies: RepairPolicyStore
-    burst_policies: BurstPolicyStore
     checkpoints: CheckpointStore
     inventory: NodeStore | None = None
     """The node inventory: what a node HyperPod replaced under a job was (None: no replaced
@@ -98,18 +96,17 @@ class SnapshotReader:
             jobs = tuple(self.jobs.active(also=named))
             return jobs, tuple(self.gateway.job_runs())
 
-        (jobs, runs), (repair, burst, nodes, groups, quotas, config, claims) = beside(
+        (jobs, runs), (settings, nodes, groups, quotas, claims) = beside(
             jobs_then_runs,
             [
-                self.policies.get,
-                self.burst_policies.get,
+                lambda: pass_settings(self.teams),
                 lambda: tuple(self.gateway.list_nodes()),
                 self.instance_groups,
                 lambda: tuple(self.teams.quotas()),
-                lambda: self.teams.scheduler_config()[0],
                 self.burst_claims if bursting else _nothing,
             ],
         )
+        repair, burst, config = settings
         # The records sorted once; each read below looks only at the jobs it is about.
         views, ended = self._with_unread(JobViews.of(jobs), runs)
         checkpoints, refused, unreadable = self.new_checkpoints(views.running, runs, now)

@@ -118,7 +118,6 @@ from hyperguard.store.checkpoints import CheckpointStore
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
 from hyperguard.store.nodes import NodeStore
-from hyperguard.store.policy import BurstPolicyStore, RepairPolicyStore
 from hyperguard.store.teams import Lease, TeamStore
 
 __all__ = ["PassResult", "SchedulerBusyError", "SchedulerService"]
@@ -137,8 +136,6 @@ class SchedulerService:
         gateway: ClusterGateway,
         catalogue: InstanceCatalogue,
         cluster: str,
-        policies: RepairPolicyStore | None = None,
-        burst_policies: BurstPolicyStore | None = None,
         checkpoints: CheckpointStore | None = None,
         bursts: Workflows | None = None,
         nodes: NodeStore | None = None,
@@ -153,8 +150,6 @@ class SchedulerService:
         self.gateway = gateway
         self.catalogue = catalogue
         self.cluster = cluster
-        self.policies = policies or RepairPolicyStore(teams.table_name, teams.table)
-        self.burst_policies = burst_policies or BurstPolicyStore(teams.table_name, teams.table)
         self.checkpoints = checkpoints or CheckpointStore()
         self.bursts = bursts
         """BurstCapacity; None: never burst (nor scale burst nodes in)."""
@@ -260,8 +255,6 @@ class SchedulerService:
             jobs=self.jobs,
             teams=self.teams,
             gateway=self.gateway,
-            policies=self.policies,
-            burst_policies=self.burst_policies,
             checkpoints=self.checkpoints,
             inventory=self.nodes,
             incidents=self.incidents,

@@ -27,6 +27,7 @@ from hyperguard.store.codec import TableStore, condition_failed, plain, to_item
 QUOTA_PK = "QUOTA"
 SCHEDULER_PK = "SCHEDULER_CONFIG"
 SCHEDULER_SK = "CLUSTER"
+SCHEDULER_KEY = {"pk": SCHEDULER_PK, "sk": SCHEDULER_SK}
 PRINCIPAL_PK = "PRINCIPAL"
 LEASE_PK = "LEASE"
 MAX_WOKEN = 500
@@ -167,13 +168,8 @@ class TeamStore(TableStore):
     # -- scheduler policy -----------------------------------------------------------------
     def scheduler_config(self) -> tuple[SchedulerConfig, int]:
         """The policy and its version (0 and the defaults when none was ever set)."""
-        item = self.table.get_item(
-            Key={"pk": SCHEDULER_PK, "sk": SCHEDULER_SK}, ConsistentRead=True
-        ).get("Item")
-        if not item:
-            return SchedulerConfig(), 0
-        data = plain(item)
-        return SchedulerConfig.model_validate(data["config"]), int(data["version"])
+        item = self.table.get_item(Key=SCHEDULER_KEY, ConsistentRead=True).get("Item")
+        return scheduler_config_of(plain(item) if item else None)
 
     def put_scheduler_config(self, config: SchedulerConfig, *, target_version: int | None) -> int:
         """Replace the policy; with target_version, only if it is still that version."""
@@ -190,8 +186,7 @@ class TeamStore(TableStore):
         try:
             self.table.put_item(
                 Item={
-                    "pk": SCHEDULER_PK,
-                    "sk": SCHEDULER_SK,
+                    **SCHEDULER_KEY,
                     "version": version,
                     "config": to_item(config),
                 },
@@ -334,6 +329,13 @@ class TeamStore(TableStore):
                 "ExpressionAttributeValues": {":v": version},
             }
         }
+
+
+def scheduler_config_of(item: dict[str, Any] | None) -> tuple[SchedulerConfig, int]:
+    """The scheduler policy of its (plain) item, and its version; 0 and the defaults for none."""
+    if not item:
+        return SchedulerConfig(), 0
+    return SchedulerConfig.model_validate(item["config"]), int(item["version"])
 
 
 def _quota(item: dict[str, Any]) -> ComputeQuota:
