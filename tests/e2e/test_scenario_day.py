@@ -59,17 +59,18 @@ def test_a_day_in_the_life_hybrid_bursts_absorbs_idle_gpus_and_scales_in() -> No
     assert spikes == 6
     on_demand = result["on_demand"]
     for side in (static, on_demand):
-        assert side["never_started_by_priority"] == {}
+        assert side["never_started_by_priority"] == side["never_started"] == {}
     # Whether every hybrid job starts at all is a race too, told before the checks below that
     # need the day to have run. Two `make test` runs of 2026-11-30, on a host twice as slow as
     # the last and loaded 10-12 (its load average) through the day, left hybrid jobs that never
     # stepped: one; then 3 training and 5 inference, no burst node launched and 335 of 512
     # GPU-hours idle. Static and on demand started every job. The side alone under a load of
     # 8-12 (busy loops) started all 12 and finished 7. Not explained yet.
-    if hybrid["never_started_by_priority"]:
+    assert sum(hybrid["never_started_by_priority"].values()) == len(hybrid["never_started"])
+    if hybrid["never_started"]:
         pytest.xfail(
             "issue 33, open: on a host loaded past 5 per core, the hybrid side left jobs that"
-            f" never stepped: {hybrid['never_started_by_priority']}"
+            f" never stepped: {hybrid['never_started']}"
         )
     by_side = result["executions_by_side"]
     (counts,) = (c for name, c in by_side["hybrid"].items() if "BurstCapacity" in name)

@@ -27,6 +27,7 @@ from hyperguard_twin.day import (
     peak_nodes,
     side_costs,
 )
+from hyperguard_twin.scenarios import told
 
 
 def test_the_peak_is_the_most_the_demand_asks_for_at_once() -> None:
@@ -64,7 +65,7 @@ class _Cluster:
 def test_a_wait_runs_from_the_submission_sent_to_the_first_training_step() -> None:
     """Exact, not sampled: the simulated cluster's timeline (recorded out of order as its
     runs settle) gives the first step; a job that never stepped waits until the day's end
-    and is counted."""
+    and is listed."""
     t0 = datetime(2026, 11, 25, 11, 0, tzinfo=UTC)
 
     def at(seconds: float) -> datetime:
@@ -87,8 +88,24 @@ def test_a_wait_runs_from_the_submission_sent_to_the_first_training_step() -> No
     )
     waits, never = _waits(twin, ledger, end=at(1000))  # type: ignore[arg-type]
     assert waits == {"a": 87.5, "b": 1000.0, "c": 995.0}
-    assert never == {"training": 1, "inference": 1}
+    assert never == ["b", "c"]
     assert _by_priority(ledger, waits, max) == {"inference": 995.0, "training": 1000.0}
+
+
+def test_a_job_that_never_stepped_is_told_as_the_api_tells_it() -> None:
+    """Its status, the reason for it and its last five events, from GET /jobs/{id}."""
+    job = {
+        "status": "Preempted",
+        "reason": "pending: burst capacity being raised",
+        "history": [{"event": e} for e in ("submitted", "admitted", "dispatched", "x", "y", "z")],
+        "run": 1,
+    }
+    assert told(job) == {
+        "status": "Preempted",
+        "reason": "pending: burst capacity being raised",
+        "last": ["admitted", "dispatched", "x", "y", "z"],
+    }
+    assert told({}) == {"status": None, "reason": None, "last": []}
 
 
 def test_the_admission_time_is_the_services_own_record_in_wall_seconds() -> None:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -57,7 +57,7 @@ from hyperguard.policies.burst import BurstPolicy
 from hyperguard.policies.prices import Price, PurchaseOption, price_of
 from hyperguard_twin.config import INSTANCE_TYPE, TwinError
 from hyperguard_twin.runtime import Twin
-from hyperguard_twin.scenarios import add_team, ok
+from hyperguard_twin.scenarios import add_team, ok, told
 from hyperguard_twin.service_users import fast_burst_policy, team_role
 
 HOURS = 24
@@ -418,7 +418,8 @@ def _summary(
         setup.nodes * GPUS * hours + sum(ledger.burst_node_s_by_pool.values()) / 3600 * GPUS
     )
     jobs = ok(twin, "GET", "/jobs")["jobs"]
-    waits, never = _waits(twin, ledger, end)
+    waits, never_ids = _waits(twin, ledger, end)
+    never = Counter(ledger.submitted[job_id].priority for job_id in never_ids)
     admission = _admission_wall_s(ledger, jobs)
     return {
         "gpu_hours_used": round(used, 1),
@@ -442,21 +443,21 @@ def _summary(
         "max_admission_wall_s_by_priority": _by_priority(ledger, admission, max, digits=3),
         "load_average": [round(v, 2) for v in ledger.load],
         "never_started_by_priority": dict(never),
+        "never_started": {  # each, as the API tells it
+            ledger.submitted[j].name: told(ok(twin, "GET", f"/jobs/{j}")) for j in never_ids
+        },
     }
 
 
-def _waits(twin: Twin, ledger: Ledger, end: datetime) -> tuple[dict[str, float], dict[str, int]]:
+def _waits(twin: Twin, ledger: Ledger, end: datetime) -> tuple[dict[str, float], list[str]]:
     """Each job's wait in simulated seconds: from its submission to its first training step
-    on the simulated cluster (the day's end for one that never stepped, counted by priority
-    in the second mapping)."""
-    waits: dict[str, float] = {}
-    never: dict[str, int] = defaultdict(int)
-    for job_id, (_, priority, submitted) in ledger.submitted.items():
-        steps = [p.at for p in twin.cluster.timeline(job_id) if p.replicas > 0]
-        if not steps:
-            never[priority] += 1
-        waits[job_id] = ((min(steps) if steps else end) - submitted).total_seconds()
-    return waits, dict(never)
+    on the simulated cluster (the day's end for one that never stepped, listed second)."""
+    first = {
+        job_id: min((p.at for p in twin.cluster.timeline(job_id) if p.replicas > 0), default=None)
+        for job_id in ledger.submitted
+    }
+    waits = {j: ((at or end) - ledger.submitted[j].sent).total_seconds() for j, at in first.items()}
+    return waits, [job_id for job_id, at in first.items() if at is None]
 
 
 def _admission_wall_s(ledger: Ledger, jobs: list[dict[str, Any]]) -> dict[str, float]:

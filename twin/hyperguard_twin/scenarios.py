@@ -229,3 +229,9 @@ def wait_for(condition: Any, deadline: float, what: str) -> None:
             return
         time.sleep(0.2)
     raise TwinError(f"{what} within the scenario's time limit")
+
+
+def told(job: dict[str, Any]) -> dict[str, Any]:
+    """A job as GET /jobs/{id} tells it: its status, the reason for it, its last five events."""
+    history = [h.get("event") for h in job.get("history", [])]
+    return {"status": job.get("status"), "reason": job.get("reason"), "last": history[-5:]}
