@@ -740,13 +740,15 @@ def _give_way(
 
 def _hand_back_note(snapshot: PassSnapshot, job: Job, records: Mapping[str, JobRecord]) -> str:
     """What a job preempted for `job` is told of getting its nodes back (D121): when `job`
-    may burst and bursting is on, burst capacity is asked for `job` to move to; else ""."""
+    may burst, writes checkpoints (it moves at one) and bursting is on, burst capacity is
+    asked for `job` to move to; else ""."""
     capacity = snapshot.burst.capacity
     if not (
         snapshot.bursting
         and capacity.max_nodes > 0
         and capacity.when_can_preempt is WhenCanPreempt.PREEMPT
         and allows_burst(job.template)
+        and job.checkpoint_location
     ):
         return ""
     return (
@@ -1061,11 +1063,13 @@ def _movers(
 
 def _may_move_out(record: JobRecord) -> bool:
     """A running job on HyperPod whose template may burst, recovery and cancellation leave
-    to the scheduler."""
+    to the scheduler, and that writes checkpoints: it moves at its next one, so a job with no
+    checkpoint location would never move, and the burst bought for it would idle."""
     return (
         record.job.status is JobStatus.RUNNING
         and record.pool_kind == PoolKind.HYPERPOD.value
         and allows_burst(record.job.template)
+        and bool(record.job.checkpoint_location)
         and bool(record.job.nodes)
         and not record.protected_by
         and not record.stop_pending

@@ -32,9 +32,23 @@ def policy(when: str | None = None) -> BurstPolicy:
     return BurstPolicy.model_validate({"capacity": capacity})
 
 
+def urgent(**extra: object) -> JobRecord:
+    """The urgent development job, pending; it writes checkpoints under s3://ckpt/urgent/."""
+    record = pending("urgent", "a", template="development", cls="high", **extra)
+    return record.model_copy(
+        update={"job": record.job.model_copy(update={"checkpoint_location": "s3://ckpt/urgent/"})}
+    )
+
+
+def without_checkpoints(record: JobRecord) -> JobRecord:
+    return record.model_copy(
+        update={"job": record.job.model_copy(update={"checkpoint_location": None})}
+    )
+
+
 def urgent_running(checkpoint_s_ago: float | None) -> JobRecord:
     """The urgent development job, running on the HyperPod node it preempted `day` from."""
-    record = running(pending("urgent", "a", template="development", cls="high"), ["i-hp01"])
+    record = running(urgent(), ["i-hp01"])
     if checkpoint_s_ago is None:
         return record
     done = Checkpoint(
@@ -59,10 +73,9 @@ TRAINING = running(pending("training", "a", cls="mid"), ["i-hp00"])
 def test_the_default_policy_preempts_at_once_and_says_how_the_victim_gets_its_node_back() -> None:
     assert BurstPolicy().capacity.when_can_preempt is WhenCanPreempt.PREEMPT
     day = running(pending("day", "a"), ["i-hp01"])
-    urgent = pending("urgent", "a", template="development", cls="high")
     nodes = [hyperpod_node(0), hyperpod_node(1)]
     snap = snapshot(
-        [TRAINING, day, urgent], nodes, [quota("a", 16)], bursting=True, claims=(), burst=policy()
+        [TRAINING, day, urgent()], nodes, [quota("a", 16)], bursting=True, claims=(), burst=policy()
     )
     _, admission, _, capacity = plan(snap)
     (admitted,) = admission.admissions
@@ -77,7 +90,7 @@ def test_the_default_policy_preempts_at_once_and_says_how_the_victim_gets_its_no
 
     # TryNextFlavor (D52): the urgent job preempts nothing and waits for a burst of its own.
     snap = snapshot(
-        [TRAINING, day, urgent],
+        [TRAINING, day, urgent()],
         nodes,
         [quota("a", 16)],
         bursting=True,
@@ -119,6 +132,50 @@ def test_the_preempted_work_gets_a_burst_for_the_urgent_job_to_move_to() -> None
     assert plan(snap)[3].bursts == ()
 
 
+def test_an_urgent_job_that_writes_no_checkpoints_is_promised_as_no_mover() -> None:
+    """It would never reach "its next checkpoint": its victim is told nothing of a move, no
+    burst is raised for it, and a Ready burst node is not held for it."""
+    day = running(pending("day", "a"), ["i-hp01"])
+    nodes = [hyperpod_node(0), hyperpod_node(1)]
+    snap = snapshot(
+        [TRAINING, day, without_checkpoints(urgent())],
+        nodes,
+        [quota("a", 16)],
+        bursting=True,
+        claims=(),
+        burst=policy(),
+    )
+    (admitted,) = plan(snap)[1].admissions
+    (victim,) = admitted.victims
+    assert isinstance(victim, Preemption) and victim.job_id == "day"
+    assert "burst capacity" not in victim.reason
+
+    mover = without_checkpoints(urgent_running(30))
+    snap = snapshot(
+        [TRAINING, mover, preempted_day()],
+        nodes,
+        [quota("a", 16)],
+        bursting=True,
+        claims=(),
+        burst=policy(),
+    )
+    capacity = plan(snap)[3]
+    assert capacity.bursts == () and capacity.hand_backs == ()
+    (write,) = capacity.reasons  # it waits for HyperPod like any preempted job
+    assert write.job_id == "day" and write.reason.endswith("no job may be preempted for it")
+    idle = (claim("hg-a", "i-eks00", idle_since=NOW - timedelta(hours=1)),)
+    snap = snapshot(
+        [TRAINING, mover, preempted_day()],
+        [*nodes, eks_node(0)],
+        [quota("a", 16)],
+        bursting=True,
+        claims=idle,
+        burst=policy(),
+    )
+    capacity = plan(snap)[3]
+    assert capacity.hand_backs == () and [c.name for c in capacity.releases] == ["hg-a"]
+
+
 def test_when_the_burst_is_ready_the_urgent_job_moves_there_at_a_fresh_checkpoint() -> None:
     nodes = [hyperpod_node(0), hyperpod_node(1), eks_node(0)]
     idle = (claim("hg-a", "i-eks00", idle_since=NOW - timedelta(hours=1)),)
@@ -157,7 +214,7 @@ def test_when_the_burst_is_ready_the_urgent_job_moves_there_at_a_fresh_checkpoin
 
 def test_after_the_move_the_preempted_work_takes_hyperpod_and_the_urgent_job_the_burst() -> None:
     nodes = [hyperpod_node(0), hyperpod_node(1), eks_node(0)]
-    moved = pending("urgent", "a", template="development", cls="high", prefer_burst=True)
+    moved = urgent(prefer_burst=True)
     moved = moved.model_copy(
         update={"job": moved.job.model_copy(update={"status": JobStatus.PREEMPTED})}
     )
@@ -176,10 +233,9 @@ def test_another_teams_job_reclaimed_for_lent_quota_is_promised_nothing_back() -
     """Team b borrows a's lent node; a's urgent job reclaims it. No hand-back serves b (it
     moves nothing across teams), so its reason promises none."""
     borrower = running(pending("borrower", "b"), ["i-hp01"])
-    urgent = pending("urgent", "a", template="development", cls="high")
     nodes = [hyperpod_node(0), hyperpod_node(1)]
     snap = snapshot(
-        [running(pending("b-own", "b"), ["i-hp00"]), borrower, urgent],
+        [running(pending("b-own", "b"), ["i-hp00"]), borrower, urgent()],
         nodes,
         [quota("a", 8), quota("b", 8)],
         bursting=True,
