@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import template
+from tests.deadlines import loaded
 from tests.e2e.conftest import forwarder_counter, running_twin
 from tests.e2e.http import ADMIN, Http, member
 from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
@@ -145,7 +146,9 @@ def test_a_job_with_a_finite_amount_of_work_finishes_and_frees_its_quota(
     # PutEvents took it with the ForwarderRole's credentials, as a Prometheus scrape of its
     # pod reads it.
     wait_for(
-        lambda: (forwarder_counter(twin, "runs_ended") or 0) >= 1, 90, "the run's end forwarded"
+        lambda: (forwarder_counter(twin, "runs_ended") or 0) >= 1,
+        loaded(30),
+        "the run's end forwarded",
     )
     assert forwarder_counter(twin, "events_dropped") == 0
 

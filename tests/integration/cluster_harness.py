@@ -28,6 +28,7 @@ from xml.sax.saxutils import escape
 import boto3
 from botocore.config import Config
 from tests.conftest import ROOT
+from tests.deadlines import loaded
 from tests.integration.api_harness import CHECKPOINT_BUCKET
 
 from hyperguard.cluster import kubernetes as kubernetes_module
@@ -205,9 +206,11 @@ class ClusterApis:
         on every pod the operator made."""
         self.cluster.advance()
         self.cluster.quiesce()
-        wait_for(lambda: _kueue_decided(self.kube), 180, "Kueue to decide on every Workload")
+        wait_for(lambda: _kueue_decided(self.kube), loaded(60), "Kueue to decide on every Workload")
         self.cluster.quiesce()
-        wait_for(lambda: _pods_placed_and_started(self.kube), 180, "the runs' pods to be placed")
+        wait_for(
+            lambda: _pods_placed_and_started(self.kube), loaded(60), "the runs' pods to be placed"
+        )
         self.cluster.quiesce()
         self.effects.wait()
 
@@ -279,7 +282,7 @@ def clean_cluster(kube: KubeClient) -> None:
             return False
         return not any(kube.list_objects(rt, ns) for ns in teams for rt in (PODS, *_IN_TEAM))
 
-    wait_for(clean, 180, "the cluster to be clean")
+    wait_for(clean, loaded(60), "the cluster to be clean")
 
 
 def _force_delete(kube: KubeClient, rt: Resource, name: str) -> None:
@@ -345,7 +348,9 @@ def cluster_apis(
         apis = ClusterApis(clock, kube, cluster, effects, gateway, catalogue, hyperpod, burst)
         if burst:
             apis.advance(cluster.timings.ec2_boot_s)  # the burst nodes boot and register
-            wait_for(lambda: _claims_ready(kube, len(burst)), 180, "the burst nodes to be Ready")
+            wait_for(
+                lambda: _claims_ready(kube, len(burst)), loaded(60), "the burst nodes to be Ready"
+            )
         yield apis
     finally:
         effects.stop()
@@ -412,7 +417,11 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
     # no burst node's launch came after it to wake the scheduler). Only the seeded jobs'
     # nodes: 256 of them took 45 s to be Ready on a loaded host.
     used = apis.hyperpod[: sum(count for _, _, count, _, _ in SEED_JOBS)]
-    wait_for(lambda: _nodes_schedulable(apis.kube, used), 180, "the seeded jobs' nodes to be Ready")
+    wait_for(
+        lambda: _nodes_schedulable(apis.kube, used),
+        loaded(60),
+        "the seeded jobs' nodes to be Ready",
+    )
     first = 0
     for job_id, team, count, auto_resume, step in SEED_JOBS:
         nodes = apis.hyperpod[first : first + count]
@@ -471,7 +480,7 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
     try:
         # 120 s: under a loaded CI run (two twins beside it) a pod kube-scheduler refused
         # at first was bound within a minute, but not always (twice in ~40 runs).
-        wait_for(seeded_running, 300, "the seeded jobs to run")
+        wait_for(seeded_running, loaded(120), "the seeded jobs to run")
     except TimeoutError as error:
         raise TimeoutError(f"{error}: {cluster_state(apis)}") from None
     return seeded

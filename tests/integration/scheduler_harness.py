@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tests.conftest import Stack
+from tests.deadlines import loaded
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import ClusterApis
 
@@ -49,7 +50,9 @@ def until_running(apis: ClusterApis, *job_ids: str) -> None:
     dispatches another onto its node leaves the new pod Pending (Insufficient
     nvidia.com/gpu) until the old pods are gone; kube-scheduler binds it at its next retry,
     in wall time, after a back-off the cluster is quiet through."""
-    wait_for(lambda: running_jobs(apis) == set(job_ids), 180, f"exactly {sorted(job_ids)} to run")
+    wait_for(
+        lambda: running_jobs(apis) == set(job_ids), loaded(60), f"exactly {sorted(job_ids)} to run"
+    )
 
 
 Gateway = TypeVar("Gateway", bound=HyperPodEksGateway)

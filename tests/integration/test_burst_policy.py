@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 from tests.conftest import Stack
+from tests.deadlines import loaded
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import ClusterApis
 from tests.integration.scheduler_harness import MakeSolo, Solo
@@ -379,10 +380,10 @@ def ready_burst_nodes(apis: ClusterApis, *names: str) -> list[BurstClaim]:
 
     # Karpenter launches (EC2 RunInstances) and registers the booted nodes in wall time:
     # the instances must exist before the clock moves past their boot.
-    wait_for(lambda: ours(lambda c: c.instance_id), 180, f"Karpenter to launch {names}")
+    wait_for(lambda: ours(lambda c: c.instance_id), loaded(60), f"Karpenter to launch {names}")
     apis.advance(600)
     claims: list[BurstClaim] = wait_for(
-        lambda: ours(lambda c: c.ready), 180, f"Karpenter to register {names}"
+        lambda: ours(lambda c: c.ready), loaded(60), f"Karpenter to register {names}"
     )
     return claims
 
@@ -463,7 +464,7 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(solo: MakeSolo
         taints = (node.get("spec") or {}).get("taints") or []
         return {"key": DISRUPTED_TAINT, "effect": "NoSchedule"} in taints
 
-    wait_for(disrupted, 180, "Karpenter to taint the leaving node")
+    wait_for(disrupted, loaded(60), "Karpenter to taint the leaving node")
     leaving = next(n for n in apis.gateway.list_nodes() if n.instance_id == claim.instance_id)
     assert leaving.status is NodeStatus.SHUTTING_DOWN and not usable(leaving)
 
@@ -478,7 +479,9 @@ def test_a_node_whose_nodeclaim_is_being_deleted_gets_nothing_new(solo: MakeSolo
     assert record is not None
     assert apis.gateway.dispatch(record.job, [claim.instance_id])
     apis.advance(3600)
-    wait_for(lambda: apis.kube.get(NODES, str(claim.node_name)) is None, 180, "the node to go")
+    wait_for(
+        lambda: apis.kube.get(NODES, str(claim.node_name)) is None, loaded(60), "the node to go"
+    )
     assert development not in team.running()
     (pod,) = apis.kube.list_objects(PODS, label_selector=f"{JOB_ID_LABEL}={job_name(development)}")
     assert not pod["spec"].get("nodeName")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import Stack
+from tests.deadlines import loaded
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import LOCAL_QUEUES, P5, ClusterApis
 from tests.integration.conftest import MakeCluster
@@ -56,7 +57,7 @@ def setup(stack: Stack, apis: ClusterApis, gpus: int = 16) -> tuple[Api, Schedul
         conditions = (queue.get("status") or {}).get("conditions") or []
         return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
-    wait_for(active, 180, "the team's ClusterQueue to be active (HyperGuard's check Active)")
+    wait_for(active, loaded(60), "the team's ClusterQueue to be active (HyperGuard's check Active)")
     return api, service
 
 
@@ -119,7 +120,7 @@ def check(apis: ClusterApis, name: str) -> str | None:
 def held(apis: ClusterApis, tracker: HeldTracker, name: str) -> list[HeldWorkload]:
     """Once Kueue holds the team's Job on HyperGuard's check (its quota reserved, the check
     Pending): what the forwarder sends for it, as the pass's wake-up names it."""
-    wait_for(lambda: waits(apis, name), 180, f"Kueue to hold {name}")
+    wait_for(lambda: waits(apis, name), loaded(60), f"Kueue to hold {name}")
     workload = workload_of(apis, name)
     assert workload is not None
     return [HeldWorkload(d["namespace"], d["name"]) for d in tracker.observe("ADDED", workload)]
@@ -176,9 +177,9 @@ def test_an_applied_job_waits_on_the_quota_and_runs_once_hyperguard_admits_it(
     # The cancelled job's pods stopped and its quota given back, then the held job admitted
     # (in the same pass, or the next once the stop is seen).
     assert [*service.run_pass().admitted, *service.run_pass().admitted] == [job_id]
-    wait_for(lambda: not suspended(apis, "pretrain"), 180, "Kueue to start the team's Job")
+    wait_for(lambda: not suspended(apis, "pretrain"), loaded(60), "Kueue to start the team's Job")
     assert check(apis, "pretrain") == "Ready"
-    wait_for(lambda: running_pods(apis, "pretrain"), 180, "the team's pod to run")
+    wait_for(lambda: running_pods(apis, "pretrain"), loaded(60), "the team's pod to run")
     [pod] = running_pods(apis, "pretrain")
     # Kueue's pod set update: the pods carry the job's labels, so placement and logs find them.
     assert pod["metadata"]["labels"][JOB_ID_LABEL] == view["job_id"].lower()
@@ -202,7 +203,7 @@ def test_an_applied_job_is_preempted_back_to_its_queue_and_not_deleted(
     result = service.run_pass(held=named)
     [job_id] = result.adopted
     assert result.admitted == [job_id]
-    wait_for(lambda: running_pods(apis, "sweep"), 180, "the team's pod to run")
+    wait_for(lambda: running_pods(apis, "sweep"), loaded(60), "the team's pod to run")
     assert tracker.observe("MODIFIED", workload_of(apis, "sweep") or {}) == []  # admitted
 
     urgent = api.submit(TEAM, 8, priority_class="high").body["job_id"]
@@ -210,9 +211,11 @@ def test_an_applied_job_is_preempted_back_to_its_queue_and_not_deleted(
     assert result.preempted == [job_id] and result.admitted == [urgent]
     # Evicted through the check: Kueue suspends the team's Job, takes its pod and holds it
     # again; the Job itself stays, no longer labelled as a run.
-    wait_for(lambda: suspended(apis, "sweep"), 180, "Kueue to suspend the team's Job")
-    wait_for(lambda: waits(apis, "sweep"), 180, "the check back to Pending, the quota reserved")
-    wait_for(lambda: not running_pods(apis, "sweep"), 180, "the team's pod to go")
+    wait_for(lambda: suspended(apis, "sweep"), loaded(60), "Kueue to suspend the team's Job")
+    wait_for(
+        lambda: waits(apis, "sweep"), loaded(60), "the check back to Pending, the quota reserved"
+    )
+    wait_for(lambda: not running_pods(apis, "sweep"), loaded(60), "the team's pod to go")
     job = apis.kube.get(JOBS, "sweep", NS)
     assert job is not None and RUN_LABEL not in job["metadata"]["labels"]
     preempted = api.call("GET", f"/jobs/{job_id}").body
@@ -236,7 +239,7 @@ def test_a_held_job_stopped_for_a_restart_is_admitted_again_once_kueue_reserves_
     tracker = HeldTracker()
     apply(apis, "sweep")
     [job_id] = service.run_pass(held=held(apis, tracker, "sweep")).admitted
-    wait_for(lambda: running_pods(apis, "sweep"), 180, "the team's pod to run")
+    wait_for(lambda: running_pods(apis, "sweep"), loaded(60), "the team's pod to run")
     record = api.jobs.record(job_id)
     assert record is not None
     again = record.job.model_copy(update={"run": record.job.run + 1})
@@ -248,7 +251,7 @@ def test_a_held_job_stopped_for_a_restart_is_admitted_again_once_kueue_reserves_
         workload = workload_of(apis, "sweep") or {}
         return suspended(apis, "sweep") and not reserved(workload)
 
-    wait_for(evicted, 180, "Kueue to suspend the Job and release its quota")
+    wait_for(evicted, loaded(60), "Kueue to suspend the Job and release its quota")
     assert check(apis, "sweep") == "Pending"
     with pytest.raises(ClusterError, match="does not wait on HyperGuard's check yet"):
         apis.gateway.dispatch(again, [])
@@ -256,11 +259,13 @@ def test_a_held_job_stopped_for_a_restart_is_admitted_again_once_kueue_reserves_
     assert tracker.observe("MODIFIED", workload_of(apis, "sweep") or {}) == []
 
     apis.kube.patch(LOCAL_QUEUES, local_queue(TEAM), {"spec": {"stopPolicy": "None"}}, NS)
-    wait_for(lambda: waits(apis, "sweep"), 180, "Kueue to reserve the quota again")
+    wait_for(lambda: waits(apis, "sweep"), loaded(60), "Kueue to reserve the quota again")
     assert tracker.observe("MODIFIED", workload_of(apis, "sweep") or {})  # a pass is woken
     assert apis.gateway.dispatch(again, []) is True
-    wait_for(lambda: not suspended(apis, "sweep"), 180, "Kueue to start the team's Job again")
-    [pod] = wait_for(lambda: running_pods(apis, "sweep"), 180, "the team's pod to run again")
+    wait_for(
+        lambda: not suspended(apis, "sweep"), loaded(60), "Kueue to start the team's Job again"
+    )
+    [pod] = wait_for(lambda: running_pods(apis, "sweep"), loaded(60), "the team's pod to run again")
     assert pod["metadata"]["labels"][RUN_LABEL] == str(again.run)
 
 
@@ -277,7 +282,7 @@ def test_a_pod_the_job_controller_replaces_after_a_fault_is_recorded_as_a_restar
     api, service = setup(stack, apis, gpus=8)
     apply(apis, "sweep", backoff_limit=2)
     [job_id] = service.run_pass(held=held(apis, HeldTracker(), "sweep")).admitted
-    wait_for(lambda: running_pods(apis, "sweep"), 180, "the team's pod to run")
+    wait_for(lambda: running_pods(apis, "sweep"), loaded(60), "the team's pod to run")
     [first] = running_pods(apis, "sweep")
     apis.settle()
     service.run_pass()
@@ -290,7 +295,7 @@ def test_a_pod_the_job_controller_replaces_after_a_fault_is_recorded_as_a_restar
         pods = running_pods(apis, "sweep")
         return pods[0] if pods and pods[0]["metadata"]["uid"] != first["metadata"]["uid"] else None
 
-    second = wait_for(replaced, 180, "the Job controller to replace the failed pod")
+    second = wait_for(replaced, loaded(60), "the Job controller to replace the failed pod")
     apis.settle()
     assert service.run_pass().operator_restarts == [job_id]
     view = api.call("GET", f"/jobs/{job_id}").body
@@ -324,7 +329,7 @@ def test_a_job_hyperguard_cannot_run_is_refused_and_kueue_deactivates_it(
         done = workload["spec"].get("active") is False and evicted.get("status") == "True"
         return workload if done else None
 
-    workload = wait_for(deactivated, 180, "Kueue to deactivate the Workload")
+    workload = wait_for(deactivated, loaded(60), "Kueue to deactivate the Workload")
     [evicted] = [c for c in workload["status"]["conditions"] if c["type"] == "Evicted"]
     assert evicted["reason"] == "DeactivatedDueToAdmissionCheck"
     assert "a pod asks for 16 accelerators; ml.p5.48xlarge has 8" in evicted["message"]
@@ -389,4 +394,4 @@ def test_a_hyperpod_pytorch_job_applied_as_the_hyperpod_cli_does_is_held_and_adm
         run = apis.kube.get(HYPERPOD_PYTORCH_JOBS, "finetune", NS) or {}
         return (run.get("spec") or {}).get("runPolicy", {}).get("suspend") is False
 
-    wait_for(unsuspended, 180, "the operator to start the team's HyperPodPyTorchJob")
+    wait_for(unsuspended, loaded(60), "the operator to start the team's HyperPodPyTorchJob")

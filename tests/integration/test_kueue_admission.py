@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import Stack
+from tests.deadlines import loaded
 from tests.integration.cluster_harness import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
@@ -57,7 +58,7 @@ def without_namespace(kube: KubeClient, name: str) -> None:
     """The team's namespace gone, as on a cluster HyperGuard never dispatched to: an earlier
     test on this control plane may have left it (the harness keeps teams' namespaces)."""
     kube.delete(NAMESPACES, name)
-    wait_for(lambda: kube.get(NAMESPACES, name) is None, 180, f"namespace {name} to go")
+    wait_for(lambda: kube.get(NAMESPACES, name) is None, loaded(60), f"namespace {name} to go")
 
 
 def job(apis: ClusterApis, job_id: str, *, priority_class: str | None = "training") -> Job:
@@ -96,7 +97,7 @@ def quota_reserved(apis: ClusterApis, name: str) -> tuple[str, str, str]:
         conditions = (workload.get("status") or {}).get("conditions") or []
         return next((c for c in conditions if c["type"] == "QuotaReserved"), None)
 
-    condition = wait_for(decided, 180, f"Kueue to decide on the Workload of {name}")
+    condition = wait_for(decided, loaded(60), f"Kueue to decide on the Workload of {name}")
     return condition["status"], condition["reason"], condition["message"]
 
 
@@ -156,7 +157,7 @@ def test_a_run_waits_for_its_local_queue_and_starts_once_hyperguard_ensured_it(
     assert outcomes[f"Namespace/{NS}"] == EnsureOutcome.FOREIGN
     assert outcomes[f"LocalQueue/{RUNS_QUEUE}"] == EnsureOutcome.CREATED
     assert outcomes[f"LocalQueue/{local_queue(TEAM)}"] == EnsureOutcome.CREATED
-    wait_for(lambda: started(apis, "a"), 180, "run a to start once its LocalQueue exists")
+    wait_for(lambda: started(apis, "a"), loaded(60), "run a to start once its LocalQueue exists")
     # HyperGuard's runs go through the queue without its admission check (D170).
     assert quota_reserved(apis, "a") == (
         "True",
@@ -177,7 +178,7 @@ def test_a_run_waits_without_a_workload_until_its_priority_class_exists(
     assert ensure(apis)["WorkloadPriorityClass/training-priority"] == EnsureOutcome.CREATED
     workload = workload_of(apis, "a")
     assert workload is not None and workload["spec"]["priority"] == 50
-    wait_for(lambda: started(apis, "a"), 180, "run a to start once its Workload exists")
+    wait_for(lambda: started(apis, "a"), loaded(60), "run a to start once its Workload exists")
 
 
 @pytest.mark.parametrize("freed_by", ["stop", "finish"])
@@ -212,7 +213,7 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
         },
     )
     dispatch(apis, job(apis, "a").model_copy(update={"max_steps": 2}), node=0)
-    wait_for(lambda: started(apis, "a"), 180, "run a to start")
+    wait_for(lambda: started(apis, "a"), loaded(60), "run a to start")
     dispatch(apis, job(apis, "b"), node=1)
     assert quota_reserved(apis, "b") == (
         "False",
@@ -230,7 +231,7 @@ def test_a_run_over_its_cluster_queues_quota_waits_until_quota_is_freed(
         apis.advance(60 + 30 * 3)
         assert apis.cluster.runs()["a"].state == "succeeded"
     # Kueue admits it in its own time (wall time): once the quota is back in its cache.
-    wait_for(lambda: started(apis, "b"), 180, "run b to start once the quota was freed")
+    wait_for(lambda: started(apis, "b"), loaded(60), "run b to start once the quota was freed")
     assert quota_reserved(apis, "b")[0] == "True"
 
 

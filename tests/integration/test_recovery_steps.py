@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import EVENTS, Stack
+from tests.deadlines import loaded
 from tests.integration.cluster_harness import (
     POD_DISRUPTION_BUDGETS,
     ClusterApis,
@@ -766,7 +767,7 @@ def test_an_eks_burst_node_is_done_once_karpenter_took_it_away(burst_world: Worl
     # Karpenter terminates the node of the deleted NodeClaim in its own (wall) time, some
     # seconds after settle() is done: the health check's budget is on the manual clock,
     # which would run out long before that.
-    wait_for(lambda: not world.apis.kube.get(NODES, node_name), 300, "Karpenter to take it")
+    wait_for(lambda: not world.apis.kube.get(NODES, node_name), loaded(120), "Karpenter to take it")
     r = world.until_healthy(r)
     assert (r["health"], r["replacement"]) == ("healthy", None)
     r = world.run("return_to_service", "resume_jobs", "close", r=r)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import Stack
+from tests.deadlines import loaded
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, ClusterApis
 from tests.integration.conftest import MakeCluster
@@ -73,7 +74,7 @@ def running_on(apis: ClusterApis, job_id: str, replicas: int) -> Any:
         run = apis.cluster.runs().get(job_id)
         return run if run and run.state == "running" and len(run.nodes) == replicas else None
 
-    return wait_for(ready, 180, f"{job_id} to run on {replicas} node(s)")
+    return wait_for(ready, loaded(60), f"{job_id} to run on {replicas} node(s)")
 
 
 def start(

@@ -19,6 +19,7 @@ from typing import Any
 import boto3
 import pytest
 from tests.conftest import Stack
+from tests.deadlines import loaded
 from tests.integration.cluster_harness import EKS, REGION, cluster_apis
 from tests.integration.recovery_harness import UP_TO_REPAIR
 from tests.integration.test_recovery_deferral import never_ordered
@@ -198,7 +199,7 @@ def test_a_karpenter_nodes_fault_is_left_to_karpenters_node_repair(
     assert not claim["metadata"].get("deletionTimestamp")
     # Karpenter's repair, as it replaces a node: its NodeClaim deleted.
     world.apis.kube.delete(NODECLAIMS, claim["metadata"]["name"])
-    wait_for(lambda: not world.apis.kube.get(NODES, node_name), 300, "the node to go")
+    wait_for(lambda: not world.apis.kube.get(NODES, node_name), loaded(120), "the node to go")
     r = world.until_healthy(r)
     r = world.run("return_to_service", "resume_jobs", "close", r=r)
     incident = world.incidents.get(r["incident_id"])

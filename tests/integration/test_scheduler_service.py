@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from tests.deadlines import loaded
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
 from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
@@ -80,7 +81,7 @@ def test_fifty_concurrent_submissions_never_exceed_the_quota(solo: MakeSolo) -> 
     assert sum(r.job.status is JobStatus.PENDING for r in records) == 34
     assert any(not p.acquired for p in passes), "passes never contended for the lease"
     # kube-scheduler binds a pod it first refused at its retry, in wall time.
-    wait_for(lambda: len(team.running()) == 16, 180, "the 16 admitted jobs to run")
+    wait_for(lambda: len(team.running()) == 16, loaded(60), "the 16 admitted jobs to run")
 
 
 def test_a_pass_does_nothing_while_another_holds_the_lease(solo: MakeSolo) -> None:

@@ -15,6 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from tests.conftest import Stack
+from tests.deadlines import loaded
 from tests.integration.cluster_harness import (
     ACCOUNT,
     HYPERPOD,
@@ -321,16 +322,16 @@ def test_a_deleted_node_loses_its_pods(apis: ClusterApis) -> None:
         run = apis.cluster.runs().get("pinned")
         return run is not None and run.state == "running"
 
-    wait_for(running, 180, "the pinned run to start")  # once Kueue admitted it (wall time)
+    wait_for(running, loaded(60), "the pinned run to start")  # once Kueue admitted it (wall time)
     assert apis.kube.list_objects(PODS, field_selector=on_target)
     sagemaker().batch_delete_cluster_nodes(ClusterName=HYPERPOD, NodeIds=[target])
     # kube-controller-manager's pod garbage collector takes the pods of a node that is gone.
     wait_for(
         lambda: not apis.kube.list_objects(PODS, field_selector=on_target),
-        300,
+        loaded(120),
         "the deleted node's pods to go",
     )
-    wait_for(lambda: apis.cluster.runs()["pinned"].state == "failed", 180, "the run to fail")
+    wait_for(lambda: apis.cluster.runs()["pinned"].state == "failed", loaded(60), "the run to fail")
 
 
 BURSTS = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:hyperguard-BurstCapacity"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from tests.deadlines import loaded
 from tests.integration.cluster_harness import ClusterApis
 from tests.integration.conftest import MakeCluster
 
@@ -94,10 +95,14 @@ def test_a_kubelet_registers_its_node_ready_and_kwok_still_initialises_it(
         assert [(c["status"], c["reason"]) for c in ready] == [("True", "KubeletReady")]
         # KWOK's initialize stage sets the phase with the rest, in its own time.
         initialised = partial(_status_once_running, apis, instance_id)
-        status = wait_for(initialised, 90, f"KWOK to initialise {instance_id}'s node")
+        status = wait_for(initialised, loaded(30), f"KWOK to initialise {instance_id}'s node")
         assert "InternalIP" in {a["type"] for a in status["addresses"]}
         assert status["daemonEndpoints"]["kubeletEndpoint"]["Port"] > 0
-        wait_for(partial(apis.kube.get, LEASES, instance.node_name, "kube-node-lease"), 90, "lease")
+        wait_for(
+            partial(apis.kube.get, LEASES, instance.node_name, "kube-node-lease"),
+            loaded(30),
+            "lease",
+        )
 
 
 def test_nodes_report_ec2s_capacity_and_allocatable_less_kube_reserved(

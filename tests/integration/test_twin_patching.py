@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from tests.deadlines import loaded
 from tests.integration.cluster_harness import ClusterApis
 from tests.integration.conftest import MakeCluster
 
@@ -51,7 +52,7 @@ def occupy(apis: ClusterApis, instance_id: str) -> str:
         pod = apis.kube.get(PODS, name, "default")
         return pod is not None and (pod.get("status") or {}).get("phase") == "Running"
 
-    wait_for(running, 180, f"pod {name} to run")
+    wait_for(running, loaded(60), f"pod {name} to run")
     return name
 
 
@@ -115,7 +116,7 @@ def test_when_all_idle_patches_only_once_every_instance_is_idle(apis: ClusterApi
     apis.advance(60)
     assert state(apis, first) == ("Running", True, False)  # idle, but not all are
     assert apis.kube.delete(PODS, pod, "default", grace_period_s=0)
-    wait_for(lambda: apis.kube.get(PODS, pod, "default") is None, 180, f"pod {pod} to go")
+    wait_for(lambda: apis.kube.get(PODS, pod, "default") is None, loaded(60), f"pod {pod} to go")
     apis.advance(60)  # automatic patching looks again
     assert [state(apis, i)[0] for i in (first, second)] == ["SystemUpdating"] * 2
     apis.advance(PATCH_S)
@@ -136,7 +137,7 @@ def test_drain_first_evicts_the_pods_and_patches_a_batch_at_a_time(apis: Cluster
     assert node is not None and node.status is NodeStatus.SYSTEM_UPDATING
     assert waiting is not None
     # The eviction deletes the pod gracefully: KWOK (its kubelet) finishes it.
-    wait_for(lambda: pods_on(apis, node.node_name) == [], 180, f"{node.node_name} drained")
+    wait_for(lambda: pods_on(apis, node.node_name) == [], loaded(60), f"{node.node_name} drained")
     assert pods_on(apis, waiting.node_name)  # its turn is still to come
     apis.advance(PATCH_S)
     assert state(apis, now) == ("Running", False, True)

@@ -32,9 +32,9 @@ def policy(when: str | None = None) -> BurstPolicy:
     return BurstPolicy.model_validate({"capacity": capacity})
 
 
-def urgent(**extra: object) -> JobRecord:
+def urgent(*, prefer_burst: bool = False) -> JobRecord:
     """The urgent development job, pending; it writes checkpoints under s3://ckpt/urgent/."""
-    record = pending("urgent", "a", template="development", cls="high", **extra)
+    record = pending("urgent", "a", template="development", cls="high", prefer_burst=prefer_burst)
     return record.model_copy(
         update={"job": record.job.model_copy(update={"checkpoint_location": "s3://ckpt/urgent/"})}
     )
