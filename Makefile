@@ -7,6 +7,16 @@ PY := $(VENV)/bin/python
 SAM := $(SAM_VENV)/bin/sam
 CHECKOV_VENV := .venv-checkov
 export SAM_CLI_TELEMETRY := 0
+# This machine's environment (and CI's, a machine of its kind) sets PYTHONDONTWRITEBYTECODE=1,
+# and uv installs no bytecode: every Python process compiled every module it imported from
+# source, and pytest re-rewrote every test module's asserts in each worker. A test run starts
+# hundreds of processes importing the same modules (workers, twins, their forwarders, CLI
+# calls), so its processes write their bytecode (into the venvs and the clone's __pycache__
+# folders, which git ignores): the first process to import a module compiles it for the rest.
+# A twin's start 3.7 CPU-s less in its own process, collecting the e2e and integration tiers
+# 18.7 CPU-s → 10.1, tests/e2e/test_cli.py 12 % (BENCHMARKS.md, "Bytecode written", D201).
+# The layer the twin's Lambda workers import ships its bytecode, as `sam build` makes it.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help install sam-install components demo test test-solo gates test-fast test-unit \
         test-integration test-e2e lint typecheck validate check-asl lock build bench \
