@@ -7,8 +7,8 @@ PY := $(VENV)/bin/python
 SAM := $(SAM_VENV)/bin/sam
 CHECKOV_VENV := .venv-checkov
 export SAM_CLI_TELEMETRY := 0
-# This machine's environment (and CI's, a machine of its kind) sets PYTHONDONTWRITEBYTECODE=1,
-# and uv installs no bytecode: every Python process compiled every module it imported from
+# This machine's environment sets PYTHONDONTWRITEBYTECODE=1 (CI's, a machine of its kind, may
+# too), and uv installs no bytecode: every Python process compiled every module it imported from
 # source, and pytest re-rewrote every test module's asserts in each worker. A test run starts
 # hundreds of processes importing the same modules (workers, twins, their forwarders, CLI
 # calls), so its processes write their bytecode (into the venvs and the clone's __pycache__
