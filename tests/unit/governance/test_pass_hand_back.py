@@ -6,6 +6,7 @@ its HyperPod node back. `TryNextFlavor` keeps D52: no preemption, a burst for th
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from tests.unit.governance.pass_builders import (
     NOW,
@@ -32,18 +33,19 @@ def policy(when: str | None = None) -> BurstPolicy:
     return BurstPolicy.model_validate({"capacity": capacity})
 
 
+def job_with(record: JobRecord, **fields: Any) -> JobRecord:
+    """The record with these fields of its job changed."""
+    return record.model_copy(update={"job": record.job.model_copy(update=fields)})
+
+
 def urgent(*, prefer_burst: bool = False) -> JobRecord:
     """The urgent development job, pending; it writes checkpoints under s3://ckpt/urgent/."""
     record = pending("urgent", "a", template="development", cls="high", prefer_burst=prefer_burst)
-    return record.model_copy(
-        update={"job": record.job.model_copy(update={"checkpoint_location": "s3://ckpt/urgent/"})}
-    )
+    return job_with(record, checkpoint_location="s3://ckpt/urgent/")
 
 
 def without_checkpoints(record: JobRecord) -> JobRecord:
-    return record.model_copy(
-        update={"job": record.job.model_copy(update={"checkpoint_location": None})}
-    )
+    return job_with(record, checkpoint_location=None)
 
 
 def urgent_running(checkpoint_s_ago: float | None) -> JobRecord:
@@ -54,16 +56,12 @@ def urgent_running(checkpoint_s_ago: float | None) -> JobRecord:
     done = Checkpoint(
         step=40, uri="s3://ckpt/urgent/40", completed_at=NOW - timedelta(seconds=checkpoint_s_ago)
     )
-    return record.model_copy(
-        update={"job": record.job.model_copy(update={"last_checkpoint": done})}
-    )
+    return job_with(record, last_checkpoint=done)
 
 
 def preempted_day() -> JobRecord:
     day = pending("day", "a", reason="preempted for higher-priority job urgent")
-    return day.model_copy(
-        update={"job": day.job.model_copy(update={"status": JobStatus.PREEMPTED})}
-    )
+    return job_with(day, status=JobStatus.PREEMPTED)
 
 
 TRAINING = running(pending("training", "a", cls="mid"), ["i-hp00"])
@@ -120,7 +118,7 @@ def test_the_preempted_work_gets_a_burst_for_the_urgent_job_to_move_to() -> None
     )
     # A mover of a lower priority than the waiting job, or of another team, moves nothing.
     other = urgent_running(None)
-    other = other.model_copy(update={"job": other.job.model_copy(update={"team": "b"})})
+    other = job_with(other, team="b")
     snap = snapshot(
         [TRAINING, other, preempted_day()],
         nodes,
@@ -215,9 +213,7 @@ def test_when_the_burst_is_ready_the_urgent_job_moves_there_at_a_fresh_checkpoin
 def test_after_the_move_the_preempted_work_takes_hyperpod_and_the_urgent_job_the_burst() -> None:
     nodes = [hyperpod_node(0), hyperpod_node(1), eks_node(0)]
     moved = urgent(prefer_burst=True)
-    moved = moved.model_copy(
-        update={"job": moved.job.model_copy(update={"status": JobStatus.PREEMPTED})}
-    )
+    moved = job_with(moved, status=JobStatus.PREEMPTED)
     jobs = [TRAINING, moved, preempted_day()]
     snap = snapshot(jobs, nodes, [quota("a", 16)], bursting=True, claims=(), burst=policy())
     _, admission, _, capacity = plan(snap)
