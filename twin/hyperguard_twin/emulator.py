@@ -33,7 +33,11 @@ from hyperguard_twin.iam.authorizations import peek_body
 from hyperguard_twin.iam.enforcement import IamEnforcement
 from hyperguard_twin.moto_gaps import awslambda, cloudformation, events, stepfunctions
 from hyperguard_twin.moto_gaps.awslambda import Invoker
-from hyperguard_twin.moto_gaps.performance import cache_backend_lookup, install_jsonpath_cache
+from hyperguard_twin.moto_gaps.performance import (
+    cache_backend_lookup,
+    install_jsonpath_cache,
+    parse_json_templates_as_json,
+)
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
 
@@ -180,6 +184,7 @@ class Emulator:
         cache_backend_lookup()
         dynamodb.install()
         install_jsonpath_cache()
+        parse_json_templates_as_json()
         awslambda.route_invocations(invoker)
         cloudformation.install()
         events.install()

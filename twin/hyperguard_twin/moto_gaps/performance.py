@@ -1,9 +1,11 @@
-"""Two of moto's costs paid once per process instead of on every use: listing its own
-backends, and parsing a JSONPath."""
+"""Three of moto's costs cut: listing its own backends and parsing a JSONPath, paid once per
+process instead of on every use, and a JSON template read as JSON."""
 
 from __future__ import annotations
 
 import functools
+import json
+from typing import Any
 
 
 def cache_backend_lookup() -> None:
@@ -41,3 +43,25 @@ def install_jsonpath_cache() -> None:
     jsonpath_ng.ext.parse = parse_ext  # type: ignore[attr-defined]  # moto.events imports it per call
     json_path.parse = parse_ext  # type: ignore[attr-defined]
     result_path.parse = parse_plain  # type: ignore[attr-defined]
+
+
+def parse_json_templates_as_json() -> None:
+    """moto reads every CloudFormation template with PyYAML's pure-Python loader, JSON too (a
+    JSON document is YAML), and the twin's stack is JSON (`deploy.deploy`): about 0.4 CPU-s a
+    stack, 7 % of a twin's start in its own process. JSON is read with the json module, to
+    the same mapping; a template that is not JSON goes to moto's YAML reading as before."""
+    from moto.cloudformation.models import Stack
+
+    if getattr(Stack.parse_template, "reads_json", False):
+        return
+    read_yaml = Stack.parse_template
+
+    def parse_template(template: str) -> dict[str, Any]:
+        try:
+            parsed = json.loads(template)
+        except ValueError:
+            return read_yaml(template)
+        return parsed if isinstance(parsed, dict) else read_yaml(template)
+
+    parse_template.reads_json = True  # type: ignore[attr-defined]
+    Stack.parse_template = staticmethod(parse_template)  # type: ignore[method-assign]

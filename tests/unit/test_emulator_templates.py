@@ -1,0 +1,76 @@
+"""The twin's stack template read as moto reads it: a JSON template as JSON, to what moto's
+YAML reading gives; anything else still through YAML. And template.yaml's parse and SAM's
+transform, reused within a process, handed out as copies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from moto.cloudformation import models
+from moto.cloudformation.models import Stack
+from moto.cloudformation.utils import yaml_tag_constructor
+from tests.conftest import ROOT
+
+from hyperguard_twin import deploy
+from hyperguard_twin.moto_gaps.performance import parse_json_templates_as_json
+
+
+def read_as_moto_did(template: str) -> object:
+    yaml.add_multi_constructor("", yaml_tag_constructor)
+    return yaml.load(template, Loader=yaml.Loader)  # moto's own reading
+
+
+def test_a_json_template_reads_as_moto_read_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    parse_json_templates_as_json()
+    parse_json_templates_as_json()  # a second install keeps the first
+    # The repo's template, its tags already intrinsic functions, as JSON: the twin's stack.
+    template = json.dumps(deploy.load_template(ROOT / "template.yaml"))
+    expected = read_as_moto_did(template)
+
+    def no_yaml(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a JSON template went through PyYAML")
+
+    monkeypatch.setattr(models.yaml, "load", no_yaml)
+    assert Stack.parse_template(template) == expected
+
+
+def test_a_yaml_template_still_reads_through_yaml() -> None:
+    parse_json_templates_as_json()
+    template = (
+        "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n"
+        "    Properties:\n      QueueName: !Ref Name\n"
+    )
+    parsed = Stack.parse_template(template)
+    assert parsed == {
+        "Resources": {
+            "Queue": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": {"Ref": "Name"}}}
+        }
+    }
+    # JSON that is no mapping is YAML's to read (and to refuse), as before.
+    assert Stack.parse_template("[1, 2]") == [1, 2]
+
+
+def test_the_template_and_its_transform_are_copies_of_one_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "template.yaml"
+    path.write_text("Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n")
+    first = deploy.load_template(path)
+    first["Resources"].clear()  # a caller's change is its own
+    assert deploy.load_template(path) == {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}
+    path.write_text("Resources: {}\n")  # a changed file is read again
+    assert deploy.load_template(path) == {"Resources": {}}
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # SAM's pseudo parameters
+    packaged = {
+        "Transform": "AWS::Serverless-2016-10-31",
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+    }
+    transformed = deploy.transform(packaged, {})
+    transformed["Resources"].clear()
+    again = deploy.transform(packaged, {})
+    assert again["Resources"] == {"Queue": {"Type": "AWS::SQS::Queue"}}
+    assert "Transform" not in again
