@@ -35,6 +35,7 @@ from hyperguard_twin.moto_gaps import awslambda, cloudformation, events, stepfun
 from hyperguard_twin.moto_gaps.awslambda import Invoker
 from hyperguard_twin.moto_gaps.performance import (
     cache_backend_lookup,
+    cache_handler_methods,
     install_jsonpath_cache,
     parse_json_templates_as_json,
 )
@@ -182,6 +183,7 @@ class Emulator:
 
         default_user_config["stepfunctions"] = {"execute_state_machine": True}
         cache_backend_lookup()
+        cache_handler_methods()
         dynamodb.install()
         install_jsonpath_cache()
         parse_json_templates_as_json()

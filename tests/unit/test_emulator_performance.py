@@ -1,6 +1,7 @@
-"""The twin's stack template read as moto reads it: a JSON template as JSON, to what moto's
-YAML reading gives; anything else still through YAML. And template.yaml's parse and SAM's
-transform, reused within a process, handed out as copies."""
+"""What the twin saves of moto's and SAM's work (hyperguard_twin.moto_gaps.performance,
+hyperguard_twin.deploy): a JSON template read as JSON, to what moto's YAML reading gives,
+anything else still through YAML; a handler's methods listed once; template.yaml's parse
+and SAM's transform reused within a process, handed out as copies."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from moto.cloudformation import models
 from moto.cloudformation.models import Stack
 from moto.cloudformation.utils import yaml_tag_constructor
+from moto.core import responses
+from moto.dynamodb.responses import DynamoHandler
 from tests.conftest import ROOT
 
 from hyperguard_twin import deploy
-from hyperguard_twin.moto_gaps.performance import parse_json_templates_as_json
+from hyperguard_twin.moto_gaps.performance import (
+    cache_handler_methods,
+    parse_json_templates_as_json,
+)
 
 
 def read_as_moto_did(template: str) -> object:
@@ -33,7 +38,7 @@ def test_a_json_template_reads_as_moto_read_it(monkeypatch: pytest.MonkeyPatch) 
     def no_yaml(*args: object, **kwargs: object) -> None:
         raise AssertionError("a JSON template went through PyYAML")
 
-    monkeypatch.setattr(models.yaml, "load", no_yaml)
+    monkeypatch.setattr("moto.cloudformation.models.yaml.load", no_yaml)
     assert Stack.parse_template(template) == expected
 
 
@@ -50,7 +55,8 @@ def test_a_yaml_template_still_reads_through_yaml() -> None:
         }
     }
     # JSON that is no mapping is YAML's to read (and to refuse), as before.
-    assert Stack.parse_template("[1, 2]") == [1, 2]
+    not_a_mapping: object = Stack.parse_template("[1, 2]")
+    assert not_a_mapping == [1, 2]
 
 
 def test_the_template_and_its_transform_are_copies_of_one_parse(
@@ -74,3 +80,13 @@ def test_the_template_and_its_transform_are_copies_of_one_parse(
     again = deploy.transform(packaged, {})
     assert again["Resources"] == {"Queue": {"Type": "AWS::SQS::Queue"}}
     assert "Transform" not in again
+
+
+def test_a_handlers_methods_are_listed_once() -> None:
+    cache_handler_methods()
+    cache_handler_methods()
+    method_names = vars(responses)["method_names_from_class"]
+    listed = method_names(DynamoHandler)
+    assert {"update_item", "get_item", "batch_get_item"} <= listed
+    assert "not_an_action" not in listed
+    assert method_names(DynamoHandler) is listed
