@@ -17,6 +17,7 @@ from moto.dynamodb.responses import DynamoHandler
 from tests.conftest import ROOT
 
 from hyperguard_twin import deploy
+from hyperguard_twin.emulator import Emulator
 from hyperguard_twin.moto_gaps.performance import (
     cache_handler_methods,
     parse_json_templates_as_json,
@@ -90,3 +91,14 @@ def test_a_handlers_methods_are_listed_once() -> None:
     assert {"update_item", "get_item", "batch_get_item"} <= listed
     assert "not_an_action" not in listed
     assert method_names(DynamoHandler) is listed
+
+
+def test_a_service_has_one_client_an_emulator() -> None:
+    emulator = Emulator("127.0.0.1", 0)
+    s3 = emulator.client("s3", "us-east-1")
+    assert emulator.client("s3", "us-east-1") is s3
+    assert s3.meta.endpoint_url == emulator.endpoint and s3.meta.region_name == "us-east-1"
+    assert emulator.client("sqs", "us-east-1") is not s3
+    assert emulator.client("s3", "eu-west-1").meta.region_name == "eu-west-1"
+    emulator.port = 4567  # a started emulator's own port: a client of it, not of port 0
+    assert emulator.client("s3", "us-east-1").meta.endpoint_url == "http://127.0.0.1:4567"

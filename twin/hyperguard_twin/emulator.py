@@ -171,10 +171,26 @@ class Emulator:
         """DynamoDB applies each request to an item atomically; moto does not (an UpdateItem
         of a new key stores the bare key, then sets the attributes in place, and a Scan in
         another thread can read the item in between). One DynamoDB request at a time."""
+        self._clients: dict[tuple[str, str, str], Any] = {}
+        self._clients_lock = threading.Lock()
 
     @property
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def client(self, service: str, region: str) -> Any:
+        """A client of `service` here, made once a service, region and endpoint: a twin's
+        start asked for about twenty, and each new one cost botocore 30 ms of CPU (D202).
+        botocore's clients are thread-safe."""
+        import boto3
+
+        key = (service, region, self.endpoint)
+        with self._clients_lock:
+            if key not in self._clients:
+                self._clients[key] = boto3.client(
+                    service, endpoint_url=self.endpoint, region_name=region
+                )
+            return self._clients[key]
 
     def start(self, invoker: Invoker) -> None:
         """Serve on `port` (0: a free one; `port` and `endpoint` then tell which)."""

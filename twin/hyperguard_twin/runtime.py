@@ -81,8 +81,6 @@ class Twin:
     _threads: list[threading.Thread] = field(default_factory=list)
     seeded_jobs: dict[str, str] = field(default_factory=dict)
     """The seeded jobs' names (llama3-70b-pretrain, ...) → the job ids the API gave them."""
-    _clients: dict[tuple[str, str], Any] = field(default_factory=dict)
-    _clients_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.emulator = Emulator(self.config.host, self.config.port)
@@ -97,18 +95,7 @@ class Twin:
         return self.plane.client()
 
     def client(self, service: str) -> Any:
-        """A client of the emulator's `service`, made once a twin and service: a twin's start
-        asked for about twenty, and each new one cost botocore 30 ms of CPU (a tenth of a
-        started twin's own CPU). botocore's clients are thread-safe."""
-        import boto3
-
-        key = (service, self.emulator.endpoint)
-        with self._clients_lock:
-            if key not in self._clients:
-                self._clients[key] = boto3.client(
-                    service, endpoint_url=self.emulator.endpoint, region_name=REGION
-                )
-            return self._clients[key]
+        return self.emulator.client(service, REGION)
 
     @property
     def api_endpoint(self) -> str:
