@@ -83,14 +83,20 @@ def test_the_template_and_its_transform_are_copies_of_one_parse(
     assert "Transform" not in again
 
 
-def test_a_handlers_methods_are_listed_once() -> None:
+def test_a_handlers_methods_are_found_by_name_even_one_added_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     cache_handler_methods()
     cache_handler_methods()
     method_names = vars(responses)["method_names_from_class"]
     listed = method_names(DynamoHandler)
-    assert {"update_item", "get_item", "batch_get_item"} <= listed
-    assert "not_an_action" not in listed
-    assert method_names(DynamoHandler) is listed
+    assert all(name in listed for name in ("update_item", "get_item", "batch_get_item"))
+    assert "not_an_action" not in listed and "__not_a_name__" not in listed
+    assert "dynamodb_backend" not in listed  # a property, as inspect.getmembers left it out
+    # The twin adds operations to moto's handlers as a twin starts (SageMaker's, EKS's),
+    # after others were served: found as the listing found them, however late.
+    monkeypatch.setattr(DynamoHandler, "not_an_action", lambda self: None, raising=False)
+    assert "not_an_action" in method_names(DynamoHandler)
 
 
 def test_a_service_has_one_client_an_emulator() -> None:
