@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 from hyperguard_twin import deploy
 from hyperguard_twin.emulator import Emulator
 from hyperguard_twin.moto_gaps.performance import (
-    cache_handler_methods,
+    answer_handler_methods_by_name,
     parse_json_templates_as_json,
 )
 
@@ -86,8 +86,8 @@ def test_the_template_and_its_transform_are_copies_of_one_parse(
 def test_a_handlers_methods_are_found_by_name_even_one_added_later(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    cache_handler_methods()
-    cache_handler_methods()
+    answer_handler_methods_by_name()
+    answer_handler_methods_by_name()
     method_names = vars(responses)["method_names_from_class"]
     listed = method_names(DynamoHandler)
     assert all(name in listed for name in ("update_item", "get_item", "batch_get_item"))

@@ -34,8 +34,8 @@ from hyperguard_twin.iam.enforcement import IamEnforcement
 from hyperguard_twin.moto_gaps import awslambda, cloudformation, events, stepfunctions
 from hyperguard_twin.moto_gaps.awslambda import Invoker
 from hyperguard_twin.moto_gaps.performance import (
+    answer_handler_methods_by_name,
     cache_backend_lookup,
-    cache_handler_methods,
     install_jsonpath_cache,
     parse_json_templates_as_json,
 )
@@ -199,7 +199,7 @@ class Emulator:
 
         default_user_config["stepfunctions"] = {"execute_state_machine": True}
         cache_backend_lookup()
-        cache_handler_methods()
+        answer_handler_methods_by_name()
         dynamodb.install()
         install_jsonpath_cache()
         parse_json_templates_as_json()

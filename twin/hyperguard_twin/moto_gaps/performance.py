@@ -22,7 +22,7 @@ def cache_backend_lookup() -> None:
         backends.list_of_moto_modules = functools.cache(lambda: listed)
 
 
-def cache_handler_methods() -> None:
+def answer_handler_methods_by_name() -> None:
     """moto lists a handler class's methods with `inspect.getmembers` on every request, only
     to ask whether the action's name is among them: 2 % of an idle twin's own CPU. The twin
     adds methods to handler classes as it goes (SageMaker's and EKS's operations, on a
