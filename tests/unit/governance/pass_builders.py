@@ -116,6 +116,11 @@ def running(
     )
 
 
+def job_with(record: JobRecord, **fields: Any) -> JobRecord:
+    """The record with these fields of its job changed."""
+    return record.model_copy(update={"job": record.job.model_copy(update=fields)})
+
+
 def live_run(record: JobRecord, phase: RunPhase = RunPhase.RUNNING, **extra: Any) -> RunStatus:
     job = record.job
     return RunStatus(

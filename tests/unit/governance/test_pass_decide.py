@@ -16,6 +16,7 @@ from tests.unit.governance.pass_builders import (
     SUBMITTED,
     eks_node,
     hyperpod_node,
+    job_with,
     live_run,
     pending,
     plan,
@@ -117,7 +118,7 @@ def test_an_auto_resume_job_is_recorded_where_hyperpod_restarted_its_pods() -> N
     binds its pods to: the pass records the job there (D136), and the admissions that follow
     see the node it left free."""
     moved = running(pending("moved", "a", replicas=2), ["i-hp00", "i-hp09"])
-    moved = moved.model_copy(update={"job": moved.job.model_copy(update={"auto_resume": True})})
+    moved = job_with(moved, auto_resume=True)
     same = running(pending("same", "a"), ["i-hp02"])
     protected = running(pending("protected", "a"), ["i-hp03"]).model_copy(
         update={"protected_by": "incident-1"}
@@ -149,7 +150,7 @@ def test_the_operators_restarts_are_noted_once_per_new_count_and_run() -> None:
     snap = snapshot([recorded], nodes[:1], [quota("a", 40)], runs=[live_run(recorded, restarts=2)])
     assert plan(snap)[0].restarts == ()
     # A new run (run 1) restarted once: noted, though the old run's count was higher.
-    rerun = recorded.model_copy(update={"job": recorded.job.model_copy(update={"run": 1})})
+    rerun = job_with(recorded, run=1)
     snap = snapshot([rerun], nodes[:1], [quota("a", 40)], runs=[live_run(rerun, restarts=1)])
     assert plan(snap)[0].restarts == (NoteOperatorRestarts(rerun, 1, 1, RunKind.HYPERPOD),)
     # A team's own Job is one object over its runs (D179): its failed pods counted in run 0
@@ -197,11 +198,11 @@ def test_cancelled_jobs_pods_and_orphaned_runs_are_stopped() -> None:
     )
     waiting = pending("waiting", "a")
     restarted = running(pending("restarted", "a"), ["i-hp01"])
-    restarted = restarted.model_copy(update={"job": restarted.job.model_copy(update={"run": 1})})
+    restarted = job_with(restarted, run=1)
     runs = [
         live_run(cancelled),
-        live_run(waiting.model_copy(update={"job": waiting.job.model_copy(update={"run": 0})})),
-        live_run(restarted.model_copy(update={"job": restarted.job.model_copy(update={"run": 0})})),
+        live_run(job_with(waiting, run=0)),
+        live_run(job_with(restarted, run=0)),
         live_run(restarted),
     ]
     snap = snapshot(

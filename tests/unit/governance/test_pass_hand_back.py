@@ -6,12 +6,12 @@ its HyperPod node back. `TryNextFlavor` keeps D52: no preemption, a burst for th
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from tests.unit.governance.pass_builders import (
     NOW,
     eks_node,
     hyperpod_node,
+    job_with,
     pending,
     plan,
     quota,
@@ -31,11 +31,6 @@ def policy(when: str | None = None) -> BurstPolicy:
     if when is not None:
         capacity["whenCanPreempt"] = when
     return BurstPolicy.model_validate({"capacity": capacity})
-
-
-def job_with(record: JobRecord, **fields: Any) -> JobRecord:
-    """The record with these fields of its job changed."""
-    return record.model_copy(update={"job": record.job.model_copy(update=fields)})
 
 
 def urgent(*, prefer_burst: bool = False) -> JobRecord:
