@@ -19,7 +19,9 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
+from moto.dynamodb.exceptions import ConditionalCheckFailed
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
 from tests.conftest import REGION
@@ -298,6 +300,7 @@ UPDATE_CASES: list[tuple[str, str | None, dict[str, str], dict[str, Any] | None]
     ("SET m.k = :s", "attribute_exists(m)", {}, {":s": {"S": "y"}}),
     ("SET m = :m", None, {}, {":m": {"M": {"k": {"S": "z"}}}}),
     ("SET v = :s", "v = :s", {}, {":s": {"S": "x"}}),
+    ("SET v = :s", "attribute_not_exists(id)", {}, {":s": {"S": "x"}}),
     (
         "SET v = :t ADD n :one",
         "size(h) < :max",
@@ -453,6 +456,44 @@ def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb
             apply_case(update, backend, TABLE, case)
     assert "SET v = :s" not in asked and not any(e.startswith("SET #r = :r,") for e in asked)
     assert {"SET m.k = :s", "SET id = :s", "DELETE s :set"} <= set(asked)
+
+
+def test_an_update_that_creates_its_item_is_the_emulators_too(ddb: Any) -> None:
+    """A missing item's simple update creates it without moto (the inventory's first sync of
+    each node); a condition it fails creates nothing, and has no old item to return."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    from hyperguard_twin.dynamodb.updates import simple_updates
+
+    asked: list[str] = []
+
+    def moto(*args: Any, **kwargs: Any) -> Any:
+        asked.append(args[3])
+        return inspect.unwrap(DynamoDBBackend.update_item)(*args, **kwargs)
+
+    moto.__wrapped__ = inspect.unwrap(DynamoDBBackend.update_item)  # type: ignore[attr-defined]
+    update = simple_updates(moto)
+    backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+    key = {"id": {"S": "new"}}
+    with pytest.raises(ConditionalCheckFailed) as refused:
+        update(
+            backend,
+            TABLE,
+            key,
+            "SET v = :s",
+            {},
+            {":s": {"S": "x"}},
+            condition_expression="attribute_exists(id)",
+            return_values_on_condition_check_failure="ALL_OLD",
+        )
+    assert '"Item"' not in refused.value.description
+    assert backend.get_table(TABLE).get_item(DynamoType(key["id"])) is None
+    update(backend, TABLE, key, "SET v = :s ADD n :one", {}, {":s": {"S": "x"}, ":one": {"N": "1"}})
+    item = backend.get_table(TABLE).get_item(DynamoType(key["id"]))
+    assert item is not None
+    assert item.to_json()["Attributes"] == {"id": {"S": "new"}, "v": {"S": "x"}, "n": {"N": "1"}}
+    assert asked == []
 
 
 CONDITIONS = [

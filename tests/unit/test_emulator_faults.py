@@ -232,9 +232,10 @@ def test_a_scan_never_sees_an_update_half_applied(
 ) -> None:
     """moto stores an UpdateItem's new key bare, then sets its attributes: a Scan in between
     read `{"instance_id": ...}` alone (a CI run failed on exactly that). DynamoDB applies a
-    request to an item atomically, and so must the emulator. The update is held inside moto
-    until the scan has either finished (the torn read) or waits for the update to end."""
-    from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
+    request to an item atomically, and so must the emulator. The update is held once the bare
+    key is stored (by moto's update or the emulator's own, D203) until the scan has either
+    finished (the torn read) or waits for the update to end."""
+    from moto.dynamodb.models.table import Table
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     for name, value in {
@@ -258,18 +259,18 @@ def test_a_scan_never_sees_an_update_half_applied(
         BillingMode="PAY_PER_REQUEST",
     )
     updating, scanned = threading.Event(), threading.Event()
-    execute = UpdateExpressionExecutor.execute
+    put_item = Table.put_item
 
-    def held(self: Any, node: Any = None) -> None:
-        if node is None:  # the whole expression (it recurses into its parts)
-            updating.set()
-            deadline = time.monotonic() + 10
-            while not (scanned.is_set() or lock.waiting):
-                assert time.monotonic() < deadline, "the scan neither ran nor waited"
-                time.sleep(0.001)
-        execute(self, node)
+    def held(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stored = put_item(self, *args, **kwargs)
+        updating.set()
+        deadline = time.monotonic() + 10
+        while not (scanned.is_set() or lock.waiting):
+            assert time.monotonic() < deadline, "the scan neither ran nor waited"
+            time.sleep(0.001)
+        return stored
 
-    monkeypatch.setattr(UpdateExpressionExecutor, "execute", held)
+    monkeypatch.setattr(Table, "put_item", held)
     writer = threading.Thread(
         target=ddb.update_item,
         kwargs={

@@ -121,7 +121,8 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
     copies) for the updates the service makes of its job items: moto parses the expression
     into a tree, walks it with ten validators and executes it, checking the whole item's size
     at every attribute it sets; that was most of a transition's cost on the emulator. An
-    update of an existing item, in a table without a stream, with no legacy `Expected` or
+    update of an item, existing or created by it (its key alone first, as moto creates it),
+    in a table without a stream, named by exactly the table's key, with no legacy `Expected` or
     `AttributeUpdates`, whose expression is of `_SimpleUpdate`'s forms, whose names and
     values are all defined, that changes no key of the table, sets an index's key only to a
     non-empty value of its type, names no attribute twice, whose ADD adds a number to a
@@ -129,8 +130,6 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
     item far below the size limit, is applied here after moto's own condition check, with
     moto's arithmetic. Anything else, and every error, is `update`'s: it decides what it
     means."""
-    import moto.dynamodb.comparisons as comparisons
-    from moto.dynamodb.exceptions import ConditionalCheckFailed
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
@@ -184,14 +183,15 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
         call = signature.bind(self, table_name, key, *args, **kwargs).arguments
         item: Any = None
         try:
-            table, item = _unstreamed_item(self, table_name, key)
+            table, item, new = _unstreamed_item(self, table_name, key)
+            target = item if item is not None else new
             ready = (
-                item is not None
+                target is not None
                 and not call.get("attribute_updates")
                 and not call.get("expected")
                 and planned(
                     table,
-                    item,
+                    target,
                     call.get("update_expression"),
                     call.get("expression_attribute_names"),
                     call.get("expression_attribute_values"),
@@ -201,15 +201,9 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
             ready = None
         if not ready:
             return update(self, table_name, key, *args, **kwargs)
-        condition = comparisons.create_condition_expression_parser(
-            call.get("condition_expression"),
-            call.get("expression_attribute_names"),
-            call.get("expression_attribute_values"),
-        ).parse()
-        if not condition.expr(item):
-            if call.get("return_values_on_condition_check_failure") == "ALL_OLD":
-                raise ConditionalCheckFailed(item=item.to_json()["Attributes"])
-            raise ConditionalCheckFailed
+        _check_condition(call, item)
+        if item is None:  # created as moto creates it: its key alone, then updated
+            item = table.put_item(dict(key))
         changes, removes = ready
         for name, value in changes.items():
             dict.__setitem__(item.attrs, name, value)  # the size was checked above
@@ -221,17 +215,39 @@ def simple_updates(update: Callable[..., Any]) -> Callable[..., Any]:
     return simple
 
 
-def _unstreamed_item(backend: Any, table_name: str, key: dict[str, Any]) -> tuple[Any, Any]:
-    """The table and the item `key` names, for a table without a stream (None: no such item,
-    a streamed table); raises what a malformed request makes moto raise."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
+def _check_condition(call: dict[str, Any], item: Any) -> None:
+    """moto's condition check of an update (`item` None: there is none yet, and none to
+    return)."""
+    import moto.dynamodb.comparisons as comparisons
+    from moto.dynamodb.exceptions import ConditionalCheckFailed
+
+    condition = comparisons.create_condition_expression_parser(
+        call.get("condition_expression"),
+        call.get("expression_attribute_names"),
+        call.get("expression_attribute_values"),
+    ).parse()
+    if condition.expr(item):
+        return
+    if item is not None and call.get("return_values_on_condition_check_failure") == "ALL_OLD":
+        raise ConditionalCheckFailed(item=item.to_json()["Attributes"])
+    raise ConditionalCheckFailed
+
+
+def _unstreamed_item(backend: Any, table_name: str, key: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The table, the item `key` names and, when there is none, the item an update would
+    create (its key alone, unsaved), for a table without a stream (None, None for a streamed
+    table); raises what a malformed request makes moto raise."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
     table = backend.get_table(table_name)
     if table.stream_shard is not None:
-        return table, None
+        return table, None, None
+    if set(key) != {table.hash_key_attr, table.range_key_attr} - {None}:
+        raise ValueError("not the table's key")  # moto's to answer
     hash_key = DynamoType(key[table.hash_key_attr])
     range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
-    return table, table.get_item(hash_key, range_key)
+    found = table.get_item(hash_key, range_key)
+    return table, found, None if found is not None else Item(hash_key, range_key, dict(key))
 
 
 def update_without_copies(update: Callable[..., Any]) -> Callable[..., Any]:
@@ -244,10 +260,10 @@ def update_without_copies(update: Callable[..., Any]) -> Callable[..., Any]:
 
     def uncopied(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         try:
-            _, existing = _unstreamed_item(self, table_name, key)
+            _, existing, _new = _unstreamed_item(self, table_name, key)
         except Exception:  # moto's own validation answers what cannot be read here
             existing = None
-        if not existing:
+        if existing is None:
             return update(self, table_name, key, *args, **kwargs)
         token = uncopied_update.set(True)
         try:
