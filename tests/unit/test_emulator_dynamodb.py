@@ -434,14 +434,14 @@ def test_the_emulators_updates_change_an_item_as_moto_does(
             assert items[0] == items[1], (expression, items)
 
 
-def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb: Any) -> None:
-    """The simple forms are the emulator's own work; the rest goes to moto."""
+def spied_simple_updates() -> tuple[Any, Any, list[str]]:
+    """The emulator's update_item over moto's, the backend, and the expressions it left to
+    moto (filled as updates are made)."""
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
     from hyperguard_twin.dynamodb.updates import simple_updates
 
-    put(ddb, "k", v="x", status="Pending")
     asked: list[str] = []
 
     def moto(*args: Any, **kwargs: Any) -> Any:
@@ -451,6 +451,13 @@ def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb
     moto.__wrapped__ = inspect.unwrap(DynamoDBBackend.update_item)  # type: ignore[attr-defined]
     update = simple_updates(moto)
     backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+    return update, backend, asked
+
+
+def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb: Any) -> None:
+    """The simple forms are the emulator's own work; the rest goes to moto."""
+    put(ddb, "k", v="x", status="Pending")
+    update, backend, asked = spied_simple_updates()
     for case in UPDATE_CASES:
         with contextlib.suppress(Exception):  # the refusals are the property test's
             apply_case(update, backend, TABLE, case)
@@ -461,20 +468,7 @@ def test_a_jobs_transition_is_applied_without_moto_and_anything_else_with_it(ddb
 def test_an_update_that_creates_its_item_is_the_emulators_too(ddb: Any) -> None:
     """A missing item's simple update creates it without moto (the inventory's first sync of
     each node); a condition it fails creates nothing, and has no old item to return."""
-    from moto.core.models import DEFAULT_ACCOUNT_ID
-    from moto.dynamodb.models import dynamodb_backends
-
-    from hyperguard_twin.dynamodb.updates import simple_updates
-
-    asked: list[str] = []
-
-    def moto(*args: Any, **kwargs: Any) -> Any:
-        asked.append(args[3])
-        return inspect.unwrap(DynamoDBBackend.update_item)(*args, **kwargs)
-
-    moto.__wrapped__ = inspect.unwrap(DynamoDBBackend.update_item)  # type: ignore[attr-defined]
-    update = simple_updates(moto)
-    backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+    update, backend, asked = spied_simple_updates()
     key = {"id": {"S": "new"}}
     with pytest.raises(ConditionalCheckFailed) as refused:
         update(
