@@ -507,53 +507,67 @@ def wait_until_blocked_reading_a_pipe(pid: int, timeout_s: float = 60) -> None:
 
 
 class UpTwin:
-    """What `twin up` needs of a twin that came up."""
+    """What `twin up` needs of a twin that came up. Its status, what `twin up` reports, is
+    answered once `signalled` is set (at most 30 s): a signal sent meanwhile lands while
+    `twin up` is still reporting that the twin is up."""
 
     def __init__(self) -> None:
         import threading
 
         self.ready = threading.Event()
+        self.signalled = threading.Event()
         self.stopped = False
         self.api_endpoint = "http://127.0.0.1:3000"
         self.emulator = argparse.Namespace(endpoint="http://127.0.0.1:4566")
 
     def status(self) -> dict[str, Any]:
         self.ready.set()
+        self.signalled.wait(30)
         return {"kubernetes_endpoint": "https://127.0.0.1:6443", "stack": "hyperguard"}
 
     def down(self) -> None:
         self.stopped = True
 
 
+def _interrupt() -> None:
+    raise KeyboardInterrupt
+
+
 def test_twin_up_stops_on_sigterm_that_lands_on_another_thread(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A signal may be delivered to any of the twin's threads; Python runs its handler on
-    the main thread only once that wakes up, so `twin up` must not sleep untimed."""
+    the main thread only once that wakes up, so `twin up` must not sleep untimed. And it may
+    come as soon as the twin is up, while `twin up` still reports so: its handler is in place
+    before then (a SIGTERM in that window ended the process, the test's pytest worker once)."""
     import signal
     import threading
 
     twin = UpTwin()
     monkeypatch.setattr(launch, "start_twin", lambda *_args, **_config: twin)
     main_thread = threading.get_ident()
-    rescued = threading.Event()
+    rescued, early = threading.Event(), threading.Event()
 
     def signal_from_another_thread() -> None:
         twin.ready.wait(30)
         signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # handled on main's wake
+        twin.signalled.set()
         if not stopped.wait(30):  # never woke: unblock it, so the test fails, not hangs
             rescued.set()
             signal.pthread_kill(main_thread, signal.SIGTERM)
 
     stopped = threading.Event()
-    previous = signal.getsignal(signal.SIGTERM)
+    # Not the default action (the end of this process) for a signal `twin up` does not
+    # handle yet: the test's own, which says so, and stops the command as Ctrl-C would.
+    previous = signal.signal(signal.SIGTERM, lambda *_: early.set() or _interrupt())
     helper = threading.Thread(target=signal_from_another_thread)
     helper.start()
     try:
-        assert cli.main(["twin", "up", "--json"]) == 0
+        code = cli.main(["twin", "up", "--json"])
     finally:
         stopped.set()
         helper.join()
         signal.signal(signal.SIGTERM, previous)
-    assert twin.stopped and not rescued.is_set()
+    assert not early.is_set(), "the SIGTERM came before `twin up` handled it"
+    assert code == 0 and twin.stopped and not rescued.is_set()
     assert json.loads(capsys.readouterr().out)["stack"] == "hyperguard"

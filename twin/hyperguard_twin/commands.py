@@ -28,6 +28,10 @@ from hyperguard_twin import launch, scenario_commands
 
 def cmd_twin_up(args: argparse.Namespace) -> int:
     twin = launch.start_twin(args)
+    # Before the twin is reported up: whoever waits for that may stop it at once, and a
+    # SIGTERM before the handler ended the process at once, without `down()`.
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     status = twin.status()
     if args.json:
         print(
@@ -54,8 +58,6 @@ def cmd_twin_up(args: argparse.Namespace) -> int:
             "(hyperguard twin status)"
         )
     sys.stdout.flush()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     # Ctrl-C is how a twin is meant to stop: not an interruption (exit 0)
     with contextlib.suppress(KeyboardInterrupt):
         # A signal may land on any of the twin's threads; Python runs its handler only once
