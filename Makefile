@@ -109,8 +109,11 @@ check-asl: install
 # Parallel workers (pytest-xdist). A module whose tests share a fixture wider than a test (an
 # e2e module's twin) goes to one worker whole; every other test to whichever worker is free
 # (tests/conftest.py, --dist loadgroup). Every worker has its own ports, emulator and twin.
-# The 20 slowest tests are listed at the end of every run.
-PYTEST := $(PY) -m pytest -q --dist loadgroup --durations=20
+# The 20 slowest tests are listed at the end of every run. A worker that dies (a signal
+# that ended its process) fails the run at once: xdist 3.8's replacement of a crashed worker
+# under --dist loadgroup can leave every worker waiting for work that is never sent (a run
+# 2026-11-30 hung so for 13 minutes, idle, until interrupted; tests/unit/test_xdist_groups.py).
+PYTEST := $(PY) -m pytest -q --dist loadgroup --durations=20 --max-worker-restart=0
 # A twin test runs the upstream control plane beside the functions (kube-apiserver, etcd,
 # the controllers, Kueue, Karpenter, KWOK: about a fifth of a core idle, with its
 # functions). One twin more than the cores: with one a core the second run used 58-69 % of

@@ -145,3 +145,37 @@ def test_every_unit_named_longest_first_exists() -> None:
         path, _, test = entry.partition("::")
         source = (ROOT / path).read_text()
         assert not test or re.search(rf"^def {re.escape(test)}\(", source, re.M), entry
+
+
+DYING = """
+import os
+import signal
+
+import pytest
+
+@pytest.mark.parametrize("n", range(8))
+def test_before(n):
+    pass
+
+def test_ends_its_process():
+    os.kill(os.getpid(), signal.SIGTERM)
+
+@pytest.mark.parametrize("n", range(8))
+def test_after(n):
+    pass
+"""
+
+
+def test_a_worker_that_dies_fails_the_run_at_once(tmp_path: Path) -> None:
+    """With the Makefile's options a run whose worker dies ends, failed, naming the test;
+    with xdist's default (a replacement worker) the same run waited for work that was never
+    sent."""
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.search(r"^PYTEST := \$\(PY\) -m pytest (.*)$", makefile, re.M)
+    assert found is not None
+    options = [o for o in found.group(1).split() if o.startswith("--max-worker-restart")]
+    assert options == ["--max-worker-restart=0"]
+    (tmp_path / "test_dying.py").write_text(DYING)
+    proc = pytest_in(tmp_path, "-n", "2", "--dist", "loadgroup", *options, env={}, timeout_s=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "crashed while running 'test_dying.py::test_ends_its_process'" in proc.stdout
