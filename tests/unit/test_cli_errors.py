@@ -529,10 +529,6 @@ class UpTwin:
         self.stopped = True
 
 
-def _interrupt() -> None:
-    raise KeyboardInterrupt
-
-
 def test_twin_up_stops_on_sigterm_that_lands_on_another_thread(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -557,9 +553,14 @@ def test_twin_up_stops_on_sigterm_that_lands_on_another_thread(
             signal.pthread_kill(main_thread, signal.SIGTERM)
 
     stopped = threading.Event()
+
     # Not the default action (the end of this process) for a signal `twin up` does not
     # handle yet: the test's own, which says so, and stops the command as Ctrl-C would.
-    previous = signal.signal(signal.SIGTERM, lambda *_: early.set() or _interrupt())
+    def unhandled(*_: object) -> None:
+        early.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, unhandled)
     helper = threading.Thread(target=signal_from_another_thread)
     helper.start()
     try:
