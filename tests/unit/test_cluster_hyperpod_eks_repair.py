@@ -33,12 +33,14 @@ from tests.unit.test_cluster_kubernetes import (
     summary,
 )
 
-from hyperguard.cluster import NodeNotFoundError
+from hyperguard.cluster import ClusterError, NodeNotFoundError
 from hyperguard.cluster.ec2 import Ec2Adapter
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
+from hyperguard.cluster.karpenter import LOGICAL_ID_ANNOTATION
 from hyperguard.cluster.kubernetes import KubernetesAdapter
 from hyperguard.models import NodeStatus
+from hyperguard.models.nodes import BURST_LABEL
 
 CATALOGUE = catalogue()
 
@@ -313,6 +315,60 @@ def test_list_nodes_adds_karpenter_nodes_to_hyperpods(
     assert (trn.pool, trn.capacity_type, trn.accelerators) == ("gpu-burst-od", "OnDemand", 16)
     # node_json's AcceleratedHardwareReady=False (XID 79): Running, but not healthy
     assert trn.status is NodeStatus.RUNNING and not trn.healthy
+
+
+def test_a_pass_reads_the_nodes_and_the_claims_with_one_listing_of_each(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer
+) -> None:
+    """`nodes_and_claims` answers what `list_nodes` and `burst_claims` answer apart, from one
+    listing of the Nodes and one of the NodeClaims (apart, each is listed twice)."""
+    _, stubber = sagemaker
+    # HyperGuard's claim of a burst whose node is leaving (its claim is being deleted), a
+    # claim of the same burst still launching, and a HyperPod node a burst added.
+    api.nodeclaims[BURST_CLAIM]["metadata"]["labels"][BURST_LABEL] = "burst-1"
+    api.nodeclaims[BURST_CLAIM]["metadata"]["deletionTimestamp"] = "2025-01-01T02:00:00Z"
+    launching = nodeclaim_json("i-0c0c0c0c0c0c0c0c0", None)
+    launching["metadata"]["labels"][BURST_LABEL] = "burst-1"
+    api.add_nodeclaim(launching)
+    added = api.nodes[OTHER_NODE]["metadata"]
+    added["labels"][BURST_LABEL] = "burst-2"
+    added.setdefault("annotations", {})[LOGICAL_ID_ANNOTATION] = "i-logical-2"
+    hyperpod_inventory(stubber, INSTANCE, OTHER_INSTANCE)
+    apart = (gateway.list_nodes(), gateway.burst_claims())
+    assert len(api.calls("GET")) == 4  # the Nodes and the NodeClaims, twice each
+    api.requests.clear()
+    hyperpod_inventory(stubber, INSTANCE, OTHER_INSTANCE)
+
+    together = gateway.nodes_and_claims()
+
+    assert sorted(r.path for r in api.calls("GET")) == ["/api/v1/nodes", NODECLAIMS]
+    assert together == apart
+    nodes, claims = together
+    assert {n.instance_id: n.status for n in nodes}[BURST_INSTANCE] is NodeStatus.SHUTTING_DOWN
+    assert isinstance(claims, list)
+    assert sorted((c.platform, c.burst_id, c.deleting) for c in claims) == [
+        ("eks", "burst-1", False),
+        ("eks", "burst-1", True),
+        ("hyperpod", "burst-2", False),
+    ]
+
+
+def test_unreadable_claims_leave_the_nodes_unless_karpenter_has_nodes(
+    gateway: HyperPodEksGateway, sagemaker: SageMaker, api: FakeApiServer
+) -> None:
+    """A NodeClaim listing that fails is handed back in place of the claims while no node is
+    Karpenter's; with a Karpenter node, whose state needs its claim, it fails the read."""
+    _, stubber = sagemaker
+    api.errors[("GET", NODECLAIMS)] = 500
+
+    with pytest.raises(ClusterError):  # before SageMaker is asked anything
+        gateway.nodes_and_claims()
+
+    del api.nodes[BURST_NODE]
+    hyperpod_inventory(stubber, INSTANCE, OTHER_INSTANCE)
+    nodes, claims = gateway.nodes_and_claims()
+    assert isinstance(claims, ClusterError)
+    assert {n.instance_id for n in nodes} == {INSTANCE, OTHER_INSTANCE}
 
 
 def set_condition(node: dict[str, Any], kind: str, value: str) -> None:

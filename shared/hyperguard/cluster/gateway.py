@@ -116,6 +116,11 @@ class ClusterGateway(Protocol):
         run's pods are all bound and running."""
         ...
 
+    def nodes_and_claims(self) -> tuple[list[Node], list[BurstClaim] | ClusterError]:
+        """`list_nodes()` and `burst_claims()` read together (each listing once); the error
+        in place of the claims when only they could not be read."""
+        ...
+
     def burst_claims(
         self, burst_id: str | None = None, *, include_hyperpod: bool = True
     ) -> list[BurstClaim]:

@@ -132,9 +132,10 @@ class HyperPodEksGateway:
         self._listed: tuple[float, dict[str, KubeNode]] = (float("-inf"), {})
         """The Kubernetes nodes by instance id as last listed, and when (time.monotonic)."""
 
-    def _kube_nodes(self) -> dict[str, KubeNode]:
-        """The Kubernetes nodes, listed now, by instance id."""
-        listed = {n.instance_id: n for n in self.kubernetes.list_nodes() if n.instance_id}
+    def _kube_nodes(self, every: list[KubeNode] | None = None) -> dict[str, KubeNode]:
+        """The Kubernetes nodes (`every`, or listed now), by instance id."""
+        nodes = self.kubernetes.list_nodes() if every is None else every
+        listed = {n.instance_id: n for n in nodes if n.instance_id}
         self._listed = (time.monotonic(), listed)
         return dict(listed)
 
@@ -156,27 +157,46 @@ class HyperPodEksGateway:
 
     def list_nodes(self) -> list[Node]:
         kube_nodes = self._kube_nodes()
+        on_karpenter = any(NODEPOOL_LABEL in k.labels for k in kube_nodes.values())
+        claims = self.kubernetes.list_nodeclaims({}) if on_karpenter else []
+        return self._nodes(kube_nodes, claims)
+
+    def nodes_and_claims(self) -> tuple[list[Node], list[BurstClaim] | ClusterError]:
+        """`list_nodes` and `burst_claims` from one listing each of the Kubernetes nodes and
+        the NodeClaims (what a scheduling pass reads: the two apart list both twice). A
+        failed NodeClaim listing is returned in place of the claims, unless Karpenter has
+        nodes (they need it: it is raised, as `list_nodes` raises it)."""
+        every = self.kubernetes.list_nodes()
+        kube_nodes = self._kube_nodes(every)
+        try:
+            claims = self.kubernetes.list_nodeclaims({})
+        except ClusterError as error:
+            if any(NODEPOOL_LABEL in k.labels for k in kube_nodes.values()):
+                raise
+            return self._nodes(kube_nodes, []), error
+        burst = [c for c in map(read_claim, claims) if c is not None]
+        return self._nodes(kube_nodes, claims), burst + _added_nodes(every)
+
+    def _nodes(self, kube_nodes: dict[str, KubeNode], claims: list[dict[str, Any]]) -> list[Node]:
+        """HyperPod's nodes merged with their Kubernetes nodes, then Karpenter's: a node whose
+        NodeClaim is being deleted is leaving from that moment, before Karpenter's taint is
+        on it and long before its Node object goes."""
         hyperpod = [
             _merge(node, kube_nodes.pop(node.instance_id, None))
             for node in self.hyperpod.list_nodes()
         ]
-        on_karpenter = {i: k for i, k in kube_nodes.items() if NODEPOOL_LABEL in k.labels}
-        claimed_away = self._claimed_away() if on_karpenter else set()
-        burst = [
-            self._burst_node(instance_id, kube, leaving=kube.name in claimed_away)
-            for instance_id, kube in on_karpenter.items()
-        ]
-        return [*hyperpod, *burst]
-
-    def _claimed_away(self) -> set[str]:
-        """Nodes whose NodeClaim is being deleted: they are leaving from that moment, before
-        Karpenter's taint is on them and long before their Node object goes."""
-        return {
+        claimed_away = {
             str(claim["status"]["nodeName"])
-            for claim in self.kubernetes.list_nodeclaims({})
+            for claim in claims
             if (claim.get("metadata") or {}).get("deletionTimestamp")
             and (claim.get("status") or {}).get("nodeName")
         }
+        burst = [
+            self._burst_node(instance_id, kube, leaving=kube.name in claimed_away)
+            for instance_id, kube in kube_nodes.items()
+            if NODEPOOL_LABEL in kube.labels
+        ]
+        return [*hyperpod, *burst]
 
     def node_status(self, instance_id: str) -> Node:
         try:
@@ -482,15 +502,10 @@ class HyperPodEksGateway:
         costs a list of every node) the HyperPod nodes bursts added (of one burst, if given)."""
         labels: dict[str, Any] = {BURST_LABEL: burst_id if burst_id is not None else None}
         claims = [read_claim(obj) for obj in self.kubernetes.list_nodeclaims(labels)]
+        found = [claim for claim in claims if claim is not None]
         if include_hyperpod:
-            claims += [
-                _added_node(kube)
-                for kube in self.kubernetes.list_nodes()
-                if NODEPOOL_LABEL not in kube.labels
-                and kube.labels.get(BURST_LABEL)
-                and burst_id in (None, kube.labels[BURST_LABEL])
-            ]
-        return [claim for claim in claims if claim is not None]
+            found += _added_nodes(self.kubernetes.list_nodes(), burst_id)
+        return found
 
     def request_burst_nodes(self, manifests: list[dict[str, Any]]) -> int:
         """Ensure these NodeClaims exist, each with what its NodePool's template asks of every
@@ -776,6 +791,18 @@ class HyperPodEksGateway:
             launch_time=kube.created,
             healthy=status is NodeStatus.RUNNING and not _problems(kube),
         )
+
+
+def _added_nodes(nodes: list[KubeNode], burst_id: str | None = None) -> list[BurstClaim]:
+    """The HyperPod nodes bursts added (of one burst, if given) among these nodes."""
+    added = (
+        _added_node(kube)
+        for kube in nodes
+        if NODEPOOL_LABEL not in kube.labels
+        and kube.labels.get(BURST_LABEL)
+        and burst_id in (None, kube.labels[BURST_LABEL])
+    )
+    return [claim for claim in added if claim is not None]
 
 
 def _added_node(kube: KubeNode) -> BurstClaim | None:

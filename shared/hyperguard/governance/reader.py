@@ -59,11 +59,6 @@ from hyperguard.store.nodes import NodeStore
 from hyperguard.store.policy import pass_settings
 from hyperguard.store.teams import TeamStore
 
-
-def _nothing() -> None:
-    return None
-
-
 MAX_BURSTS_IN_FLIGHT = 50
 """Running bursts a pass reads (their inputs name the jobs they serve)."""
 
@@ -96,14 +91,13 @@ class SnapshotReader:
             jobs = tuple(self.jobs.active(also=named))
             return jobs, tuple(self.gateway.job_runs())
 
-        (jobs, runs), (settings, nodes, groups, quotas, claims) = beside(
+        (jobs, runs), (settings, (nodes, claims), groups, quotas) = beside(
             jobs_then_runs,
             [
                 lambda: pass_settings(self.teams),
-                lambda: tuple(self.gateway.list_nodes()),
+                lambda: self.nodes_and_claims(bursting),
                 self.instance_groups,
                 lambda: tuple(self.teams.quotas()),
-                self.burst_claims if bursting else _nothing,
             ],
         )
         repair, burst, config = settings
@@ -268,14 +262,19 @@ class SnapshotReader:
             n.instance_id for n in known if slot_of(n.instance_id, history.logical_ids) in bad
         )
 
-    def burst_claims(self) -> tuple[BurstClaim, ...] | None:
-        """HyperGuard's burst nodes (NodeClaims, HyperPod nodes bursts added); None when the
-        cluster cannot say (the pass then neither bursts nor scales in)."""
-        try:
-            return tuple(self.gateway.burst_claims())
-        except ClusterError as error:
-            logger.warning("burst claims unreadable", extra={"error": str(error)})
-            return None
+    def nodes_and_claims(
+        self, bursting: bool
+    ) -> tuple[tuple[Node, ...], tuple[BurstClaim, ...] | None]:
+        """The cluster's nodes, and, when the pass may burst, HyperGuard's burst nodes
+        (NodeClaims, HyperPod nodes bursts added) from the same listings; the claims are None
+        when the cluster cannot say (the pass then neither bursts nor scales in)."""
+        if not bursting:
+            return tuple(self.gateway.list_nodes()), None
+        nodes, claims = self.gateway.nodes_and_claims()
+        if isinstance(claims, ClusterError):
+            logger.warning("burst claims unreadable", extra={"error": str(claims)})
+            return tuple(nodes), None
+        return tuple(nodes), tuple(claims)
 
     @staticmethod
     def bursts_in_flight(workflows: Workflows) -> dict[str, str]:

@@ -1,0 +1,76 @@
+"""What a scheduling pass reads of the cluster's nodes and burst claims
+(`SnapshotReader.nodes_and_claims`): one read of both when it may burst, and the nodes
+alone when the claims cannot be read."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+from tests.unit.governance.pass_builders import eks_node, hyperpod_node
+
+from hyperguard.cluster import ClusterError, ClusterGateway
+from hyperguard.governance.reader import SnapshotReader
+from hyperguard.models import Node
+from hyperguard.models.cluster import BurstClaim
+from hyperguard.store.checkpoints import CheckpointStore
+from hyperguard.store.jobs import JobStore
+from hyperguard.store.teams import TeamStore
+
+NODES = [hyperpod_node(0), eks_node(1)]
+CLAIM = BurstClaim(
+    name="hg-burst-1-0",
+    burst_id="burst-1",
+    attempt=0,
+    node_pool="gpu-burst",
+    instance_type="p5.48xlarge",
+    capacity_type="spot",
+)
+
+
+class Cluster:
+    """The gateway's two node reads, recorded."""
+
+    def __init__(self, claims: list[BurstClaim] | ClusterError) -> None:
+        self.claims = claims
+        self.calls: list[str] = []
+
+    def list_nodes(self) -> list[Node]:
+        self.calls.append("list_nodes")
+        return list(NODES)
+
+    def nodes_and_claims(self) -> tuple[list[Node], list[BurstClaim] | ClusterError]:
+        self.calls.append("nodes_and_claims")
+        return list(NODES), self.claims
+
+
+def reader(cluster: Cluster) -> SnapshotReader:
+    """A reader whose only collaborator these reads use is the gateway."""
+    nothing: Any = None
+    return SnapshotReader(
+        jobs=cast(JobStore, nothing),
+        teams=cast(TeamStore, nothing),
+        gateway=cast(ClusterGateway, cluster),
+        checkpoints=cast(CheckpointStore, nothing),
+    )
+
+
+def test_a_pass_that_may_burst_reads_nodes_and_claims_together() -> None:
+    cluster = Cluster([CLAIM])
+    assert reader(cluster).nodes_and_claims(bursting=True) == (tuple(NODES), (CLAIM,))
+    assert cluster.calls == ["nodes_and_claims"]
+
+
+def test_a_pass_that_may_not_burst_reads_no_claims() -> None:
+    cluster = Cluster([CLAIM])
+    assert reader(cluster).nodes_and_claims(bursting=False) == (tuple(NODES), None)
+    assert cluster.calls == ["list_nodes"]
+
+
+def test_unreadable_claims_keep_the_nodes_and_say_why(caplog: pytest.LogCaptureFixture) -> None:
+    """The pass then neither bursts nor scales in (claims None), and still places on the
+    nodes it read."""
+    cluster = Cluster(ClusterError("Kubernetes API on gpu-eks: 503"))
+    assert reader(cluster).nodes_and_claims(bursting=True) == (tuple(NODES), None)
+    (warning,) = [r for r in caplog.records if r.getMessage() == "burst claims unreadable"]
+    assert getattr(warning, "error", None) == "Kubernetes API on gpu-eks: 503"
