@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 from tests.unit.governance.pass_builders import eks_node, hyperpod_node
+from tests.unit.governance.test_pass_decide import claim
 
 from hyperguard.cluster import ClusterError, ClusterGateway
 from hyperguard.governance.reader import SnapshotReader
@@ -18,14 +19,7 @@ from hyperguard.store.jobs import JobStore
 from hyperguard.store.teams import TeamStore
 
 NODES = [hyperpod_node(0), eks_node(1)]
-CLAIM = BurstClaim(
-    name="hg-burst-1-0",
-    burst_id="burst-1",
-    attempt=0,
-    node_pool="gpu-burst",
-    instance_type="p5.48xlarge",
-    capacity_type="spot",
-)
+CLAIM = claim("hg-a", "i-eks00")
 
 
 class Cluster:
