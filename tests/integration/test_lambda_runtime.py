@@ -85,13 +85,18 @@ def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def stat_fields(stat: Path) -> list[str]:
+    """A /proc/<pid>/stat's fields after the command name: the state, then the parent's pid."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
 def worker_children() -> list[tuple[int, str]]:
     """(pid, state) of this process's children that run the worker bootstrap, and of its
     zombie children (which show no command line: what they ran is gone with their memory)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = stat_fields(stat)
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
@@ -412,7 +417,7 @@ def killed(pid: int) -> bool:
     it the command line /proc shows, while it is still exiting, before its parent can reap
     it (a full run of 2026-12-01 handed an invocation to a worker in that window)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat_fields(Path(f"/proc/{pid}/stat"))
     except OSError:
         return True  # reaped
     return fields[0] in ("Z", "X") or int(fields[1]) != os.getpid()  # or the pid is reused

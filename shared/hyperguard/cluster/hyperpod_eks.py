@@ -157,8 +157,7 @@ class HyperPodEksGateway:
 
     def list_nodes(self) -> list[Node]:
         kube_nodes = self._kube_nodes()
-        on_karpenter = any(NODEPOOL_LABEL in k.labels for k in kube_nodes.values())
-        claims = self.kubernetes.list_nodeclaims({}) if on_karpenter else []
+        claims = self.kubernetes.list_nodeclaims({}) if _on_karpenter(kube_nodes) else []
         return self._nodes(kube_nodes, claims)
 
     def nodes_and_claims(self) -> tuple[list[Node], list[BurstClaim] | ClusterError]:
@@ -171,7 +170,7 @@ class HyperPodEksGateway:
         try:
             claims = self.kubernetes.list_nodeclaims({})
         except ClusterError as error:
-            if any(NODEPOOL_LABEL in k.labels for k in kube_nodes.values()):
+            if _on_karpenter(kube_nodes):
                 raise
             return self._nodes(kube_nodes, []), error
         burst = [c for c in map(read_claim, claims) if c is not None]
@@ -791,6 +790,11 @@ class HyperPodEksGateway:
             launch_time=kube.created,
             healthy=status is NodeStatus.RUNNING and not _problems(kube),
         )
+
+
+def _on_karpenter(kube_nodes: dict[str, KubeNode]) -> bool:
+    """Whether Karpenter has any of these nodes (whose state then needs their NodeClaims)."""
+    return any(NODEPOOL_LABEL in k.labels for k in kube_nodes.values())
 
 
 def _added_nodes(nodes: list[KubeNode], burst_id: str | None = None) -> list[BurstClaim]:
