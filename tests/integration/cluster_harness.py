@@ -408,8 +408,6 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
     admitted (under a scheduler lease) and started through the job lifecycle, as the API
     and a scheduling pass do it, and dispatched through the Kubernetes API."""
     lifecycle = JobLifecycle(jobs, clock=apis.clock.now)
-    lease = teams.acquire_lease("seed", "harness", 60)
-    assert lease is not None
     seeded: dict[str, Job] = {}
     # A HyperPod cluster's nodes are up long before a job is dispatched to them: a pod sent
     # to a node KWOK has not yet made Ready is refused by kube-scheduler, which does not
@@ -422,6 +420,11 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
         loaded(60),
         "the seeded jobs' nodes to be Ready",
     )
+    # The lease is taken in wall time once the nodes are Ready, as a pass takes it: taken
+    # before that wait, it expired within a loaded CI run's 60 s set-up and fenced the
+    # admissions out (FencedOutError, stop 73).
+    lease = teams.acquire_lease("seed", "harness", loaded(60))
+    assert lease is not None
     first = 0
     for job_id, team, count, auto_resume, step in SEED_JOBS:
         nodes = apis.hyperpod[first : first + count]
