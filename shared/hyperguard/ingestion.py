@@ -44,6 +44,9 @@ class Outcome(StrEnum):
     MALFORMED = "malformed"
     SUPPRESSED = "suppressed"
     """A fault report right after the node's incident closed, while the node is healthy."""
+    LEAVING = "leaving"
+    """A fault report from an EKS node Karpenter is taking away, with no incident open: its
+    going down is its removal (D206)."""
     ESCALATED = "escalated"
     """A recovery execution ended (failed, timed out, aborted) leaving its incident open:
     the incident was handed to an operator."""
@@ -226,6 +229,12 @@ class HealthIngestor:
             return Outcome.FOREIGN
         match signal.action:
             case Action.OPEN_INCIDENT | Action.DRAIN:
+                if self._leaving(node, signal):
+                    logger.info(
+                        "fault report for a node Karpenter is removing: dropped",
+                        extra={"instance_id": node.instance_id, "kind": signal.kind},
+                    )
+                    return Outcome.LEAVING
                 if self._just_closed_and_healthy(node, signal):
                     logger.info(
                         "fault report for a node just recovered and healthy: suppressed",
@@ -257,6 +266,17 @@ class HealthIngestor:
                 )
                 return Outcome.NOTIFIED
         raise AssertionError(f"unhandled action {signal.action}")
+
+    def _leaving(self, node: Node, signal: HealthSignal) -> bool:
+        """A report that a node with no incident open is down or faulty, while Karpenter takes
+        it away: a scale-in, consolidation, expiry or drift stops its kubelet and terminates
+        its instance, and nothing is left to repair (D206). Warnings (an interruption's drain)
+        still act, and a report joins an incident already open."""
+        return (
+            signal.action is Action.OPEN_INCIDENT
+            and node.open_incident_id is None
+            and self.lookup.leaving(node)
+        )
 
     def _just_closed_and_healthy(self, node: Node, signal: HealthSignal) -> bool:
         if node.open_incident_id or node.last_closed_at is None or signal.severity not in _FAULTS:

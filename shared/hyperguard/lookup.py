@@ -56,6 +56,19 @@ class NodeLookup:
             return False
         return node.status is NodeStatus.RUNNING and node.healthy
 
+    def leaving(self, node: Node) -> bool:
+        """Whether `node` is an EKS node Karpenter is taking away (its Node being deleted, or
+        tainted `karpenter.sh/disrupted`: scale-in, consolidation, expiry, drift), as the
+        cluster says this moment; once the node is gone, as the inventory last saw it. A
+        HyperPod node shutting down is HyperPod replacing it: a repair, not a departure."""
+        if node.platform != "eks":
+            return False
+        try:
+            live = self.gateway.node_status(node.instance_id)
+        except NodeNotFoundError:
+            return node.status is NodeStatus.SHUTTING_DOWN
+        return live.status is NodeStatus.SHUTTING_DOWN
+
     def _forget_old(self, now: float) -> None:
         stale = [i for i, at in self._misses.items() if now - at >= self.window_s]
         for instance_id in stale:

@@ -1,0 +1,52 @@
+"""NodeLookup.leaving: which nodes Karpenter is taking away (D206), from what the cluster says
+and, once a node is gone, from what the inventory last saw."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyperguard.cluster import NodeNotFoundError
+from hyperguard.lookup import NodeLookup
+from hyperguard.models import Node, NodeStatus
+
+
+class Cluster:
+    """The one gateway call `leaving` makes, answering from `live` (absent: not found)."""
+
+    def __init__(self, live: dict[str, NodeStatus]) -> None:
+        self.live = live
+
+    def node_status(self, instance_id: str) -> Node:
+        if instance_id not in self.live:
+            raise NodeNotFoundError(instance_id)
+        return node(instance_id, "eks", self.live[instance_id])
+
+
+def node(instance_id: str, platform: str, status: NodeStatus) -> Node:
+    return Node(
+        instance_id=instance_id,
+        cluster="c",
+        pool="p",
+        platform=platform,
+        instance_type="p5.48xlarge",
+        status=status,
+    )
+
+
+@pytest.mark.parametrize(
+    ("platform", "stored", "live", "leaving"),
+    [
+        ("eks", NodeStatus.RUNNING, NodeStatus.SHUTTING_DOWN, True),  # deleted since the sync
+        ("eks", NodeStatus.SHUTTING_DOWN, NodeStatus.RUNNING, False),  # Karpenter changed its mind
+        ("eks", NodeStatus.RUNNING, NodeStatus.FAILURE, False),  # a fault, nothing leaving
+        ("eks", NodeStatus.SHUTTING_DOWN, None, True),  # gone, and the inventory saw it leave
+        ("eks", NodeStatus.RUNNING, None, False),  # gone, how is not known: a fault to look at
+        ("hyperpod", NodeStatus.SHUTTING_DOWN, NodeStatus.SHUTTING_DOWN, False),  # a replacement
+    ],
+)
+def test_a_node_is_leaving_when_karpenter_takes_it_away(
+    platform: str, stored: NodeStatus, live: NodeStatus | None, leaving: bool
+) -> None:
+    cluster = Cluster({} if live is None else {"i-1": live})
+    lookup = NodeLookup(nodes=None, gateway=cluster)  # type: ignore[arg-type]  # not read
+    assert lookup.leaving(node("i-1", platform, stored)) is leaving
