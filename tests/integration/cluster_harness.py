@@ -19,7 +19,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -480,18 +480,26 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
         runs = apis.cluster.runs()
         return len(runs) == len(SEED_JOBS) and all(r.state == "running" for r in runs.values())
 
+    # 120 s: under a loaded CI run (two twins beside it) a pod kube-scheduler refused at
+    # first was bound within a minute, but not always (twice in ~40 runs).
+    wait_for_cluster(apis, seeded_running, loaded(120), "the seeded jobs to run")
+    return seeded
+
+
+def wait_for_cluster(
+    apis: ClusterApis, condition: Callable[[], Any], timeout_s: float, what: str
+) -> Any:
+    """`wait_for` a state of the cluster; a timeout says what the cluster looked like."""
     try:
-        # 120 s: under a loaded CI run (two twins beside it) a pod kube-scheduler refused
-        # at first was bound within a minute, but not always (twice in ~40 runs).
-        wait_for(seeded_running, loaded(120), "the seeded jobs to run")
+        return wait_for(condition, timeout_s, what)
     except TimeoutError as error:
         raise TimeoutError(f"{error}: {cluster_state(apis)}") from None
-    return seeded
 
 
 def cluster_state(apis: ClusterApis) -> str:
     """What a wait that timed out saw: each run's state, each Workload's conditions, each
-    run pod's node, phase and conditions (for the next time a seeded job is stuck)."""
+    run pod's node, phase and conditions, each node's Ready, cordon and taints (for the next
+    time a job is stuck)."""
     workloads = [
         (
             w["metadata"]["namespace"],
@@ -515,8 +523,24 @@ def cluster_state(apis: ClusterApis) -> str:
         )
         for p in apis.kube.list_objects(PODS, label_selector=HPJOB_POD_LABEL)
     ]
+    nodes = [
+        (
+            n["metadata"]["name"],
+            next(
+                (
+                    c.get("status")
+                    for c in (n.get("status") or {}).get("conditions") or []
+                    if c.get("type") == "Ready"
+                ),
+                None,
+            ),
+            bool((n.get("spec") or {}).get("unschedulable")),
+            [t.get("key") for t in (n.get("spec") or {}).get("taints") or []],
+        )
+        for n in apis.kube.list_objects(NODES)
+    ]
     runs = {job: run.state for job, run in apis.cluster.runs().items()}
-    return f"runs {runs}; workloads {workloads}; pods {pods}"
+    return f"runs {runs}; workloads {workloads}; pods {pods}; nodes {nodes}"
 
 
 def sagemaker() -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 from tests.conftest import Stack
 from tests.deadlines import loaded
 from tests.integration.api_harness import Api
-from tests.integration.cluster_harness import BUCKET, ClusterApis
+from tests.integration.cluster_harness import BUCKET, ClusterApis, wait_for_cluster
 from tests.integration.conftest import MakeCluster
 from tests.integration.recovery_harness import UP_TO_DRAIN, StepRunner, recovery_steps
 from tests.integration.scheduler_harness import running_jobs, scheduler
@@ -27,7 +27,6 @@ from hyperguard.store.checkpoints import split_s3_uri
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard_trainer import Checkpointer, Context
 from hyperguard_trainer.storage import S3Target
-from hyperguard_twin.plane.kube import wait_for
 
 ELASTIC = {
     "minReplicas": 2,
@@ -74,7 +73,7 @@ def running_on(apis: ClusterApis, job_id: str, replicas: int) -> Any:
         run = apis.cluster.runs().get(job_id)
         return run if run and run.state == "running" and len(run.nodes) == replicas else None
 
-    return wait_for(ready, loaded(60), f"{job_id} to run on {replicas} node(s)")
+    return wait_for_cluster(apis, ready, loaded(60), f"{job_id} to run on {replicas} node(s)")
 
 
 def start(
