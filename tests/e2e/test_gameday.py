@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from tests.deadlines import loaded
 from tests.e2e.scenario_cli import run_cli
 
 from hyperguard import planning
@@ -37,7 +38,7 @@ def test_the_gameday_measures_each_strategy_beside_the_planner(tmp_path: Path) -
         assert 0 < measured["goodput_pct"] < 100 and 0 < measured["formula_goodput_pct"] < 100
     assert result["modelled"]["job_restart_s"] == planning.RESUME_S
     if chromium() is not None or os.environ.get("CI"):
-        rendered = rendered_charts(report)
+        rendered = rendered_charts(report, timeout_s=loaded(60))
         assert rendered["chart-gameday"] == 2 and rendered["chart-tradeoff"] == 4
     # Last, since the host's speed can decide it: waiting for the replacement costs the most.
     # Shrinking (which trains on) and a hot spare are not ordered here: on the upstream

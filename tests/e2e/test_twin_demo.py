@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import EVENTS
+from tests.deadlines import loaded
 
 from hyperguard.store import IncidentStore, NodeStore
 from hyperguard_twin.browser import chromium, rendered_charts
@@ -127,7 +128,7 @@ def test_the_report_draws_every_recovery_and_renders_in_chromium(
     report = write_report(tmp_path / "demo.html", report_data(result))
     if chromium() is None and not os.environ.get("CI"):
         pytest.skip("Chromium is not installed (make browser)")
-    rendered = rendered_charts(report)
+    rendered = rendered_charts(report, timeout_s=loaded(60))
     assert set(rendered) == {
         "chart-recoveries",
         "chart-gpu-use",

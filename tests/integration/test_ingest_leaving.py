@@ -28,29 +28,34 @@ def world(stack: Stack) -> Iterator[World]:
         yield World(stack, apis)
 
 
-def node_down(world: World, instance_id: str) -> HealthSignal:
-    """What the forwarder reports of a node whose kubelet stopped: Ready=False."""
-    return world.signal(
-        instance_id,
+REPORTS = {
+    # What the forwarder reports of a node whose kubelet stopped.
+    "node_down": (
         Severity.DEGRADED,
-        source=SignalSource.KUBERNETES,
-        kind="node_condition",
-        repair=Repair.REPLACE,
-        cluster=None,
-        reason="Ready=False (KubeletNotReady)",
-    )
+        SignalSource.KUBERNETES,
+        "node_condition",
+        "Ready=False (KubeletNotReady)",
+    ),
+    # What an EC2 state-change notification of `terminated` becomes.
+    "instance_gone": (
+        Severity.FATAL,
+        SignalSource.EC2,
+        "instance_state_change",
+        "EC2 instance is terminated",
+    ),
+}
 
 
-def instance_gone(world: World, instance_id: str) -> HealthSignal:
-    """What an EC2 state-change notification of `terminated` becomes."""
+def report(world: World, instance_id: str, what: str) -> HealthSignal:
+    severity, source, kind, reason = REPORTS[what]
     return world.signal(
         instance_id,
-        Severity.FATAL,
-        source=SignalSource.EC2,
-        kind="instance_state_change",
+        severity,
+        source=source,
+        kind=kind,
         repair=Repair.REPLACE,
         cluster=None,
-        reason="EC2 instance is terminated",
+        reason=reason,
     )
 
 
@@ -76,11 +81,11 @@ def test_a_burst_node_being_deleted_opens_no_incident_and_its_neighbour_still_do
             loaded(30),
             "the node to be leaving",
         )
-        assert world.ingestor._apply(node_down(world, leaving)) is Outcome.LEAVING
-        assert world.ingestor._apply(instance_gone(world, leaving)) is Outcome.LEAVING
+        assert world.ingestor._apply(report(world, leaving, "node_down")) is Outcome.LEAVING
+        assert world.ingestor._apply(report(world, leaving, "instance_gone")) is Outcome.LEAVING
         assert world.incidents.open_incident_for(leaving) is None
         # The same report from a burst node that is not leaving is a fault to repair.
-        assert world.ingestor._apply(node_down(world, staying)) is Outcome.OPENED
+        assert world.ingestor._apply(report(world, staying, "node_down")) is Outcome.OPENED
         assert world.incidents.open_incident_for(staying) is not None
         # The inventory saw it leave; the instance's last notice comes once the Node is gone.
         InventorySync(world.nodes, world.apis.gateway, frozenset({"hyperguard-twin"})).sync()
@@ -93,7 +98,7 @@ def test_a_burst_node_being_deleted_opens_no_incident_and_its_neighbour_still_do
                 NODES, name, {"metadata": {"finalizers": [f for f in finalizers if f != HOLD]}}
             )
     wait_for(lambda: kube.get(NODES, name) is None, loaded(30), "the node to be gone")
-    assert world.ingestor._apply(instance_gone(world, leaving)) is Outcome.LEAVING
+    assert world.ingestor._apply(report(world, leaving, "instance_gone")) is Outcome.LEAVING
     assert world.incidents.open_incident_for(leaving) is None
 
 
@@ -101,7 +106,7 @@ def test_a_report_from_a_leaving_node_joins_the_incident_already_open_on_it(
     world: World,
 ) -> None:
     node = world.apis.burst[0]
-    assert world.ingestor._apply(node_down(world, node)) is Outcome.OPENED
+    assert world.ingestor._apply(report(world, node, "node_down")) is Outcome.OPENED
     name = world.apis.gateway.node_status(node).node_name
     assert name is not None
     # Recovery's replace of a burst node deletes its NodeClaim: the node leaves because of
@@ -112,7 +117,7 @@ def test_a_report_from_a_leaving_node_joins_the_incident_already_open_on_it(
         loaded(30),
         "the node to be leaving",
     )
-    assert world.ingestor._apply(instance_gone(world, node)) is Outcome.MERGED
+    assert world.ingestor._apply(report(world, node, "instance_gone")) is Outcome.MERGED
 
 
 def node_leaving_or_gone(world: World, instance_id: str) -> bool:

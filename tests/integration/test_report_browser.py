@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.deadlines import loaded
 from tests.unit.test_report import ALL_CHARTS, sample_data
 
 from hyperguard_twin.browser import chromium, rendered_charts
@@ -31,7 +32,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_listed_chart_is_drawn(report: Path) -> None:
-    drawn = rendered_charts(report)
+    drawn = rendered_charts(report, timeout_s=loaded(60))
     assert set(drawn) == ALL_CHARTS
     assert all(traces > 0 for traces in drawn.values()), drawn
 
@@ -44,4 +45,4 @@ def test_without_plotly_js_nothing_is_drawn(report: Path, tmp_path: Path) -> Non
     assert removed == 1 and len(stripped) < len(text) / 10  # it was plotly.js, inlined
     copy = tmp_path / "no-plotly.html"
     copy.write_text(stripped, encoding="utf-8")
-    assert rendered_charts(copy) == dict.fromkeys(ALL_CHARTS, 0)
+    assert rendered_charts(copy, timeout_s=loaded(60)) == dict.fromkeys(ALL_CHARTS, 0)
