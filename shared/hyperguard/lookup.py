@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hyperguard.cluster import ClusterGateway, NodeNotFoundError
+from hyperguard.cluster import ClusterError, ClusterGateway, NodeNotFoundError
 from hyperguard.models import Node, NodeStatus
 from hyperguard.store import NodeStore
 
@@ -59,13 +59,14 @@ class NodeLookup:
     def leaving(self, node: Node) -> bool:
         """Whether `node` is an EKS node Karpenter is taking away (its Node being deleted, or
         tainted `karpenter.sh/disrupted`: scale-in, consolidation, expiry, drift), as the
-        cluster says this moment; once the node is gone, as the inventory last saw it. A
-        HyperPod node shutting down is HyperPod replacing it: a repair, not a departure."""
+        cluster says this moment; once the node is gone, or while the cluster cannot be
+        asked, as the inventory last saw it. A HyperPod node shutting down is HyperPod
+        replacing it: a repair, not a departure."""
         if node.platform != "eks":
             return False
         try:
             live = self.gateway.node_status(node.instance_id)
-        except NodeNotFoundError:
+        except ClusterError:  # NodeNotFoundError among them
             return node.status is NodeStatus.SHUTTING_DOWN
         return live.status is NodeStatus.SHUTTING_DOWN
 

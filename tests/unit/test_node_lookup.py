@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hyperguard.cluster import NodeNotFoundError
+from hyperguard.cluster import ClusterError, NodeNotFoundError
 from hyperguard.lookup import NodeLookup
 from hyperguard.models import Node, NodeStatus
 
@@ -13,10 +13,13 @@ from hyperguard.models import Node, NodeStatus
 class Cluster:
     """The one gateway call `leaving` makes, answering from `live` (absent: not found)."""
 
-    def __init__(self, live: dict[str, NodeStatus]) -> None:
+    def __init__(self, live: dict[str, NodeStatus], *, down: bool = False) -> None:
         self.live = live
+        self.down = down
 
     def node_status(self, instance_id: str) -> Node:
+        if self.down:
+            raise ClusterError("the API server did not answer")
         if instance_id not in self.live:
             raise NodeNotFoundError(instance_id)
         return node(instance_id, "eks", self.live[instance_id])
@@ -50,3 +53,9 @@ def test_a_node_is_leaving_when_karpenter_takes_it_away(
     cluster = Cluster({} if live is None else {"i-1": live})
     lookup = NodeLookup(nodes=None, gateway=cluster)  # type: ignore[arg-type]  # not read
     assert lookup.leaving(node("i-1", platform, stored)) is leaving
+
+
+@pytest.mark.parametrize("stored", [NodeStatus.RUNNING, NodeStatus.SHUTTING_DOWN])
+def test_while_the_cluster_cannot_be_asked_the_inventory_answers(stored: NodeStatus) -> None:
+    lookup = NodeLookup(nodes=None, gateway=Cluster({}, down=True))  # type: ignore[arg-type]
+    assert lookup.leaving(node("i-1", "eks", stored)) is (stored is NodeStatus.SHUTTING_DOWN)
