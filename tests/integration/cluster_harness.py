@@ -72,7 +72,11 @@ from hyperguard_twin.plane.kube import (
     wait_for,
 )
 from hyperguard_twin.plane.plane import ControlPlane
-from hyperguard_twin.plane.settings import PlaneSettings, PlaneTimings
+from hyperguard_twin.plane.settings import (
+    MIN_NOT_READY_TOLERATION_S,
+    PlaneSettings,
+    PlaneTimings,
+)
 
 HYPERPOD = "hyperguard-twin"
 EKS = "hyperguard-eks"
@@ -171,7 +175,7 @@ def shared_plane() -> SharedPlane:
                     "AWS_EC2_METADATA_DISABLED": "true",
                 },
                 instance_types=karpenter_instance_types(AZ),
-                timings=PlaneTimings(not_ready_toleration_s=1),
+                timings=PlaneTimings(not_ready_toleration_s=MIN_NOT_READY_TOLERATION_S),
             ),
         )
         plane.start()

@@ -9,6 +9,7 @@ from hyperguard_twin.plane import bootstrap
 from hyperguard_twin.plane.components import Built
 from hyperguard_twin.plane.kubeconfig import Kubeconfigs
 from hyperguard_twin.plane.processes import HOST, Processes
+from hyperguard_twin.plane.settings import NODE_MONITOR_PERIOD_S
 
 STAGES = Path(__file__).with_name("stages.yaml")
 UNLIMITED_CLIENT = ("--kube-api-qps=5000", "--kube-api-burst=10000")
@@ -44,6 +45,7 @@ def start_controllers(
             "--secure-port=0",
             "--controllers=*",
             f"--node-monitor-grace-period={node_monitor_grace_s}s",
+            f"--node-monitor-period={NODE_MONITOR_PERIOD_S}s",
             *UNLIMITED_CLIENT,
         ],
     )

@@ -9,6 +9,22 @@ from typing import Any
 
 from hyperguard_twin.plane.authn import Identity
 
+NODE_MONITOR_PERIOD_S = 1
+"""kube-controller-manager's `--node-monitor-period` on the twin (its default: 5 s). Its node
+lifecycle controller lifts a node's `node.kubernetes.io/not-ready:NoExecute` taint only in
+its node-monitor pass (`processTaintBaseEviction`, k8s.io/kubernetes v1.36.0
+pkg/controller/nodelifecycle/node_lifecycle_controller.go), up to one period after the node is
+Ready again. On a cluster that lag is at most 5 s against a 300 s toleration; the twin's
+cluster lives 60 of its seconds in each wall second, so its pass runs every second, as
+kwokctl lifts the controllers' client limits for a simulated cluster (`UNLIMITED_CLIENT`)."""
+
+MIN_NOT_READY_TOLERATION_S = 5 * NODE_MONITOR_PERIOD_S
+"""The shortest toleration the twin gives (300 / 60 at x60): several node-monitor passes, so
+the pods the scheduler binds to a node just back Ready stay, as on a cluster. A toleration
+scaled below kcm's wall-time lag (1 s in the tests and at x240, against passes 5 s apart)
+evicted them: an elastic job grown back onto its repaired node failed when its new pod was
+evicted a second after it was bound (D207)."""
+
 
 @dataclass(frozen=True)
 class PlaneTimings:
@@ -25,15 +41,25 @@ class PlaneTimings:
     karpenter_batch_max_s: int = 10
     not_ready_toleration_s: int = 300
     """How long a pod tolerates its node being NotReady or unreachable before the taint
-    manager evicts it (kube-apiserver's DefaultTolerationSeconds: 300 s)."""
+    manager evicts it (kube-apiserver's DefaultTolerationSeconds: 300 s); never under
+    `MIN_NOT_READY_TOLERATION_S`."""
+
+    def __post_init__(self) -> None:
+        if self.not_ready_toleration_s < MIN_NOT_READY_TOLERATION_S:
+            raise ValueError(
+                f"not_ready_toleration_s {self.not_ready_toleration_s} is under "
+                f"{MIN_NOT_READY_TOLERATION_S} s: kube-controller-manager would evict the "
+                "pods bound to a node back Ready before it lifted the node's not-ready taint"
+            )
 
     @classmethod
     def for_scale(cls, scale: float) -> PlaneTimings:
         """The defaults with the one setting that stands for a duration of the simulated
         cluster put on its clock: a NotReady node's pods are evicted after 300 simulated
-        seconds (the published default), as a real cluster evicts them after 300 real ones.
-        The rest stays the upstream defaults: they pace the controllers, not the cluster."""
-        return cls(not_ready_toleration_s=max(1, round(300 / scale)))
+        seconds (the published default), as a real cluster evicts them after 300 real ones,
+        or after `MIN_NOT_READY_TOLERATION_S` where the scale would make that shorter. The
+        rest stays the upstream defaults: they pace the controllers, not the cluster."""
+        return cls(not_ready_toleration_s=max(MIN_NOT_READY_TOLERATION_S, round(300 / scale)))
 
 
 @dataclass
