@@ -9,6 +9,8 @@ import urllib.request
 import uuid
 from typing import Any
 
+from tests.deadlines import loaded
+
 from hyperguard_twin.ids import hyperpod_cluster_arn
 
 ADMIN = "arn:aws:iam::123456789012:role/hyperguard-admin"
@@ -113,7 +115,7 @@ class Http:
         return str(self("GET", f"/jobs/{job_id}")[1]["status"])
 
     def wait(self, expected: dict[str, str], timeout_s: float = 30) -> None:
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + loaded(timeout_s)
         seen: dict[str, str] = {}
         while time.monotonic() < deadline:
             seen = {job: self.status_of(job) for job in expected}

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import ROOT
+from tests.deadlines import loaded
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 from tests.e2e.pod_templates import TEMPLATE, assert_carries_the_template, prepare_team
@@ -98,7 +99,7 @@ def executions(twin: Twin) -> list[dict[str, Any]]:
 
 
 def until(condition: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + loaded(timeout_s)
     while time.monotonic() < deadline:
         value = condition()
         if value:

@@ -17,6 +17,7 @@ import boto3
 import pytest
 import yaml
 from tests.conftest import EVENTS, ROOT
+from tests.deadlines import loaded
 
 from hyperguard_twin.plane.processes import free_port
 
@@ -46,7 +47,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # The status route answers while the twin still deploys; the line comes once it is up
         # (and once `twin up` handles SIGTERM).
         # (A loaded machine, 2 cores shared by many jobs, takes about a minute.)
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + loaded(180)
         while f"HyperGuard twin up at {url}" not in log.read_text():
             assert proc.poll() is None, log.read_text()
             if time.monotonic() > deadline:
@@ -126,7 +127,7 @@ def test_status_nodes_inject_and_incidents_against_a_running_twin(endpoint: str)
     injected = inject_unhealthy(target, endpoint)
     assert injected[0]["event_id"] and injected[0]["error"] is None
     # The node is healthy in the simulator: the recovery checks and closes the incident.
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + loaded(30)
     incidents: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         incidents = json.loads(run("incidents", "list", "--json", endpoint=endpoint).stdout)
@@ -177,7 +178,7 @@ def test_commands_say_clearly_when_no_twin_answers() -> None:
 
 
 def test_jobs_list_and_twin_fault_through_the_cli(endpoint: str) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + loaded(60)
     while True:  # the jobs report their first checkpoint a few training steps after start
         jobs = json.loads(run("jobs", "list", "--json", endpoint=endpoint).stdout)
         if all(isinstance(j["checkpoint_step"], int) for j in jobs) or time.monotonic() > deadline:
@@ -305,7 +306,7 @@ def test_a_dry_run_shows_the_run_objects_the_api_server_accepts_and_creates_noth
     job = tmp_path / "job.json"
     try:
         job.write_text(json.dumps(documented_job() | {"team": "acoustics"}))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + loaded(60)
         while True:
             ready = run("jobs", "submit", str(job), "--dry-run", endpoint=endpoint, check=False)
             assert "Traceback" not in ready.stderr, ready.stderr
@@ -325,7 +326,7 @@ def test_a_dry_run_shows_the_run_objects_the_api_server_accepts_and_creates_noth
     job.write_text(json.dumps(documented_job() | {"template": "development"}))
     submitted = json.loads(run("jobs", "submit", str(job), "--json", endpoint=endpoint).stdout)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + loaded(120)
         while status(submitted["job_id"]) == "Pending":
             assert time.monotonic() < deadline, "the documented job was never admitted"
             time.sleep(1)
@@ -357,7 +358,7 @@ def test_jobs_logs_reads_a_replicas_log_through_the_api_server(
     submitted = json.loads(run("jobs", "submit", str(job), "--json", endpoint=endpoint).stdout)
     job_id = submitted["job_id"]
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + loaded(120)
         while True:
             shown = run("jobs", "logs", job_id, "--replica", "1", endpoint=endpoint, check=False)
             if "rank 1 of " in shown.stdout:
@@ -437,7 +438,7 @@ def test_executions_and_watch_follow_a_recovery(endpoint: str) -> None:
         if n["platform"] == "hyperpod" and n["instance_id"] not in busy
     )
     inject_unhealthy(target, endpoint)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + loaded(30)
     while True:  # the node is healthy in the simulator: the recovery closes the incident
         incident = next(
             (

@@ -75,7 +75,7 @@ def test_borrowing_reclaiming_and_priority_preemption_over_http(twin: Twin, http
     # 8 + 8 + 16 = the cluster's 32 GPUs. The runs start on the cluster once Kueue admits
     # them and their pods are bound and running, moments after the API says Running.
     expected = {beta[0], gamma, alpha_high}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + loaded(60)
     while time.monotonic() < deadline:
         running = {job_id for job_id, run in twin.cluster.runs().items() if run.state == "running"}
         if running == expected:
@@ -184,7 +184,7 @@ def test_a_job_with_its_own_pod_template_runs_on_hyperpod_with_every_field(
         ready = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
         return ready if len(ready) == 2 else None
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + loaded(60)
     while (pods := running_pods()) is None:
         assert time.monotonic() < deadline, "the template's pods never ran"
         time.sleep(0.3)
@@ -316,10 +316,10 @@ def until(
 ) -> Any:
     """`condition`'s first truthy value; past the deadline, a failure naming `what` and
     what `state` says of the world then."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + loaded(timeout_s)
     while not (value := condition()):
         if time.monotonic() >= deadline:
-            pytest.fail(f"not within {timeout_s} s: {what}; {state() if state else ''}")
+            pytest.fail(f"not within {loaded(timeout_s)} s: {what}; {state() if state else ''}")
         time.sleep(0.3)
     return value
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import load_event
+from tests.deadlines import loaded
 from tests.e2e.conftest import forwarder_counter, running_twin
 
 from hyperguard.cluster.conventions import DEEP_HEALTH_CHECK_LABEL
@@ -102,15 +103,15 @@ class Service:
 
     def until(self, condition: Any, timeout_s: float = WAIT_S, what: str = "") -> Any:
         """The condition's first truthy value."""
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + loaded(timeout_s)
         while time.monotonic() < deadline:
             if value := condition():
                 return value
             time.sleep(0.2)
-        raise AssertionError(f"not within {timeout_s}s: {what}")
+        raise AssertionError(f"not within {loaded(timeout_s)}s: {what}")
 
     def incident_for(self, instance_id: str, timeout_s: float = WAIT_S) -> Any:
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + loaded(timeout_s)
         while time.monotonic() < deadline:
             for incident in self.incidents.recent():
                 if incident.instance_id == instance_id and incident.execution_arn:
@@ -121,24 +122,24 @@ class Service:
         # as foreign) and whether the cluster still has the instance.
         stored = self.nodes.get(instance_id)
         raise AssertionError(
-            f"no incident for {instance_id} within {timeout_s}s: inventory status "
+            f"no incident for {instance_id} within {loaded(timeout_s)}s: inventory status "
             f"{stored.status.value if stored else None}, in the cluster "
             f"{self.twin.cluster.instance(instance_id) is not None}"
         )
 
     def finish(self, execution_arn: str, timeout_s: float = WALL_LIMIT_S) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + loaded(timeout_s)
         while time.monotonic() < deadline:
             execution = self.sfn.describe_execution(executionArn=execution_arn)
             if execution["status"] != "RUNNING":
                 return dict(execution)
             time.sleep(0.5)
-        raise AssertionError(f"{execution_arn} still running after {timeout_s}s")
+        raise AssertionError(f"{execution_arn} still running after {loaded(timeout_s)}s")
 
     def finish_approving(self, incident_id: str, execution_arn: str) -> dict[str, Any]:
         """Run to the end, approving whenever the blast-radius brake holds the repair (an
         earlier test's escalated node stays unhealthy in this small pool)."""
-        deadline = time.monotonic() + WALL_LIMIT_S
+        deadline = time.monotonic() + loaded(WALL_LIMIT_S)
         while time.monotonic() < deadline:
             current = self.incidents.get(incident_id)
             if current is not None and current.status is IncidentStatus.AWAITING_APPROVAL:
@@ -147,7 +148,7 @@ class Service:
             if execution["status"] != "RUNNING":
                 return dict(execution)
             time.sleep(0.5)
-        raise AssertionError(f"{execution_arn} still running after {WALL_LIMIT_S}s")
+        raise AssertionError(f"{execution_arn} still running after {loaded(WALL_LIMIT_S)}s")
 
     def states(self, execution_arn: str) -> list[str]:
         events = self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
@@ -160,7 +161,7 @@ class Service:
     def wait_for_status(
         self, incident_id: str, status: IncidentStatus, timeout_s: float = WAIT_S
     ) -> Any:
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + loaded(timeout_s)
         while time.monotonic() < deadline:
             incident = self.incidents.get(incident_id)
             if incident and incident.status is status:

@@ -11,6 +11,7 @@ import re
 import time
 from datetime import timedelta
 
+from tests.deadlines import loaded
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 
@@ -40,7 +41,7 @@ def test_a_scheduled_patch_pauses_the_job_at_a_checkpoint_and_it_resumes_once_pa
         patch_at = twin.cluster.clock.now() + timedelta(minutes=25)
         twin.cluster.schedule_patch("workers", patch_at)
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + loaded(60)
         paused: list[dict[str, str]] = []
         while not paused and time.monotonic() < deadline:
             history = http("GET", f"/jobs/{job_id}")[1]["history"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tests.deadlines import loaded
 from tests.e2e.conftest import running_twin
 from tests.e2e.http import Http, member
 
@@ -33,14 +34,14 @@ def test_a_throttled_node_makes_its_job_slow_and_is_named() -> None:
         def job() -> dict[str, Any]:
             return dict(http("GET", f"/jobs/{job_id}")[1])
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + loaded(60)
         while (job()["last_checkpoint"] or {}).get("step", 0) < 50 and time.monotonic() < deadline:
             time.sleep(0.5)  # five checkpoints at full speed: the job's own pace
         assert job()["slow"] is None
         throttled = twin.cluster.job_instances(job_id)[1]
         twin.cluster.slow_node(throttled, SPEED)
 
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + loaded(90)
         view = job()
         while time.monotonic() < deadline and not (view["slow"] or {}).get("lagging_node"):
             time.sleep(0.5)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.deadlines import loaded
 from tests.e2e.conftest import running_twin
 from tests.e2e.test_recovery import Service
 
@@ -41,14 +42,16 @@ class Hook:
 
     def wait_for(self, fragment: str, timeout_s: float = 60) -> dict[str, str]:
         """The headers (names in lower case) of the first post whose text has `fragment`."""
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + loaded(timeout_s)
         while time.monotonic() < deadline:
             with self.lock:
                 for headers, body in self.posts:
                     if isinstance(body, dict) and fragment in str(body.get("text")):
                         return headers
             time.sleep(0.2)
-        raise AssertionError(f"no post with {fragment!r} within {timeout_s}s: {self.texts()}")
+        raise AssertionError(
+            f"no post with {fragment!r} within {loaded(timeout_s)}s: {self.texts()}"
+        )
 
 
 @pytest.fixture(scope="module")
