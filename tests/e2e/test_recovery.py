@@ -25,7 +25,9 @@ from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.plane.kube import NODES
 from hyperguard_twin.runtime import Twin
 
-WALL_LIMIT_S = 120  # the issue's bound for a full recovery, replacement included
+RECOVERY_WAIT_S = 120
+"""A full recovery, replacement included, on an idle host: the issue's bound. Its time is
+measured by bench/recovery.py (BENCHMARKS.md), not asserted here."""
 WAIT_S = 90.0
 """How long one stage (an incident opening, a status) may take: a deadline for a loaded
 2-core machine with a parallel test worker, not a measure of speed."""
@@ -127,7 +129,7 @@ class Service:
             f"{self.twin.cluster.instance(instance_id) is not None}"
         )
 
-    def finish(self, execution_arn: str, timeout_s: float = WALL_LIMIT_S) -> dict[str, Any]:
+    def finish(self, execution_arn: str, timeout_s: float = RECOVERY_WAIT_S) -> dict[str, Any]:
         deadline = time.monotonic() + loaded(timeout_s)
         while time.monotonic() < deadline:
             execution = self.sfn.describe_execution(executionArn=execution_arn)
@@ -139,7 +141,7 @@ class Service:
     def finish_approving(self, incident_id: str, execution_arn: str) -> dict[str, Any]:
         """Run to the end, approving whenever the blast-radius brake holds the repair (an
         earlier test's escalated node stays unhealthy in this small pool)."""
-        deadline = time.monotonic() + loaded(WALL_LIMIT_S)
+        deadline = time.monotonic() + loaded(RECOVERY_WAIT_S)
         while time.monotonic() < deadline:
             current = self.incidents.get(incident_id)
             if current is not None and current.status is IncidentStatus.AWAITING_APPROVAL:
@@ -148,7 +150,7 @@ class Service:
             if execution["status"] != "RUNNING":
                 return dict(execution)
             time.sleep(0.5)
-        raise AssertionError(f"{execution_arn} still running after {loaded(WALL_LIMIT_S)}s")
+        raise AssertionError(f"{execution_arn} still running after {loaded(RECOVERY_WAIT_S)}s")
 
     def states(self, execution_arn: str) -> list[str]:
         events = self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
@@ -184,13 +186,10 @@ def test_a_gpu_fault_ends_with_a_replaced_node_and_the_job_resumed_from_its_chec
 ) -> None:
     llama = service.job_id("llama3-70b-pretrain")
     faulty = service.nodes_of("llama3-70b-pretrain")[1]
-    started = time.monotonic()
     service.twin.fault(faulty, "persistent")
     incident = service.incident_for(faulty)
     execution = service.finish(incident.execution_arn)
-    wall_s = time.monotonic() - started
     assert execution["status"] == "SUCCEEDED", execution
-    assert wall_s < WALL_LIMIT_S
     states = service.states(incident.execution_arn)
     assert states[:10] == [
         "Diagnose",
@@ -498,11 +497,9 @@ def test_a_gpu_fault_joining_a_waiting_retirement_is_repaired_at_once(service: S
         what="the recovery parks with its task token",
     )
 
-    started = time.monotonic()
     twin.fault(node, "gpu")
     finished = service.finish_approving(incident.incident_id, incident.execution_arn)
     assert finished["status"] == "SUCCEEDED"
-    assert time.monotonic() - started < WALL_LIMIT_S
     states = service.states(incident.execution_arn)
     woken = states.index("WaitBeforeRepair")
     assert states[woken + 1] == "Diagnose" and "Repair" in states[woken:]
