@@ -6,7 +6,6 @@ the new nodes, and the scheduler releases them once idle past the cooldown."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,7 +21,7 @@ from hyperguard.cluster.workloads import JOB_ID_LABEL, JOB_NAME_LABEL, job_name,
 from hyperguard.models.nodes import BURST_LABEL
 from hyperguard_twin.cloud.training_run import Interruption, Progress, interruptions
 from hyperguard_twin.inject import put_entry, retarget
-from hyperguard_twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource
+from hyperguard_twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource, wait_for
 from hyperguard_twin.runtime import Twin
 from hyperguard_twin.service_users import fast_burst_policy
 
@@ -99,13 +98,7 @@ def executions(twin: Twin) -> list[dict[str, Any]]:
 
 
 def until(condition: Callable[[], Any], what: str, timeout_s: float = 90) -> Any:
-    deadline = time.monotonic() + loaded(timeout_s)
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_for(condition, loaded(timeout_s), what, interval_s=0.3)
 
 
 def after_more_passes(twin: Twin, passes: int = 3) -> None:

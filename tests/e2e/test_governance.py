@@ -316,12 +316,10 @@ def until(
 ) -> Any:
     """`condition`'s first truthy value; past the deadline, a failure naming `what` and
     what `state` says of the world then."""
-    deadline = time.monotonic() + loaded(timeout_s)
-    while not (value := condition()):
-        if time.monotonic() >= deadline:
-            pytest.fail(f"not within {loaded(timeout_s)} s: {what}; {state() if state else ''}")
-        time.sleep(0.3)
-    return value
+    try:
+        return wait_for(condition, loaded(timeout_s), what, interval_s=0.3)
+    except TimeoutError as error:
+        pytest.fail(f"not {error}; {state() if state else ''}")
 
 
 def applied_job_state(twin: Twin, http: Http, job_id: str, namespace: str) -> dict[str, Any]:

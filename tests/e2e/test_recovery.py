@@ -6,7 +6,6 @@ nodes, all busy, so a job waits for its node's repair or replacement (no hot spa
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +21,7 @@ from hyperguard.models import IncidentStatus, JobStatus, NodeStatus
 from hyperguard.recovery.operator import RecoveryOperator
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard_twin.inject import put_entry, retarget
-from hyperguard_twin.plane.kube import NODES
+from hyperguard_twin.plane.kube import NODES, wait_for
 from hyperguard_twin.runtime import Twin
 
 RECOVERY_WAIT_S = 120
@@ -103,54 +102,59 @@ class Service:
         )
         return instance_id
 
-    def until(self, condition: Any, timeout_s: float = WAIT_S, what: str = "") -> Any:
-        """The condition's first truthy value."""
-        deadline = time.monotonic() + loaded(timeout_s)
-        while time.monotonic() < deadline:
-            if value := condition():
-                return value
-            time.sleep(0.2)
-        raise AssertionError(f"not within {loaded(timeout_s)}s: {what}")
+    def until(
+        self, condition: Any, timeout_s: float = WAIT_S, what: str = "", interval_s: float = 0.2
+    ) -> Any:
+        """The condition's first truthy value, within a loaded host's deadline."""
+        return wait_for(condition, loaded(timeout_s), what, interval_s)
 
     def incident_for(self, instance_id: str, timeout_s: float = WAIT_S) -> Any:
-        deadline = time.monotonic() + loaded(timeout_s)
-        while time.monotonic() < deadline:
-            for incident in self.incidents.recent():
-                if incident.instance_id == instance_id and incident.execution_arn:
-                    return incident
-            time.sleep(0.2)
-        # What the next time this fails needs (a loaded run once found none within 90 s):
-        # whether the inventory had the node gone already (ingestion then drops its report
-        # as foreign) and whether the cluster still has the instance.
-        stored = self.nodes.get(instance_id)
-        raise AssertionError(
-            f"no incident for {instance_id} within {loaded(timeout_s)}s: inventory status "
-            f"{stored.status.value if stored else None}, in the cluster "
-            f"{self.twin.cluster.instance(instance_id) is not None}"
-        )
+        def opened() -> Any:
+            return next(
+                (
+                    i
+                    for i in self.incidents.recent()
+                    if i.instance_id == instance_id and i.execution_arn
+                ),
+                None,
+            )
+
+        try:
+            return self.until(opened, timeout_s, f"an incident for {instance_id}")
+        except TimeoutError as error:
+            # What the next time this fails needs (a loaded run once found none within 90 s):
+            # whether the inventory had the node gone already (ingestion then drops its report
+            # as foreign) and whether the cluster still has the instance.
+            stored = self.nodes.get(instance_id)
+            raise AssertionError(
+                f"no {error}: inventory status {stored.status.value if stored else None}, "
+                f"in the cluster {self.twin.cluster.instance(instance_id) is not None}"
+            ) from None
 
     def finish(self, execution_arn: str, timeout_s: float = RECOVERY_WAIT_S) -> dict[str, Any]:
-        deadline = time.monotonic() + loaded(timeout_s)
-        while time.monotonic() < deadline:
-            execution = self.sfn.describe_execution(executionArn=execution_arn)
-            if execution["status"] != "RUNNING":
-                return dict(execution)
-            time.sleep(0.5)
-        raise AssertionError(f"{execution_arn} still running after {loaded(timeout_s)}s")
+        ended: dict[str, Any] = self.until(
+            lambda: self._ended(execution_arn), timeout_s, f"{execution_arn} to end", 0.5
+        )
+        return ended
 
     def finish_approving(self, incident_id: str, execution_arn: str) -> dict[str, Any]:
         """Run to the end, approving whenever the blast-radius brake holds the repair (an
         earlier test's escalated node stays unhealthy in this small pool)."""
-        deadline = time.monotonic() + loaded(RECOVERY_WAIT_S)
-        while time.monotonic() < deadline:
+
+        def ended() -> dict[str, Any] | None:
             current = self.incidents.get(incident_id)
             if current is not None and current.status is IncidentStatus.AWAITING_APPROVAL:
                 self.operator.approve(incident_id, "ops@example.com")
-            execution = self.sfn.describe_execution(executionArn=execution_arn)
-            if execution["status"] != "RUNNING":
-                return dict(execution)
-            time.sleep(0.5)
-        raise AssertionError(f"{execution_arn} still running after {loaded(RECOVERY_WAIT_S)}s")
+            return self._ended(execution_arn)
+
+        execution: dict[str, Any] = self.until(
+            ended, RECOVERY_WAIT_S, f"{execution_arn} to end", 0.5
+        )
+        return execution
+
+    def _ended(self, execution_arn: str) -> dict[str, Any] | None:
+        execution = self.sfn.describe_execution(executionArn=execution_arn)
+        return dict(execution) if execution["status"] != "RUNNING" else None
 
     def states(self, execution_arn: str) -> list[str]:
         events = self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
@@ -163,13 +167,11 @@ class Service:
     def wait_for_status(
         self, incident_id: str, status: IncidentStatus, timeout_s: float = WAIT_S
     ) -> Any:
-        deadline = time.monotonic() + loaded(timeout_s)
-        while time.monotonic() < deadline:
+        def reached() -> Any:
             incident = self.incidents.get(incident_id)
-            if incident and incident.status is status:
-                return incident
-            time.sleep(0.25)
-        raise AssertionError(f"{incident_id} never became {status}")
+            return incident if incident and incident.status is status else None
+
+        return self.until(reached, timeout_s, f"{incident_id} to become {status}", 0.25)
 
 
 @pytest.fixture(scope="module")
