@@ -61,7 +61,11 @@ class NodeLookup:
         tainted `karpenter.sh/disrupted`: scale-in, consolidation, expiry, drift), as the
         cluster says this moment; once the node is gone, or while the cluster cannot be
         asked, as the inventory last saw it. A HyperPod node shutting down is HyperPod
-        replacing it: a repair, not a departure."""
+        replacing it: a repair, not a departure. A node the scheduling pass gave back
+        (`released_at`, either platform) is leaving whatever the cluster says: it may be gone
+        before anyone saw it go (D208)."""
+        if node.released_at is not None:
+            return True
         if node.platform != "eks":
             return False
         try:

@@ -19,6 +19,7 @@ from tests.e2e.test_faults import BURST, AimedFaults
 
 from hyperguard.cluster.workloads import JOB_ID_LABEL, JOB_NAME_LABEL, job_name, team_namespace
 from hyperguard.models.nodes import BURST_LABEL
+from hyperguard.store import NodeStore
 from hyperguard_twin.cloud.training_run import Interruption, Progress, interruptions
 from hyperguard_twin.inject import put_entry, retarget
 from hyperguard_twin.plane.kube import JOBS, NODECLAIMS, NODEPOOLS, PODS, resource, wait_for
@@ -165,10 +166,16 @@ def test_a_development_job_bursts_onto_new_nodes_and_they_go_once_idle(
     assert output["plan"]["options"][0]["capacityType"] == "on-demand"
     assert sorted(output["instance_ids"]) == sorted(record["nodes"])
     service = rendezvous_of(twin, job)
+    assert twin.deployment is not None
+    inventory = NodeStore(twin.deployment.outputs["NodesTableName"])
+    until(lambda: len(inventory.many(record["nodes"])) == 2, "the inventory to hold the nodes")
 
     assert http("DELETE", f"/jobs/{job}")[0] == 200
     until(lambda: not burst_instances(twin), "the idle burst nodes to be released")
     assert http.status_of(job) == "Cancelled"
+    # The scheduler marked each node it gave back, with its deployed role: what the node
+    # reports while it goes is its departure, not a fault (D208).
+    assert all(n.released_at is not None for n in inventory.many(record["nodes"]))
     # The run's Service goes with its Job (the garbage collector, by its owner reference).
     until(
         lambda: twin.kube.get(SERVICES, service, team_namespace(TEAM)) is None,

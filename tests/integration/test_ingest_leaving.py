@@ -1,20 +1,26 @@
-"""Fault reports from an EKS node Karpenter is taking away (D206): its kubelet stops and its
-instance terminates because it is leaving, and ingestion opens no incident for that. Moto
-tables, and the upstream control plane with Karpenter behind the service's adapters."""
+"""Fault reports from an EKS node Karpenter is taking away (D206), or one the scheduling pass
+gave back (D208): its kubelet stops and its instance terminates because it is leaving, and
+ingestion opens no incident for that. Moto tables, and the upstream control plane with
+Karpenter behind the service's adapters."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 from tests.conftest import Stack
 from tests.deadlines import loaded
 from tests.integration.cluster_harness import cluster_apis
+from tests.integration.scheduler_harness import MakeSolo
+from tests.integration.test_burst_policy import BURSTS, ready_burst_nodes
 from tests.integration.test_ingest_urgency import World
 
 from hyperguard.cluster import NodeNotFoundError
+from hyperguard.cluster.karpenter import IDLE_SINCE_ANNOTATION, idle_mark
 from hyperguard.ingestion import Outcome
 from hyperguard.inventory import InventorySync
+from hyperguard.messaging import Workflows
 from hyperguard.models import HealthSignal, NodeStatus, Repair, Severity, SignalSource
 from hyperguard_twin.plane.kube import JSON_PATCH, NODES, wait_for
 
@@ -125,3 +131,38 @@ def node_leaving_or_gone(world: World, instance_id: str) -> bool:
         return world.apis.gateway.node_status(instance_id).status is NodeStatus.SHUTTING_DOWN
     except NodeNotFoundError:
         return True
+
+
+def test_a_node_the_pass_gave_back_opens_no_incident_though_it_went_unseen(
+    solo: MakeSolo,
+) -> None:
+    """Scale-in deletes an idle node's NodeClaim, and a KWOK node with nothing on it is gone
+    within a second, before any sync or report sees it leave: only the pass's own mark says
+    that its kubelet's last report is its departure, not a fault (D208)."""
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    apis = team.apis
+    [claim] = ready_burst_nodes(apis, "hg-burst-a")
+    assert claim.instance_id and claim.node_name
+    world = World(team.stack, apis)  # the inventory synced: the node Running
+    an_hour_ago = idle_mark(apis.clock.now() - timedelta(hours=1))
+    assert apis.gateway.kubernetes.annotate_nodeclaim(
+        claim.name, {IDLE_SINCE_ANNOTATION: an_hour_ago}
+    )
+    service = team.scheduler(nodes=world.nodes)
+    service.bursts = Workflows(BURSTS)
+
+    assert service.run_pass().released == [claim.name]
+    stored = world.nodes.get(claim.instance_id)
+    assert stored is not None and stored.status is NodeStatus.RUNNING
+    assert stored.released_at == apis.clock.now()
+    wait_for(
+        lambda: apis.kube.get(NODES, str(claim.node_name)) is None,
+        loaded(60),
+        "Karpenter to take the node away",
+    )
+    assert world.ingestor._apply(report(world, claim.instance_id, "node_down")) is Outcome.LEAVING
+    assert world.incidents.open_incident_for(claim.instance_id) is None
+    # The inventory's next sync finds the instance gone and keeps the pass's mark.
+    InventorySync(world.nodes, apis.gateway, frozenset({"hyperguard-twin"})).sync()
+    stored = world.nodes.get(claim.instance_id)
+    assert stored is not None and stored.released_at == apis.clock.now()

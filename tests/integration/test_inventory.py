@@ -4,6 +4,7 @@ the simulated cluster behind SageMaker and the Kubernetes API."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 from botocore.exceptions import ClientError
@@ -22,6 +23,29 @@ CLUSTERS = frozenset({"hyperguard-twin", "hyperguard-eks"})
 def apis(stack: Stack) -> Iterator[ClusterApis]:
     with cluster_apis(hyperpod_nodes=3, burst_nodes=2) as running:
         yield running
+
+
+def test_a_node_is_marked_released_only_if_stored_and_a_sync_keeps_the_mark(
+    stack: Stack,
+) -> None:
+    nodes = NodeStore(stack.tables["NodesTable"])
+    at = datetime(2026, 12, 1, 8, 30, tzinfo=UTC)
+    assert nodes.mark_released("i-0aaaaaaaaaaaaaaaa", at) is False
+    assert nodes.get("i-0aaaaaaaaaaaaaaaa") is None  # nothing created
+    node = Node(
+        instance_id="i-0bbbbbbbbbbbbbbbb",
+        cluster="hyperguard-eks",
+        pool="gpu-burst",
+        platform="eks",
+        instance_type="p5.48xlarge",
+        accelerators=8,
+    )
+    nodes.upsert_inventory([node])
+    assert nodes.mark_released(node.instance_id, at) is True
+    nodes.upsert_inventory([node.model_copy(update={"status": NodeStatus.SHUTTING_DOWN})])
+    stored = nodes.get(node.instance_id)
+    assert stored is not None and stored.status is NodeStatus.SHUTTING_DOWN
+    assert stored.released_at == at
 
 
 def test_a_sync_writes_every_node_then_only_what_changed(stack: Stack, apis: ClusterApis) -> None:

@@ -1,5 +1,6 @@
 """NodeLookup.leaving: which nodes Karpenter is taking away (D206), from what the cluster says
-and, once a node is gone, from what the inventory last saw."""
+and, once a node is gone, from what the inventory last saw; and which the scheduling pass gave
+back itself (D208)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
 from hyperguard.lookup import NodeLookup
+from datetime import UTC, datetime
+
 from hyperguard.models import Node, NodeStatus
 
 
@@ -59,3 +62,23 @@ def test_a_node_is_leaving_when_karpenter_takes_it_away(
 def test_while_the_cluster_cannot_be_asked_the_inventory_answers(stored: NodeStatus) -> None:
     lookup = NodeLookup(nodes=None, gateway=Cluster({}, down=True))  # type: ignore[arg-type]
     assert lookup.leaving(node("i-1", "eks", stored)) is (stored is NodeStatus.SHUTTING_DOWN)
+
+
+@pytest.mark.parametrize(
+    ("platform", "live"),
+    [
+        ("eks", None),  # gone before anyone saw it leave
+        ("eks", NodeStatus.RUNNING),  # its NodeClaim deleted, the Node not yet touched
+        ("hyperpod", NodeStatus.SHUTTING_DOWN),  # deleted from its instance group
+    ],
+)
+def test_a_node_the_pass_gave_back_is_leaving_whatever_the_cluster_says(
+    platform: str, live: NodeStatus | None
+) -> None:
+    cluster = Cluster({} if live is None else {"i-1": live})
+    lookup = NodeLookup(nodes=None, gateway=cluster)  # type: ignore[arg-type]  # not read
+    released = node("i-1", platform, NodeStatus.RUNNING).model_copy(
+        update={"released_at": datetime(2026, 12, 1, tzinfo=UTC)}
+    )
+    assert lookup.leaving(released) is True
+    assert lookup.leaving(node("i-1", platform, NodeStatus.RUNNING)) is False

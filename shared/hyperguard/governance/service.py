@@ -155,7 +155,8 @@ class SchedulerService:
         """BurstCapacity; None: never burst (nor scale burst nodes in)."""
         self.nodes = nodes
         """The node inventory: what a node HyperPod replaced under a job was (None: no
-        replaced node is held as its replacement)."""
+        replaced node is held as its replacement); where a node given back is marked
+        released (D208)."""
         self.incidents = incidents
         """The incident history that names lemon nodes, never hot spares (None, or no
         `nodes`: any idle node may be one); where a stalled job's incident is recorded
@@ -276,6 +277,7 @@ class SchedulerService:
             bursts=self.bursts,
             incidents=self.incidents,
             publisher=self.publisher,
+            nodes=self.nodes,
             priority_classes=snapshot.config.priority_classes,
             queues_ensured=self.queues_ensured,
             now=snapshot.now,

@@ -69,6 +69,10 @@ class Node(BaseModel):
     retired_at: datetime | None = Field(
         default=None, description="when HyperGuard saw the instance leave the cluster"
     )
+    released_at: datetime | None = Field(
+        default=None,
+        description="when HyperGuard gave the node back (a burst scale-in): leaving, not failing",
+    )
 
 
 class RepairFailure(BaseModel):

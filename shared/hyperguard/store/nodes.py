@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from botocore.exceptions import ClientError
+
 from hyperguard.models import Node, NodeStatus, utcnow
 from hyperguard.models.nodes import PLANNED_REPAIR
 from hyperguard.store.codec import (
     TableStore,
     batch_get,
+    condition_failed,
     count_all,
     plain,
     query_all,
@@ -42,7 +45,14 @@ class NodeStore(TableStore):
         return [Node.model_validate(item) for item in batch_get(self.table, keys)]
 
     # Attributes HyperGuard owns; an inventory sync never overwrites them.
-    OWN_FIELDS = ("open_incident_id", "veto", "repairs", "last_closed_at", "retired_at")
+    OWN_FIELDS = (
+        "open_incident_id",
+        "veto",
+        "repairs",
+        "last_closed_at",
+        "retired_at",
+        "released_at",
+    )
 
     def upsert_inventory(self, nodes: list[Node]) -> int:
         """Write what the cluster reports, keeping HyperGuard's own attributes."""
@@ -73,6 +83,22 @@ class NodeStore(TableStore):
             ConditionExpression="attribute_exists(instance_id)",
             ExpressionAttributeValues={":h": healthy},
         )
+
+    def mark_released(self, instance_id: str, at: datetime) -> bool:
+        """The scheduling pass gave the node back (D208): what it reports from now on is its
+        departure. False when the inventory does not hold the node (nothing to mark)."""
+        try:
+            self.table.update_item(
+                Key={"instance_id": instance_id},
+                UpdateExpression="SET released_at = :at",
+                ConditionExpression="attribute_exists(instance_id)",
+                ExpressionAttributeValues={":at": at.isoformat()},
+            )
+        except ClientError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
 
     def set_veto(self, instance_id: str, reason: str | None) -> None:
         """An operator veto makes every repair of the node wait for approval."""
