@@ -16,12 +16,14 @@ from tests.integration.scheduler_harness import MakeSolo
 from tests.integration.test_burst_policy import BURSTS, ready_burst_nodes
 from tests.integration.test_ingest_urgency import World
 
-from hyperguard.cluster import NodeNotFoundError
+from hyperguard.cluster import ClusterError, NodeNotFoundError
+from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.karpenter import IDLE_SINCE_ANNOTATION, idle_mark
 from hyperguard.ingestion import Outcome
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import Workflows
 from hyperguard.models import HealthSignal, NodeStatus, Repair, Severity, SignalSource
+from hyperguard.models.cluster import BurstClaim
 from hyperguard_twin.plane.kube import JSON_PATCH, NODES, wait_for
 
 HOLD = "hyperguard.test/hold"
@@ -133,6 +135,11 @@ def node_leaving_or_gone(world: World, instance_id: str) -> bool:
         return True
 
 
+class RefusesReleases(HyperPodEksGateway):
+    def release_burst_node(self, claim: BurstClaim) -> bool:
+        raise ClusterError(f"delete NodeClaim {claim.name}: 500 etcdserver: leader changed")
+
+
 def test_a_node_the_pass_gave_back_opens_no_incident_though_it_went_unseen(
     solo: MakeSolo,
 ) -> None:
@@ -148,6 +155,13 @@ def test_a_node_the_pass_gave_back_opens_no_incident_though_it_went_unseen(
     assert apis.gateway.kubernetes.annotate_nodeclaim(
         claim.name, {IDLE_SINCE_ANNOTATION: an_hour_ago}
     )
+    # A release the API server refuses leaves the node in service, unmarked: its faults
+    # are still repaired.
+    refusing = team.scheduler(team.gateway(RefusesReleases), nodes=world.nodes)
+    refusing.bursts = Workflows(BURSTS)
+    assert refusing.run_pass().released == []
+    kept = world.nodes.get(claim.instance_id)
+    assert kept is not None and kept.released_at is None
     service = team.scheduler(nodes=world.nodes)
     service.bursts = Workflows(BURSTS)
 
