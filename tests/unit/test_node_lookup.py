@@ -4,12 +4,12 @@ back itself (D208)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from hyperguard.cluster import ClusterError, NodeNotFoundError
 from hyperguard.lookup import NodeLookup
-from datetime import UTC, datetime
-
 from hyperguard.models import Node, NodeStatus
 
 
