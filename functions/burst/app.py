@@ -11,7 +11,7 @@ from hyperguard.observability import logger, metrics, tracer
 from hyperguard.sandbox import init_done
 from hyperguard.scaling.steps import BurstSteps
 from hyperguard.settings import load_settings
-from hyperguard.store import JobStore
+from hyperguard.store import JobStore, NodeStore
 from hyperguard.store.policy import BurstPolicyStore
 
 settings = load_settings("scheduler_queue_url")
@@ -21,6 +21,7 @@ steps = BurstSteps(
     policies=BurstPolicyStore(settings.teams_table),
     wakeup=wakeup_for(settings),
     publisher=EventPublisher(settings.event_bus_name),
+    nodes=NodeStore(settings.nodes_table),
 )
 init_done()
 

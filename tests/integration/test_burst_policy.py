@@ -496,6 +496,7 @@ def burst_steps_for(team: Solo) -> BurstSteps:
         policies=team.api.burst_policies,
         wakeup=team.api.wakeup,
         publisher=publisher,
+        nodes=team.api.nodes,
         clock=team.apis.clock.now,
     )
 
@@ -587,8 +588,9 @@ def test_a_nodeclaim_the_api_server_will_not_delete_holds_back_no_other_of_a_rol
 def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(solo: MakeSolo) -> None:
     """A burst that fails after its nodes are Ready (a worker killed while its claims launch)
     rolls back; the scheduler has already placed a job on one of them. That node stays (scale
-    -in gives it back once idle), the job keeps running, the other node goes, and the
-    rollback says what it kept."""
+    -in gives it back once idle), the job keeps running, the other node goes, marked released
+    in the inventory so that its departure opens no incident (D208), and the rollback says
+    what it kept."""
     team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
     api, apis = team.api, team.apis
     assert api.call("PUT", "/policies/burst", {"capacity": {"maxNodes": 2}}).status == 200
@@ -598,6 +600,8 @@ def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(solo: Make
     _, development = hyperpod_full_then_development(team, service)
     [used] = api.call("GET", f"/jobs/{development}").body["nodes"]
     [held] = [c for c in claims if c.instance_id == used]
+    [other] = [c for c in claims if c is not held]
+    InventorySync(api.nodes, apis.gateway, frozenset({"hyperguard-twin"})).sync()
     request = development_burst("burst-0123456789abcdef", development)
     burst = {
         "request": request.model_dump(mode="json", by_alias=True),
@@ -608,5 +612,9 @@ def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(solo: Make
     assert f"kept 1 node(s) jobs already run on ({used})" in rolled["reason"]
     left = {c.name for c in apis.gateway.burst_claims() if not c.deleting}
     assert left == {held.name}
+    assert other.instance_id and held.instance_id
+    gone, kept = api.nodes.get(other.instance_id), api.nodes.get(held.instance_id)
+    assert gone is not None and gone.released_at == apis.clock.now()
+    assert kept is not None and kept.released_at is None
     view = api.call("GET", f"/jobs/{development}").body
     assert (view["status"], view["nodes"]) == ("Running", [used])

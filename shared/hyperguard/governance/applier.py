@@ -44,7 +44,7 @@ from hyperguard.models.jobs import held_nodes
 from hyperguard.observability import logger
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
-from hyperguard.store.nodes import NodeStore
+from hyperguard.store.nodes import NodeStore, mark_given_back
 from hyperguard.store.teams import Lease, TeamStore
 
 UNANNOUNCED: tuple[type[Exception], ...] = (PublishError, *AWS_ERRORS)
@@ -658,22 +658,7 @@ class PassApplier:
             except ClusterError as error:
                 logger.warning("release failed", extra={"claim": claim.name, "error": str(error)})
                 continue
-            self.mark_released(claim)
-
-    def mark_released(self, claim: BurstClaim) -> None:
-        """The node given back is leaving, not failing: its kubelet stopping and its instance
-        terminating open no incident (D208). Marked only once the release was made, so that
-        a node kept by a failed release still has its faults repaired; a mark that fails
-        leaves ingestion to ask the cluster (D206)."""
-        if self.nodes is None or claim.instance_id is None:
-            return
-        try:
-            self.nodes.mark_released(claim.instance_id, self.now)
-        except AWS_ERRORS as error:
-            logger.warning(
-                "released node not marked",
-                extra={"instance_id": claim.instance_id, "error": str(error)},
-            )
+            mark_given_back(self.nodes, claim, self.now)
 
     def nodes_added_by(self, burst_id: str) -> frozenset[str]:
         """The NodeLogicalIds the burst's execution added to HyperPod, from its output (the

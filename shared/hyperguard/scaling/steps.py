@@ -32,7 +32,8 @@ from hyperguard.models.jobs import HOLDING_STATUSES, WAITING_STATUSES
 from hyperguard.observability import NAMESPACE, MetricUnit, logger, metrics, single_metric
 from hyperguard.policies.burst import allows_hyperpod
 from hyperguard.steps import step_of
-from hyperguard.store import JobStore
+from hyperguard.store import JobStore, NodeStore
+from hyperguard.store.nodes import mark_given_back
 from hyperguard.store.policy import BurstPolicyStore
 
 Burst = dict[str, Any]
@@ -50,10 +51,12 @@ class BurstSteps:
         policies: BurstPolicyStore,
         wakeup: SchedulerWakeup,
         publisher: EventPublisher,
+        nodes: NodeStore | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.gateway = gateway
         self.jobs = jobs
+        self.nodes = nodes
         self.lifecycle = JobLifecycle(jobs, clock=clock)
         self.policies = policies
         self.wakeup = wakeup
@@ -281,6 +284,9 @@ class BurstSteps:
         added = [a for a in burst.get("added") or [] if a not in kept_hyperpod]
         if added:
             self.gateway.delete_hyperpod_nodes(added)
+            for claim in live:
+                if claim.platform == "hyperpod" and claim.name in added:
+                    mark_given_back(self.nodes, claim, self.clock())
         if refused is not None:
             raise refused
         return kept
@@ -334,7 +340,8 @@ class BurstSteps:
     def _release(self, claims: list[BurstClaim]) -> ClusterError | None:
         """Give back every one of these nodes, one the cluster refuses holding back none of
         the others: the first refusal, for the caller to raise once it is done, so that the
-        step's retry gives that node back."""
+        step's retry gives that node back. Each node given back is marked released in the
+        inventory (D208)."""
         refused: ClusterError | None = None
         for claim in claims:
             try:
@@ -344,6 +351,8 @@ class BurstSteps:
                     "burst node not given back", extra={"claim": claim.name, "error": str(error)}
                 )
                 refused = refused or error
+                continue
+            mark_given_back(self.nodes, claim, self.clock())
         return refused
 
     def _metric(self, name: str, value: float, capacity_type: str) -> None:

@@ -9,8 +9,11 @@ from datetime import datetime
 
 from botocore.exceptions import ClientError
 
+from hyperguard.aws import AWS_ERRORS
 from hyperguard.models import Node, NodeStatus, utcnow
+from hyperguard.models.cluster import BurstClaim
 from hyperguard.models.nodes import PLANNED_REPAIR
+from hyperguard.observability import logger
 from hyperguard.store.codec import (
     TableStore,
     batch_get,
@@ -24,6 +27,23 @@ from hyperguard.store.codec import (
 
 BY_POOL = "ByPool"
 OPEN_BY_POOL = "OpenByPool"
+
+
+def mark_given_back(nodes: NodeStore | None, claim: BurstClaim, at: datetime) -> None:
+    """The node the service gave back (scale-in, a burst's rollback or its move to the next
+    capacity type) is leaving, not failing: its kubelet stopping and its instance terminating
+    open no incident (D208). Called only once the release was made, so that a node kept by a
+    failed release still has its faults repaired; a mark that fails is logged and leaves
+    ingestion to ask the cluster (D206)."""
+    if nodes is None or claim.instance_id is None:
+        return
+    try:
+        nodes.mark_released(claim.instance_id, at)
+    except AWS_ERRORS as error:
+        logger.warning(
+            "released node not marked",
+            extra={"instance_id": claim.instance_id, "error": str(error)},
+        )
 
 
 @dataclass(frozen=True)
