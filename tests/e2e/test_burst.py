@@ -255,6 +255,34 @@ def test_no_capacity_anywhere_rolls_back_and_the_job_keeps_waiting(twin: Twin, h
         twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", None)
 
 
+def test_a_partial_stock_out_gives_back_the_node_that_came_with_the_burst_role(
+    twin: Twin, http: Http
+) -> None:
+    """EC2 has one p5 of the two a job needs: one claim launches, Karpenter removes the other,
+    and the burst gives the launched node back before it rolls back. Giving it back, the
+    BurstFunction marks it released in the inventory (D208) with its deployed role: IAM on
+    the twin judges that UpdateItem against the role's policies and lets it through. (The node
+    is gone before the inventory's next sync holds it, so the mark finds no item here; the
+    integration tier checks the mark itself.)"""
+    set_policy(twin, http, capacityOrder=["on-demand"], launchTimeoutS=5)
+    twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", 1)
+    marks = ("BurstFunction", "dynamodb:UpdateItem")
+    before = twin.function_calls()[marks]
+    try:
+        job = http.submit(TEAM, 8, replicas=2, template="development")
+        until(lambda: burst_instances(twin), "EC2 to launch the one node it has")
+        execution = until(lambda: ended(twin, {job}), "the burst to end")
+        output = json.loads(execution["output"])
+        assert execution["status"] == "SUCCEEDED" and output["outcome"] == "rolled-back"
+        assert "on-demand: 1 of 2 NodeClaim(s) removed by Karpenter" in output["reason"]
+        until(lambda: not burst_instances(twin), "the launched node to be given back")
+    finally:
+        twin.cluster.set_ec2_capacity("p5.48xlarge", "on-demand", None)
+    assert http.status_of(job) == "Pending"
+    assert twin.function_calls()[marks] > before
+    assert [d for d in twin.emulator.iam.denied if d[0] == "BurstFunction"] == []
+
+
 def test_a_rollback_outlasts_a_throttle_a_crash_and_an_error(twin: Twin, http: Http) -> None:
     """The rollback must complete whatever befalls its function (D81): Lambda throttling,
     a worker killed mid-invocation and the function raising, one after the other on the

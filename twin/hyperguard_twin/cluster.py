@@ -218,10 +218,6 @@ class SimulatedCluster:
         with self.world.lock:
             self.hyperpod.set_capacity(group, available)
 
-    def fail_next_registrations(self, count: int = 1) -> None:
-        with self.world.lock:
-            self.ec2.fail_next_registrations(count)
-
     def seed_checkpoint(self, location: str, step: int) -> None:
         """A job trained before the twin started: its latest checkpoint is in S3."""
         with self.world.settled():

@@ -45,7 +45,6 @@ class Ec2:
         self.kubelets = kubelets
         self._lose = lose
         self._capacity: dict[tuple[str, str], int] = {}
-        self._unregistering = 0
         world.handle(EC2_BOOT, self._boot)
         world.handle(EC2_REBOOT_DONE, self._reboot_done)
 
@@ -63,11 +62,6 @@ class Ec2:
             self._capacity.pop((instance_type, capacity_type), None)
         else:
             self._capacity[(instance_type, capacity_type)] = available
-
-    def fail_next_registrations(self, count: int) -> None:
-        """The next `count` instances launched never join the cluster (a bad AMI, bootstrap
-        or security group): Karpenter deletes their claims at its registration TTL."""
-        self._unregistering += count
 
     def check_capacity(self, instance_type: str, capacity_type: CapacityType, count: int) -> None:
         """Before a launch: InsufficientCapacityError when EC2 has too few instances left."""
@@ -106,9 +100,6 @@ class Ec2:
             status=NodeStatus.PENDING,
         )
         self.world.instances[instance_id] = instance
-        if self._unregistering:
-            self._unregistering -= 1
-            return
         self.world.schedule(now, self.world.timings.ec2_boot_s, EC2_BOOT, instance_id)
 
     def _boot(self, instance_id: str, at: datetime) -> None:
