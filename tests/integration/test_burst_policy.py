@@ -31,7 +31,7 @@ from hyperguard.governance.occupancy import usable
 from hyperguard.governance.service import SchedulerService
 from hyperguard.inventory import InventorySync
 from hyperguard.messaging import EventPublisher, Workflows
-from hyperguard.models import NodeStatus
+from hyperguard.models import JobStatus, NodeStatus
 from hyperguard.models.cluster import BurstClaim, RunStatus
 from hyperguard.models.nodes import BURST_LABEL, CapacityType
 from hyperguard.models.records import JobEvent
@@ -618,3 +618,56 @@ def test_a_rollback_keeps_the_nodes_a_job_already_runs_on_and_says_so(solo: Make
     assert kept is not None and kept.released_at is None
     view = api.call("GET", f"/jobs/{development}").body
     assert (view["status"], view["nodes"]) == ("Running", [used])
+
+
+def test_a_failed_hyperpod_growth_gives_back_the_node_that_came_marked_released(
+    solo: MakeSolo,
+) -> None:
+    """A production burst grows the HyperPod group by two nodes and HyperPod has one: the
+    attempt fails, and the move to the next option deletes the node that came up by its
+    logical id. That node is marked released in the inventory (D208), so that its departure
+    opens no incident; the node that never launched has nothing to mark."""
+    team = solo(64, hyperpod_nodes=1, borrow=0, api_on_cluster_clock=True)
+    api, apis = team.api, team.apis
+    growth = {
+        "capacity": {
+            "maxNodes": 2,
+            "hyperpodGroups": [{"instanceGroupName": "workers", "maxCount": 3}],
+        }
+    }
+    assert api.call("PUT", "/policies/burst", growth).status == 200
+    service = team.scheduler()
+    service.bursts = Workflows(BURSTS)
+    production = team.submit(8)
+    assert service.run_pass().dispatched == [production]
+    waiting = team.submit(8, replicas=2)  # two nodes more than HyperPod has
+    service.run_pass()
+    assert team.job(waiting).status is JobStatus.PENDING
+    apis.cluster.set_hyperpod_capacity("workers", 1)
+    steps = burst_steps_for(team)
+    request = BurstRequest(
+        burst_id="burst-00000000000000bb",
+        template="production",
+        instance_type="p5.48xlarge",
+        accelerators_per_node=8,
+        jobs=[BurstJob(job_id=waiting, team="solo", nodes=2)],
+    )
+    burst = steps.run("plan", {"request": request.model_dump(mode="json", by_alias=True)})
+    assert burst["plan"]["options"] and burst["plan"]["options"][0]["instanceGroup"] == "workers", (
+        burst
+    )
+    burst = steps.run("request", burst)
+    assert len(burst["added"]) == 2, burst
+    apis.advance(apis.cluster.timings.hyperpod_add_s + 1)
+    apis.settle()
+    burst = steps.run("check", burst)
+    assert burst["capacity"] == "failed", burst
+    came = [c for c in apis.gateway.burst_claims("burst-00000000000000bb") if c.instance_id]
+    assert len(came) == 1, came
+    InventorySync(api.nodes, apis.gateway, frozenset({"hyperguard-twin"})).sync()
+    assert api.nodes.get(str(came[0].instance_id)) is not None
+
+    burst = steps.run("next_capacity", burst)
+    assert burst["capacity"] == "exhausted" and burst["added"] == []
+    node = api.nodes.get(str(came[0].instance_id))
+    assert node is not None and node.released_at == apis.clock.now()

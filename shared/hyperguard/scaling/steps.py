@@ -10,7 +10,7 @@ option, `admit` hands the nodes to the scheduler and `rollback` gives everything
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -283,10 +283,7 @@ class BurstSteps:
         kept_hyperpod = {c.name for c in kept if c.platform == "hyperpod"}
         added = [a for a in burst.get("added") or [] if a not in kept_hyperpod]
         if added:
-            self.gateway.delete_hyperpod_nodes(added)
-            for claim in live:
-                if claim.platform == "hyperpod" and claim.name in added:
-                    mark_given_back(self.nodes, claim, self.clock())
+            self._delete_added(added, live)
         if refused is not None:
             raise refused
         return kept
@@ -329,13 +326,24 @@ class BurstSteps:
 
     def _give_back(self, burst: Burst, option: CapacityOption) -> None:
         if option.instance_group is not None:
-            if burst.get("added"):
-                self.gateway.delete_hyperpod_nodes(burst["added"])
+            added = list(burst.get("added") or [])
+            if added:
+                burst_id = self._request(burst).burst_id
+                self._delete_added(added, self.gateway.burst_claims(burst_id))
             burst.update(added=[], add_failures=[])
             return
         refused = self._release(self._claims(burst, option))
         if refused is not None:
             raise refused
+
+    def _delete_added(self, added: list[str], claims: Iterable[BurstClaim]) -> None:
+        """Delete these HyperPod nodes the burst added (by logical id), and mark released
+        each of them that joined the cluster (`claims`: the burst's nodes as the cluster
+        lists them, which name their instances: D208)."""
+        self.gateway.delete_hyperpod_nodes(added)
+        for claim in claims:
+            if claim.platform == "hyperpod" and claim.name in added:
+                mark_given_back(self.nodes, claim, self.clock())
 
     def _release(self, claims: list[BurstClaim]) -> ClusterError | None:
         """Give back every one of these nodes, one the cluster refuses holding back none of
