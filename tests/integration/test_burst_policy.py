@@ -653,9 +653,8 @@ def test_a_failed_hyperpod_growth_gives_back_the_node_that_came_marked_released(
         jobs=[BurstJob(job_id=waiting, team="solo", nodes=2)],
     )
     burst = steps.run("plan", {"request": request.model_dump(mode="json", by_alias=True)})
-    assert burst["plan"]["options"] and burst["plan"]["options"][0]["instanceGroup"] == "workers", (
-        burst
-    )
+    options = burst["plan"]["options"]
+    assert options and options[0]["instanceGroup"] == "workers", burst
     burst = steps.run("request", burst)
     assert len(burst["added"]) == 2, burst
     apis.advance(apis.cluster.timings.hyperpod_add_s + 1)
