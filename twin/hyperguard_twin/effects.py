@@ -3,8 +3,8 @@
 Its training jobs write checkpoints to S3 the way the service expects a training job to
 (shards, then the `_COMPLETE` marker: hyperguard.store.checkpoints) and report them to the
 service's API, as a job's own code would; its health agent and in-cluster forwarder put
-events on EventBridge. All of it goes through the emulator's real APIs, from one worker
-thread, in the order the cluster produced it.
+events on EventBridge. All of it goes through the emulator's real APIs, in the order the
+cluster produced it; checkpoint writes never wait behind a call (`EffectRunner`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ def write_checkpoint(s3: Any, location: str, step: int, payload: bytes = b"") ->
 
 
 class EffectRunner:
+    """Two workers, in the order the cluster produced the effects. The first writes
+    checkpoints to S3 and hands every other effect on to the second, which puts events and
+    reports checkpoints (each a call of the service's API, a Lambda invocation that may take
+    a while under load). So a checkpoint lands in S3 as the training writes it, never behind
+    a slow report, as on a real cluster, where a pod's S3 writes wait for no other pod's
+    calls; and each report still follows its checkpoint's write."""
+
     def __init__(
         self,
         *,
@@ -51,38 +58,63 @@ class EffectRunner:
         self.report = report
         self.done: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
-        self._queue: queue.Queue[Effect | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        self._writes: queue.Queue[Effect | None] = queue.Queue()
+        self._calls: queue.Queue[Effect | None] = queue.Queue()
+        self._threads: list[threading.Thread] = []
 
     def submit(self, effect: Effect) -> None:
-        self._queue.put(effect)
+        self._writes.put(effect)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._work, name="cluster-effects", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._write, name="cluster-writes", daemon=True),
+            threading.Thread(target=self._call, name="cluster-effects", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join(timeout=5)
-            self._thread = None
+        """The first worker ends after what was submitted, and hands the end on."""
+        if self._threads:
+            self._writes.put(None)
+            for thread in self._threads:
+                thread.join(timeout=5)
+            self._threads = []
 
     def wait(self) -> None:
         """Until everything submitted so far is done (tests and the demo's report)."""
-        self._queue.join()
+        self._writes.join()
+        self._calls.join()
 
-    def _work(self) -> None:
+    def _write(self) -> None:
         while True:
-            effect = self._queue.get()
+            effect = self._writes.get()
+            try:
+                if effect is None or effect.kind != "write_checkpoint":
+                    self._calls.put(effect)  # before task_done: `wait` then sees it queued
+                    if effect is None:
+                        return
+                else:
+                    self._run(effect)
+            finally:
+                self._writes.task_done()
+
+    def _call(self) -> None:
+        while True:
+            effect = self._calls.get()
             try:
                 if effect is None:
                     return
-                self.apply(effect)
-                self.done[effect.kind] += 1
-            except Exception:  # one failed effect must not stop the cluster's others
-                self.failed[effect.kind if effect else "stop"] += 1
+                self._run(effect)
             finally:
-                self._queue.task_done()
+                self._calls.task_done()
+
+    def _run(self, effect: Effect) -> None:
+        try:
+            self.apply(effect)
+            self.done[effect.kind] += 1
+        except Exception:  # one failed effect must not stop the cluster's others
+            self.failed[effect.kind] += 1
 
     def apply(self, effect: Effect) -> None:
         match effect.kind:
