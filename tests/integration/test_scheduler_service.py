@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from tests.deadlines import loaded
 from tests.integration.api_harness import Api, member
-from tests.integration.cluster_harness import HYPERPOD, ClusterApis, sagemaker
+from tests.integration.cluster_harness import BUCKET, HYPERPOD, ClusterApis, sagemaker
 from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
 
 from hyperguard.cluster.gateway import ClusterError
@@ -406,6 +406,40 @@ def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(solo: MakeSol
     until_running(team.apis, high)
     assert team.apis.cluster.job_instances(high) == held
     assert team.job(low).status is JobStatus.PREEMPTED
+
+
+def test_a_preempted_job_resumes_from_a_checkpoint_its_run_completed_after_the_preemption(
+    solo: MakeSolo,
+) -> None:
+    """D209: the pass that preempts a job reads its checkpoints first; its run then trains on
+    until its pods stop (here its stop fails once) and completes a newer checkpoint, which no
+    pass reads (a job that is not Running is not read) and whose report may come late. Its
+    next dispatch looks its checkpoint location up again, records what it finds and resumes
+    from it: one interval lost, not two."""
+    team = solo(8, hyperpod_nodes=1, borrow=0)
+    assert team.api.call("PUT", "/scheduler-config", LOW_AND_HIGH).status == 200
+    low = team.submit(8, priority_class="low", checkpoint_location=f"s3://{BUCKET}/low/")
+    service = team.scheduler(team.gateway(StopFailsOnce))
+    assert service.run_pass().dispatched == [low]
+    team.apis.advance(60 + 30 * 15)  # its start, then 15 steps of 30 s: checkpoint 10
+    high = team.submit(8, priority_class="high")
+    result = service.run_pass()
+    assert result.preempted == [low] and result.stopped == []  # the stop failed
+    recorded = team.job(low).last_checkpoint
+    assert recorded is not None and recorded.step == 10
+    team.apis.advance(30 * 10)  # its pods still train: checkpoint 20, in S3
+    assert service.run_pass().stopped == [low]
+    recorded = team.job(low).last_checkpoint
+    assert recorded is not None and recorded.step == 10  # not read: the job is Preempted
+    assert team.api.call("DELETE", f"/jobs/{high}").status == 200
+    result = service.run_pass()
+    assert result.admitted == [low] and result.dispatched == [low]
+    view = team.api.call("GET", f"/jobs/{low}").body
+    assert view["last_checkpoint"]["uri"] == f"s3://{BUCKET}/low/step-00000020/"
+    assert [h["event"] for h in view["history"]][-3:] == ["restarted", "checkpoint", "dispatched"]
+    until_running(team.apis, low)
+    run = team.apis.cluster.runs()[low]
+    assert run.name.endswith("-run-1") and run.anchor_step == 20
 
 
 def test_a_running_job_the_index_has_not_named_yet_still_holds_its_quota(

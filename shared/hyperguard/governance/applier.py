@@ -42,6 +42,7 @@ from hyperguard.models.cluster import BurstClaim, RunStatus
 from hyperguard.models.governance import PriorityClass
 from hyperguard.models.jobs import held_nodes
 from hyperguard.observability import logger
+from hyperguard.store.checkpoints import CheckpointStore, Fence
 from hyperguard.store.incidents import IncidentStore
 from hyperguard.store.jobs import JobStore
 from hyperguard.store.nodes import NodeStore, mark_given_back
@@ -175,6 +176,9 @@ class PassApplier:
     """Where it is announced; None: not announced."""
     nodes: NodeStore | None = None
     """The inventory, where a node given back is marked released (D208); None: not marked."""
+    checkpoints: CheckpointStore | None = None
+    """Where a resumed job's newest checkpoint is looked up at its dispatch (D209); None: it
+    resumes from the one its record holds."""
     priority_classes: list[PriorityClass] = field(default_factory=list)
     queues_ensured: dict[str, datetime] = field(default_factory=dict)
     """The scheduler process's: when it last ensured each team's Kueue objects, and under
@@ -515,10 +519,11 @@ class PassApplier:
         """The job's run created on the cluster (True); one the cluster refuses puts the job
         back to Pending with the cluster's error, and has the team's objects ensured again
         before its next dispatch (a missing namespace or RoleBinding is a refusal). A run the
-        API server refuses as invalid fails the job: it would be refused every time."""
+        API server refuses as invalid fails the job: it would be refused every time. A job
+        that ran before resumes from its newest checkpoint, looked up in S3 now (D209)."""
         try:
             self.ensure_queues(job.team, job.priority_class)
-            self.gateway.dispatch(job, list(job.nodes))
+            self.gateway.dispatch(self.resumed(job), list(job.nodes))
         except InvalidRunError as exc:
             self.count(self.lifecycle.refuse(job.job_id, str(exc)))
             return False
@@ -527,6 +532,21 @@ class PassApplier:
             self.count(self.lifecycle.undispatch(job.job_id, str(exc)))
             return False
         return True
+
+    def resumed(self, job: Job) -> Job:
+        """`job` with the checkpoint its new run resumes from (D209). The pass read the
+        checkpoints of running jobs only, and a job's last run may have completed a newer one
+        after the pass that stopped it read them (its pods train until they stop, and its
+        report may come late), so a job that ran before is looked up again. The lookup's
+        fence has no start time: the new run has no pod yet, so no run of the job can be a
+        stale writer to it."""
+        if self.checkpoints is None or job.run == 0 or not job.checkpoint_location:
+            return job
+        fence = Fence(job.job_id, job.run, began=None)
+        newest = self.lifecycle.newest_checkpoint(self.checkpoints, job, fence)
+        if newest == job.last_checkpoint:
+            return job
+        return job.model_copy(update={"last_checkpoint": newest})
 
     def ensure_running_teams(self, teams: Iterable[EnsureTeam]) -> None:
         """A cluster error leaves the rest to the next pass."""

@@ -63,6 +63,8 @@ from hyperguard.models.jobs import (
     restarts_recorded,
 )
 from hyperguard.models.records import JobEvent, JobHistoryEntry, JobRecord
+from hyperguard.observability import logger
+from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore, Fence
 from hyperguard.store.jobs import BatchedMove, BatchStoppedError, JobStore, TransitionOutcome
 
 
@@ -951,6 +953,41 @@ class JobLifecycle:
         return self.store.set_operator_restarts(
             record.job.job_id, OperatorRestarts(run=run, count=count), was=was, entry=entry
         )
+
+    def newest_checkpoint(
+        self,
+        checkpoints: CheckpointStore,
+        job: Job,
+        fence: Fence,
+        refused: RefusedCheckpoint | None = None,
+    ) -> Checkpoint | None:
+        """The checkpoint to resume `job` from: the newer of its recorded one and the newest
+        complete one under its checkpoint location that contract v2 and `fence` allow, the
+        latter recorded (with a history entry). A refusal newer than `refused` (the one last
+        noted) is noted (D164). A location S3 will not list is the job's trouble, never the
+        caller's: logged, and the recorded checkpoint stands (D138)."""
+        reported = job.last_checkpoint
+        if not job.checkpoint_location:
+            return reported
+        try:
+            lookup = checkpoints.lookup(
+                job.checkpoint_location,
+                after=reported.step if reported else None,
+                fence=fence,
+            )
+        except CheckpointLocationError as error:
+            logger.warning(
+                "checkpoint location unreadable",
+                extra={"job_id": job.job_id, "error": str(error)},
+            )
+            return reported
+        news = lookup.news(refused)
+        if news is not None:
+            self.note_checkpoint_refused(job.job_id, news)
+        if lookup.checkpoint is None:
+            return reported
+        self.record_checkpoint(job.job_id, lookup.checkpoint, history=True)
+        return lookup.checkpoint
 
     def note_checkpoint_refused(self, job_id: str, refused: RefusedCheckpoint) -> bool:
         """A checkpoint newer than any refused before that contract v2 says not to resume

@@ -278,6 +278,7 @@ class SchedulerService:
             incidents=self.incidents,
             publisher=self.publisher,
             nodes=self.nodes,
+            checkpoints=self.checkpoints,
             priority_classes=snapshot.config.priority_classes,
             queues_ensured=self.queues_ensured,
             now=snapshot.now,

@@ -72,7 +72,7 @@ from hyperguard.recovery.state import CaughtError, Drained, Health, Recovery
 from hyperguard.recovery.strategy import measured
 from hyperguard.steps import step_of
 from hyperguard.store import IncidentStore, JobStore, NodeStore
-from hyperguard.store.checkpoints import CheckpointLocationError, CheckpointStore, fence_of
+from hyperguard.store.checkpoints import CheckpointStore, fence_of
 from hyperguard.store.history import read_history
 from hyperguard.store.policy import RepairersStore, RepairPolicyStore
 
@@ -542,30 +542,9 @@ class RecoverySteps:
     def _latest_checkpoint(self, record: JobRecord) -> Checkpoint | None:
         """The newer of the reported checkpoint and the newest complete marker in S3 that
         contract v2 allows (D164: a refusal is noted in the job's history)."""
-        job = record.job
-        reported = job.last_checkpoint
-        found = None
-        if job.checkpoint_location:
-            try:
-                lookup = self.checkpoints.lookup(
-                    job.checkpoint_location,
-                    after=reported.step if reported else None,
-                    fence=fence_of(record),
-                )
-            except CheckpointLocationError as error:  # the job's, not the node's: go on (D138)
-                logger.warning(
-                    "checkpoint location unreadable",
-                    extra={"job_id": job.job_id, "error": str(error)},
-                )
-            else:
-                found = lookup.checkpoint
-                news = lookup.news(record.checkpoint_refused)
-                if news is not None:
-                    self.lifecycle.note_checkpoint_refused(job.job_id, news)
-        if found is not None:
-            self.lifecycle.record_checkpoint(job.job_id, found, history=True)
-            return found
-        return reported
+        return self.lifecycle.newest_checkpoint(
+            self.checkpoints, record.job, fence_of(record), record.checkpoint_refused
+        )
 
     def drain(self, r: Recovery) -> Recovery:
         """Evict the node's pods, one round a call, until none is left or the deadline has
