@@ -377,17 +377,19 @@ def test_a_burst_job_moves_back_to_hyperpod_at_a_checkpoint_once_a_node_frees_up
     step = int(moved["reason"].rsplit(" ", 1)[1])
     assert record["last_checkpoint"]["step"] >= step
 
-    # The run on HyperPod resumed from that checkpoint (the simulated trainer's truth). The job
-    # is Running once its run is created; its pods start stepping a moment later, after the
-    # burst run's last entry (its stop, 0 replicas).
-    def resumed_run() -> Progress | None:
+    # The run on HyperPod resumed from that checkpoint, or from a newer one the burst run
+    # completed before its pods stopped (D209), never from past its stop (the simulated
+    # trainer's truth). The job is Running once its run is created; its pods start stepping a
+    # moment later, after the burst run's last entry (its stop, 0 replicas).
+    def resumed_run() -> tuple[Progress, Progress] | None:
         points = twin.cluster.timeline(job)
         stops = [i for i, p in enumerate(points) if p.replicas == 0]
         started = [p for p in points[stops[-1] + 1 :] if p.replicas > 0] if stops else []
-        return started[0] if started else None
+        return (points[stops[-1]], started[0]) if started else None
 
-    resumed = until(resumed_run, "the run on HyperPod to start stepping", timeout_s=60)
-    assert resumed.step == step
+    stop, resumed = until(resumed_run, "the run on HyperPod to start stepping", timeout_s=60)
+    every = twin.cluster.timings.checkpoint_interval_steps
+    assert step <= resumed.step <= stop.step and resumed.step % every == 0, (stop, resumed)
     until(lambda: on_burst not in burst_instances(twin), "the burst node to be released")
     assert http("DELETE", f"/jobs/{job}")[0] == 200
 
