@@ -90,12 +90,12 @@ class EffectRunner:
         while True:
             effect = self._writes.get()
             try:
-                if effect is None or effect.kind != "write_checkpoint":
-                    self._calls.put(effect)  # before task_done: `wait` then sees it queued
-                    if effect is None:
-                        return
-                else:
+                if effect is not None and effect.kind == "write_checkpoint":
                     self._run(effect)
+                    continue
+                self._calls.put(effect)  # before task_done: `wait` then sees it queued
+                if effect is None:
+                    return
             finally:
                 self._writes.task_done()
 

@@ -540,7 +540,7 @@ class PassApplier:
         report may come late), so a job that ran before is looked up again. The lookup's
         fence has no start time: the new run has no pod yet, so no run of the job can be a
         stale writer to it."""
-        if self.checkpoints is None or job.run == 0 or not job.checkpoint_location:
+        if self.checkpoints is None or job.run == 0:
             return job
         fence = Fence(job.job_id, job.run, began=None)
         newest = self.lifecycle.newest_checkpoint(self.checkpoints, job, fence)
