@@ -20,7 +20,7 @@ from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
 
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
-from hyperguard.cluster.workloads import HPJOB_POD_LABEL
+from hyperguard.cluster.workloads import HPJOB_POD_LABEL, JOB_ID_LABEL, job_name, team_namespace
 from hyperguard.governance.jobs import JobLifecycle, Outcome
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
@@ -408,6 +408,17 @@ def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(solo: MakeSol
     assert team.job(low).status is JobStatus.PREEMPTED
 
 
+GRACE_FINALIZER = "hyperguard.io/test-grace"
+"""Keeps a pod's deletion in progress, as a kubelet running the pod's termination grace
+period does (KWOK, the twin's kubelet, ends a deleted pod at once)."""
+
+
+def _job_pods(apis: ClusterApis, job_id: str) -> list[dict[str, Any]]:
+    return apis.kube.list_objects(
+        PODS, team_namespace("solo"), label_selector=f"{JOB_ID_LABEL}={job_name(job_id)}"
+    )
+
+
 def test_a_preempted_job_resumes_from_a_checkpoint_its_run_completed_after_the_preemption(
     solo: MakeSolo,
 ) -> None:
@@ -432,6 +443,7 @@ def test_a_preempted_job_resumes_from_a_checkpoint_its_run_completed_after_the_p
     recorded = team.job(low).last_checkpoint
     assert recorded is not None and recorded.step == 10  # not read: the job is Preempted
     assert team.api.call("DELETE", f"/jobs/{high}").status == 200
+    wait_for(lambda: not _job_pods(team.apis, low), loaded(30), "the stopped pods to be gone")
     result = service.run_pass()
     assert result.admitted == [low] and result.dispatched == [low]
     view = team.api.call("GET", f"/jobs/{low}").body
@@ -440,6 +452,45 @@ def test_a_preempted_job_resumes_from_a_checkpoint_its_run_completed_after_the_p
     until_running(team.apis, low)
     run = team.apis.cluster.runs()[low]
     assert run.name.endswith("-run-1") and run.anchor_step == 20
+
+
+def test_a_restart_waits_until_the_pods_of_its_stopped_run_are_gone(solo: MakeSolo) -> None:
+    """D210: a preempted job's pods may still be saving a checkpoint (on SIGTERM, within
+    their grace period) when its quota frees again. Its restart waits for them, with a
+    reason that says so, and is admitted by the first pass after they are gone; its dispatch
+    then looks up what they saved (D209)."""
+    team = solo(8, hyperpod_nodes=1, borrow=0)
+    assert team.api.call("PUT", "/scheduler-config", LOW_AND_HIGH).status == 200
+    low = team.submit(8, priority_class="low", checkpoint_location=f"s3://{BUCKET}/low/")
+    service = team.scheduler()
+    assert service.run_pass().dispatched == [low]
+    until_running(team.apis, low)
+    (pod,) = _job_pods(team.apis, low)
+    name = pod["metadata"]["name"]
+    team.apis.kube.patch(
+        PODS, name, {"metadata": {"finalizers": [GRACE_FINALIZER]}}, pod["metadata"]["namespace"]
+    )
+    high = team.submit(8, priority_class="high")
+    result = service.run_pass()
+    assert result.preempted == [low] and result.dispatched == [high]
+    assert team.api.call("DELETE", f"/jobs/{high}").status == 200
+    wait_for(
+        lambda: all(p["metadata"].get("deletionTimestamp") for p in _job_pods(team.apis, low)),
+        loaded(30),
+        "the preempted job's pod to be stopping",
+    )
+    result = service.run_pass()
+    assert result.stopped == [high] and result.admitted == []
+    assert team.job(low).status is JobStatus.PREEMPTED
+    record = team.api.jobs.record(low)
+    assert record is not None and record.reason.startswith("waits for the pods of its run 0")
+    team.apis.kube.patch(
+        PODS, name, {"metadata": {"finalizers": None}}, pod["metadata"]["namespace"]
+    )
+    wait_for(lambda: not _job_pods(team.apis, low), loaded(30), "the stopped pod to be gone")
+    result = service.run_pass()
+    assert result.admitted == [low] and result.dispatched == [low]
+    assert team.job(low).run == 1
 
 
 def test_a_running_job_the_index_has_not_named_yet_still_holds_its_quota(

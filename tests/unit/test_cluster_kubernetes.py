@@ -38,8 +38,8 @@ from hyperguard.cluster.conventions import (
 from hyperguard.cluster.hyperpod import HyperPodAdapter
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
 from hyperguard.cluster.kubernetes import KubernetesAdapter
-from hyperguard.cluster.workloads import job_name
-from hyperguard.models import Job, NodeStatus
+from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, team_namespace
+from hyperguard.models import Job, JobStatus, NodeStatus
 from hyperguard.models.jobs import ElasticPolicy
 from hyperguard.observability import metrics
 from hyperguard.provider_ids import hyperpod_provider_id
@@ -333,11 +333,8 @@ class FakeApiServer:
                 return self._get(self.nodes, name, "nodes")
             case "PATCH", ["api", "v1", "nodes", name]:
                 return self._patch_node(name, body)
-            case "GET", ["api", "v1", "pods"]:
-                selector = query["fieldSelector"][0]
-                node_name = selector.removeprefix("spec.nodeName=")
-                items = [p for p in self.pods.values() if p["spec"]["nodeName"] == node_name]
-                return self._list("PodList", "v1", items)
+            case "GET", ["api", "v1", *place, "pods"]:
+                return self._list("PodList", "v1", self._pods(place, query))
             case "POST", ["api", "v1", "namespaces", ns, "pods", name, "eviction"]:
                 return self._evict(f"{ns}/{name}")
             case "DELETE", ["api", "v1", "namespaces", ns, "pods", name]:
@@ -392,6 +389,20 @@ class FakeApiServer:
                     )
                 return status(200, "", "")
         return status(404, "NotFound", "the server could not find the requested resource")
+
+    def _pods(self, place: list[str], query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """A node's pods (a field selector), or a namespace's of some jobs (`key in (...)`)."""
+        if not place:
+            node_name = query["fieldSelector"][0].removeprefix("spec.nodeName=")
+            return [p for p in self.pods.values() if p["spec"]["nodeName"] == node_name]
+        key, _, values = query["labelSelector"][0].partition(" in ")
+        wanted = set(values.strip("()").split(","))
+        return [
+            p
+            for p in self.pods.values()
+            if p["metadata"]["namespace"] == place[-1]
+            and (p["metadata"].get("labels") or {}).get(key) in wanted
+        ]
 
     def _list(self, kind: str, api_version: str, items: list[dict[str, Any]]) -> httpx2.Response:
         return httpx2.Response(
@@ -1505,3 +1516,32 @@ def test_the_models_are_decoded_once_in_one_thread_before_the_first_call(
     assert {"Node", "Pod", "Job", "Namespace", "RoleBinding"} <= set(warmed)
     count = len(warmed)
     assert adapter.client is client and len(warmed) == count  # once per process
+
+
+def test_a_waiting_job_winds_down_while_a_pod_of_it_is_on_a_ready_node(
+    api: FakeApiServer, gateway: HyperPodEksGateway
+) -> None:
+    """D210: a pod stopping within its grace period, or not yet stopped, on a Ready node holds
+    its job's restart back; one on a node that is not Ready, or that ended, does not."""
+    down = node_json("hyperpod-i-0000000000000dead", "i-0000000000000dead")
+    down["status"]["conditions"][0].update(status="Unknown", reason="NodeStatusUnknown")
+    api.add_node(down)
+    namespace = team_namespace("team-a")
+
+    def pod(job_id: str, node: str, **meta: Any) -> dict[str, Any]:
+        found = pod_json(f"{job_id}-run-0-0", namespace, node, owner="Job")
+        found["metadata"].update(labels={JOB_ID_LABEL: job_name(job_id)}, **meta)
+        return found
+
+    stopping = {"deletionTimestamp": "2025-01-01T01:00:30Z", "deletionGracePeriodSeconds": 30}
+    api.add_pod(pod("saving", NODE, **stopping))
+    api.add_pod(pod("training", OTHER_NODE))
+    api.add_pod(pod("on-a-lost-node", down["metadata"]["name"], **stopping))
+    ended = pod("ended", NODE)
+    ended["status"]["phase"] = "Failed"
+    api.add_pod(ended)
+    asked = ["saving", "training", "on-a-lost-node", "ended", "gone"]
+    jobs = [training_job(job_id=j, status=JobStatus.PREEMPTED) for j in asked]
+    assert gateway.winding_down(jobs) == {"saving", "training"}
+    assert [r.path for r in api.calls("GET")].count(f"/api/v1/namespaces/{namespace}/pods") == 1
+    assert gateway.winding_down([]) == set()

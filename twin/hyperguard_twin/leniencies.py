@@ -24,7 +24,9 @@ LENIENCIES: tuple[tuple[str, str], ...] = (
         "nodes' kubelets (KWOK)",
         "pods run no containers: a pod's process ends when the twin's training model says "
         "so, its log is what that model prints (served by KWOK's kubelet API through "
-        "pods/log), and exec and probes are not served",
+        "pods/log), and exec and probes are not served; a deleted pod ends at once, with no "
+        "termination grace period and no checkpoint saved on SIGTERM (a restart's wait for "
+        "it, D210, is proven on the upstream API server with a finalizer instead)",
     ),
     (
         "HyperPod training operator",

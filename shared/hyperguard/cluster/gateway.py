@@ -116,6 +116,11 @@ class ClusterGateway(Protocol):
         run's pods are all bound and running."""
         ...
 
+    def winding_down(self, jobs: list[Job]) -> set[str]:
+        """Those of these waiting jobs that still have a pod of a stopped run on a Ready
+        node, running or in its termination grace period."""
+        ...
+
     def nodes_and_claims(self) -> tuple[list[Node], list[BurstClaim] | ClusterError]:
         """`list_nodes()` and `burst_claims()` read together (each listing once); the error
         in place of the claims when only they could not be read."""

@@ -480,7 +480,8 @@ class HyperPodEksGateway:
         for team, named in sorted(by_team.items()):
             pods: dict[str, list[RunPod]] = {}
             for pod in self.kubernetes.run_pods(team_namespace(team), named):
-                pods.setdefault(pod.job, []).append(pod)
+                if not pod.stopping:
+                    pods.setdefault(pod.job, []).append(pod)
             for label, job in named.items():
                 mine = [p for p in pods.get(label, []) if p.run == run_name(job)]
                 if not mine or not all(p.running and p.node for p in mine):
@@ -490,6 +491,28 @@ class HyperPodEksGateway:
                 nodes = [names[p.node] for p in mine if p.node in names]
                 if len(nodes) == len(mine):
                     found[job.job_id] = sorted(nodes)
+        return found
+
+    def winding_down(self, jobs: list[Job]) -> set[str]:
+        """Those of these waiting jobs that still have a pod on a Ready node: one of a run
+        that was stopped, running still or in its termination grace period (its trainer may
+        be saving a checkpoint on SIGTERM). A pod on a node that is not Ready, or gone, is
+        not counted: no kubelet runs its grace period. One pod list per team namespace."""
+        if not jobs:
+            return set()
+        by_team: dict[str, set[str]] = {}
+        for job in jobs:
+            by_team.setdefault(job.team, set()).add(job_name(job.job_id))
+        ids = {job_name(job.job_id): job.job_id for job in jobs}
+        at, listed = self._listed  # the pass's own listing, a moment old
+        if time.monotonic() - at >= NODE_NAMES_TTL_S:
+            listed = self._kube_nodes()
+        ready = {k.name for k in listed.values() if _ready(k)}
+        found: set[str] = set()
+        for team, named in sorted(by_team.items()):
+            for pod in self.kubernetes.run_pods(team_namespace(team), named):
+                if pod.node in ready and pod.job in ids:
+                    found.add(ids[pod.job])
         return found
 
     # burst capacity: Karpenter NodeClaims HyperGuard creates, nodes it adds to HyperPod
@@ -842,6 +865,11 @@ def _kube_status(kube: KubeNode) -> NodeStatus:
     if ready is None:
         return NodeStatus.PENDING
     return NodeStatus.RUNNING if ready.status == "True" else NodeStatus.FAILURE
+
+
+def _ready(kube: KubeNode) -> bool:
+    """The kubelet reports the node Ready."""
+    return any(c.type == "Ready" and c.status == "True" for c in kube.conditions)
 
 
 def _leaving(kube: KubeNode) -> bool:

@@ -102,7 +102,7 @@ class NodeCondition(BaseModel):
 
 
 class RunPod(BaseModel):
-    """A live pod of a run, as `KubernetesAdapter.run_pods` reads it."""
+    """A pod of a run that has not ended, as `KubernetesAdapter.run_pods` reads it."""
 
     job: str
     """Its job label's value (`job_name` of the job id)."""
@@ -111,6 +111,9 @@ class RunPod(BaseModel):
     node: str
     """The node it is bound to; "" while it waits for one."""
     running: bool
+    stopping: bool = False
+    """Its deletion has begun (`metadata.deletionTimestamp`): its kubelet is stopping it,
+    within its termination grace period (a trainer saves a checkpoint on SIGTERM)."""
 
 
 class KubeNode(BaseModel):
@@ -562,8 +565,9 @@ class KubernetesAdapter:
         return found
 
     def run_pods(self, namespace: str, job_names: Collection[str]) -> list[RunPod]:
-        """The live pods of these jobs (their job label's values) in `namespace`: the run
-        object that owns each and the node it is bound to ("" while it waits for one)."""
+        """The pods of these jobs (their job label's values) in `namespace` that have not
+        ended, those being stopped too: the run object that owns each and the node it is
+        bound to ("" while it waits for one)."""
         if not job_names:
             return []
         labels: dict[str, Any] = {JOB_ID_LABEL: in_(sorted(job_names))}
@@ -571,9 +575,7 @@ class KubernetesAdapter:
         found: list[RunPod] = []
         for pod in pods:
             meta, spec, status = pod.metadata, pod.spec, pod.status
-            if meta is None or meta.deletionTimestamp is not None:
-                continue
-            if status is not None and status.phase in ("Succeeded", "Failed"):
+            if meta is None or (status is not None and status.phase in ("Succeeded", "Failed")):
                 continue
             owner = next((o.name for o in meta.ownerReferences or [] if o.controller), "")
             found.append(
@@ -582,6 +584,7 @@ class KubernetesAdapter:
                     run=owner,
                     node=(spec.nodeName if spec is not None else None) or "",
                     running=status is not None and status.phase == "Running",
+                    stopping=meta.deletionTimestamp is not None,
                 )
             )
         return found

@@ -508,9 +508,14 @@ def plan_admission(
         held=held,
         reasons={},
     )
-    active_ids = snapshot.view.active_ids
+    # A restart waits for its stopped run's pods: the checkpoint they may save on SIGTERM
+    # is the one it resumes from (D210).
+    winding = {j: _winding_down(records[j]) for j in snapshot.winding_down if j in records}
+    active_ids = tuple(j for j in snapshot.view.active_ids if j not in winding)
     held_back = occupancy.spares | (reconciled.fenced_nodes - held)
     admissions, growths, unplaceable, ledger = _decide(context, start, active_ids, held_back)
+    if winding:
+        ledger = replace(ledger, reasons={**ledger.reasons, **winding})
     plan = AdmissionPlan(
         ensure_teams=_teams_to_ensure(holding, snapshot.quotas, snapshot.teams_ensured),
         admissions=tuple(admissions),
@@ -520,6 +525,13 @@ def plan_admission(
         slow=sum(1 for r in holding if r.slow is not None and r.job.status is JobStatus.RUNNING),
     )
     return plan, ledger
+
+
+def _winding_down(record: JobRecord) -> str:
+    return (
+        f"waits for the pods of its run {record.job.run} to stop: it resumes from the "
+        "checkpoint they may still save"
+    )
 
 
 def _decide(

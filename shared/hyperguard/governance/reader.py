@@ -24,7 +24,7 @@ Three reads stay outside the one snapshot, each for the safety it gives (docs/ar
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from hyperguard.aws import AWS_ERRORS
@@ -35,6 +35,7 @@ from hyperguard.governance.snapshot import (
     JobViews,
     PassSnapshot,
     backed_off,
+    may_wind_down,
     reads_progress,
     unread_run_jobs,
 )
@@ -116,6 +117,7 @@ class SnapshotReader:
             unreadable=unreadable,
             placed=self.placements(views.running, runs),
             ended=ended,
+            winding_down=self.winding_down(views.jobs),
             groups=groups,
             stand_ins=self.stand_ins(views.holding, nodes),
             lemons=self.lemons(repair, nodes, now),
@@ -145,8 +147,15 @@ class SnapshotReader:
     def refresh(self, snapshot: PassSnapshot, moved: Collection[str]) -> PassSnapshot:
         """The jobs this pass just moved, read again. Only those: another writer's change
         since the snapshot is refused by the conditional writes (as it is a moment after any
-        read), and a job submitted since has a wake-up of its own."""
-        return snapshot.refreshed(self.jobs.records_of(moved)) if moved else snapshot
+        read), and a job submitted since has a wake-up of its own. A job they requeued
+        whose stopped run's pods are still on Ready nodes waits for them (D210)."""
+        if not moved:
+            return snapshot
+        fresh = snapshot.refreshed(self.jobs.records_of(moved))
+        requeued = self.winding_down(fresh.view.by_id[j] for j in moved if j in fresh.view.by_id)
+        if not requeued:
+            return fresh
+        return replace(fresh, winding_down=fresh.winding_down | requeued)
 
     def new_checkpoints(
         self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus], now: datetime
@@ -220,6 +229,19 @@ class SnapshotReader:
             logger.warning("run placements unreadable", extra={"error": str(error)})
             return {}
         return {job_id: tuple(nodes) for job_id, nodes in found.items()}
+
+    def winding_down(self, jobs: Iterable[JobRecord]) -> frozenset[str]:
+        """The waiting jobs that ran before and write checkpoints whose stopped run still
+        has pods on Ready nodes (D210), one pod list per team that has such a job; none
+        when the cluster cannot say (their restarts then go ahead, as before D210)."""
+        asked = [r.job for r in jobs if may_wind_down(r)]
+        if not asked:
+            return frozenset()
+        try:
+            return frozenset(self.gateway.winding_down(asked))
+        except ClusterError as error:
+            logger.warning("stopped runs' pods unreadable", extra={"error": str(error)})
+            return frozenset()
 
     def instance_groups(self) -> InstanceGroups | None:
         """One DescribeCluster; None when the cluster cannot say (the pass goes on: a patch

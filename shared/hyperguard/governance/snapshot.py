@@ -179,6 +179,9 @@ class PassSnapshot:
     are all bound and running (HyperPod's auto-resume, not HyperGuard, places a restart)."""
     ended: Mapping[str, JobRecord] = field(default_factory=dict)
     """Jobs that are not in `jobs` (they ended) but whose runs still live: read by key."""
+    winding_down: frozenset[str] = frozenset()
+    """Waiting jobs that ran before, with a checkpoint location, whose stopped run still
+    has pods on Ready nodes: running, or in their grace period (D210)."""
     quotas: tuple[ComputeQuota, ...] = ()
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     stand_ins: Mapping[str, str] = field(default_factory=dict)
@@ -207,6 +210,20 @@ class PassSnapshot:
         """The snapshot with these records in place of the ones it read."""
         views = self.view.replaced(fresh)
         return self if views is self.view else replace(self, jobs=views.jobs, views=views)
+
+
+def may_wind_down(record: JobRecord) -> bool:
+    """Whether a waiting job's admission waits for its stopped run's pods (D210): it ran
+    before (a restart resumes from its newest checkpoint) and writes checkpoints."""
+    return (
+        record.job.status in RESUMABLE_STATUSES
+        and record.first_admitted_at is not None
+        and bool(record.job.checkpoint_location)
+    )
+
+
+RESUMABLE_STATUSES = frozenset({JobStatus.PENDING, JobStatus.PREEMPTED})
+"""Waiting statuses a pass admits from (a suspended job waits for its team)."""
 
 
 def reads_progress(record: JobRecord, run: RunStatus | None) -> bool:

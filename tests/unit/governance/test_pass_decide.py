@@ -422,6 +422,30 @@ def test_jobs_capacity_holds_back_get_one_burst_per_template_and_instance_type()
     assert reasons["dev0"].endswith("; burst capacity being raised (burst-00000000000000aa)")
 
 
+def test_a_restart_waits_for_its_stopped_runs_pods_and_a_job_behind_it_is_admitted() -> None:
+    """D210: a job that ran before waits while the pods of its stopped run are on Ready
+    nodes (they may still save a checkpoint); the pass admits what else fits meanwhile,
+    and the restart once they are gone."""
+    preempted = job_with(
+        pending("preempted", "a", cls="high", at=0).model_copy(update={"first_admitted_at": NOW}),
+        status=JobStatus.PREEMPTED,
+        run=2,
+        checkpoint_location="s3://bucket/preempted/",
+    )
+    behind = pending("behind", "a", at=1)
+    nodes, quotas = [hyperpod_node(0)], [quota("a", 16, borrow=0)]
+    _, admission, _, capacity = plan(
+        snapshot([preempted, behind], nodes, quotas, winding_down=frozenset({"preempted"}))
+    )
+    assert [a.job.job_id for a in admission.admissions] == ["behind"]
+    (write,) = capacity.reasons
+    assert write.job_id == "preempted"
+    assert write.reason.startswith("waits for the pods of its run 2 to stop")
+    _, admission, _, _ = plan(snapshot([preempted, behind], nodes, quotas))
+    (restart,) = admission.admissions
+    assert restart.job.job_id == "preempted" and restart.restart and restart.job.run == 3
+
+
 def test_a_reason_is_written_only_when_it_changes() -> None:
     nodes = [hyperpod_node(0)]
     holding = running(pending("prod", "a"), ["i-hp00"])
