@@ -13,10 +13,12 @@ from tests.integration.cluster_harness import ClusterApis
 
 from hyperguard.cluster import ClusterGateway
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
+from hyperguard.cluster.workloads import JOB_ID_LABEL, job_name, team_namespace
+from hyperguard.governance.applier import PassResult
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job
 from hyperguard.store import IncidentStore, JobStore, NodeStore, TeamStore
-from hyperguard_twin.plane.kube import wait_for
+from hyperguard_twin.plane.kube import PODS, wait_for
 
 
 def scheduler(
@@ -53,6 +55,34 @@ def until_running(apis: ClusterApis, *job_ids: str) -> None:
     wait_for(
         lambda: running_jobs(apis) == set(job_ids), loaded(60), f"exactly {sorted(job_ids)} to run"
     )
+
+
+def job_pods(apis: ClusterApis, job_id: str, team: str = "solo") -> list[dict[str, Any]]:
+    """The job's pods, of any run, those being deleted too."""
+    return apis.kube.list_objects(
+        PODS, team_namespace(team), label_selector=f"{JOB_ID_LABEL}={job_name(job_id)}"
+    )
+
+
+def until_pods_gone(apis: ClusterApis, job_id: str, team: str = "solo") -> None:
+    """Until the job's stopped runs have no pod left: a pass then restarts it (D210)."""
+    wait_for(lambda: not job_pods(apis, job_id, team), loaded(30), f"{job_id}'s pods to go")
+
+
+def admitted_again(
+    service: SchedulerService, apis: ClusterApis, job_id: str, result: PassResult
+) -> PassResult:
+    """The pass that admitted the job `result`'s pass requeued: that pass itself when the
+    pods of the run it stopped were gone by its admission (KWOK, the twin's kubelet, ends a
+    deleted pod at once), else the first pass after they went, the job waiting meanwhile
+    (D210)."""
+    if result.admitted == [job_id]:
+        return result
+    assert result.admitted == [], result.admitted
+    until_pods_gone(apis, job_id)
+    again = service.run_pass()
+    assert again.admitted == [job_id], again.admitted
+    return again
 
 
 Gateway = TypeVar("Gateway", bound=HyperPodEksGateway)

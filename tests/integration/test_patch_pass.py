@@ -14,7 +14,7 @@ from tests.conftest import Stack
 from tests.integration.api_harness import Api
 from tests.integration.cluster_harness import BUCKET, HYPERPOD, P5, REGION
 from tests.integration.conftest import MakeCluster
-from tests.integration.scheduler_harness import scheduler, until_running
+from tests.integration.scheduler_harness import admitted_again, scheduler, until_running
 
 from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store.policy import RepairPolicyStore
@@ -64,7 +64,8 @@ def test_a_job_on_a_group_about_to_be_patched_moves_at_its_next_checkpoint(
     service.run_pass()
     at(START_S + 30 * 60 + 10)  # checkpoint step 60 completed at 1,860 s
     result = service.run_pass()
-    assert result.paused == [job_id] and result.admitted == [job_id]
+    assert result.paused == [job_id]
+    admitted_again(service, apis, job_id, result)
     view = api.call("GET", f"/jobs/{job_id}").body
     assert view["status"] == "Running" and view["nodes"] == [spare]
     paused = [h for h in view["history"] if h["event"] == "paused"]

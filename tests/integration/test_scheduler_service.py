@@ -16,11 +16,17 @@ from botocore.exceptions import ClientError
 from tests.deadlines import loaded
 from tests.integration.api_harness import Api, member
 from tests.integration.cluster_harness import BUCKET, HYPERPOD, ClusterApis, sagemaker
-from tests.integration.scheduler_harness import MakeSolo, Solo, until_running
+from tests.integration.scheduler_harness import (
+    MakeSolo,
+    Solo,
+    job_pods,
+    until_pods_gone,
+    until_running,
+)
 
 from hyperguard.cluster.gateway import ClusterError
 from hyperguard.cluster.hyperpod_eks import HyperPodEksGateway
-from hyperguard.cluster.workloads import HPJOB_POD_LABEL, JOB_ID_LABEL, job_name, team_namespace
+from hyperguard.cluster.workloads import HPJOB_POD_LABEL
 from hyperguard.governance.jobs import JobLifecycle, Outcome
 from hyperguard.governance.service import SchedulerService
 from hyperguard.models import Job, JobStatus, Node
@@ -413,12 +419,6 @@ GRACE_FINALIZER = "hyperguard.io/test-grace"
 period does (KWOK, the twin's kubelet, ends a deleted pod at once)."""
 
 
-def _job_pods(apis: ClusterApis, job_id: str) -> list[dict[str, Any]]:
-    return apis.kube.list_objects(
-        PODS, team_namespace("solo"), label_selector=f"{JOB_ID_LABEL}={job_name(job_id)}"
-    )
-
-
 def test_a_preempted_job_resumes_from_a_checkpoint_its_run_completed_after_the_preemption(
     solo: MakeSolo,
 ) -> None:
@@ -443,7 +443,7 @@ def test_a_preempted_job_resumes_from_a_checkpoint_its_run_completed_after_the_p
     recorded = team.job(low).last_checkpoint
     assert recorded is not None and recorded.step == 10  # not read: the job is Preempted
     assert team.api.call("DELETE", f"/jobs/{high}").status == 200
-    wait_for(lambda: not _job_pods(team.apis, low), loaded(30), "the stopped pods to be gone")
+    until_pods_gone(team.apis, low)
     result = service.run_pass()
     assert result.admitted == [low] and result.dispatched == [low]
     view = team.api.call("GET", f"/jobs/{low}").body
@@ -465,7 +465,7 @@ def test_a_restart_waits_until_the_pods_of_its_stopped_run_are_gone(solo: MakeSo
     service = team.scheduler()
     assert service.run_pass().dispatched == [low]
     until_running(team.apis, low)
-    (pod,) = _job_pods(team.apis, low)
+    (pod,) = job_pods(team.apis, low)
     name = pod["metadata"]["name"]
     team.apis.kube.patch(
         PODS, name, {"metadata": {"finalizers": [GRACE_FINALIZER]}}, pod["metadata"]["namespace"]
@@ -475,7 +475,7 @@ def test_a_restart_waits_until_the_pods_of_its_stopped_run_are_gone(solo: MakeSo
     assert result.preempted == [low] and result.dispatched == [high]
     assert team.api.call("DELETE", f"/jobs/{high}").status == 200
     wait_for(
-        lambda: all(p["metadata"].get("deletionTimestamp") for p in _job_pods(team.apis, low)),
+        lambda: all(p["metadata"].get("deletionTimestamp") for p in job_pods(team.apis, low)),
         loaded(30),
         "the preempted job's pod to be stopping",
     )
@@ -487,7 +487,7 @@ def test_a_restart_waits_until_the_pods_of_its_stopped_run_are_gone(solo: MakeSo
     team.apis.kube.patch(
         PODS, name, {"metadata": {"finalizers": None}}, pod["metadata"]["namespace"]
     )
-    wait_for(lambda: not _job_pods(team.apis, low), loaded(30), "the stopped pod to be gone")
+    until_pods_gone(team.apis, low)
     result = service.run_pass()
     assert result.admitted == [low] and result.dispatched == [low]
     assert team.job(low).run == 1
