@@ -414,9 +414,18 @@ def test_a_preemption_whose_stop_fails_is_stopped_on_the_next_pass(solo: MakeSol
     assert team.job(low).status is JobStatus.PREEMPTED
 
 
-GRACE_FINALIZER = "hyperguard.io/test-grace"
-"""Keeps a pod's deletion in progress, as a kubelet running the pod's termination grace
-period does (KWOK, the twin's kubelet, ends a deleted pod at once)."""
+@contextmanager
+def _grace_period(apis: ClusterApis, pod: dict[str, Any]) -> Iterator[None]:
+    """The pod's deletion kept in progress while inside, as a kubelet running the pod's
+    termination grace period does (KWOK, the twin's kubelet, ends a deleted pod at once): a
+    finalizer, removed on the way out."""
+    meta = pod["metadata"]
+    finalizers = {"metadata": {"finalizers": ["hyperguard.io/test-grace"]}}
+    apis.kube.patch(PODS, meta["name"], finalizers, meta["namespace"])
+    try:
+        yield
+    finally:
+        apis.kube.patch(PODS, meta["name"], {"metadata": {"finalizers": None}}, meta["namespace"])
 
 
 def test_a_preempted_job_resumes_from_a_checkpoint_its_run_completed_after_the_preemption(
@@ -466,27 +475,21 @@ def test_a_restart_waits_until_the_pods_of_its_stopped_run_are_gone(solo: MakeSo
     assert service.run_pass().dispatched == [low]
     until_running(team.apis, low)
     (pod,) = job_pods(team.apis, low)
-    name = pod["metadata"]["name"]
-    team.apis.kube.patch(
-        PODS, name, {"metadata": {"finalizers": [GRACE_FINALIZER]}}, pod["metadata"]["namespace"]
-    )
-    high = team.submit(8, priority_class="high")
-    result = service.run_pass()
-    assert result.preempted == [low] and result.dispatched == [high]
-    assert team.api.call("DELETE", f"/jobs/{high}").status == 200
-    wait_for(
-        lambda: all(p["metadata"].get("deletionTimestamp") for p in job_pods(team.apis, low)),
-        loaded(30),
-        "the preempted job's pod to be stopping",
-    )
-    result = service.run_pass()
-    assert result.stopped == [high] and result.admitted == []
-    assert team.job(low).status is JobStatus.PREEMPTED
-    record = team.api.jobs.record(low)
-    assert record is not None and record.reason.startswith("waits for the pods of its run 0")
-    team.apis.kube.patch(
-        PODS, name, {"metadata": {"finalizers": None}}, pod["metadata"]["namespace"]
-    )
+    with _grace_period(team.apis, pod):
+        high = team.submit(8, priority_class="high")
+        result = service.run_pass()
+        assert result.preempted == [low] and result.dispatched == [high]
+        assert team.api.call("DELETE", f"/jobs/{high}").status == 200
+        wait_for(
+            lambda: all(p["metadata"].get("deletionTimestamp") for p in job_pods(team.apis, low)),
+            loaded(30),
+            "the preempted job's pod to be stopping",
+        )
+        result = service.run_pass()
+        assert result.stopped == [high] and result.admitted == []
+        assert team.job(low).status is JobStatus.PREEMPTED
+        record = team.api.jobs.record(low)
+        assert record is not None and record.reason.startswith("waits for the pods of its run 0")
     until_pods_gone(team.apis, low)
     result = service.run_pass()
     assert result.admitted == [low] and result.dispatched == [low]
