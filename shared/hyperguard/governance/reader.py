@@ -16,6 +16,9 @@ Three reads stay outside the one snapshot, each for the safety it gives (docs/ar
 - `bursts_in_flight`: the running BurstCapacity executions, read only when the admission plan
   leaves a job short of capacity (most passes want no burst, and the read costs a call per
   running burst);
+- `winding_down`: the pods of the stopped runs of the restarts the admission plan admits,
+  read only then (most passes admit no restart), and the plan made again without those
+  whose pods are still on Ready nodes (D210);
 - the applier's guarded re-checks: the active jobs once more before it releases an idle
   burst node (a recovery may have restarted a job there since), and a burst's output before
   it deletes a HyperPod node that burst says it added.
@@ -24,7 +27,7 @@ Three reads stay outside the one snapshot, each for the safety it gives (docs/ar
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from hyperguard.aws import AWS_ERRORS
@@ -117,7 +120,6 @@ class SnapshotReader:
             unreadable=unreadable,
             placed=self.placements(views.running, runs),
             ended=ended,
-            winding_down=self.winding_down(views.jobs),
             groups=groups,
             stand_ins=self.stand_ins(views.holding, nodes),
             lemons=self.lemons(repair, nodes, now),
@@ -147,15 +149,8 @@ class SnapshotReader:
     def refresh(self, snapshot: PassSnapshot, moved: Collection[str]) -> PassSnapshot:
         """The jobs this pass just moved, read again. Only those: another writer's change
         since the snapshot is refused by the conditional writes (as it is a moment after any
-        read), and a job submitted since has a wake-up of its own. A job they requeued
-        whose stopped run's pods are still on Ready nodes waits for them (D210)."""
-        if not moved:
-            return snapshot
-        fresh = snapshot.refreshed(self.jobs.records_of(moved))
-        requeued = self.winding_down(fresh.view.by_id[j] for j in moved if j in fresh.view.by_id)
-        if not requeued:
-            return fresh
-        return replace(fresh, winding_down=fresh.winding_down | requeued)
+        read), and a job submitted since has a wake-up of its own."""
+        return snapshot.refreshed(self.jobs.records_of(moved)) if moved else snapshot
 
     def new_checkpoints(
         self, jobs: Iterable[JobRecord], runs: Iterable[RunStatus], now: datetime
@@ -231,9 +226,10 @@ class SnapshotReader:
         return {job_id: tuple(nodes) for job_id, nodes in found.items()}
 
     def winding_down(self, jobs: Iterable[JobRecord]) -> frozenset[str]:
-        """The waiting jobs that ran before and write checkpoints whose stopped run still
-        has pods on Ready nodes (D210), one pod list per team that has such a job; none
-        when the cluster cannot say (their restarts then go ahead, as before D210)."""
+        """Those of these jobs (restarts an admission plan admits) that ran before and
+        write checkpoints and whose stopped run still has pods on Ready nodes (D210), one pod
+        list per team that has such a job; none when the cluster cannot say (their restarts
+        then go ahead, as before D210)."""
         asked = [r.job for r in jobs if may_wind_down(r)]
         if not asked:
             return frozenset()

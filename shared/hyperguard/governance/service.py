@@ -88,6 +88,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from datetime import datetime
 
 from hyperguard.aws import ClientError
@@ -102,13 +103,16 @@ from hyperguard.governance.adoption import (
 )
 from hyperguard.governance.applier import CLUSTER_OBJECTS, PassApplier, PassResult
 from hyperguard.governance.decide import (
+    Ledger,
     plan_admission,
     plan_capacity,
     plan_reconcile,
     wants_burst,
 )
+from hyperguard.governance.intents import AdmissionPlan, ReconcilePlan
 from hyperguard.governance.jobs import FencedOutError, JobLifecycle, SubmissionRules
 from hyperguard.governance.reader import SnapshotReader
+from hyperguard.governance.snapshot import PassSnapshot
 from hyperguard.messaging import EventPublisher, Workflows
 from hyperguard.models import Job, utcnow
 from hyperguard.models.cluster import HeldWorkload
@@ -285,7 +289,7 @@ class SchedulerService:
         )
         reconciled = plan_reconcile(snapshot)
         snapshot = reader.refresh(snapshot, applier.reconcile(reconciled))
-        admission, ledger = plan_admission(snapshot, reconciled, self.catalogue)
+        snapshot, admission, ledger = self._admission(reader, snapshot, reconciled)
         in_flight = (
             reader.bursts_in_flight(self.bursts)
             if self.bursts is not None and wants_burst(snapshot, ledger)
@@ -301,3 +305,24 @@ class SchedulerService:
         )
         applier.admit(admission)
         applier.scale(capacity)
+
+    def _admission(
+        self, reader: SnapshotReader, snapshot: PassSnapshot, reconciled: ReconcilePlan
+    ) -> tuple[PassSnapshot, AdmissionPlan, Ledger]:
+        """The admission plan, with the restarts it admits whose stopped runs still have
+        pods on Ready nodes left waiting (D210). Their pods are read only for the restarts a
+        plan admits (most plans admit none), and the plan made again without those that wait;
+        each job is asked about once, so this ends."""
+        asked: set[str] = set()
+        while True:
+            admission, ledger = plan_admission(snapshot, reconciled, self.catalogue)
+            restarts = [
+                snapshot.view.by_id[a.job.job_id]
+                for a in admission.admissions
+                if a.restart and a.job.job_id not in asked
+            ]
+            asked.update(r.job.job_id for r in restarts)
+            winding = reader.winding_down(restarts)
+            if not winding:
+                return snapshot, admission, ledger
+            snapshot = replace(snapshot, winding_down=snapshot.winding_down | winding)

@@ -181,7 +181,8 @@ class PassSnapshot:
     """Jobs that are not in `jobs` (they ended) but whose runs still live: read by key."""
     winding_down: frozenset[str] = frozenset()
     """Waiting jobs that ran before, with a checkpoint location, whose stopped run still
-    has pods on Ready nodes: running, or in their grace period (D210)."""
+    has pods on Ready nodes: running, or in their grace period (D210). Read after a first
+    admission plan, for the restarts it admits (`SchedulerService`)."""
     quotas: tuple[ComputeQuota, ...] = ()
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     stand_ins: Mapping[str, str] = field(default_factory=dict)
