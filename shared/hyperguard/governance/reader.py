@@ -9,7 +9,7 @@ inventory's stand-ins for replaced nodes, the lemon slots, the quotas and the sc
 config, and the burst claims. Nothing here decides; `hyperguard.governance.decide` does,
 from the snapshot alone.
 
-Three reads stay outside the one snapshot, each for the safety it gives (docs/architecture.md,
+Four reads stay outside the one snapshot, each for the safety it gives (docs/architecture.md,
 "A scheduling pass"):
 - `refresh`: the jobs the pass's reconciliation just moved, read again before admission is
   planned (the pass plans in two phases: reconcile, apply, re-read what moved, admission);
