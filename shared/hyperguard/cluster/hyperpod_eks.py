@@ -15,7 +15,7 @@ NodeClaim and rebooted through EC2, since Karpenter has no reboot.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -472,14 +472,11 @@ class HyperPodEksGateway:
     def placements(self, jobs: list[Job]) -> dict[str, list[str]]:
         """Where the pods of these jobs' current runs run (instance ids), for each job whose
         run's pods are all bound and running: one pod list per team namespace."""
-        by_team: dict[str, dict[str, Job]] = {}
-        for job in jobs:
-            by_team.setdefault(job.team, {})[job_name(job.job_id)] = job
         names = {k.name: i for i, k in self._listed[1].items()}
         found: dict[str, list[str]] = {}
-        for team, named in sorted(by_team.items()):
+        for named, listed in self._team_pods(jobs):
             pods: dict[str, list[RunPod]] = {}
-            for pod in self.kubernetes.run_pods(team_namespace(team), named):
+            for pod in listed:
                 if not pod.stopping:
                     pods.setdefault(pod.job, []).append(pod)
             for label, job in named.items():
@@ -500,20 +497,25 @@ class HyperPodEksGateway:
         not counted: no kubelet runs its grace period. One pod list per team namespace."""
         if not jobs:
             return set()
-        by_team: dict[str, set[str]] = {}
-        for job in jobs:
-            by_team.setdefault(job.team, set()).add(job_name(job.job_id))
-        ids = {job_name(job.job_id): job.job_id for job in jobs}
         at, listed = self._listed  # the pass's own listing, a moment old
         if time.monotonic() - at >= NODE_NAMES_TTL_S:
             listed = self._kube_nodes()
         ready = {k.name for k in listed.values() if _ready(k)}
-        found: set[str] = set()
+        return {
+            named[pod.job].job_id
+            for named, pods in self._team_pods(jobs)
+            for pod in pods
+            if pod.node in ready and pod.job in named
+        }
+
+    def _team_pods(self, jobs: list[Job]) -> Iterator[tuple[dict[str, Job], list[RunPod]]]:
+        """Each team's jobs among these, by their job label's value, with their pods that
+        have not ended: one pod list per team namespace."""
+        by_team: dict[str, dict[str, Job]] = {}
+        for job in jobs:
+            by_team.setdefault(job.team, {})[job_name(job.job_id)] = job
         for team, named in sorted(by_team.items()):
-            for pod in self.kubernetes.run_pods(team_namespace(team), named):
-                if pod.node in ready and pod.job in ids:
-                    found.add(ids[pod.job])
-        return found
+            yield named, self.kubernetes.run_pods(team_namespace(team), named)
 
     # burst capacity: Karpenter NodeClaims HyperGuard creates, nodes it adds to HyperPod
 
