@@ -16,6 +16,9 @@ from hyperguard_twin.ids import hyperpod_cluster_arn
 ADMIN = "arn:aws:iam::123456789012:role/hyperguard-admin"
 CLUSTER_ARN = hyperpod_cluster_arn("hyperguard-twin", "us-east-1", "123456789012")
 THROTTLED_TRIES = 5
+ANSWER_S = 30
+"""The longest an idle twin takes to answer one request (a burst's last one queued behind the
+API function's four workers among them); deadlines are `loaded(ANSWER_S)`."""
 
 
 def member(team: str) -> str:
@@ -48,18 +51,20 @@ class Http:
             headers={"Content-Type": "application/json", "X-HyperGuard-Principal": principal},
         )
         try:
-            with urllib.request.urlopen(request, timeout=30) as r:
+            with urllib.request.urlopen(request, timeout=loaded(ANSWER_S)) as r:
                 return r.status, json.loads(r.read() or b"null"), None
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null"), exc.headers.get("Retry-After")
 
     def status_and_headers(self, path: str, principal: str = ADMIN) -> tuple[int, dict[str, str]]:
-        """A GET's status and response headers (a 429's Retry-After, for one)."""
+        """A GET's status and response headers (a 429's Retry-After, for one). A burst's
+        requests wait for the twin's four API workers (its cap, not Lambda's), so on a loaded
+        host the last ones wait longest: CI's slowest full run waited past 60 s for one."""
         request = urllib.request.Request(
             self.base + path, headers={"X-HyperGuard-Principal": principal}
         )
         try:
-            with urllib.request.urlopen(request, timeout=60) as r:
+            with urllib.request.urlopen(request, timeout=loaded(ANSWER_S)) as r:
                 return r.status, dict(r.headers)
         except urllib.error.HTTPError as exc:
             return exc.code, dict(exc.headers)

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,19 +118,30 @@ class Pool:
     size: int = 0  # idle, busy and starting
     closed: bool = False
     cond: threading.Condition = field(default_factory=threading.Condition)
+    line: deque[object] = field(default_factory=deque)
+    """The callers waiting for a worker, first come first."""
 
     def acquire(self, start: Callable[[], Worker]) -> tuple[Worker, bool] | None:
         """A warm worker, or a new one (then the flag is set: a cold start); None when the
-        pool is full and throttles. An idle worker whose process died (killed from outside)
-        is replaced, as Lambda replaces a dead execution environment: no invocation is
-        handed to it."""
+        pool is full and throttles. A pool that does not throttle serves its callers in the
+        order they came: a caller that was woken but found the worker taken by one that came
+        later would otherwise wait again, and callers that come back at once (a burst's
+        clients, each sending its next request) could keep it waiting without bound. An idle
+        worker whose process died (killed from outside) is replaced, as Lambda replaces a dead
+        execution environment: no invocation is handed to it."""
         dead: list[Worker] = []
         try:
             with self.cond:
-                while not self._warm(dead) and self.size >= self.cap:
-                    if self.throttle_when_full:
-                        return None
-                    self.cond.wait()
+                if self.throttle_when_full and not self._free(dead):
+                    return None
+                turn = object()
+                self.line.append(turn)
+                try:
+                    while self.line[0] is not turn or not self._free(dead):
+                        self.cond.wait()
+                finally:
+                    self.line.remove(turn)
+                    self.cond.notify_all()  # the next in line may go too
                 if self.idle:
                     worker = self.idle.pop()  # the most recently used, as Lambda tends to pick
                     self.busy.add(worker)
@@ -143,11 +155,15 @@ class Pool:
         except BaseException:
             with self.cond:
                 self.size -= 1
-                self.cond.notify()
+                self.cond.notify_all()
             raise
         with self.cond:
             self.busy.add(worker)
         return worker, True
+
+    def _free(self, dead: list[Worker]) -> bool:
+        """Whether a worker is idle or may be started. Called with the lock held."""
+        return self._warm(dead) or self.size < self.cap
 
     def _warm(self, dead: list[Worker]) -> bool:
         """Whether a live worker is idle; dead idle ones move to `dead` and leave the count.
@@ -165,7 +181,7 @@ class Pool:
                 self.idle.append(worker)
             else:
                 self.size -= 1
-            self.cond.notify()
+            self.cond.notify_all()  # only the first in line takes it
         if not keep:
             worker.close()
 
