@@ -51,15 +51,18 @@ def phase(twin: Any, team: str, *, clients: int, seconds: float, most: int) -> d
     deadline = time.perf_counter() + seconds
     tickets = itertools.count()  # next() is atomic: at most `most` are sent in all
     errors: set[str] = set()  # the first few distinct 5xx bodies, to say what failed
+    latencies: list[float] = []  # list.append is atomic
 
     def caller(_: int) -> Counter[str]:
         mine = Counter[str]()
         while time.perf_counter() < deadline and next(tickets) < most:
+            sent = time.perf_counter()
             try:
                 status, answer = twin.api("POST", "/jobs", submission(team))
             except OSError:  # no answer within the client's 60 s (a timeout, a reset)
                 mine["no_answer"] += 1
                 continue
+            latencies.append(time.perf_counter() - sent)
             mine[refuser(answer) if status == 429 else str(status)] += 1
             if status >= 500 and len(errors) < 5:
                 errors.add(json.dumps(answer)[:300])
@@ -80,6 +83,11 @@ def phase(twin: Any, team: str, *, clients: int, seconds: float, most: int) -> d
         "server_errors_5xx": sum(n for s, n in statuses.items() if s.startswith("5")),
         "no_answer": statuses["no_answer"],
         "server_error_bodies": sorted(errors),
+        # the API function's four workers on the twin are taken first come first served
+        "latency_s": {
+            "median": round(statistics.median(latencies), 3) if latencies else None,
+            "max": round(max(latencies), 3) if latencies else None,
+        },
     }
 
 
