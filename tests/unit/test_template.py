@@ -117,6 +117,22 @@ def test_the_ingest_function_reports_partial_batch_failures_and_the_queue_redriv
     assert queue["VisibilityTimeout"] >= 6 * template()["Globals"]["Function"]["Timeout"]
 
 
+def test_functions_behind_the_api_end_before_api_gateways_integration_timeout() -> None:
+    """API Gateway (REST) gives an integration at most 29 s (its default and, without a
+    quota increase, its limit) and answers 504 then, while the function runs on and may still
+    write. A function behind the API must time out first, with room for a cold start's init,
+    which API Gateway counts and the function's timeout does not (D212)."""
+    functions = _resources("AWS::Serverless::Function")
+    default = template()["Globals"]["Function"]["Timeout"]
+    behind_api = {
+        name: function["Properties"].get("Timeout", default)
+        for name, function in functions.items()
+        if any(e["Type"] == "Api" for e in function["Properties"].get("Events", {}).values())
+    }
+    assert behind_api == {"ApiFunction": behind_api["ApiFunction"]}
+    assert all(timeout <= 25 for timeout in behind_api.values()), behind_api
+
+
 def test_layer_requirements_match_pyproject_and_the_lock() -> None:
     assert (ROOT / "shared" / "requirements.txt").read_text() == layer_requirements()
 
