@@ -144,11 +144,8 @@ test-fast: install components
 # the cores with other twins: beside three of them (one run, 4 workers) 7 of its 64-node
 # storm's reports had opened no incident after 300 s. Its tests share module-scoped twins,
 # so they run one after another on one worker (about 4 minutes); the unit tier takes the
-# other worker for about a minute and a quarter, and FILL, integration modules of long
-# CPU-bound tests without a twin or a plane (property tests, the API's schema walk), takes
-# the rest of it: without the schema walk that worker was done 49-90 s before the fault
-# module, with a core a fifth to a third idle (BENCHMARKS.md, 2026-12-03). Its 30 short
-# tests end on either worker; the API fuzz, one test of 12-25 s, overran the fault module. The gates (lint,
+# other worker for about a minute and a quarter, and FILL, three integration modules of long
+# property tests without a twin, takes the rest of it. The gates (lint,
 # types, the template's validators and the venvs they install) run beside that first run
 # in make's second job slot: its twins mostly wait for the simulated clock, and the gates
 # took 75 s of wall time alone. Then the rest of the integration tier and of the e2e tier.
@@ -160,8 +157,7 @@ SOLO := tests/e2e/test_faults.py
 # of over a minute first, longest first (tests/xdist_twins.py, LONGEST_FIRST), then the rest
 # in the folders' order.
 FILL := tests/integration/test_job_lifecycle.py tests/integration/test_api_limits.py \
-        tests/integration/test_quota_limits_property.py \
-        tests/integration/test_api_schema_coverage.py
+        tests/integration/test_quota_limits_property.py
 test: install components
 	$(MAKE) --no-print-directory -j2 -Otarget test-solo gates
 	$(PYTEST) -n $(RUN2_WORKERS) --twins-at-once $(TWIN_WORKERS) --no-loadscope-reorder \
