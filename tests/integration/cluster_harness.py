@@ -388,6 +388,17 @@ def _nodes_schedulable(kube: KubeClient, instance_ids: Collection[str]) -> bool:
     return ready >= set(instance_ids)
 
 
+def until_schedulable(apis: ClusterApis, instance_ids: Collection[str]) -> None:
+    """Until the nodes of these instances take pods: a HyperPod cluster's nodes are up long
+    before a job is dispatched to them, and a pod sent to a node KWOK has not yet made Ready
+    is refused by kube-scheduler, which does not always retry it when the node turns Ready."""
+    wait_for(
+        lambda: _nodes_schedulable(apis.kube, instance_ids),
+        loaded(60),
+        f"{len(instance_ids)} HyperPod nodes to be Ready",
+    )
+
+
 def _claims_ready(kube: KubeClient, count: int) -> bool:
     ready = [
         c
@@ -413,17 +424,10 @@ def seed_jobs(apis: ClusterApis, jobs: JobStore, teams: TeamStore) -> dict[str, 
     and a scheduling pass do it, and dispatched through the Kubernetes API."""
     lifecycle = JobLifecycle(jobs, clock=apis.clock.now)
     seeded: dict[str, Job] = {}
-    # A HyperPod cluster's nodes are up long before a job is dispatched to them: a pod sent
-    # to a node KWOK has not yet made Ready is refused by kube-scheduler, which does not
-    # always retry it when the node turns Ready (4-6 set-ups in 46 waited over 120 s when
-    # no burst node's launch came after it to wake the scheduler). Only the seeded jobs'
-    # nodes: 256 of them took 45 s to be Ready on a loaded host.
-    used = apis.hyperpod[: sum(count for _, _, count, _, _ in SEED_JOBS)]
-    wait_for(
-        lambda: _nodes_schedulable(apis.kube, used),
-        loaded(60),
-        "the seeded jobs' nodes to be Ready",
-    )
+    # Without this wait 4-6 set-ups in 46 waited over 120 s for a refused pod, when no burst
+    # node's launch came after it to wake the scheduler. Only the seeded jobs' nodes: 256
+    # of them took 45 s to be Ready on a loaded host.
+    until_schedulable(apis, apis.hyperpod[: sum(count for _, _, count, _, _ in SEED_JOBS)])
     # The lease is taken in wall time once the nodes are Ready, as a pass takes it: taken
     # before that wait, it expired within a loaded CI run's 60 s set-up and fenced the
     # admissions out (FencedOutError, stop 73).

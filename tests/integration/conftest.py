@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.conftest import Stack
 from tests.integration.api_harness import Api
-from tests.integration.cluster_harness import ClusterApis, cluster_apis
+from tests.integration.cluster_harness import ClusterApis, cluster_apis, until_schedulable
 from tests.integration.scheduler_harness import MakeSolo, Solo
 
 from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
@@ -51,6 +51,9 @@ def solo(stack: Stack, make_cluster: MakeCluster) -> MakeSolo:
         **sharing: Any,
     ) -> Solo:
         apis = make_cluster(hyperpod_nodes=hyperpod_nodes, burst_nodes=burst_nodes)
+        # A pass dispatching onto a node not yet Ready left the job's pods refused and
+        # Pending (a full run of 2026-12-03: a lone job not running after its pass).
+        until_schedulable(apis, apis.hyperpod)
         api = Api(stack, clock=apis.clock.now if api_on_cluster_clock else None)
         if gpus is not None:
             reply = api.quota("solo", gpus, **sharing)
