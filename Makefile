@@ -1,10 +1,6 @@
-# Targets are what CI runs. Python is CPython 3.13 built with PGO and LTO by tools/cpython.sh
-# into a cache outside the repo (once: about 14 minutes on 2 cores; D213): the unit tier took
-# 16 % less CPU on it than on pyenv's 3.13 (.python-version), which is built without either.
-# Where it cannot be fetched or built, the script says so and pyenv's is used. PYTHON=... or
-# HYPERGUARD_PYTHON=... picks another.
+# Targets are what CI runs. Python comes from .python-version (3.13) through pyenv.
 SHELL := /bin/bash
-PYTHON ?= $(shell tools/cpython.sh)
+PYTHON ?= python3.13
 VENV := .venv
 SAM_VENV := .venv-sam
 PY := $(VENV)/bin/python
@@ -44,9 +40,8 @@ help:
 UV := $(VENV)/bin/uv
 UV_PIN := $(shell grep -m1 '^uv==' requirements/dev.lock)
 export UV_NATIVE_TLS := 1
-$(VENV)/.installed: pyproject.toml twin/pyproject.toml trainer/pyproject.toml requirements/dev.lock \
-                   tools/cpython.sh
-	$(PYTHON) -m venv --clear $(VENV)
+$(VENV)/.installed: pyproject.toml twin/pyproject.toml trainer/pyproject.toml requirements/dev.lock
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(UV_PIN)
 	$(UV) pip install --quiet --python $(PY) --upgrade pip
 	$(UV) pip install --quiet --python $(PY) -r requirements/dev.lock
@@ -57,7 +52,7 @@ install: $(VENV)/.installed
 
 # aws-sam-cli pins older boto3/pydantic than the project: it lives in its own venv.
 $(SAM_VENV)/.installed: $(VENV)/.installed
-	$(PYTHON) -m venv --clear $(SAM_VENV)
+	$(PYTHON) -m venv $(SAM_VENV)
 	$(UV) pip install --quiet --python $(SAM_VENV)/bin/python 'aws-sam-cli>=1.130'
 	touch $@
 
@@ -65,7 +60,7 @@ sam-install: $(SAM_VENV)/.installed
 
 # checkov pins its own boto3/networkx stack: it too lives in its own venv.
 $(CHECKOV_VENV)/.installed: $(VENV)/.installed
-	$(PYTHON) -m venv --clear $(CHECKOV_VENV)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python 'checkov>=3.2,<4'
 	touch $@
 
