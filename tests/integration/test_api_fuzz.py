@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.conftest import Stack
@@ -88,14 +89,20 @@ def requests(draw: st.DrawFn) -> tuple[str, str, Any]:
     return METHOD.get(path, "POST"), path, body
 
 
+@pytest.fixture
+def api(stack: Stack) -> Api:
+    """One API for every example, as a warm Lambda container keeps its resolver between
+    invocations (a resolver made for each example compiled its routes' models again)."""
+    return Api(stack)
+
+
 @settings(
     max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(requests(), st.sampled_from([ADMIN, member("nlp")]))
 def test_random_bodies_never_fail_the_api_and_refusals_write_nothing(
-    stack: Stack, request: tuple[str, str, Any], principal: str
+    api: Api, request: tuple[str, str, Any], principal: str
 ) -> None:
-    api = Api(stack)
     api.call("PUT", "/principals", {"principal_arn": member("nlp"), "team": "nlp"})
     if api.teams.get_quota("nlp") is None:
         api.quota("nlp", 16)
