@@ -20,6 +20,15 @@ MakeCluster = Callable[..., ClusterApis]
 
 
 @pytest.fixture
+def api(stack: Stack) -> Api:
+    """One API for a test, however many examples or cases it runs, as a warm Lambda container
+    keeps its resolver between invocations: a resolver made for each of schemathesis's cases
+    compiled each route's request models again (pydantic), and took half of
+    test_api_schema_coverage.py's CPU (BENCHMARKS.md, 2026-12-03)."""
+    return Api(stack)
+
+
+@pytest.fixture
 def make_cluster(stack: Stack) -> Iterator[MakeCluster]:
     """`make_cluster(hyperpod_nodes=4, burst_nodes=0)`: an idle cluster (no jobs yet)."""
     with ExitStack() as contexts:

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.conftest import Stack
 from tests.integration.api_harness import ADMIN, Api, member
 
 leaves = st.one_of(
@@ -87,13 +85,6 @@ def requests(draw: st.DrawFn) -> tuple[str, str, Any]:
         keys = draw(st.lists(st.sampled_from(KEYS[path]), max_size=len(KEYS[path]), unique=True))
         body = {key: draw(values) for key in keys}
     return METHOD.get(path, "POST"), path, body
-
-
-@pytest.fixture
-def api(stack: Stack) -> Api:
-    """One API for every example, as a warm Lambda container keeps its resolver between
-    invocations (a resolver made for each example compiled its routes' models again)."""
-    return Api(stack)
 
 
 @settings(

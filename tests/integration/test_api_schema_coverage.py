@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
-from tests.conftest import ROOT, Stack
+from tests.conftest import ROOT
 from tests.e2e.test_api_schema import CHECKS
 from tests.integration.api_harness import ADMIN, Api
 
@@ -24,14 +23,6 @@ COVERAGE_ONLY = {"phases": {"enabled": False, "coverage": {"enabled": True}}}
 schema = schemathesis.openapi.from_path(
     ROOT / "docs" / "openapi.json", config=SchemathesisConfig.from_dict(COVERAGE_ONLY)
 ).exclude(path="/cluster/prerequisites")
-
-
-@pytest.fixture
-def api(stack: Stack) -> Api:
-    """One API for all of an operation's cases, as a warm Lambda container keeps its resolver
-    between invocations: a resolver made for each case compiled each route's request model
-    again (pydantic), about 40 % of this module's CPU."""
-    return Api(stack)
 
 
 @schema.parametrize()
