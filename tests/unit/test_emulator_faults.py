@@ -1,5 +1,5 @@
 """DynamoDB as the emulator serves it to the service's own SDK client: the errors it injects,
-and requests applied to an item atomically.
+and requests applied to an item atomically; EC2's launches one at a time.
 
 No network: botocore's `before-send` hands each signed request to the emulator's WSGI app
 and its answer back to the client, so the client's real retry handler (standard mode, the
@@ -250,7 +250,7 @@ def test_a_scan_never_sees_an_update_half_applied(
     app = emulator._wrap(DomainDispatcherApplication(create_backend_app))
     ddb.meta.events.register("before-send.dynamodb", wsgi_sender(app))
     lock = CountingLock()
-    monkeypatch.setattr(emulator, "_dynamodb_lock", lock, raising=False)
+    monkeypatch.setitem(emulator._one_at_a_time, "dynamodb", lock)
     table = f"nodes-{uuid.uuid4().hex[:8]}"
     ddb.create_table(
         TableName=table,
@@ -290,3 +290,69 @@ def test_a_scan_never_sees_an_update_half_applied(
         ddb.delete_table(TableName=table)
         aws.client.cache_clear()
     assert items == [{"instance_id": {"S": "i-1"}, "in_pool": {"S": "hyperpod"}}]
+
+
+def test_two_launches_at_once_are_served_one_after_the_other(
+    monkeypatch: pytest.MonkeyPatch, emulator: Emulator
+) -> None:
+    """Karpenter launches a burst's instances concurrently. moto's RunInstances takes each
+    instance's private IP from its subnet's generator, and two at once failed one with
+    `ValueError: generator already executing` (an error 500 where EC2 launches both): so the
+    emulator serves EC2 one request at a time. The first launch is held inside moto, after its
+    subnet gave it an IP, until the second has either run beside it or waits for it."""
+    from moto.ec2.models.subnets import Subnet
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIDKARPENTER",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://emulator.invalid:4566",
+    }.items():
+        monkeypatch.setenv(name, value)
+    aws.client.cache_clear()
+    ec2 = aws.client("ec2")
+    app = emulator._wrap(DomainDispatcherApplication(create_backend_app))
+    ec2.meta.events.register("before-send.ec2", wsgi_sender(app))
+    assert "ec2" in emulator._one_at_a_time
+    lock = CountingLock()  # in place of the emulator's lock for EC2, counting its waiters
+    monkeypatch.setitem(emulator._one_at_a_time, "ec2", lock)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]  # as Karpenter launches
+    launching, second_done = threading.Event(), threading.Event()
+    take_ip = Subnet.get_available_subnet_ip
+    inside: list[int] = [0, 0]  # launches in moto now, and the most at once
+
+    def held(self: Any, *args: Any, **kwargs: Any) -> Any:
+        inside[0] += 1
+        inside[1] = max(inside)
+        try:
+            ip = take_ip(self, *args, **kwargs)
+            if not launching.is_set():
+                launching.set()
+                deadline = time.monotonic() + 10
+                while not (second_done.is_set() or lock.waiting):
+                    assert time.monotonic() < deadline, "the second launch neither ran nor waited"
+                    time.sleep(0.001)
+            return ip
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(Subnet, "get_available_subnet_ip", held)
+    launched: list[dict[str, Any]] = []
+
+    def launch() -> None:
+        launched.append(ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, SubnetId=subnet))
+
+    first = threading.Thread(target=launch)
+    first.start()
+    try:
+        assert launching.wait(10)
+        launch()
+        second_done.set()
+    finally:
+        first.join()
+        aws.client.cache_clear()
+    assert inside[1] == 1  # the second waited for the first, never in moto beside it
+    ips = [r["Instances"][0]["PrivateIpAddress"] for r in launched]
+    assert len(set(ips)) == 2, ips

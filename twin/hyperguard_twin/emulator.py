@@ -46,6 +46,17 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/")
 
 
+ONE_AT_A_TIME = ("dynamodb", "ec2")
+"""The services whose moto backends are not safe to call from two threads at once, though AWS
+serves their requests concurrently:
+- DynamoDB applies each request to an item atomically; moto does not (an UpdateItem of a new
+  key stores the bare key, then sets the attributes in place, and a Scan in another thread
+  can read the item in between).
+- EC2's RunInstances takes each instance's private IP from its subnet's generator, and two at
+  once failed one of them with `ValueError: generator already executing`, an error 500 to
+  Karpenter's launch (`bench/plane_burst.py`, 1,000 NodeClaims, 2026-12-03)."""
+
+
 def api_call(environ: dict[str, Any]) -> tuple[str, str]:
     """(access key id, "service:Operation") of a SigV4-signed request: the operation from
     X-Amz-Target (JSON protocols) or the Action parameter (query protocols), else the HTTP
@@ -167,10 +178,9 @@ class Emulator:
         """IAM for the stack's roles' credentials (hyperguard_twin.iam); everyone else is let be."""
         self.faults = DynamoDbFaults()
         """DynamoDB errors answered in moto's place, as tests aim them."""
-        self._dynamodb_lock = threading.Lock()
-        """DynamoDB applies each request to an item atomically; moto does not (an UpdateItem
-        of a new key stores the bare key, then sets the attributes in place, and a Scan in
-        another thread can read the item in between). One DynamoDB request at a time."""
+        self._one_at_a_time = {service: threading.Lock() for service in ONE_AT_A_TIME}
+        """A lock for each service in `ONE_AT_A_TIME`: its requests are served one after
+        another."""
         self._clients: dict[tuple[str, str, str], Any] = {}
         self._clients_lock = threading.Lock()
 
@@ -227,8 +237,9 @@ class Emulator:
                     start_response(f"{status} Error", headers)
                     return [payload]
                 injected = self.faults.take(environ, key, call)
-                if injected is None and call.startswith("dynamodb:"):
-                    with self._dynamodb_lock:
+                serial = self._one_at_a_time.get(call.partition(":")[0])
+                if injected is None and serial is not None:
+                    with serial:
                         return moto_app(environ, start_response)
                 if injected is None:
                     return moto_app(environ, start_response)
