@@ -39,14 +39,16 @@ class BrokenRecovery:
         return None if execution["status"] == "RUNNING" else dict(execution)
 
     def fails(self) -> tuple[str, Incident]:
-        """A healthy HyperPod node's kernel fault (a reboot cures it) is recovered and the
-        recovery fails: the node and its incident, which waits for an operator."""
+        """A healthy HyperPod node's GPU fault (the agent recommends a reboot, and one cures
+        it) is recovered and the recovery fails: the node and its incident, which waits for
+        an operator. A GPU fault is repaired at once; a kernel condition would first wait out
+        the policy's degraded-node wait (`otherFaultWaitMins`, 30 s of the tests' time)."""
         faulty: str = next(
             n["instance_id"]
             for n in self.twin.cluster.snapshot()["nodes"]
             if n["platform"] == "hyperpod" and n["healthy"] and n["schedulable"]
         )
-        self.twin.fault(faulty, "kernel")
+        self.twin.fault(faulty, "gpu")
         incident: Incident = self.until(
             lambda: next(
                 (i for i in self.incidents.recent() if i.instance_id == faulty and i.execution_arn),
