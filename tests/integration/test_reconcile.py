@@ -20,7 +20,11 @@ from tests.integration.conftest import MakeCluster
 from tests.integration.incident_harness import closed_fault
 from tests.integration.scheduler_harness import admitted_again, running_jobs, scheduler
 
+from hyperguard.cluster.conventions import NODEPOOL_LABEL
 from hyperguard.cluster.gateway import NodeNotFoundError
+from hyperguard.cluster.hyperpod_eks import EKS_PLATFORM
+from hyperguard.cluster.kueue import team_objects
+from hyperguard.cluster.workloads import team_namespace
 from hyperguard.governance.applier import QUEUES_RECHECK
 from hyperguard.governance.jobs import JobLifecycle
 from hyperguard.governance.service import SchedulerService
@@ -28,7 +32,8 @@ from hyperguard.policies.repair import NodeRepairConfig
 from hyperguard.store import IncidentStore, JobStore, NodeStore
 from hyperguard.store.policy import RepairPolicyStore
 from hyperguard_twin.cloud.hyperpod_nodes import NodeRecovery
-from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS
+from hyperguard_twin.plane.kube import HYPERPOD_PYTORCH_JOBS, NODES
+from hyperguard_twin.plane.kube import JOBS as BATCH_JOBS
 
 GRACE_S = 60
 
@@ -487,3 +492,43 @@ def test_a_pass_lists_the_kubernetes_nodes_once_for_all_its_dispatches(
     with pytest.raises(NodeNotFoundError):  # a node the listing lacks: listed again
         apis.gateway.dispatch(placed.job, ["i-00000000000000bad"])
     assert len(listings) == 2
+
+
+def test_a_dispatch_onto_a_burst_node_listed_before_its_registration_lists_again(
+    stack: Stack, make_cluster: MakeCluster
+) -> None:
+    """Karpenter labels its node with its NodePool when it registers it. A listing from
+    before that shows the node with neither a NodePool nor an instance group; a dispatch onto
+    it within NODE_NAMES_TTL_S lists the nodes again, so its run is a batch Job, as on every
+    burst node, and not a HyperPodPyTorchJob (bench/plane_burst.py dispatched 5 of 25 runs
+    so, and their pods never came)."""
+    apis = make_cluster(hyperpod_nodes=2, burst_nodes=1)
+    api = setup(stack, apis)
+    nodes = apis.gateway.list_nodes()
+    burst = next(n for n in nodes if n.platform == EKS_PLATFORM)
+    hyperpod = next(n for n in nodes if n.platform == "hyperpod")
+    assert burst.node_name is not None
+    pool = burst.labels[NODEPOOL_LABEL]
+    apis.gateway.ensure_queues(team_objects("solo"))  # as a pass does before its dispatches
+    jobs = JobStore(stack.tables["JobsTable"])
+    first, second = (jobs.record(api.submit("solo", 4).body["job_id"]) for _ in range(2))
+    assert first is not None and second is not None
+    apis.kube.patch(NODES, burst.node_name, {"metadata": {"labels": {NODEPOOL_LABEL: None}}})
+    # the pass's listing, taken while the burst node is not yet labelled, and a first run
+    apis.gateway.list_nodes()
+    apis.gateway.dispatch(
+        first.job.model_copy(update={"nodes": [hyperpod.instance_id]}), [hyperpod.instance_id]
+    )
+    apis.kube.patch(NODES, burst.node_name, {"metadata": {"labels": {NODEPOOL_LABEL: pool}}})
+    apis.gateway.dispatch(
+        second.job.model_copy(update={"nodes": [burst.instance_id]}), [burst.instance_id]
+    )
+    namespace = team_namespace("solo")
+    kinds = {
+        "Job": [j["metadata"]["name"] for j in apis.kube.list_objects(BATCH_JOBS, namespace)],
+        "HyperPodPyTorchJob": [
+            j["metadata"]["name"] for j in apis.kube.list_objects(HYPERPOD_PYTORCH_JOBS, namespace)
+        ],
+    }
+    assert len(kinds["Job"]) == 1 and len(kinds["HyperPodPyTorchJob"]) == 1, kinds
+    assert second.job.job_id in kinds["Job"][0], kinds

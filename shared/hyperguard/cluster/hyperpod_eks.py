@@ -141,11 +141,16 @@ class HyperPodEksGateway:
 
     def _named(self, nodes: list[str]) -> dict[str, KubeNode]:
         """The Kubernetes nodes of these instances: from the last listing when it has them
-        all and is under NODE_NAMES_TTL_S old (a node's name and NodePool label are fixed
-        at its creation, so a pass that listed the nodes and dispatches thirty runs lists
-        them once), listed again otherwise."""
+        all, each with its NodePool or instance group label, and is under NODE_NAMES_TTL_S
+        old (a pass that listed the nodes and dispatches thirty runs lists them once), listed
+        again otherwise. A node's name is fixed at its creation, its label once it has one;
+        Karpenter labels a node with its NodePool when it registers it, and a listing from
+        before that would make its burst node a HyperPod one and its run a
+        HyperPodPyTorchJob (`bench/plane_burst.py` dispatched 5 of 25 runs so)."""
         at, listed = self._listed
-        if time.monotonic() - at < NODE_NAMES_TTL_S and all(i in listed for i in nodes):
+        if time.monotonic() - at < NODE_NAMES_TTL_S and all(
+            i in listed and _placed_by_label(listed[i]) for i in nodes
+        ):
             return listed
         return self._kube_nodes()
 
@@ -815,6 +820,12 @@ class HyperPodEksGateway:
             launch_time=kube.created,
             healthy=status is NodeStatus.RUNNING and not _problems(kube),
         )
+
+
+def _placed_by_label(kube: KubeNode) -> bool:
+    """Whether the node's labels say whose it is: Karpenter's NodePool or HyperPod's instance
+    group."""
+    return NODEPOOL_LABEL in kube.labels or INSTANCE_GROUP_LABEL in kube.labels
 
 
 def _on_karpenter(kube_nodes: dict[str, KubeNode]) -> bool:
