@@ -192,6 +192,8 @@ def main() -> None:
     invocations_before = Counter(runtime.invocations)
     aws_before = twin.function_calls()
     requests_before = len(plane.requests())
+    if args.faults > len(busy):
+        print(f"only {len(busy)} busy nodes: {len(busy)} faults", file=sys.stderr)
     to_cordon, total, results, histories = [], [], [], []
     for instance_id in busy[: args.faults]:
         started = time.perf_counter()
@@ -232,7 +234,7 @@ def main() -> None:
     init_ms = {k: [round(v, 1) for v in runtime.init_ms[k]] for k in sorted(runtime.init_ms)}
     phases = phase_times(histories)
     twin.down()
-    n = args.faults
+    n = len(results)  # the faults injected: the per-incident figures divide by it
     print(
         json.dumps(
             {
