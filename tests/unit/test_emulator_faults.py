@@ -227,6 +227,40 @@ class CountingLock:
         self._lock.release()
 
 
+def held_until(other_done: threading.Event, lock: CountingLock, other: str) -> None:
+    """A request held inside moto until the other request has either run beside it
+    (`other_done`) or waits for the emulator's lock."""
+    deadline = time.monotonic() + 10
+    while not (other_done.is_set() or lock.waiting):
+        assert time.monotonic() < deadline, f"{other} neither ran nor waited"
+        time.sleep(0.001)
+
+
+def through_moto(
+    monkeypatch: pytest.MonkeyPatch, emulator: Emulator, service: str, key: str
+) -> tuple[Any, CountingLock]:
+    """The service's SDK client, as signed by the access key `key`, answered by the
+    emulator's app in front of moto itself; and a counting lock in place of the emulator's
+    lock for the service, which serves its requests one at a time."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": key,
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://emulator.invalid:4566",
+    }.items():
+        monkeypatch.setenv(name, value)
+    aws.client.cache_clear()
+    client = aws.client(service)
+    app = emulator._wrap(DomainDispatcherApplication(create_backend_app))
+    client.meta.events.register(f"before-send.{service}", wsgi_sender(app))
+    assert service in emulator._one_at_a_time
+    lock = CountingLock()
+    monkeypatch.setitem(emulator._one_at_a_time, service, lock)
+    return client, lock
+
+
 def test_a_scan_never_sees_an_update_half_applied(
     monkeypatch: pytest.MonkeyPatch, emulator: Emulator
 ) -> None:
@@ -236,21 +270,8 @@ def test_a_scan_never_sees_an_update_half_applied(
     key is stored (by moto's update or the emulator's own, D203) until the scan has either
     finished (the torn read) or waits for the update to end."""
     from moto.dynamodb.models.table import Table
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "AKIDINVENTORY",
-        "AWS_SECRET_ACCESS_KEY": "secret",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": "http://emulator.invalid:4566",
-    }.items():
-        monkeypatch.setenv(name, value)
-    aws.client.cache_clear()
-    ddb = aws.client("dynamodb")
-    app = emulator._wrap(DomainDispatcherApplication(create_backend_app))
-    ddb.meta.events.register("before-send.dynamodb", wsgi_sender(app))
-    lock = CountingLock()
-    monkeypatch.setitem(emulator._one_at_a_time, "dynamodb", lock)
+    ddb, lock = through_moto(monkeypatch, emulator, "dynamodb", "AKIDINVENTORY")
     table = f"nodes-{uuid.uuid4().hex[:8]}"
     ddb.create_table(
         TableName=table,
@@ -264,10 +285,7 @@ def test_a_scan_never_sees_an_update_half_applied(
     def held(self: Any, *args: Any, **kwargs: Any) -> Any:
         stored = put_item(self, *args, **kwargs)
         updating.set()
-        deadline = time.monotonic() + 10
-        while not (scanned.is_set() or lock.waiting):
-            assert time.monotonic() < deadline, "the scan neither ran nor waited"
-            time.sleep(0.001)
+        held_until(scanned, lock, "the scan")
         return stored
 
     monkeypatch.setattr(Table, "put_item", held)
@@ -301,22 +319,8 @@ def test_two_launches_at_once_are_served_one_after_the_other(
     emulator serves EC2 one request at a time. The first launch is held inside moto, after its
     subnet gave it an IP, until the second has either run beside it or waits for it."""
     from moto.ec2.models.subnets import Subnet
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "AKIDKARPENTER",
-        "AWS_SECRET_ACCESS_KEY": "secret",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": "http://emulator.invalid:4566",
-    }.items():
-        monkeypatch.setenv(name, value)
-    aws.client.cache_clear()
-    ec2 = aws.client("ec2")
-    app = emulator._wrap(DomainDispatcherApplication(create_backend_app))
-    ec2.meta.events.register("before-send.ec2", wsgi_sender(app))
-    assert "ec2" in emulator._one_at_a_time
-    lock = CountingLock()  # in place of the emulator's lock for EC2, counting its waiters
-    monkeypatch.setitem(emulator._one_at_a_time, "ec2", lock)
+    ec2, lock = through_moto(monkeypatch, emulator, "ec2", "AKIDKARPENTER")
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     subnet = ec2.describe_subnets()["Subnets"][0]["SubnetId"]  # as Karpenter launches
     launching, second_done = threading.Event(), threading.Event()
@@ -330,10 +334,7 @@ def test_two_launches_at_once_are_served_one_after_the_other(
             ip = take_ip(self, *args, **kwargs)
             if not launching.is_set():
                 launching.set()
-                deadline = time.monotonic() + 10
-                while not (second_done.is_set() or lock.waiting):
-                    assert time.monotonic() < deadline, "the second launch neither ran nor waited"
-                    time.sleep(0.001)
+                held_until(second_done, lock, "the second launch")
             return ip
         finally:
             inside[0] -= 1
