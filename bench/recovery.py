@@ -50,6 +50,13 @@ ZERO_CLUSTER_TIMES = {
 }
 
 
+def to_break(busy: list[str], faults: int) -> list[str]:
+    """The first `faults` busy nodes; fewer, and said on stderr, when there are not as many."""
+    if faults > len(busy):
+        print(f"only {len(busy)} busy nodes: {len(busy)} faults", file=sys.stderr)
+    return busy[:faults]
+
+
 def phase_times(histories: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """Per state: median ms from entering it to entering the next state (or the end), summed
     over its visits in one execution; Wait states are the policy's waits, the rest work."""
@@ -192,10 +199,8 @@ def main() -> None:
     invocations_before = Counter(runtime.invocations)
     aws_before = twin.function_calls()
     requests_before = len(plane.requests())
-    if args.faults > len(busy):
-        print(f"only {len(busy)} busy nodes: {len(busy)} faults", file=sys.stderr)
     to_cordon, total, results, histories = [], [], [], []
-    for instance_id in busy[: args.faults]:
+    for instance_id in to_break(busy, args.faults):
         started = time.perf_counter()
         twin.fault(instance_id, "persistent")
         while twin.cluster.schedulable(instance_id):
