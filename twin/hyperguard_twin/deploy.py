@@ -32,7 +32,8 @@ EMULATOR_GAPS: dict[str, str] = {
     "the same recipe (shared/Makefile) for this machine and puts it on the workers' path",
     "AWS::Lambda::EventSourceMapping": "moto delivers SQS messages one at a time and ignores "
     "partial batch responses; the twin polls each queue like the Lambda service (batch size, "
-    "ReportBatchItemFailures, redrive to the DLQ; failed records come back after 1 s)",
+    "ReportBatchItemFailures, redrive to the DLQ; failed records come back after 1 s), but "
+    "never waits out MaximumBatchingWindowInSeconds: a batch goes as soon as it is received",
     "AWS::StepFunctions::StateMachine": "moto's CloudFormation ignores DefinitionSubstitutions "
     "and does not execute; the twin substitutes and registers the machine with moto's "
     'executing Step Functions interpreter, and puts the "Step Functions Execution Status '
