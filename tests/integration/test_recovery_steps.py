@@ -5,6 +5,7 @@ service's own adapters, with a manual clock (the state machine itself runs in te
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from email.utils import format_datetime
@@ -34,6 +35,7 @@ from hyperguard.models import (
     HealthSignal,
     IncidentStatus,
     JobStatus,
+    Node,
     NodeStatus,
     ProtectedJob,
     Repair,
@@ -308,6 +310,38 @@ def test_a_node_condition_on_a_hyperpod_node_is_not_recovered_on_its_own(world: 
     world.cluster.inject_fault(faulty, kind="kernel")
     r = world.run("diagnose", r=world.open(faulty, Repair.REBOOT, kind="node_condition"))
     assert r["verdict"] == "repair" and r["action"] == "reboot"
+
+
+def test_diagnose_reads_the_node_while_it_records_the_detection(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """D215: the incident's bookkeeping (its detection marked, its status, IncidentOpened
+    announced) and the reads the decision needs are issued together. The announcement here
+    waits for the node's read: one after the other, the read came only after it."""
+    faulty = busy_node(world)
+    world.cluster.inject_fault(faulty)
+    read = threading.Event()
+    node_status = world.gateway.node_status
+
+    def reading(instance_id: str) -> Node:
+        read.set()
+        return node_status(instance_id)
+
+    announce = world.steps.publisher.publish
+    read_before_announced: list[bool] = []
+
+    def announcing(detail_type: str, detail: dict[str, Any], resources: Sequence[str] = ()) -> None:
+        read_before_announced.append(read.wait(timeout=loaded(5)))
+        announce(detail_type, detail, resources)
+
+    monkeypatch.setattr(world.gateway, "node_status", reading)
+    monkeypatch.setattr(world.steps.publisher, "publish", announcing)
+    r = world.run("diagnose", r=world.open(faulty))
+    assert read_before_announced == [True]
+    assert r["verdict"] == "repair" and r["action"] == "replace"
+    assert [kind for kind, _ in world.published] == ["IncidentOpened"]
+    incident = world.incidents.get(r["incident_id"])
+    assert incident is not None and incident.status is IncidentStatus.DETECTED
 
 
 @pytest.mark.parametrize(

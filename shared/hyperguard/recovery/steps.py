@@ -21,6 +21,7 @@ from hyperguard.cluster.conventions import (
     INSTANCE_ID_IN_USE,
     INSTANCE_ID_NOT_FOUND,
 )
+from hyperguard.concurrency import beside
 from hyperguard.governance.jobs import Actor, JobLifecycle, Outcome
 from hyperguard.messaging import (
     Escalator,
@@ -192,15 +193,16 @@ class RecoverySteps:
         incident = self._incident(r)
         execution_arn = r.execution_arn
         r.forget("execution_arn")
-        if incident.execution_arn is None and execution_arn is not None:
-            # Ingest records it after starting us; a worker that died before could have its
-            # retry suppressed once this recovery has closed the incident.
-            self.incidents.set_execution(incident.incident_id, execution_arn)
-        if incident.status is IncidentStatus.OPEN:
-            self._mark(incident, "detected")
-            self.incidents.set_status(incident.incident_id, IncidentStatus.DETECTED)
-            self.publisher.publish("IncidentOpened", announcement(incident))
-        policy = self._policy()
+        # The incident's bookkeeping and the three reads the decision needs depend on none of
+        # each other: issued together, they cost the longer of the two, not the sum (D215).
+        _, (policy, node, stored) = beside(
+            lambda: self._record_detection(incident, execution_arn),
+            [
+                self._policy,
+                lambda: self._node_or_none(incident),
+                lambda: self.nodes.get(incident.instance_id),  # its repairs
+            ],
+        )
         # An integer: a Wait state's SecondsPath must resolve to one, or the execution fails.
         r.poll_s = int(policy.poll_interval_s)
         r.round = (r.round or 0) + 1
@@ -210,10 +212,8 @@ class RecoverySteps:
             raise FaultPersistsError(
                 f"{incident.instance_id} failed again after {MAX_ROUNDS - 1} repair(s)"
             )
-        try:
-            node = self.gateway.node_status(incident.instance_id)
-        except NodeNotFoundError:
-            return self._gone(incident, r, policy)
+        if node is None:
+            return self._gone(incident, r, policy, stored)
         if node.status is NodeStatus.SYSTEM_UPDATING and incident.kind not in PLANNED_KINDS:
             return self._await_software_update(incident, r, r.poll_s)
         if (
@@ -224,7 +224,6 @@ class RecoverySteps:
             r.verdict, r.resolution = "recovered", "recovered_on_its_own"
             r.signals_seen = incident.signal_count
             return r
-        stored = self.nodes.get(incident.instance_id)
         history = node.model_copy(update={"repairs": stored.repairs if stored else []})
         decision = replace_lemon(
             policy,
@@ -259,12 +258,31 @@ class RecoverySteps:
             )
         return r
 
-    def _gone(self, incident: Incident, r: Recovery, policy: NodeRepairConfig) -> Recovery:
+    def _record_detection(self, incident: Incident, execution_arn: str | None) -> None:
+        """The execution on the incident, and its detection recorded and announced once."""
+        if incident.execution_arn is None and execution_arn is not None:
+            # Ingest records it after starting us; a worker that died before could have its
+            # retry suppressed once this recovery has closed the incident.
+            self.incidents.set_execution(incident.incident_id, execution_arn)
+        if incident.status is IncidentStatus.OPEN:
+            self._mark(incident, "detected")
+            self.incidents.set_status(incident.incident_id, IncidentStatus.DETECTED)
+            self.publisher.publish("IncidentOpened", announcement(incident))
+
+    def _node_or_none(self, incident: Incident) -> Node | None:
+        """The node as the cluster has it now; None when it is gone from the cluster."""
+        try:
+            return self.gateway.node_status(incident.instance_id)
+        except NodeNotFoundError:
+            return None
+
+    def _gone(
+        self, incident: Incident, r: Recovery, policy: NodeRepairConfig, stored: Node | None
+    ) -> Recovery:
         """The node is gone from the cluster: nothing to repair. Where HyperPod's automatic
         recovery replaced it before this diagnosis, the incident says so (D142): its jobs'
         runs went with it, and the scheduler requeues them from their checkpoints."""
         r.verdict, r.resolution = "recovered", "instance_gone"
-        stored = self.nodes.get(incident.instance_id)
         if (
             stored is not None
             and stored.platform == "hyperpod"
