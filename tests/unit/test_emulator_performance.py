@@ -1,6 +1,7 @@
 """What the twin saves of moto's and SAM's work (hyperguard_twin.moto_gaps.performance,
 hyperguard_twin.deploy): a JSON template read as JSON, to what moto's YAML reading gives,
-anything else still through YAML; a handler's methods listed once; template.yaml's parse
+anything else still through YAML; a state machine's definition parsed once, each use given
+its own components, a broken one still refused; a handler's methods listed once; template.yaml's parse
 and SAM's transform reused within a process, handed out as copies."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hyperguard_twin import deploy
 from hyperguard_twin.emulator import Emulator
 from hyperguard_twin.moto_gaps.performance import (
     answer_handler_methods_by_name,
+    parse_each_state_machine_once,
     parse_json_templates_as_json,
 )
 
@@ -108,3 +110,36 @@ def test_a_service_has_one_client_an_emulator() -> None:
     assert emulator.client("s3", "eu-west-1").meta.region_name == "eu-west-1"
     emulator.port = 4567  # a started emulator's own port: a client of it, not of port 0
     assert emulator.client("s3", "us-east-1").meta.endpoint_url == "http://127.0.0.1:4567"
+
+
+def test_a_definition_is_parsed_once_and_each_use_builds_its_own_components(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from moto.stepfunctions.parser.asl.antlr.runtime.ASLParser import ASLParser
+    from moto.stepfunctions.parser.asl.parse.asl_parser import (
+        AmazonStateLanguageParser,
+        ASLParserException,
+    )
+
+    parse_each_state_machine_once()
+    parse_each_state_machine_once()  # a second install keeps the first
+    parses = []
+    state_machine = ASLParser.state_machine
+
+    def counted(parser: ASLParser) -> object:
+        parses.append(parser)
+        return state_machine(parser)
+
+    monkeypatch.setattr(ASLParser, "state_machine", counted)
+    # the text as this test's own (the cache is per process: another test may have read it)
+    definition = (ROOT / "statemachines" / "node_recovery.asl.json").read_text() + "\n" * 3
+    first, tree = AmazonStateLanguageParser.parse(definition)
+    second, same_tree = AmazonStateLanguageParser.parse(definition)
+    assert len(parses) == 1 and tree is same_tree
+    assert second is not first  # every execution evaluates components of its own
+    assert type(second) is type(first)
+    broken = '{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}'  # no closing }
+    for _ in range(2):
+        with pytest.raises(ASLParserException):
+            AmazonStateLanguageParser.parse(broken)
+    assert len(parses) == 3  # a refused text is read again, and refused again

@@ -37,6 +37,7 @@ from hyperguard_twin.moto_gaps.performance import (
     answer_handler_methods_by_name,
     cache_backend_lookup,
     install_jsonpath_cache,
+    parse_each_state_machine_once,
     parse_json_templates_as_json,
 )
 
@@ -214,6 +215,7 @@ class Emulator:
         dynamodb.install()
         install_jsonpath_cache()
         parse_json_templates_as_json()
+        parse_each_state_machine_once()
         awslambda.route_invocations(invoker)
         cloudformation.install()
         events.install()

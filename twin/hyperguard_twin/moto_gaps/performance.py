@@ -1,6 +1,6 @@
-"""Four of moto's costs cut: listing its own backends and parsing a JSONPath, paid once per
-process instead of on every use; a handler's methods looked up by name instead of listed; a
-JSON template read as JSON."""
+"""Five of moto's costs cut: listing its own backends, parsing a JSONPath and parsing a state
+machine's definition, paid once per process instead of on every use; a handler's methods
+looked up by name instead of listed; a JSON template read as JSON."""
 
 from __future__ import annotations
 
@@ -94,3 +94,44 @@ def parse_json_templates_as_json() -> None:
 
     parse_template.reads_json = True  # type: ignore[attr-defined]
     Stack.parse_template = staticmethod(parse_template)  # type: ignore[method-assign]
+
+
+def parse_each_state_machine_once() -> None:
+    """moto's Step Functions parses a definition with ANTLR's pure-Python runtime when the
+    state machine is created and again at the start of each execution: 70-80 ms of CPU for
+    NodeRecovery's, which held the first Task of every recovery back by about 100 ms on two
+    busy cores (`bench/recovery.py`, D216). The parse tree depends only on the definition's
+    text, and the preprocessor only reads it, so a text's tree is kept; each use still builds
+    its own evaluation components from it, as before. A definition with syntax errors is
+    parsed again each time and refused as before."""
+    from antlr4 import CommonTokenStream, InputStream, ParserRuleContext
+    from moto.stepfunctions.parser.asl.antlr.runtime.ASLLexer import ASLLexer
+    from moto.stepfunctions.parser.asl.antlr.runtime.ASLParser import ASLParser
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+    from moto.stepfunctions.parser.asl.parse.asl_parser import (
+        AmazonStateLanguageParser,
+        ASLParserException,
+        SyntaxErrorListener,
+    )
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    if getattr(AmazonStateLanguageParser.parse, "keeps_trees", False):
+        return
+
+    @functools.lru_cache(maxsize=64)
+    def tree_of(definition: str) -> ParserRuleContext:
+        errors = SyntaxErrorListener()  # type: ignore[no-untyped-call]
+        parser = ASLParser(CommonTokenStream(ASLLexer(InputStream(definition))))
+        parser.removeErrorListeners()
+        parser.addErrorListener(errors)
+        tree = parser.state_machine()  # type: ignore[no-untyped-call]
+        if errors.errors:
+            raise ASLParserException(errors=errors.errors)  # not kept: lru_cache keeps values
+        return tree
+
+    def parse(definition: str) -> tuple[EvalComponent, ParserRuleContext]:
+        tree = tree_of(definition)
+        return Preprocessor().visit(tree), tree
+
+    parse.keeps_trees = True  # type: ignore[attr-defined]
+    AmazonStateLanguageParser.parse = staticmethod(parse)  # type: ignore[method-assign]
