@@ -1,8 +1,8 @@
 """What the twin saves of moto's and SAM's work (hyperguard_twin.moto_gaps.performance,
 hyperguard_twin.deploy): a JSON template read as JSON, to what moto's YAML reading gives,
 anything else still through YAML; a state machine's definition parsed once, each use given
-its own components, a broken one still refused; a handler's methods listed once; template.yaml's parse
-and SAM's transform reused within a process, handed out as copies."""
+its own components, a broken one still refused; a handler's methods listed once;
+template.yaml's parse and SAM's transform reused within a process, handed out as copies."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_a_definition_is_parsed_once_and_each_use_builds_its_own_components(
 
     def counted(parser: ASLParser) -> object:
         parses.append(parser)
-        return state_machine(parser)
+        return state_machine(parser)  # type: ignore[no-untyped-call]
 
     monkeypatch.setattr(ASLParser, "state_machine", counted)
     # the text as this test's own (the cache is per process: another test may have read it)
