@@ -25,11 +25,11 @@ TWIN_TIER = "tests/e2e/"
 LONGEST_FIRST = (
     "tests/e2e/test_burst.py",
     "tests/e2e/test_recovery.py",
-    "tests/e2e/test_scenario_day.py",
     "tests/e2e/test_scenario_proactive.py",
+    "tests/e2e/test_gameday.py",
+    "tests/e2e/test_scenario_day.py",
     "tests/e2e/test_iam.py",
     "tests/e2e/test_cli.py",
-    "tests/e2e/test_gameday.py",
     "tests/integration/test_twin_hyperpod_scaling.py::test_a_deleted_node_loses_its_pods",
     "tests/e2e/test_api_schema.py",
     "tests/e2e/test_rbac.py",
